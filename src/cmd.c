@@ -1,0 +1,106 @@
+/* cmd.c - executes one parsed request: looks up the policy, asks the store, formats the reply. */
+#include "cmd.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "policy.h"
+#include "store.h"
+
+/* Suggested wait in a fail-closed DENIED reply: long enough not to hammer a
+ * sick store, short enough to recover quickly. */
+#define FALLBACK_RETRY_MS 1000
+
+static void finish(struct cmd_slot *slot)
+{
+	struct config *cfg = slot->cfg;
+	slot->cfg = NULL;
+	slot->complete(slot);
+	if (cfg)
+		config_unref(cfg);
+}
+
+void cmd_reply_err(struct cmd_slot *slot, const char *code, const char *msg)
+{
+	slot->len = proto_format_err(slot->buf, code, msg);
+	finish(slot);
+}
+
+static void store_done(void *arg, const struct store_result *res)
+{
+	struct cmd_slot *slot = arg;
+	const struct policy *p = slot->policy;
+	enum store_op op = (enum store_op)slot->op;
+
+	if (res->status == STORE_OK) {
+		if (op == STORE_RESET)
+			slot->len = proto_format_str(slot->buf, "OK");
+		else
+			slot->len = proto_format_decision(slot->buf, res->allowed, res->limit,
+							  res->remaining, res->retry_after_ms,
+							  res->reset_ms);
+		finish(slot);
+		return;
+	}
+	char msg[128];
+	snprintf(msg, sizeof(msg), "store %s: %s", store_status_name(res->status),
+		 res->detail ? res->detail : "");
+	enum policy_on_error mode = config_on_error(slot->cfg, p);
+	if (op == STORE_RESET || mode == POLICY_ON_ERROR_ERROR) {
+		cmd_reply_err(slot, "store-unavailable", msg);
+		return;
+	}
+	int64_t limit = p->limits[0].capacity;
+	if (mode == POLICY_ON_ERROR_ALLOW)
+		slot->len = proto_format_decision(slot->buf, 1, limit, -1, 0, -1);
+	else
+		slot->len = proto_format_decision(slot->buf, 0, limit, -1, FALLBACK_RETRY_MS, -1);
+	finish(slot);
+}
+
+void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd *pc,
+		 struct cmd_slot *slot)
+{
+	slot->cfg = NULL;
+	slot->close_after = 0;
+	switch (pc->verb) {
+	case PROTO_PING:
+		slot->len = proto_format_str(slot->buf, "PONG");
+		finish(slot);
+		return;
+	case PROTO_QUIT:
+		slot->len = proto_format_str(slot->buf, "BYE");
+		slot->close_after = 1;
+		finish(slot);
+		return;
+	case PROTO_ALLOW:
+	case PROTO_PEEK:
+	case PROTO_RESET:
+		break;
+	}
+	const struct policy *p = config_find_policy(cfg, pc->action, pc->action_len);
+	if (!p) {
+		cmd_reply_err(slot, "unknown-action", "no policy for this action");
+		return;
+	}
+	enum store_op op = pc->verb == PROTO_ALLOW  ? STORE_ALLOW
+			   : pc->verb == PROTO_PEEK ? STORE_PEEK
+						    : STORE_RESET;
+	slot->policy = p;
+	slot->op = op;
+	config_ref(cfg);
+	slot->cfg = cfg;
+	struct store_request req = {
+		.op = op,
+		.policy = p,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.user = pc->user,
+		.user_len = pc->user_len,
+		.cost = pc->cost,
+		.timeout_ms = cfg->redis.timeout_ms,
+	};
+	store_submit(store, &req, store_done, slot);
+}

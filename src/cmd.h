@@ -1,0 +1,33 @@
+/* cmd.h - executes one parsed request: command -> policy -> store -> reply line. */
+#ifndef RL_CMD_H
+#define RL_CMD_H
+
+#include <stddef.h>
+
+#include "proto.h"
+
+struct config;
+struct policy;
+struct store;
+
+/*
+ * Where a request's reply goes. The caller owns the slot; cmd_execute fills
+ * buf/len and calls complete(slot) exactly once, possibly before returning.
+ */
+struct cmd_slot {
+	char buf[PROTO_REPLY_MAX];
+	size_t len;
+	int close_after; /* QUIT: close once this reply is written */
+	struct config *cfg; /* held while the store works on it */
+	const struct policy *policy; /* in cfg */
+	int op;			     /* enum store_op */
+	void (*complete)(struct cmd_slot *slot);
+};
+
+void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd *pc,
+		 struct cmd_slot *slot);
+
+/* Fills the slot with an error reply and completes it. */
+void cmd_reply_err(struct cmd_slot *slot, const char *code, const char *msg);
+
+#endif

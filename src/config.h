@@ -1,0 +1,60 @@
+/* config.h - the YAML configuration, loaded into an immutable, refcounted snapshot. */
+#ifndef RL_CONFIG_H
+#define RL_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "policy.h"
+
+#define CONFIG_DEFAULT_PATH "/etc/ratelimitd/ratelimitd.yaml"
+#define CONFIG_ERR_MAX 512
+
+struct config_redis {
+	char *address;  /* "host:port" or "unix:/path" */
+	char *username; /* NULL when unset */
+	char *password; /* NULL when unset; never logged */
+	int database;
+	int64_t timeout_ms;
+	int connections;
+};
+
+struct config_listen {
+	char *address; /* "host:port" or "unix:/path" */
+};
+
+/*
+ * A validated snapshot. Never modified after config_load returns it;
+ * a reload builds a new one. Requests hold a reference so they finish under
+ * the policies they started with.
+ */
+struct config {
+	int refs;
+	char *path;
+	struct config_listen *listen;
+	size_t nlisten;
+	struct config_redis redis;
+	char *prefix;
+	enum policy_on_error on_store_error; /* never INHERIT here */
+	size_t max_line;
+	int log_level;			/* LOG_DEBUG..LOG_ERROR from log.h */
+	struct policy *policies; /* sorted by name */
+	size_t npolicies;
+};
+
+/*
+ * Loads and validates `path`. NULL on failure with "FILE:LINE:COL: message"
+ * in err. The result has refs == 1.
+ */
+struct config *config_load(const char *path, char *err, size_t errlen);
+/* Same from memory; `name` stands for the file in error messages. */
+struct config *config_parse(const char *name, const char *buf, size_t len, char *err,
+			    size_t errlen);
+void config_ref(struct config *c);
+void config_unref(struct config *c);
+
+const struct policy *config_find_policy(const struct config *c, const char *name, size_t len);
+/* The on_store_error that applies to p under c. */
+enum policy_on_error config_on_error(const struct config *c, const struct policy *p);
+
+#endif

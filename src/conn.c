@@ -1,0 +1,277 @@
+/*
+ * conn.c - one client connection: splits input into lines, runs each, and
+ * writes replies strictly in request order even though the store answers out
+ * of order.
+ *
+ *   head                                    tail
+ *   [done: "ALLOWED.."] -> [waiting] -> [done: "ERR.."]
+ *     ^ written as soon as everything before it is done
+ *
+ * Reading pauses while too many requests are owed or the client is not
+ * reading its replies, so one client's memory stays bounded.
+ */
+#include "conn.h"
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "config.h"
+#include "log.h"
+#include "proto.h"
+#include "server.h"
+
+/* Requests parsed and not yet written back. */
+#define MAX_PENDING 1024
+/* Output bytes owed to a client that is not reading. */
+#define OUT_HIGH (256 * 1024)
+#define OUT_LOW (64 * 1024)
+
+struct pending {
+	struct cmd_slot slot; /* first: complete() gets this pointer */
+	struct pending *next;
+	struct conn *conn;
+	int done;
+};
+
+struct conn {
+	struct conn_link link;
+	struct server *srv;
+	struct bufferevent *bev; /* NULL once reaped */
+	struct pending *head, *tail;
+	unsigned npending; /* queued, done or not */
+	unsigned inflight; /* not done yet */
+	int paused;	   /* reading stopped for backpressure */
+	int closing;	   /* no more requests; close once replies are written */
+	int closed;	   /* handed to the reaper */
+	int eof;	   /* the client shut its side; answer what it sent */
+};
+
+static void process_input(struct conn *c);
+static void flush_replies(struct conn *c);
+
+struct conn_link *conn_link(struct conn *c)
+{
+	return &c->link;
+}
+
+static void conn_destroy(struct conn *c)
+{
+	struct pending *p = c->head;
+	while (p) {
+		struct pending *next = p->next;
+		free(p);
+		p = next;
+	}
+	free(c);
+}
+
+void conn_close(struct conn *c)
+{
+	if (c->closed)
+		return;
+	c->closed = 1;
+	c->closing = 1;
+	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	server_conn_removed(c->srv, c);
+	server_defer_free(c->srv, c);
+}
+
+void conn_reap(struct conn *c)
+{
+	bufferevent_free(c->bev);
+	c->bev = NULL;
+	if (c->inflight == 0)
+		conn_destroy(c);
+	/* else: the last store answer frees it (slot_complete) */
+}
+
+static void maybe_finish(struct conn *c)
+{
+	if (c->closed || !c->closing || c->npending)
+		return;
+	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+		conn_close(c);
+	/* else write_cb closes once the output has drained */
+}
+
+static void slot_complete(struct cmd_slot *slot)
+{
+	struct pending *p = (struct pending *)slot;
+	struct conn *c = p->conn;
+	p->done = 1;
+	c->inflight--;
+	if (c->closed) {
+		if (!c->bev && c->inflight == 0)
+			conn_destroy(c);
+		return;
+	}
+	if (p == c->head)
+		flush_replies(c);
+}
+
+static struct pending *pending_new(struct conn *c)
+{
+	struct pending *p = malloc(sizeof(*p));
+	if (!p)
+		return NULL;
+	p->next = NULL;
+	p->conn = c;
+	p->done = 0;
+	p->slot.complete = slot_complete;
+	p->slot.cfg = NULL;
+	p->slot.close_after = 0;
+	if (c->tail)
+		c->tail->next = p;
+	else
+		c->head = p;
+	c->tail = p;
+	c->npending++;
+	c->inflight++;
+	return p;
+}
+
+static void flush_replies(struct conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	while (c->head && c->head->done) {
+		struct pending *p = c->head;
+		evbuffer_add(out, p->slot.buf, p->slot.len);
+		if (p->slot.close_after)
+			c->closing = 1;
+		c->head = p->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->npending--;
+		free(p);
+	}
+	if (c->paused && !c->closing && c->npending < MAX_PENDING / 2 &&
+	    evbuffer_get_length(out) < OUT_HIGH) {
+		c->paused = 0;
+		bufferevent_enable(c->bev, EV_READ);
+		process_input(c);
+	}
+	maybe_finish(c);
+}
+
+static void process_input(struct conn *c)
+{
+	struct server *srv = c->srv;
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	struct config *cfg = server_config(srv);
+	size_t max_line = cfg->max_line;
+
+	while (!c->closing && !c->closed) {
+		if (c->npending >= MAX_PENDING || evbuffer_get_length(out) >= OUT_HIGH) {
+			c->paused = 1;
+			bufferevent_disable(c->bev, EV_READ);
+			break;
+		}
+		size_t len = evbuffer_get_length(in);
+		if (len == 0) {
+			c->closing |= c->eof;
+			break;
+		}
+		size_t want = len < max_line + 2 ? len : max_line + 2;
+		const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)want);
+		size_t consumed = 0;
+		long n = proto_frame(data, want, max_line, &consumed);
+		if (n == -1) {
+			c->closing |= c->eof; /* a partial last line is not a request */
+			break;
+		}
+		struct pending *p = pending_new(c);
+		if (!p) {
+			log_error("out of memory; dropping client");
+			conn_close(c);
+			return;
+		}
+		if (n == -2) {
+			c->closing = 1;
+			cmd_reply_err(&p->slot, "line-too-long", "request line exceeds max_line");
+			break;
+		}
+		struct proto_cmd pc;
+		struct proto_err perr;
+		if (proto_parse(data, (size_t)n, &pc, &perr) < 0)
+			cmd_reply_err(&p->slot, perr.code, perr.msg);
+		else {
+			if (pc.verb == PROTO_QUIT)
+				c->closing = 1;
+			cmd_execute(cfg, server_store(srv), &pc, &p->slot);
+		}
+		/* The store copied what it needs; the line can go. */
+		if (!c->closed)
+			evbuffer_drain(in, consumed);
+	}
+	if (!c->closed)
+		flush_replies(c);
+}
+
+static void read_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	process_input(arg);
+}
+
+static void write_cb(struct bufferevent *bev, void *arg)
+{
+	(void)bev;
+	struct conn *c = arg;
+	if (c->closed)
+		return;
+	if (c->paused)
+		flush_replies(c);
+	else
+		maybe_finish(c);
+}
+
+static void event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	struct conn *c = arg;
+	if (c->closed)
+		return;
+	if (what & BEV_EVENT_EOF && !(what & BEV_EVENT_ERROR)) {
+		/* Half-close (e.g. `nc -q1`): answer what was sent, then close. */
+		c->eof = 1;
+		if (!c->paused)
+			process_input(c);
+		return;
+	}
+	conn_close(c);
+}
+
+struct conn *conn_new(struct server *srv, evutil_socket_t fd)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	if (!c) {
+		evutil_closesocket(fd);
+		return NULL;
+	}
+	c->srv = srv;
+	c->bev = bufferevent_socket_new(server_base(srv), fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!c->bev) {
+		evutil_closesocket(fd);
+		free(c);
+		return NULL;
+	}
+	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
+	bufferevent_setwatermark(c->bev, EV_WRITE, OUT_LOW, 0);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	server_conn_added(srv, c);
+	return c;
+}
+
+void conn_drain(struct conn *c)
+{
+	if (c->closed)
+		return;
+	c->closing = 1;
+	bufferevent_disable(c->bev, EV_READ);
+	maybe_finish(c);
+}

@@ -1,0 +1,25 @@
+/* conn.h - one client connection: framing, ordered replies, backpressure. */
+#ifndef RL_CONN_H
+#define RL_CONN_H
+
+#include <event2/util.h>
+
+struct server;
+struct conn;
+
+/* Takes ownership of fd. NULL (and fd closed) on failure. */
+struct conn *conn_new(struct server *srv, evutil_socket_t fd);
+/* Stop reading; close once every reply already owed is written. */
+void conn_drain(struct conn *c);
+/* Drops the client now; replies still owed are discarded when they arrive. */
+void conn_close(struct conn *c);
+/* Called by the server's deferred-free event, never from c's own callbacks. */
+void conn_reap(struct conn *c);
+
+/* The server's list of clients threads through each conn. */
+struct conn_link {
+	struct conn *prev, *next;
+};
+struct conn_link *conn_link(struct conn *c);
+
+#endif

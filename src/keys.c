@@ -1,0 +1,67 @@
+/* keys.c - Redis key names: prefix, a {hash tag} per (action, user), and a per-limit suffix. */
+#include "keys.h"
+
+#include <string.h>
+
+#include "policy.h"
+
+static size_t put_dec(char *p, int64_t v)
+{
+	char tmp[24];
+	size_t n = 0, off = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		p[off++] = tmp[--n];
+	return off;
+}
+
+size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct policy *p,
+		  int index, const char *user, size_t user_len)
+{
+	size_t n = 0;
+	memcpy(out + n, prefix, prefix_len);
+	n += prefix_len;
+	out[n++] = '{';
+	memcpy(out + n, p->name, p->name_len);
+	n += p->name_len;
+	out[n++] = ':';
+	for (size_t i = 0; i < user_len; i++) {
+		char c = user[i];
+		if (c == '%') {
+			memcpy(out + n, "%25", 3);
+			n += 3;
+		} else if (c == '}') {
+			memcpy(out + n, "%7D", 3);
+			n += 3;
+		} else {
+			out[n++] = c;
+		}
+	}
+	out[n++] = '}';
+	out[n++] = ':';
+	if (p->algo == POLICY_FUNNEL) {
+		out[n++] = 'f';
+	} else {
+		out[n++] = 's';
+		n += put_dec(out + n, p->limits[index].period_ms);
+	}
+	return n;
+}
+
+const char *keys_hash_tag(const char *key, size_t len, size_t *tag_len)
+{
+	const char *open = memchr(key, '{', len);
+	if (open) {
+		size_t rest = len - (size_t)(open - key) - 1;
+		const char *close = memchr(open + 1, '}', rest);
+		if (close && close > open + 1) {
+			*tag_len = (size_t)(close - open - 1);
+			return open + 1;
+		}
+	}
+	*tag_len = len;
+	return key;
+}

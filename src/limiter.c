@@ -1,0 +1,178 @@
+/*
+ * limiter.c - the decision math of src/lua/ratelimit.lua in C, with `now`
+ * passed in. Every formula mirrors the script line for line (same doubles,
+ * same rounding) so tests/vectors.txt can check both.
+ */
+#include "limiter.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+struct check {
+	int ok;
+	int64_t limit, remaining, retry, reset;
+	/* sliding */
+	int64_t used, window, newest;
+	int has_newest;
+	/* funnel */
+	double new_tat;
+	int64_t after_remaining;
+};
+
+static int64_t ceil_ms(double us)
+{
+	if (us <= 0)
+		return 0;
+	return (int64_t)ceil(us / 1000);
+}
+
+/* Entries with score > cutoff are live. */
+static size_t first_live(const struct limiter_state *s, int64_t cutoff)
+{
+	size_t lo = 0, hi = s->nlog;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (s->log[mid] > cutoff)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+static void sliding_check(const struct policy_limit *l, const struct limiter_state *s,
+			  int64_t cost, int64_t now, struct check *c)
+{
+	int64_t window = l->period_ms * 1000;
+	size_t first = first_live(s, now - window);
+	c->window = window;
+	c->used = (int64_t)(s->nlog - first);
+	c->limit = l->count;
+	c->has_newest = c->used > 0;
+	c->newest = c->has_newest ? s->log[s->nlog - 1] : 0;
+	if (cost > l->count) {
+		c->ok = 0;
+		c->retry = -1;
+	} else if (c->used + cost <= l->count) {
+		c->ok = 1;
+		c->retry = 0;
+	} else {
+		c->ok = 0;
+		int64_t need = c->used + cost - l->count;
+		c->retry = ceil_ms((double)(s->log[first + (size_t)need - 1] + window - now));
+	}
+	c->remaining = l->count - c->used;
+	c->reset = c->has_newest ? ceil_ms((double)(c->newest + window - now)) : 0;
+}
+
+static int sliding_commit(struct limiter_state *s, int64_t cost, int64_t now, struct check *c)
+{
+	int64_t score = now;
+	if (c->has_newest && c->newest >= score)
+		score = c->newest + 1;
+	size_t first = first_live(s, now - c->window);
+	memmove(s->log, s->log + first, (s->nlog - first) * sizeof(int64_t));
+	s->nlog -= first;
+	if (s->nlog + (size_t)cost > s->caplog) {
+		size_t cap = s->nlog + (size_t)cost;
+		int64_t *log = realloc(s->log, cap * sizeof(int64_t));
+		if (!log)
+			return -1;
+		s->log = log;
+		s->caplog = cap;
+	}
+	for (int64_t i = 0; i < cost; i++)
+		s->log[s->nlog++] = score;
+	c->remaining = c->limit - c->used - cost;
+	c->reset = ceil_ms((double)(score + c->window - now));
+	return 0;
+}
+
+static void funnel_check(const struct policy_limit *l, const struct limiter_state *s,
+			 int64_t cost, int64_t now, struct check *c)
+{
+	double interval = (double)(l->period_ms * 1000) / (double)l->count;
+	double tau = (double)l->capacity * interval;
+	double tat = s->tat_us;
+	if (tat == 0 || tat < (double)now)
+		tat = (double)now;
+	double new_tat = tat + (double)cost * interval;
+	c->limit = l->capacity;
+	c->new_tat = new_tat;
+	if (cost > l->capacity) {
+		c->ok = 0;
+		c->retry = -1;
+	} else if (new_tat - (double)now <= tau + 1) {
+		c->ok = 1;
+		c->retry = 0;
+	} else {
+		c->ok = 0;
+		c->retry = ceil_ms(new_tat - (double)now - tau);
+	}
+	c->remaining = (int64_t)floor((tau - (tat - (double)now)) / interval + 1e-6);
+	c->reset = ceil_ms(tat - (double)now);
+	c->after_remaining = (int64_t)floor((tau - (new_tat - (double)now)) / interval + 1e-6);
+}
+
+static void funnel_commit(struct limiter_state *s, int64_t now, struct check *c)
+{
+	s->tat_us = c->new_tat;
+	c->remaining = c->after_remaining;
+	c->reset = ceil_ms(c->new_tat - (double)now);
+}
+
+int limiter_decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
+		   int64_t cost, int64_t now_us, struct limiter_result *out)
+{
+	struct check checks[POLICY_MAX_LIMITS];
+	if (op == LIMITER_RESET) {
+		for (int i = 0; i < p->nlimits; i++) {
+			st[i].tat_us = 0;
+			st[i].nlog = 0;
+		}
+		*out = (struct limiter_result){.allowed = 1};
+		return 0;
+	}
+	int all_ok = 1;
+	for (int i = 0; i < p->nlimits; i++) {
+		memset(&checks[i], 0, sizeof(checks[i]));
+		if (p->algo == POLICY_FUNNEL)
+			funnel_check(&p->limits[i], &st[i], cost, now_us, &checks[i]);
+		else
+			sliding_check(&p->limits[i], &st[i], cost, now_us, &checks[i]);
+		if (!checks[i].ok)
+			all_ok = 0;
+	}
+	struct check *bind = NULL;
+	for (int i = 0; i < p->nlimits; i++) {
+		struct check *c = &checks[i];
+		if (all_ok) {
+			if (op == LIMITER_ALLOW) {
+				if (p->algo == POLICY_FUNNEL)
+					funnel_commit(&st[i], now_us, c);
+				else if (sliding_commit(&st[i], cost, now_us, c) < 0)
+					return -1;
+			}
+			if (!bind || c->remaining < bind->remaining)
+				bind = c;
+		} else if (!c->ok) {
+			if (!bind || (bind->retry != -1 && (c->retry == -1 || c->retry > bind->retry)))
+				bind = c;
+		}
+	}
+	out->allowed = all_ok;
+	out->limit = bind->limit;
+	out->remaining = bind->remaining;
+	out->retry_after_ms = bind->retry;
+	out->reset_ms = bind->reset;
+	return 0;
+}
+
+void limiter_state_free(struct limiter_state *st)
+{
+	free(st->log);
+	memset(st, 0, sizeof(*st));
+}

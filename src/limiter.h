@@ -1,0 +1,40 @@
+/*
+ * limiter.h - the decision math of src/lua/ratelimit.lua, in C, with the clock
+ * passed in. Keeps state in memory; used by tests (one set of vectors checks
+ * both implementations) and by anything that needs to predict a decision.
+ */
+#ifndef RL_LIMITER_H
+#define RL_LIMITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct policy;
+
+enum limiter_op { LIMITER_ALLOW, LIMITER_PEEK, LIMITER_RESET };
+
+struct limiter_result {
+	int allowed;
+	int64_t limit;
+	int64_t remaining;
+	int64_t retry_after_ms; /* 0 when allowed, -1 when it never can */
+	int64_t reset_ms;
+};
+
+/* The state of one limit: a funnel's TAT, or a sliding window's log. */
+struct limiter_state {
+	double tat_us; /* funnel; 0 = empty */
+	int64_t *log;  /* sliding window: one score (us) per unit, ascending */
+	size_t nlog, caplog;
+};
+
+/*
+ * Decides `op` for `cost` units at time now_us against the policy's limits,
+ * whose states are st[0..p->nlimits-1]. Same semantics as the Lua script.
+ * Returns 0, or -1 on allocation failure.
+ */
+int limiter_decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
+		   int64_t cost, int64_t now_us, struct limiter_result *out);
+void limiter_state_free(struct limiter_state *st);
+
+#endif

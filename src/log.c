@@ -1,0 +1,72 @@
+/* log.c - leveled logging to stderr; one line per call, written with a single write(2). */
+#include "log.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int log_level = LOG_INFO;
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
+
+void log_set_level(int level)
+{
+	log_level = level;
+}
+
+int log_get_level(void)
+{
+	return log_level;
+}
+
+int log_level_parse(const char *s)
+{
+	for (int i = 0; i < 4; i++)
+		if (strcmp(s, level_names[i]) == 0)
+			return i;
+	return -1;
+}
+
+const char *log_level_name(int level)
+{
+	return level >= 0 && level < 4 ? level_names[level] : "?";
+}
+
+static void log_emit(int level, const char *fmt, va_list ap)
+{
+	char line[2048];
+	int n = snprintf(line, sizeof(line), "%s: ", level_names[level]);
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (len > sizeof(line) - 2)
+		len = sizeof(line) - 2;
+	line[len++] = '\n';
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
+}
+
+#define LOG_FN(fn, level)                     \
+	void fn(const char *fmt, ...)         \
+	{                                     \
+		if (level < log_level)        \
+			return;               \
+		va_list ap;                   \
+		va_start(ap, fmt);            \
+		log_emit(level, fmt, ap);     \
+		va_end(ap);                   \
+	}
+
+LOG_FN(log_debug, LOG_DEBUG)
+LOG_FN(log_info, LOG_INFO)
+LOG_FN(log_warn, LOG_WARN)
+LOG_FN(log_error, LOG_ERROR)
+
+void log_fatal(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_emit(LOG_ERROR, fmt, ap);
+	va_end(ap);
+	exit(1);
+}

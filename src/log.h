@@ -1,0 +1,20 @@
+/* log.h - leveled logging to stderr ("info: message"), for systemd's journal. */
+#ifndef RL_LOG_H
+#define RL_LOG_H
+
+enum { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
+
+void log_set_level(int level);
+int log_get_level(void);
+/* "debug" | "info" | "warn" | "error" -> level, or -1. */
+int log_level_parse(const char *s);
+const char *log_level_name(int level);
+
+void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Logs and exits 1. */
+void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+#endif

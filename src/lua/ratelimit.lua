@@ -1,0 +1,188 @@
+-- ratelimit.lua - every ratelimitd decision, atomic inside Redis, in Redis's own clock.
+--
+-- The same formulas live in src/limiter.c; tests/vectors.txt checks both.
+--
+-- ARGV[1]  now in microseconds; "0" means read Redis TIME (the daemon always
+--          sends 0; tests send fixed times to replay vectors)
+-- ARGV[2]  number of decisions in this call (a batch; each is atomic on its own keys)
+-- then per decision:
+--          op ("a" allow, "p" peek, "r" reset), cost, nlimits,
+--          and per limit: algo ("s" sliding window, "f" funnel), capacity, count, period_ms
+-- KEYS     one key per limit, decision after decision
+--
+-- Returns five integers per decision:
+--          allowed (1/0), limit, remaining, retry_after_ms (-1: never), reset_ms
+
+local now = tonumber(ARGV[1])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Scores and times must be written as plain integers: tostring() would give
+-- "1.7e+15" and lose digits.
+local function fmt(x)
+  return string.format('%.0f', x)
+end
+
+local function ceil_ms(us)
+  if us <= 0 then return 0 end
+  return math.ceil(us / 1000)
+end
+
+-- Sliding-window log: one zset member per unit allowed, scored by its time in
+-- microseconds. Scores strictly increase per key (a request in the same
+-- microsecond as the last one, or while Redis's clock steps back, is placed
+-- 1 us later), so members "<score>:<i>" never collide. Denied requests write
+-- nothing, so a client that keeps retrying is let in once its window passes.
+local function sliding_check(key, count, period_ms, cost)
+  local window = period_ms * 1000
+  local cutoff = now - window
+  local used = redis.call('ZCOUNT', key, '(' .. fmt(cutoff), '+inf')
+  local r = {key = key, kind = 's', count = count, window = window, cost = cost,
+             used = used, limit = count}
+  local newest = nil
+  if used > 0 then
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    newest = tonumber(last[2])
+  end
+  r.newest = newest
+  if cost > count then
+    r.ok = false
+    r.retry = -1
+  elseif used + cost <= count then
+    r.ok = true
+    r.retry = 0
+  else
+    r.ok = false
+    -- the oldest live entries must leave the window until cost fits
+    local need = used + cost - count
+    local e = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(cutoff), '+inf',
+                         'WITHSCORES', 'LIMIT', need - 1, 1)
+    r.retry = ceil_ms(tonumber(e[2]) + window - now)
+  end
+  r.remaining = count - used
+  if newest then r.reset = ceil_ms(newest + window - now) else r.reset = 0 end
+  return r
+end
+
+local function sliding_commit(r)
+  local score = now
+  if r.newest and r.newest >= score then score = r.newest + 1 end
+  local s = fmt(score)
+  local i = 1
+  while i <= r.cost do
+    local args = {}
+    local last = math.min(r.cost, i + 499)
+    for j = i, last do
+      args[#args + 1] = s
+      args[#args + 1] = s .. ':' .. j
+    end
+    redis.call('ZADD', r.key, unpack(args))
+    i = last + 1
+  end
+  redis.call('ZREMRANGEBYSCORE', r.key, '-inf', fmt(now - r.window))
+  local ttl = ceil_ms(score + r.window - now)
+  redis.call('PEXPIRE', r.key, ttl)
+  r.remaining = r.count - r.used - r.cost
+  r.reset = ttl
+end
+
+-- Funnel (GCRA, redis-cell's semantics): the key holds the theoretical arrival
+-- time (TAT) in microseconds. `capacity` units pass at once, then one unit per
+-- interval = period/count. The key expires when the funnel is empty again.
+local function funnel_check(key, capacity, count, period_ms, cost)
+  local interval = period_ms * 1000 / count
+  local tau = capacity * interval
+  local tat = tonumber(redis.call('GET', key))
+  if not tat or tat < now then tat = now end
+  local new_tat = tat + cost * interval
+  local r = {key = key, kind = 'f', limit = capacity, new_tat = new_tat}
+  -- Times near the epoch are doubles with a 0.25 us step: 1 us of slack (and
+  -- 1e-6 of a unit in `remaining`) keeps rounding from flipping a decision.
+  if cost > capacity then
+    r.ok = false
+    r.retry = -1
+  elseif new_tat - now <= tau + 1 then
+    r.ok = true
+    r.retry = 0
+  else
+    r.ok = false
+    r.retry = ceil_ms(new_tat - now - tau)
+  end
+  r.remaining = math.floor((tau - (tat - now)) / interval + 1e-6)
+  r.reset = ceil_ms(tat - now)
+  r.after_remaining = math.floor((tau - (new_tat - now)) / interval + 1e-6)
+  return r
+end
+
+local function funnel_commit(r)
+  -- %.17g round-trips the double exactly, so no drift accumulates
+  redis.call('SET', r.key, string.format('%.17g', r.new_tat), 'PX',
+             math.max(1, ceil_ms(r.new_tat - now)))
+  r.remaining = r.after_remaining
+  r.reset = ceil_ms(r.new_tat - now)
+end
+
+local out = {}
+local a = 3
+local k = 1
+local n = tonumber(ARGV[2])
+for _ = 1, n do
+  local op = ARGV[a]
+  local cost = tonumber(ARGV[a + 1])
+  local nlimits = tonumber(ARGV[a + 2])
+  a = a + 3
+  if op == 'r' then
+    for i = 0, nlimits - 1 do redis.call('DEL', KEYS[k + i]) end
+    a = a + 4 * nlimits
+    k = k + nlimits
+    out[#out + 1] = 1; out[#out + 1] = 0; out[#out + 1] = 0
+    out[#out + 1] = 0; out[#out + 1] = 0
+  else
+    local checks = {}
+    local all_ok = true
+    for i = 1, nlimits do
+      local algo = ARGV[a]
+      local capacity = tonumber(ARGV[a + 1])
+      local count = tonumber(ARGV[a + 2])
+      local period = tonumber(ARGV[a + 3])
+      a = a + 4
+      local r
+      if algo == 'f' then
+        r = funnel_check(KEYS[k], capacity, count, period, cost)
+      else
+        r = sliding_check(KEYS[k], count, period, cost)
+      end
+      k = k + 1
+      checks[i] = r
+      if not r.ok then all_ok = false end
+    end
+    -- all or nothing: a limit is charged only when every limit passes
+    local bind = nil
+    if all_ok then
+      for i = 1, nlimits do
+        local r = checks[i]
+        if op == 'a' then
+          if r.kind == 'f' then funnel_commit(r) else sliding_commit(r) end
+        end
+        if not bind or r.remaining < bind.remaining then bind = r end
+      end
+    else
+      for i = 1, nlimits do
+        local r = checks[i]
+        if not r.ok then
+          if not bind or (bind.retry ~= -1 and (r.retry == -1 or r.retry > bind.retry)) then
+            bind = r
+          end
+        end
+      end
+    end
+    if all_ok then out[#out + 1] = 1 else out[#out + 1] = 0 end
+    out[#out + 1] = bind.limit
+    out[#out + 1] = bind.remaining
+    out[#out + 1] = bind.retry
+    out[#out + 1] = bind.reset
+  end
+end
+return out

@@ -1,0 +1,250 @@
+/* main.c - command line, start-up order, signals through the event loop, reload and shutdown. */
+#include <errno.h>
+#include <event2/event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "sd.h"
+#include "server.h"
+#include "store.h"
+#include "store_redis.h"
+
+/* After SIGTERM, replies owed are normally written within redis.timeout;
+ * this bounds the wait for clients that do not read them. */
+#define DRAIN_GRACE_MS 2000
+
+struct daemon {
+	struct event_base *base;
+	const char *config_path;
+	struct server *srv;
+	struct store *store;
+	int stopping;
+	struct event *drain_timeout;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ratelimitd [-c FILE] [-t] [-V] [-h]\n"
+		   "  -c FILE  configuration file (default " CONFIG_DEFAULT_PATH ")\n"
+		   "  -t       check the configuration and exit\n"
+		   "  -V       print the version and exit\n"
+		   "  -h       print this help and exit\n");
+}
+
+static int str_eq(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a == b;
+	return strcmp(a, b) == 0;
+}
+
+/* Logs what a reload changes, and warns about what it cannot change. */
+static void log_changes(const struct config *old, const struct config *new)
+{
+	int listen_changed = old->nlisten != new->nlisten;
+	for (size_t i = 0; !listen_changed && i < old->nlisten; i++)
+		listen_changed = strcmp(old->listen[i].address, new->listen[i].address) != 0;
+	if (listen_changed)
+		log_warn("reload: listen changed; restart ratelimitd to apply it "
+			 "(still listening on the old addresses)");
+	const struct config_redis *a = &old->redis, *b = &new->redis;
+	if (!str_eq(a->address, b->address) || !str_eq(a->username, b->username) ||
+	    !str_eq(a->password, b->password) || a->database != b->database ||
+	    a->connections != b->connections)
+		log_warn("reload: redis connection settings changed; restart ratelimitd to apply "
+			 "them (redis.timeout applies now)");
+	if (a->timeout_ms != b->timeout_ms)
+		log_info("reload: redis.timeout %lldms -> %lldms", (long long)a->timeout_ms,
+			 (long long)b->timeout_ms);
+	if (strcmp(old->prefix, new->prefix) != 0)
+		log_info("reload: prefix \"%s\" -> \"%s\"", old->prefix, new->prefix);
+	if (old->on_store_error != new->on_store_error)
+		log_info("reload: on_store_error %s -> %s", policy_on_error_name(old->on_store_error),
+			 policy_on_error_name(new->on_store_error));
+	char desc[256];
+	for (size_t i = 0; i < new->npolicies; i++) {
+		const struct policy *np = &new->policies[i];
+		const struct policy *op = config_find_policy(old, np->name, np->name_len);
+		policy_describe(np, desc, sizeof(desc));
+		if (!op)
+			log_info("reload: policy %s added: %s", np->name, desc);
+		else if (!policy_equal(op, np))
+			log_info("reload: policy %s changed: %s", np->name, desc);
+	}
+	for (size_t i = 0; i < old->npolicies; i++) {
+		const struct policy *op = &old->policies[i];
+		if (!config_find_policy(new, op->name, op->name_len))
+			log_info("reload: policy %s removed", op->name);
+	}
+}
+
+static void reload(struct daemon *d)
+{
+	char err[CONFIG_ERR_MAX];
+	sd_notify_reloading();
+	struct config *cfg = config_load(d->config_path, err, sizeof(err));
+	if (!cfg) {
+		log_error("reload failed, keeping the running configuration: %s", err);
+	} else {
+		struct config *old = server_config(d->srv);
+		log_changes(old, cfg);
+		/* Keys that need a restart keep their running values. */
+		if (cfg->log_level != old->log_level)
+			log_set_level(cfg->log_level);
+		server_set_config(d->srv, cfg);
+		config_unref(cfg);
+		log_info("reload: configuration %s loaded (%zu policies)", d->config_path,
+			 cfg->npolicies);
+	}
+	sd_notify_ready("serving");
+}
+
+static void drained(void *arg)
+{
+	struct daemon *d = arg;
+	event_base_loopbreak(d->base);
+}
+
+static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct daemon *d = arg;
+	log_warn("shutdown: %zu clients still owed replies after the grace period; closing them",
+		 server_nclients(d->srv));
+	event_base_loopbreak(d->base);
+}
+
+static void signal_cb(evutil_socket_t sig, short what, void *arg)
+{
+	(void)what;
+	struct daemon *d = arg;
+	if (sig == SIGHUP) {
+		if (!d->stopping)
+			reload(d);
+		return;
+	}
+	if (d->stopping) {
+		log_info("second %s: exiting now", sig == SIGINT ? "SIGINT" : "SIGTERM");
+		event_base_loopbreak(d->base);
+		return;
+	}
+	d->stopping = 1;
+	sd_notify_stopping();
+	log_info("%s: no longer accepting; answering %zu in-flight requests",
+		 sig == SIGINT ? "SIGINT" : "SIGTERM", store_pending(d->store));
+	int64_t ms = server_config(d->srv)->redis.timeout_ms + DRAIN_GRACE_MS;
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+	evtimer_add(d->drain_timeout, &tv);
+	server_drain(d->srv, drained, d);
+}
+
+/* Many clients need many descriptors; take what the hard limit allows. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+			log_warn("cannot raise the open files limit: %s", strerror(errno));
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		log_debug("open files limit: %llu", (unsigned long long)rl.rlim_cur);
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = CONFIG_DEFAULT_PATH;
+	int test_only = 0;
+	int opt;
+	while ((opt = getopt(argc, argv, "c:tVh")) != -1) {
+		switch (opt) {
+		case 'c':
+			path = optarg;
+			break;
+		case 't':
+			test_only = 1;
+			break;
+		case 'V':
+			printf("ratelimitd %s\n", RATELIMITD_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+
+	char err[CONFIG_ERR_MAX];
+	struct config *cfg = config_load(path, err, sizeof(err));
+	if (!cfg) {
+		if (test_only)
+			fprintf(stderr, "%s\n", err);
+		else
+			log_error("%s", err);
+		return 1;
+	}
+	if (test_only) {
+		printf("configuration OK\n");
+		config_unref(cfg);
+		return 0;
+	}
+	log_set_level(cfg->log_level);
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+
+	struct daemon d = {.config_path = path};
+	d.base = event_base_new();
+	if (!d.base)
+		log_fatal("cannot create the event loop");
+	d.store = store_redis_new(d.base, &cfg->redis, err, sizeof(err));
+	if (!d.store)
+		log_fatal("redis: %s", err);
+	d.srv = server_new(d.base, cfg, d.store, err, sizeof(err));
+	if (!d.srv)
+		log_fatal("%s", err);
+	struct event *sig_hup = evsignal_new(d.base, SIGHUP, signal_cb, &d);
+	struct event *sig_term = evsignal_new(d.base, SIGTERM, signal_cb, &d);
+	struct event *sig_int = evsignal_new(d.base, SIGINT, signal_cb, &d);
+	d.drain_timeout = evtimer_new(d.base, drain_timeout_cb, &d);
+	evsignal_add(sig_hup, NULL);
+	evsignal_add(sig_term, NULL);
+	evsignal_add(sig_int, NULL);
+
+	char listening[512];
+	size_t n = 0;
+	listening[0] = 0;
+	for (size_t i = 0; i < cfg->nlisten && n < sizeof(listening); i++)
+		n += (size_t)snprintf(listening + n, sizeof(listening) - n, "%s%s", i ? " " : "",
+				      cfg->listen[i].address);
+	log_info("ratelimitd %s ready, listening on %s (%zu policies, redis %s)", RATELIMITD_VERSION,
+		 listening, cfg->npolicies, cfg->redis.address);
+	config_unref(cfg); /* the server holds its own reference */
+	sd_notify_ready("serving");
+
+	event_base_dispatch(d.base);
+
+	server_free(d.srv);
+	store_free(d.store); /* answers anything still waiting; frees those clients */
+	event_free(sig_hup);
+	event_free(sig_term);
+	event_free(sig_int);
+	event_free(d.drain_timeout);
+	event_base_free(d.base);
+	log_info("exiting");
+	return 0;
+}

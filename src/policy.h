@@ -1,0 +1,64 @@
+/* policy.h - the policy model: algorithms, limits, durations and rates. */
+#ifndef RL_POLICY_H
+#define RL_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define POLICY_NAME_MAX 64
+#define POLICY_MAX_LIMITS 8
+/* A sliding-window log keeps one zset member per unit allowed in the window,
+ * so its memory grows with the count; larger counts belong in a funnel. */
+#define POLICY_SLIDING_MAX_COUNT 100000
+#define POLICY_MAX_COUNT 1000000000LL
+#define POLICY_MAX_PERIOD_MS (366LL * 24 * 3600 * 1000)
+
+enum policy_algo { POLICY_SLIDING_WINDOW = 0, POLICY_FUNNEL = 1 };
+
+/* What to answer when the store cannot decide in time. */
+enum policy_on_error {
+	POLICY_ON_ERROR_INHERIT = -1,
+	POLICY_ON_ERROR_ALLOW = 0,
+	POLICY_ON_ERROR_DENY = 1,
+	POLICY_ON_ERROR_ERROR = 2,
+};
+
+/*
+ * One limit. Sliding window: at most `count` units in any `period_ms`
+ * (capacity == count). Funnel (GCRA): `capacity` units may pass at once,
+ * then one unit drains every period_ms/count.
+ */
+struct policy_limit {
+	int64_t capacity;
+	int64_t count;
+	int64_t period_ms;
+};
+
+struct policy {
+	char name[POLICY_NAME_MAX + 1];
+	size_t name_len;
+	enum policy_algo algo;
+	int nlimits;
+	struct policy_limit limits[POLICY_MAX_LIMITS];
+	enum policy_on_error on_store_error;
+};
+
+/* "250ms", "5s", "2m", "1h", "1d" -> milliseconds. 0 or -1 with *err. */
+int policy_parse_duration(const char *s, size_t len, int64_t *ms, const char **err);
+/* "5/60s" -> count 5, period 60000 ms. 0 or -1 with *err. */
+int policy_parse_rate(const char *s, size_t len, int64_t *count, int64_t *period_ms,
+		      const char **err);
+/* [A-Za-z0-9_.-]{1,64} */
+int policy_name_valid(const char *s, size_t len);
+/* Checks a filled policy for consistency (counts, duplicate windows). */
+int policy_validate(const struct policy *p, const char **err);
+/* "allow" | "deny" | "error" */
+int policy_parse_on_error(const char *s, size_t len, enum policy_on_error *out);
+const char *policy_on_error_name(enum policy_on_error e);
+const char *policy_algo_name(enum policy_algo a);
+/* Human-readable one-line description, e.g. "sliding_window 3/1s 20/60s". */
+size_t policy_describe(const struct policy *p, char *buf, size_t cap);
+/* 1 if two policies decide identically (used to log what a reload changed). */
+int policy_equal(const struct policy *a, const struct policy *b);
+
+#endif

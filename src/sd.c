@@ -1,0 +1,40 @@
+/* sd.c - systemd readiness notifications; compiled to no-ops without libsystemd. */
+#include "sd.h"
+
+#ifdef HAVE_SYSTEMD
+#include <stdio.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+void sd_notify_ready(const char *status)
+{
+	sd_notifyf(0, "READY=1\nSTATUS=%s", status);
+}
+
+void sd_notify_reloading(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	unsigned long long usec =
+		(unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", usec);
+}
+
+void sd_notify_stopping(void)
+{
+	sd_notify(0, "STOPPING=1");
+}
+#else
+void sd_notify_ready(const char *status)
+{
+	(void)status;
+}
+
+void sd_notify_reloading(void)
+{
+}
+
+void sd_notify_stopping(void)
+{
+}
+#endif

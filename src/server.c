@@ -1,0 +1,299 @@
+/* server.c - listeners (TCP and unix), accepting clients, the live config, draining. */
+#include "server.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "log.h"
+
+#define MAX_LISTENERS 16
+/* How long accepting pauses when out of file descriptors: libevent's
+ * listener would otherwise retry accept() in a busy loop. */
+#define ACCEPT_PAUSE_MS 100
+
+struct listener {
+	struct server *srv;
+	struct evconnlistener *lev;
+	struct event *resume;
+	char *unix_path;
+	char *name;
+};
+
+struct server {
+	struct event_base *base;
+	struct config *cfg;
+	struct store *store;
+	struct listener listeners[MAX_LISTENERS];
+	int nlisteners;
+	struct conn *clients; /* list through conn_link */
+	size_t nclients;
+	struct conn **reap;
+	size_t nreap, capreap;
+	struct event *reap_ev;
+	int draining;
+	void (*drained)(void *);
+	void *drained_arg;
+	struct event *drained_ev;
+};
+
+struct config *server_config(const struct server *srv)
+{
+	return srv->cfg;
+}
+
+struct store *server_store(const struct server *srv)
+{
+	return srv->store;
+}
+
+struct event_base *server_base(const struct server *srv)
+{
+	return srv->base;
+}
+
+size_t server_nclients(const struct server *srv)
+{
+	return srv->nclients;
+}
+
+void server_set_config(struct server *srv, struct config *cfg)
+{
+	config_ref(cfg);
+	config_unref(srv->cfg);
+	srv->cfg = cfg;
+}
+
+void server_conn_added(struct server *srv, struct conn *c)
+{
+	struct conn_link *l = conn_link(c);
+	l->prev = NULL;
+	l->next = srv->clients;
+	if (srv->clients)
+		conn_link(srv->clients)->prev = c;
+	srv->clients = c;
+	srv->nclients++;
+}
+
+void server_conn_removed(struct server *srv, struct conn *c)
+{
+	struct conn_link *l = conn_link(c);
+	if (l->prev)
+		conn_link(l->prev)->next = l->next;
+	else
+		srv->clients = l->next;
+	if (l->next)
+		conn_link(l->next)->prev = l->prev;
+	l->prev = l->next = NULL;
+	srv->nclients--;
+	if (srv->draining && srv->nclients == 0)
+		event_active(srv->drained_ev, EV_TIMEOUT, 0);
+}
+
+void server_defer_free(struct server *srv, struct conn *c)
+{
+	if (srv->nreap == srv->capreap) {
+		size_t cap = srv->capreap ? srv->capreap * 2 : 64;
+		struct conn **r = realloc(srv->reap, cap * sizeof(*r));
+		if (!r) {
+			/* Leak one connection rather than free it under its own callback. */
+			log_error("out of memory while closing a client");
+			return;
+		}
+		srv->reap = r;
+		srv->capreap = cap;
+	}
+	srv->reap[srv->nreap++] = c;
+	event_active(srv->reap_ev, EV_TIMEOUT, 0);
+}
+
+static void reap_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct server *srv = arg;
+	for (size_t i = 0; i < srv->nreap; i++)
+		conn_reap(srv->reap[i]);
+	srv->nreap = 0;
+}
+
+static void drained_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct server *srv = arg;
+	if (srv->drained)
+		srv->drained(srv->drained_arg);
+}
+
+static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
+		      int salen, void *arg)
+{
+	(void)lev;
+	(void)salen;
+	struct listener *l = arg;
+	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
+		int one = 1;
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	}
+	conn_new(l->srv, fd);
+}
+
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct listener *l = arg;
+	if (l->lev && !l->srv->draining)
+		evconnlistener_enable(l->lev);
+}
+
+static void accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+	struct listener *l = arg;
+	int err = EVUTIL_SOCKET_ERROR();
+	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+		log_warn("accept on %s: %s; pausing accepts for %d ms", l->name, strerror(err),
+			 ACCEPT_PAUSE_MS);
+		evconnlistener_disable(lev);
+		struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
+		evtimer_add(l->resume, &tv);
+	} else {
+		log_warn("accept on %s: %s", l->name, strerror(err));
+	}
+}
+
+static int listen_one(struct server *srv, struct listener *l, const char *addr, char *err,
+		      size_t errlen)
+{
+	unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE;
+	l->srv = srv;
+	l->name = strdup(addr);
+	l->resume = evtimer_new(srv->base, resume_cb, l);
+	if (strncmp(addr, "unix:", 5) == 0) {
+		const char *path = addr + 5;
+		struct sockaddr_un sun;
+		memset(&sun, 0, sizeof(sun));
+		sun.sun_family = AF_UNIX;
+		if (strlen(path) >= sizeof(sun.sun_path)) {
+			snprintf(err, errlen, "listen %s: path too long", addr);
+			return -1;
+		}
+		strcpy(sun.sun_path, path);
+		/* A socket file left by a previous run would make bind fail. */
+		struct stat st;
+		if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+			unlink(path);
+		l->lev = evconnlistener_new_bind(srv->base, accept_cb, l, flags, 1024,
+						 (struct sockaddr *)&sun, sizeof(sun));
+		if (!l->lev) {
+			snprintf(err, errlen, "listen %s: %s", addr, strerror(errno));
+			return -1;
+		}
+		l->unix_path = strdup(path);
+		if (chmod(path, 0660) < 0)
+			log_warn("chmod %s: %s", path, strerror(errno));
+	} else {
+		struct sockaddr_storage ss;
+		int sslen = sizeof(ss);
+		memset(&ss, 0, sizeof(ss));
+		if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) < 0) {
+			snprintf(err, errlen, "listen %s: not an address", addr);
+			return -1;
+		}
+		l->lev = evconnlistener_new_bind(srv->base, accept_cb, l, flags, 1024,
+						 (struct sockaddr *)&ss, sslen);
+		if (!l->lev) {
+			snprintf(err, errlen, "listen %s: %s", addr, strerror(errno));
+			return -1;
+		}
+	}
+	evconnlistener_set_error_cb(l->lev, accept_error_cb);
+	return 0;
+}
+
+static void close_listeners(struct server *srv)
+{
+	for (int i = 0; i < srv->nlisteners; i++) {
+		struct listener *l = &srv->listeners[i];
+		if (l->lev) {
+			evconnlistener_free(l->lev);
+			l->lev = NULL;
+			if (l->unix_path)
+				unlink(l->unix_path);
+		}
+	}
+}
+
+struct server *server_new(struct event_base *base, struct config *cfg, struct store *store,
+			  char *err, size_t errlen)
+{
+	struct server *srv = calloc(1, sizeof(*srv));
+	if (!srv) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	srv->base = base;
+	srv->store = store;
+	config_ref(cfg);
+	srv->cfg = cfg;
+	srv->reap_ev = event_new(base, -1, 0, reap_cb, srv);
+	srv->drained_ev = event_new(base, -1, 0, drained_cb, srv);
+	for (size_t i = 0; i < cfg->nlisten && i < MAX_LISTENERS; i++) {
+		srv->nlisteners++;
+		if (listen_one(srv, &srv->listeners[i], cfg->listen[i].address, err, errlen) < 0) {
+			server_free(srv);
+			return NULL;
+		}
+	}
+	return srv;
+}
+
+void server_drain(struct server *srv, void (*done)(void *arg), void *arg)
+{
+	srv->draining = 1;
+	srv->drained = done;
+	srv->drained_arg = arg;
+	close_listeners(srv);
+	struct conn *c = srv->clients;
+	while (c) {
+		struct conn *next = conn_link(c)->next;
+		conn_drain(c);
+		c = next;
+	}
+	if (srv->nclients == 0)
+		event_active(srv->drained_ev, EV_TIMEOUT, 0);
+}
+
+void server_free(struct server *srv)
+{
+	if (!srv)
+		return;
+	close_listeners(srv);
+	while (srv->clients)
+		conn_close(srv->clients);
+	reap_cb(-1, 0, srv);
+	for (int i = 0; i < srv->nlisteners; i++) {
+		struct listener *l = &srv->listeners[i];
+		if (l->resume)
+			event_free(l->resume);
+		free(l->unix_path);
+		free(l->name);
+	}
+	free(srv->reap);
+	event_free(srv->reap_ev);
+	event_free(srv->drained_ev);
+	config_unref(srv->cfg);
+	free(srv);
+}

@@ -1,0 +1,64 @@
+/*
+ * store.h - the asynchronous decision store. A backend (Redis today; a Redis
+ * Cluster backend and batching slot in behind the same calls) takes one
+ * decision at a time and answers it exactly once, within its deadline.
+ */
+#ifndef RL_STORE_H
+#define RL_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct policy;
+
+enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET };
+
+enum store_status {
+	STORE_OK,
+	STORE_TIMEOUT,	   /* no answer within the deadline */
+	STORE_UNAVAILABLE, /* no connection to the store */
+	STORE_OVERLOAD,	   /* too many requests already waiting on the store */
+	STORE_FAILED,	   /* the store answered with an error */
+};
+
+/* Everything is copied during store_submit; nothing needs to outlive the call. */
+struct store_request {
+	enum store_op op;
+	const struct policy *policy;
+	const char *prefix;
+	size_t prefix_len;
+	const char *user;
+	size_t user_len;
+	int64_t cost;
+	int64_t timeout_ms;
+};
+
+struct store_result {
+	enum store_status status;
+	const char *detail; /* why, when status != STORE_OK; valid during the callback */
+	int allowed;
+	int64_t limit, remaining, retry_after_ms, reset_ms;
+};
+
+/* Called exactly once per submitted request, possibly from inside store_submit. */
+typedef void store_done_fn(void *arg, const struct store_result *res);
+
+struct store;
+struct store_ops {
+	void (*submit)(struct store *s, const struct store_request *req, store_done_fn *done,
+		       void *arg);
+	void (*free)(struct store *s);
+	/* Requests submitted and not yet answered. */
+	size_t (*pending)(const struct store *s);
+};
+
+struct store {
+	const struct store_ops *ops;
+};
+
+void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
+size_t store_pending(const struct store *s);
+void store_free(struct store *s);
+const char *store_status_name(enum store_status st);
+
+#endif

@@ -1,0 +1,673 @@
+/*
+ * store_redis.c - decisions in one Redis through a pool of async hiredis
+ * connections, with the deadlines, reconnects and script loading that
+ * hiredis 0.14 does not do itself.
+ *
+ * Every request lives in two places until it is answered:
+ *
+ *   deadline list (sorted by deadline)     hiredis callback queue of its conn
+ *   head -> r1 -> r2 -> ...                 r1, r2, ... (privdata)
+ *
+ * The timer answers the head of the deadline list when its deadline passes
+ * (STORE_TIMEOUT) and unlinks it; the request object itself stays until
+ * hiredis runs its callback (with the late reply, or NULL on disconnect),
+ * which then frees it silently. So each request is answered exactly once, and
+ * a late reply is never delivered twice.
+ */
+#include "store_redis.h"
+
+#include <stddef.h>
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "keys.h"
+#include "log.h"
+#include "lua_scripts.h"
+#include "policy.h"
+#include "store.h"
+
+#define MAX_CONNECTIONS 64
+/* Requests sent on one connection and not yet called back, timed-out ones
+ * included: bounds memory and Redis's backlog when Redis stalls. */
+#define MAX_INFLIGHT_PER_CONN 8192
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 500
+#define CONNECT_TIMEOUT_MS 1000
+#define FREE_POOL_MAX 1024
+
+enum rconn_state { RCONN_DOWN, RCONN_CONNECTING, RCONN_UP };
+
+struct store_redis;
+
+struct rconn {
+	struct store_redis *s;
+	int idx;
+	redisAsyncContext *ac;
+	enum rconn_state state;
+	unsigned inflight;
+	int backoff_ms;
+	int verified;	     /* got a good reply since connecting */
+	struct event *retry; /* reconnect after backoff */
+	struct event *connect_timeout;
+};
+
+struct sreq {
+	struct sreq *prev, *next; /* deadline list; unlinked once answered */
+	struct store_redis *s;
+	struct rconn *rc;
+	store_done_fn *done; /* NULL once answered */
+	void *arg;
+	uint64_t deadline_us;
+	int evaled; /* already resent with EVAL after NOSCRIPT */
+	enum store_op op;
+	int64_t cost;
+	struct policy policy;
+	size_t user_len, prefix_len;
+	char user[512];
+	char prefix[KEYS_PREFIX_MAX];
+};
+
+struct store_redis {
+	struct store base;
+	struct event_base *evbase;
+	char *host; /* NULL for unix */
+	int port;
+	char *unix_path;
+	char *username, *password;
+	int database;
+	struct rconn conns[MAX_CONNECTIONS];
+	int nconns;
+	struct sreq *head, *tail; /* deadline list */
+	struct event *timer;
+	uint64_t timer_at;
+	size_t pending;
+	struct sreq *free_pool;
+	size_t nfree;
+	int up_logged, down_logged;
+	int closing;
+	/* argv scratch: keys and numbers for one command */
+	char keybuf[POLICY_MAX_LIMITS][KEYS_MAX];
+	char numbuf[48][24];
+};
+
+static void rconn_connect(struct rconn *rc);
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- request objects ---- */
+
+static struct sreq *sreq_get(struct store_redis *s)
+{
+	struct sreq *r = s->free_pool;
+	if (r) {
+		s->free_pool = r->next;
+		s->nfree--;
+	} else {
+		r = malloc(sizeof(*r));
+		if (!r)
+			return NULL;
+	}
+	memset(r, 0, offsetof(struct sreq, policy));
+	r->s = s;
+	return r;
+}
+
+static void sreq_put(struct store_redis *s, struct sreq *r)
+{
+	if (s->nfree >= FREE_POOL_MAX) {
+		free(r);
+		return;
+	}
+	r->next = s->free_pool;
+	s->free_pool = r;
+	s->nfree++;
+}
+
+/* ---- deadline list and timer ---- */
+
+static void timer_arm(struct store_redis *s)
+{
+	if (!s->head) {
+		evtimer_del(s->timer);
+		s->timer_at = 0;
+		return;
+	}
+	if (s->timer_at == s->head->deadline_us)
+		return;
+	uint64_t now = now_us();
+	uint64_t d = s->head->deadline_us > now ? s->head->deadline_us - now : 0;
+	struct timeval tv = {.tv_sec = (time_t)(d / 1000000), .tv_usec = (suseconds_t)(d % 1000000)};
+	evtimer_add(s->timer, &tv);
+	s->timer_at = s->head->deadline_us;
+}
+
+static void deadline_insert(struct store_redis *s, struct sreq *r)
+{
+	/* Deadlines arrive in order unless a reload shortened the timeout. */
+	struct sreq *after = s->tail;
+	while (after && after->deadline_us > r->deadline_us)
+		after = after->prev;
+	r->prev = after;
+	r->next = after ? after->next : s->head;
+	if (r->next)
+		r->next->prev = r;
+	else
+		s->tail = r;
+	if (after)
+		after->next = r;
+	else
+		s->head = r;
+	s->pending++;
+	if (s->head == r)
+		timer_arm(s);
+}
+
+static void deadline_remove(struct store_redis *s, struct sreq *r)
+{
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		s->head = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	else
+		s->tail = r->prev;
+	r->prev = r->next = NULL;
+	s->pending--;
+}
+
+/* Answers r (once) and unlinks it from the deadline list. */
+static void sreq_answer(struct sreq *r, const struct store_result *res)
+{
+	struct store_redis *s = r->s;
+	store_done_fn *done = r->done;
+	if (!done)
+		return;
+	r->done = NULL;
+	int was_head = s->head == r;
+	deadline_remove(s, r);
+	if (was_head)
+		timer_arm(s);
+	done(r->arg, res);
+}
+
+static void answer_status(struct sreq *r, enum store_status st, const char *detail)
+{
+	struct store_result res = {.status = st, .detail = detail};
+	sreq_answer(r, &res);
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct store_redis *s = arg;
+	s->timer_at = 0;
+	uint64_t now = now_us();
+	while (s->head && s->head->deadline_us <= now)
+		answer_status(s->head, STORE_TIMEOUT, "redis did not answer in time");
+	timer_arm(s);
+}
+
+/* ---- sending ---- */
+
+static const char *num(struct store_redis *s, int *ni, int64_t v)
+{
+	char *b = s->numbuf[(*ni)++];
+	snprintf(b, 24, "%lld", (long long)v);
+	return b;
+}
+
+/* Builds EVALSHA (or EVAL) of the decision script for r and queues it on rc. */
+static int sreq_send(struct rconn *rc, struct sreq *r, int eval);
+
+static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
+
+static int sreq_send(struct rconn *rc, struct sreq *r, int eval)
+{
+	struct store_redis *s = rc->s;
+	const struct policy *p = &r->policy;
+	const char *argv[64];
+	size_t argl[64];
+	int ac = 0, ni = 0;
+#define ARG(str, len) (argv[ac] = (str), argl[ac] = (len), ac++)
+#define ARGS(str) ARG(str, strlen(str))
+	if (eval) {
+		ARGS("EVAL");
+		ARG(lua_ratelimit_src, lua_ratelimit_len);
+	} else {
+		ARGS("EVALSHA");
+		ARG(lua_ratelimit_sha, 40);
+	}
+	ARGS(num(s, &ni, p->nlimits));
+	for (int i = 0; i < p->nlimits; i++) {
+		size_t kl = keys_build(s->keybuf[i], r->prefix, r->prefix_len, p, i, r->user,
+				       r->user_len);
+		ARG(s->keybuf[i], kl);
+	}
+	ARGS("0");
+	ARGS("1");
+	ARGS(r->op == STORE_ALLOW ? "a" : r->op == STORE_PEEK ? "p" : "r");
+	ARGS(num(s, &ni, r->cost));
+	ARGS(num(s, &ni, p->nlimits));
+	for (int i = 0; i < p->nlimits; i++) {
+		const struct policy_limit *l = &p->limits[i];
+		ARGS(p->algo == POLICY_FUNNEL ? "f" : "s");
+		ARGS(num(s, &ni, l->capacity));
+		ARGS(num(s, &ni, l->count));
+		ARGS(num(s, &ni, l->period_ms));
+	}
+#undef ARG
+#undef ARGS
+	if (redisAsyncCommandArgv(rc->ac, reply_cb, r, ac, argv, argl) != REDIS_OK)
+		return -1;
+	r->rc = rc;
+	rc->inflight++;
+	return 0;
+}
+
+static void parse_decision(struct sreq *r, redisReply *rep)
+{
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 5) {
+		int64_t v[5];
+		for (int i = 0; i < 5; i++) {
+			if (rep->element[i]->type != REDIS_REPLY_INTEGER)
+				goto bad;
+			v[i] = rep->element[i]->integer;
+		}
+		struct store_result res = {
+			.status = STORE_OK,
+			.allowed = v[0] == 1,
+			.limit = v[1],
+			.remaining = v[2],
+			.retry_after_ms = v[3],
+			.reset_ms = v[4],
+		};
+		sreq_answer(r, &res);
+		return;
+	}
+bad:
+	answer_status(r, STORE_FAILED, "unexpected reply from redis");
+}
+
+static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)ac;
+	struct sreq *r = privdata;
+	struct store_redis *s = r->s;
+	struct rconn *rc = r->rc;
+	redisReply *rep = reply;
+	rc->inflight--;
+	if (!rep) {
+		answer_status(r, STORE_UNAVAILABLE, "connection to redis lost");
+		sreq_put(s, r);
+		return;
+	}
+	rc->verified = 1;
+	rc->backoff_ms = 0;
+	if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && !r->evaled &&
+	    r->done && rc->ac && !s->closing) {
+		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it. */
+		r->evaled = 1;
+		if (sreq_send(rc, r, 1) == 0)
+			return;
+	}
+	if (!r->done) {
+		sreq_put(s, r); /* answered already (timed out): drop the late reply */
+		return;
+	}
+	if (rep->type == REDIS_REPLY_ERROR) {
+		char detail[128];
+		snprintf(detail, sizeof(detail), "redis: %.100s", rep->str);
+		log_debug("store: %s", detail);
+		answer_status(r, STORE_FAILED, detail);
+	} else {
+		parse_decision(r, rep);
+	}
+	sreq_put(s, r);
+}
+
+/* ---- connections ---- */
+
+static void rconn_schedule_retry(struct rconn *rc)
+{
+	if (rc->s->closing)
+		return;
+	if (rc->backoff_ms == 0)
+		rc->backoff_ms = BACKOFF_MIN_MS;
+	else if (rc->backoff_ms < BACKOFF_MAX_MS)
+		rc->backoff_ms = rc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : rc->backoff_ms * 2;
+	/* jitter in [backoff/2, backoff] so a pool (and a fleet) does not reconnect in step */
+	int ms = rc->backoff_ms / 2 + rand() % (rc->backoff_ms / 2 + 1);
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+	evtimer_add(rc->retry, &tv);
+}
+
+static void store_note_down(struct store_redis *s, const char *why)
+{
+	for (int i = 0; i < s->nconns; i++)
+		if (s->conns[i].state == RCONN_UP)
+			return;
+	if (!s->down_logged) {
+		if (s->host)
+			log_warn("redis %s:%d unavailable: %s; answering per on_store_error, retrying",
+				 s->host, s->port, why);
+		else
+			log_warn("redis unix:%s unavailable: %s; answering per on_store_error, retrying",
+				 s->unix_path, why);
+		s->down_logged = 1;
+		s->up_logged = 0;
+	}
+}
+
+static void rconn_lost(struct rconn *rc, const char *why)
+{
+	rc->ac = NULL;
+	rc->state = RCONN_DOWN;
+	rc->verified = 0;
+	evtimer_del(rc->connect_timeout);
+	store_note_down(rc->s, why);
+	rconn_schedule_retry(rc);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+	struct rconn *rc = ac->data;
+	if (!rc)
+		return;
+	if (status != REDIS_OK) {
+		rconn_lost(rc, ac->errstr[0] ? ac->errstr : "connect failed");
+		return;
+	}
+	evtimer_del(rc->connect_timeout);
+	rc->state = RCONN_UP;
+	struct store_redis *s = rc->s;
+	if (!s->up_logged) {
+		if (s->host)
+			log_info("redis %s:%d connected", s->host, s->port);
+		else
+			log_info("redis unix:%s connected", s->unix_path);
+		s->up_logged = 1;
+		s->down_logged = 0;
+	}
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct rconn *rc = ac->data;
+	if (!rc)
+		return;
+	rconn_lost(rc, status == REDIS_OK ? "connection closed" : ac->errstr);
+}
+
+static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct rconn *rc = ac->data;
+	redisReply *rep = reply;
+	const char *what = privdata;
+	if (!rep || !rc)
+		return;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		/* AUTH errors never echo the password; Redis's message doesn't either. */
+		log_error("redis %s failed: %.200s", what, rep->str);
+		if (strcmp(what, "SCRIPT LOAD") != 0 && rc->ac)
+			redisAsyncDisconnect(rc->ac);
+		return;
+	}
+	if (strcmp(what, "SCRIPT LOAD") == 0) {
+		rc->verified = 1;
+		rc->backoff_ms = 0;
+	}
+}
+
+static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct rconn *rc = arg;
+	if (rc->state != RCONN_CONNECTING || !rc->ac)
+		return;
+	redisAsyncContext *ac = rc->ac;
+	/* Not inside a hiredis callback: freeing here is safe. Pending requests get NULL replies. */
+	ac->data = NULL;
+	rc->ac = NULL;
+	redisAsyncFree(ac);
+	rconn_lost(rc, "connect timed out");
+}
+
+static void rconn_connect(struct rconn *rc)
+{
+	struct store_redis *s = rc->s;
+	redisAsyncContext *ac =
+		s->host ? redisAsyncConnect(s->host, s->port) : redisAsyncConnectUnix(s->unix_path);
+	if (!ac) {
+		rconn_lost(rc, "out of memory");
+		return;
+	}
+	if (ac->err) {
+		char why[128];
+		snprintf(why, sizeof(why), "%s", ac->errstr);
+		redisAsyncFree(ac);
+		rconn_lost(rc, why);
+		return;
+	}
+	ac->data = rc;
+	if (redisLibeventAttach(ac, s->evbase) != REDIS_OK) {
+		redisAsyncFree(ac);
+		rconn_lost(rc, "cannot attach to event loop");
+		return;
+	}
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	rc->ac = ac;
+	rc->state = RCONN_CONNECTING;
+	/* Queued before any request so they reach Redis first. */
+	if (s->password) {
+		if (s->username)
+			redisAsyncCommand(ac, setup_reply_cb, "AUTH", "AUTH %s %s", s->username,
+					  s->password);
+		else
+			redisAsyncCommand(ac, setup_reply_cb, "AUTH", "AUTH %s", s->password);
+	}
+	if (s->database)
+		redisAsyncCommand(ac, setup_reply_cb, "SELECT", "SELECT %d", s->database);
+	const char *argv[3] = {"SCRIPT", "LOAD", lua_ratelimit_src};
+	size_t argl[3] = {6, 4, lua_ratelimit_len};
+	redisAsyncCommandArgv(ac, setup_reply_cb, "SCRIPT LOAD", 3, argv, argl);
+	struct timeval tv = {.tv_sec = CONNECT_TIMEOUT_MS / 1000,
+			     .tv_usec = (CONNECT_TIMEOUT_MS % 1000) * 1000};
+	evtimer_add(rc->connect_timeout, &tv);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct rconn *rc = arg;
+	if (rc->state == RCONN_DOWN && !rc->s->closing)
+		rconn_connect(rc);
+}
+
+/* ---- store interface ---- */
+
+/*
+ * Every decision on one (action, user) goes through the same connection, so
+ * a client's pipelined requests on a key reach Redis in the order sent (an
+ * ALLOW after a RESET sees the reset). Falls over to another live connection
+ * only when that one is down or full.
+ */
+static struct rconn *pick_conn(struct store_redis *s, const struct store_request *req)
+{
+	uint32_t h = 2166136261u;
+	for (size_t i = 0; i < req->policy->name_len; i++)
+		h = (h ^ (uint8_t)req->policy->name[i]) * 16777619u;
+	for (size_t i = 0; i < req->user_len; i++)
+		h = (h ^ (uint8_t)req->user[i]) * 16777619u;
+	for (int i = 0; i < s->nconns; i++) {
+		struct rconn *rc = &s->conns[(h + (uint32_t)i) % (uint32_t)s->nconns];
+		if (rc->state != RCONN_DOWN && rc->ac && rc->inflight < MAX_INFLIGHT_PER_CONN)
+			return rc;
+	}
+	return NULL;
+}
+
+static void redis_submit(struct store *base, const struct store_request *req, store_done_fn *done,
+			 void *arg)
+{
+	struct store_redis *s = (struct store_redis *)base;
+	struct store_result res = {.status = STORE_UNAVAILABLE, .detail = "redis is not connected"};
+	if (s->closing) {
+		res.detail = "shutting down";
+		done(arg, &res);
+		return;
+	}
+	struct rconn *rc = pick_conn(s, req);
+	if (!rc) {
+		int any = 0;
+		for (int i = 0; i < s->nconns; i++)
+			any |= s->conns[i].state != RCONN_DOWN;
+		if (any) {
+			res.status = STORE_OVERLOAD;
+			res.detail = "too many requests waiting on redis";
+		}
+		done(arg, &res);
+		return;
+	}
+	struct sreq *r = sreq_get(s);
+	if (!r) {
+		res.status = STORE_OVERLOAD;
+		res.detail = "out of memory";
+		done(arg, &res);
+		return;
+	}
+	r->done = done;
+	r->arg = arg;
+	r->op = req->op;
+	r->cost = req->cost;
+	r->policy = *req->policy;
+	r->user_len = req->user_len;
+	memcpy(r->user, req->user, req->user_len);
+	r->prefix_len = req->prefix_len;
+	memcpy(r->prefix, req->prefix, req->prefix_len);
+	r->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
+	if (sreq_send(rc, r, 0) < 0) {
+		sreq_put(s, r);
+		res.detail = "redis connection is closing";
+		done(arg, &res);
+		return;
+	}
+	deadline_insert(s, r);
+}
+
+static size_t redis_pending(const struct store *base)
+{
+	return ((const struct store_redis *)base)->pending;
+}
+
+static void redis_free(struct store *base)
+{
+	struct store_redis *s = (struct store_redis *)base;
+	s->closing = 1;
+	for (int i = 0; i < s->nconns; i++) {
+		struct rconn *rc = &s->conns[i];
+		if (rc->ac) {
+			redisAsyncContext *ac = rc->ac;
+			ac->data = NULL;
+			rc->ac = NULL;
+			redisAsyncFree(ac); /* runs pending callbacks with NULL */
+		}
+		event_free(rc->retry);
+		event_free(rc->connect_timeout);
+	}
+	while (s->head)
+		answer_status(s->head, STORE_UNAVAILABLE, "shutting down");
+	event_free(s->timer);
+	while (s->free_pool) {
+		struct sreq *r = s->free_pool;
+		s->free_pool = r->next;
+		free(r);
+	}
+	free(s->host);
+	free(s->unix_path);
+	free(s->username);
+	free(s->password);
+	free(s);
+}
+
+static const struct store_ops redis_ops = {
+	.submit = redis_submit,
+	.free = redis_free,
+	.pending = redis_pending,
+};
+
+static int parse_address(struct store_redis *s, const char *addr, char *err, size_t errlen)
+{
+	if (strncmp(addr, "unix:", 5) == 0) {
+		s->unix_path = strdup(addr + 5);
+		return s->unix_path ? 0 : -1;
+	}
+	const char *colon = strrchr(addr, ':');
+	if (!colon) {
+		snprintf(err, errlen, "redis address %s: expected host:port", addr);
+		return -1;
+	}
+	const char *h = addr;
+	size_t hl = (size_t)(colon - addr);
+	if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
+		h++;
+		hl -= 2;
+	}
+	s->host = strndup(h, hl);
+	s->port = atoi(colon + 1);
+	return s->host ? 0 : -1;
+}
+
+struct store *store_redis_new(struct event_base *base, const struct config_redis *cfg, char *err,
+			      size_t errlen)
+{
+	struct store_redis *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->base.ops = &redis_ops;
+	s->evbase = base;
+	s->database = cfg->database;
+	s->nconns = cfg->connections < 1 ? 1
+		    : cfg->connections > MAX_CONNECTIONS ? MAX_CONNECTIONS
+							 : cfg->connections;
+	if (parse_address(s, cfg->address, err, errlen) < 0 ||
+	    (cfg->username && !(s->username = strdup(cfg->username))) ||
+	    (cfg->password && !(s->password = strdup(cfg->password)))) {
+		if (!err[0])
+			snprintf(err, errlen, "out of memory");
+		free(s->host);
+		free(s->unix_path);
+		free(s->username);
+		free(s->password);
+		free(s);
+		return NULL;
+	}
+	s->timer = evtimer_new(base, timer_cb, s);
+	for (int i = 0; i < s->nconns; i++) {
+		struct rconn *rc = &s->conns[i];
+		rc->s = s;
+		rc->idx = i;
+		rc->retry = evtimer_new(base, retry_cb, rc);
+		rc->connect_timeout = evtimer_new(base, connect_timeout_cb, rc);
+		rconn_connect(rc);
+	}
+	return &s->base;
+}

@@ -1,0 +1,180 @@
+/* test_proto.c - the pure line parser and framer: table-driven cases, byte-by-byte framing. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+struct pcase {
+	const char *line;
+	const char *err; /* NULL: parses */
+	enum proto_verb verb;
+	const char *user, *action;
+	long long cost;
+};
+
+static const struct pcase cases[] = {
+	{"ALLOW david reply", NULL, PROTO_ALLOW, "david", "reply", 1},
+	{"allow david reply", NULL, PROTO_ALLOW, "david", "reply", 1},
+	{"AlLoW david reply 7", NULL, PROTO_ALLOW, "david", "reply", 7},
+	{"ALLOW david reply\r", NULL, PROTO_ALLOW, "david", "reply", 1},
+	{"  ALLOW   david\treply  ", NULL, PROTO_ALLOW, "david", "reply", 1},
+	{"PEEK 10.0.0.1 login 2147483647", NULL, PROTO_PEEK, "10.0.0.1", "login", 2147483647},
+	{"RESET u a", NULL, PROTO_RESET, "u", "a", 1},
+	{"ping", NULL, PROTO_PING, NULL, NULL, 1},
+	{"QUIT", NULL, PROTO_QUIT, NULL, NULL, 1},
+	{"ALLOW {a}%:\xff\xfe reply", NULL, PROTO_ALLOW, "{a}%:\xff\xfe", "reply", 1},
+	{"", "syntax", 0, NULL, NULL, 0},
+	{"   ", "syntax", 0, NULL, NULL, 0},
+	{"\r", "syntax", 0, NULL, NULL, 0},
+	{"ALLOW david", "syntax", 0, NULL, NULL, 0},
+	{"ALLOW david reply 1 2", "syntax", 0, NULL, NULL, 0},
+	{"ALLOW a b c d e f", "syntax", 0, NULL, NULL, 0},
+	{"RESET david reply 1", "syntax", 0, NULL, NULL, 0},
+	{"PING x", "syntax", 0, NULL, NULL, 0},
+	{"QUIT now", "syntax", 0, NULL, NULL, 0},
+	{"ALLOW da\rvid reply", "syntax", 0, NULL, NULL, 0},
+	{"ALLOW da\x01vid reply", "syntax", 0, NULL, NULL, 0},
+	{"ALLOWED david reply", "unknown-command", 0, NULL, NULL, 0},
+	{"GET x", "unknown-command", 0, NULL, NULL, 0},
+	{"ALLOW david reply 0", "bad-cost", 0, NULL, NULL, 0},
+	{"ALLOW david reply -1", "bad-cost", 0, NULL, NULL, 0},
+	{"ALLOW david reply +1", "bad-cost", 0, NULL, NULL, 0},
+	{"ALLOW david reply 1x", "bad-cost", 0, NULL, NULL, 0},
+	{"ALLOW david reply 2147483648", "bad-cost", 0, NULL, NULL, 0},
+	{"ALLOW david reply 99999999999999999999999999", "bad-cost", 0, NULL, NULL, 0},
+	{"PEEK david reply 1.5", "bad-cost", 0, NULL, NULL, 0},
+};
+
+START_TEST(test_parse_table)
+{
+	const struct pcase *c = &cases[_i];
+	struct proto_cmd cmd;
+	struct proto_err err = {0};
+	int rc = proto_parse(c->line, strlen(c->line), &cmd, &err);
+	if (c->err) {
+		ck_assert_msg(rc == -1, "'%s' should fail", c->line);
+		ck_assert_str_eq(err.code, c->err);
+		ck_assert(err.msg && err.msg[0]);
+		return;
+	}
+	ck_assert_msg(rc == 0, "'%s' failed: %s %s", c->line, err.code, err.msg);
+	ck_assert_int_eq(cmd.verb, c->verb);
+	ck_assert_int_eq(cmd.cost, c->cost);
+	if (c->user) {
+		ck_assert_uint_eq(cmd.user_len, strlen(c->user));
+		ck_assert(memcmp(cmd.user, c->user, cmd.user_len) == 0);
+		ck_assert_uint_eq(cmd.action_len, strlen(c->action));
+		ck_assert(memcmp(cmd.action, c->action, cmd.action_len) == 0);
+	}
+}
+END_TEST
+
+START_TEST(test_nul_byte)
+{
+	const char line[] = "ALLOW da\0vid reply";
+	struct proto_cmd cmd;
+	struct proto_err err;
+	ck_assert_int_eq(proto_parse(line, sizeof(line) - 1, &cmd, &err), -1);
+	ck_assert_str_eq(err.code, "syntax");
+}
+END_TEST
+
+START_TEST(test_user_length)
+{
+	char line[700];
+	struct proto_cmd cmd;
+	struct proto_err err;
+	memcpy(line, "ALLOW ", 6);
+	memset(line + 6, 'u', 512);
+	memcpy(line + 518, " a", 2);
+	ck_assert_int_eq(proto_parse(line, 520, &cmd, &err), 0);
+	ck_assert_uint_eq(cmd.user_len, 512);
+	memset(line + 6, 'u', 513);
+	memcpy(line + 519, " a", 2);
+	ck_assert_int_eq(proto_parse(line, 521, &cmd, &err), -1);
+	ck_assert_str_eq(err.code, "bad-user");
+}
+END_TEST
+
+START_TEST(test_frame)
+{
+	size_t used = 0;
+	ck_assert_int_eq(proto_frame("PING\n", 5, 4096, &used), 4);
+	ck_assert_uint_eq(used, 5);
+	ck_assert_int_eq(proto_frame("PING\r\nPING\n", 11, 4096, &used), 5);
+	ck_assert_uint_eq(used, 6);
+	ck_assert_int_eq(proto_frame("PIN", 3, 4096, &used), -1);
+	/* exactly max_line bytes of content is fine, with LF or CRLF */
+	ck_assert_int_eq(proto_frame("abcd\n", 5, 4, &used), 4);
+	ck_assert_int_eq(proto_frame("abcd\r\n", 6, 4, &used), 5);
+	ck_assert_int_eq(proto_frame("abcd\r", 5, 4, &used), -1);
+	ck_assert_int_eq(proto_frame("abcde\n", 6, 4, &used), -2);
+	ck_assert_int_eq(proto_frame("abcdef", 6, 4, &used), -2);
+	ck_assert_int_eq(proto_frame("abcde", 5, 4, &used), -1);
+}
+END_TEST
+
+/* Feeding a stream in any split gives the same lines as feeding it whole. */
+START_TEST(test_frame_split)
+{
+	const char stream[] = "PING\nALLOW a b\r\n\nPEEK x y 3\nQUIT\n";
+	size_t total = sizeof(stream) - 1;
+	for (size_t chunk = 1; chunk <= total; chunk++) {
+		char buf[128];
+		size_t have = 0, fed = 0;
+		int lines = 0;
+		while (fed < total || have) {
+			size_t add = total - fed < chunk ? total - fed : chunk;
+			memcpy(buf + have, stream + fed, add);
+			have += add;
+			fed += add;
+			size_t used;
+			long n;
+			while ((n = proto_frame(buf, have, 64, &used)) >= 0) {
+				lines++;
+				memmove(buf, buf + used, have - used);
+				have -= used;
+			}
+			ck_assert_int_eq(n, -1);
+			if (fed == total)
+				break;
+		}
+		ck_assert_int_eq(lines, 5);
+		ck_assert_uint_eq(have, 0);
+	}
+}
+END_TEST
+
+START_TEST(test_format)
+{
+	char buf[PROTO_REPLY_MAX];
+	size_t n = proto_format_decision(buf, 1, 5, 4, 0, 60000);
+	ck_assert_uint_eq(n, strlen("ALLOWED 5 4 0 60000\n"));
+	ck_assert(memcmp(buf, "ALLOWED 5 4 0 60000\n", n) == 0);
+	n = proto_format_decision(buf, 0, 2147483647, -1, -1, 9223372036854775807LL);
+	ck_assert(memcmp(buf, "DENIED 2147483647 -1 -1 9223372036854775807\n", n) == 0);
+	n = proto_format_err(buf, "bad-cost", "nope");
+	ck_assert(memcmp(buf, "ERR bad-cost nope\n", n) == 0);
+	n = proto_format_str(buf, "PONG");
+	ck_assert(memcmp(buf, "PONG\n", n) == 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("proto");
+	TCase *tc = tcase_create("core");
+	tcase_add_loop_test(tc, test_parse_table, 0, (int)(sizeof(cases) / sizeof(cases[0])));
+	tcase_add_test(tc, test_nul_byte);
+	tcase_add_test(tc, test_user_length);
+	tcase_add_test(tc, test_frame);
+	tcase_add_test(tc, test_frame_split);
+	tcase_add_test(tc, test_format);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
