@@ -74,8 +74,10 @@ static int sliding_commit(struct limiter_state *s, int64_t cost, int64_t now, st
 	if (c->has_newest && c->newest >= score)
 		score = c->newest + 1;
 	size_t first = first_live(s, now - c->window);
-	memmove(s->log, s->log + first, (s->nlog - first) * sizeof(int64_t));
-	s->nlog -= first;
+	if (first) {
+		memmove(s->log, s->log + first, (s->nlog - first) * sizeof(int64_t));
+		s->nlog -= first;
+	}
 	if (s->nlog + (size_t)cost > s->caplog) {
 		size_t cap = s->nlog + (size_t)cost;
 		int64_t *log = realloc(s->log, cap * sizeof(int64_t));

@@ -32,6 +32,7 @@
 #include "lua_scripts.h"
 #include "policy.h"
 #include "store.h"
+#include "store_reply.h"
 
 #define MAX_CONNECTIONS 64
 /* Requests sent on one connection and not yet called back, timed-out ones
@@ -278,30 +279,6 @@ static int sreq_send(struct rconn *rc, struct sreq *r, int eval)
 	return 0;
 }
 
-static void parse_decision(struct sreq *r, redisReply *rep)
-{
-	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 5) {
-		int64_t v[5];
-		for (int i = 0; i < 5; i++) {
-			if (rep->element[i]->type != REDIS_REPLY_INTEGER)
-				goto bad;
-			v[i] = rep->element[i]->integer;
-		}
-		struct store_result res = {
-			.status = STORE_OK,
-			.allowed = v[0] == 1,
-			.limit = v[1],
-			.remaining = v[2],
-			.retry_after_ms = v[3],
-			.reset_ms = v[4],
-		};
-		sreq_answer(r, &res);
-		return;
-	}
-bad:
-	answer_status(r, STORE_FAILED, "unexpected reply from redis");
-}
-
 static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	(void)ac;
@@ -334,7 +311,9 @@ static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		log_debug("store: %s", detail);
 		answer_status(r, STORE_FAILED, detail);
 	} else {
-		parse_decision(r, rep);
+		struct store_result res;
+		store_reply_decision(rep, 0, &res);
+		sreq_answer(r, &res);
 	}
 	sreq_put(s, r);
 }

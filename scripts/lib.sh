@@ -1,0 +1,64 @@
+# lib.sh - shell helpers shared by scripts/run and scripts/test (sourced, not run).
+
+# Debian packages needed to build the daemon and run it against a local Redis.
+RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
+	libevent-dev libhiredis-dev libyaml-dev libsystemd-dev check
+	redis-server redis-tools netcat-openbsd"
+# Extra packages for the test suite (systemd-analyze comes with systemd).
+RL_TEST_PACKAGES="clang systemd"
+
+rl_say() {
+	printf '%s: %s\n' "${0##*/}" "$*" >&2
+}
+
+rl_die() {
+	rl_say "$*"
+	exit 1
+}
+
+# The repository root: the parent of the directory holding this file.
+rl_root() {
+	cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd
+}
+
+rl_have_package() {
+	[ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = installed ]
+}
+
+# rl_install_packages PKG... - installs with apt-get only the packages that are
+# not installed yet; runs `apt-get update` once, and only if something is missing.
+rl_install_packages() {
+	local missing=() p
+	command -v dpkg-query >/dev/null 2>&1 ||
+		rl_die "dpkg-query not found: this script expects Debian 12 (install the packages by hand: $*)"
+	for p in "$@"; do
+		rl_have_package "$p" || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+
+	local sudo=()
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null 2>&1 ||
+			rl_die "missing packages (${missing[*]}) and not root: run as root or install them"
+		sudo=(sudo)
+	fi
+	rl_say "installing ${missing[*]}"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
+		rl_die "apt-get update failed"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		--no-install-recommends "${missing[@]}" ||
+		rl_die "apt-get install failed"
+}
+
+# rl_meson_setup DIR [OPTION...] - configures DIR, or reconfigures it when it
+# was configured before (options given again are applied).
+rl_meson_setup() {
+	local dir=$1
+	shift
+	if [ -f "$dir/meson-private/coredata.dat" ]; then
+		meson setup --reconfigure "$dir" "$@" ||
+			meson setup --wipe "$dir" "$@"
+	else
+		meson setup "$dir" "$@"
+	fi
+}

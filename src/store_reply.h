@@ -1,0 +1,18 @@
+/* store_reply.h - turns a Redis reply to the decision script into a result; pure. */
+#ifndef RL_STORE_REPLY_H
+#define RL_STORE_REPLY_H
+
+struct redisReply;
+struct store_result;
+
+/*
+ * Reads the five integers of one decision (allowed, limit, remaining,
+ * retry_after_ms, reset_ms) from elements [first, first+5) of an array reply.
+ * Returns 0 with out filled (status STORE_OK), or -1 with out->status
+ * STORE_FAILED and out->detail saying why (a static string). Any reply shape,
+ * including errors, nil and nested arrays, is handled.
+ */
+int store_reply_decision(const struct redisReply *rep, unsigned long first,
+			 struct store_result *out);
+
+#endif
