@@ -1,0 +1,591 @@
+/* test_config.c - YAML config: values, defaults, every error with its FILE:LINE:COL, lookups. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+
+#ifndef TEST_SRCDIR
+#define TEST_SRCDIR "."
+#endif
+#define CONFIGS TEST_SRCDIR "/tests/unit/configs/"
+
+static char err[CONFIG_ERR_MAX];
+
+static struct config *parse(const char *yaml)
+{
+	memset(err, 'X', sizeof(err));
+	err[sizeof(err) - 1] = '\0';
+	return config_parse("t.yaml", yaml, strlen(yaml), err, sizeof(err));
+}
+
+static struct config *must_parse(const char *yaml)
+{
+	struct config *c = parse(yaml);
+	ck_assert_msg(c != NULL, "rejected: %s", err);
+	ck_assert_int_eq(c->refs, 1);
+	return c;
+}
+
+static const struct policy *find(const struct config *c, const char *name)
+{
+	return config_find_policy(c, name, strlen(name));
+}
+
+START_TEST(example_config)
+{
+	struct config *c = config_load(CONFIGS "example.yaml", err, sizeof(err));
+	ck_assert_msg(c != NULL, "rejected: %s", err);
+	ck_assert_int_eq(c->refs, 1);
+	ck_assert_str_eq(c->path, CONFIGS "example.yaml");
+	ck_assert_uint_eq(c->nlisten, 1);
+	ck_assert_str_eq(c->listen[0].address, "127.0.0.1:7379");
+	ck_assert_str_eq(c->redis.address, "127.0.0.1:6379");
+	ck_assert_str_eq(c->redis.username, "ratelimitd");
+	ck_assert_str_eq(c->redis.password, "s3cret");
+	ck_assert_int_eq(c->redis.database, 0);
+	ck_assert_int_eq(c->redis.timeout_ms, 50);
+	ck_assert_int_eq(c->redis.connections, 2);
+	ck_assert_str_eq(c->prefix, "rl:");
+	ck_assert_int_eq(c->on_store_error, POLICY_ON_ERROR_ALLOW);
+	ck_assert_uint_eq(c->max_line, 4096);
+	ck_assert_int_eq(c->log_level, LOG_INFO);
+
+	/* sorted by name */
+	ck_assert_uint_eq(c->npolicies, 4);
+	ck_assert_str_eq(c->policies[0].name, "comment");
+	ck_assert_str_eq(c->policies[1].name, "login");
+	ck_assert_str_eq(c->policies[2].name, "reply");
+	ck_assert_str_eq(c->policies[3].name, "upload");
+
+	const struct policy *p = find(c, "reply");
+	ck_assert_ptr_eq(p, &c->policies[2]);
+	ck_assert_uint_eq(p->name_len, 5);
+	ck_assert_int_eq(p->algo, POLICY_SLIDING_WINDOW);
+	ck_assert_int_eq(p->nlimits, 1);
+	ck_assert_int_eq(p->limits[0].count, 5);
+	ck_assert_int_eq(p->limits[0].capacity, 5);
+	ck_assert_int_eq(p->limits[0].period_ms, 60000);
+	ck_assert_int_eq(p->on_store_error, POLICY_ON_ERROR_INHERIT);
+	ck_assert_int_eq(config_on_error(c, p), POLICY_ON_ERROR_ALLOW);
+
+	p = find(c, "login");
+	ck_assert_int_eq(p->algo, POLICY_SLIDING_WINDOW);
+	ck_assert_int_eq(p->nlimits, 2);
+	ck_assert_int_eq(p->limits[0].count, 3);
+	ck_assert_int_eq(p->limits[0].capacity, 3);
+	ck_assert_int_eq(p->limits[0].period_ms, 1000);
+	ck_assert_int_eq(p->limits[1].count, 20);
+	ck_assert_int_eq(p->limits[1].period_ms, 60000);
+
+	p = find(c, "upload");
+	ck_assert_int_eq(p->algo, POLICY_FUNNEL);
+	ck_assert_int_eq(p->nlimits, 1);
+	ck_assert_int_eq(p->limits[0].capacity, 15);
+	ck_assert_int_eq(p->limits[0].count, 30);
+	ck_assert_int_eq(p->limits[0].period_ms, 60000);
+
+	p = find(c, "comment");
+	ck_assert_int_eq(p->algo, POLICY_SLIDING_WINDOW);
+	ck_assert_int_eq(p->nlimits, 1);
+	ck_assert_int_eq(p->limits[0].count, 5);
+	ck_assert_int_eq(p->limits[0].period_ms, 60000);
+	ck_assert_int_eq(p->on_store_error, POLICY_ON_ERROR_DENY);
+	ck_assert_int_eq(config_on_error(c, p), POLICY_ON_ERROR_DENY);
+	config_unref(c);
+}
+END_TEST
+
+START_TEST(defaults)
+{
+	struct config *c = must_parse("policies:\n  a: 1/1s\n");
+	ck_assert_str_eq(c->path, "t.yaml");
+	ck_assert_uint_eq(c->nlisten, 1);
+	ck_assert_str_eq(c->listen[0].address, "127.0.0.1:7379");
+	ck_assert_str_eq(c->redis.address, "127.0.0.1:6379");
+	ck_assert_ptr_null(c->redis.username);
+	ck_assert_ptr_null(c->redis.password);
+	ck_assert_int_eq(c->redis.database, 0);
+	ck_assert_int_eq(c->redis.timeout_ms, 50);
+	ck_assert_int_eq(c->redis.connections, 2);
+	ck_assert_str_eq(c->prefix, "rl:");
+	ck_assert_int_eq(c->on_store_error, POLICY_ON_ERROR_ALLOW);
+	ck_assert_uint_eq(c->max_line, 4096);
+	ck_assert_int_eq(c->log_level, LOG_INFO);
+	ck_assert_uint_eq(c->npolicies, 1);
+	config_unref(c);
+}
+END_TEST
+
+START_TEST(every_key_set)
+{
+	struct config *c = must_parse("listen:\n"
+				      "  - 0.0.0.0:7000\n"
+				      "  - '[::1]:7001'\n"
+				      "  - unix:/run/ratelimitd.sock\n"
+				      "redis:\n"
+				      "  address: unix:/run/redis/redis.sock\n"
+				      "  password: \"pw\"\n"
+				      "  database: '15'\n"
+				      "  timeout: 2s\n"
+				      "  connections: 64\n"
+				      "prefix: ''\n"
+				      "on_store_error: error\n"
+				      "max_line: 64\n"
+				      "log_level: debug\n"
+				      "policies:\n"
+				      "  b: {limits: 100000/1d, on_store_error: allow}\n"
+				      "  a: {algorithm: funnel, rate: 1000000000/366d, capacity: 1000000000}\n");
+	ck_assert_uint_eq(c->nlisten, 3);
+	ck_assert_str_eq(c->listen[0].address, "0.0.0.0:7000");
+	ck_assert_str_eq(c->listen[1].address, "[::1]:7001");
+	ck_assert_str_eq(c->listen[2].address, "unix:/run/ratelimitd.sock");
+	ck_assert_str_eq(c->redis.address, "unix:/run/redis/redis.sock");
+	ck_assert_ptr_null(c->redis.username);
+	ck_assert_str_eq(c->redis.password, "pw");
+	ck_assert_int_eq(c->redis.database, 15);
+	ck_assert_int_eq(c->redis.timeout_ms, 2000);
+	ck_assert_int_eq(c->redis.connections, 64);
+	ck_assert_str_eq(c->prefix, "");
+	ck_assert_int_eq(c->on_store_error, POLICY_ON_ERROR_ERROR);
+	ck_assert_uint_eq(c->max_line, 64);
+	ck_assert_int_eq(c->log_level, LOG_DEBUG);
+	ck_assert_str_eq(c->policies[0].name, "a");
+	ck_assert_int_eq(c->policies[0].algo, POLICY_FUNNEL);
+	ck_assert_int_eq(c->policies[0].limits[0].capacity, 1000000000);
+	ck_assert_int_eq(config_on_error(c, &c->policies[0]), POLICY_ON_ERROR_ERROR);
+	ck_assert_int_eq(c->policies[1].limits[0].count, 100000);
+	ck_assert_int_eq(c->policies[1].limits[0].period_ms, 86400000);
+	ck_assert_int_eq(config_on_error(c, &c->policies[1]), POLICY_ON_ERROR_ALLOW);
+	config_unref(c);
+}
+END_TEST
+
+START_TEST(limits_bounds)
+{
+	/* 8 distinct windows is the most; the upper bounds of each range are accepted. */
+	struct config *c = must_parse("redis: {database: 2147483647, timeout: 60s}\n"
+				      "max_line: 1048576\n"
+				      "policies:\n"
+				      "  p: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s]\n");
+	ck_assert_int_eq(c->redis.database, 2147483647);
+	ck_assert_int_eq(c->redis.timeout_ms, 60000);
+	ck_assert_uint_eq(c->max_line, 1048576);
+	ck_assert_int_eq(c->policies[0].nlimits, 8);
+	ck_assert_int_eq(c->policies[0].limits[7].period_ms, 8000);
+	config_unref(c);
+}
+END_TEST
+
+/* Each bad config and the exact error it must give. */
+static const struct {
+	const char *yaml;
+	const char *err;
+} bad[] = {
+	/* unknown top-level key */
+	{"policies: {a: 1/1s}\nlisen: [127.0.0.1:1]\n", "t.yaml:2:1: unknown key \"lisen\""},
+	/* unknown redis key */
+	{"policies: {a: 1/1s}\nredis:\n  adress: x:1\n", "t.yaml:3:3: unknown key \"redis.adress\""},
+	/* unknown key inside a policy */
+	{"policies:\n  a: {limit: 1/1s}\n", "t.yaml:2:7: unknown key \"policies.a.limit\""},
+	/* duplicate keys */
+	{"policies: {a: 1/1s}\nprefix: x\nprefix: y\n", "t.yaml:3:1: duplicate key \"prefix\""},
+	{"policies: {a: 1/1s}\nredis: {timeout: 1s, timeout: 2s}\n",
+	 "t.yaml:2:22: duplicate key \"redis.timeout\""},
+	{"policies:\n  b: 1/1s\n  a: 2/1s\n  b: 3/1s\n", "t.yaml:4:3: duplicate policy \"b\""},
+	/* bad durations */
+	{"policies: {a: 1/1s}\nredis:\n  timeout: 5x\n",
+	 "t.yaml:3:12: redis.timeout: unknown duration unit (use ms, s, m, h or d)"},
+	{"policies: {a: 1/1s}\nredis:\n  timeout: 61s\n",
+	 "t.yaml:3:12: redis.timeout: must be from 1ms to 60s"},
+	{"policies: {a: 1/1s}\nredis:\n  timeout: 0ms\n",
+	 "t.yaml:3:12: redis.timeout: duration must be greater than zero"},
+	/* bad rates */
+	{"policies:\n  a: 5/\n",
+	 "t.yaml:2:6: policies.a: a duration is an integer and a unit (ms, s, m, h, d), e.g. 60s"},
+	{"policies:\n  a: [1/1s, 0/1m]\n", "t.yaml:2:13: policies.a: rate count must be greater than zero"},
+	{"policies:\n  a: 5 per minute\n", "t.yaml:2:6: policies.a: a rate is COUNT/DURATION, e.g. 5/60s"},
+	{"policies:\n  a: {limits: [1/1s, [2/1s]]}\n",
+	 "t.yaml:2:22: policies.a.limits: expected a rate such as 5/60s"},
+	/* bad algorithm */
+	{"policies:\n  a: {algorithm: token_bucket, limits: 1/1s}\n",
+	 "t.yaml:2:18: policies.a.algorithm: must be sliding_window or funnel"},
+	/* bad policy names */
+	{"policies:\n  a b: 1/1s\n",
+	 "t.yaml:2:3: policy name must be 1 to 64 characters of A-Z a-z 0-9 _ . -"},
+	{"policies:\n  \"\": 1/1s\n",
+	 "t.yaml:2:3: policy name must be 1 to 64 characters of A-Z a-z 0-9 _ . -"},
+	{"policies:\n  aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa: 1/1s\n",
+	 "t.yaml:2:3: policy name must be 1 to 64 characters of A-Z a-z 0-9 _ . -"},
+	/* funnel without rate / capacity, with limits; sliding_window with funnel keys */
+	{"policies:\n  up:\n    algorithm: funnel\n    capacity: 5\n",
+	 "t.yaml:3:5: policies.up: a funnel needs a rate"},
+	{"policies:\n  up: {rate: 1/1s, algorithm: funnel}\n",
+	 "t.yaml:2:7: policies.up: a funnel needs a capacity"},
+	{"policies:\n  up: {algorithm: funnel, limits: [1/1s], capacity: 5, rate: 1/1s}\n",
+	 "t.yaml:2:27: policies.up.limits: a funnel takes capacity and rate, not limits"},
+	{"policies:\n  up: {algorithm: funnel, capacity: 0, rate: 1/1s}\n",
+	 "t.yaml:2:37: policies.up.capacity: must be an integer from 1 to 1000000000"},
+	{"policies:\n  a: {limits: 1/1s, capacity: 3}\n",
+	 "t.yaml:2:21: policies.a.capacity: only a funnel has a capacity (algorithm: funnel)"},
+	{"policies:\n  a: {rate: 1/1s}\n",
+	 "t.yaml:2:7: policies.a.rate: only a funnel has a rate; a sliding_window takes limits"},
+	{"policies:\n  a: {}\n", "t.yaml:2:6: policies.a: a sliding_window needs limits"},
+	{"policies:\n  a: []\n", "t.yaml:2:6: policies.a: at least one rate is required"},
+	{"policies:\n  a:\n", "t.yaml:2:5: policies.a: expected a rate such as 5/60s"},
+	/* policy_validate, reported at the limit that broke it */
+	{"policies:\n  a: [3/1s, 20/60s, 7/1m]\n",
+	 "t.yaml:2:21: policies.a: two limits of one policy have the same window"},
+	{"policies:\n  a: 100001/1h\n",
+	 "t.yaml:2:6: policies.a: a sliding_window limit allows at most 100000 per window "
+	 "(its log keeps one entry per unit); use a funnel"},
+	{"policies:\n  a: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s, 1/9s]\n",
+	 "t.yaml:2:55: policies.a: too many limits (at most 8)"},
+	/* on_store_error */
+	{"policies:\n  a: {limits: 1/1s, on_store_error: maybe}\n",
+	 "t.yaml:2:37: policies.a.on_store_error: must be allow, deny or error"},
+	{"on_store_error: inherit\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:17: on_store_error: must be allow, deny or error"},
+	/* prefix */
+	{"prefix: \"rl:{x}\"\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:9: prefix: must not contain '{', '}', whitespace or control characters"},
+	{"prefix: \"rl: x\"\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:9: prefix: must not contain '{', '}', whitespace or control characters"},
+	{"prefix: \"a\\0b\"\npolicies: {a: 1/1s}\n", "t.yaml:1:9: prefix: must not contain a NUL byte"},
+	{"prefix: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:9: prefix: longer than 128 bytes"},
+	/* listen and redis addresses */
+	{"listen: [localhost]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:10: listen: expected host:port, [IPv6]:port or unix:/path"},
+	{"listen:\n  - 127.0.0.1:7379\n  - 127.0.0.1:0\npolicies: {a: 1/1s}\n",
+	 "t.yaml:3:5: listen: port must be an integer from 1 to 65535"},
+	{"listen: [\"127.0.0.1:65536\"]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:10: listen: port must be an integer from 1 to 65535"},
+	{"listen: [\":7379\"]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:10: listen: expected host:port, [IPv6]:port or unix:/path"},
+	{"listen: [\"::1:7379\"]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:10: listen: an IPv6 address goes in brackets: [::1]:port"},
+	{"listen: [\"unix:run/x.sock\"]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:10: listen: a unix socket path must be absolute: unix:/path"},
+	{"listen: 127.0.0.1:7379\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:9: listen: expected a list of addresses"},
+	{"listen: []\npolicies: {a: 1/1s}\n", "t.yaml:1:9: listen: at least one address is required"},
+	{"redis: {address: \"unix:/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:18: redis.address: unix socket path too long (at most 107 bytes)"},
+	{"redis: {address: \"host name:1\"}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:18: redis.address: invalid character in host name"},
+	/* integers */
+	{"redis: {database: -1}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:19: redis.database: must be an integer from 0 to 2147483647"},
+	{"redis: {connections: 65}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:22: redis.connections: must be an integer from 1 to 64"},
+	{"redis: {connections: 2x}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:22: redis.connections: must be an integer from 1 to 64"},
+	{"max_line: 63\npolicies: {a: 1/1s}\n", "t.yaml:1:11: max_line: must be an integer from 64 to 1048576"},
+	{"max_line: 0x100\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:11: max_line: must be an integer from 64 to 1048576"},
+	{"max_line: 99999999999999999999999\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:11: max_line: must be an integer from 64 to 1048576"},
+	{"log_level: verbose\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:12: log_level: must be debug, info, warn or error"},
+	/* policies required and non-empty */
+	{"policies: {}\n", "t.yaml:1:11: policies: at least one policy is required"},
+	{"policies:\n", "t.yaml:1:10: policies: expected a mapping of policy names to limits"},
+	{"prefix: x\n", "t.yaml:1:1: policies: required, with at least one policy"},
+	/* YAML syntax errors, at libyaml's position */
+	{"policies:\n  a: [1/1s\n", "t.yaml:3:1: YAML syntax error: while parsing a flow sequence, "
+				     "did not find expected ',' or ']'"},
+	{"policies:\n  a: 1/1s\n b: 2/1s\n",
+	 "t.yaml:3:2: YAML syntax error: while parsing a block mapping, did not find expected key"},
+	{"policies: {a: 1/1s}\nprefix: \"x\n",
+	 "t.yaml:3:1: YAML syntax error: while scanning a quoted scalar, found unexpected end of stream"},
+	/* bytes libyaml's reader refuses: a NUL and invalid UTF-8 */
+	{"policies: {a: 1/1s}\nprefix: \x01\n", "t.yaml:2:9: YAML syntax error: control characters are not allowed"},
+	{"policies: {a: 1/1s}\nprefix: \xff\n", "t.yaml:2:9: YAML syntax error: invalid leading UTF-8 octet"},
+	/* root */
+	{"", "t.yaml:1:1: the configuration is empty"},
+	{"# nothing\n", "t.yaml:2:1: the configuration is empty"},
+	{"- policies\n", "t.yaml:1:1: the top level must be a mapping of keys"},
+	{"just a string\n", "t.yaml:1:1: the top level must be a mapping of keys"},
+	{"policies: {a: 1/1s}\n---\npolicies: {b: 1/1s}\n", "t.yaml:2:1: only one YAML document is allowed"},
+	/* username without password */
+	{"redis:\n  address: 10.0.0.1:6379\n  username: rl\npolicies: {a: 1/1s}\n",
+	 "t.yaml:3:3: redis.username: requires redis.password"},
+	{"redis: {password: \"\"}\npolicies: {a: 1/1s}\n", "t.yaml:1:19: redis.password: must not be empty"},
+	{"redis: 127.0.0.1:6379\npolicies: {a: 1/1s}\n", "t.yaml:1:8: redis: expected a mapping"},
+	/* anchors, aliases, complex keys */
+	{"policies:\n  a: &r 1/1s\n  b: *r\n", "t.yaml:2:6: YAML anchors are not supported"},
+	{"policies:\n  a: *r\n", "t.yaml:2:6: YAML aliases are not supported"},
+	{"? [policies]\n: 1\n", "t.yaml:1:3: a key must be a plain string"},
+	{"policies:\n  [a]: 1/1s\n", "t.yaml:2:3: a policy name must be a plain string"},
+};
+
+START_TEST(errors)
+{
+	struct config *c = parse(bad[_i].yaml);
+	if (c)
+		config_unref(c);
+	ck_assert_msg(c == NULL, "accepted bad config #%d", _i);
+	ck_assert_str_eq(err, bad[_i].err);
+}
+END_TEST
+
+START_TEST(error_from_file)
+{
+	struct config *c = config_load(CONFIGS "unknown-redis-key.yaml", err, sizeof(err));
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(err, CONFIGS "unknown-redis-key.yaml:4:3: unknown key \"redis.adress\"");
+}
+END_TEST
+
+START_TEST(load_missing_file)
+{
+	char want[CONFIG_ERR_MAX];
+	snprintf(want, sizeof(want), "%s: cannot read: %s", CONFIGS "no-such-file.yaml",
+		 strerror(ENOENT));
+	struct config *c = config_load(CONFIGS "no-such-file.yaml", err, sizeof(err));
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(err, want);
+}
+END_TEST
+
+START_TEST(load_directory)
+{
+	struct config *c = config_load(CONFIGS, err, sizeof(err));
+	ck_assert_ptr_null(c);
+	ck_assert_ptr_nonnull(strstr(err, ": cannot read: "));
+}
+END_TEST
+
+START_TEST(find_policy)
+{
+	/* given out of order, looked up by binary search over the sorted array */
+	struct config *c = must_parse("policies:\n"
+				      "  zeta: 1/1s\n"
+				      "  login: 2/1s\n"
+				      "  a: 3/1s\n"
+				      "  login.api: 4/1s\n"
+				      "  LOGIN: 5/1s\n"
+				      "  log: 6/1s\n");
+	ck_assert_uint_eq(c->npolicies, 6);
+	const char *names[] = {"zeta", "login", "a", "login.api", "LOGIN", "log"};
+	for (int i = 0; i < 6; i++) {
+		const struct policy *p = find(c, names[i]);
+		ck_assert_msg(p != NULL, "%s not found", names[i]);
+		ck_assert_str_eq(p->name, names[i]);
+		ck_assert_int_eq(p->limits[0].count, i + 1);
+	}
+	for (size_t i = 1; i < c->npolicies; i++)
+		ck_assert_int_lt(strcmp(c->policies[i - 1].name, c->policies[i].name), 0);
+	ck_assert_ptr_null(find(c, "logi"));
+	ck_assert_ptr_null(find(c, "login2"));
+	ck_assert_ptr_null(find(c, "Login"));
+	ck_assert_ptr_null(find(c, "b"));
+	ck_assert_ptr_null(find(c, ""));
+	/* the length counts, not a terminator: protocol tokens are not NUL-terminated */
+	const struct policy *p = config_find_policy(c, "login admin", 5);
+	ck_assert_ptr_nonnull(p);
+	ck_assert_str_eq(p->name, "login");
+	ck_assert_ptr_eq(config_find_policy(c, "login.api", 3), find(c, "log"));
+	config_unref(c);
+}
+END_TEST
+
+START_TEST(on_error_inherit)
+{
+	struct config *c = must_parse("on_store_error: deny\n"
+				      "policies:\n"
+				      "  a: 1/1s\n"
+				      "  b: {limits: [1/1s], on_store_error: error}\n"
+				      "  c: {limits: [1/1s], on_store_error: allow}\n");
+	ck_assert_int_eq(c->on_store_error, POLICY_ON_ERROR_DENY);
+	ck_assert_int_eq(find(c, "a")->on_store_error, POLICY_ON_ERROR_INHERIT);
+	ck_assert_int_eq(config_on_error(c, find(c, "a")), POLICY_ON_ERROR_DENY);
+	ck_assert_int_eq(config_on_error(c, find(c, "b")), POLICY_ON_ERROR_ERROR);
+	ck_assert_int_eq(config_on_error(c, find(c, "c")), POLICY_ON_ERROR_ALLOW);
+	config_unref(c);
+}
+END_TEST
+
+START_TEST(policy_forms)
+{
+	struct config *c = must_parse("policies:\n"
+				      "  s: 10/1m\n"
+				      "  l: [10/1m, 100/1h]\n"
+				      "  m: {limits: 10/1m}\n"
+				      "  w: {algorithm: sliding_window, limits: [10/1m, 100/1h]}\n"
+				      "  f: {rate: \"30/60s\", capacity: '15', algorithm: funnel}\n");
+	const struct policy *s = find(c, "s"), *l = find(c, "l"), *m = find(c, "m"),
+			    *w = find(c, "w"), *f = find(c, "f");
+	ck_assert(policy_equal(s, m));
+	ck_assert(policy_equal(l, w));
+	ck_assert(!policy_equal(s, l));
+	char buf[128];
+	policy_describe(l, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "sliding_window 10/1m 100/1h");
+	policy_describe(f, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "funnel capacity 15 rate 30/1m");
+	config_unref(c);
+}
+END_TEST
+
+START_TEST(refcount)
+{
+	struct config *c = must_parse("policies: {a: 1/1s}\n");
+	config_ref(c);
+	config_ref(c);
+	ck_assert_int_eq(c->refs, 3);
+	config_unref(c);
+	config_unref(c);
+	ck_assert_int_eq(c->refs, 1);
+	/* still whole while a reference remains */
+	ck_assert_ptr_nonnull(find(c, "a"));
+	ck_assert_str_eq(c->prefix, "rl:");
+	config_unref(c); /* frees; ASan's leak check catches a miss */
+	config_unref(NULL);
+}
+END_TEST
+
+START_TEST(small_error_buffer)
+{
+	char small[12];
+	memset(small, 'X', sizeof(small));
+	struct config *c = config_parse("t.yaml", "x: 1\n", 5, small, sizeof(small));
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(small, "t.yaml:1:1:");
+	ck_assert_ptr_null(config_parse("t.yaml", "x: 1\n", 5, NULL, 0));
+}
+END_TEST
+
+START_TEST(not_nul_terminated)
+{
+	/* Only len bytes are parsed: the tail would be an unknown key. */
+	const char *yaml = "policies: {a: 1/1s}\nbogus: 1\n";
+	struct config *c = config_parse("t.yaml", yaml, 20, err, sizeof(err));
+	ck_assert_msg(c != NULL, "rejected: %s", err);
+	config_unref(c);
+	c = config_parse("t.yaml", NULL, 0, err, sizeof(err));
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(err, "t.yaml:1:1: the configuration is empty");
+}
+END_TEST
+
+START_TEST(raw_nul_byte)
+{
+	static const char yaml[] = "policies: {a: 1/1s}\nprefix: a\0b\n";
+	struct config *c = config_parse("t.yaml", yaml, sizeof(yaml) - 1, err, sizeof(err));
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(err, "t.yaml:2:10: YAML syntax error: control characters are not allowed");
+}
+END_TEST
+
+/* Reads the example config into memory for the robustness tests. */
+static char *read_example(size_t *len)
+{
+	FILE *f = fopen(CONFIGS "example.yaml", "rb");
+	ck_assert_ptr_nonnull(f);
+	char *buf = malloc(8192);
+	ck_assert_ptr_nonnull(buf);
+	*len = fread(buf, 1, 8192, f);
+	fclose(f);
+	ck_assert_uint_gt(*len, 0);
+	ck_assert_uint_lt(*len, 8192);
+	return buf;
+}
+
+/* Every outcome is either a config or a positioned error, never a crash. */
+static void check_outcome(struct config *c)
+{
+	if (c) {
+		ck_assert_int_eq(c->refs, 1);
+		ck_assert_uint_ge(c->npolicies, 1);
+		config_unref(c);
+	} else {
+		ck_assert_msg(strncmp(err, "t.yaml:", 7) == 0, "no position: %s", err);
+	}
+}
+
+START_TEST(truncations)
+{
+	size_t len;
+	char *buf = read_example(&len);
+	int accepted = 0;
+	for (size_t n = 0; n <= len; n++) {
+		err[0] = '\0';
+		struct config *c = config_parse("t.yaml", buf, n, err, sizeof(err));
+		accepted += c != NULL;
+		check_outcome(c);
+	}
+	/* the whole file and cuts inside the last comment at least */
+	ck_assert_int_gt(accepted, 1);
+	free(buf);
+}
+END_TEST
+
+START_TEST(corruptions)
+{
+	static const char bytes[] = {'\0', '{', '}', '[', ']', ':', '-', '&', '*', '!', '|',
+				     '>', '"', '\'', '\n', '\t', ' ', '#', '%', '\x80', '\xff'};
+	size_t len;
+	char *buf = read_example(&len);
+	for (size_t i = 0; i < len; i++) {
+		char saved = buf[i];
+		for (size_t b = 0; b < sizeof(bytes); b++) {
+			buf[i] = bytes[b];
+			err[0] = '\0';
+			check_outcome(config_parse("t.yaml", buf, len, err, sizeof(err)));
+		}
+		buf[i] = saved;
+	}
+	free(buf);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *tc = tcase_create("values");
+	tcase_add_test(tc, example_config);
+	tcase_add_test(tc, defaults);
+	tcase_add_test(tc, every_key_set);
+	tcase_add_test(tc, limits_bounds);
+	tcase_add_test(tc, policy_forms);
+	tcase_add_test(tc, on_error_inherit);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("errors");
+	tcase_add_loop_test(tc, errors, 0, (int)(sizeof(bad) / sizeof(bad[0])));
+	tcase_add_test(tc, error_from_file);
+	tcase_add_test(tc, load_missing_file);
+	tcase_add_test(tc, load_directory);
+	tcase_add_test(tc, small_error_buffer);
+	tcase_add_test(tc, not_nul_terminated);
+	tcase_add_test(tc, raw_nul_byte);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("api");
+	tcase_add_test(tc, find_policy);
+	tcase_add_test(tc, refcount);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("robustness");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, truncations);
+	tcase_add_test(tc, corruptions);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(config_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,374 @@
+/* test_policy.c - durations, rates, names, validation and descriptions of policies. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+/* Parses a NUL-terminated duration; returns the ms or -1, and the error in *err. */
+static int64_t dur(const char *s, const char **err)
+{
+	int64_t ms = -12345;
+	*err = NULL;
+	if (policy_parse_duration(s, strlen(s), &ms, err) < 0) {
+		ck_assert_ptr_nonnull(*err);
+		ck_assert_int_eq(ms, -12345); /* untouched on error */
+		return -1;
+	}
+	return ms;
+}
+
+START_TEST(duration_units)
+{
+	const char *err;
+	ck_assert_int_eq(dur("250ms", &err), 250);
+	ck_assert_int_eq(dur("5s", &err), 5000);
+	ck_assert_int_eq(dur("2m", &err), 120000);
+	ck_assert_int_eq(dur("1h", &err), 3600000);
+	ck_assert_int_eq(dur("1d", &err), 86400000);
+	ck_assert_int_eq(dur("1ms", &err), 1);
+	ck_assert_int_eq(dur("366d", &err), POLICY_MAX_PERIOD_MS);
+	ck_assert_int_eq(dur("8784h", &err), POLICY_MAX_PERIOD_MS);
+}
+END_TEST
+
+START_TEST(duration_zero)
+{
+	const char *err;
+	ck_assert_int_eq(dur("0s", &err), -1);
+	ck_assert_str_eq(err, "duration must be greater than zero");
+	ck_assert_int_eq(dur("0ms", &err), -1);
+}
+END_TEST
+
+START_TEST(duration_overflow)
+{
+	const char *err;
+	ck_assert_int_eq(dur("367d", &err), -1);
+	ck_assert_str_eq(err, "duration too long (at most 366d)");
+	ck_assert_int_eq(dur("31622400001ms", &err), -1);
+	ck_assert_int_eq(dur("99999999999999999999999s", &err), -1);
+	ck_assert_str_eq(err, "duration too long (at most 366d)");
+	ck_assert_int_eq(dur("9223372036854775807ms", &err), -1);
+}
+END_TEST
+
+START_TEST(duration_junk)
+{
+	const char *err;
+	const char *bad[] = {"", "s", "ms", "-5s", "+5s", "5.5s", "5 s", " 5s", "5s ", "5sec",
+			     "5S", "5x", "0x10s", "5ss", "5msx"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(dur(bad[i], &err) == -1, "accepted \"%s\"", bad[i]);
+}
+END_TEST
+
+START_TEST(duration_missing_unit)
+{
+	const char *err;
+	ck_assert_int_eq(dur("5", &err), -1);
+	ck_assert_str_eq(err, "unknown duration unit (use ms, s, m, h or d)");
+	ck_assert_int_eq(dur("60", &err), -1);
+}
+END_TEST
+
+START_TEST(duration_uses_len)
+{
+	/* Only len bytes count: "5s" out of "5sXYZ". */
+	int64_t ms = 0;
+	const char *err = NULL;
+	ck_assert_int_eq(policy_parse_duration("5sXYZ", 2, &ms, &err), 0);
+	ck_assert_int_eq(ms, 5000);
+	ck_assert_int_eq(policy_parse_duration("5s", 1, &ms, &err), -1);
+}
+END_TEST
+
+static int rate(const char *s, int64_t *count, int64_t *period, const char **err)
+{
+	*err = NULL;
+	int rc = policy_parse_rate(s, strlen(s), count, period, err);
+	if (rc < 0)
+		ck_assert_ptr_nonnull(*err);
+	return rc;
+}
+
+START_TEST(rate_valid)
+{
+	int64_t count, period;
+	const char *err;
+	ck_assert_int_eq(rate("5/60s", &count, &period, &err), 0);
+	ck_assert_int_eq(count, 5);
+	ck_assert_int_eq(period, 60000);
+	ck_assert_int_eq(rate("1000000000/1ms", &count, &period, &err), 0);
+	ck_assert_int_eq(count, 1000000000);
+	ck_assert_int_eq(period, 1);
+	ck_assert_int_eq(rate("3/366d", &count, &period, &err), 0);
+	ck_assert_int_eq(period, POLICY_MAX_PERIOD_MS);
+}
+END_TEST
+
+START_TEST(rate_invalid)
+{
+	int64_t count, period;
+	const char *err;
+	ck_assert_int_eq(rate("0/1s", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "rate count must be greater than zero");
+	ck_assert_int_eq(rate("1000000001/1s", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "rate count must be an integer from 1 to 1000000000");
+	ck_assert_int_eq(rate("5", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "a rate is COUNT/DURATION, e.g. 5/60s");
+	ck_assert_int_eq(rate("5/60", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "unknown duration unit (use ms, s, m, h or d)");
+	const char *bad[] = {"", "/", "/1s", "5/", "a/1s", "-5/1s", "5/0s", "5/1s/2s", "5 /1s",
+			     "5/367d", "99999999999999999999/1s"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(rate(bad[i], &count, &period, &err) == -1, "accepted \"%s\"", bad[i]);
+}
+END_TEST
+
+START_TEST(names)
+{
+	char name[POLICY_NAME_MAX + 2];
+	ck_assert(policy_name_valid("login", 5));
+	ck_assert(policy_name_valid("a.B-c_9", 7));
+	ck_assert(policy_name_valid("x", 1));
+	ck_assert(!policy_name_valid("", 0));
+	ck_assert(!policy_name_valid("a b", 3));
+	ck_assert(!policy_name_valid("a:b", 3));
+	ck_assert(!policy_name_valid("a{b}", 4));
+	ck_assert(!policy_name_valid("a/b", 3));
+	ck_assert(!policy_name_valid("\xc3\xa9t\xc3\xa9", 6));
+	ck_assert(!policy_name_valid("a\0b", 3));
+	/* only len bytes are looked at */
+	ck_assert(policy_name_valid("ab cd", 2));
+	memset(name, 'n', sizeof(name));
+	ck_assert(policy_name_valid(name, POLICY_NAME_MAX));
+	ck_assert(!policy_name_valid(name, POLICY_NAME_MAX + 1));
+}
+END_TEST
+
+static struct policy sliding(int n, const int64_t *counts, const int64_t *periods)
+{
+	struct policy p;
+	memset(&p, 0, sizeof(p));
+	memcpy(p.name, "t", 2);
+	p.name_len = 1;
+	p.algo = POLICY_SLIDING_WINDOW;
+	p.on_store_error = POLICY_ON_ERROR_INHERIT;
+	p.nlimits = n;
+	for (int i = 0; i < n; i++)
+		p.limits[i] = (struct policy_limit){counts[i], counts[i], periods[i]};
+	return p;
+}
+
+START_TEST(validate_ok)
+{
+	int64_t c[] = {3, 20, 100000};
+	int64_t w[] = {1000, 60000, 3600000};
+	struct policy p = sliding(3, c, w);
+	const char *err = NULL;
+	ck_assert_int_eq(policy_validate(&p, &err), 0);
+}
+END_TEST
+
+START_TEST(validate_duplicate_windows)
+{
+	int64_t c[] = {3, 20};
+	int64_t w[] = {60000, 60000};
+	struct policy p = sliding(2, c, w);
+	const char *err = NULL;
+	ck_assert_int_eq(policy_validate(&p, &err), -1);
+	ck_assert_str_eq(err, "two limits of one policy have the same window");
+	/* distinct windows pass */
+	p.limits[1].period_ms = 1000;
+	ck_assert_int_eq(policy_validate(&p, &err), 0);
+}
+END_TEST
+
+START_TEST(validate_funnel_two_limits)
+{
+	int64_t c[] = {30, 60};
+	int64_t w[] = {60000, 3600000};
+	struct policy p = sliding(2, c, w);
+	p.algo = POLICY_FUNNEL;
+	const char *err = NULL;
+	ck_assert_int_eq(policy_validate(&p, &err), -1);
+	ck_assert_str_eq(err, "a funnel has exactly one capacity and one rate");
+	p.nlimits = 1;
+	p.limits[0].capacity = 15;
+	ck_assert_int_eq(policy_validate(&p, &err), 0);
+}
+END_TEST
+
+START_TEST(validate_sliding_count)
+{
+	int64_t c[] = {100001};
+	int64_t w[] = {60000};
+	struct policy p = sliding(1, c, w);
+	const char *err = NULL;
+	ck_assert_int_eq(policy_validate(&p, &err), -1);
+	ck_assert_ptr_nonnull(strstr(err, "at most 100000"));
+	/* The same numbers are fine for a funnel: its state is two integers. */
+	p.algo = POLICY_FUNNEL;
+	ck_assert_int_eq(policy_validate(&p, &err), 0);
+}
+END_TEST
+
+START_TEST(validate_limit_counts)
+{
+	int64_t c[POLICY_MAX_LIMITS + 1];
+	int64_t w[POLICY_MAX_LIMITS + 1];
+	for (int i = 0; i <= POLICY_MAX_LIMITS; i++) {
+		c[i] = 1;
+		w[i] = 1000 * (i + 1);
+	}
+	struct policy p = sliding(POLICY_MAX_LIMITS, c, w);
+	const char *err = NULL;
+	ck_assert_int_eq(policy_validate(&p, &err), 0);
+	p.nlimits = 0;
+	ck_assert_int_eq(policy_validate(&p, &err), -1);
+	ck_assert_str_eq(err, "a policy needs at least one limit");
+	p.nlimits = POLICY_MAX_LIMITS + 1;
+	ck_assert_int_eq(policy_validate(&p, &err), -1);
+	ck_assert_str_eq(err, "too many limits (at most 8)");
+}
+END_TEST
+
+START_TEST(validate_capacity)
+{
+	int64_t c[] = {30};
+	int64_t w[] = {60000};
+	struct policy p = sliding(1, c, w);
+	p.algo = POLICY_FUNNEL;
+	const char *err = NULL;
+	p.limits[0].capacity = 0;
+	ck_assert_int_eq(policy_validate(&p, &err), -1);
+	ck_assert_str_eq(err, "capacity must be an integer from 1 to 1000000000");
+	p.limits[0].capacity = POLICY_MAX_COUNT + 1;
+	ck_assert_int_eq(policy_validate(&p, &err), -1);
+	p.limits[0].capacity = POLICY_MAX_COUNT;
+	ck_assert_int_eq(policy_validate(&p, &err), 0);
+	p.limits[0].period_ms = 0;
+	ck_assert_int_eq(policy_validate(&p, &err), -1);
+	ck_assert_str_eq(err, "limit out of range");
+}
+END_TEST
+
+START_TEST(describe)
+{
+	char buf[128];
+	int64_t c[] = {3, 20};
+	int64_t w[] = {1000, 60000};
+	struct policy p = sliding(2, c, w);
+	size_t n = policy_describe(&p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "sliding_window 3/1s 20/1m");
+	ck_assert_uint_eq(n, strlen(buf));
+
+	int64_t fc[] = {30};
+	int64_t fw[] = {60000};
+	p = sliding(1, fc, fw);
+	p.algo = POLICY_FUNNEL;
+	p.limits[0].capacity = 15;
+	p.on_store_error = POLICY_ON_ERROR_DENY;
+	policy_describe(&p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "funnel capacity 15 rate 30/1m on_store_error deny");
+
+	int64_t oc[] = {7, 1};
+	int64_t ow[] = {1500, 2 * 86400000LL};
+	p = sliding(2, oc, ow);
+	policy_describe(&p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "sliding_window 7/1500ms 1/2d");
+}
+END_TEST
+
+START_TEST(describe_truncates)
+{
+	char buf[10];
+	int64_t c[] = {3, 20};
+	int64_t w[] = {1000, 60000};
+	struct policy p = sliding(2, c, w);
+	size_t n = policy_describe(&p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "sliding_w");
+	ck_assert_uint_eq(n, sizeof(buf) - 1);
+}
+END_TEST
+
+START_TEST(on_error_names)
+{
+	enum policy_on_error e = POLICY_ON_ERROR_INHERIT;
+	ck_assert_int_eq(policy_parse_on_error("deny", 4, &e), 0);
+	ck_assert_int_eq(e, POLICY_ON_ERROR_DENY);
+	ck_assert_int_eq(policy_parse_on_error("error", 5, &e), 0);
+	ck_assert_int_eq(e, POLICY_ON_ERROR_ERROR);
+	ck_assert_int_eq(policy_parse_on_error("allow", 5, &e), 0);
+	ck_assert_int_eq(e, POLICY_ON_ERROR_ALLOW);
+	ck_assert_int_eq(policy_parse_on_error("Allow", 5, &e), -1);
+	ck_assert_int_eq(policy_parse_on_error("inherit", 7, &e), -1);
+	ck_assert_int_eq(policy_parse_on_error("den", 3, &e), -1);
+	ck_assert_str_eq(policy_on_error_name(POLICY_ON_ERROR_ERROR), "error");
+	ck_assert_str_eq(policy_algo_name(POLICY_FUNNEL), "funnel");
+	ck_assert_str_eq(policy_algo_name(POLICY_SLIDING_WINDOW), "sliding_window");
+}
+END_TEST
+
+START_TEST(equal)
+{
+	int64_t c[] = {3, 20};
+	int64_t w[] = {1000, 60000};
+	struct policy a = sliding(2, c, w), b = sliding(2, c, w);
+	ck_assert(policy_equal(&a, &b));
+	b.limits[1].count = 21;
+	ck_assert(!policy_equal(&a, &b));
+	b = a;
+	b.on_store_error = POLICY_ON_ERROR_DENY;
+	ck_assert(!policy_equal(&a, &b));
+	b = a;
+	b.nlimits = 1;
+	ck_assert(!policy_equal(&a, &b));
+}
+END_TEST
+
+static Suite *policy_suite(void)
+{
+	Suite *s = suite_create("policy");
+	TCase *tc = tcase_create("duration");
+	tcase_add_test(tc, duration_units);
+	tcase_add_test(tc, duration_zero);
+	tcase_add_test(tc, duration_overflow);
+	tcase_add_test(tc, duration_junk);
+	tcase_add_test(tc, duration_missing_unit);
+	tcase_add_test(tc, duration_uses_len);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("rate");
+	tcase_add_test(tc, rate_valid);
+	tcase_add_test(tc, rate_invalid);
+	tcase_add_test(tc, names);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("validate");
+	tcase_add_test(tc, validate_ok);
+	tcase_add_test(tc, validate_duplicate_windows);
+	tcase_add_test(tc, validate_funnel_two_limits);
+	tcase_add_test(tc, validate_sliding_count);
+	tcase_add_test(tc, validate_limit_counts);
+	tcase_add_test(tc, validate_capacity);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("describe");
+	tcase_add_test(tc, describe);
+	tcase_add_test(tc, describe_truncates);
+	tcase_add_test(tc, on_error_names);
+	tcase_add_test(tc, equal);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(policy_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
