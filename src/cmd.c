@@ -60,7 +60,7 @@ static void store_done(void *arg, const struct store_result *res)
 	finish(slot);
 }
 
-void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd *pc,
+void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd *pc, int admin,
 		 struct cmd_slot *slot)
 {
 	slot->cfg = NULL;
@@ -75,9 +75,14 @@ void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd
 		slot->close_after = 1;
 		finish(slot);
 		return;
+	case PROTO_RESET:
+		if (!admin) {
+			cmd_reply_err(slot, "forbidden", "RESET needs a listener with admin: true");
+			return;
+		}
+		break;
 	case PROTO_ALLOW:
 	case PROTO_PEEK:
-	case PROTO_RESET:
 		break;
 	}
 	const struct policy *p = config_find_policy(cfg, pc->action, pc->action_len);

@@ -24,7 +24,8 @@ struct cmd_slot {
 	void (*complete)(struct cmd_slot *slot);
 };
 
-void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd *pc,
+/* admin: the request came through a listener with admin: true. */
+void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd *pc, int admin,
 		 struct cmd_slot *slot);
 
 /* Fills the slot with an error reply and completes it. */

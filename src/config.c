@@ -21,6 +21,8 @@
 #define DEFAULT_PREFIX "rl:"
 #define DEFAULT_ON_STORE_ERROR POLICY_ON_ERROR_ALLOW
 #define DEFAULT_MAX_LINE 4096
+#define DEFAULT_MAX_CLIENTS 10000
+#define DEFAULT_IDLE_TIMEOUT_MS 0
 #define DEFAULT_LOG_LEVEL LOG_INFO
 
 #define PREFIX_MAX 128
@@ -473,6 +475,81 @@ static void free_listen(struct config *c)
 	c->nlisten = 0;
 }
 
+static int parse_map(struct parser *P, const struct conf_key *keys, size_t nkeys, void *base,
+		     unsigned *seen, yaml_mark_t *marks);
+
+static int set_bool(struct parser *P, const struct conf_key *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (scalar(P, k->name, "true or false", &s, &len) < 0)
+		return -1;
+	if (len == 4 && memcmp(s, "true", 4) == 0)
+		*(int *)dst = 1;
+	else if (len == 5 && memcmp(s, "false", 5) == 0)
+		*(int *)dst = 0;
+	else
+		return failk(P, P->ev.start_mark, k->name, "must be true or false");
+	return 0;
+}
+
+/* An octal file mode such as 0660 (YAML would read a plain 0660 as octal
+ * too, but we take the digits as written). */
+static int set_mode(struct parser *P, const struct conf_key *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (scalar(P, k->name, "an octal file mode such as 0660", &s, &len) < 0)
+		return -1;
+	int mode = 0;
+	if (len < 3 || len > 4)
+		return failk(P, P->ev.start_mark, k->name, "must be an octal file mode such as 0660");
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '7')
+			return failk(P, P->ev.start_mark, k->name,
+				     "must be an octal file mode such as 0660");
+		mode = mode * 8 + (s[i] - '0');
+	}
+	if (mode > 0777)
+		return failk(P, P->ev.start_mark, k->name, "only permission bits (at most 0777)");
+	*(int *)dst = mode;
+	return 0;
+}
+
+enum { LK_ADDRESS, LK_ADMIN, LK_MODE, LK_N };
+
+static const struct conf_key listen_keys[LK_N] = {
+	[LK_ADDRESS] = {"address", set_address, offsetof(struct config_listen, address), 0, 0},
+	[LK_ADMIN] = {"admin", set_bool, offsetof(struct config_listen, admin), 0, 0},
+	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0},
+};
+
+/* One listen entry: "address" or {address, admin, mode}. */
+static int listen_entry(struct parser *P, const char *key, struct config_listen *l)
+{
+	l->mode = CONFIG_DEFAULT_SOCKET_MODE;
+	if (P->ev.type != YAML_MAPPING_START_EVENT) {
+		const char *s;
+		size_t len;
+		if (address_scalar(P, key, &s, &len) < 0)
+			return -1;
+		l->address = strndup(s, len);
+		return l->address ? 0 : fail(P, P->ev.start_mark, "out of memory");
+	}
+	yaml_mark_t start = P->ev.start_mark;
+	unsigned seen;
+	yaml_mark_t marks[LK_N];
+	snprintf(P->section, sizeof(P->section), "listen.");
+	if (parse_map(P, listen_keys, LK_N, l, &seen, marks) < 0)
+		return -1;
+	P->section[0] = '\0';
+	if (!(seen & (1u << LK_ADDRESS)))
+		return failk(P, start, key, "an entry needs an address");
+	if ((seen & (1u << LK_MODE)) && strncmp(l->address, "unix:", 5) != 0)
+		return fail(P, marks[LK_MODE], "listen.mode: only applies to unix:/path addresses");
+	return 0;
+}
+
 static int set_listen(struct parser *P, const struct conf_key *k, void *dst)
 {
 	struct config *c = dst;
@@ -482,20 +559,17 @@ static int set_listen(struct parser *P, const struct conf_key *k, void *dst)
 	size_t cap = 0;
 	free_listen(c); /* the default */
 	for (;;) {
-		const char *s;
-		size_t len;
 		if (next(P) < 0)
 			return -1;
 		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
 			break;
-		if (address_scalar(P, k->name, &s, &len) < 0)
-			return -1;
 		if (grow((void **)&c->listen, &cap, c->nlisten, sizeof(*c->listen)) < 0)
 			return fail(P, P->ev.start_mark, "out of memory");
-		c->listen[c->nlisten].address = strndup(s, len);
-		if (!c->listen[c->nlisten].address)
-			return fail(P, P->ev.start_mark, "out of memory");
-		c->nlisten++;
+		struct config_listen *l = &c->listen[c->nlisten];
+		memset(l, 0, sizeof(*l));
+		c->nlisten++; /* counted now so free_listen releases a half-read entry */
+		if (listen_entry(P, k->name, l) < 0)
+			return -1;
 	}
 	if (c->nlisten == 0)
 		return failk(P, start, k->name, "at least one address is required");
@@ -775,7 +849,18 @@ static int set_policies(struct parser *P, const struct conf_key *k, void *dst)
 	return 0;
 }
 
-enum { TK_LISTEN, TK_REDIS, TK_PREFIX, TK_ON_ERROR, TK_MAX_LINE, TK_LOG_LEVEL, TK_POLICIES, TK_N };
+enum {
+	TK_LISTEN,
+	TK_REDIS,
+	TK_PREFIX,
+	TK_ON_ERROR,
+	TK_MAX_LINE,
+	TK_MAX_CLIENTS,
+	TK_IDLE_TIMEOUT,
+	TK_LOG_LEVEL,
+	TK_POLICIES,
+	TK_N
+};
 
 static const struct conf_key top_keys[TK_N] = {
 	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0},
@@ -783,6 +868,9 @@ static const struct conf_key top_keys[TK_N] = {
 	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0},
 	[TK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct config, on_store_error), 0, 0},
 	[TK_MAX_LINE] = {"max_line", set_size, offsetof(struct config, max_line), 64, 1048576},
+	[TK_MAX_CLIENTS] = {"max_clients", set_int, offsetof(struct config, max_clients), 1, 1000000},
+	[TK_IDLE_TIMEOUT] = {"idle_timeout", set_duration, offsetof(struct config, idle_timeout_ms), 1000,
+			     POLICY_MAX_PERIOD_MS},
 	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0},
 	[TK_POLICIES] = {"policies", set_policies, 0, 0, 0},
 };
@@ -794,6 +882,7 @@ static int config_defaults(struct config *c)
 		return -1;
 	c->nlisten = 1;
 	c->listen[0].address = strdup(DEFAULT_LISTEN);
+	c->listen[0].mode = CONFIG_DEFAULT_SOCKET_MODE;
 	c->redis.address = strdup(DEFAULT_REDIS_ADDRESS);
 	c->redis.database = DEFAULT_REDIS_DATABASE;
 	c->redis.timeout_ms = DEFAULT_REDIS_TIMEOUT_MS;
@@ -801,6 +890,8 @@ static int config_defaults(struct config *c)
 	c->prefix = strdup(DEFAULT_PREFIX);
 	c->on_store_error = DEFAULT_ON_STORE_ERROR;
 	c->max_line = DEFAULT_MAX_LINE;
+	c->max_clients = DEFAULT_MAX_CLIENTS;
+	c->idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS;
 	c->log_level = DEFAULT_LOG_LEVEL;
 	return c->listen[0].address && c->redis.address && c->prefix ? 0 : -1;
 }

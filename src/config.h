@@ -21,7 +21,11 @@ struct config_redis {
 
 struct config_listen {
 	char *address; /* "host:port" or "unix:/path" */
+	int admin;     /* RESET (and later admin commands) allowed here */
+	int mode;      /* file mode of a unix socket */
 };
+
+#define CONFIG_DEFAULT_SOCKET_MODE 0660
 
 /*
  * A validated snapshot. Never modified after config_load returns it;
@@ -37,6 +41,8 @@ struct config {
 	char *prefix;
 	enum policy_on_error on_store_error; /* never INHERIT here */
 	size_t max_line;
+	int max_clients;
+	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
 	int log_level;			/* LOG_DEBUG..LOG_ERROR from log.h */
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;

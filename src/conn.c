@@ -48,6 +48,7 @@ struct conn {
 	int closing;	   /* no more requests; close once replies are written */
 	int closed;	   /* handed to the reaper */
 	int eof;	   /* the client shut its side; answer what it sent */
+	int admin;	   /* came through an admin listener */
 };
 
 static void process_input(struct conn *c);
@@ -202,7 +203,7 @@ static void process_input(struct conn *c)
 		else {
 			if (pc.verb == PROTO_QUIT)
 				c->closing = 1;
-			cmd_execute(cfg, server_store(srv), &pc, &p->slot);
+			cmd_execute(cfg, server_store(srv), &pc, c->admin, &p->slot);
 		}
 		/* The store copied what it needs; the line can go. */
 		if (!c->closed)
@@ -236,6 +237,16 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	struct conn *c = arg;
 	if (c->closed)
 		return;
+	if (what & BEV_EVENT_TIMEOUT) {
+		/* idle_timeout: only a client that owes us nothing and sends nothing is idle */
+		if (c->npending == 0) {
+			log_debug("closing idle client");
+			conn_close(c);
+		} else {
+			bufferevent_enable(c->bev, EV_READ);
+		}
+		return;
+	}
 	if (what & BEV_EVENT_EOF && !(what & BEV_EVENT_ERROR)) {
 		/* Half-close (e.g. `nc -q1`): answer what was sent, then close. */
 		c->eof = 1;
@@ -246,7 +257,7 @@ static void event_cb(struct bufferevent *bev, short what, void *arg)
 	conn_close(c);
 }
 
-struct conn *conn_new(struct server *srv, evutil_socket_t fd)
+struct conn *conn_new(struct server *srv, evutil_socket_t fd, int admin)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -254,6 +265,7 @@ struct conn *conn_new(struct server *srv, evutil_socket_t fd)
 		return NULL;
 	}
 	c->srv = srv;
+	c->admin = admin;
 	c->bev = bufferevent_socket_new(server_base(srv), fd, BEV_OPT_CLOSE_ON_FREE);
 	if (!c->bev) {
 		evutil_closesocket(fd);
@@ -262,6 +274,11 @@ struct conn *conn_new(struct server *srv, evutil_socket_t fd)
 	}
 	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
 	bufferevent_setwatermark(c->bev, EV_WRITE, OUT_LOW, 0);
+	int64_t idle = server_config(srv)->idle_timeout_ms;
+	if (idle > 0) {
+		struct timeval tv = {.tv_sec = idle / 1000, .tv_usec = (idle % 1000) * 1000};
+		bufferevent_set_timeouts(c->bev, &tv, NULL);
+	}
 	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
 	server_conn_added(srv, c);
 	return c;

@@ -7,8 +7,9 @@
 struct server;
 struct conn;
 
-/* Takes ownership of fd. NULL (and fd closed) on failure. */
-struct conn *conn_new(struct server *srv, evutil_socket_t fd);
+/* Takes ownership of fd. NULL (and fd closed) on failure. admin: the
+ * listener allows admin commands. */
+struct conn *conn_new(struct server *srv, evutil_socket_t fd, int admin);
 /* Stop reading; close once every reply already owed is written. */
 void conn_drain(struct conn *c);
 /* Drops the client now; replies still owed are discarded when they arrive. */

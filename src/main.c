@@ -50,7 +50,9 @@ static void log_changes(const struct config *old, const struct config *new)
 {
 	int listen_changed = old->nlisten != new->nlisten;
 	for (size_t i = 0; !listen_changed && i < old->nlisten; i++)
-		listen_changed = strcmp(old->listen[i].address, new->listen[i].address) != 0;
+		listen_changed = strcmp(old->listen[i].address, new->listen[i].address) != 0 ||
+				 old->listen[i].admin != new->listen[i].admin ||
+				 old->listen[i].mode != new->listen[i].mode;
 	if (listen_changed)
 		log_warn("reload: listen changed; restart ratelimitd to apply it "
 			 "(still listening on the old addresses)");
@@ -63,6 +65,13 @@ static void log_changes(const struct config *old, const struct config *new)
 	if (a->timeout_ms != b->timeout_ms)
 		log_info("reload: redis.timeout %lldms -> %lldms", (long long)a->timeout_ms,
 			 (long long)b->timeout_ms);
+	if (old->max_clients != new->max_clients)
+		log_info("reload: max_clients %d -> %d", old->max_clients, new->max_clients);
+	if (old->idle_timeout_ms != new->idle_timeout_ms)
+		log_info("reload: idle_timeout %lldms -> %lldms (for new clients)",
+			 (long long)old->idle_timeout_ms, (long long)new->idle_timeout_ms);
+	if (old->max_line != new->max_line)
+		log_info("reload: max_line %zu -> %zu", old->max_line, new->max_line);
 	if (strcmp(old->prefix, new->prefix) != 0)
 		log_info("reload: prefix \"%s\" -> \"%s\"", old->prefix, new->prefix);
 	if (old->on_store_error != new->on_store_error)

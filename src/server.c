@@ -29,6 +29,7 @@ struct listener {
 	struct event *resume;
 	char *unix_path;
 	char *name;
+	int admin;
 };
 
 struct server {
@@ -43,6 +44,7 @@ struct server {
 	size_t nreap, capreap;
 	struct event *reap_ev;
 	int draining;
+	unsigned long long rejected; /* connections refused by max_clients */
 	void (*drained)(void *);
 	void *drained_arg;
 	struct event *drained_ev;
@@ -143,11 +145,24 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 	(void)lev;
 	(void)salen;
 	struct listener *l = arg;
+	struct server *srv = l->srv;
+	if (srv->nclients >= (size_t)srv->cfg->max_clients) {
+		/* Best effort: the socket is fresh, so a short line fits its buffer. */
+		static const char msg[] = "ERR too-many-clients max_clients reached\n";
+		ssize_t w = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		(void)w;
+		evutil_closesocket(fd);
+		srv->rejected++;
+		if ((srv->rejected & (srv->rejected - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
+			log_warn("max_clients (%d) reached; %llu connections refused so far",
+				 srv->cfg->max_clients, (unsigned long long)srv->rejected);
+		return;
+	}
 	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
-	conn_new(l->srv, fd);
+	conn_new(srv, fd, l->admin);
 }
 
 static void resume_cb(evutil_socket_t fd, short what, void *arg)
@@ -174,11 +189,13 @@ static void accept_error_cb(struct evconnlistener *lev, void *arg)
 	}
 }
 
-static int listen_one(struct server *srv, struct listener *l, const char *addr, char *err,
-		      size_t errlen)
+static int listen_one(struct server *srv, struct listener *l, const struct config_listen *cl,
+		      char *err, size_t errlen)
 {
 	unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE;
+	const char *addr = cl->address;
 	l->srv = srv;
+	l->admin = cl->admin;
 	l->name = strdup(addr);
 	l->resume = evtimer_new(srv->base, resume_cb, l);
 	if (strncmp(addr, "unix:", 5) == 0) {
@@ -202,7 +219,7 @@ static int listen_one(struct server *srv, struct listener *l, const char *addr, 
 			return -1;
 		}
 		l->unix_path = strdup(path);
-		if (chmod(path, 0660) < 0)
+		if (chmod(path, (mode_t)cl->mode) < 0)
 			log_warn("chmod %s: %s", path, strerror(errno));
 	} else {
 		struct sockaddr_storage ss;
@@ -252,7 +269,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	srv->drained_ev = event_new(base, -1, 0, drained_cb, srv);
 	for (size_t i = 0; i < cfg->nlisten && i < MAX_LISTENERS; i++) {
 		srv->nlisteners++;
-		if (listen_one(srv, &srv->listeners[i], cfg->listen[i].address, err, errlen) < 0) {
+		if (listen_one(srv, &srv->listeners[i], &cfg->listen[i], err, errlen) < 0) {
 			server_free(srv);
 			return NULL;
 		}
