@@ -40,7 +40,7 @@ static int verb_is(const char *tok, size_t len, const char *verb)
 static int parse_cost(const char *s, size_t len, int64_t *out)
 {
 	int64_t v = 0;
-	if (len == 0 || len > 32)
+	if (len == 0)
 		return -1;
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] < '0' || s[i] > '9')

@@ -44,6 +44,8 @@ static const struct pcase cases[] = {
 	{"ALLOW david reply 2147483648", "bad-cost", 0, NULL, NULL, 0},
 	{"ALLOW david reply 99999999999999999999999999", "bad-cost", 0, NULL, NULL, 0},
 	{"PEEK david reply 1.5", "bad-cost", 0, NULL, NULL, 0},
+	{"ALLOW d r 0000000000000000000000000000000000000000042", NULL, PROTO_ALLOW, "d", "r", 42},
+	{"ALLOW d r 0000000000000000000000000000000000000000000", "bad-cost", 0, NULL, NULL, 0},
 };
 
 START_TEST(test_parse_table)
