@@ -3,8 +3,10 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
+#include "denycache.h"
 #include "log.h"
 #include "policy.h"
 #include "store.h"
@@ -12,6 +14,13 @@
 /* Suggested wait in a fail-closed DENIED reply: long enough not to hammer a
  * sick store, short enough to recover quickly. */
 #define FALLBACK_RETRY_MS 1000
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 
 static void finish(struct cmd_slot *slot)
 {
@@ -35,6 +44,14 @@ static void store_done(void *arg, const struct store_result *res)
 	enum store_op op = (enum store_op)slot->op;
 
 	if (res->status == STORE_OK) {
+		if (slot->deny && op == STORE_RESET)
+			/* again: a denial answered between submit and now may be stale */
+			denycache_forget(slot->deny, p->name, p->name_len, slot->user,
+					 slot->user_len);
+		else if (slot->deny && !res->allowed)
+			denycache_put(slot->deny, p->name, p->name_len, slot->user, slot->user_len,
+				      slot->cost, slot->sent_us, res->limit, res->remaining,
+				      res->retry_after_ms, res->reset_ms);
 		if (op == STORE_RESET)
 			slot->len = proto_format_str(slot->buf, "OK");
 		else
@@ -60,8 +77,8 @@ static void store_done(void *arg, const struct store_result *res)
 	finish(slot);
 }
 
-void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd *pc, int admin,
-		 struct cmd_slot *slot)
+void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct proto_cmd *pc,
+		 int admin, struct cmd_slot *slot)
 {
 	slot->cfg = NULL;
 	slot->close_after = 0;
@@ -95,6 +112,23 @@ void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd
 						    : STORE_RESET;
 	slot->policy = p;
 	slot->op = op;
+	slot->deny = env->deny;
+	slot->sent_us = mono_us();
+	if (env->deny) {
+		struct denycache_hit hit;
+		if (op == STORE_RESET)
+			denycache_forget(env->deny, p->name, p->name_len, pc->user, pc->user_len);
+		else if (denycache_lookup(env->deny, p->name, p->name_len, pc->user, pc->user_len,
+					  pc->cost, slot->sent_us, &hit)) {
+			slot->len = proto_format_decision(slot->buf, 0, hit.limit, hit.remaining,
+							  hit.retry_after_ms, hit.reset_ms);
+			finish(slot);
+			return;
+		}
+		slot->cost = pc->cost;
+		slot->user_len = pc->user_len;
+		memcpy(slot->user, pc->user, pc->user_len);
+	}
 	config_ref(cfg);
 	slot->cfg = cfg;
 	struct store_request req = {
@@ -107,5 +141,5 @@ void cmd_execute(struct config *cfg, struct store *store, const struct proto_cmd
 		.cost = pc->cost,
 		.timeout_ms = cfg->redis.timeout_ms,
 	};
-	store_submit(store, &req, store_done, slot);
+	store_submit(env->store, &req, store_done, slot);
 }

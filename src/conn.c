@@ -203,7 +203,7 @@ static void process_input(struct conn *c)
 		else {
 			if (pc.verb == PROTO_QUIT)
 				c->closing = 1;
-			cmd_execute(cfg, server_store(srv), &pc, c->admin, &p->slot);
+			cmd_execute(cfg, server_cmd_env(srv), &pc, c->admin, &p->slot);
 		}
 		/* The store copied what it needs; the line can go. */
 		if (!c->closed)

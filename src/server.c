@@ -14,14 +14,18 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "cmd.h"
 #include "config.h"
 #include "conn.h"
+#include "denycache.h"
 #include "log.h"
 
 #define MAX_LISTENERS 16
 /* How long accepting pauses when out of file descriptors: libevent's
  * listener would otherwise retry accept() in a busy loop. */
 #define ACCEPT_PAUSE_MS 100
+/* Denials remembered locally; each costs ~100 bytes plus its key. */
+#define DENY_CACHE_ENTRIES 65536
 
 struct listener {
 	struct server *srv;
@@ -35,7 +39,7 @@ struct listener {
 struct server {
 	struct event_base *base;
 	struct config *cfg;
-	struct store *store;
+	struct cmd_env env;
 	struct listener listeners[MAX_LISTENERS];
 	int nlisteners;
 	struct conn *clients; /* list through conn_link */
@@ -57,7 +61,12 @@ struct config *server_config(const struct server *srv)
 
 struct store *server_store(const struct server *srv)
 {
-	return srv->store;
+	return srv->env.store;
+}
+
+const struct cmd_env *server_cmd_env(const struct server *srv)
+{
+	return &srv->env;
 }
 
 struct event_base *server_base(const struct server *srv)
@@ -75,6 +84,9 @@ void server_set_config(struct server *srv, struct config *cfg)
 	config_ref(cfg);
 	config_unref(srv->cfg);
 	srv->cfg = cfg;
+	/* Denials were decided under the old policies. */
+	if (srv->env.deny)
+		denycache_clear(srv->env.deny);
 }
 
 void server_conn_added(struct server *srv, struct conn *c)
@@ -262,7 +274,8 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 		return NULL;
 	}
 	srv->base = base;
-	srv->store = store;
+	srv->env.store = store;
+	srv->env.deny = denycache_new(DENY_CACHE_ENTRIES);
 	config_ref(cfg);
 	srv->cfg = cfg;
 	srv->reap_ev = event_new(base, -1, 0, reap_cb, srv);
@@ -312,5 +325,6 @@ void server_free(struct server *srv)
 	event_free(srv->reap_ev);
 	event_free(srv->drained_ev);
 	config_unref(srv->cfg);
+	denycache_free(srv->env.deny);
 	free(srv);
 }

@@ -8,6 +8,7 @@ struct event_base;
 struct config;
 struct store;
 struct conn;
+struct cmd_env;
 struct server;
 
 /* Binds every listen address of cfg (takes a reference). NULL with err on failure. */
@@ -17,6 +18,8 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 void server_set_config(struct server *srv, struct config *cfg);
 struct config *server_config(const struct server *srv);
 struct store *server_store(const struct server *srv);
+/* The store and deny cache requests run against. */
+const struct cmd_env *server_cmd_env(const struct server *srv);
 struct event_base *server_base(const struct server *srv);
 /* Stops accepting; each client is closed once its in-flight replies are written.
  * done(arg) runs from the loop once no client is left. */
