@@ -44,8 +44,9 @@ static void store_done(void *arg, const struct store_result *res)
 	enum store_op op = (enum store_op)slot->op;
 
 	if (res->status == STORE_OK) {
-		if (slot->deny && op == STORE_RESET)
-			/* again: a denial answered between submit and now may be stale */
+		if (slot->deny && (op == STORE_RESET || (op == STORE_ALLOW && res->allowed)))
+			/* Denials cached for this pair now show a stale remaining (or,
+			 * after RESET, are wrong): ask Redis again next time. */
 			denycache_forget(slot->deny, p->name, p->name_len, slot->user,
 					 slot->user_len);
 		else if (slot->deny && !res->allowed)
@@ -116,6 +117,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct pro
 	slot->sent_us = mono_us();
 	if (env->deny) {
 		struct denycache_hit hit;
+		denycache_sync(env->deny, store_generation(env->store));
 		if (op == STORE_RESET)
 			denycache_forget(env->deny, p->name, p->name_len, pc->user, pc->user_len);
 		else if (denycache_lookup(env->deny, p->name, p->name_len, pc->user, pc->user_len,

@@ -25,6 +25,7 @@ struct denycache {
 	struct entry *e;
 	size_t nbuckets; /* power of two */
 	size_t used;
+	unsigned long generation;
 };
 
 static uint64_t hash_pair(const char *a, size_t alen, const char *u, size_t ulen)
@@ -68,6 +69,14 @@ void denycache_clear(struct denycache *dc)
 {
 	for (size_t i = 0; i < dc->nbuckets * WAYS; i++)
 		drop(dc, &dc->e[i]);
+}
+
+void denycache_sync(struct denycache *dc, unsigned long store_generation)
+{
+	if (dc->generation != store_generation) {
+		denycache_clear(dc);
+		dc->generation = store_generation;
+	}
 }
 
 void denycache_free(struct denycache *dc)

@@ -36,6 +36,9 @@ void denycache_forget(struct denycache *dc, const char *action, size_t alen, con
 		      size_t ulen);
 /* Reload: policies may have changed. */
 void denycache_clear(struct denycache *dc);
+/* Clears the cache when the store's generation moved (it may have lost the
+ * state the denials were based on, e.g. a Redis restarted empty). */
+void denycache_sync(struct denycache *dc, unsigned long store_generation);
 size_t denycache_size(const struct denycache *dc);
 
 #endif

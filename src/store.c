@@ -11,6 +11,11 @@ size_t store_pending(const struct store *s)
 	return s->ops->pending(s);
 }
 
+unsigned long store_generation(const struct store *s)
+{
+	return s->ops->generation(s);
+}
+
 void store_free(struct store *s)
 {
 	if (s)

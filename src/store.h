@@ -50,6 +50,9 @@ struct store_ops {
 	void (*free)(struct store *s);
 	/* Requests submitted and not yet answered. */
 	size_t (*pending)(const struct store *s);
+	/* Changes whenever the store may have lost state (a connection to it
+	 * was lost: Redis may have restarted empty). */
+	unsigned long (*generation)(const struct store *s);
 };
 
 struct store {
@@ -58,6 +61,7 @@ struct store {
 
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
+unsigned long store_generation(const struct store *s);
 void store_free(struct store *s);
 const char *store_status_name(enum store_status st);
 

@@ -42,17 +42,25 @@
 #define BACKOFF_MAX_MS 500
 #define CONNECT_TIMEOUT_MS 1000
 #define FREE_POOL_MAX 1024
+#define MAX_BATCH 64
+/* Per decision: up to 8 keys and 3 + 4 * 8 arguments. */
+#define ARGV_MAX (4 + MAX_BATCH * (POLICY_MAX_LIMITS + 3 + 4 * POLICY_MAX_LIMITS))
+#define ARENA_SIZE (MAX_BATCH * (POLICY_MAX_LIMITS * (KEYS_MAX + 24) + 4 * 24) + 64)
 
 enum rconn_state { RCONN_DOWN, RCONN_CONNECTING, RCONN_UP };
 
 struct store_redis;
+struct sbatch;
 
 struct rconn {
 	struct store_redis *s;
 	int idx;
 	redisAsyncContext *ac;
 	enum rconn_state state;
-	unsigned inflight;
+	unsigned inflight; /* requests sent and not yet called back */
+	unsigned queued;   /* inflight plus those in the open batch */
+	struct sbatch *open;
+	struct event *flush;
 	int backoff_ms;
 	int verified;	     /* got a good reply since connecting */
 	struct event *retry; /* reconnect after backoff */
@@ -66,7 +74,6 @@ struct sreq {
 	store_done_fn *done; /* NULL once answered */
 	void *arg;
 	uint64_t deadline_us;
-	int evaled; /* already resent with EVAL after NOSCRIPT */
 	enum store_op op;
 	int64_t cost;
 	struct policy policy;
@@ -93,9 +100,14 @@ struct store_redis {
 	size_t nfree;
 	int up_logged, down_logged;
 	int closing;
-	/* argv scratch: keys and numbers for one command */
-	char keybuf[POLICY_MAX_LIMITS][KEYS_MAX];
-	char numbuf[48][24];
+	int max_batch;
+	unsigned long generation; /* bumped on every lost connection */
+	unsigned long long batches_sent, batched_reqs;
+	/* argv of one batch: pointers into the arena (keys and numbers) */
+	const char *argv[ARGV_MAX];
+	size_t argl[ARGV_MAX];
+	char *arena;
+	size_t arena_used;
 };
 
 static void rconn_connect(struct rconn *rc);
@@ -222,29 +234,44 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	timer_arm(s);
 }
 
-/* ---- sending ---- */
+/* ---- sending: batches ---- */
 
-static const char *num(struct store_redis *s, int *ni, int64_t v)
+/*
+ * Requests submitted during one turn of the event loop for the same
+ * connection go to Redis as one script call that decides them all, each
+ * atomic on its own keys. Under light load a batch holds one request and
+ * leaves at the end of the same loop turn, so batching adds no wait.
+ */
+struct sbatch {
+	struct rconn *rc;
+	int n;
+	int evaled; /* resent with EVAL after NOSCRIPT */
+	struct sreq *reqs[MAX_BATCH];
+};
+
+/* Formats v into the arena; returns its start. */
+static const char *arena_num(struct store_redis *s, int64_t v, size_t *len)
 {
-	char *b = s->numbuf[(*ni)++];
-	snprintf(b, 24, "%lld", (long long)v);
-	return b;
+	char *p = s->arena + s->arena_used;
+	int n = snprintf(p, 24, "%lld", (long long)v);
+	s->arena_used += (size_t)n + 1;
+	*len = (size_t)n;
+	return p;
 }
 
-/* Builds EVALSHA (or EVAL) of the decision script for r and queues it on rc. */
-static int sreq_send(struct rconn *rc, struct sreq *r, int eval);
+static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata);
 
-static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata);
-
-static int sreq_send(struct rconn *rc, struct sreq *r, int eval)
+/* Queues EVALSHA (or EVAL) deciding every request of b on its connection. */
+static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 {
-	struct store_redis *s = rc->s;
-	const struct policy *p = &r->policy;
-	const char *argv[64];
-	size_t argl[64];
-	int ac = 0, ni = 0;
+	struct rconn *rc = b->rc;
+	const char **argv = s->argv;
+	size_t *argl = s->argl;
+	int ac = 0, nkeys = 0;
+	s->arena_used = 0;
 #define ARG(str, len) (argv[ac] = (str), argl[ac] = (len), ac++)
 #define ARGS(str) ARG(str, strlen(str))
+#define ARGN(v) (argv[ac] = arena_num(s, (v), &argl[ac]), ac++)
 	if (eval) {
 		ARGS("EVAL");
 		ARG(lua_ratelimit_src, lua_ratelimit_len);
@@ -252,70 +279,151 @@ static int sreq_send(struct rconn *rc, struct sreq *r, int eval)
 		ARGS("EVALSHA");
 		ARG(lua_ratelimit_sha, 40);
 	}
-	ARGS(num(s, &ni, p->nlimits));
-	for (int i = 0; i < p->nlimits; i++) {
-		size_t kl = keys_build(s->keybuf[i], r->prefix, r->prefix_len, p, i, r->user,
-				       r->user_len);
-		ARG(s->keybuf[i], kl);
+	int numkeys_at = ac++;
+	for (int j = 0; j < b->n; j++) {
+		const struct sreq *r = b->reqs[j];
+		for (int i = 0; i < r->policy.nlimits; i++) {
+			char *k = s->arena + s->arena_used;
+			size_t kl = keys_build(k, r->prefix, r->prefix_len, &r->policy, i, r->user,
+					       r->user_len);
+			s->arena_used += kl;
+			ARG(k, kl);
+			nkeys++;
+		}
 	}
+	argv[numkeys_at] = arena_num(s, nkeys, &argl[numkeys_at]);
 	ARGS("0");
-	ARGS("1");
-	ARGS(r->op == STORE_ALLOW ? "a" : r->op == STORE_PEEK ? "p" : "r");
-	ARGS(num(s, &ni, r->cost));
-	ARGS(num(s, &ni, p->nlimits));
-	for (int i = 0; i < p->nlimits; i++) {
-		const struct policy_limit *l = &p->limits[i];
-		ARGS(p->algo == POLICY_FUNNEL ? "f" : "s");
-		ARGS(num(s, &ni, l->capacity));
-		ARGS(num(s, &ni, l->count));
-		ARGS(num(s, &ni, l->period_ms));
+	ARGN(b->n);
+	for (int j = 0; j < b->n; j++) {
+		const struct sreq *r = b->reqs[j];
+		const struct policy *p = &r->policy;
+		ARGS(r->op == STORE_ALLOW ? "a" : r->op == STORE_PEEK ? "p" : "r");
+		ARGN(r->cost);
+		ARGN(p->nlimits);
+		for (int i = 0; i < p->nlimits; i++) {
+			const struct policy_limit *l = &p->limits[i];
+			ARGS(p->algo == POLICY_FUNNEL ? "f" : "s");
+			ARGN(l->capacity);
+			ARGN(l->count);
+			ARGN(l->period_ms);
+		}
 	}
 #undef ARG
 #undef ARGS
-	if (redisAsyncCommandArgv(rc->ac, reply_cb, r, ac, argv, argl) != REDIS_OK)
+#undef ARGN
+	if (!rc->ac || redisAsyncCommandArgv(rc->ac, batch_cb, b, ac, argv, argl) != REDIS_OK)
 		return -1;
-	r->rc = rc;
-	rc->inflight++;
+	rc->inflight += (unsigned)b->n;
+	s->batches_sent++;
+	s->batched_reqs += (unsigned long long)b->n;
 	return 0;
 }
 
-static void reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void batch_fail(struct store_redis *s, struct sbatch *b, enum store_status st,
+		       const char *detail)
+{
+	for (int j = 0; j < b->n; j++) {
+		answer_status(b->reqs[j], st, detail);
+		sreq_put(s, b->reqs[j]);
+	}
+	free(b);
+}
+
+static void rconn_flush(struct rconn *rc)
+{
+	struct sbatch *b = rc->open;
+	if (!b)
+		return;
+	rc->open = NULL;
+	if (batch_send(rc->s, b, 0) < 0)
+		batch_fail(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
+}
+
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	rconn_flush(arg);
+}
+
+/* Adds r to rc's open batch; sends the batch when full, else at the end of this loop turn. */
+static void rconn_enqueue(struct rconn *rc, struct sreq *r)
+{
+	struct sbatch *b = rc->open;
+	if (!b) {
+		b = malloc(sizeof(*b));
+		if (!b) {
+			answer_status(r, STORE_OVERLOAD, "out of memory");
+			sreq_put(rc->s, r);
+			return;
+		}
+		b->rc = rc;
+		b->n = 0;
+		b->evaled = 0;
+		rc->open = b;
+		event_active(rc->flush, EV_TIMEOUT, 0);
+	}
+	r->rc = rc;
+	b->reqs[b->n++] = r;
+	rc->queued++;
+	if (b->n == rc->s->max_batch)
+		rconn_flush(rc);
+}
+
+static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	(void)ac;
-	struct sreq *r = privdata;
-	struct store_redis *s = r->s;
-	struct rconn *rc = r->rc;
+	struct sbatch *b = privdata;
+	struct rconn *rc = b->rc;
+	struct store_redis *s = rc->s;
 	redisReply *rep = reply;
-	rc->inflight--;
+	rc->inflight -= (unsigned)b->n;
+	rc->queued -= (unsigned)b->n;
 	if (!rep) {
-		answer_status(r, STORE_UNAVAILABLE, "connection to redis lost");
-		sreq_put(s, r);
+		batch_fail(s, b, STORE_UNAVAILABLE, "connection to redis lost");
 		return;
 	}
 	rc->verified = 1;
 	rc->backoff_ms = 0;
-	if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && !r->evaled &&
-	    r->done && rc->ac && !s->closing) {
-		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it. */
-		r->evaled = 1;
-		if (sreq_send(rc, r, 1) == 0)
+	if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && !b->evaled &&
+	    rc->ac && !s->closing) {
+		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it.
+		 * Requests already answered (timed out) are not run again. */
+		int kept = 0;
+		for (int j = 0; j < b->n; j++) {
+			if (b->reqs[j]->done)
+				b->reqs[kept++] = b->reqs[j];
+			else
+				sreq_put(s, b->reqs[j]);
+		}
+		b->n = kept;
+		b->evaled = 1;
+		rc->queued += (unsigned)kept;
+		if (kept == 0) {
+			free(b);
 			return;
-	}
-	if (!r->done) {
-		sreq_put(s, r); /* answered already (timed out): drop the late reply */
-		return;
+		}
+		if (batch_send(s, b, 1) == 0)
+			return;
+		rc->queued -= (unsigned)kept;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
 		char detail[128];
 		snprintf(detail, sizeof(detail), "redis: %.100s", rep->str);
 		log_debug("store: %s", detail);
-		answer_status(r, STORE_FAILED, detail);
-	} else {
-		struct store_result res;
-		store_reply_decision(rep, 0, &res);
-		sreq_answer(r, &res);
+		batch_fail(s, b, STORE_FAILED, detail);
+		return;
 	}
-	sreq_put(s, r);
+	for (int j = 0; j < b->n; j++) {
+		struct sreq *r = b->reqs[j];
+		if (r->done) { /* else answered already (timed out): drop the late reply */
+			struct store_result res;
+			store_reply_decision(rep, (unsigned long)j * 5, &res);
+			sreq_answer(r, &res);
+		}
+		sreq_put(s, r);
+	}
+	free(b);
 }
 
 /* ---- connections ---- */
@@ -353,6 +461,7 @@ static void store_note_down(struct store_redis *s, const char *why)
 
 static void rconn_lost(struct rconn *rc, const char *why)
 {
+	rc->s->generation++;
 	rc->ac = NULL;
 	rc->state = RCONN_DOWN;
 	rc->verified = 0;
@@ -496,7 +605,7 @@ static struct rconn *pick_conn(struct store_redis *s, const struct store_request
 		h = (h ^ (uint8_t)req->user[i]) * 16777619u;
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[(h + (uint32_t)i) % (uint32_t)s->nconns];
-		if (rc->state != RCONN_DOWN && rc->ac && rc->inflight < MAX_INFLIGHT_PER_CONN)
+		if (rc->state != RCONN_DOWN && rc->ac && rc->queued < MAX_INFLIGHT_PER_CONN)
 			return rc;
 	}
 	return NULL;
@@ -541,18 +650,18 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 	r->prefix_len = req->prefix_len;
 	memcpy(r->prefix, req->prefix, req->prefix_len);
 	r->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
-	if (sreq_send(rc, r, 0) < 0) {
-		sreq_put(s, r);
-		res.detail = "redis connection is closing";
-		done(arg, &res);
-		return;
-	}
 	deadline_insert(s, r);
+	rconn_enqueue(rc, r);
 }
 
 static size_t redis_pending(const struct store *base)
 {
 	return ((const struct store_redis *)base)->pending;
+}
+
+static unsigned long redis_generation(const struct store *base)
+{
+	return ((const struct store_redis *)base)->generation;
 }
 
 static void redis_free(struct store *base)
@@ -561,6 +670,10 @@ static void redis_free(struct store *base)
 	s->closing = 1;
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[i];
+		if (rc->open) {
+			batch_fail(s, rc->open, STORE_UNAVAILABLE, "shutting down");
+			rc->open = NULL;
+		}
 		if (rc->ac) {
 			redisAsyncContext *ac = rc->ac;
 			ac->data = NULL;
@@ -569,6 +682,7 @@ static void redis_free(struct store *base)
 		}
 		event_free(rc->retry);
 		event_free(rc->connect_timeout);
+		event_free(rc->flush);
 	}
 	while (s->head)
 		answer_status(s->head, STORE_UNAVAILABLE, "shutting down");
@@ -582,6 +696,7 @@ static void redis_free(struct store *base)
 	free(s->unix_path);
 	free(s->username);
 	free(s->password);
+	free(s->arena);
 	free(s);
 }
 
@@ -589,6 +704,7 @@ static const struct store_ops redis_ops = {
 	.submit = redis_submit,
 	.free = redis_free,
 	.pending = redis_pending,
+	.generation = redis_generation,
 };
 
 static int parse_address(struct store_redis *s, const char *addr, char *err, size_t errlen)
@@ -639,6 +755,17 @@ struct store *store_redis_new(struct event_base *base, const struct config_redis
 		free(s);
 		return NULL;
 	}
+	s->max_batch = MAX_BATCH;
+	s->arena = malloc(ARENA_SIZE);
+	if (!s->arena) {
+		snprintf(err, errlen, "out of memory");
+		free(s->host);
+		free(s->unix_path);
+		free(s->username);
+		free(s->password);
+		free(s);
+		return NULL;
+	}
 	s->timer = evtimer_new(base, timer_cb, s);
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[i];
@@ -646,6 +773,7 @@ struct store *store_redis_new(struct event_base *base, const struct config_redis
 		rc->idx = i;
 		rc->retry = evtimer_new(base, retry_cb, rc);
 		rc->connect_timeout = evtimer_new(base, connect_timeout_cb, rc);
+		rc->flush = event_new(base, -1, 0, flush_cb, rc);
 		rconn_connect(rc);
 	}
 	return &s->base;

@@ -29,6 +29,8 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 			return fail(out, "unexpected reply from redis");
 		v[i] = e->integer;
 	}
+	if (v[0] == -1)
+		return fail(out, "redis could not decide (a key of the wrong type?)");
 	/* Values the script cannot produce mean something else answered. */
 	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[3] < -1 || v[4] < 0)
 		return fail(out, "implausible decision from redis");

@@ -12,6 +12,7 @@
 --
 -- Returns five integers per decision:
 --          allowed (1/0), limit, remaining, retry_after_ms (-1: never), reset_ms
+--          (allowed is -1 when that decision failed inside Redis, e.g. WRONGTYPE)
 
 local now = tonumber(ARGV[1])
 if now == 0 then
@@ -124,6 +125,59 @@ local function funnel_commit(r)
   r.reset = ceil_ms(r.new_tat - now)
 end
 
+-- One decision: KEYS from index k, its arguments from ARGV index a.
+local function decide(out, op, cost, nlimits, a, k)
+  if op == 'r' then
+    for i = 0, nlimits - 1 do redis.call('DEL', KEYS[k + i]) end
+    out[#out + 1] = 1; out[#out + 1] = 0; out[#out + 1] = 0
+    out[#out + 1] = 0; out[#out + 1] = 0
+    return
+  end
+  local checks = {}
+  local all_ok = true
+  for i = 1, nlimits do
+    local algo = ARGV[a]
+    local capacity = tonumber(ARGV[a + 1])
+    local count = tonumber(ARGV[a + 2])
+    local period = tonumber(ARGV[a + 3])
+    a = a + 4
+    local r
+    if algo == 'f' then
+      r = funnel_check(KEYS[k], capacity, count, period, cost)
+    else
+      r = sliding_check(KEYS[k], count, period, cost)
+    end
+    k = k + 1
+    checks[i] = r
+    if not r.ok then all_ok = false end
+  end
+  -- all or nothing: a limit is charged only when every limit passes
+  local bind = nil
+  if all_ok then
+    for i = 1, nlimits do
+      local r = checks[i]
+      if op == 'a' then
+        if r.kind == 'f' then funnel_commit(r) else sliding_commit(r) end
+      end
+      if not bind or r.remaining < bind.remaining then bind = r end
+    end
+  else
+    for i = 1, nlimits do
+      local r = checks[i]
+      if not r.ok then
+        if not bind or (bind.retry ~= -1 and (r.retry == -1 or r.retry > bind.retry)) then
+          bind = r
+        end
+      end
+    end
+  end
+  if all_ok then out[#out + 1] = 1 else out[#out + 1] = 0 end
+  out[#out + 1] = bind.limit
+  out[#out + 1] = bind.remaining
+  out[#out + 1] = bind.retry
+  out[#out + 1] = bind.reset
+end
+
 local out = {}
 local a = 3
 local k = 1
@@ -132,57 +186,17 @@ for _ = 1, n do
   local op = ARGV[a]
   local cost = tonumber(ARGV[a + 1])
   local nlimits = tonumber(ARGV[a + 2])
-  a = a + 3
-  if op == 'r' then
-    for i = 0, nlimits - 1 do redis.call('DEL', KEYS[k + i]) end
-    a = a + 4 * nlimits
-    k = k + nlimits
-    out[#out + 1] = 1; out[#out + 1] = 0; out[#out + 1] = 0
+  local before = #out
+  -- A key of the wrong type (written by something else) fails only its own
+  -- decision, not the whole batch. Checks run before any write, so a failed
+  -- decision has changed nothing.
+  local ok = pcall(decide, out, op, cost, nlimits, a + 3, k)
+  if not ok then
+    for i = #out, before + 1, -1 do out[i] = nil end
+    out[#out + 1] = -1; out[#out + 1] = 0; out[#out + 1] = 0
     out[#out + 1] = 0; out[#out + 1] = 0
-  else
-    local checks = {}
-    local all_ok = true
-    for i = 1, nlimits do
-      local algo = ARGV[a]
-      local capacity = tonumber(ARGV[a + 1])
-      local count = tonumber(ARGV[a + 2])
-      local period = tonumber(ARGV[a + 3])
-      a = a + 4
-      local r
-      if algo == 'f' then
-        r = funnel_check(KEYS[k], capacity, count, period, cost)
-      else
-        r = sliding_check(KEYS[k], count, period, cost)
-      end
-      k = k + 1
-      checks[i] = r
-      if not r.ok then all_ok = false end
-    end
-    -- all or nothing: a limit is charged only when every limit passes
-    local bind = nil
-    if all_ok then
-      for i = 1, nlimits do
-        local r = checks[i]
-        if op == 'a' then
-          if r.kind == 'f' then funnel_commit(r) else sliding_commit(r) end
-        end
-        if not bind or r.remaining < bind.remaining then bind = r end
-      end
-    else
-      for i = 1, nlimits do
-        local r = checks[i]
-        if not r.ok then
-          if not bind or (bind.retry ~= -1 and (r.retry == -1 or r.retry > bind.retry)) then
-            bind = r
-          end
-        end
-      end
-    end
-    if all_ok then out[#out + 1] = 1 else out[#out + 1] = 0 end
-    out[#out + 1] = bind.limit
-    out[#out + 1] = bind.remaining
-    out[#out + 1] = bind.retry
-    out[#out + 1] = bind.reset
   end
+  a = a + 3 + 4 * nlimits
+  k = k + nlimits
 end
 return out
