@@ -15,12 +15,17 @@ struct check {
 	int ok;
 	int64_t limit, remaining, retry, reset;
 	/* sliding */
-	int64_t used, window, newest;
+	int64_t used, window, newest, period_ms;
 	int has_newest;
 	/* funnel */
 	double new_tat;
 	int64_t after_remaining;
 };
+
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
 
 static int64_t ceil_ms(double us)
 {
@@ -62,10 +67,13 @@ static void sliding_check(const struct policy_limit *l, const struct limiter_sta
 	} else {
 		c->ok = 0;
 		int64_t need = c->used + cost - l->count;
-		c->retry = ceil_ms((double)(s->log[first + (size_t)need - 1] + window - now));
+		c->retry = min64(l->period_ms,
+				 ceil_ms((double)(s->log[first + (size_t)need - 1] + window - now)));
 	}
 	c->remaining = l->count - c->used;
-	c->reset = c->has_newest ? ceil_ms((double)(c->newest + window - now)) : 0;
+	c->reset = c->has_newest ? min64(l->period_ms, ceil_ms((double)(c->newest + window - now)))
+				 : 0;
+	c->period_ms = l->period_ms;
 }
 
 static int sliding_commit(struct limiter_state *s, int64_t cost, int64_t now, struct check *c)
@@ -89,7 +97,7 @@ static int sliding_commit(struct limiter_state *s, int64_t cost, int64_t now, st
 	for (int64_t i = 0; i < cost; i++)
 		s->log[s->nlog++] = score;
 	c->remaining = c->limit - c->used - cost;
-	c->reset = ceil_ms((double)(score + c->window - now));
+	c->reset = min64(c->period_ms, ceil_ms((double)(score + c->window - now)));
 	return 0;
 }
 

@@ -60,10 +60,12 @@ local function sliding_check(key, count, period_ms, cost)
     local need = used + cost - count
     local e = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(cutoff), '+inf',
                          'WITHSCORES', 'LIMIT', need - 1, 1)
-    r.retry = ceil_ms(tonumber(e[2]) + window - now)
+    r.retry = math.min(period_ms, ceil_ms(tonumber(e[2]) + window - now))
   end
   r.remaining = count - used
-  if newest then r.reset = ceil_ms(newest + window - now) else r.reset = 0 end
+  -- entries placed a few us ahead (see above) must not report more than a window
+  if newest then r.reset = math.min(period_ms, ceil_ms(newest + window - now)) else r.reset = 0 end
+  r.period_ms = period_ms
   return r
 end
 
@@ -86,7 +88,7 @@ local function sliding_commit(r)
   local ttl = ceil_ms(score + r.window - now)
   redis.call('PEXPIRE', r.key, ttl)
   r.remaining = r.count - r.used - r.cost
-  r.reset = ttl
+  r.reset = math.min(r.period_ms, ttl)
 end
 
 -- Funnel (GCRA, redis-cell's semantics): the key holds the theoretical arrival
