@@ -1,0 +1,647 @@
+"""harness.py - start a real redis-server and the real ratelimitd on free
+loopback ports in a temporary directory, and talk to both.
+
+Everything here is bounded in time and every process started is killed in
+tearDown (and, as a last resort, when the test process dies: the children
+get PR_SET_PDEATHSIG). Only 127.0.0.1 and unix sockets are used.
+
+Environment:
+  RATELIMITD   path of the daemon binary (default: $RL_SRCDIR/build/ratelimitd)
+  RL_SRCDIR    repository root (default: two levels above this file)
+  RL_SLOW      multiplier for time margins (e.g. 3 under AddressSanitizer)
+"""
+
+import atexit
+import ctypes
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRCDIR = os.environ.get("RL_SRCDIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
+DAEMON = os.environ.get("RATELIMITD") or os.path.join(SRCDIR, "build", "ratelimitd")
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+SLOW = float(os.environ.get("RL_SLOW", "1"))
+
+# Margin allowed on top of redis.timeout for an answer while the store fails.
+STORE_MARGIN = 0.5 * SLOW
+STARTUP_TIMEOUT = 10.0
+READ_TIMEOUT = 5.0 * SLOW
+
+FALLBACK_ALLOW = re.compile(r"^ALLOWED (\d+) -1 0 -1$")
+FALLBACK_DENY = re.compile(r"^DENIED (\d+) -1 1000 -1$")
+DECISION = re.compile(r"^(ALLOWED|DENIED) (-?\d+) (-?\d+) (-?\d+) (-?\d+)$")
+LOG_LINE = re.compile(r"^(debug|info|warn|error): \S")
+
+_live = []  # every Popen started, for the atexit sweep
+
+
+def _pdeathsig():
+    """preexec_fn: the child gets SIGKILL if the test process dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _kill(proc):
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        proc.send_signal(signal.SIGCONT)  # a stopped process cannot die of SIGTERM
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+@atexit.register
+def _sweep():
+    for p in _live:
+        _kill(p)
+
+
+def spawn(argv, **kw):
+    p = subprocess.Popen(argv, preexec_fn=_pdeathsig, **kw)
+    _live.append(p)
+    return p
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Fatal(AssertionError):
+    """Raised inside a polled predicate to stop waiting at once."""
+
+
+def wait_until(pred, timeout, interval=0.01, what="condition"):
+    """Polls pred() until it returns a true value (returned) or timeout (raises).
+    Exceptions from pred count as "not yet", except Fatal."""
+    deadline = time.monotonic() + timeout
+    last_exc = None
+    while True:
+        try:
+            v = pred()
+            if v:
+                return v
+        except Fatal:
+            raise
+        except Exception as e:  # noqa: BLE001 - polled, reported on timeout
+            last_exc = e
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s (last error: %r)"
+                                 % (timeout, what, last_exc))
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------- RESP client
+
+class RespError(Exception):
+    pass
+
+
+class Resp:
+    """A minimal blocking RESP2 client for inspecting Redis state."""
+
+    def __init__(self, host="127.0.0.1", port=6379, timeout=5.0, unix=None):
+        if unix:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(unix)
+        else:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.buf = b""
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def _fill(self):
+        d = self.sock.recv(65536)
+        if not d:
+            raise ConnectionError("redis closed the connection")
+        self.buf += d
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            self._fill()
+        d, self.buf = self.buf[:n], self.buf[n + 2:]
+        return d
+
+    def _reply(self):
+        line = self._line()
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            return RespError(rest.decode(errors="replace"))
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._reply() for _ in range(n)]
+        raise ValueError("bad RESP line %r" % line)
+
+    def call(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if isinstance(a, str):
+                a = a.encode()
+            elif isinstance(a, int):
+                a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        r = self._reply()
+        if isinstance(r, RespError):
+            raise r
+        return r
+
+
+# ---------------------------------------------------------------- processes
+
+class RedisServer:
+    def __init__(self, tmpdir, port=None, password=None, unixsocket=False, extra=()):
+        self.tmpdir = tmpdir
+        self.port = port or free_port()
+        self.password = password
+        self.unix = os.path.join(tmpdir, "redis-%d.sock" % self.port) if unixsocket else None
+        self.extra = list(extra)
+        self.proc = None
+        self.log_path = os.path.join(tmpdir, "redis-%d.log" % self.port)
+
+    @property
+    def address(self):
+        return "127.0.0.1:%d" % self.port
+
+    def start(self, timeout=STARTUP_TIMEOUT):
+        argv = [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--daemonize", "no",
+                "--dir", self.tmpdir, "--enable-debug-command", "yes",
+                "--logfile", ""]
+        if self.password:
+            argv += ["--requirepass", self.password]
+        if self.unix:
+            argv += ["--unixsocket", self.unix, "--unixsocketperm", "700"]
+        argv += self.extra
+        self.logf = open(self.log_path, "ab")
+        self.proc = spawn(argv, stdout=self.logf, stderr=subprocess.STDOUT,
+                          stdin=subprocess.DEVNULL, cwd=self.tmpdir)
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise Fatal("redis-server exited: %s" % self.read_log())
+            with self.resp(timeout=1) as r:
+                return r.call("PING") == "PONG"
+        wait_until(ready, timeout, what="redis-server PING on port %d" % self.port)
+        return self
+
+    def read_log(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def resp(self, timeout=5.0):
+        r = Resp(port=self.port, timeout=timeout)
+        if self.password:
+            r.call("AUTH", self.password)
+        return r
+
+    def call(self, *args):
+        """One command on a fresh connection; returns the decoded RESP reply."""
+        with self.resp() as r:
+            return r.call(*args)
+
+    def keys(self, pattern="*", db=0):
+        with self.resp() as r:
+            if db:
+                r.call("SELECT", db)
+            return sorted(r.call("KEYS", pattern))
+
+    def cli(self, *args, timeout=10):
+        """Runs redis-cli against this server; returns stdout (str)."""
+        argv = [REDIS_CLI, "-h", "127.0.0.1", "-p", str(self.port)]
+        if self.password:
+            argv += ["--no-auth-warning", "-a", self.password]
+        out = subprocess.run(argv + list(args), capture_output=True, timeout=timeout,
+                             stdin=subprocess.DEVNULL)
+        return out.stdout.decode(errors="replace")
+
+    def stop(self):
+        """Kills redis-server (SIGKILL: no shutdown courtesy, like a crash)."""
+        _kill(self.proc)
+        if getattr(self, "logf", None):
+            self.logf.close()
+            self.logf = None
+
+    def sigstop(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def sigcont(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+
+def yaml_value(v, indent):
+    """Emits v as YAML. Strings are emitted raw (callers quote when needed),
+    dicts as block mappings, lists as block sequences."""
+    pad = "  " * indent
+    if isinstance(v, dict):
+        lines = []
+        for k, x in v.items():
+            if isinstance(x, (dict, list)) and x:
+                lines.append("%s%s:" % (pad, k))
+                lines.append(yaml_value(x, indent + 1))
+            else:
+                lines.append("%s%s: %s" % (pad, k, _scalar(x)))
+        return "\n".join(lines)
+    if isinstance(v, list):
+        return "\n".join("%s- %s" % (pad, _scalar(x)) for x in v)
+    return pad + _scalar(v)
+
+
+def _scalar(x):
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, (dict, list)):
+        return "{}" if isinstance(x, dict) else "[]"
+    return str(x)
+
+
+def make_config(listen, redis, policies, admin=True, **top):
+    """YAML text for the daemon. listen: list of "host:port" / "unix:/p";
+    redis: dict of redis.* keys; policies: name -> raw YAML value text;
+    admin: listeners get admin: true (RESET allowed), as most tests use RESET;
+    top: other top-level keys (raw YAML values)."""
+    if admin:
+        listen = ['{address: %s, admin: true}' % (a if a.startswith('"') else '"%s"' % a)
+                  for a in listen]
+    doc = {"listen": listen, "redis": redis}
+    doc.update(top)
+    doc["policies"] = policies
+    return yaml_value(doc, 0) + "\n"
+
+
+class Daemon:
+    def __init__(self, tmpdir, config_text, name="rl", port=None, listen_extra=()):
+        self.tmpdir = tmpdir
+        self.name = name
+        self.port = port
+        self.config_path = os.path.join(tmpdir, name + ".yaml")
+        self.log_path = os.path.join(tmpdir, name + ".stderr")
+        self.out_path = os.path.join(tmpdir, name + ".stdout")
+        self.proc = None
+        self.write_config(config_text)
+
+    def write_config(self, text):
+        tmp = self.config_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.config_path)
+        self.config_text = text
+
+    def start(self, timeout=STARTUP_TIMEOUT, wait=True, env=None):
+        self.errf = open(self.log_path, "ab")
+        self.outf = open(self.out_path, "ab")
+        full_env = dict(os.environ)
+        full_env.pop("NOTIFY_SOCKET", None)
+        full_env.update(env or {})
+        self.proc = spawn([DAEMON, "-c", self.config_path], stdout=self.outf,
+                          stderr=self.errf, stdin=subprocess.DEVNULL, cwd=self.tmpdir,
+                          env=full_env)
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout=STARTUP_TIMEOUT):
+        def ready():
+            if self.proc.poll() is not None:
+                raise Fatal("ratelimitd exited with %s:\n%s"
+                                     % (self.proc.returncode, self.log()))
+            with self.client(timeout=1) as c:
+                return c.request("PING") == "PONG"
+        try:
+            wait_until(ready, timeout, interval=0.02, what="ratelimitd PING on port %s" % self.port)
+        except AssertionError as e:
+            raise AssertionError("%s\n--- daemon log ---\n%s" % (e, self.log()))
+
+    def client(self, timeout=READ_TIMEOUT, port=None):
+        return Client(port=port or self.port, timeout=timeout)
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def log_lines(self):
+        return self.log().splitlines()
+
+    def wait_log(self, pattern, timeout=5.0, start=0):
+        """Waits until a log line (from line index `start`) matches pattern; returns it."""
+        rx = re.compile(pattern)
+
+        def found():
+            for ln in self.log_lines()[start:]:
+                if rx.search(ln):
+                    return ln
+            return None
+        try:
+            return wait_until(found, timeout, interval=0.02, what="log line /%s/" % pattern)
+        except AssertionError as e:
+            raise AssertionError("%s\n--- daemon log ---\n%s" % (e, self.log()))
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def reload(self, text=None):
+        if text is not None:
+            self.write_config(text)
+        self.signal(signal.SIGHUP)
+
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_exit(self, timeout=10.0):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.send_signal(signal.SIGTERM)
+                self.proc.wait(5)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                pass
+        _kill(self.proc)
+        for f in ("errf", "outf"):
+            if getattr(self, f, None):
+                getattr(self, f).close()
+                setattr(self, f, None)
+
+
+def run_cli(args, timeout=10):
+    """Runs the daemon binary with args to completion; returns CompletedProcess (text)."""
+    return subprocess.run([DAEMON] + list(args), capture_output=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, text=True, errors="replace",
+                          preexec_fn=_pdeathsig)
+
+
+# ---------------------------------------------------------------- line client
+
+class Closed(Exception):
+    pass
+
+
+class Client:
+    """A line-protocol client. Replies are returned without the line end."""
+
+    def __init__(self, port=None, timeout=READ_TIMEOUT, unix=None):
+        self.timeout = timeout
+        if unix:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(unix)
+        else:
+            self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if not unix:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.eof = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def sendraw(self, data):
+        if isinstance(data, str):
+            data = data.encode()
+        self.sock.sendall(data)
+
+    def send(self, *lines):
+        """Sends each line with an LF appended, all in one write."""
+        self.sendraw(b"".join((ln.encode() if isinstance(ln, str) else ln) + b"\n"
+                              for ln in lines))
+
+    def _recv(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("no reply within %.1fs" % self.timeout)
+        self.sock.settimeout(left)
+        try:
+            d = self.sock.recv(65536)
+        except ConnectionResetError:
+            d = b""
+        if not d:
+            self.eof = True
+            raise Closed("connection closed by the daemon")
+        self.buf += d
+
+    def readline_bytes(self, timeout=None):
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        while b"\n" not in self.buf:
+            if self.eof:
+                raise Closed("connection closed by the daemon (pending %r)" % self.buf[:80])
+            self._recv(deadline)
+        line, self.buf = self.buf.split(b"\n", 1)
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        return line
+
+    def readline(self, timeout=None):
+        return self.readline_bytes(timeout).decode(errors="replace")
+
+    def readlines(self, n, timeout=None):
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        return [self.readline(max(0.001, deadline - time.monotonic())) for _ in range(n)]
+
+    def request(self, line, timeout=None):
+        self.send(line)
+        return self.readline(timeout)
+
+    def pipeline(self, lines, timeout=None):
+        self.send(*lines)
+        return self.readlines(len(lines), timeout)
+
+    def closed_by_peer(self, timeout=None):
+        """True when the daemon closes the connection (EOF) within timeout
+        and sent nothing more; raises if a line arrives instead."""
+        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        try:
+            while not self.eof:
+                self._recv(deadline)
+                if self.buf.strip():
+                    raise AssertionError("expected close, got %r" % self.buf[:200])
+        except Closed:
+            pass
+        except socket.timeout:
+            return False
+        return self.eof and not self.buf.strip()
+
+
+def parse_decision(reply):
+    """'ALLOWED 5 4 0 60000' -> ('ALLOWED', 5, 4, 0, 60000); AssertionError otherwise."""
+    m = DECISION.match(reply)
+    if not m:
+        raise AssertionError("not a decision reply: %r" % reply)
+    return (m.group(1),) + tuple(int(m.group(i)) for i in range(2, 6))
+
+
+# ---------------------------------------------------------------- test base
+
+class DaemonTest(unittest.TestCase):
+    """Per test: a temp dir, helpers to start redis-servers and daemons; all
+    of them are stopped in tearDown whatever happens."""
+
+    maxDiff = None
+
+    def setUp(self):
+        self.tmpdir = tempfile.mkdtemp(prefix="rlit-")
+        self._procs = []
+        self.addCleanup(self._cleanup)
+
+    def _cleanup(self):
+        res = getattr(self._outcome, "result", None)
+        failed = bool(res) and any(t is self for t, _ in res.failures + res.errors)
+        if failed:
+            import sys
+            for p in self._procs:
+                if isinstance(p, Daemon):
+                    tail = "\n".join(p.log_lines()[-15:])
+                    sys.stderr.write("\n--- %s: %s stderr (tail) ---\n%s\n"
+                                     % (self.id(), p.name, tail))
+        for p in reversed(self._procs):
+            try:
+                p.stop()
+            except Exception:  # noqa: BLE001 - cleanup must go on
+                pass
+        if failed or os.environ.get("RL_KEEP_TMP"):
+            return
+        shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+    # -- redis
+
+    def start_redis(self, **kw):
+        r = RedisServer(self.tmpdir, **kw)
+        self._procs.append(r)
+        return r.start()
+
+    # -- daemon
+
+    def daemon_config(self, policies, redis=None, listen=None, port=None, redis_opts=None,
+                      **top):
+        port = port or free_port()
+        if listen is None:
+            listen = ["127.0.0.1:%d" % port]
+        if redis is None:
+            redis = self.redis
+        ropts = {"address": redis.address if hasattr(redis, "address") else redis,
+                 "timeout": "1s"}
+        if redis_opts:
+            ropts.update(redis_opts)
+        return port, make_config(listen, ropts, policies, **top)
+
+    def start_daemon(self, policies=None, config=None, port=None, name="rl", wait=True,
+                     redis=None, env=None, **kw):
+        """Starts ratelimitd. Either `config` (full YAML text; `port` must be
+        its first TCP listen port) or policies + daemon_config keywords."""
+        if config is None:
+            port, config = self.daemon_config(policies, redis=redis, port=port, **kw)
+        d = Daemon(self.tmpdir, config, name=name, port=port)
+        self._procs.append(d)
+        d.start(wait=wait, env=env)
+        return d
+
+    def fresh(self, policies, **kw):
+        """A new redis-server and daemon; sets self.redis and self.daemon."""
+        self.redis = self.start_redis()
+        self.daemon = self.start_daemon(policies, **kw)
+        return self.daemon
+
+    # -- assertions
+
+    def assertDecision(self, reply, verdict, limit=None, remaining=None, retry=None,
+                       reset=None):
+        """retry/reset/remaining: an int (exact), a (lo, hi) tuple (inclusive), or None."""
+        v = parse_decision(reply)
+        self.assertEqual(v[0], verdict, "reply %r" % reply)
+        for name, want, got in (("limit", limit, v[1]), ("remaining", remaining, v[2]),
+                                ("retry_after_ms", retry, v[3]), ("reset_ms", reset, v[4])):
+            if want is None:
+                continue
+            if isinstance(want, tuple):
+                self.assertTrue(want[0] <= got <= want[1],
+                                "%s %d not in [%d, %d] in reply %r"
+                                % (name, got, want[0], want[1], reply))
+            else:
+                self.assertEqual(got, want, "%s in reply %r" % (name, reply))
+        return v
+
+    def assertLogClean(self, daemon):
+        """Every stderr line is `LEVEL: message`."""
+        bad = [ln for ln in daemon.log_lines() if not LOG_LINE.match(ln)]
+        self.assertEqual(bad, [], "log lines not in 'LEVEL: message' form:\n" + daemon.log())
+
+
+class Timer:
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        return self
+
+    def __exit__(self, *a):
+        self.elapsed = time.monotonic() - self.t0
+
+
+def in_thread(fn, *args):
+    """Runs fn in a daemon thread; returns (thread, result-dict)."""
+    res = {}
+
+    def run():
+        try:
+            res["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            res["error"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, res
