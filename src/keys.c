@@ -51,6 +51,36 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 	return n;
 }
 
+int keys_parse_tag(const char *tag, size_t len, const char **action, size_t *alen, char *user,
+		   size_t *ulen)
+{
+	const char *colon = memchr(tag, ':', len);
+	if (!colon || colon == tag)
+		return -1;
+	*action = tag;
+	*alen = (size_t)(colon - tag);
+	size_t n = 0;
+	for (size_t i = *alen + 1; i < len; i++) {
+		if (n == 512)
+			return -1;
+		if (tag[i] == '%') {
+			if (i + 2 < len && tag[i + 1] == '2' && tag[i + 2] == '5')
+				user[n++] = '%';
+			else if (i + 2 < len && tag[i + 1] == '7' && tag[i + 2] == 'D')
+				user[n++] = '}';
+			else
+				return -1;
+			i += 2;
+		} else {
+			user[n++] = tag[i];
+		}
+	}
+	if (n == 0)
+		return -1;
+	*ulen = n;
+	return 0;
+}
+
 const char *keys_hash_tag(const char *key, size_t len, size_t *tag_len)
 {
 	const char *open = memchr(key, '{', len);

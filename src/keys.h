@@ -9,6 +9,7 @@ struct policy;
 /* Room for any key: prefix, tag with a fully escaped 512-byte user, suffix. */
 #define KEYS_MAX 2048
 #define KEYS_PREFIX_MAX 128
+#define KEYS_USER_MAX 512
 
 /*
  * Writes the key of limit `index` of policy p for this user into out (not
@@ -23,6 +24,14 @@ struct policy;
  */
 size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct policy *p,
 		  int index, const char *user, size_t user_len);
+
+/*
+ * Splits a hash tag "<action>:<escaped user>" back into the action and the
+ * unescaped user (written to user, at least 512 bytes). 0, or -1 when the
+ * tag is not one keys_build makes.
+ */
+int keys_parse_tag(const char *tag, size_t len, const char **action, size_t *alen, char *user,
+		   size_t *ulen);
 
 /* The bytes inside the hash tag of a key built above (for cluster slots). */
 const char *keys_hash_tag(const char *key, size_t len, size_t *tag_len);

@@ -18,6 +18,8 @@
 #include "config.h"
 #include "conn.h"
 #include "denycache.h"
+#include "keys.h"
+#include "store.h"
 #include "log.h"
 
 #define MAX_LISTENERS 16
@@ -79,6 +81,17 @@ size_t server_nclients(const struct server *srv)
 	return srv->nclients;
 }
 
+/* A RESET made through any daemon: our cached denials for that pair are wrong now. */
+static void reset_notice(void *arg, const char *tag, size_t len)
+{
+	struct server *srv = arg;
+	const char *action;
+	size_t alen, ulen;
+	char user[KEYS_USER_MAX];
+	if (srv->env.deny && keys_parse_tag(tag, len, &action, &alen, user, &ulen) == 0)
+		denycache_forget(srv->env.deny, action, alen, user, ulen);
+}
+
 void server_set_config(struct server *srv, struct config *cfg)
 {
 	config_ref(cfg);
@@ -87,6 +100,7 @@ void server_set_config(struct server *srv, struct config *cfg)
 	/* Denials were decided under the old policies. */
 	if (srv->env.deny)
 		denycache_clear(srv->env.deny);
+	store_watch_resets(srv->env.store, cfg->prefix, reset_notice, srv);
 }
 
 void server_conn_added(struct server *srv, struct conn *c)
@@ -276,6 +290,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	srv->base = base;
 	srv->env.store = store;
 	srv->env.deny = denycache_new(DENY_CACHE_ENTRIES);
+	store_watch_resets(store, cfg->prefix, reset_notice, srv);
 	config_ref(cfg);
 	srv->cfg = cfg;
 	srv->reap_ev = event_new(base, -1, 0, reap_cb, srv);

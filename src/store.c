@@ -16,6 +16,11 @@ unsigned long store_generation(const struct store *s)
 	return s->ops->generation(s);
 }
 
+void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn, void *arg)
+{
+	s->ops->watch_resets(s, prefix, fn, arg);
+}
+
 void store_free(struct store *s)
 {
 	if (s)

@@ -43,6 +43,8 @@ struct store_result {
 /* Called exactly once per submitted request, possibly from inside store_submit. */
 typedef void store_done_fn(void *arg, const struct store_result *res);
 
+typedef void store_reset_fn(void *arg, const char *tag, size_t len);
+
 struct store;
 struct store_ops {
 	void (*submit)(struct store *s, const struct store_request *req, store_done_fn *done,
@@ -53,6 +55,10 @@ struct store_ops {
 	/* Changes whenever the store may have lost state (a connection to it
 	 * was lost: Redis may have restarted empty). */
 	unsigned long (*generation)(const struct store *s);
+	/* Follow RESETs made through any daemon sharing this store: fn gets the
+	 * hash tag "<action>:<escaped user>" of each. Call again when the
+	 * prefix changes. */
+	void (*watch_resets)(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);
 };
 
 struct store {
@@ -62,6 +68,7 @@ struct store {
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
 unsigned long store_generation(const struct store *s);
+void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);
 void store_free(struct store *s);
 const char *store_status_name(enum store_status st);
 

@@ -63,6 +63,7 @@ struct rconn {
 	struct event *flush;
 	int backoff_ms;
 	int verified;	     /* got a good reply since connecting */
+	int sub;	     /* the subscriber for RESET notices, not a request connection */
 	struct event *retry; /* reconnect after backoff */
 	struct event *connect_timeout;
 };
@@ -92,6 +93,10 @@ struct store_redis {
 	int database;
 	struct rconn conns[MAX_CONNECTIONS];
 	int nconns;
+	struct rconn subconn; /* SUBSCRIBE <prefix>reset */
+	char *reset_channel;  /* NULL until store_watch_resets */
+	store_reset_fn *on_reset;
+	void *on_reset_arg;
 	struct sreq *head, *tail; /* deadline list */
 	struct event *timer;
 	uint64_t timer_at;
@@ -482,7 +487,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	evtimer_del(rc->connect_timeout);
 	rc->state = RCONN_UP;
 	struct store_redis *s = rc->s;
-	if (!s->up_logged) {
+	if (!s->up_logged && !rc->sub) {
 		if (s->host)
 			log_info("redis %s:%d connected", s->host, s->port);
 		else
@@ -535,6 +540,26 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	rconn_lost(rc, "connect timed out");
 }
 
+/* Every RESET, by any daemon, publishes the pair's hash tag (see the script). */
+static void reset_notice_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)privdata;
+	struct rconn *rc = ac->data;
+	redisReply *rep = reply;
+	if (!rc || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
+		return;
+	const redisReply *kind = rep->element[0], *msg = rep->element[2];
+	if (kind->type != REDIS_REPLY_STRING || msg->type != REDIS_REPLY_STRING)
+		return;
+	if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0) {
+		rc->verified = 1;
+		rc->backoff_ms = 0;
+		return;
+	}
+	if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 && rc->s->on_reset)
+		rc->s->on_reset(rc->s->on_reset_arg, msg->str, msg->len);
+}
+
 static void rconn_connect(struct rconn *rc)
 {
 	struct store_redis *s = rc->s;
@@ -557,6 +582,12 @@ static void rconn_connect(struct rconn *rc)
 		rconn_lost(rc, "cannot attach to event loop");
 		return;
 	}
+	if (rc->sub) {
+		/* RESET notices first: when a loop turn has both the notice and a
+		 * client's request for that pair, the request must see the reset. */
+		redisLibeventEvents *ev = ac->ev.data;
+		event_priority_set(ev->rev, 0);
+	}
 	redisAsyncSetConnectCallback(ac, on_connect);
 	redisAsyncSetDisconnectCallback(ac, on_disconnect);
 	rc->ac = ac;
@@ -569,11 +600,16 @@ static void rconn_connect(struct rconn *rc)
 		else
 			redisAsyncCommand(ac, setup_reply_cb, "AUTH", "AUTH %s", s->password);
 	}
+	if (rc->sub) {
+		redisAsyncCommand(ac, reset_notice_cb, NULL, "SUBSCRIBE %s", s->reset_channel);
+		goto timeout;
+	}
 	if (s->database)
 		redisAsyncCommand(ac, setup_reply_cb, "SELECT", "SELECT %d", s->database);
 	const char *argv[3] = {"SCRIPT", "LOAD", lua_ratelimit_src};
 	size_t argl[3] = {6, 4, lua_ratelimit_len};
 	redisAsyncCommandArgv(ac, setup_reply_cb, "SCRIPT LOAD", 3, argv, argl);
+timeout:;
 	struct timeval tv = {.tv_sec = CONNECT_TIMEOUT_MS / 1000,
 			     .tv_usec = (CONNECT_TIMEOUT_MS % 1000) * 1000};
 	evtimer_add(rc->connect_timeout, &tv);
@@ -668,8 +704,8 @@ static void redis_free(struct store *base)
 {
 	struct store_redis *s = (struct store_redis *)base;
 	s->closing = 1;
-	for (int i = 0; i < s->nconns; i++) {
-		struct rconn *rc = &s->conns[i];
+	for (int i = -1; i < s->nconns; i++) {
+		struct rconn *rc = i < 0 ? &s->subconn : &s->conns[i];
 		if (rc->open) {
 			batch_fail(s, rc->open, STORE_UNAVAILABLE, "shutting down");
 			rc->open = NULL;
@@ -697,7 +733,36 @@ static void redis_free(struct store *base)
 	free(s->username);
 	free(s->password);
 	free(s->arena);
+	free(s->reset_channel);
 	free(s);
+}
+
+static void redis_watch_resets(struct store *base, const char *prefix, store_reset_fn *fn,
+			       void *arg)
+{
+	struct store_redis *s = (struct store_redis *)base;
+	size_t n = strlen(prefix) + sizeof("reset");
+	char *channel = malloc(n);
+	if (!channel) {
+		log_error("out of memory: RESET notices from other daemons are not followed");
+		return;
+	}
+	snprintf(channel, n, "%sreset", prefix);
+	s->on_reset = fn;
+	s->on_reset_arg = arg;
+	if (s->reset_channel && strcmp(s->reset_channel, channel) == 0) {
+		free(channel);
+		return;
+	}
+	free(s->reset_channel);
+	s->reset_channel = channel;
+	struct rconn *rc = &s->subconn;
+	if (rc->ac)
+		/* Resubscribes on reconnect; the lost connection clears the deny
+		 * cache (generation), so no notice is missed in between. */
+		redisAsyncDisconnect(rc->ac);
+	else if (rc->state == RCONN_DOWN && !evtimer_pending(rc->retry, NULL))
+		rconn_connect(rc);
 }
 
 static const struct store_ops redis_ops = {
@@ -705,6 +770,7 @@ static const struct store_ops redis_ops = {
 	.free = redis_free,
 	.pending = redis_pending,
 	.generation = redis_generation,
+	.watch_resets = redis_watch_resets,
 };
 
 static int parse_address(struct store_redis *s, const char *addr, char *err, size_t errlen)
@@ -776,5 +842,12 @@ struct store *store_redis_new(struct event_base *base, const struct config_redis
 		rc->flush = event_new(base, -1, 0, flush_cb, rc);
 		rconn_connect(rc);
 	}
+	struct rconn *sc = &s->subconn;
+	sc->s = s;
+	sc->idx = -1;
+	sc->sub = 1;
+	sc->retry = evtimer_new(base, retry_cb, sc);
+	sc->connect_timeout = evtimer_new(base, connect_timeout_cb, sc);
+	sc->flush = event_new(base, -1, 0, flush_cb, sc); /* never used; freed like the others */
 	return &s->base;
 }

@@ -131,6 +131,10 @@ end
 local function decide(out, op, cost, nlimits, a, k)
   if op == 'r' then
     for i = 0, nlimits - 1 do redis.call('DEL', KEYS[k + i]) end
+    -- Tell every daemon to drop its cached denials for this pair:
+    -- channel "<prefix>reset", message the hash tag "<action>:<escaped user>".
+    local prefix, tag = string.match(KEYS[k], '^(.-){(.-)}')
+    if prefix then redis.call('PUBLISH', prefix .. 'reset', tag) end
     out[#out + 1] = 1; out[#out + 1] = 0; out[#out + 1] = 0
     out[#out + 1] = 0; out[#out + 1] = 0
     return

@@ -76,6 +76,32 @@ START_TEST(test_longest_fits)
 }
 END_TEST
 
+START_TEST(test_parse_tag_roundtrip)
+{
+	const char *users[] = {"david", "a}b", "a%7Db", "%%}}", "{x}", "10.0.0.1"};
+	struct policy p = pol("login", POLICY_FUNNEL);
+	for (size_t i = 0; i < sizeof(users) / sizeof(users[0]); i++) {
+		char k[KEYS_MAX];
+		size_t n = keys_build(k, "rl:", 3, &p, 0, users[i], strlen(users[i]));
+		size_t tl, alen, ulen;
+		const char *tag = keys_hash_tag(k, n, &tl);
+		const char *action;
+		char user[512];
+		ck_assert_int_eq(keys_parse_tag(tag, tl, &action, &alen, user, &ulen), 0);
+		ck_assert_uint_eq(alen, 5);
+		ck_assert(memcmp(action, "login", 5) == 0);
+		ck_assert_uint_eq(ulen, strlen(users[i]));
+		ck_assert(memcmp(user, users[i], ulen) == 0);
+	}
+	const char *action;
+	size_t alen, ulen;
+	char user[512];
+	ck_assert_int_eq(keys_parse_tag("nocolon", 7, &action, &alen, user, &ulen), -1);
+	ck_assert_int_eq(keys_parse_tag("a:%zz", 5, &action, &alen, user, &ulen), -1);
+	ck_assert_int_eq(keys_parse_tag("a:", 2, &action, &alen, user, &ulen), -1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("keys");
@@ -83,6 +109,7 @@ int main(void)
 	tcase_add_test(tc, test_layout);
 	tcase_add_test(tc, test_escaping);
 	tcase_add_test(tc, test_longest_fits);
+	tcase_add_test(tc, test_parse_tag_roundtrip);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,1837 @@
+/*
+ * ratelimit_bench.c - load generator for ratelimitd, and for the same Lua
+ * decisions sent straight to Redis, so one run can compare the two.
+ *
+ * One thread, one libevent loop, C connections with P requests in flight
+ * each. Every connection owns fixed buffers sized at start-up:
+ *
+ *   out:  [sent ... | unsent requests ........ | free]   one write() per batch
+ *   in:   [replies parsed | partial reply | free]          one read() per event
+ *   sent: ring of P send times (ns), replies come back in request order
+ *
+ * Nothing is allocated per request. Requests are built directly into `out`
+ * from precomputed head/tail bytes; replies are parsed in place.
+ *
+ * Direct mode speaks RESP itself instead of using hiredis: hiredis async
+ * allocates a command buffer and a callback node per command and a tree of
+ * redisReply objects (6 for a 5-integer array) per reply. On a 2-core box
+ * that shares its CPUs between this tool, Redis and the daemon, that extra
+ * work would slow the direct figure more than the daemon figure (whose
+ * replies are one short line) and skew the ratio. The RESP subset needed
+ * here (one command shape, integer arrays and errors back) is small.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "keys.h"
+#include "lua_scripts.h"
+#include "policy.h"
+
+#define MAX_CONNECTIONS 100000
+#define MAX_PIPELINE 65536
+#define ZIPF_MAX_KEYS 10000000ULL
+/* After the last request is sent, how long to wait for the replies owed. */
+#define DRAIN_TIMEOUT_NS (10ULL * 1000000000ULL)
+#define TICK_US 10000
+#define RATE_TICK_US 1000
+/* Longest reply line or RESP value we accept, beyond P typical replies. */
+#define IN_SLACK 4096
+#define ERR_TEXT_MAX 160
+
+/* ---- clock, rng ---- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* xorshift64*: fast, good enough to pick keys */
+static uint64_t rng_next(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545f4914f6cdd1dULL;
+}
+
+static double rng_unit(uint64_t *s)
+{
+	return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- latency histogram ----
+ *
+ * Log-linear buckets over nanoseconds, as in HdrHistogram: values below 256
+ * have one bucket each; above, each power of two is split into 128 buckets,
+ * so a reported value is within 0.8% of the true one. Fixed 34 KiB.
+ */
+#define HIST_SUB 128
+#define HIST_MAX_NS ((1ULL << 40) - 1)
+#define HIST_BUCKETS (33 * HIST_SUB + 2 * HIST_SUB)
+
+struct hist {
+	uint64_t counts[HIST_BUCKETS];
+	uint64_t total;
+	uint64_t max;
+};
+
+static unsigned hist_index(uint64_t v)
+{
+	if (v > HIST_MAX_NS)
+		v = HIST_MAX_NS;
+	if (v < 2 * HIST_SUB)
+		return (unsigned)v;
+	unsigned msb = 63u - (unsigned)__builtin_clzll(v);
+	unsigned b = msb - 7u;
+	return b * HIST_SUB + (unsigned)(v >> b);
+}
+
+static uint64_t hist_upper(unsigned idx)
+{
+	if (idx < 2 * HIST_SUB)
+		return idx;
+	unsigned b = idx / HIST_SUB - 1u;
+	uint64_t sub = idx - b * HIST_SUB;
+	return ((sub + 1) << b) - 1;
+}
+
+static void hist_add(struct hist *h, uint64_t v)
+{
+	h->counts[hist_index(v)]++;
+	h->total++;
+	if (v > h->max)
+		h->max = v;
+}
+
+/* The q-quantile in ns (highest value equivalent to the bucket, capped at max). */
+static uint64_t hist_quantile(const struct hist *h, double q)
+{
+	if (!h->total)
+		return 0;
+	uint64_t rank = (uint64_t)ceil(q * (double)h->total);
+	if (rank < 1)
+		rank = 1;
+	uint64_t seen = 0;
+	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
+		seen += h->counts[i];
+		if (seen >= rank) {
+			uint64_t v = hist_upper(i);
+			return v < h->max ? v : h->max;
+		}
+	}
+	return h->max;
+}
+
+/* ---- options ---- */
+
+enum target { TARGET_DIRECT = 1, TARGET_DAEMON = 2 };
+enum keydist { KEYS_UNIFORM, KEYS_ZIPF, KEYS_HOT };
+
+struct opts {
+	int targets; /* TARGET_* bits */
+	int conns;
+	int pipeline;
+	uint64_t requests; /* 0: run for duration */
+	double duration;
+	double warmup;
+	enum keydist dist;
+	uint64_t nkeys;
+	double zipf_s;
+	const char *keys_spec;
+	const char *action;
+	int64_t cost;
+	int cost_given;
+	const char *policy_spec;
+	const char *config_path;
+	const char *prefix;
+	const char *redis_addr;
+	const char *daemon_addr;
+	uint64_t seed;
+	int csv;
+	int csv_header;
+	double rate; /* requests/s over all connections; 0: as fast as possible */
+	int redis_pid, daemon_pid;
+	int flushdb;
+	uint64_t idle; /* extra connections that stay silent */
+	/* derived */
+	struct policy policy;
+	int have_policy;
+	char prefix_buf[KEYS_PREFIX_MAX + 1];
+	char redis_buf[256], daemon_buf[256];
+};
+
+/* ---- results ---- */
+
+struct result {
+	int ran;
+	double elapsed_s;
+	double dps; /* decisions (ALLOWED + DENIED) per second */
+	uint64_t allowed, denied, err;
+	double p50_us, p99_us, p999_us, max_us;
+	double cpu_redis, cpu_daemon, cpu_bench; /* us per decision, < 0 when unknown */
+	double idle_rss_bytes;			  /* target's RSS growth per idle connection, < 0 unknown */
+	char first_err[ERR_TEXT_MAX];
+};
+
+/* ---- one run ---- */
+
+enum phase { PH_WARMUP, PH_MEASURE, PH_DRAIN, PH_DONE };
+
+struct run;
+
+struct conn {
+	struct run *run;
+	int fd;
+	int dead;
+	int write_armed;
+	struct event *ev_read, *ev_write;
+	char *in;
+	size_t in_len, in_cap;
+	char *out;
+	size_t out_off, out_len, out_cap;
+	uint64_t *sent; /* ring of send times */
+	unsigned head, count;
+};
+
+struct run {
+	const struct opts *o;
+	enum target target;
+	struct event_base *base;
+	struct event *tick;
+	struct conn *conns;
+	int nconns, nlive;
+	enum phase phase;
+	uint64_t t0, measure_start, end_at, drain_start, last_reply;
+	uint64_t issued_total, issued_measured, inflight;
+	double budget_base; /* rate mode: issued_total when the clock started */
+	uint64_t rate_t0;
+	int rr;
+	uint64_t allowed, denied, err;
+	struct hist hist;
+	uint64_t rng;
+	double *zipf_cdf;
+	/* request bytes around the per-request user / keys */
+	char head[160];
+	size_t head_len;
+	char tail[1024];
+	size_t tail_len;
+	size_t max_req;
+	const char *prefix;
+	size_t prefix_len;
+	/* cpu snapshots at measure start (us, -1 unknown) */
+	long long cpu0_redis, cpu0_daemon, cpu0_bench;
+	char first_err[ERR_TEXT_MAX];
+};
+
+static void note_err(struct run *r, const char *text, size_t len)
+{
+	r->err++;
+	if (r->first_err[0])
+		return;
+	if (len >= ERR_TEXT_MAX)
+		len = ERR_TEXT_MAX - 1;
+	for (size_t i = 0; i < len; i++)
+		r->first_err[i] = (text[i] == '\r' || text[i] == '\n') ? ' ' : text[i];
+	r->first_err[len] = 0;
+}
+
+/* ---- CPU accounting ---- */
+
+/* utime + stime of a whole process (all threads) in microseconds, or -1. */
+static long long proc_cpu_us(int pid)
+{
+	if (pid <= 0)
+		return -1;
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	/* the command name (field 2) may hold spaces: count fields after its ')' */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return -1;
+	p++;
+	unsigned long long ut = 0, st = 0;
+	for (int field = 3; field <= 15; field++) {
+		while (*p == ' ')
+			p++;
+		if (!*p)
+			return -1;
+		if (field == 14)
+			ut = strtoull(p, NULL, 10);
+		else if (field == 15)
+			st = strtoull(p, NULL, 10);
+		while (*p && *p != ' ')
+			p++;
+	}
+	long hz = sysconf(_SC_CLK_TCK);
+	if (hz <= 0)
+		return -1;
+	return (long long)((ut + st) * 1000000ULL / (unsigned long long)hz);
+}
+
+static long long self_cpu_us(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		return -1;
+	return (long long)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+	       (long long)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec;
+}
+
+/* VmRSS of a process in KiB, or -1. */
+static long long proc_rss_kib(int pid)
+{
+	if (pid <= 0)
+		return -1;
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	long long kib = -1;
+	while (fgets(line, sizeof(line), f))
+		if (strncmp(line, "VmRSS:", 6) == 0) {
+			kib = strtoll(line + 6, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return kib;
+}
+
+/* ---- small formatting helpers (hot path: no printf) ---- */
+
+static size_t put_u64(char *p, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0, off = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		p[off++] = tmp[--n];
+	return off;
+}
+
+/* "$<len>\r\n<bytes>\r\n" */
+static size_t put_bulk(char *p, const char *s, size_t len)
+{
+	size_t n = 0;
+	p[n++] = '$';
+	n += put_u64(p + n, len);
+	p[n++] = '\r';
+	p[n++] = '\n';
+	memcpy(p + n, s, len);
+	n += len;
+	p[n++] = '\r';
+	p[n++] = '\n';
+	return n;
+}
+
+static size_t put_bulk_str(char *p, const char *s)
+{
+	return put_bulk(p, s, strlen(s));
+}
+
+static size_t put_bulk_i64(char *p, int64_t v)
+{
+	char tmp[24];
+	size_t n = 0;
+	if (v < 0) {
+		tmp[n++] = '-';
+		v = -v;
+	}
+	n += put_u64(tmp + n, (uint64_t)v);
+	return put_bulk(p, tmp, n);
+}
+
+/* ---- RESP parsing ---- */
+
+/* Parses a signed decimal ending at '\r'. Returns 0, or -1 if malformed. */
+static int parse_i64(const char *p, const char *end, long long *out)
+{
+	int neg = 0;
+	long long v = 0;
+	if (p < end && *p == '-') {
+		neg = 1;
+		p++;
+	}
+	if (p >= end || *p < '0' || *p > '9')
+		return -1;
+	while (p < end && *p >= '0' && *p <= '9') {
+		if (v > (LLONG_MAX - 9) / 10)
+			return -1;
+		v = v * 10 + (*p++ - '0');
+	}
+	if (p >= end || *p != '\r')
+		return -1;
+	*out = neg ? -v : v;
+	return 0;
+}
+
+/*
+ * Length of the complete RESP value at p (at most n bytes), 0 when more bytes
+ * are needed, -1 when the bytes are not RESP.
+ */
+static long resp_len(const char *p, size_t n, int depth)
+{
+	if (n == 0)
+		return 0;
+	const char *nl = memchr(p, '\n', n);
+	if (!nl)
+		return 0;
+	size_t line = (size_t)(nl - p) + 1;
+	if (line < 3 || nl[-1] != '\r')
+		return -1;
+	long long v;
+	switch (p[0]) {
+	case '+':
+	case '-':
+	case ':':
+		return (long)line;
+	case '$':
+		if (parse_i64(p + 1, nl, &v) < 0)
+			return -1;
+		if (v < 0)
+			return (long)line;
+		if (n < line + (size_t)v + 2)
+			return 0;
+		return (long)(line + (size_t)v + 2);
+	case '*': {
+		if (parse_i64(p + 1, nl, &v) < 0 || depth > 8)
+			return -1;
+		size_t off = line;
+		for (long long i = 0; i < v; i++) {
+			long r = resp_len(p + off, n - off, depth + 1);
+			if (r <= 0)
+				return r;
+			off += (size_t)r;
+		}
+		return (long)off;
+	}
+	default:
+		return -1;
+	}
+}
+
+/*
+ * Classifies one complete decision reply: 1 allowed, 0 denied, -1 error
+ * (with *why pointing at text to report and *why_len its length). The script
+ * answers five integers per decision; anything else is an error.
+ */
+static int resp_decision(const char *p, size_t len, const char **why, size_t *why_len)
+{
+	long long v, allowed = -1;
+	const char *end = p + len;
+	const char *nl = memchr(p, '\n', len);
+	*why = p;
+	*why_len = (size_t)(nl - p);
+	if (p[0] != '*' || parse_i64(p + 1, nl, &v) < 0 || v < 5)
+		return -1;
+	p = nl + 1;
+	for (int i = 0; i < 5; i++) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl || p[0] != ':' || parse_i64(p + 1, nl, &v) < 0)
+			return -1;
+		if (i == 0)
+			allowed = v;
+		p = nl + 1;
+	}
+	if (allowed != 0 && allowed != 1)
+		return -1;
+	return (int)allowed;
+}
+
+/* ---- sockets ---- */
+
+/* Blocking connect to "host:port", "[v6]:port" or "unix:/path"; fd or -1 with err. */
+static int dial(const char *addr, char *err, size_t errlen)
+{
+	if (strncmp(addr, "unix:", 5) == 0) {
+		struct sockaddr_un sun = {.sun_family = AF_UNIX};
+		if (strlen(addr + 5) >= sizeof(sun.sun_path)) {
+			snprintf(err, errlen, "%s: path too long", addr);
+			return -1;
+		}
+		strcpy(sun.sun_path, addr + 5);
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+			snprintf(err, errlen, "%s: %s", addr, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		return fd;
+	}
+	const char *colon = strrchr(addr, ':');
+	if (!colon || colon == addr || !colon[1]) {
+		snprintf(err, errlen, "%s: expected host:port or unix:/path", addr);
+		return -1;
+	}
+	char host[256];
+	size_t hl = (size_t)(colon - addr);
+	if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
+		addr++;
+		hl -= 2;
+	}
+	if (hl >= sizeof(host)) {
+		snprintf(err, errlen, "host name too long");
+		return -1;
+	}
+	memcpy(host, addr, hl);
+	host[hl] = 0;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
+	int rc = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (rc != 0) {
+		snprintf(err, errlen, "%s: %s", host, gai_strerror(rc));
+		return -1;
+	}
+	int fd = -1, e = 0;
+	for (struct addrinfo *a = ai; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd < 0) {
+			e = errno;
+			continue;
+		}
+		if (connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			break;
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0) {
+		snprintf(err, errlen, "%s:%s: %s", host, colon + 1, strerror(e));
+		return -1;
+	}
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+ * Blocking: sends a RESP command, reads one complete reply into buf (NUL-
+ * terminated). Returns its length or -1. Only for set-up, never timed.
+ */
+static long resp_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t cap)
+{
+	if (write_all(fd, cmd, cmdlen) < 0)
+		return -1;
+	size_t len = 0;
+	for (;;) {
+		long r = resp_len(buf, len, 0);
+		if (r < 0)
+			return -1;
+		if (r > 0) {
+			buf[r] = 0;
+			return r;
+		}
+		if (len + 1 >= cap)
+			return -1;
+		ssize_t n = read(fd, buf + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		len += (size_t)n;
+	}
+}
+
+/* Blocking: reads one reply line from the daemon into buf. Length or -1. */
+static long line_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t cap)
+{
+	if (write_all(fd, cmd, cmdlen) < 0)
+		return -1;
+	size_t len = 0;
+	for (;;) {
+		char *nl = memchr(buf, '\n', len);
+		if (nl) {
+			*nl = 0;
+			if (nl > buf && nl[-1] == '\r')
+				nl[-1] = 0;
+			return (long)strlen(buf);
+		}
+		if (len + 1 >= cap)
+			return -1;
+		ssize_t n = read(fd, buf + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		len += (size_t)n;
+	}
+}
+
+/* ---- request building ---- */
+
+static size_t user_of(struct run *r, char *user)
+{
+	const struct opts *o = r->o;
+	uint64_t id = 0;
+	switch (o->dist) {
+	case KEYS_HOT:
+		id = 0;
+		break;
+	case KEYS_UNIFORM:
+		id = rng_next(&r->rng) % o->nkeys;
+		break;
+	case KEYS_ZIPF: {
+		double u = rng_unit(&r->rng);
+		size_t lo = 0, hi = (size_t)o->nkeys - 1;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (r->zipf_cdf[mid] < u)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		id = lo;
+		break;
+	}
+	}
+	user[0] = 'u';
+	return 1 + put_u64(user + 1, id);
+}
+
+/* Appends one request at p; returns its length (at most r->max_req). */
+static size_t build_request(struct run *r, char *p)
+{
+	char user[32];
+	size_t ul = user_of(r, user);
+	size_t n = 0;
+	memcpy(p, r->head, r->head_len);
+	n += r->head_len;
+	if (r->target == TARGET_DAEMON) {
+		memcpy(p + n, user, ul);
+		n += ul;
+	} else {
+		const struct policy *pol = &r->o->policy;
+		char key[KEYS_MAX];
+		for (int i = 0; i < pol->nlimits; i++) {
+			size_t kl = keys_build(key, r->prefix, r->prefix_len, pol, i, user, ul);
+			n += put_bulk(p + n, key, kl);
+		}
+	}
+	memcpy(p + n, r->tail, r->tail_len);
+	return n + r->tail_len;
+}
+
+/*
+ * Precomputes what surrounds the user in every request.
+ * Daemon:  "ALLOW " <user> " <action>[ <cost>]\n"
+ * Direct:  EVALSHA <sha> <nkeys> <key per limit...> 0 1 a <cost> <nlimits>
+ *          {<s|f> <capacity> <count> <period_ms>}...
+ *          exactly the argv store_redis.c's sreq_send builds for ALLOW.
+ */
+static void build_templates(struct run *r)
+{
+	const struct opts *o = r->o;
+	if (r->target == TARGET_DAEMON) {
+		r->head_len = (size_t)snprintf(r->head, sizeof(r->head), "ALLOW ");
+		if (o->cost_given)
+			r->tail_len = (size_t)snprintf(r->tail, sizeof(r->tail), " %s %lld\n",
+						       o->action, (long long)o->cost);
+		else
+			r->tail_len = (size_t)snprintf(r->tail, sizeof(r->tail), " %s\n", o->action);
+		r->max_req = r->head_len + 24 + r->tail_len;
+		return;
+	}
+	const struct policy *p = &o->policy;
+	int argc = 3 + p->nlimits + 5 + 4 * p->nlimits;
+	size_t n = (size_t)snprintf(r->head, sizeof(r->head), "*%d\r\n", argc);
+	n += put_bulk_str(r->head + n, "EVALSHA");
+	n += put_bulk(r->head + n, lua_ratelimit_sha, 40);
+	n += put_bulk_i64(r->head + n, p->nlimits);
+	r->head_len = n;
+	char *t = r->tail;
+	n = 0;
+	n += put_bulk_str(t + n, "0"); /* now: the script reads Redis TIME */
+	n += put_bulk_str(t + n, "1"); /* one decision */
+	n += put_bulk_str(t + n, "a");
+	n += put_bulk_i64(t + n, o->cost);
+	n += put_bulk_i64(t + n, p->nlimits);
+	for (int i = 0; i < p->nlimits; i++) {
+		n += put_bulk_str(t + n, p->algo == POLICY_FUNNEL ? "f" : "s");
+		n += put_bulk_i64(t + n, p->limits[i].capacity);
+		n += put_bulk_i64(t + n, p->limits[i].count);
+		n += put_bulk_i64(t + n, p->limits[i].period_ms);
+	}
+	r->tail_len = n;
+	/* key: prefix{action:user}:s<period>, user "u" + at most 20 digits */
+	size_t key_max = r->prefix_len + p->name_len + 24 + 24 + 8;
+	r->max_req = r->head_len + (size_t)p->nlimits * (key_max + 16) + r->tail_len;
+}
+
+/* ---- the event loop ---- */
+
+static void conn_fail(struct conn *c, const char *why);
+static void run_step(struct run *r, uint64_t now);
+
+static int may_issue(struct run *r, uint64_t now)
+{
+	const struct opts *o = r->o;
+	if (r->phase >= PH_DRAIN)
+		return 0;
+	if (o->requests && r->phase == PH_MEASURE && r->issued_measured >= o->requests) {
+		r->phase = PH_DRAIN;
+		r->drain_start = now;
+		return 0;
+	}
+	if (o->rate > 0) {
+		double allowed = o->rate * (double)(now - r->rate_t0) / 1e9;
+		if ((double)(r->issued_total) - r->budget_base >= allowed)
+			return 0;
+	}
+	return 1;
+}
+
+/* Appends up to `max` requests to c's output (bounded by its free slots). */
+static unsigned conn_fill(struct conn *c, uint64_t now, unsigned max)
+{
+	struct run *r = c->run;
+	unsigned P = (unsigned)r->o->pipeline, n = 0;
+	if (c->dead)
+		return 0;
+	if (c->out_off && c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	while (n < max && c->count < P && may_issue(r, now)) {
+		if (c->out_len + r->max_req > c->out_cap) {
+			/* compact: unsent bytes never exceed P requests */
+			memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+			c->out_len -= c->out_off;
+			c->out_off = 0;
+		}
+		c->out_len += build_request(r, c->out + c->out_len);
+		c->sent[(c->head + c->count) % P] = now;
+		c->count++;
+		n++;
+		r->inflight++;
+		r->issued_total++;
+		if (r->phase == PH_MEASURE)
+			r->issued_measured++;
+	}
+	return n;
+}
+
+static void conn_flush(struct conn *c)
+{
+	while (!c->dead && c->out_off < c->out_len) {
+		ssize_t w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+		if (w > 0) {
+			c->out_off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (!c->write_armed) {
+				event_add(c->ev_write, NULL);
+				c->write_armed = 1;
+			}
+			return;
+		}
+		conn_fail(c, "write failed");
+		return;
+	}
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->write_armed && !c->dead) {
+		event_del(c->ev_write);
+		c->write_armed = 0;
+	}
+}
+
+/* One reply arrived for the oldest request in flight on c. */
+static void complete(struct conn *c, uint64_t now, int outcome, const char *why, size_t why_len)
+{
+	struct run *r = c->run;
+	unsigned P = (unsigned)r->o->pipeline;
+	uint64_t sent = c->sent[c->head];
+	c->head = (c->head + 1) % P;
+	c->count--;
+	r->inflight--;
+	if (r->phase == PH_WARMUP || sent < r->measure_start)
+		return; /* sent during warm-up */
+	r->last_reply = now;
+	if (outcome > 0)
+		r->allowed++;
+	else if (outcome == 0)
+		r->denied++;
+	else
+		note_err(r, why, why_len);
+	hist_add(&r->hist, now - sent);
+}
+
+/* Daemon reply line: ALLOWED / DENIED with four integers, else an error.
+ * A fallback reply (remaining -1: Redis did not decide) counts as an error. */
+static int line_decision(const char *p, size_t len)
+{
+	int allowed;
+	size_t i;
+	if (len > 8 && memcmp(p, "ALLOWED ", 8) == 0) {
+		allowed = 1;
+		i = 8;
+	} else if (len > 7 && memcmp(p, "DENIED ", 7) == 0) {
+		allowed = 0;
+		i = 7;
+	} else {
+		return -1;
+	}
+	while (i < len && p[i] >= '0' && p[i] <= '9')
+		i++;
+	if (i + 3 < len && p[i] == ' ' && p[i + 1] == '-' && p[i + 2] == '1' && p[i + 3] == ' ')
+		return -1;
+	return allowed;
+}
+
+/* Parses every complete reply in c->in; returns -1 on a protocol error. */
+static int conn_parse(struct conn *c, uint64_t now)
+{
+	struct run *r = c->run;
+	size_t off = 0;
+	while (off < c->in_len) {
+		const char *p = c->in + off;
+		size_t left = c->in_len - off;
+		if (c->count == 0)
+			return -1; /* a reply nobody asked for */
+		if (r->target == TARGET_DAEMON) {
+			const char *nl = memchr(p, '\n', left);
+			if (!nl)
+				break;
+			size_t len = (size_t)(nl - p);
+			if (len && p[len - 1] == '\r')
+				len--;
+			complete(c, now, line_decision(p, len), p, len);
+			off += (size_t)(nl - p) + 1;
+		} else {
+			long n = resp_len(p, left, 0);
+			if (n < 0)
+				return -1;
+			if (n == 0)
+				break;
+			const char *why;
+			size_t why_len;
+			int d = resp_decision(p, (size_t)n, &why, &why_len);
+			complete(c, now, d, why, why_len);
+			off += (size_t)n;
+		}
+	}
+	if (off) {
+		memmove(c->in, c->in + off, c->in_len - off);
+		c->in_len -= off;
+	}
+	if (c->in_len == c->in_cap)
+		return -1; /* a reply longer than the buffer: not ours */
+	return 0;
+}
+
+static void read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct conn *c = arg;
+	struct run *r = c->run;
+	ssize_t n = read(fd, c->in + c->in_len, c->in_cap - c->in_len);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (n <= 0) {
+		conn_fail(c, n == 0 ? "connection closed by server" : "read failed");
+		run_step(r, now_ns());
+		return;
+	}
+	c->in_len += (size_t)n;
+	uint64_t now = now_ns();
+	if (conn_parse(c, now) < 0)
+		conn_fail(c, "protocol error in reply");
+	run_step(r, now);
+	if (conn_fill(c, now, (unsigned)-1))
+		conn_flush(c);
+}
+
+static void write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	conn_flush(arg);
+}
+
+/* Counts c's requests in flight as errors and closes it. */
+static void conn_fail(struct conn *c, const char *why)
+{
+	struct run *r = c->run;
+	if (c->dead)
+		return;
+	uint64_t now = now_ns();
+	while (c->count)
+		complete(c, now, -1, why, strlen(why));
+	c->dead = 1;
+	r->nlive--;
+	event_del(c->ev_read);
+	event_del(c->ev_write);
+	close(c->fd);
+	c->fd = -1;
+}
+
+static void start_measure(struct run *r, uint64_t now)
+{
+	r->phase = PH_MEASURE;
+	r->measure_start = now;
+	r->last_reply = now;
+	if (r->o->duration > 0)
+		r->end_at = now + (uint64_t)(r->o->duration * 1e9);
+	r->cpu0_redis = proc_cpu_us(r->o->redis_pid);
+	r->cpu0_daemon = proc_cpu_us(r->o->daemon_pid);
+	r->cpu0_bench = self_cpu_us();
+}
+
+/* Phase changes; ends the loop when nothing is owed any more. */
+static void run_step(struct run *r, uint64_t now)
+{
+	if (r->phase == PH_WARMUP && now >= r->t0 + (uint64_t)(r->o->warmup * 1e9))
+		start_measure(r, now);
+	if (r->phase == PH_MEASURE && r->end_at && now >= r->end_at) {
+		r->phase = PH_DRAIN;
+		r->drain_start = now;
+	}
+	if (r->phase == PH_MEASURE && r->o->requests && r->issued_measured >= r->o->requests) {
+		r->phase = PH_DRAIN;
+		r->drain_start = now;
+	}
+	if (r->nlive == 0 && r->phase != PH_DONE) {
+		r->phase = PH_DONE;
+		event_base_loopbreak(r->base);
+		return;
+	}
+	if (r->phase == PH_DRAIN) {
+		if (r->inflight == 0) {
+			r->phase = PH_DONE;
+			event_base_loopbreak(r->base);
+		} else if (now - r->drain_start > DRAIN_TIMEOUT_NS) {
+			for (int i = 0; i < r->nconns; i++)
+				conn_fail(&r->conns[i], "no reply within 10 s");
+			r->phase = PH_DONE;
+			event_base_loopbreak(r->base);
+		}
+	}
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct run *r = arg;
+	uint64_t now = now_ns();
+	run_step(r, now);
+	/* Without a rate, connections refill themselves as replies arrive.
+	 * With one, the budget goes out one request per connection per pass. */
+	if (r->phase >= PH_DRAIN || r->o->rate <= 0)
+		return;
+	int progress = 1;
+	while (progress && may_issue(r, now)) {
+		progress = 0;
+		for (int k = 0; k < r->nconns && may_issue(r, now); k++) {
+			struct conn *c = &r->conns[(r->rr + k) % r->nconns];
+			if (conn_fill(c, now, 1))
+				progress = 1;
+		}
+		r->rr = (r->rr + 1) % r->nconns;
+	}
+	for (int k = 0; k < r->nconns; k++)
+		if (r->conns[k].out_off < r->conns[k].out_len)
+			conn_flush(&r->conns[k]);
+}
+
+static int zipf_init(struct run *r)
+{
+	const struct opts *o = r->o;
+	if (o->dist != KEYS_ZIPF)
+		return 0;
+	r->zipf_cdf = malloc(sizeof(double) * (size_t)o->nkeys);
+	if (!r->zipf_cdf)
+		return -1;
+	double sum = 0;
+	for (uint64_t i = 0; i < o->nkeys; i++) {
+		sum += 1.0 / pow((double)(i + 1), o->zipf_s);
+		r->zipf_cdf[i] = sum;
+	}
+	for (uint64_t i = 0; i < o->nkeys; i++)
+		r->zipf_cdf[i] /= sum;
+	r->zipf_cdf[o->nkeys - 1] = 1.0;
+	return 0;
+}
+
+/* Direct mode set-up on a blocking connection: optional FLUSHDB, SCRIPT LOAD. */
+static int redis_prepare(const struct opts *o, int load_script, char *err, size_t errlen)
+{
+	int fd = dial(o->redis_addr, err, errlen);
+	if (fd < 0)
+		return -1;
+	static char cmd[65536 + 256];
+	char reply[256];
+	int rc = -1;
+	size_t n;
+	if (o->flushdb) {
+		n = (size_t)snprintf(cmd, sizeof(cmd), "*1\r\n$7\r\nFLUSHDB\r\n");
+		if (resp_call(fd, cmd, n, reply, sizeof(reply)) < 0 || reply[0] != '+') {
+			snprintf(err, errlen, "redis %s: FLUSHDB failed: %.100s", o->redis_addr, reply);
+			goto out;
+		}
+	}
+	if (load_script) {
+		if (lua_ratelimit_len + 128 > sizeof(cmd)) {
+			snprintf(err, errlen, "script too large");
+			goto out;
+		}
+		n = (size_t)snprintf(cmd, sizeof(cmd), "*3\r\n");
+		n += put_bulk_str(cmd + n, "SCRIPT");
+		n += put_bulk_str(cmd + n, "LOAD");
+		n += put_bulk(cmd + n, lua_ratelimit_src, lua_ratelimit_len);
+		long len = resp_call(fd, cmd, n, reply, sizeof(reply));
+		if (len < 0 || reply[0] != '$' || !strstr(reply, lua_ratelimit_sha)) {
+			snprintf(err, errlen, "redis %s: SCRIPT LOAD failed: %.100s", o->redis_addr,
+				 len < 0 ? "no reply" : reply);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	close(fd);
+	return rc;
+}
+
+/* Daemon mode: one PEEK first, so a wrong action or address fails fast. */
+static int daemon_check(const struct opts *o, char *err, size_t errlen)
+{
+	int fd = dial(o->daemon_addr, err, errlen);
+	if (fd < 0)
+		return -1;
+	char cmd[256], reply[512];
+	size_t n = (size_t)snprintf(cmd, sizeof(cmd), "PEEK u0 %s %lld\n", o->action,
+				    (long long)o->cost);
+	long len = line_call(fd, cmd, n, reply, sizeof(reply));
+	close(fd);
+	if (len < 0) {
+		snprintf(err, errlen, "daemon %s: no reply to PEEK", o->daemon_addr);
+		return -1;
+	}
+	if (line_decision(reply, (size_t)len) < 0) {
+		snprintf(err, errlen, "daemon %s: PEEK u0 %s answered: %.200s", o->daemon_addr,
+			 o->action, reply);
+		return -1;
+	}
+	return 0;
+}
+
+static double cpu_per_decision(long long before, long long after, uint64_t decisions)
+{
+	if (before < 0 || after < 0 || !decisions)
+		return -1;
+	return (double)(after - before) / (double)decisions;
+}
+
+static void close_idle_fds(int *fds, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++)
+		close(fds[i]);
+	free(fds);
+}
+
+/*
+ * Opens o->idle connections to the target that never send anything, and
+ * measures how much the target's RSS grew per connection (a round trip on a
+ * fresh connection afterwards makes sure the target has accepted them all).
+ */
+static int open_idle(const struct opts *o, enum target t, int **fds, uint64_t *n, double *per_conn)
+{
+	const char *addr = t == TARGET_DIRECT ? o->redis_addr : o->daemon_addr;
+	int pid = t == TARGET_DIRECT ? o->redis_pid : o->daemon_pid;
+	char err[512];
+	long long rss0 = proc_rss_kib(pid);
+	*fds = malloc(sizeof(int) * (size_t)o->idle);
+	if (!*fds) {
+		fprintf(stderr, "ratelimit-bench: out of memory\n");
+		return -1;
+	}
+	for (*n = 0; *n < o->idle; (*n)++) {
+		int fd = dial(addr, err, sizeof(err));
+		if (fd < 0) {
+			fprintf(stderr, "ratelimit-bench: idle connection %llu: %s\n",
+				(unsigned long long)*n + 1, err);
+			return -1;
+		}
+		(*fds)[*n] = fd;
+	}
+	int rc = t == TARGET_DIRECT ? redis_prepare(o, 1, err, sizeof(err))
+				    : daemon_check(o, err, sizeof(err));
+	if (rc < 0) {
+		fprintf(stderr, "ratelimit-bench: after opening idle connections: %s\n", err);
+		return -1;
+	}
+	long long rss1 = proc_rss_kib(pid);
+	if (rss0 >= 0 && rss1 >= 0)
+		*per_conn = (double)(rss1 - rss0) * 1024.0 / (double)o->idle;
+	return 0;
+}
+
+static int run_target(const struct opts *o, enum target t, struct result *res)
+{
+	char err[512] = "";
+	memset(res, 0, sizeof(*res));
+	if (t == TARGET_DIRECT || o->flushdb) {
+		if (redis_prepare(o, t == TARGET_DIRECT, err, sizeof(err)) < 0) {
+			fprintf(stderr, "ratelimit-bench: %s\n", err);
+			return -1;
+		}
+	}
+	if (t == TARGET_DAEMON && daemon_check(o, err, sizeof(err)) < 0) {
+		fprintf(stderr, "ratelimit-bench: %s\n", err);
+		return -1;
+	}
+
+	int *idle = NULL;
+	uint64_t nidle = 0;
+	res->idle_rss_bytes = -1;
+	if (o->idle && open_idle(o, t, &idle, &nidle, &res->idle_rss_bytes) < 0)
+		goto close_idle;
+
+	struct run *r = calloc(1, sizeof(*r));
+	if (!r) {
+		fprintf(stderr, "ratelimit-bench: out of memory\n");
+		goto close_idle;
+	}
+	int rc = -1;
+	r->o = o;
+	r->target = t;
+	r->prefix = o->prefix;
+	r->prefix_len = strlen(o->prefix);
+	uint64_t seed = o->seed;
+	r->rng = splitmix64(&seed) | 1;
+	r->base = event_base_new();
+	r->conns = calloc((size_t)o->conns, sizeof(*r->conns));
+	if (!r->base || !r->conns || zipf_init(r) < 0) {
+		fprintf(stderr, "ratelimit-bench: out of memory\n");
+		goto out;
+	}
+	build_templates(r);
+	const char *addr = t == TARGET_DIRECT ? o->redis_addr : o->daemon_addr;
+	size_t P = (size_t)o->pipeline;
+	for (int i = 0; i < o->conns; i++) {
+		struct conn *c = &r->conns[i];
+		c->run = r;
+		c->fd = -1;
+		c->dead = 1;
+		c->in_cap = P * 256 + IN_SLACK;
+		c->out_cap = (P + 1) * r->max_req;
+		c->in = malloc(c->in_cap);
+		c->out = malloc(c->out_cap);
+		c->sent = malloc(P * sizeof(uint64_t));
+		if (!c->in || !c->out || !c->sent) {
+			fprintf(stderr, "ratelimit-bench: out of memory\n");
+			goto out;
+		}
+		c->fd = dial(addr, err, sizeof(err));
+		if (c->fd < 0) {
+			fprintf(stderr, "ratelimit-bench: connection %d: %s\n", i + 1, err);
+			goto out;
+		}
+		int fl = fcntl(c->fd, F_GETFL);
+		fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+		c->ev_read = event_new(r->base, c->fd, EV_READ | EV_PERSIST, read_cb, c);
+		c->ev_write = event_new(r->base, c->fd, EV_WRITE | EV_PERSIST, write_cb, c);
+		if (!c->ev_read || !c->ev_write) {
+			fprintf(stderr, "ratelimit-bench: out of memory\n");
+			goto out;
+		}
+		event_add(c->ev_read, NULL);
+		c->dead = 0;
+		r->nconns++;
+		r->nlive++;
+	}
+	r->tick = event_new(r->base, -1, EV_PERSIST, tick_cb, r);
+	struct timeval tv = {0, o->rate > 0 ? RATE_TICK_US : TICK_US};
+	event_add(r->tick, &tv);
+
+	uint64_t now = now_ns();
+	r->t0 = r->rate_t0 = now;
+	r->phase = PH_WARMUP;
+	if (o->warmup <= 0)
+		start_measure(r, now);
+	for (int i = 0; i < r->nconns; i++) {
+		/* rate mode: the tick hands out requests */
+		if (o->rate <= 0 && conn_fill(&r->conns[i], now, (unsigned)-1))
+			conn_flush(&r->conns[i]);
+	}
+	event_base_dispatch(r->base);
+
+	long long cpu_redis = proc_cpu_us(o->redis_pid);
+	long long cpu_daemon = proc_cpu_us(o->daemon_pid);
+	long long cpu_bench = self_cpu_us();
+	uint64_t decisions = r->allowed + r->denied;
+	res->ran = 1;
+	res->elapsed_s = (double)(r->last_reply - r->measure_start) / 1e9;
+	res->dps = res->elapsed_s > 0 ? (double)decisions / res->elapsed_s : 0;
+	res->allowed = r->allowed;
+	res->denied = r->denied;
+	res->err = r->err;
+	res->p50_us = (double)hist_quantile(&r->hist, 0.50) / 1e3;
+	res->p99_us = (double)hist_quantile(&r->hist, 0.99) / 1e3;
+	res->p999_us = (double)hist_quantile(&r->hist, 0.999) / 1e3;
+	res->max_us = (double)r->hist.max / 1e3;
+	res->cpu_redis = cpu_per_decision(r->cpu0_redis, cpu_redis, decisions);
+	res->cpu_daemon = cpu_per_decision(r->cpu0_daemon, cpu_daemon, decisions);
+	res->cpu_bench = cpu_per_decision(r->cpu0_bench, cpu_bench, decisions);
+	memcpy(res->first_err, r->first_err, sizeof(res->first_err));
+	rc = 0;
+out:
+	for (int i = 0; i < o->conns && r->conns; i++) {
+		struct conn *c = &r->conns[i];
+		if (c->ev_read)
+			event_free(c->ev_read);
+		if (c->ev_write)
+			event_free(c->ev_write);
+		if (c->fd >= 0)
+			close(c->fd);
+		free(c->in);
+		free(c->out);
+		free(c->sent);
+	}
+	if (r->tick)
+		event_free(r->tick);
+	if (r->base)
+		event_base_free(r->base);
+	free(r->conns);
+	free(r->zipf_cdf);
+	free(r);
+	close_idle_fds(idle, nidle);
+	return rc;
+close_idle:
+	close_idle_fds(idle, nidle);
+	return -1;
+}
+
+/* ---- option parsing ---- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ratelimit-bench [options]\n"
+		"  --target daemon|redis|both   what to drive (default daemon; redis = direct EVALSHA)\n"
+		"  -c, --connections N          connections (default 50)\n"
+		"  -P, --pipeline P             requests in flight per connection (default 16)\n"
+		"  -n, --requests TOTAL         measured requests per target (default: by duration)\n"
+		"  -d, --duration SECONDS       measured time per target (default 5)\n"
+		"      --warmup SECONDS         load before measuring (default 0)\n"
+		"      --latency                1 connection, pipeline 1\n"
+		"      --rate R                 pace to R requests/s in total (default: as fast as possible)\n"
+		"      --keys uniform:K|zipf:K:S|hot   user distribution (default uniform:100000)\n"
+		"      --action NAME            action / policy name (default bench)\n"
+		"      --cost C                 cost per request (default 1, not sent to the daemon)\n"
+		"      --policy SPEC            direct mode policy: \"sliding_window 5/60000 [...]\" or\n"
+		"                               \"funnel CAPACITY COUNT/PERIOD\"; periods in ms or with a unit\n"
+		"      --config FILE            take the policy, prefix and addresses from the daemon's YAML\n"
+		"      --prefix P               key prefix for direct mode (default rl:)\n"
+		"      --redis HOST:PORT|unix:PATH      Redis for direct mode (default 127.0.0.1:6379)\n"
+		"      --daemon HOST:PORT|unix:PATH     ratelimitd (default 127.0.0.1:7379)\n"
+		"      --flushdb                FLUSHDB on --redis before each target (throwaway Redis only)\n"
+		"      --redis-pid PID          report Redis CPU time per decision (from /proc)\n"
+		"      --daemon-pid PID         report ratelimitd CPU time per decision\n"
+		"      --idle-connections N     also hold N silent connections to the target; reports\n"
+		"                               the target's RSS growth per connection (with its --*-pid)\n"
+		"      --seed N                 key sequence seed (default 1)\n"
+		"      --csv                    print one CSV line instead of the report\n"
+		"      --csv-header             print the CSV header line and exit\n"
+		"  -h, --help\n");
+}
+
+static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	if (!*s || *s == '-')
+		return -1;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_double(const char *s, double min, double max, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= min && v <= max))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int parse_keys(struct opts *o, const char *s)
+{
+	o->keys_spec = s;
+	if (strcmp(s, "hot") == 0) {
+		o->dist = KEYS_HOT;
+		o->nkeys = 1;
+		return 0;
+	}
+	if (strncmp(s, "uniform:", 8) == 0) {
+		o->dist = KEYS_UNIFORM;
+		return parse_u64(s + 8, 1, UINT64_MAX / 2, &o->nkeys);
+	}
+	if (strncmp(s, "zipf:", 5) == 0) {
+		char k[32];
+		const char *colon = strchr(s + 5, ':');
+		if (!colon || (size_t)(colon - s - 5) >= sizeof(k))
+			return -1;
+		memcpy(k, s + 5, (size_t)(colon - s - 5));
+		k[colon - s - 5] = 0;
+		o->dist = KEYS_ZIPF;
+		return parse_u64(k, 1, ZIPF_MAX_KEYS, &o->nkeys) < 0 ||
+				       parse_double(colon + 1, 0.0, 10.0, &o->zipf_s) < 0
+			       ? -1
+			       : 0;
+	}
+	return -1;
+}
+
+/* "5/60000" (period in ms) or "5/60s" (a unit as in the YAML). */
+static int parse_rate_arg(const char *s, int64_t *count, int64_t *period_ms, const char **err)
+{
+	char buf[64];
+	size_t len = strlen(s);
+	if (len + 3 > sizeof(buf)) {
+		*err = "rate too long";
+		return -1;
+	}
+	memcpy(buf, s, len + 1);
+	if (len && buf[len - 1] >= '0' && buf[len - 1] <= '9') {
+		memcpy(buf + len, "ms", 3);
+		len += 2;
+	}
+	return policy_parse_rate(buf, len, count, period_ms, err);
+}
+
+/* --policy "sliding_window 5/60000 [20/1h ...]" | "funnel 15 30/60000" */
+static int parse_policy_spec(struct opts *o, const char *spec, char *err, size_t errlen)
+{
+	char buf[512];
+	const char *why = NULL;
+	struct policy *p = &o->policy;
+	memset(p, 0, sizeof(*p));
+	p->on_store_error = POLICY_ON_ERROR_INHERIT;
+	if (strlen(spec) >= sizeof(buf)) {
+		snprintf(err, errlen, "--policy: too long");
+		return -1;
+	}
+	strcpy(buf, spec);
+	char *save = NULL, *tok = strtok_r(buf, " \t", &save);
+	if (!tok) {
+		snprintf(err, errlen, "--policy: empty");
+		return -1;
+	}
+	if (strcmp(tok, "funnel") == 0) {
+		p->algo = POLICY_FUNNEL;
+		char *cap = strtok_r(NULL, " \t", &save);
+		char *rate = strtok_r(NULL, " \t", &save);
+		uint64_t c;
+		if (!cap || !rate || strtok_r(NULL, " \t", &save) ||
+		    parse_u64(cap, 1, (uint64_t)POLICY_MAX_COUNT, &c) < 0) {
+			snprintf(err, errlen, "--policy: expected \"funnel CAPACITY COUNT/PERIOD\"");
+			return -1;
+		}
+		p->nlimits = 1;
+		p->limits[0].capacity = (int64_t)c;
+		if (parse_rate_arg(rate, &p->limits[0].count, &p->limits[0].period_ms, &why) < 0)
+			goto bad;
+	} else if (strcmp(tok, "sliding_window") == 0 || strcmp(tok, "sliding") == 0) {
+		p->algo = POLICY_SLIDING_WINDOW;
+		while ((tok = strtok_r(NULL, " \t", &save))) {
+			if (p->nlimits >= POLICY_MAX_LIMITS) {
+				why = "too many limits (at most 8)";
+				goto bad;
+			}
+			struct policy_limit *l = &p->limits[p->nlimits++];
+			if (parse_rate_arg(tok, &l->count, &l->period_ms, &why) < 0)
+				goto bad;
+			l->capacity = l->count;
+		}
+	} else {
+		snprintf(err, errlen, "--policy: algorithm must be sliding_window or funnel");
+		return -1;
+	}
+	if (policy_validate(p, &why) < 0)
+		goto bad;
+	return 0;
+bad:
+	snprintf(err, errlen, "--policy: %s", why ? why : "invalid");
+	return -1;
+}
+
+/* The first "host:port" listen address of a config, with 0.0.0.0/:: made loopback. */
+static void daemon_addr_from_config(struct opts *o, const struct config *cfg)
+{
+	if (!cfg->nlisten)
+		return;
+	const char *a = cfg->listen[0].address;
+	if (strncmp(a, "0.0.0.0:", 8) == 0)
+		snprintf(o->daemon_buf, sizeof(o->daemon_buf), "127.0.0.1:%s", a + 8);
+	else if (strncmp(a, "[::]:", 5) == 0)
+		snprintf(o->daemon_buf, sizeof(o->daemon_buf), "[::1]:%s", a + 5);
+	else
+		snprintf(o->daemon_buf, sizeof(o->daemon_buf), "%s", a);
+	o->daemon_addr = o->daemon_buf;
+}
+
+enum {
+	OPT_TARGET = 256,
+	OPT_WARMUP,
+	OPT_LATENCY,
+	OPT_RATE,
+	OPT_KEYS,
+	OPT_ACTION,
+	OPT_COST,
+	OPT_POLICY,
+	OPT_CONFIG,
+	OPT_PREFIX,
+	OPT_REDIS,
+	OPT_DAEMON,
+	OPT_FLUSHDB,
+	OPT_REDIS_PID,
+	OPT_DAEMON_PID,
+	OPT_SEED,
+	OPT_CSV,
+	OPT_CSV_HEADER,
+	OPT_IDLE,
+};
+
+static const struct option long_opts[] = {
+	{"target", required_argument, NULL, OPT_TARGET},
+	{"connections", required_argument, NULL, 'c'},
+	{"pipeline", required_argument, NULL, 'P'},
+	{"requests", required_argument, NULL, 'n'},
+	{"duration", required_argument, NULL, 'd'},
+	{"warmup", required_argument, NULL, OPT_WARMUP},
+	{"latency", no_argument, NULL, OPT_LATENCY},
+	{"rate", required_argument, NULL, OPT_RATE},
+	{"keys", required_argument, NULL, OPT_KEYS},
+	{"action", required_argument, NULL, OPT_ACTION},
+	{"cost", required_argument, NULL, OPT_COST},
+	{"policy", required_argument, NULL, OPT_POLICY},
+	{"config", required_argument, NULL, OPT_CONFIG},
+	{"prefix", required_argument, NULL, OPT_PREFIX},
+	{"redis", required_argument, NULL, OPT_REDIS},
+	{"daemon", required_argument, NULL, OPT_DAEMON},
+	{"flushdb", no_argument, NULL, OPT_FLUSHDB},
+	{"redis-pid", required_argument, NULL, OPT_REDIS_PID},
+	{"daemon-pid", required_argument, NULL, OPT_DAEMON_PID},
+	{"seed", required_argument, NULL, OPT_SEED},
+	{"csv", no_argument, NULL, OPT_CSV},
+	{"csv-header", no_argument, NULL, OPT_CSV_HEADER},
+	{"idle-connections", required_argument, NULL, OPT_IDLE},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static int bad_arg(const char *opt, const char *val)
+{
+	fprintf(stderr, "ratelimit-bench: bad value for %s: %s\n", opt, val);
+	return -1;
+}
+
+/* Fills o from argv; 0 ok, 1 exit 0 (help), -1 usage error. */
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+	uint64_t u;
+	int latency = 0, have_n = 0, have_d = 0;
+	o->targets = TARGET_DAEMON;
+	o->conns = 50;
+	o->pipeline = 16;
+	o->duration = 5;
+	o->dist = KEYS_UNIFORM;
+	o->nkeys = 100000;
+	o->keys_spec = "uniform:100000";
+	o->action = "bench";
+	o->cost = 1;
+	o->seed = 1;
+	int ch;
+	while ((ch = getopt_long(argc, argv, "c:P:n:d:h", long_opts, NULL)) != -1) {
+		switch (ch) {
+		case OPT_TARGET:
+			if (strcmp(optarg, "daemon") == 0)
+				o->targets = TARGET_DAEMON;
+			else if (strcmp(optarg, "redis") == 0 || strcmp(optarg, "direct") == 0)
+				o->targets = TARGET_DIRECT;
+			else if (strcmp(optarg, "both") == 0)
+				o->targets = TARGET_DIRECT | TARGET_DAEMON;
+			else
+				return bad_arg("--target", optarg);
+			break;
+		case 'c':
+			if (parse_u64(optarg, 1, MAX_CONNECTIONS, &u) < 0)
+				return bad_arg("--connections", optarg);
+			o->conns = (int)u;
+			break;
+		case 'P':
+			if (parse_u64(optarg, 1, MAX_PIPELINE, &u) < 0)
+				return bad_arg("--pipeline", optarg);
+			o->pipeline = (int)u;
+			break;
+		case 'n':
+			if (parse_u64(optarg, 1, UINT64_MAX / 2, &o->requests) < 0)
+				return bad_arg("--requests", optarg);
+			have_n = 1;
+			break;
+		case 'd':
+			if (parse_double(optarg, 0.001, 86400, &o->duration) < 0)
+				return bad_arg("--duration", optarg);
+			have_d = 1;
+			break;
+		case OPT_WARMUP:
+			if (parse_double(optarg, 0, 3600, &o->warmup) < 0)
+				return bad_arg("--warmup", optarg);
+			break;
+		case OPT_LATENCY:
+			latency = 1;
+			break;
+		case OPT_RATE:
+			if (parse_double(optarg, 1, 1e9, &o->rate) < 0)
+				return bad_arg("--rate", optarg);
+			break;
+		case OPT_KEYS:
+			if (parse_keys(o, optarg) < 0)
+				return bad_arg("--keys", optarg);
+			break;
+		case OPT_ACTION:
+			if (!policy_name_valid(optarg, strlen(optarg)))
+				return bad_arg("--action", optarg);
+			o->action = optarg;
+			break;
+		case OPT_COST:
+			if (parse_u64(optarg, 1, 2147483647, &u) < 0)
+				return bad_arg("--cost", optarg);
+			o->cost = (int64_t)u;
+			o->cost_given = 1;
+			break;
+		case OPT_POLICY:
+			o->policy_spec = optarg;
+			break;
+		case OPT_CONFIG:
+			o->config_path = optarg;
+			break;
+		case OPT_PREFIX:
+			if (strlen(optarg) > KEYS_PREFIX_MAX || strpbrk(optarg, "{} \t\r\n"))
+				return bad_arg("--prefix", optarg);
+			o->prefix = optarg;
+			break;
+		case OPT_REDIS:
+			o->redis_addr = optarg;
+			break;
+		case OPT_DAEMON:
+			o->daemon_addr = optarg;
+			break;
+		case OPT_FLUSHDB:
+			o->flushdb = 1;
+			break;
+		case OPT_REDIS_PID:
+			if (parse_u64(optarg, 1, INT32_MAX, &u) < 0)
+				return bad_arg("--redis-pid", optarg);
+			o->redis_pid = (int)u;
+			break;
+		case OPT_DAEMON_PID:
+			if (parse_u64(optarg, 1, INT32_MAX, &u) < 0)
+				return bad_arg("--daemon-pid", optarg);
+			o->daemon_pid = (int)u;
+			break;
+		case OPT_SEED:
+			if (parse_u64(optarg, 0, UINT64_MAX, &o->seed) < 0)
+				return bad_arg("--seed", optarg);
+			break;
+		case OPT_CSV:
+			o->csv = 1;
+			break;
+		case OPT_CSV_HEADER:
+			o->csv_header = 1;
+			break;
+		case OPT_IDLE:
+			if (parse_u64(optarg, 0, 1000000, &o->idle) < 0)
+				return bad_arg("--idle-connections", optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return -1;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ratelimit-bench: unexpected argument %s\n", argv[optind]);
+		usage(stderr);
+		return -1;
+	}
+	if (have_n && have_d) {
+		fprintf(stderr, "ratelimit-bench: give -n or -d, not both\n");
+		return -1;
+	}
+	if (have_n)
+		o->duration = 0;
+	if (latency)
+		o->conns = o->pipeline = 1;
+
+	char err[CONFIG_ERR_MAX + 64];
+	if (o->config_path) {
+		struct config *cfg = config_load(o->config_path, err, sizeof(err));
+		if (!cfg) {
+			fprintf(stderr, "ratelimit-bench: %s\n", err);
+			return -1;
+		}
+		const struct policy *p = config_find_policy(cfg, o->action, strlen(o->action));
+		if (p && !o->policy_spec) {
+			o->policy = *p;
+			o->have_policy = 1;
+		}
+		if (!o->prefix) {
+			snprintf(o->prefix_buf, sizeof(o->prefix_buf), "%s", cfg->prefix);
+			o->prefix = o->prefix_buf;
+		}
+		if (!o->redis_addr) {
+			snprintf(o->redis_buf, sizeof(o->redis_buf), "%s", cfg->redis.address);
+			o->redis_addr = o->redis_buf;
+		}
+		if (!o->daemon_addr)
+			daemon_addr_from_config(o, cfg);
+		config_unref(cfg);
+		if (!o->have_policy && !o->policy_spec && (o->targets & TARGET_DIRECT)) {
+			fprintf(stderr, "ratelimit-bench: %s has no policy named %s\n", o->config_path,
+				o->action);
+			return -1;
+		}
+	}
+	if (o->policy_spec) {
+		if (parse_policy_spec(o, o->policy_spec, err, sizeof(err)) < 0) {
+			fprintf(stderr, "ratelimit-bench: %s\n", err);
+			return -1;
+		}
+		o->have_policy = 1;
+	}
+	if ((o->targets & TARGET_DIRECT) && !o->have_policy) {
+		fprintf(stderr, "ratelimit-bench: direct mode needs --policy or --config\n");
+		return -1;
+	}
+	if (o->have_policy) {
+		/* keys carry the action name inside their hash tag */
+		snprintf(o->policy.name, sizeof(o->policy.name), "%s", o->action);
+		o->policy.name_len = strlen(o->action);
+	}
+	if (!o->prefix)
+		o->prefix = "rl:";
+	if (!o->redis_addr)
+		o->redis_addr = "127.0.0.1:6379";
+	if (!o->daemon_addr)
+		o->daemon_addr = "127.0.0.1:7379";
+	return 0;
+}
+
+/* ---- output ---- */
+
+static const char *target_name(enum target t)
+{
+	return t == TARGET_DIRECT ? "direct" : "daemon";
+}
+
+static void print_cpu(double v)
+{
+	if (v < 0)
+		printf(" %8s", "-");
+	else
+		printf(" %8.2f", v);
+}
+
+static void print_report(const struct opts *o, const struct result res[2])
+{
+	char pol[256] = "";
+	if (o->have_policy) {
+		pol[0] = ' ';
+		pol[1] = '(';
+		size_t n = 2 + policy_describe(&o->policy, pol + 2, sizeof(pol) - 4);
+		pol[n++] = ')';
+		pol[n] = 0;
+	}
+	printf("ratelimit-bench: %d connection%s x pipeline %d, ", o->conns, o->conns == 1 ? "" : "s",
+	       o->pipeline);
+	if (o->requests)
+		printf("%llu requests", (unsigned long long)o->requests);
+	else
+		printf("%.1f s", o->duration);
+	if (o->warmup > 0)
+		printf(" after %.1f s warm-up", o->warmup);
+	if (o->rate > 0)
+		printf(", paced at %.0f/s", o->rate);
+	printf(", keys %s, action %s%s, cost %lld\n", o->keys_spec, o->action, pol,
+	       (long long)o->cost);
+	printf("%-7s %12s %10s %10s %7s %9s %9s %9s %9s   %-26s\n", "target", "decisions/s",
+	       "ALLOWED", "DENIED", "ERR", "p50 us", "p99 us", "p99.9 us", "max us",
+	       "CPU us/decision:   redis   daemon    bench");
+	for (int i = 0; i < 2; i++) {
+		const struct result *r = &res[i];
+		if (!r->ran)
+			continue;
+		printf("%-7s %12.0f %10llu %10llu %7llu %9.1f %9.1f %9.1f %9.1f   %16s",
+		       target_name(i ? TARGET_DAEMON : TARGET_DIRECT), r->dps,
+		       (unsigned long long)r->allowed, (unsigned long long)r->denied,
+		       (unsigned long long)r->err, r->p50_us, r->p99_us, r->p999_us, r->max_us, "");
+		print_cpu(r->cpu_redis);
+		print_cpu(r->cpu_daemon);
+		print_cpu(r->cpu_bench);
+		printf("\n");
+		if (r->first_err[0])
+			printf("        first error: %s\n", r->first_err);
+		if (o->idle)
+			printf("        %llu idle connections held%s", (unsigned long long)o->idle,
+			       r->idle_rss_bytes < 0 ? "\n" : "");
+		if (o->idle && r->idle_rss_bytes >= 0)
+			printf(", RSS grew %.0f bytes per idle connection\n", r->idle_rss_bytes);
+	}
+	if (res[0].ran && res[1].ran && res[0].dps > 0)
+		printf("ratio daemon/direct: %.2fx   (p50 %+.1f us, p99 %+.1f us)\n",
+		       res[1].dps / res[0].dps, res[1].p50_us - res[0].p50_us,
+		       res[1].p99_us - res[0].p99_us);
+}
+
+static const char *const csv_fields[] = {
+	"dps", "allowed", "denied", "err", "p50_us", "p99_us", "p999_us", "max_us",
+	"redis_cpu_us", "daemon_cpu_us", "bench_cpu_us", "idle_rss_bytes",
+};
+
+static void print_csv_header(void)
+{
+	printf("targets,connections,pipeline,requests,duration,warmup,rate,keys,action,cost,idle");
+	for (int t = 0; t < 2; t++)
+		for (size_t i = 0; i < sizeof(csv_fields) / sizeof(csv_fields[0]); i++)
+			printf(",%s_%s", t ? "daemon" : "direct", csv_fields[i]);
+	printf(",ratio\n");
+}
+
+static void csv_cpu(double v)
+{
+	if (v < 0)
+		printf(",");
+	else
+		printf(",%.3f", v);
+}
+
+static void print_csv(const struct opts *o, const struct result res[2])
+{
+	const char *t = o->targets == (TARGET_DIRECT | TARGET_DAEMON) ? "both"
+			: o->targets == TARGET_DIRECT			 ? "direct"
+									 : "daemon";
+	printf("%s,%d,%d,%llu,%g,%g,%g,%s,%s,%lld,%llu", t, o->conns, o->pipeline,
+	       (unsigned long long)o->requests, o->duration, o->warmup, o->rate, o->keys_spec,
+	       o->action, (long long)o->cost, (unsigned long long)o->idle);
+	for (int i = 0; i < 2; i++) {
+		const struct result *r = &res[i];
+		if (!r->ran) {
+			printf(",,,,,,,,,,,,");
+			continue;
+		}
+		printf(",%.1f,%llu,%llu,%llu,%.1f,%.1f,%.1f,%.1f", r->dps,
+		       (unsigned long long)r->allowed, (unsigned long long)r->denied,
+		       (unsigned long long)r->err, r->p50_us, r->p99_us, r->p999_us, r->max_us);
+		csv_cpu(r->cpu_redis);
+		csv_cpu(r->cpu_daemon);
+		csv_cpu(r->cpu_bench);
+		if (r->idle_rss_bytes < 0)
+			printf(",");
+		else
+			printf(",%.0f", r->idle_rss_bytes);
+	}
+	if (res[0].ran && res[1].ran && res[0].dps > 0)
+		printf(",%.3f\n", res[1].dps / res[0].dps);
+	else
+		printf(",\n");
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	memset(&o, 0, sizeof(o));
+	int rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc > 0 ? 0 : 2;
+	if (o.csv_header) {
+		print_csv_header();
+		return 0;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	/* many connections: lift the soft fd limit to the hard one */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	struct result res[2];
+	memset(res, 0, sizeof(res));
+	int failed = 0;
+	if (o.targets & TARGET_DIRECT)
+		failed |= run_target(&o, TARGET_DIRECT, &res[0]) < 0;
+	if (!failed && (o.targets & TARGET_DAEMON))
+		failed |= run_target(&o, TARGET_DAEMON, &res[1]) < 0;
+	if (failed)
+		return 1;
+	if (o.csv)
+		print_csv(&o, res);
+	else
+		print_report(&o, res);
+	return 0;
+}
