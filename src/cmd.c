@@ -44,15 +44,18 @@ static void store_done(void *arg, const struct store_result *res)
 	enum store_op op = (enum store_op)slot->op;
 
 	if (res->status == STORE_OK) {
-		if (slot->deny && (op == STORE_RESET || (op == STORE_ALLOW && res->allowed)))
-			/* Denials cached for this pair now show a stale remaining (or,
-			 * after RESET, are wrong): ask Redis again next time. */
+		if (slot->deny && op == STORE_RESET)
+			denycache_reset_pair(slot->deny, p->name, p->name_len, slot->user,
+					     slot->user_len);
+		else if (slot->deny && op == STORE_ALLOW && res->allowed)
+			/* cached denials of this pair now show a stale remaining */
 			denycache_forget(slot->deny, p->name, p->name_len, slot->user,
 					 slot->user_len);
 		else if (slot->deny && !res->allowed)
-			denycache_put(slot->deny, p->name, p->name_len, slot->user, slot->user_len,
-				      slot->cost, slot->sent_us, res->limit, res->remaining,
-				      res->retry_after_ms, res->reset_ms);
+			denycache_put(slot->deny, slot->deny_epoch, p->name, p->name_len,
+				      slot->user, slot->user_len, slot->cost, slot->sent_us,
+				      res->limit, res->remaining, res->retry_after_ms,
+				      res->reset_ms);
 		if (op == STORE_RESET)
 			slot->len = proto_format_str(slot->buf, "OK");
 		else
@@ -119,7 +122,8 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct pro
 		struct denycache_hit hit;
 		denycache_sync(env->deny, store_generation(env->store));
 		if (op == STORE_RESET)
-			denycache_forget(env->deny, p->name, p->name_len, pc->user, pc->user_len);
+			denycache_reset_pair(env->deny, p->name, p->name_len, pc->user,
+					     pc->user_len);
 		else if (denycache_lookup(env->deny, p->name, p->name_len, pc->user, pc->user_len,
 					  pc->cost, slot->sent_us, &hit)) {
 			slot->len = proto_format_decision(slot->buf, 0, hit.limit, hit.remaining,
@@ -127,6 +131,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct pro
 			finish(slot);
 			return;
 		}
+		slot->deny_epoch = denycache_epoch(env->deny);
 		slot->cost = pc->cost;
 		slot->user_len = pc->user_len;
 		memcpy(slot->user, pc->user, pc->user_len);

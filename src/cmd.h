@@ -31,6 +31,7 @@ struct cmd_slot {
 	int op;			     /* enum store_op */
 	struct denycache *deny;	     /* where to record a denial, or NULL */
 	uint64_t sent_us;	     /* monotonic time the store was asked */
+	unsigned long deny_epoch;    /* denycache_epoch() when asked */
 	int64_t cost;
 	size_t user_len;
 	char user[PROTO_USER_MAX];

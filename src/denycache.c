@@ -26,6 +26,7 @@ struct denycache {
 	size_t nbuckets; /* power of two */
 	size_t used;
 	unsigned long generation;
+	unsigned long epoch;
 };
 
 static uint64_t hash_pair(const char *a, size_t alen, const char *u, size_t ulen)
@@ -65,8 +66,14 @@ static void drop(struct denycache *dc, struct entry *e)
 	}
 }
 
+unsigned long denycache_epoch(const struct denycache *dc)
+{
+	return dc->epoch;
+}
+
 void denycache_clear(struct denycache *dc)
 {
+	dc->epoch++;
 	for (size_t i = 0; i < dc->nbuckets * WAYS; i++)
 		drop(dc, &dc->e[i]);
 }
@@ -105,11 +112,13 @@ static int same_pair(const struct entry *e, const char *a, size_t alen, const ch
 	       memcmp(e->key + alen + 1, u, ulen) == 0;
 }
 
-void denycache_put(struct denycache *dc, const char *action, size_t alen, const char *user,
-		   size_t ulen, int64_t cost, uint64_t sent_us, int64_t limit, int64_t remaining,
-		   int64_t retry_after_ms, int64_t reset_ms)
+void denycache_put(struct denycache *dc, unsigned long epoch, const char *action, size_t alen,
+		   const char *user, size_t ulen, int64_t cost, uint64_t sent_us, int64_t limit,
+		   int64_t remaining, int64_t retry_after_ms, int64_t reset_ms)
 {
 	uint64_t until;
+	if (epoch != dc->epoch)
+		return;
 	if (retry_after_ms < 0)
 		until = sent_us + NEVER_HOLD_US;
 	else if (retry_after_ms <= 1)
@@ -183,4 +192,11 @@ void denycache_forget(struct denycache *dc, const char *action, size_t alen, con
 	for (int i = 0; i < WAYS; i++)
 		if (same_pair(&b[i], action, alen, user, ulen))
 			drop(dc, &b[i]);
+}
+
+void denycache_reset_pair(struct denycache *dc, const char *action, size_t alen, const char *user,
+			  size_t ulen)
+{
+	dc->epoch++;
+	denycache_forget(dc, action, alen, user, ulen);
 }

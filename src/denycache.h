@@ -25,15 +25,25 @@ void denycache_free(struct denycache *dc);
  * earlier than sent_us, with these reply fields. retry_after_ms -1 (never)
  * is kept for a second only: reloads may change capacities.
  */
-void denycache_put(struct denycache *dc, const char *action, size_t alen, const char *user,
-		   size_t ulen, int64_t cost, uint64_t sent_us, int64_t limit, int64_t remaining,
-		   int64_t retry_after_ms, int64_t reset_ms);
+void denycache_put(struct denycache *dc, unsigned long epoch, const char *action, size_t alen,
+		   const char *user, size_t ulen, int64_t cost, uint64_t sent_us, int64_t limit,
+		   int64_t remaining, int64_t retry_after_ms, int64_t reset_ms);
+/*
+ * Changes whenever denials may have become wrong (reload, lost store state,
+ * RESET). A request notes it when sent; denycache_put with an older epoch is
+ * ignored, so an answer decided before the change is never cached after it.
+ */
+unsigned long denycache_epoch(const struct denycache *dc);
 /* 1 with *hit (times adjusted to now_us) while the denial holds, else 0. */
 int denycache_lookup(struct denycache *dc, const char *action, size_t alen, const char *user,
 		     size_t ulen, int64_t cost, uint64_t now_us, struct denycache_hit *hit);
-/* RESET: forgets every cost of (action, user). */
+/* This daemon consumed for (action, user): cached remaining values are stale. */
 void denycache_forget(struct denycache *dc, const char *action, size_t alen, const char *user,
 		      size_t ulen);
+/* RESET of (action, user), here or through another daemon: forgets it and
+ * moves the epoch. */
+void denycache_reset_pair(struct denycache *dc, const char *action, size_t alen, const char *user,
+			  size_t ulen);
 /* Reload: policies may have changed. */
 void denycache_clear(struct denycache *dc);
 /* Clears the cache when the store's generation moved (it may have lost the

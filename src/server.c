@@ -89,7 +89,7 @@ static void reset_notice(void *arg, const char *tag, size_t len)
 	size_t alen, ulen;
 	char user[KEYS_USER_MAX];
 	if (srv->env.deny && keys_parse_tag(tag, len, &action, &alen, user, &ulen) == 0)
-		denycache_forget(srv->env.deny, action, alen, user, ulen);
+		denycache_reset_pair(srv->env.deny, action, alen, user, ulen);
 }
 
 void server_set_config(struct server *srv, struct config *cfg)

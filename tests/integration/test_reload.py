@@ -34,8 +34,16 @@ class ReloadTest(DaemonTest):
         return n
 
     def wait_peek(self, line, pred, timeout=5.0):
-        return wait_until(lambda: pred(self.c.request(line)), timeout, interval=0.02,
-                          what="reload to apply (%s)" % line)
+        last = []
+
+        def check():
+            last[:] = [self.c.request(line)]
+            return pred(last[0])
+        try:
+            return wait_until(check, timeout, interval=0.02, what="reload to apply (%s)" % line)
+        except AssertionError as e:
+            raise AssertionError("%s; last reply %r; log:\n%s"
+                                 % (e, last, "\n".join(self.daemon.log_lines()[-8:])))
 
     def test_policy_change_applies(self):
         self.start({"p": "2/60s"})
