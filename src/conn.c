@@ -15,8 +15,10 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "cmd.h"
 #include "config.h"
@@ -135,12 +137,24 @@ static struct pending *pending_new(struct conn *c)
 	return p;
 }
 
+/*
+ * Replies ready at the head go out in one send() when nothing is queued
+ * before them: no EV_WRITE round trip through the loop. What the socket does
+ * not take goes to the bufferevent, which writes it when it can.
+ */
 static void flush_replies(struct conn *c)
 {
 	struct evbuffer *out = bufferevent_get_output(c->bev);
+	char buf[16384];
+	size_t n = 0;
 	while (c->head && c->head->done) {
 		struct pending *p = c->head;
-		evbuffer_add(out, p->slot.buf, p->slot.len);
+		if (n + p->slot.len > sizeof(buf)) {
+			evbuffer_add(out, buf, n);
+			n = 0;
+		}
+		memcpy(buf + n, p->slot.buf, p->slot.len);
+		n += p->slot.len;
 		if (p->slot.close_after)
 			c->closing = 1;
 		c->head = p->next;
@@ -148,6 +162,20 @@ static void flush_replies(struct conn *c)
 			c->tail = NULL;
 		c->npending--;
 		free(p);
+	}
+	if (n) {
+		size_t off = 0;
+		if (evbuffer_get_length(out) == 0) {
+			ssize_t w = send(bufferevent_getfd(c->bev), buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (w > 0)
+				off = (size_t)w;
+			else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+				conn_close(c); /* the client is gone; its replies with it */
+				return;
+			}
+		}
+		if (off < n)
+			evbuffer_add(out, buf + off, n - off);
 	}
 	if (c->paused && !c->closing && c->npending < MAX_PENDING / 2 &&
 	    evbuffer_get_length(out) < OUT_HIGH) {

@@ -18,9 +18,9 @@
 
 #include <stddef.h>
 #include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +64,7 @@ struct rconn {
 	int backoff_ms;
 	int verified;	     /* got a good reply since connecting */
 	int sub;	     /* the subscriber for RESET notices, not a request connection */
+	int want_write;	     /* hiredis has output queued; written at the end of the turn */
 	struct event *retry; /* reconnect after backoff */
 	struct event *connect_timeout;
 };
@@ -334,14 +335,19 @@ static void batch_fail(struct store_redis *s, struct sbatch *b, enum store_statu
 	free(b);
 }
 
+static void rconn_write(struct rconn *rc);
+
+/* End of a loop turn: send the open batch and write everything queued. */
 static void rconn_flush(struct rconn *rc)
 {
 	struct sbatch *b = rc->open;
-	if (!b)
-		return;
-	rc->open = NULL;
-	if (batch_send(rc->s, b, 0) < 0)
-		batch_fail(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
+	if (b) {
+		rc->open = NULL;
+		if (batch_send(rc->s, b, 0) < 0)
+			batch_fail(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
+	}
+	if (rc->want_write)
+		rconn_write(rc);
 }
 
 static void flush_cb(evutil_socket_t fd, short what, void *arg)
@@ -429,6 +435,129 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		sreq_put(s, r);
 	}
 	free(b);
+}
+
+/* ---- the event-loop adapter ----
+ *
+ * Our own hiredis <-> libevent glue instead of hiredis's adapter, which
+ * arms EV_WRITE for every command and writes one loop turn later: that is
+ * two epoll_ctl calls and a turn of latency per batch. Once connected, we
+ * write hiredis's output ourselves at the end of the loop turn (rconn_flush)
+ * and arm EV_WRITE only when the socket could not take it all.
+ */
+struct rl_ev {
+	redisAsyncContext *ac;
+	struct rconn *rc;
+	struct event *rev, *wev;
+	int wev_added;
+};
+
+static void ev_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct rl_ev *e = arg;
+	redisAsyncHandleRead(e->ac);
+}
+
+static void ev_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct rl_ev *e = arg;
+	redisAsyncHandleWrite(e->ac);
+}
+
+static void ev_add_read(void *p)
+{
+	struct rl_ev *e = p;
+	event_add(e->rev, NULL);
+}
+
+static void ev_del_read(void *p)
+{
+	struct rl_ev *e = p;
+	event_del(e->rev);
+}
+
+static void ev_add_write(void *p)
+{
+	struct rl_ev *e = p;
+	if (!(e->ac->c.flags & REDIS_CONNECTED)) {
+		/* connecting: writability is how we learn the connect finished */
+		if (!e->wev_added) {
+			event_add(e->wev, NULL);
+			e->wev_added = 1;
+		}
+		return;
+	}
+	if (!e->wev_added && !e->rc->want_write) {
+		e->rc->want_write = 1;
+		event_active(e->rc->flush, EV_TIMEOUT, 0);
+	}
+}
+
+static void ev_del_write(void *p)
+{
+	struct rl_ev *e = p;
+	if (e->wev_added) {
+		event_del(e->wev);
+		e->wev_added = 0;
+	}
+}
+
+static void ev_cleanup(void *p)
+{
+	struct rl_ev *e = p;
+	event_free(e->rev);
+	event_free(e->wev);
+	free(e);
+}
+
+static int ev_attach(redisAsyncContext *ac, struct rconn *rc, struct event_base *base)
+{
+	struct rl_ev *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -1;
+	e->ac = ac;
+	e->rc = rc;
+	e->rev = event_new(base, ac->c.fd, EV_READ | EV_PERSIST, ev_read_cb, e);
+	e->wev = event_new(base, ac->c.fd, EV_WRITE | EV_PERSIST, ev_write_cb, e);
+	if (!e->rev || !e->wev) {
+		if (e->rev)
+			event_free(e->rev);
+		if (e->wev)
+			event_free(e->wev);
+		free(e);
+		return -1;
+	}
+	if (rc->sub)
+		/* RESET notices first: when a loop turn has both the notice and a
+		 * client's request for that pair, the request must see the reset. */
+		event_priority_set(e->rev, 0);
+	ac->ev.data = e;
+	ac->ev.addRead = ev_add_read;
+	ac->ev.delRead = ev_del_read;
+	ac->ev.addWrite = ev_add_write;
+	ac->ev.delWrite = ev_del_write;
+	ac->ev.cleanup = ev_cleanup;
+	return 0;
+}
+
+/* Writes what hiredis has queued now; arms EV_WRITE for any rest. */
+static void rconn_write(struct rconn *rc)
+{
+	rc->want_write = 0;
+	if (!rc->ac)
+		return;
+	redisAsyncHandleWrite(rc->ac); /* may disconnect: rc->ac is then NULL */
+	if (rc->ac && rc->ac->c.obuf && sdslen(rc->ac->c.obuf) > 0) {
+		struct rl_ev *e = rc->ac->ev.data;
+		if (!e->wev_added) {
+			event_add(e->wev, NULL);
+			e->wev_added = 1;
+		}
+	}
 }
 
 /* ---- connections ---- */
@@ -577,16 +706,10 @@ static void rconn_connect(struct rconn *rc)
 		return;
 	}
 	ac->data = rc;
-	if (redisLibeventAttach(ac, s->evbase) != REDIS_OK) {
+	if (ev_attach(ac, rc, s->evbase) < 0) {
 		redisAsyncFree(ac);
 		rconn_lost(rc, "cannot attach to event loop");
 		return;
-	}
-	if (rc->sub) {
-		/* RESET notices first: when a loop turn has both the notice and a
-		 * client's request for that pair, the request must see the reset. */
-		redisLibeventEvents *ev = ac->ev.data;
-		event_priority_set(ev->rev, 0);
 	}
 	redisAsyncSetConnectCallback(ac, on_connect);
 	redisAsyncSetDisconnectCallback(ac, on_disconnect);
