@@ -92,12 +92,27 @@ void conn_reap(struct conn *c)
 	/* else: the last store answer frees it (slot_complete) */
 }
 
+/*
+ * Every reply is with the kernel: close gently. Closing a socket that still
+ * has unread input makes the kernel send RST, which can destroy replies the
+ * client has not read yet; so send FIN first and drop what input is queued.
+ */
+static void conn_finish(struct conn *c)
+{
+	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	char sink[4096];
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+	conn_close(c);
+}
+
 static void maybe_finish(struct conn *c)
 {
 	if (c->closed || !c->closing || c->npending)
 		return;
 	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-		conn_close(c);
+		conn_finish(c);
 	/* else write_cb closes once the output has drained */
 }
 

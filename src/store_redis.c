@@ -46,6 +46,8 @@
 /* Per decision: up to 8 keys and 3 + 4 * 8 arguments. */
 #define ARGV_MAX (4 + MAX_BATCH * (POLICY_MAX_LIMITS + 3 + 4 * POLICY_MAX_LIMITS))
 #define ARENA_SIZE (MAX_BATCH * (POLICY_MAX_LIMITS * (KEYS_MAX + 24) + 4 * 24) + 64)
+/* RESP headers are at most 1 + 20 + 2 bytes per argument, plus the script for EVAL. */
+#define CMDBUF_SIZE (ARENA_SIZE + ARGV_MAX * 48 + 64)
 
 enum rconn_state { RCONN_DOWN, RCONN_CONNECTING, RCONN_UP };
 
@@ -114,6 +116,7 @@ struct store_redis {
 	size_t argl[ARGV_MAX];
 	char *arena;
 	size_t arena_used;
+	char *cmdbuf; /* the batch's RESP bytes */
 };
 
 static void rconn_connect(struct rconn *rc);
@@ -255,14 +258,50 @@ struct sbatch {
 	struct sreq *reqs[MAX_BATCH];
 };
 
+/* Writes v (>= 0) in decimal at p; returns its length. */
+static size_t put_uint(char *p, uint64_t v)
+{
+	char tmp[24];
+	size_t n = 0, len;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	len = n;
+	while (n)
+		*p++ = tmp[--n];
+	return len;
+}
+
 /* Formats v into the arena; returns its start. */
 static const char *arena_num(struct store_redis *s, int64_t v, size_t *len)
 {
 	char *p = s->arena + s->arena_used;
-	int n = snprintf(p, 24, "%lld", (long long)v);
-	s->arena_used += (size_t)n + 1;
-	*len = (size_t)n;
+	*len = put_uint(p, (uint64_t)v);
+	s->arena_used += *len;
 	return p;
+}
+
+/* The RESP form of a command, as hiredis would format it, without its
+ * per-argument allocations. Returns the length written to out. */
+static size_t resp_format(char *out, int argc, const char **argv, const size_t *argl)
+{
+	char *p = out;
+	*p++ = '*';
+	p += put_uint(p, (uint64_t)argc);
+	*p++ = '\r';
+	*p++ = '\n';
+	for (int i = 0; i < argc; i++) {
+		*p++ = '$';
+		p += put_uint(p, argl[i]);
+		*p++ = '\r';
+		*p++ = '\n';
+		memcpy(p, argv[i], argl[i]);
+		p += argl[i];
+		*p++ = '\r';
+		*p++ = '\n';
+	}
+	return (size_t)(p - out);
 }
 
 static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata);
@@ -317,7 +356,8 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 #undef ARG
 #undef ARGS
 #undef ARGN
-	if (!rc->ac || redisAsyncCommandArgv(rc->ac, batch_cb, b, ac, argv, argl) != REDIS_OK)
+	size_t len = resp_format(s->cmdbuf, ac, argv, argl);
+	if (!rc->ac || redisAsyncFormattedCommand(rc->ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
 		return -1;
 	rc->inflight += (unsigned)b->n;
 	s->batches_sent++;
@@ -856,6 +896,7 @@ static void redis_free(struct store *base)
 	free(s->username);
 	free(s->password);
 	free(s->arena);
+	free(s->cmdbuf);
 	free(s->reset_channel);
 	free(s);
 }
@@ -946,7 +987,10 @@ struct store *store_redis_new(struct event_base *base, const struct config_redis
 	}
 	s->max_batch = MAX_BATCH;
 	s->arena = malloc(ARENA_SIZE);
-	if (!s->arena) {
+	s->cmdbuf = malloc(CMDBUF_SIZE + lua_ratelimit_len);
+	if (!s->arena || !s->cmdbuf) {
+		free(s->arena);
+		free(s->cmdbuf);
 		snprintf(err, errlen, "out of memory");
 		free(s->host);
 		free(s->unix_path);

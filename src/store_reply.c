@@ -20,7 +20,7 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 		return fail(out, "no reply from redis");
 	if (rep->type == REDIS_REPLY_ERROR)
 		return fail(out, "redis answered with an error");
-	if (rep->type != REDIS_REPLY_ARRAY || rep->elements < first + 5 || rep->elements - first < 5)
+	if (rep->type != REDIS_REPLY_ARRAY || first > rep->elements || rep->elements - first < 5)
 		return fail(out, "unexpected reply from redis");
 	int64_t v[5];
 	for (int i = 0; i < 5; i++) {

@@ -1,0 +1,595 @@
+/*
+ * fuzz_proto.c - libFuzzer harness for the line framer, parser and reply
+ * formatters (src/proto.c).
+ *
+ * Input: a 4-byte header, then the byte stream a client sends.
+ *   bytes 0-1  max_line = 1 + (little-endian u16 % 8192)
+ *   bytes 2-3  split point = u16 % (stream length + 1); also seeds the
+ *              random chunk sizes of feed (e)
+ * The stream goes through a framing loop shaped like conn.c's (accumulate,
+ * frame, parse each line, stop after a too-long line or QUIT; a partial last
+ * line is not a request) five times:
+ *   (a) framed in place on the fuzzer's own buffer (ASan sees the framer
+ *       read past the input), (b) one write, (c) one byte at a time,
+ *   (d) two writes cut at the split point, (e) writes of pseudo-random sizes.
+ * Each run logs its outcomes (command and fields, error code and message,
+ * too-long, leftover partial line); the five logs must be identical. In (b)
+ * each line is parsed from an exact-size copy (ASan sees the parser read past
+ * the line) and checked against the parser's contract and a small reference
+ * classifier written from the protocol spec, the framing result is checked
+ * against the bytes in (b), (d) and (e), and the replies each line can lead to
+ * are formatted and parsed back. Any violation aborts.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+#define HEADER 4
+#define MAX_LINE_RANGE 8192
+
+static void check(int ok, const char *what)
+{
+	if (!ok) {
+		fprintf(stderr, "fuzz_proto: invariant violated: %s\n", what);
+		abort();
+	}
+}
+
+/* ---- outcome log: a byte string, so comparing runs is one memcmp ---- */
+
+struct olog {
+	unsigned char *p;
+	size_t len, cap;
+};
+
+static void log_bytes(struct olog *l, const void *p, size_t n)
+{
+	if (l->len + n > l->cap) {
+		size_t cap = l->cap ? l->cap : 256;
+		while (cap < l->len + n)
+			cap *= 2;
+		l->p = realloc(l->p, cap);
+		check(l->p != NULL, "out of memory");
+		l->cap = cap;
+	}
+	memcpy(l->p + l->len, p, n);
+	l->len += n;
+}
+
+static void log_u64(struct olog *l, uint64_t v)
+{
+	log_bytes(l, &v, sizeof(v));
+}
+
+static void log_str(struct olog *l, const char *s)
+{
+	size_t n = strlen(s);
+	log_u64(l, n);
+	log_bytes(l, s, n);
+}
+
+/* ---- reference classifier, from proto/protocol.md ---- */
+
+static int blank(unsigned char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static int word_eq(const char *s, size_t n, const char *upper)
+{
+	if (n != strlen(upper))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c >= 'a' && c <= 'z')
+			c = (char)(c - 'a' + 'A');
+		if (c != upper[i])
+			return 0;
+	}
+	return 1;
+}
+
+/* Decimal digits only, no sign, value 1..2147483647; leading zeros are
+ * accepted as the spec says. Returns 0 and the value, or -1. */
+static int ref_cost(const char *s, size_t n, int64_t *out)
+{
+	size_t i = 0;
+	int64_t v = 0;
+	if (n == 0)
+		return -1;
+	for (size_t k = 0; k < n; k++)
+		if (s[k] < '0' || s[k] > '9')
+			return -1;
+	while (i < n && s[i] == '0')
+		i++;
+	if (n - i > 10)
+		return -1;
+	for (; i < n; i++)
+		v = v * 10 + (s[i] - '0');
+	if (v < 1 || v > PROTO_COST_MAX)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+#define REF_TOKENS 8
+
+struct ref {
+	const char *code; /* NULL: parses */
+	enum proto_verb verb;
+	const char *tok[REF_TOKENS];
+	size_t tlen[REF_TOKENS];
+	int ntok; /* REF_TOKENS + 1 means "more than fit" */
+	int64_t cost;
+};
+
+/*
+ * Classifies a line (LF excluded) as proto_parse should. Precedence, where
+ * the spec leaves it open, follows proto.c: control bytes, then too many
+ * tokens (more than 5, whatever the verb), empty, verb, token count, cost,
+ * user length.
+ */
+static void ref_classify(const char *line, size_t len, struct ref *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->cost = 1;
+	if (len > 0 && line[len - 1] == '\r')
+		len--;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)line[i];
+		if (c != '\t' && (c < 0x20 || c == 0x7f)) {
+			r->code = "syntax";
+			return;
+		}
+	}
+	size_t i = 0;
+	while (i < len) {
+		while (i < len && blank((unsigned char)line[i]))
+			i++;
+		if (i == len)
+			break;
+		size_t start = i;
+		while (i < len && !blank((unsigned char)line[i]))
+			i++;
+		if (r->ntok < REF_TOKENS) {
+			r->tok[r->ntok] = line + start;
+			r->tlen[r->ntok] = i - start;
+		}
+		if (r->ntok <= REF_TOKENS)
+			r->ntok++;
+	}
+	if (r->ntok == 0 || r->ntok > 5) {
+		r->code = "syntax";
+		return;
+	}
+	const char *v = r->tok[0];
+	size_t vl = r->tlen[0];
+	int n = r->ntok;
+	if (word_eq(v, vl, "ALLOW") || word_eq(v, vl, "PEEK")) {
+		r->verb = word_eq(v, vl, "ALLOW") ? PROTO_ALLOW : PROTO_PEEK;
+		if (n < 3 || n > 4)
+			r->code = "syntax";
+		else if (n == 4 && ref_cost(r->tok[3], r->tlen[3], &r->cost) < 0)
+			r->code = "bad-cost";
+		else if (r->tlen[1] > PROTO_USER_MAX)
+			r->code = "bad-user";
+	} else if (word_eq(v, vl, "RESET")) {
+		r->verb = PROTO_RESET;
+		if (n != 3)
+			r->code = "syntax";
+		else if (r->tlen[1] > PROTO_USER_MAX)
+			r->code = "bad-user";
+	} else if (word_eq(v, vl, "PING") || word_eq(v, vl, "QUIT")) {
+		r->verb = word_eq(v, vl, "PING") ? PROTO_PING : PROTO_QUIT;
+		if (n != 1)
+			r->code = "syntax";
+	} else {
+		r->code = "unknown-command";
+	}
+}
+
+/* ---- formatters ---- */
+
+static uint64_t fnv(const char *s, size_t n, uint64_t h)
+{
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+/* Parses "<int>" followed by `end`; returns the position after end or NULL. */
+static const char *read_int(const char *p, const char *lim, int64_t *v, char end)
+{
+	int neg = 0;
+	uint64_t u = 0;
+	if (p < lim && *p == '-') {
+		neg = 1;
+		p++;
+	}
+	const char *start = p;
+	while (p < lim && *p >= '0' && *p <= '9' && p - start < 20) {
+		u = u * 10 + (uint64_t)(*p - '0');
+		p++;
+	}
+	/* 19 digits hold every int64 and cannot overflow u. */
+	if (p == start || p - start > 19 || p >= lim || *p != end)
+		return NULL;
+	/* Round trip through the two's complement: INT64_MIN is 9223372036854775808. */
+	*v = neg ? (int64_t)(0 - u) : (int64_t)u;
+	return p + 1;
+}
+
+static void check_decision_format(int allowed, const int64_t in[4])
+{
+	char *buf = malloc(PROTO_REPLY_MAX); /* exact size: ASan sees an overflow */
+	check(buf != NULL, "out of memory");
+	size_t n = proto_format_decision(buf, allowed, in[0], in[1], in[2], in[3]);
+	check(n > 0 && n <= PROTO_REPLY_MAX, "decision reply length");
+	check(buf[n - 1] == '\n' && !memchr(buf, '\n', n - 1), "decision reply is one line");
+	const char *word = allowed ? "ALLOWED " : "DENIED ";
+	size_t wl = strlen(word);
+	check(n > wl && memcmp(buf, word, wl) == 0, "decision reply word");
+	const char *p = buf + wl, *lim = buf + n;
+	for (int i = 0; i < 4; i++) {
+		int64_t v;
+		p = read_int(p, lim, &v, i < 3 ? ' ' : '\n');
+		check(p != NULL && v == in[i], "decision reply fields round-trip");
+	}
+	check(p == lim, "decision reply has nothing after the fields");
+	free(buf);
+}
+
+static void check_err_format(const char *code, const char *msg)
+{
+	char *buf = malloc(PROTO_REPLY_MAX);
+	check(buf != NULL, "out of memory");
+	size_t n = proto_format_err(buf, code, msg);
+	check(n > 0 && n <= PROTO_REPLY_MAX && buf[n - 1] == '\n', "error reply length");
+	size_t cl = strlen(code), ml = strlen(msg);
+	size_t want = 4 + cl + 1 + ml + 1;
+	if (want <= PROTO_REPLY_MAX) {
+		check(n == want, "short error reply is complete");
+		check(memcmp(buf, "ERR ", 4) == 0 && memcmp(buf + 4, code, cl) == 0 &&
+			      buf[4 + cl] == ' ' && memcmp(buf + 5 + cl, msg, ml) == 0,
+		      "error reply text");
+	} else {
+		check(n == PROTO_REPLY_MAX, "long error reply is cut at PROTO_REPLY_MAX");
+	}
+	free(buf);
+}
+
+static void check_str_format(const char *word)
+{
+	char *buf = malloc(PROTO_REPLY_MAX);
+	check(buf != NULL, "out of memory");
+	size_t n = proto_format_str(buf, word);
+	size_t wl = strlen(word);
+	check(n == wl + 1 && memcmp(buf, word, wl) == 0 && buf[wl] == '\n', "word reply");
+	free(buf);
+}
+
+/* ---- one line: parse, check, log ---- */
+
+static int known_code(const char *code)
+{
+	return code && (!strcmp(code, "syntax") || !strcmp(code, "unknown-command") ||
+			!strcmp(code, "bad-cost") || !strcmp(code, "bad-user"));
+}
+
+static int inside(const char *p, size_t n, const char *line, size_t len)
+{
+	return p >= line && n <= len && p <= line + len - n;
+}
+
+/* Appends one parse outcome to the log: what the connection would act on. */
+static void log_outcome(struct olog *l, int rc, const struct proto_cmd *cmd,
+			const struct proto_err *err)
+{
+	if (rc != 0) {
+		log_bytes(l, "E", 1);
+		log_str(l, err->code ? err->code : "(null)");
+		log_str(l, err->msg ? err->msg : "(null)");
+		return;
+	}
+	log_bytes(l, "C", 1);
+	log_u64(l, (uint64_t)cmd->verb);
+	log_u64(l, (uint64_t)cmd->cost);
+	if (cmd->verb == PROTO_ALLOW || cmd->verb == PROTO_PEEK || cmd->verb == PROTO_RESET) {
+		log_u64(l, cmd->user_len);
+		log_bytes(l, cmd->user, cmd->user_len);
+		log_u64(l, cmd->action_len);
+		log_bytes(l, cmd->action, cmd->action_len);
+	}
+}
+
+/* The parser's contract, and agreement with the reference classifier. */
+static void check_outcome(const char *line, size_t n, int rc, const struct proto_cmd *cmd,
+			  const struct proto_err *err)
+{
+	struct ref ref;
+	ref_classify(line, n, &ref);
+	if (rc != 0) {
+		check(rc == -1, "proto_parse returns 0 or -1");
+		check(known_code(err->code), "error code is a known one");
+		check(err->msg != NULL && err->msg[0] != '\0', "error message is set");
+		for (const char *m = err->msg; *m; m++)
+			check(*m >= 0x20 && *m < 0x7f, "error message is printable");
+		check(ref.code != NULL, "rejected a line the spec accepts");
+		check(!strcmp(err->code, ref.code), "error code differs from the reference");
+		return;
+	}
+	check(ref.code == NULL, "parsed a line the spec rejects");
+	check(cmd->verb == ref.verb, "verb differs from the reference");
+	check(cmd->cost >= 1 && cmd->cost <= PROTO_COST_MAX, "cost in 1..2147483647");
+	check(cmd->cost == ref.cost, "cost differs from the reference");
+	switch (cmd->verb) {
+	case PROTO_ALLOW:
+	case PROTO_PEEK:
+	case PROTO_RESET:
+		check(cmd->user_len >= 1 && cmd->user_len <= PROTO_USER_MAX, "user_len 1..512");
+		check(cmd->action_len >= 1, "action_len >= 1");
+		check(inside(cmd->user, cmd->user_len, line, n), "user inside the line");
+		check(inside(cmd->action, cmd->action_len, line, n), "action inside the line");
+		/* The reference tokens have no blanks and no control bytes. */
+		check(cmd->user == ref.tok[1] && cmd->user_len == ref.tlen[1], "user token");
+		check(cmd->action == ref.tok[2] && cmd->action_len == ref.tlen[2], "action token");
+		if (cmd->verb == PROTO_RESET)
+			check(cmd->cost == 1, "RESET cost is 1");
+		break;
+	case PROTO_PING:
+	case PROTO_QUIT:
+		check(cmd->cost == 1, "PING/QUIT cost is 1");
+		break;
+	default:
+		check(0, "unknown verb");
+	}
+}
+
+/* Formats the replies this outcome can lead to, with awkward values. */
+static void check_formats(const char *line, size_t n, int rc, const struct proto_cmd *cmd,
+			  const struct proto_err *err)
+{
+	if (rc != 0) {
+		check_err_format(err->code, err->msg);
+		return;
+	}
+	/* Fields from the line's hash: any int64, negatives included. */
+	uint64_t h = fnv(line, n, 14695981039346656037ULL);
+	int64_t v[4];
+	for (int i = 0; i < 4; i++) {
+		h = fnv((const char *)&h, sizeof(h), h);
+		v[i] = (int64_t)h;
+	}
+	if (n % 3 == 0) {
+		v[0] = INT64_MIN;
+		v[3] = INT64_MAX;
+	}
+	check_decision_format(cmd->verb == PROTO_ALLOW, v);
+	v[0] = cmd->cost;
+	v[1] = -1;
+	v[2] = 0;
+	v[3] = (int64_t)n;
+	check_decision_format(cmd->verb != PROTO_ALLOW, v);
+	if (cmd->verb == PROTO_ALLOW || cmd->verb == PROTO_PEEK) {
+		/* The user as an error message: long, arbitrary bytes. */
+		char *msg = malloc(cmd->user_len + 1);
+		check(msg != NULL, "out of memory");
+		memcpy(msg, cmd->user, cmd->user_len);
+		msg[cmd->user_len] = '\0';
+		check_err_format("unknown-action", msg);
+		free(msg);
+	}
+	check_str_format(cmd->verb == PROTO_PING ? "PONG" : cmd->verb == PROTO_QUIT ? "BYE" : "OK");
+}
+
+/*
+ * Parses one line (n bytes at data, LF excluded) and logs the outcome.
+ * Returns 1 when the connection would stop (QUIT). With `full`, the line is
+ * parsed from an exact-size copy (ASan sees any overread), checked and its
+ * replies formatted; the other feeds only log, as their logs must equal the
+ * fully checked one anyway.
+ */
+static int one_line(const char *data, size_t n, struct olog *l, int full)
+{
+	char *copy = NULL;
+	const char *line = data;
+	if (full) {
+		copy = malloc(n ? n : 1);
+		check(copy != NULL, "out of memory");
+		memcpy(copy, data, n);
+		line = copy;
+	}
+	struct proto_cmd cmd;
+	struct proto_err err = {NULL, NULL};
+	memset(&cmd, 0xa5, sizeof(cmd));
+	int rc = proto_parse(line, n, &cmd, &err);
+	if (full) {
+		check_outcome(line, n, rc, &cmd, &err);
+		check_formats(line, n, rc, &cmd, &err);
+	}
+	log_outcome(l, rc, &cmd, &err);
+	free(copy);
+	return rc == 0 && cmd.verb == PROTO_QUIT;
+}
+
+/* Checks what proto_frame said about buf[0..len) against the bytes. */
+static void check_frame(const char *buf, size_t len, size_t max_line, long n, size_t consumed)
+{
+	size_t scan = len < max_line + 2 ? len : max_line + 2;
+	const char *lf = memchr(buf, '\n', scan);
+	if (n >= 0) {
+		size_t un = (size_t)n;
+		check(lf != NULL && (size_t)(lf - buf) == un, "frame ends at the first LF");
+		check(consumed == un + 1, "frame consumes the line and its LF");
+		size_t content = un > 0 && buf[un - 1] == '\r' ? un - 1 : un;
+		check(content <= max_line, "framed line within max_line");
+	} else if (n == -1) {
+		check(lf == NULL && len <= max_line + 1, "need-more only while a line can fit");
+	} else if (n == -2) {
+		if (lf) {
+			size_t un = (size_t)(lf - buf);
+			size_t content = un > 0 && buf[un - 1] == '\r' ? un - 1 : un;
+			check(content > max_line, "too-long line really is too long");
+		} else {
+			check(len >= max_line + 2, "too-long without LF only past max_line + 1");
+		}
+	} else {
+		check(0, "proto_frame returns >= 0, -1 or -2");
+	}
+}
+
+/* ---- the connection model ---- */
+
+struct conn {
+	size_t max_line;
+	char *buf;
+	size_t len, cap;
+	int stopped; /* too-long line or QUIT: nothing more is read */
+	int full; /* check every line fully (one feed is enough) */
+	int fast; /* skip the per-frame checks (the byte-by-byte feed rescans a lot) */
+	struct olog log;
+};
+
+/* conn.c's process_input: frame and parse all complete lines buffered. */
+static void conn_process(struct conn *c)
+{
+	size_t off = 0;
+	while (!c->stopped && off < c->len) {
+		size_t len = c->len - off;
+		size_t want = len < c->max_line + 2 ? len : c->max_line + 2;
+		size_t consumed = 0, consumed_all = 0;
+		long n = proto_frame(c->buf + off, want, c->max_line, &consumed);
+		if (!c->fast) {
+			long n_all = proto_frame(c->buf + off, len, c->max_line, &consumed_all);
+			check(n == n_all && (n < 0 || consumed == consumed_all),
+			      "frame result does not depend on bytes past max_line + 2");
+			check_frame(c->buf + off, want, c->max_line, n, consumed);
+		}
+		if (n == -1)
+			break;
+		if (n == -2) {
+			log_bytes(&c->log, "T", 1);
+			c->stopped = 1;
+			break;
+		}
+		if (one_line(c->buf + off, (size_t)n, &c->log, c->full))
+			c->stopped = 1;
+		off += consumed;
+	}
+	memmove(c->buf, c->buf + off, c->len - off);
+	c->len -= off;
+}
+
+static void conn_feed(struct conn *c, const char *p, size_t n)
+{
+	if (c->stopped || n == 0)
+		return;
+	if (c->len + n > c->cap) {
+		size_t cap = c->cap ? c->cap : 64;
+		while (cap < c->len + n)
+			cap *= 2;
+		c->buf = realloc(c->buf, cap);
+		check(c->buf != NULL, "out of memory");
+		c->cap = cap;
+	}
+	memcpy(c->buf + c->len, p, n);
+	c->len += n;
+	conn_process(c);
+}
+
+/* End of input: what is left is a partial line (never a request). */
+static void conn_eof(struct conn *c)
+{
+	log_bytes(&c->log, "P", 1);
+	log_u64(&c->log, c->stopped ? 0 : c->len);
+	free(c->buf);
+	c->buf = NULL;
+}
+
+/* Feed (a): framing straight on the caller's buffer, nothing copied. */
+static void frame_in_place(const char *data, size_t size, size_t max_line, struct olog *l)
+{
+	size_t off = 0;
+	int stopped = 0;
+	while (!stopped && off < size) {
+		size_t len = size - off;
+		size_t want = len < max_line + 2 ? len : max_line + 2;
+		size_t consumed = 0;
+		long n = proto_frame(data + off, want, max_line, &consumed);
+		check_frame(data + off, want, max_line, n, consumed);
+		if (n == -1)
+			break;
+		if (n == -2) {
+			log_bytes(l, "T", 1);
+			stopped = 1;
+			break;
+		}
+		stopped = one_line(data + off, (size_t)n, l, 0);
+		off += consumed;
+	}
+	log_bytes(l, "P", 1);
+	log_u64(l, stopped ? 0 : size - off);
+}
+
+static void same(const struct olog *a, const struct olog *b, const char *what)
+{
+	check(a->len == b->len && (a->len == 0 || memcmp(a->p, b->p, a->len) == 0), what);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < HEADER)
+		return 0;
+	size_t max_line = 1 + (size_t)((data[0] | data[1] << 8) % MAX_LINE_RANGE);
+	const char *s = (const char *)data + HEADER;
+	size_t n = size - HEADER;
+	size_t split = (size_t)(data[2] | data[3] << 8) % (n + 1);
+	uint32_t rnd = (uint32_t)(data[0] | data[1] << 8 | data[2] << 16 | (uint32_t)data[3] << 24);
+
+	struct olog in_place = {0};
+	frame_in_place(s, n, max_line, &in_place);
+
+	struct conn whole = {.max_line = max_line, .full = 1};
+	conn_feed(&whole, s, n);
+	conn_eof(&whole);
+
+	struct conn bytes = {.max_line = max_line, .fast = 1};
+	for (size_t i = 0; i < n; i++)
+		conn_feed(&bytes, s + i, 1);
+	conn_eof(&bytes);
+
+	struct conn cut = {.max_line = max_line};
+	conn_feed(&cut, s, split);
+	conn_feed(&cut, s + split, n - split);
+	conn_eof(&cut);
+
+	struct conn chunks = {.max_line = max_line};
+	for (size_t i = 0; i < n;) {
+		rnd = rnd * 1103515245u + 12345u;
+		size_t k = 1 + (rnd >> 16) % 97;
+		if (k > n - i)
+			k = n - i;
+		conn_feed(&chunks, s + i, k);
+		i += k;
+	}
+	conn_eof(&chunks);
+
+	same(&in_place, &whole.log, "in-place framing and one write differ");
+	same(&whole.log, &bytes.log, "one write and byte-by-byte differ");
+	same(&whole.log, &cut.log, "one write and a split write differ");
+	same(&whole.log, &chunks.log, "one write and random chunks differ");
+
+	free(in_place.p);
+	free(whole.log.p);
+	free(bytes.log.p);
+	free(cut.log.p);
+	free(chunks.log.p);
+	return 0;
+}

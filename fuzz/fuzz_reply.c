@@ -1,0 +1,164 @@
+/*
+ * fuzz_reply.c - libFuzzer harness for decoding Redis replies to the decision
+ * script (store_reply_decision in src/store_reply.c), behind hiredis's own
+ * reply reader as the daemon uses it.
+ *
+ * Input: byte 0 chooses how the rest is fed to the redisReader (whole, or in
+ * chunks of 1..255 bytes, as replies arrive from a socket); the rest is what
+ * "Redis" sends. Every reply obtained is decoded at first = 0 and 5 (one
+ * decision, or the second of a batch of two) and at its own element count
+ * (and that minus 5); and, for arrays, every element is decoded too (nested
+ * replies). The result must match a reference decoder
+ * written from the header's contract: STORE_OK with allowed in {0,1},
+ * limit >= 0, retry >= -1, reset >= 0 and the five integers copied, or
+ * STORE_FAILED with a detail. Any violation aborts.
+ *
+ * hiredis 0.14.1 allocates an array's element vector as soon as it reads the
+ * header (`*2000000000` asks for 16 GB), which libFuzzer reports as an
+ * out-of-memory crash in hiredis rather than in our code. The reader's
+ * createArray is therefore wrapped to refuse more than MAX_ELEMENTS elements;
+ * the reader then fails with an out-of-memory error, like a real failed
+ * allocation would.
+ */
+#include <hiredis/hiredis.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store.h"
+#include "store_reply.h"
+
+#define MAX_ELEMENTS 65536
+
+/* Also decode at offsets where first + 5 wraps around (ULONG_MAX - 2...):
+ * the bounds check must not wrap (it once did; fuzz/crashes-found/README.md). */
+#ifndef RL_FUZZ_WRAPPING_FIRST
+#define RL_FUZZ_WRAPPING_FIRST 1
+#endif
+
+static void check(int ok, const char *what)
+{
+	if (!ok) {
+		fprintf(stderr, "fuzz_reply: invariant violated: %s\n", what);
+		abort();
+	}
+}
+
+static void *(*real_create_array)(const redisReadTask *, int);
+
+static void *guarded_create_array(const redisReadTask *task, int elements)
+{
+	if (elements > MAX_ELEMENTS)
+		return NULL;
+	return real_create_array(task, elements);
+}
+
+/* What store_reply_decision must answer, from store_reply.h. */
+static int reference(const redisReply *rep, unsigned long first, long long v[5])
+{
+	if (!rep || rep->type != REDIS_REPLY_ARRAY)
+		return -1;
+	if (first > rep->elements || rep->elements - first < 5)
+		return -1;
+	for (unsigned long i = 0; i < 5; i++) {
+		const redisReply *e = rep->element[first + i];
+		if (!e || e->type != REDIS_REPLY_INTEGER)
+			return -1;
+		v[i] = e->integer;
+	}
+	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[3] < -1 || v[4] < 0)
+		return -1;
+	return 0;
+}
+
+static void decode(const redisReply *rep, unsigned long first)
+{
+	struct store_result res;
+	memset(&res, 0xa5, sizeof(res));
+	int rc = store_reply_decision(rep, first, &res);
+	long long v[5];
+	int want = reference(rep, first, v);
+	check(rc == want, "verdict differs from the reference");
+	if (rc == 0) {
+		check(res.status == STORE_OK, "rc 0 means STORE_OK");
+		check(res.allowed == 0 || res.allowed == 1, "allowed in {0,1}");
+		check(res.limit >= 0, "limit >= 0");
+		check(res.retry_after_ms >= -1, "retry_after_ms >= -1");
+		check(res.reset_ms >= 0, "reset_ms >= 0");
+		check(res.allowed == v[0] && res.limit == v[1] && res.remaining == v[2] &&
+			      res.retry_after_ms == v[3] && res.reset_ms == v[4],
+		      "fields are the five integers");
+	} else {
+		check(rc == -1, "store_reply_decision returns 0 or -1");
+		check(res.status == STORE_FAILED, "rc -1 means STORE_FAILED");
+		check(res.detail != NULL && res.detail[0] != '\0', "a failure says why");
+	}
+}
+
+static void decode_all(const redisReply *rep, int depth)
+{
+	decode(rep, 0);
+	decode(rep, 5);
+	if (RL_FUZZ_WRAPPING_FIRST) {
+		decode(rep, ULONG_MAX);
+		decode(rep, ULONG_MAX - 2);
+	}
+	if (rep->type != REDIS_REPLY_ARRAY)
+		return;
+	decode(rep, rep->elements);
+	if (rep->elements >= 5)
+		decode(rep, rep->elements - 5);
+	if (depth < 8)
+		for (size_t i = 0; i < rep->elements; i++)
+			if (rep->element[i])
+				decode_all(rep->element[i], depth + 1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int once;
+	if (!once) {
+		decode(NULL, 0); /* the NULL reply of a disconnect */
+		once = 1;
+	}
+	if (size < 1)
+		return 0;
+	size_t chunk = data[0] ? data[0] : SIZE_MAX;
+	data++;
+	size--;
+
+	redisReader *r = redisReaderCreate();
+	check(r != NULL, "out of memory");
+	/* The default functions live in hiredis; keep them, bound createArray. */
+	static redisReplyObjectFunctions fns;
+	fns = *r->fn;
+	real_create_array = fns.createArray;
+	fns.createArray = guarded_create_array;
+	r->fn = &fns;
+
+	size_t off = 0;
+	int failed = 0;
+	while (!failed && off < size) {
+		size_t k = size - off < chunk ? size - off : chunk;
+		if (redisReaderFeed(r, (const char *)data + off, k) != REDIS_OK)
+			break;
+		off += k;
+		for (;;) {
+			void *reply = NULL;
+			if (redisReaderGetReply(r, &reply) != REDIS_OK) {
+				failed = 1; /* protocol error: the daemon drops the connection */
+				break;
+			}
+			if (!reply)
+				break;
+			decode_all(reply, 0);
+			freeReplyObject(reply);
+		}
+	}
+	redisReaderFree(r);
+	return 0;
+}
