@@ -51,6 +51,7 @@ struct conn {
 	int closed;	   /* handed to the reaper */
 	int eof;	   /* the client shut its side; answer what it sent */
 	int admin;	   /* came through an admin listener */
+	int dirty;	   /* replies ready to write at the end of this loop turn */
 };
 
 static void process_input(struct conn *c);
@@ -127,8 +128,12 @@ static void slot_complete(struct cmd_slot *slot)
 			conn_destroy(c);
 		return;
 	}
-	if (p == c->head)
-		flush_replies(c);
+	if (p == c->head && !c->dirty) {
+		/* Written at the end of the loop turn, with every other reply
+		 * that becomes ready in it: one send() for a whole batch. */
+		c->dirty = 1;
+		server_defer_flush(c->srv, c);
+	}
 }
 
 static struct pending *pending_new(struct conn *c)
@@ -252,6 +257,15 @@ static void process_input(struct conn *c)
 		if (!c->closed)
 			evbuffer_drain(in, consumed);
 	}
+	if (!c->closed && !c->dirty && (c->head == NULL || c->head->done)) {
+		c->dirty = 1;
+		server_defer_flush(c->srv, c);
+	}
+}
+
+void conn_flush(struct conn *c)
+{
+	c->dirty = 0;
 	if (!c->closed)
 		flush_replies(c);
 }

@@ -14,7 +14,9 @@ struct conn *conn_new(struct server *srv, evutil_socket_t fd, int admin);
 void conn_drain(struct conn *c);
 /* Drops the client now; replies still owed are discarded when they arrive. */
 void conn_close(struct conn *c);
-/* Called by the server's deferred-free event, never from c's own callbacks. */
+/* Called by the server's end-of-turn event, never from c's own callbacks:
+ * conn_flush writes the replies that became ready, conn_reap frees. */
+void conn_flush(struct conn *c);
 void conn_reap(struct conn *c);
 
 /* The server's list of clients threads through each conn. */

@@ -46,9 +46,11 @@ struct server {
 	int nlisteners;
 	struct conn *clients; /* list through conn_link */
 	size_t nclients;
-	struct conn **reap;
+	struct conn **reap; /* closed, to free */
 	size_t nreap, capreap;
-	struct event *reap_ev;
+	struct conn **dirty; /* replies ready, to write */
+	size_t ndirty, capdirty;
+	struct event *turn_ev; /* end of loop turn: write, then free */
 	int draining;
 	unsigned long long rejected; /* connections refused by max_clients */
 	void (*drained)(void *);
@@ -129,28 +131,48 @@ void server_conn_removed(struct server *srv, struct conn *c)
 		event_active(srv->drained_ev, EV_TIMEOUT, 0);
 }
 
-void server_defer_free(struct server *srv, struct conn *c)
+/* Appends c to a list that only grows between two end-of-turn events. */
+static int list_push(struct conn ***list, size_t *n, size_t *cap, struct conn *c)
 {
-	if (srv->nreap == srv->capreap) {
-		size_t cap = srv->capreap ? srv->capreap * 2 : 64;
-		struct conn **r = realloc(srv->reap, cap * sizeof(*r));
-		if (!r) {
-			/* Leak one connection rather than free it under its own callback. */
-			log_error("out of memory while closing a client");
-			return;
-		}
-		srv->reap = r;
-		srv->capreap = cap;
+	if (*n == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 64;
+		struct conn **l = realloc(*list, ncap * sizeof(**list));
+		if (!l)
+			return -1;
+		*list = l;
+		*cap = ncap;
 	}
-	srv->reap[srv->nreap++] = c;
-	event_active(srv->reap_ev, EV_TIMEOUT, 0);
+	(*list)[(*n)++] = c;
+	return 0;
 }
 
-static void reap_cb(evutil_socket_t fd, short what, void *arg)
+void server_defer_free(struct server *srv, struct conn *c)
+{
+	/* On failure leak one connection rather than free it under its own callback. */
+	if (list_push(&srv->reap, &srv->nreap, &srv->capreap, c) < 0)
+		log_error("out of memory while closing a client");
+	event_active(srv->turn_ev, EV_TIMEOUT, 0);
+}
+
+void server_defer_flush(struct server *srv, struct conn *c)
+{
+	if (list_push(&srv->dirty, &srv->ndirty, &srv->capdirty, c) < 0) {
+		conn_flush(c); /* out of memory: write now instead */
+		return;
+	}
+	event_active(srv->turn_ev, EV_TIMEOUT, 0);
+}
+
+/* Writes first (a connection closed meanwhile is skipped by conn_flush),
+ * then frees: nothing on the dirty list is freed before it is looked at. */
+static void turn_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct server *srv = arg;
+	for (size_t i = 0; i < srv->ndirty; i++)
+		conn_flush(srv->dirty[i]); /* may close: adds to reap */
+	srv->ndirty = 0;
 	for (size_t i = 0; i < srv->nreap; i++)
 		conn_reap(srv->reap[i]);
 	srv->nreap = 0;
@@ -293,7 +315,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	store_watch_resets(store, cfg->prefix, reset_notice, srv);
 	config_ref(cfg);
 	srv->cfg = cfg;
-	srv->reap_ev = event_new(base, -1, 0, reap_cb, srv);
+	srv->turn_ev = event_new(base, -1, 0, turn_cb, srv);
 	srv->drained_ev = event_new(base, -1, 0, drained_cb, srv);
 	for (size_t i = 0; i < cfg->nlisten && i < MAX_LISTENERS; i++) {
 		srv->nlisteners++;
@@ -328,7 +350,7 @@ void server_free(struct server *srv)
 	close_listeners(srv);
 	while (srv->clients)
 		conn_close(srv->clients);
-	reap_cb(-1, 0, srv);
+	turn_cb(-1, 0, srv);
 	for (int i = 0; i < srv->nlisteners; i++) {
 		struct listener *l = &srv->listeners[i];
 		if (l->resume)
@@ -337,7 +359,8 @@ void server_free(struct server *srv)
 		free(l->name);
 	}
 	free(srv->reap);
-	event_free(srv->reap_ev);
+	free(srv->dirty);
+	event_free(srv->turn_ev);
 	event_free(srv->drained_ev);
 	config_unref(srv->cfg);
 	denycache_free(srv->env.deny);

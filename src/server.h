@@ -31,5 +31,6 @@ void server_free(struct server *srv);
 void server_conn_added(struct server *srv, struct conn *c);
 void server_conn_removed(struct server *srv, struct conn *c);
 void server_defer_free(struct server *srv, struct conn *c);
+void server_defer_flush(struct server *srv, struct conn *c);
 
 #endif
