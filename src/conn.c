@@ -54,6 +54,43 @@ struct conn {
 	int dirty;	   /* replies ready to write at the end of this loop turn */
 };
 
+/* Request slots are recycled: no malloc per request in steady state. */
+#define POOL_MAX 4096
+static struct pending *pool;
+static size_t npool;
+
+static struct pending *pending_alloc(void)
+{
+	struct pending *p = pool;
+	if (p) {
+		pool = p->next;
+		npool--;
+		return p;
+	}
+	return malloc(sizeof(*p));
+}
+
+static void pending_release(struct pending *p)
+{
+	if (npool >= POOL_MAX) {
+		free(p);
+		return;
+	}
+	p->next = pool;
+	pool = p;
+	npool++;
+}
+
+void conn_pool_free(void)
+{
+	while (pool) {
+		struct pending *p = pool;
+		pool = p->next;
+		free(p);
+	}
+	npool = 0;
+}
+
 static void process_input(struct conn *c);
 static void flush_replies(struct conn *c);
 
@@ -67,7 +104,7 @@ static void conn_destroy(struct conn *c)
 	struct pending *p = c->head;
 	while (p) {
 		struct pending *next = p->next;
-		free(p);
+		pending_release(p);
 		p = next;
 	}
 	free(c);
@@ -138,7 +175,7 @@ static void slot_complete(struct cmd_slot *slot)
 
 static struct pending *pending_new(struct conn *c)
 {
-	struct pending *p = malloc(sizeof(*p));
+	struct pending *p = pending_alloc();
 	if (!p)
 		return NULL;
 	p->next = NULL;
@@ -181,7 +218,7 @@ static void flush_replies(struct conn *c)
 		if (!c->head)
 			c->tail = NULL;
 		c->npending--;
-		free(p);
+		pending_release(p);
 	}
 	if (n) {
 		size_t off = 0;

@@ -19,6 +19,9 @@ void conn_close(struct conn *c);
 void conn_flush(struct conn *c);
 void conn_reap(struct conn *c);
 
+/* Frees the recycled request slots; at exit, after the store is freed. */
+void conn_pool_free(void);
+
 /* The server's list of clients threads through each conn. */
 struct conn_link {
 	struct conn *prev, *next;

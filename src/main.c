@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "conn.h"
 #include "log.h"
 #include "sd.h"
 #include "server.h"
@@ -250,6 +251,7 @@ int main(int argc, char **argv)
 
 	server_free(d.srv);
 	store_free(d.store); /* answers anything still waiting; frees those clients */
+	conn_pool_free();
 	event_free(sig_hup);
 	event_free(sig_term);
 	event_free(sig_int);
