@@ -614,10 +614,25 @@ static int parse_map(struct parser *P, const struct conf_key *keys, size_t nkeys
 	}
 }
 
-enum { RK_ADDRESS, RK_USERNAME, RK_PASSWORD, RK_DATABASE, RK_TIMEOUT, RK_CONNECTIONS, RK_N };
+static int set_addr_list(struct parser *P, const struct conf_key *k, void *dst);
+static int set_sentinel(struct parser *P, const struct conf_key *k, void *dst);
+
+enum {
+	RK_ADDRESS,
+	RK_CLUSTER,
+	RK_SENTINEL,
+	RK_USERNAME,
+	RK_PASSWORD,
+	RK_DATABASE,
+	RK_TIMEOUT,
+	RK_CONNECTIONS,
+	RK_N
+};
 
 static const struct conf_key redis_keys[RK_N] = {
 	[RK_ADDRESS] = {"address", set_address, offsetof(struct config_redis, address), 0, 0},
+	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0, 0},
+	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0},
 	[RK_USERNAME] = {"username", set_string, offsetof(struct config_redis, username), 0, 0},
 	[RK_PASSWORD] = {"password", set_string, offsetof(struct config_redis, password), 0, 0},
 	[RK_DATABASE] = {"database", set_int, offsetof(struct config_redis, database), 0, 2147483647},
@@ -637,7 +652,87 @@ static int set_redis(struct parser *P, const struct conf_key *k, void *dst)
 	/* Redis 6 ACL AUTH takes both; a user alone would silently log in as default. */
 	if ((seen & (1u << RK_USERNAME)) && !(seen & (1u << RK_PASSWORD)))
 		return failk(P, marks[RK_USERNAME], "username", "requires redis.password");
+	struct config_redis *r = dst;
+	int modes = !!(seen & (1u << RK_ADDRESS)) + !!(seen & (1u << RK_CLUSTER)) +
+		    !!(seen & (1u << RK_SENTINEL));
+	if (modes > 1) {
+		int second = (seen & (1u << RK_SENTINEL)) ? RK_SENTINEL : RK_CLUSTER;
+		return fail(P, marks[second],
+			    "redis: use only one of address, cluster and sentinel");
+	}
+	if (seen & (1u << RK_CLUSTER)) {
+		r->mode = CONFIG_REDIS_CLUSTER;
+		/* Redis Cluster has database 0 only. */
+		if ((seen & (1u << RK_DATABASE)) && r->database != 0)
+			return failk(P, marks[RK_DATABASE], "database", "must be 0 with cluster");
+	} else if (seen & (1u << RK_SENTINEL)) {
+		r->mode = CONFIG_REDIS_SENTINEL;
+	}
 	P->section[0] = '\0';
+	return 0;
+}
+
+static void free_addrs(struct config_addrs *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->addr[i]);
+	free(a->addr);
+	a->addr = NULL;
+	a->n = 0;
+}
+
+/* A list of host:port (TCP only: cluster nodes and sentinels announce TCP addresses). */
+static int set_addr_list(struct parser *P, const struct conf_key *k, void *dst)
+{
+	struct config_addrs *a = dst;
+	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
+		return failk(P, P->ev.start_mark, k->name, "expected a list of host:port");
+	yaml_mark_t start = P->ev.start_mark;
+	size_t cap = 0;
+	free_addrs(a);
+	for (;;) {
+		const char *s;
+		size_t len;
+		if (next(P) < 0)
+			return -1;
+		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
+			break;
+		if (address_scalar(P, k->name, &s, &len) < 0)
+			return -1;
+		if (len >= 5 && memcmp(s, "unix:", 5) == 0)
+			return failk(P, P->ev.start_mark, k->name, "expected host:port, not a unix socket");
+		if (grow((void **)&a->addr, &cap, a->n, sizeof(*a->addr)) < 0)
+			return fail(P, P->ev.start_mark, "out of memory");
+		a->addr[a->n] = strndup(s, len);
+		if (!a->addr[a->n])
+			return fail(P, P->ev.start_mark, "out of memory");
+		a->n++;
+	}
+	if (a->n == 0)
+		return failk(P, start, k->name, "at least one address is required");
+	return 0;
+}
+
+enum { SK_MASTER, SK_ADDRESSES, SK_N };
+
+static const struct conf_key sentinel_keys[SK_N] = {
+	[SK_MASTER] = {"master", set_string, offsetof(struct config_redis, sentinel_master), 0, 0},
+	[SK_ADDRESSES] = {"addresses", set_addr_list, offsetof(struct config_redis, sentinels), 0, 0},
+};
+
+static int set_sentinel(struct parser *P, const struct conf_key *k, void *dst)
+{
+	if (P->ev.type != YAML_MAPPING_START_EVENT)
+		return failk(P, P->ev.start_mark, k->name, "expected {master: NAME, addresses: [...]}");
+	yaml_mark_t start = P->ev.start_mark;
+	unsigned seen;
+	yaml_mark_t marks[SK_N];
+	snprintf(P->section, sizeof(P->section), "redis.sentinel.");
+	if (parse_map(P, sentinel_keys, SK_N, dst, &seen, marks) < 0)
+		return -1;
+	snprintf(P->section, sizeof(P->section), "redis.");
+	if (seen != (1u << SK_N) - 1)
+		return failk(P, start, k->name, "needs master and addresses");
 	return 0;
 }
 
@@ -930,6 +1025,9 @@ static void config_free(struct config *c)
 	free(c->path);
 	free_listen(c);
 	free(c->redis.address);
+	free_addrs(&c->redis.cluster);
+	free_addrs(&c->redis.sentinels);
+	free(c->redis.sentinel_master);
 	free(c->redis.username);
 	free(c->redis.password);
 	free(c->prefix);

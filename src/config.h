@@ -10,8 +10,24 @@
 #define CONFIG_DEFAULT_PATH "/etc/ratelimitd/ratelimitd.yaml"
 #define CONFIG_ERR_MAX 512
 
+enum config_redis_mode {
+	CONFIG_REDIS_SINGLE,   /* one Redis at `address` */
+	CONFIG_REDIS_CLUSTER,  /* a Redis Cluster found through `cluster` seeds */
+	CONFIG_REDIS_SENTINEL, /* the master `sentinel_master` as told by `sentinels` */
+};
+
+/* A list of "host:port" addresses. */
+struct config_addrs {
+	char **addr;
+	size_t n;
+};
+
 struct config_redis {
-	char *address;  /* "host:port" or "unix:/path" */
+	enum config_redis_mode mode;
+	char *address;  /* "host:port" or "unix:/path" (single) */
+	struct config_addrs cluster;   /* seed nodes (cluster) */
+	char *sentinel_master;	       /* master name (sentinel) */
+	struct config_addrs sentinels; /* sentinel addresses (sentinel) */
 	char *username; /* NULL when unset */
 	char *password; /* NULL when unset; never logged */
 	int database;

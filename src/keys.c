@@ -1,6 +1,7 @@
 /* keys.c - Redis key names: prefix, a {hash tag} per (action, user), and a per-limit suffix. */
 #include "keys.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "policy.h"
@@ -94,4 +95,23 @@ const char *keys_hash_tag(const char *key, size_t len, size_t *tag_len)
 	}
 	*tag_len = len;
 	return key;
+}
+
+/* CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, as Redis Cluster uses. */
+static uint16_t crc16(const char *buf, size_t len)
+{
+	uint16_t crc = 0;
+	for (size_t i = 0; i < len; i++) {
+		crc ^= (uint16_t)((uint8_t)buf[i] << 8);
+		for (int b = 0; b < 8; b++)
+			crc = (uint16_t)(crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1);
+	}
+	return crc;
+}
+
+unsigned keys_slot(const char *key, size_t len)
+{
+	size_t tl;
+	const char *tag = keys_hash_tag(key, len, &tl);
+	return crc16(tag, tl) & 16383u;
 }

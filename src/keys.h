@@ -33,6 +33,9 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 int keys_parse_tag(const char *tag, size_t len, const char **action, size_t *alen, char *user,
 		   size_t *ulen);
 
+/* Redis Cluster's hash slot of a key: CRC16 (XMODEM) of its hash tag, mod 16384. */
+unsigned keys_slot(const char *key, size_t len);
+
 /* The bytes inside the hash tag of a key built above (for cluster slots). */
 const char *keys_hash_tag(const char *key, size_t len, size_t *tag_len);
 

@@ -102,6 +102,21 @@ START_TEST(test_parse_tag_roundtrip)
 }
 END_TEST
 
+START_TEST(test_slot)
+{
+	/* Redis Cluster spec test vector, and values CLUSTER KEYSLOT gives */
+	ck_assert_uint_eq(keys_slot("123456789", 9), 0x31C3 & 16383);
+	ck_assert_uint_eq(keys_slot("a", 1), 15495);
+	ck_assert_uint_eq(keys_slot("b", 1), 3300);
+	ck_assert_uint_eq(keys_slot("c", 1), 7365);
+	/* only the tag counts */
+	ck_assert_uint_eq(keys_slot("rl:{a}:s1000", 12), 15495);
+	ck_assert_uint_eq(keys_slot("x{a}y", 5), keys_slot("{a}", 3));
+	/* an empty tag {} hashes the whole key (CLUSTER KEYSLOT "{}a" = 10875) */
+	ck_assert_uint_eq(keys_slot("{}a", 3), 10875);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("keys");
@@ -110,6 +125,7 @@ int main(void)
 	tcase_add_test(tc, test_escaping);
 	tcase_add_test(tc, test_longest_fits);
 	tcase_add_test(tc, test_parse_tag_roundtrip);
+	tcase_add_test(tc, test_slot);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
