@@ -31,6 +31,16 @@ struct store_request {
 	size_t user_len;
 	int64_t cost;
 	int64_t timeout_ms;
+	int asking; /* cluster: send ASKING first (after an -ASK redirect) */
+};
+
+/* Why a cluster node did not decide (store_result.redirect). */
+enum store_redirect {
+	STORE_REDIRECT_NONE,
+	STORE_REDIRECT_MOVED,	   /* -MOVED slot host:port: the slot lives elsewhere */
+	STORE_REDIRECT_ASK,	   /* -ASK slot host:port: this key is being migrated there */
+	STORE_REDIRECT_RETRY,	   /* -TRYAGAIN, -CLUSTERDOWN: try again shortly */
+	STORE_REDIRECT_WRONG_NODE, /* a batched decision's keys were not on the node */
 };
 
 struct store_result {
@@ -38,6 +48,10 @@ struct store_result {
 	const char *detail; /* why, when status != STORE_OK; valid during the callback */
 	int allowed;
 	int64_t limit, remaining, retry_after_ms, reset_ms;
+	/* Redis Cluster: with STORE_FAILED, where to ask instead. */
+	enum store_redirect redirect;
+	const char *redirect_to; /* "host:port" of MOVED/ASK; valid during the callback */
+	int redirect_slot;
 };
 
 /* Called exactly once per submitted request, possibly from inside store_submit. */

@@ -79,6 +79,7 @@ struct sreq {
 	void *arg;
 	uint64_t deadline_us;
 	enum store_op op;
+	int asking;
 	int64_t cost;
 	struct policy policy;
 	size_t user_len, prefix_len;
@@ -109,6 +110,9 @@ struct store_redis {
 	int up_logged, down_logged;
 	int closing;
 	int max_batch;
+	int cluster; /* a Redis Cluster node: cluster script, batches with undeclared keys */
+	const char *script, *script_sha;
+	size_t script_len;
 	unsigned long generation; /* bumped on every lost connection */
 	unsigned long long batches_sent, batched_reqs;
 	/* argv of one batch: pointers into the arena (keys and numbers) */
@@ -306,6 +310,27 @@ static size_t resp_format(char *out, int argc, const char **argv, const size_t *
 
 static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata);
 
+/* Appends every key of the batch to argv; returns how many. */
+static int batch_keys(struct store_redis *s, const struct sbatch *b, const char **argv,
+		      size_t *argl, int *ac)
+{
+	int nkeys = 0;
+	for (int j = 0; j < b->n; j++) {
+		const struct sreq *r = b->reqs[j];
+		for (int i = 0; i < r->policy.nlimits; i++) {
+			char *k = s->arena + s->arena_used;
+			size_t kl = keys_build(k, r->prefix, r->prefix_len, &r->policy, i, r->user,
+					       r->user_len);
+			s->arena_used += kl;
+			argv[*ac] = k;
+			argl[*ac] = kl;
+			(*ac)++;
+			nkeys++;
+		}
+	}
+	return nkeys;
+}
+
 /* Queues EVALSHA (or EVAL) deciding every request of b on its connection. */
 static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 {
@@ -319,23 +344,18 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 #define ARGN(v) (argv[ac] = arena_num(s, (v), &argl[ac]), ac++)
 	if (eval) {
 		ARGS("EVAL");
-		ARG(lua_ratelimit_src, lua_ratelimit_len);
+		ARG(s->script, s->script_len);
 	} else {
 		ARGS("EVALSHA");
-		ARG(lua_ratelimit_sha, 40);
+		ARG(s->script_sha, 40);
 	}
 	int numkeys_at = ac++;
-	for (int j = 0; j < b->n; j++) {
-		const struct sreq *r = b->reqs[j];
-		for (int i = 0; i < r->policy.nlimits; i++) {
-			char *k = s->arena + s->arena_used;
-			size_t kl = keys_build(k, r->prefix, r->prefix_len, &r->policy, i, r->user,
-					       r->user_len);
-			s->arena_used += kl;
-			ARG(k, kl);
-			nkeys++;
-		}
-	}
+	/* A cluster node takes a batch of several slots only with undeclared
+	 * keys (numkeys 0, keys after the arguments); one decision declares its
+	 * keys so Redis can redirect it (MOVED, ASK). */
+	int keys_in_argv = s->cluster && b->n > 1;
+	if (!keys_in_argv)
+		nkeys = batch_keys(s, b, argv, argl, &ac);
 	argv[numkeys_at] = arena_num(s, nkeys, &argl[numkeys_at]);
 	ARGS("0");
 	ARGN(b->n);
@@ -356,6 +376,8 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 #undef ARG
 #undef ARGS
 #undef ARGN
+	if (keys_in_argv)
+		batch_keys(s, b, argv, argl, &ac);
 	size_t len = resp_format(s->cmdbuf, ac, argv, argl);
 	if (!rc->ac || redisAsyncFormattedCommand(rc->ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
 		return -1;
@@ -375,6 +397,14 @@ static void batch_fail(struct store_redis *s, struct sbatch *b, enum store_statu
 	free(b);
 }
 
+/* A batch that never reached Redis: take it off the connection's count, answer it. */
+static void batch_abort(struct store_redis *s, struct sbatch *b, enum store_status st,
+			const char *detail)
+{
+	b->rc->queued -= (unsigned)b->n;
+	batch_fail(s, b, st, detail);
+}
+
 static void rconn_write(struct rconn *rc);
 
 /* End of a loop turn: send the open batch and write everything queued. */
@@ -384,7 +414,7 @@ static void rconn_flush(struct rconn *rc)
 	if (b) {
 		rc->open = NULL;
 		if (batch_send(rc->s, b, 0) < 0)
-			batch_fail(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
+			batch_abort(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
 	}
 	if (rc->want_write)
 		rconn_write(rc);
@@ -401,6 +431,34 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 {
 	struct sbatch *b = rc->open;
+	if (r->asking) {
+		/* ASKING applies to the next command only: r goes alone, right
+		 * after it (queued now, written at the end of the turn). */
+		static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
+		if (b) {
+			rc->open = NULL;
+			if (batch_send(rc->s, b, 0) < 0)
+				batch_abort(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
+		}
+		b = malloc(sizeof(*b));
+		if (!b || !rc->ac ||
+		    redisAsyncFormattedCommand(rc->ac, NULL, NULL, asking, sizeof(asking) - 1) !=
+			    REDIS_OK) {
+			free(b);
+			answer_status(r, STORE_UNAVAILABLE, "redis connection is closing");
+			sreq_put(rc->s, r);
+			return;
+		}
+		b->rc = rc;
+		b->n = 1;
+		b->evaled = 0;
+		b->reqs[0] = r;
+		r->rc = rc;
+		rc->queued++;
+		if (batch_send(rc->s, b, 0) < 0)
+			batch_abort(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
+		return;
+	}
 	if (!b) {
 		b = malloc(sizeof(*b));
 		if (!b) {
@@ -462,7 +520,25 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		char detail[128];
 		snprintf(detail, sizeof(detail), "redis: %.100s", rep->str);
 		log_debug("store: %s", detail);
-		batch_fail(s, b, STORE_FAILED, detail);
+		struct store_result res = {.status = STORE_FAILED, .detail = detail};
+		char to[64];
+		const char *at;
+		size_t tl;
+		res.redirect = store_reply_redirect(rep->str, rep->len, &res.redirect_slot, &at, &tl);
+		if (res.redirect == STORE_REDIRECT_MOVED || res.redirect == STORE_REDIRECT_ASK) {
+			if (tl >= sizeof(to))
+				res.redirect = STORE_REDIRECT_NONE;
+			else {
+				memcpy(to, at, tl);
+				to[tl] = '\0';
+				res.redirect_to = to;
+			}
+		}
+		for (int j = 0; j < b->n; j++) {
+			sreq_answer(b->reqs[j], &res);
+			sreq_put(s, b->reqs[j]);
+		}
+		free(b);
 		return;
 	}
 	for (int j = 0; j < b->n; j++) {
@@ -769,8 +845,8 @@ static void rconn_connect(struct rconn *rc)
 	}
 	if (s->database)
 		redisAsyncCommand(ac, setup_reply_cb, "SELECT", "SELECT %d", s->database);
-	const char *argv[3] = {"SCRIPT", "LOAD", lua_ratelimit_src};
-	size_t argl[3] = {6, 4, lua_ratelimit_len};
+	const char *argv[3] = {"SCRIPT", "LOAD", s->script};
+	size_t argl[3] = {6, 4, s->script_len};
 	redisAsyncCommandArgv(ac, setup_reply_cb, "SCRIPT LOAD", 3, argv, argl);
 timeout:;
 	struct timeval tv = {.tv_sec = CONNECT_TIMEOUT_MS / 1000,
@@ -842,6 +918,7 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 	r->done = done;
 	r->arg = arg;
 	r->op = req->op;
+	r->asking = req->asking;
 	r->cost = req->cost;
 	r->policy = *req->policy;
 	r->user_len = req->user_len;
@@ -870,7 +947,7 @@ static void redis_free(struct store *base)
 	for (int i = -1; i < s->nconns; i++) {
 		struct rconn *rc = i < 0 ? &s->subconn : &s->conns[i];
 		if (rc->open) {
-			batch_fail(s, rc->open, STORE_UNAVAILABLE, "shutting down");
+			batch_abort(s, rc->open, STORE_UNAVAILABLE, "shutting down");
 			rc->open = NULL;
 		}
 		if (rc->ac) {
@@ -959,8 +1036,8 @@ static int parse_address(struct store_redis *s, const char *addr, char *err, siz
 	return s->host ? 0 : -1;
 }
 
-struct store *store_redis_new(struct event_base *base, const struct config_redis *cfg, char *err,
-			      size_t errlen)
+static struct store *redis_new(struct event_base *base, const struct config_redis *cfg,
+			       const char *address, int cluster, char *err, size_t errlen)
 {
 	struct store_redis *s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -973,7 +1050,11 @@ struct store *store_redis_new(struct event_base *base, const struct config_redis
 	s->nconns = cfg->connections < 1 ? 1
 		    : cfg->connections > MAX_CONNECTIONS ? MAX_CONNECTIONS
 							 : cfg->connections;
-	if (parse_address(s, cfg->address, err, errlen) < 0 ||
+	s->cluster = cluster;
+	s->script = cluster ? lua_ratelimit_cluster_src : lua_ratelimit_src;
+	s->script_len = cluster ? lua_ratelimit_cluster_len : lua_ratelimit_len;
+	s->script_sha = cluster ? lua_ratelimit_cluster_sha : lua_ratelimit_sha;
+	if (parse_address(s, address, err, errlen) < 0 ||
 	    (cfg->username && !(s->username = strdup(cfg->username))) ||
 	    (cfg->password && !(s->password = strdup(cfg->password)))) {
 		if (!err[0])
@@ -987,7 +1068,7 @@ struct store *store_redis_new(struct event_base *base, const struct config_redis
 	}
 	s->max_batch = MAX_BATCH;
 	s->arena = malloc(ARENA_SIZE);
-	s->cmdbuf = malloc(CMDBUF_SIZE + lua_ratelimit_len);
+	s->cmdbuf = malloc(CMDBUF_SIZE + lua_ratelimit_cluster_len);
 	if (!s->arena || !s->cmdbuf) {
 		free(s->arena);
 		free(s->cmdbuf);
@@ -1017,4 +1098,16 @@ struct store *store_redis_new(struct event_base *base, const struct config_redis
 	sc->connect_timeout = evtimer_new(base, connect_timeout_cb, sc);
 	sc->flush = event_new(base, -1, 0, flush_cb, sc); /* never used; freed like the others */
 	return &s->base;
+}
+
+struct store *store_redis_new(struct event_base *base, const struct config_redis *cfg, char *err,
+			      size_t errlen)
+{
+	return redis_new(base, cfg, cfg->address, 0, err, errlen);
+}
+
+struct store *store_redis_new_node(struct event_base *base, const struct config_redis *cfg,
+				   const char *address, char *err, size_t errlen)
+{
+	return redis_new(base, cfg, address, 1, err, errlen);
 }

@@ -16,4 +16,13 @@ struct store;
 struct store *store_redis_new(struct event_base *base, const struct config_redis *cfg, char *err,
 			      size_t errlen);
 
+/*
+ * A store for one Redis Cluster master at `address` (credentials, timeout and
+ * pool size from cfg): the cluster variant of the script, several slots per
+ * batch, ASKING on request, redirects reported in the result for
+ * store_cluster.c to follow.
+ */
+struct store *store_redis_new_node(struct event_base *base, const struct config_redis *cfg,
+				   const char *address, char *err, size_t errlen);
+
 #endif

@@ -3,8 +3,50 @@
 
 #include <hiredis/hiredis.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "store.h"
+
+static int prefixed(const char *s, size_t len, const char *word)
+{
+	size_t n = strlen(word);
+	return len >= n && memcmp(s, word, n) == 0;
+}
+
+int store_reply_redirect(const char *err, size_t len, int *slot, const char **to, size_t *to_len)
+{
+	int kind;
+	size_t i;
+	if (prefixed(err, len, "MOVED ")) {
+		kind = STORE_REDIRECT_MOVED;
+		i = 6;
+	} else if (prefixed(err, len, "ASK ")) {
+		kind = STORE_REDIRECT_ASK;
+		i = 4;
+	} else if (prefixed(err, len, "TRYAGAIN") || prefixed(err, len, "CLUSTERDOWN")) {
+		return STORE_REDIRECT_RETRY;
+	} else {
+		return STORE_REDIRECT_NONE;
+	}
+	int s = 0;
+	size_t digits = 0;
+	while (i < len && err[i] >= '0' && err[i] <= '9' && digits < 6) {
+		s = s * 10 + (err[i++] - '0');
+		digits++;
+	}
+	if (!digits || s > 16383 || i >= len || err[i] != ' ')
+		return STORE_REDIRECT_NONE;
+	i++;
+	size_t start = i;
+	while (i < len && err[i] != ' ' && err[i] != '\r' && err[i] != '\n')
+		i++;
+	if (i == start || !memchr(err + start, ':', i - start))
+		return STORE_REDIRECT_NONE;
+	*slot = s;
+	*to = err + start;
+	*to_len = i - start;
+	return kind;
+}
 
 static int fail(struct store_result *out, const char *why)
 {
@@ -16,6 +58,8 @@ static int fail(struct store_result *out, const char *why)
 int store_reply_decision(const struct redisReply *rep, unsigned long first,
 			 struct store_result *out)
 {
+	out->redirect = STORE_REDIRECT_NONE;
+	out->redirect_to = NULL;
 	if (!rep)
 		return fail(out, "no reply from redis");
 	if (rep->type == REDIS_REPLY_ERROR)
@@ -31,11 +75,16 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 	}
 	if (v[0] == -1)
 		return fail(out, "redis could not decide (a key of the wrong type?)");
+	if (v[0] == -2) {
+		out->redirect = STORE_REDIRECT_WRONG_NODE;
+		return fail(out, "the keys are not on this cluster node");
+	}
 	/* Values the script cannot produce mean something else answered. */
 	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[3] < -1 || v[4] < 0)
 		return fail(out, "implausible decision from redis");
 	out->status = STORE_OK;
 	out->detail = NULL;
+	out->redirect = STORE_REDIRECT_NONE;
 	out->allowed = v[0] == 1;
 	out->limit = v[1];
 	out->remaining = v[2];

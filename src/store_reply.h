@@ -2,6 +2,8 @@
 #ifndef RL_STORE_REPLY_H
 #define RL_STORE_REPLY_H
 
+#include <stddef.h>
+
 struct redisReply;
 struct store_result;
 
@@ -14,5 +16,12 @@ struct store_result;
  */
 int store_reply_decision(const struct redisReply *rep, unsigned long first,
 			 struct store_result *out);
+
+/*
+ * Classifies a Redis error reply for a cluster client: MOVED and ASK (with
+ * slot and "host:port" pointing into err, length in *to_len), TRYAGAIN and
+ * CLUSTERDOWN (retry), or none.
+ */
+int store_reply_redirect(const char *err, size_t len, int *slot, const char **to, size_t *to_len);
 
 #endif

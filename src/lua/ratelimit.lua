@@ -8,11 +8,16 @@
 -- then per decision:
 --          op ("a" allow, "p" peek, "r" reset), cost, nlimits,
 --          and per limit: algo ("s" sliding window, "f" funnel), capacity, count, period_ms
--- KEYS     one key per limit, decision after decision
+-- KEYS     one key per limit, decision after decision; or, when no KEYS
+--          are given, the same keys as ARGV after the last decision's
+--          arguments (Redis Cluster batches: one call may then decide keys of
+--          several slots of the node, which Redis only allows for undeclared
+--          keys, with the allow-cross-slot-keys flag of the cluster variant)
 --
 -- Returns five integers per decision:
 --          allowed (1/0), limit, remaining, retry_after_ms (-1: never), reset_ms
---          (allowed is -1 when that decision failed inside Redis, e.g. WRONGTYPE)
+--          (allowed is -1 when that decision failed inside Redis, e.g. WRONGTYPE,
+--          and -2 when its keys are not on this cluster node: ask again alone)
 
 local now = tonumber(ARGV[1])
 if now == 0 then
@@ -127,13 +132,15 @@ local function funnel_commit(r)
   r.reset = ceil_ms(r.new_tat - now)
 end
 
--- One decision: KEYS from index k, its arguments from ARGV index a.
+local K -- the keys: KEYS, or taken from ARGV (below)
+
+-- One decision: keys from K[k], its arguments from ARGV index a.
 local function decide(out, op, cost, nlimits, a, k)
   if op == 'r' then
-    for i = 0, nlimits - 1 do redis.call('DEL', KEYS[k + i]) end
+    for i = 0, nlimits - 1 do redis.call('DEL', K[k + i]) end
     -- Tell every daemon to drop its cached denials for this pair:
     -- channel "<prefix>reset", message the hash tag "<action>:<escaped user>".
-    local prefix, tag = string.match(KEYS[k], '^(.-){(.-)}')
+    local prefix, tag = string.match(K[k], '^(.-){(.-)}')
     if prefix then redis.call('PUBLISH', prefix .. 'reset', tag) end
     out[#out + 1] = 1; out[#out + 1] = 0; out[#out + 1] = 0
     out[#out + 1] = 0; out[#out + 1] = 0
@@ -149,9 +156,9 @@ local function decide(out, op, cost, nlimits, a, k)
     a = a + 4
     local r
     if algo == 'f' then
-      r = funnel_check(KEYS[k], capacity, count, period, cost)
+      r = funnel_check(K[k], capacity, count, period, cost)
     else
-      r = sliding_check(KEYS[k], count, period, cost)
+      r = sliding_check(K[k], count, period, cost)
     end
     k = k + 1
     checks[i] = r
@@ -184,10 +191,19 @@ local function decide(out, op, cost, nlimits, a, k)
   out[#out + 1] = bind.reset
 end
 
+local n = tonumber(ARGV[2])
+K = KEYS
+if #KEYS == 0 then
+  -- keys follow the decisions' arguments
+  local e = 3
+  for _ = 1, n do e = e + 3 + 4 * tonumber(ARGV[e + 2]) end
+  K = {}
+  for i = e, #ARGV do K[#K + 1] = ARGV[i] end
+end
+
 local out = {}
 local a = 3
 local k = 1
-local n = tonumber(ARGV[2])
 for _ = 1, n do
   local op = ARGV[a]
   local cost = tonumber(ARGV[a + 1])
@@ -196,10 +212,12 @@ for _ = 1, n do
   -- A key of the wrong type (written by something else) fails only its own
   -- decision, not the whole batch. Checks run before any write, so a failed
   -- decision has changed nothing.
-  local ok = pcall(decide, out, op, cost, nlimits, a + 3, k)
+  local ok, err = pcall(decide, out, op, cost, nlimits, a + 3, k)
   if not ok then
     for i = #out, before + 1, -1 do out[i] = nil end
-    out[#out + 1] = -1; out[#out + 1] = 0; out[#out + 1] = 0
+    local code = -1
+    if string.find(tostring(err), 'non local key', 1, true) then code = -2 end
+    out[#out + 1] = code; out[#out + 1] = 0; out[#out + 1] = 0
     out[#out + 1] = 0; out[#out + 1] = 0
   end
   a = a + 3 + 4 * nlimits
