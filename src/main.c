@@ -15,6 +15,8 @@
 #include "sd.h"
 #include "server.h"
 #include "store.h"
+#include "store_cluster.h"
+#include "store_sentinel.h"
 #include "store_redis.h"
 
 /* After SIGTERM, replies owed are normally written within redis.timeout;
@@ -222,7 +224,16 @@ int main(int argc, char **argv)
 	if (!d.base || event_base_priority_init(d.base, 2) < 0)
 		log_fatal("cannot create the event loop");
 	/* Everything runs at priority 1 but the RESET notices (store_redis.c). */
-	d.store = store_redis_new(d.base, &cfg->redis, err, sizeof(err));
+	switch (cfg->redis.mode) {
+	case CONFIG_REDIS_CLUSTER:
+		d.store = store_cluster_new(d.base, &cfg->redis, err, sizeof(err));
+		break;
+	case CONFIG_REDIS_SENTINEL:
+		d.store = store_sentinel_new(d.base, &cfg->redis, err, sizeof(err));
+		break;
+	default:
+		d.store = store_redis_new(d.base, &cfg->redis, err, sizeof(err));
+	}
 	if (!d.store)
 		log_fatal("redis: %s", err);
 	d.srv = server_new(d.base, cfg, d.store, err, sizeof(err));
@@ -242,8 +253,17 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < cfg->nlisten && n < sizeof(listening); i++)
 		n += (size_t)snprintf(listening + n, sizeof(listening) - n, "%s%s", i ? " " : "",
 				      cfg->listen[i].address);
-	log_info("ratelimitd %s ready, listening on %s (%zu policies, redis %s)", RATELIMITD_VERSION,
-		 listening, cfg->npolicies, cfg->redis.address);
+	char redis[300];
+	if (cfg->redis.mode == CONFIG_REDIS_CLUSTER)
+		snprintf(redis, sizeof(redis), "redis cluster via %s%s", cfg->redis.cluster.addr[0],
+			 cfg->redis.cluster.n > 1 ? " and more" : "");
+	else if (cfg->redis.mode == CONFIG_REDIS_SENTINEL)
+		snprintf(redis, sizeof(redis), "redis master %s via sentinels",
+			 cfg->redis.sentinel_master);
+	else
+		snprintf(redis, sizeof(redis), "redis %s", cfg->redis.address);
+	log_info("ratelimitd %s ready, listening on %s (%zu policies, %s)", RATELIMITD_VERSION,
+		 listening, cfg->npolicies, redis);
 	config_unref(cfg); /* the server holds its own reference */
 	sd_notify_ready("serving");
 

@@ -31,7 +31,8 @@ struct store_request {
 	size_t user_len;
 	int64_t cost;
 	int64_t timeout_ms;
-	int asking; /* cluster: send ASKING first (after an -ASK redirect) */
+	int asking; /* cluster: send ASKING first (after an -ASK redirect); implies alone */
+	int alone;  /* cluster: not batched with others, keys declared (so Redis can redirect) */
 };
 
 /* Why a cluster node did not decide (store_result.redirect). */
@@ -71,7 +72,7 @@ struct store_ops {
 	unsigned long (*generation)(const struct store *s);
 	/* Follow RESETs made through any daemon sharing this store: fn gets the
 	 * hash tag "<action>:<escaped user>" of each. Call again when the
-	 * prefix changes. */
+	 * prefix changes; with prefix NULL, stop. */
 	void (*watch_resets)(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);
 };
 

@@ -79,7 +79,7 @@ struct sreq {
 	void *arg;
 	uint64_t deadline_us;
 	enum store_op op;
-	int asking;
+	int asking, alone;
 	int64_t cost;
 	struct policy policy;
 	size_t user_len, prefix_len;
@@ -431,9 +431,9 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 {
 	struct sbatch *b = rc->open;
-	if (r->asking) {
-		/* ASKING applies to the next command only: r goes alone, right
-		 * after it (queued now, written at the end of the turn). */
+	if (r->alone) {
+		/* Its own command with declared keys; after ASKING, which applies
+		 * to the next command only (queued now, written at the end of the turn). */
 		static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
 		if (b) {
 			rc->open = NULL;
@@ -442,8 +442,8 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 		}
 		b = malloc(sizeof(*b));
 		if (!b || !rc->ac ||
-		    redisAsyncFormattedCommand(rc->ac, NULL, NULL, asking, sizeof(asking) - 1) !=
-			    REDIS_OK) {
+		    (r->asking && redisAsyncFormattedCommand(rc->ac, NULL, NULL, asking,
+							     sizeof(asking) - 1) != REDIS_OK)) {
 			free(b);
 			answer_status(r, STORE_UNAVAILABLE, "redis connection is closing");
 			sreq_put(rc->s, r);
@@ -859,6 +859,8 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct rconn *rc = arg;
+	if (rc->sub && !rc->s->reset_channel)
+		return; /* no longer watching */
 	if (rc->state == RCONN_DOWN && !rc->s->closing)
 		rconn_connect(rc);
 }
@@ -919,6 +921,7 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 	r->arg = arg;
 	r->op = req->op;
 	r->asking = req->asking;
+	r->alone = req->alone || req->asking;
 	r->cost = req->cost;
 	r->policy = *req->policy;
 	r->user_len = req->user_len;
@@ -982,6 +985,15 @@ static void redis_watch_resets(struct store *base, const char *prefix, store_res
 			       void *arg)
 {
 	struct store_redis *s = (struct store_redis *)base;
+	if (!prefix) {
+		/* stop: the subscriber is not reconnected */
+		free(s->reset_channel);
+		s->reset_channel = NULL;
+		s->on_reset = NULL;
+		if (s->subconn.ac)
+			redisAsyncDisconnect(s->subconn.ac);
+		return;
+	}
 	size_t n = strlen(prefix) + sizeof("reset");
 	char *channel = malloc(n);
 	if (!channel) {

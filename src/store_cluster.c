@@ -1,0 +1,543 @@
+/*
+ * store_cluster.c - decisions in a Redis Cluster: the client side of the
+ * cluster protocol, which hiredis 0.14 lacks, on top of one store_redis
+ * pool per master.
+ *
+ *   request -> slot = CRC16(tag) mod 16384 -> slot map -> master's store
+ *                 ^                                            |
+ *                 +-- MOVED (map updated), ASK (once, ASKING), |
+ *                     TRYAGAIN/CLUSTERDOWN/node down (backoff) +
+ *
+ * Every retry happens inside the request's own deadline; what cannot be
+ * decided in time gets the store's failure and so on_store_error. The slot
+ * map is read with CLUSTER SLOTS at start and again, in the background and at
+ * most every REFRESH_MIN_MS, after a redirect or a failing node.
+ */
+#include "store_cluster.h"
+
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "keys.h"
+#include "log.h"
+#include "policy.h"
+#include "store.h"
+#include "store_redis.h"
+
+#define NSLOTS 16384
+#define MAX_NODES 256
+#define REFRESH_MIN_MS 100
+#define MAX_ATTEMPTS 16
+#define RETRY_MIN_MS 5
+#define RETRY_MAX_MS 200
+
+struct cnode {
+	char *addr; /* "host:port" */
+	struct store *st;
+};
+
+struct store_cluster {
+	struct store base;
+	struct event_base *evbase;
+	struct config_redis cfg; /* credentials and pool size for new nodes */
+	char **seeds;
+	size_t nseeds;
+	struct cnode nodes[MAX_NODES];
+	int nnodes;
+	int16_t slots[NSLOTS]; /* node index, or -1 before the map says */
+	int have_map;
+	/* CLUSTER SLOTS in the background */
+	redisAsyncContext *ctl;
+	int ctl_next; /* which address to ask next (nodes, then seeds) */
+	int refresh_wanted;
+	uint64_t last_refresh_us;
+	struct event *refresh_timer;
+	size_t pending;
+	int closing;
+	/* RESET notices: one master's subscriber serves the whole cluster */
+	int watch_node;
+	char *watch_prefix;
+	store_reset_fn *watch_fn;
+	void *watch_arg;
+};
+
+struct creq {
+	struct store_cluster *c;
+	store_done_fn *done;
+	void *arg;
+	uint64_t deadline_us;
+	int attempts;
+	int node;   /* where it went last */
+	int asking; /* next attempt: ASKING on `node` */
+	int alone;  /* next attempt: not batched, keys declared */
+	unsigned slot;
+	struct event *retry;
+	enum store_op op;
+	int64_t cost;
+	struct policy policy;
+	size_t user_len, prefix_len;
+	char user[KEYS_USER_MAX];
+	char prefix[KEYS_PREFIX_MAX];
+};
+
+static void cluster_refresh(struct store_cluster *c);
+static void creq_send(struct creq *q);
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- nodes ---- */
+
+/* The node at addr (length len), created on first sight. -1 when full or out of memory. */
+static int node_for(struct store_cluster *c, const char *addr, size_t len)
+{
+	for (int i = 0; i < c->nnodes; i++)
+		if (strlen(c->nodes[i].addr) == len && memcmp(c->nodes[i].addr, addr, len) == 0)
+			return i;
+	if (c->nnodes == MAX_NODES)
+		return -1;
+	struct cnode *n = &c->nodes[c->nnodes];
+	n->addr = strndup(addr, len);
+	if (!n->addr)
+		return -1;
+	char err[256] = "";
+	n->st = store_redis_new_node(c->evbase, &c->cfg, n->addr, err, sizeof(err));
+	if (!n->st) {
+		log_error("redis cluster node %s: %s", n->addr, err);
+		free(n->addr);
+		return -1;
+	}
+	log_info("redis cluster: using node %s", n->addr);
+	if (c->watch_prefix && c->watch_node < 0) {
+		c->watch_node = c->nnodes;
+		store_watch_resets(n->st, c->watch_prefix, c->watch_fn, c->watch_arg);
+	}
+	return c->nnodes++;
+}
+
+/* ---- requests ---- */
+
+static void creq_free(struct creq *q)
+{
+	if (q->retry)
+		event_free(q->retry);
+	q->c->pending--;
+	free(q);
+}
+
+static void creq_finish(struct creq *q, const struct store_result *res)
+{
+	q->done(q->arg, res);
+	creq_free(q);
+}
+
+static void creq_fail(struct creq *q, enum store_status st, const char *detail)
+{
+	struct store_result res = {.status = st, .detail = detail};
+	creq_finish(q, &res);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	creq_send(arg);
+}
+
+/* Tries again after a backoff that still fits the deadline; else fails with res. */
+static void creq_retry_later(struct creq *q, const struct store_result *res)
+{
+	uint64_t now = now_us();
+	int ms = RETRY_MIN_MS << (q->attempts < 6 ? q->attempts : 6);
+	if (ms > RETRY_MAX_MS)
+		ms = RETRY_MAX_MS;
+	if (q->c->closing || q->attempts >= MAX_ATTEMPTS ||
+	    now + (uint64_t)ms * 1000u >= q->deadline_us) {
+		creq_finish(q, res);
+		return;
+	}
+	if (!q->retry)
+		q->retry = evtimer_new(q->c->evbase, retry_cb, q);
+	if (!q->retry) {
+		creq_finish(q, res);
+		return;
+	}
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+	evtimer_add(q->retry, &tv);
+}
+
+static void creq_done(void *arg, const struct store_result *res)
+{
+	struct creq *q = arg;
+	struct store_cluster *c = q->c;
+	if (res->status == STORE_OK || c->closing) {
+		creq_finish(q, res);
+		return;
+	}
+	q->attempts++;
+	int node;
+	switch (res->status == STORE_FAILED ? res->redirect : STORE_REDIRECT_RETRY) {
+	case STORE_REDIRECT_MOVED:
+		node = res->redirect_to ? node_for(c, res->redirect_to, strlen(res->redirect_to)) : -1;
+		if (node < 0 || q->attempts >= MAX_ATTEMPTS) {
+			creq_finish(q, res);
+			return;
+		}
+		c->slots[res->redirect_slot] = (int16_t)node;
+		cluster_refresh(c);
+		creq_send(q);
+		return;
+	case STORE_REDIRECT_ASK:
+		node = res->redirect_to ? node_for(c, res->redirect_to, strlen(res->redirect_to)) : -1;
+		if (node < 0 || q->attempts >= MAX_ATTEMPTS) {
+			creq_finish(q, res);
+			return;
+		}
+		q->node = node;
+		q->asking = 1;
+		creq_send(q);
+		return;
+	case STORE_REDIRECT_WRONG_NODE:
+		/* Batched with keys undeclared on a node that no longer has them:
+		 * alone, Redis itself says where they are. */
+		q->alone = 1;
+		cluster_refresh(c);
+		creq_send(q);
+		return;
+	case STORE_REDIRECT_RETRY:
+		/* TRYAGAIN, CLUSTERDOWN, or the node timed out / is unreachable */
+		if (res->status != STORE_FAILED)
+			cluster_refresh(c);
+		creq_retry_later(q, res);
+		return;
+	case STORE_REDIRECT_NONE:
+		break;
+	}
+	creq_finish(q, res);
+}
+
+static void creq_send(struct creq *q)
+{
+	struct store_cluster *c = q->c;
+	uint64_t now = now_us();
+	if (now >= q->deadline_us) {
+		creq_fail(q, STORE_TIMEOUT, "redis cluster did not answer in time");
+		return;
+	}
+	int node;
+	if (q->asking) {
+		node = q->node;
+	} else {
+		node = c->slots[q->slot];
+		if (node < 0) /* no map yet: any node redirects us */
+			node = c->nnodes ? (int)(q->slot % (unsigned)c->nnodes) : -1;
+	}
+	if (node < 0) {
+		creq_fail(q, STORE_UNAVAILABLE, "no redis cluster node known");
+		return;
+	}
+	q->node = node;
+	struct store_request req = {
+		.op = q->op,
+		.policy = &q->policy,
+		.prefix = q->prefix,
+		.prefix_len = q->prefix_len,
+		.user = q->user,
+		.user_len = q->user_len,
+		.cost = q->cost,
+		.timeout_ms = (int64_t)((q->deadline_us - now + 999) / 1000),
+		.asking = q->asking,
+		.alone = q->alone,
+	};
+	q->asking = 0;
+	store_submit(c->nodes[node].st, &req, creq_done, q);
+}
+
+static void cluster_submit(struct store *base, const struct store_request *req,
+			   store_done_fn *done, void *arg)
+{
+	struct store_cluster *c = (struct store_cluster *)base;
+	struct creq *q = calloc(1, sizeof(*q));
+	if (!q) {
+		struct store_result res = {.status = STORE_OVERLOAD, .detail = "out of memory"};
+		done(arg, &res);
+		return;
+	}
+	c->pending++;
+	q->c = c;
+	q->done = done;
+	q->arg = arg;
+	q->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
+	q->op = req->op;
+	q->cost = req->cost;
+	q->policy = *req->policy;
+	q->user_len = req->user_len;
+	memcpy(q->user, req->user, req->user_len);
+	q->prefix_len = req->prefix_len;
+	memcpy(q->prefix, req->prefix, req->prefix_len);
+	char key[KEYS_MAX];
+	size_t kl = keys_build(key, q->prefix, q->prefix_len, &q->policy, 0, q->user, q->user_len);
+	q->slot = keys_slot(key, kl);
+	if (c->closing) {
+		creq_fail(q, STORE_UNAVAILABLE, "shutting down");
+		return;
+	}
+	creq_send(q);
+}
+
+/* ---- the slot map ---- */
+
+static void ctl_next_addr(struct store_cluster *c, char *host, size_t hostcap, int *port)
+{
+	int total = c->nnodes + (int)c->nseeds;
+	int i = c->ctl_next++ % total;
+	const char *addr = i < c->nnodes ? c->nodes[i].addr : c->seeds[i - c->nnodes];
+	const char *colon = strrchr(addr, ':');
+	size_t hl = (size_t)(colon - addr);
+	if (hl >= 2 && addr[0] == '[') { /* [v6]:port */
+		addr++;
+		hl -= 2;
+	}
+	if (hl >= hostcap)
+		hl = hostcap - 1;
+	memcpy(host, addr, hl);
+	host[hl] = '\0';
+	*port = atoi(colon + 1);
+}
+
+static void slots_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)privdata;
+	struct store_cluster *c = ac->data;
+	redisReply *rep = reply;
+	if (!c || !rep)
+		return; /* the connection failed or went away: its callbacks say so */
+	int ok = 0;
+	if (rep && rep->type == REDIS_REPLY_ARRAY) {
+		int covered = 0;
+		for (size_t i = 0; i < rep->elements; i++) {
+			redisReply *r = rep->element[i];
+			if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+			    r->element[0]->type != REDIS_REPLY_INTEGER ||
+			    r->element[1]->type != REDIS_REPLY_INTEGER ||
+			    r->element[2]->type != REDIS_REPLY_ARRAY || r->element[2]->elements < 2)
+				continue;
+			long long lo = r->element[0]->integer, hi = r->element[1]->integer;
+			redisReply *m = r->element[2];
+			if (lo < 0 || hi >= NSLOTS || lo > hi || m->element[0]->type != REDIS_REPLY_STRING ||
+			    m->element[1]->type != REDIS_REPLY_INTEGER)
+				continue;
+			/* An empty or "?" endpoint means the node we asked. */
+			char addr[300];
+			const char *ip = m->element[0]->str;
+			if (!ip[0] || strcmp(ip, "?") == 0)
+				ip = ac->c.tcp.host;
+			int n = snprintf(addr, sizeof(addr), strchr(ip, ':') ? "[%s]:%lld" : "%s:%lld",
+					 ip, m->element[1]->integer);
+			if (n <= 0 || (size_t)n >= sizeof(addr))
+				continue;
+			int node = node_for(c, addr, (size_t)n);
+			if (node < 0)
+				continue;
+			for (long long s = lo; s <= hi; s++)
+				c->slots[s] = (int16_t)node;
+			covered += (int)(hi - lo + 1);
+		}
+		ok = covered > 0;
+		if (ok && !c->have_map) {
+			log_info("redis cluster: slot map read, %d of 16384 slots served", covered);
+			c->have_map = 1;
+		}
+	} else if (rep && rep->type == REDIS_REPLY_ERROR) {
+		log_warn("redis cluster: CLUSTER SLOTS: %.200s", rep->str);
+	}
+	if (!ok)
+		c->refresh_wanted = 1; /* ask another node soon */
+	c->ctl = NULL;
+	ac->data = NULL;
+	redisAsyncDisconnect(ac); /* allowed inside a callback: hiredis frees it after */
+	if (c->refresh_wanted)
+		cluster_refresh(c);
+}
+
+static void ctl_connect_cb(const redisAsyncContext *ac, int status)
+{
+	struct store_cluster *c = ac->data;
+	if (status != REDIS_OK && c) {
+		((redisAsyncContext *)ac)->data = NULL; /* its reply callback runs with NULL next */
+		c->ctl = NULL;
+		c->refresh_wanted = 1;
+		cluster_refresh(c);
+	}
+}
+
+static void ctl_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+	(void)status;
+	struct store_cluster *c = ac->data;
+	if (c && c->ctl == ac) {
+		c->ctl = NULL;
+		c->refresh_wanted = 1;
+		cluster_refresh(c);
+	}
+}
+
+static void refresh_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	cluster_refresh(arg);
+}
+
+/* Reads the slot map again soon: at once if the last read is old enough,
+ * else when REFRESH_MIN_MS has passed. One read at a time. */
+static void cluster_refresh(struct store_cluster *c)
+{
+	if (c->closing)
+		return;
+	c->refresh_wanted = 1;
+	if (c->ctl || evtimer_pending(c->refresh_timer, NULL))
+		return;
+	uint64_t now = now_us();
+	uint64_t next = c->last_refresh_us + REFRESH_MIN_MS * 1000u;
+	if (now < next) {
+		uint64_t d = next - now;
+		struct timeval tv = {.tv_sec = (time_t)(d / 1000000),
+				     .tv_usec = (suseconds_t)(d % 1000000)};
+		evtimer_add(c->refresh_timer, &tv);
+		return;
+	}
+	c->refresh_wanted = 0;
+	c->last_refresh_us = now;
+	char host[256];
+	int port;
+	ctl_next_addr(c, host, sizeof(host), &port);
+	redisAsyncContext *ac = redisAsyncConnect(host, port);
+	if (!ac || ac->err) {
+		if (ac)
+			redisAsyncFree(ac);
+		c->refresh_wanted = 1;
+		struct timeval tv = {0, REFRESH_MIN_MS * 1000};
+		evtimer_add(c->refresh_timer, &tv);
+		return;
+	}
+	ac->data = c;
+	redisLibeventAttach(ac, c->evbase);
+	redisAsyncSetConnectCallback(ac, ctl_connect_cb);
+	redisAsyncSetDisconnectCallback(ac, ctl_disconnect_cb);
+	if (c->cfg.password) {
+		if (c->cfg.username)
+			redisAsyncCommand(ac, NULL, NULL, "AUTH %s %s", c->cfg.username,
+					  c->cfg.password);
+		else
+			redisAsyncCommand(ac, NULL, NULL, "AUTH %s", c->cfg.password);
+	}
+	redisAsyncCommand(ac, slots_reply_cb, NULL, "CLUSTER SLOTS");
+	c->ctl = ac;
+}
+
+/* ---- store interface ---- */
+
+static size_t cluster_pending(const struct store *base)
+{
+	return ((const struct store_cluster *)base)->pending;
+}
+
+static unsigned long cluster_generation(const struct store *base)
+{
+	const struct store_cluster *c = (const struct store_cluster *)base;
+	unsigned long g = 0;
+	for (int i = 0; i < c->nnodes; i++)
+		g += store_generation(c->nodes[i].st);
+	return g;
+}
+
+static void cluster_watch_resets(struct store *base, const char *prefix, store_reset_fn *fn,
+				 void *arg)
+{
+	struct store_cluster *c = (struct store_cluster *)base;
+	free(c->watch_prefix);
+	c->watch_prefix = prefix ? strdup(prefix) : NULL;
+	c->watch_fn = fn;
+	c->watch_arg = arg;
+	/* PUBLISH reaches every node of a cluster: one subscriber is enough. */
+	if (c->watch_node < 0 && c->nnodes)
+		c->watch_node = 0;
+	if (c->watch_node >= 0)
+		store_watch_resets(c->nodes[c->watch_node].st, c->watch_prefix, fn, arg);
+}
+
+static void cluster_free(struct store *base)
+{
+	struct store_cluster *c = (struct store_cluster *)base;
+	c->closing = 1;
+	if (c->ctl) {
+		c->ctl->data = NULL;
+		redisAsyncFree(c->ctl);
+	}
+	for (int i = 0; i < c->nnodes; i++) {
+		store_free(c->nodes[i].st); /* answers what it holds: creq_done finishes them */
+		free(c->nodes[i].addr);
+	}
+	event_free(c->refresh_timer);
+	for (size_t i = 0; i < c->nseeds; i++)
+		free(c->seeds[i]);
+	free(c->seeds);
+	free(c->cfg.username);
+	free(c->cfg.password);
+	free(c->watch_prefix);
+	free(c);
+}
+
+static const struct store_ops cluster_ops = {
+	.submit = cluster_submit,
+	.free = cluster_free,
+	.pending = cluster_pending,
+	.generation = cluster_generation,
+	.watch_resets = cluster_watch_resets,
+};
+
+struct store *store_cluster_new(struct event_base *base, const struct config_redis *cfg, char *err,
+				size_t errlen)
+{
+	struct store_cluster *c = calloc(1, sizeof(*c));
+	if (!c) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	c->base.ops = &cluster_ops;
+	c->evbase = base;
+	c->watch_node = -1;
+	memset(c->slots, 0xff, sizeof(c->slots));
+	c->cfg.timeout_ms = cfg->timeout_ms;
+	c->cfg.connections = cfg->connections;
+	c->cfg.username = cfg->username ? strdup(cfg->username) : NULL;
+	c->cfg.password = cfg->password ? strdup(cfg->password) : NULL;
+	c->seeds = calloc(cfg->cluster.n, sizeof(char *));
+	c->refresh_timer = evtimer_new(base, refresh_timer_cb, c);
+	if (!c->seeds || !c->refresh_timer) {
+		snprintf(err, errlen, "out of memory");
+		cluster_free(&c->base);
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->cluster.n; i++)
+		if ((c->seeds[c->nseeds] = strdup(cfg->cluster.addr[i])))
+			c->nseeds++;
+	/* Seeds are nodes too: requests can go before the map is read (and be
+	 * redirected), and a seed that is a master is used as one. */
+	for (size_t i = 0; i < c->nseeds; i++)
+		node_for(c, c->seeds[i], strlen(c->seeds[i]));
+	cluster_refresh(c);
+	return &c->base;
+}

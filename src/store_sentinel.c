@@ -1,0 +1,460 @@
+/*
+ * store_sentinel.c - decisions in the master that Redis Sentinel names.
+ *
+ * The master's address comes from SENTINEL get-master-addr-by-name, asked of
+ * the sentinels in turn; a subscription to +switch-master on one of them and
+ * a check every RECHECK_MS follow failovers. Decisions go to a store_redis
+ * pool for the current master; one that fails because the node is gone or
+ * has become a replica (READONLY) makes us ask the sentinels again and is
+ * retried on the new master inside its own deadline. A replaced pool is kept
+ * until it has answered everything it was given.
+ */
+#include "store_sentinel.h"
+
+#include <event2/event.h>
+#include <hiredis/adapters/libevent.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "keys.h"
+#include "log.h"
+#include "policy.h"
+#include "store.h"
+#include "store_redis.h"
+
+#define RECHECK_MS 5000
+#define ASK_MIN_MS 100
+#define RETRY_MIN_MS 10
+#define RETRY_MAX_MS 200
+#define MAX_RETIRED 8
+
+struct store_sentinel {
+	struct store base;
+	struct event_base *evbase;
+	struct config_redis cfg; /* for the master's pool; address set per master */
+	char *master_name;
+	char **sentinels;
+	size_t nsentinels;
+	size_t next_sentinel;
+	struct store *cur; /* pool for the current master, or NULL */
+	char *cur_addr;
+	struct store *retired[MAX_RETIRED];
+	int nretired;
+	unsigned long gen_base; /* generations of pools let go */
+	redisAsyncContext *ask;	 /* get-master-addr-by-name in flight */
+	redisAsyncContext *subs; /* +switch-master subscription */
+	uint64_t last_ask_us;
+	struct event *timer; /* re-ask, re-subscribe, free retired pools */
+	size_t pending;
+	int closing;
+	char *watch_prefix;
+	store_reset_fn *watch_fn;
+	void *watch_arg;
+};
+
+struct sreq {
+	struct store_sentinel *s;
+	store_done_fn *done;
+	void *arg;
+	uint64_t deadline_us;
+	int attempts;
+	struct event *retry;
+	enum store_op op;
+	int64_t cost;
+	struct policy policy;
+	size_t user_len, prefix_len;
+	char user[KEYS_USER_MAX];
+	char prefix[KEYS_PREFIX_MAX];
+};
+
+static void sentinel_ask(struct store_sentinel *s);
+static void sreq_send(struct sreq *q);
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void split_addr(const char *addr, char *host, size_t cap, int *port)
+{
+	const char *colon = strrchr(addr, ':');
+	size_t hl = colon ? (size_t)(colon - addr) : strlen(addr);
+	if (hl >= 2 && addr[0] == '[') {
+		addr++;
+		hl -= 2;
+	}
+	if (hl >= cap)
+		hl = cap - 1;
+	memcpy(host, addr, hl);
+	host[hl] = '\0';
+	*port = colon ? atoi(colon + 1) : 26379;
+}
+
+/* ---- the master ---- */
+
+static void use_master(struct store_sentinel *s, const char *ip, const char *port)
+{
+	char addr[300];
+	snprintf(addr, sizeof(addr), strchr(ip, ':') ? "[%s]:%s" : "%s:%s", ip, port);
+	if (s->cur_addr && strcmp(s->cur_addr, addr) == 0)
+		return;
+	char *copy = strdup(addr);
+	if (!copy)
+		return;
+	s->cfg.address = copy;
+	char err[256] = "";
+	struct store *st = store_redis_new(s->evbase, &s->cfg, err, sizeof(err));
+	if (!st) {
+		log_error("sentinel: master %s: %s", addr, err);
+		free(copy);
+		s->cfg.address = NULL;
+		return;
+	}
+	log_info("sentinel: master %s is %s%s%s", s->master_name, addr,
+		 s->cur_addr ? ", was " : "", s->cur_addr ? s->cur_addr : "");
+	if (s->cur) {
+		if (s->nretired == MAX_RETIRED) { /* oldest goes now: it answers what it holds */
+			s->gen_base += store_generation(s->retired[0]) + 1;
+			store_free(s->retired[0]);
+			memmove(s->retired, s->retired + 1, (MAX_RETIRED - 1) * sizeof(*s->retired));
+			s->nretired--;
+		}
+		s->retired[s->nretired++] = s->cur;
+		store_watch_resets(s->cur, NULL, NULL, NULL);
+	}
+	free(s->cur_addr);
+	s->cur = st;
+	s->cur_addr = copy;
+	s->cfg.address = NULL;
+	if (s->watch_prefix)
+		store_watch_resets(st, s->watch_prefix, s->watch_fn, s->watch_arg);
+}
+
+static void master_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)privdata;
+	struct store_sentinel *s = ac->data;
+	redisReply *rep = reply;
+	if (!s || !rep)
+		return;
+	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+	    rep->element[0]->type == REDIS_REPLY_STRING &&
+	    rep->element[1]->type == REDIS_REPLY_STRING)
+		use_master(s, rep->element[0]->str, rep->element[1]->str);
+	else
+		log_warn("sentinel %s:%d does not know master %s", ac->c.tcp.host, ac->c.tcp.port,
+			 s->master_name);
+	s->ask = NULL;
+	ac->data = NULL;
+	redisAsyncDisconnect(ac);
+}
+
+static void ask_connect_cb(const redisAsyncContext *ac, int status)
+{
+	struct store_sentinel *s = ac->data;
+	if (status != REDIS_OK && s) {
+		((redisAsyncContext *)ac)->data = NULL;
+		s->ask = NULL;
+		sentinel_ask(s); /* the next sentinel */
+	}
+}
+
+static void ask_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+	(void)status;
+	struct store_sentinel *s = ac->data;
+	if (s && s->ask == ac)
+		s->ask = NULL;
+}
+
+static redisAsyncContext *sentinel_connect(struct store_sentinel *s, redisConnectCallback *on_conn,
+					   redisDisconnectCallback *on_disc)
+{
+	char host[256];
+	int port;
+	split_addr(s->sentinels[s->next_sentinel++ % s->nsentinels], host, sizeof(host), &port);
+	redisAsyncContext *ac = redisAsyncConnect(host, port);
+	if (!ac || ac->err) {
+		if (ac)
+			redisAsyncFree(ac);
+		return NULL;
+	}
+	ac->data = s;
+	redisLibeventAttach(ac, s->evbase);
+	redisAsyncSetConnectCallback(ac, on_conn);
+	redisAsyncSetDisconnectCallback(ac, on_disc);
+	return ac;
+}
+
+/* Asks one sentinel (the next in turn) for the master; at most every ASK_MIN_MS. */
+static void sentinel_ask(struct store_sentinel *s)
+{
+	uint64_t now = now_us();
+	if (s->closing || s->ask || now < s->last_ask_us + ASK_MIN_MS * 1000u)
+		return;
+	s->last_ask_us = now;
+	redisAsyncContext *ac = sentinel_connect(s, ask_connect_cb, ask_disconnect_cb);
+	if (!ac)
+		return;
+	redisAsyncCommand(ac, master_reply_cb, NULL, "SENTINEL get-master-addr-by-name %s",
+			  s->master_name);
+	s->ask = ac;
+}
+
+/* "+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>" */
+static void switch_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)privdata;
+	struct store_sentinel *s = ac->data;
+	redisReply *rep = reply;
+	if (!s || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
+	    rep->element[2]->type != REDIS_REPLY_STRING)
+		return;
+	char name[256], oip[64], oport[8], nip[64], nport[8];
+	if (sscanf(rep->element[2]->str, "%255s %63s %7s %63s %7s", name, oip, oport, nip, nport) ==
+		    5 &&
+	    strcmp(name, s->master_name) == 0)
+		use_master(s, nip, nport);
+}
+
+static void subs_connect_cb(const redisAsyncContext *ac, int status)
+{
+	struct store_sentinel *s = ac->data;
+	if (status != REDIS_OK && s) {
+		((redisAsyncContext *)ac)->data = NULL;
+		s->subs = NULL; /* the timer subscribes again */
+	}
+}
+
+static void subs_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+	(void)status;
+	struct store_sentinel *s = ac->data;
+	if (s && s->subs == ac) {
+		s->subs = NULL;
+		sentinel_ask(s); /* a switch may have been missed */
+	}
+}
+
+static void timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct store_sentinel *s = arg;
+	sentinel_ask(s);
+	if (!s->subs) {
+		s->subs = sentinel_connect(s, subs_connect_cb, subs_disconnect_cb);
+		if (s->subs)
+			redisAsyncCommand(s->subs, switch_cb, NULL, "SUBSCRIBE +switch-master");
+	}
+	/* retired pools go once they have answered everything */
+	for (int i = 0; i < s->nretired;) {
+		if (store_pending(s->retired[i]) == 0) {
+			s->gen_base += store_generation(s->retired[i]) + 1;
+			store_free(s->retired[i]);
+			s->retired[i] = s->retired[--s->nretired];
+		} else {
+			i++;
+		}
+	}
+	struct timeval tv = {.tv_sec = s->cur ? RECHECK_MS / 1000 : 0,
+			     .tv_usec = s->cur ? 0 : ASK_MIN_MS * 1000};
+	evtimer_add(s->timer, &tv);
+}
+
+/* ---- requests ---- */
+
+static void sreq_finish(struct sreq *q, const struct store_result *res)
+{
+	q->done(q->arg, res);
+	if (q->retry)
+		event_free(q->retry);
+	q->s->pending--;
+	free(q);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	sreq_send(arg);
+}
+
+static void sreq_done(void *arg, const struct store_result *res)
+{
+	struct sreq *q = arg;
+	struct store_sentinel *s = q->s;
+	int moved_on = res->status == STORE_UNAVAILABLE ||
+		       (res->status == STORE_FAILED && res->detail &&
+			(strstr(res->detail, "READONLY") || strstr(res->detail, "MASTERDOWN")));
+	if (res->status == STORE_OK || !moved_on || s->closing) {
+		sreq_finish(q, res);
+		return;
+	}
+	sentinel_ask(s);
+	int ms = RETRY_MIN_MS << (q->attempts < 5 ? q->attempts : 5);
+	if (ms > RETRY_MAX_MS)
+		ms = RETRY_MAX_MS;
+	q->attempts++;
+	if (now_us() + (uint64_t)ms * 1000u >= q->deadline_us ||
+	    (!q->retry && !(q->retry = evtimer_new(s->evbase, retry_cb, q)))) {
+		sreq_finish(q, res);
+		return;
+	}
+	struct timeval tv = {.tv_sec = 0, .tv_usec = ms * 1000};
+	evtimer_add(q->retry, &tv);
+}
+
+static void sreq_send(struct sreq *q)
+{
+	struct store_sentinel *s = q->s;
+	uint64_t now = now_us();
+	if (!s->cur || now >= q->deadline_us) {
+		struct store_result res = {
+			.status = s->cur ? STORE_TIMEOUT : STORE_UNAVAILABLE,
+			.detail = s->cur ? "redis did not answer in time"
+					 : "sentinels have not named a master yet",
+		};
+		sreq_finish(q, &res);
+		return;
+	}
+	struct store_request req = {
+		.op = q->op,
+		.policy = &q->policy,
+		.prefix = q->prefix,
+		.prefix_len = q->prefix_len,
+		.user = q->user,
+		.user_len = q->user_len,
+		.cost = q->cost,
+		.timeout_ms = (int64_t)((q->deadline_us - now + 999) / 1000),
+	};
+	store_submit(s->cur, &req, sreq_done, q);
+}
+
+static void sentinel_submit(struct store *base, const struct store_request *req,
+			    store_done_fn *done, void *arg)
+{
+	struct store_sentinel *s = (struct store_sentinel *)base;
+	struct sreq *q = calloc(1, sizeof(*q));
+	if (!q) {
+		struct store_result res = {.status = STORE_OVERLOAD, .detail = "out of memory"};
+		done(arg, &res);
+		return;
+	}
+	s->pending++;
+	q->s = s;
+	q->done = done;
+	q->arg = arg;
+	q->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
+	q->op = req->op;
+	q->cost = req->cost;
+	q->policy = *req->policy;
+	q->user_len = req->user_len;
+	memcpy(q->user, req->user, req->user_len);
+	q->prefix_len = req->prefix_len;
+	memcpy(q->prefix, req->prefix, req->prefix_len);
+	sreq_send(q);
+}
+
+/* ---- store interface ---- */
+
+static size_t sentinel_pending(const struct store *base)
+{
+	return ((const struct store_sentinel *)base)->pending;
+}
+
+static unsigned long sentinel_generation(const struct store *base)
+{
+	const struct store_sentinel *s = (const struct store_sentinel *)base;
+	unsigned long g = s->gen_base;
+	for (int i = 0; i < s->nretired; i++)
+		g += store_generation(s->retired[i]) + 1;
+	/* a new master is another Redis: its state may differ */
+	return g + (s->cur ? store_generation(s->cur) : 0);
+}
+
+static void sentinel_watch_resets(struct store *base, const char *prefix, store_reset_fn *fn,
+				  void *arg)
+{
+	struct store_sentinel *s = (struct store_sentinel *)base;
+	free(s->watch_prefix);
+	s->watch_prefix = prefix ? strdup(prefix) : NULL;
+	s->watch_fn = fn;
+	s->watch_arg = arg;
+	if (s->cur)
+		store_watch_resets(s->cur, s->watch_prefix, fn, arg);
+}
+
+static void sentinel_free(struct store *base)
+{
+	struct store_sentinel *s = (struct store_sentinel *)base;
+	s->closing = 1;
+	if (s->ask) {
+		s->ask->data = NULL;
+		redisAsyncFree(s->ask);
+	}
+	if (s->subs) {
+		s->subs->data = NULL;
+		redisAsyncFree(s->subs);
+	}
+	if (s->cur)
+		store_free(s->cur);
+	for (int i = 0; i < s->nretired; i++)
+		store_free(s->retired[i]);
+	if (s->timer)
+		event_free(s->timer);
+	for (size_t i = 0; i < s->nsentinels; i++)
+		free(s->sentinels[i]);
+	free(s->sentinels);
+	free(s->master_name);
+	free(s->cur_addr);
+	free(s->cfg.username);
+	free(s->cfg.password);
+	free(s->watch_prefix);
+	free(s);
+}
+
+static const struct store_ops sentinel_ops = {
+	.submit = sentinel_submit,
+	.free = sentinel_free,
+	.pending = sentinel_pending,
+	.generation = sentinel_generation,
+	.watch_resets = sentinel_watch_resets,
+};
+
+struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg,
+				 char *err, size_t errlen)
+{
+	struct store_sentinel *s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	s->base.ops = &sentinel_ops;
+	s->evbase = base;
+	s->cfg.database = cfg->database;
+	s->cfg.timeout_ms = cfg->timeout_ms;
+	s->cfg.connections = cfg->connections;
+	s->cfg.username = cfg->username ? strdup(cfg->username) : NULL;
+	s->cfg.password = cfg->password ? strdup(cfg->password) : NULL;
+	s->master_name = strdup(cfg->sentinel_master);
+	s->sentinels = calloc(cfg->sentinels.n, sizeof(char *));
+	s->timer = evtimer_new(base, timer_cb, s);
+	if (!s->master_name || !s->sentinels || !s->timer) {
+		snprintf(err, errlen, "out of memory");
+		sentinel_free(&s->base);
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->sentinels.n; i++)
+		if ((s->sentinels[s->nsentinels] = strdup(cfg->sentinels.addr[i])))
+			s->nsentinels++;
+	timer_cb(-1, 0, s); /* ask now, subscribe, and keep checking */
+	return &s->base;
+}
