@@ -9,16 +9,20 @@
  *
  * Reading pauses while too many requests are owed or the client is not
  * reading its replies, so one client's memory stays bounded.
+ *
+ * Plain events and evbuffers rather than bufferevents: a read is one recv()
+ * (no FIONREAD ioctl first), replies are sent directly at the end of the loop
+ * turn, and EV_WRITE is armed only while the socket is full.
  */
 #include "conn.h"
 
 #include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "config.h"
@@ -31,6 +35,7 @@
 /* Output bytes owed to a client that is not reading. */
 #define OUT_HIGH (256 * 1024)
 #define OUT_LOW (64 * 1024)
+#define READ_CHUNK 16384
 
 struct pending {
 	struct cmd_slot slot; /* first: complete() gets this pointer */
@@ -42,7 +47,10 @@ struct pending {
 struct conn {
 	struct conn_link link;
 	struct server *srv;
-	struct bufferevent *bev; /* NULL once reaped */
+	evutil_socket_t fd;	 /* -1 once reaped */
+	struct event *rev, *wev; /* wev is armed only while output is queued */
+	struct evbuffer *in, *out;
+	struct timeval idle;	 /* idle_timeout, or 0 */
 	struct pending *head, *tail;
 	unsigned npending; /* queued, done or not */
 	unsigned inflight; /* not done yet */
@@ -116,15 +124,20 @@ void conn_close(struct conn *c)
 		return;
 	c->closed = 1;
 	c->closing = 1;
-	bufferevent_disable(c->bev, EV_READ | EV_WRITE);
+	event_del(c->rev);
+	event_del(c->wev);
 	server_conn_removed(c->srv, c);
 	server_defer_free(c->srv, c);
 }
 
 void conn_reap(struct conn *c)
 {
-	bufferevent_free(c->bev);
-	c->bev = NULL;
+	event_free(c->rev);
+	event_free(c->wev);
+	evbuffer_free(c->in);
+	evbuffer_free(c->out);
+	evutil_closesocket(c->fd);
+	c->fd = -1;
 	if (c->inflight == 0)
 		conn_destroy(c);
 	/* else: the last store answer frees it (slot_complete) */
@@ -137,7 +150,7 @@ void conn_reap(struct conn *c)
  */
 static void conn_finish(struct conn *c)
 {
-	evutil_socket_t fd = bufferevent_getfd(c->bev);
+	evutil_socket_t fd = c->fd;
 	char sink[4096];
 	shutdown(fd, SHUT_WR);
 	for (int i = 0; i < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
@@ -149,7 +162,7 @@ static void maybe_finish(struct conn *c)
 {
 	if (c->closed || !c->closing || c->npending)
 		return;
-	if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
+	if (evbuffer_get_length(c->out) == 0)
 		conn_finish(c);
 	/* else write_cb closes once the output has drained */
 }
@@ -161,7 +174,7 @@ static void slot_complete(struct cmd_slot *slot)
 	p->done = 1;
 	c->inflight--;
 	if (c->closed) {
-		if (!c->bev && c->inflight == 0)
+		if (c->fd < 0 && c->inflight == 0)
 			conn_destroy(c);
 		return;
 	}
@@ -194,14 +207,19 @@ static struct pending *pending_new(struct conn *c)
 	return p;
 }
 
+static void read_on(struct conn *c)
+{
+	event_add(c->rev, c->idle.tv_sec || c->idle.tv_usec ? &c->idle : NULL);
+}
+
 /*
  * Replies ready at the head go out in one send() when nothing is queued
  * before them: no EV_WRITE round trip through the loop. What the socket does
- * not take goes to the bufferevent, which writes it when it can.
+ * not take is queued, and EV_WRITE armed until it is written.
  */
 static void flush_replies(struct conn *c)
 {
-	struct evbuffer *out = bufferevent_get_output(c->bev);
+	struct evbuffer *out = c->out;
 	char buf[16384];
 	size_t n = 0;
 	while (c->head && c->head->done) {
@@ -223,7 +241,7 @@ static void flush_replies(struct conn *c)
 	if (n) {
 		size_t off = 0;
 		if (evbuffer_get_length(out) == 0) {
-			ssize_t w = send(bufferevent_getfd(c->bev), buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+			ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (w > 0)
 				off = (size_t)w;
 			else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -231,13 +249,16 @@ static void flush_replies(struct conn *c)
 				return;
 			}
 		}
-		if (off < n)
+		if (off < n) {
 			evbuffer_add(out, buf + off, n - off);
+			event_add(c->wev, NULL);
+		}
 	}
 	if (c->paused && !c->closing && c->npending < MAX_PENDING / 2 &&
 	    evbuffer_get_length(out) < OUT_HIGH) {
 		c->paused = 0;
-		bufferevent_enable(c->bev, EV_READ);
+		if (!c->eof)
+			read_on(c);
 		process_input(c);
 	}
 	maybe_finish(c);
@@ -246,15 +267,15 @@ static void flush_replies(struct conn *c)
 static void process_input(struct conn *c)
 {
 	struct server *srv = c->srv;
-	struct evbuffer *in = bufferevent_get_input(c->bev);
-	struct evbuffer *out = bufferevent_get_output(c->bev);
+	struct evbuffer *in = c->in;
+	struct evbuffer *out = c->out;
 	struct config *cfg = server_config(srv);
 	size_t max_line = cfg->max_line;
 
 	while (!c->closing && !c->closed) {
 		if (c->npending >= MAX_PENDING || evbuffer_get_length(out) >= OUT_HIGH) {
 			c->paused = 1;
-			bufferevent_disable(c->bev, EV_READ);
+			event_del(c->rev);
 			break;
 		}
 		size_t len = evbuffer_get_length(in);
@@ -307,48 +328,62 @@ void conn_flush(struct conn *c)
 		flush_replies(c);
 }
 
-static void read_cb(struct bufferevent *bev, void *arg)
+static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
-	(void)bev;
-	process_input(arg);
-}
-
-static void write_cb(struct bufferevent *bev, void *arg)
-{
-	(void)bev;
 	struct conn *c = arg;
 	if (c->closed)
 		return;
-	if (c->paused)
-		flush_replies(c);
-	else
-		maybe_finish(c);
-}
-
-static void event_cb(struct bufferevent *bev, short what, void *arg)
-{
-	(void)bev;
-	struct conn *c = arg;
-	if (c->closed)
-		return;
-	if (what & BEV_EVENT_TIMEOUT) {
+	if (what & EV_TIMEOUT) {
 		/* idle_timeout: only a client that owes us nothing and sends nothing is idle */
 		if (c->npending == 0) {
 			log_debug("closing idle client");
 			conn_close(c);
-		} else {
-			bufferevent_enable(c->bev, EV_READ);
 		}
+		return; /* EV_PERSIST: the timeout is armed again */
+	}
+	struct evbuffer_iovec v;
+	if (evbuffer_reserve_space(c->in, READ_CHUNK, &v, 1) < 1) {
+		log_error("out of memory; dropping client");
+		conn_close(c);
 		return;
 	}
-	if (what & BEV_EVENT_EOF && !(what & BEV_EVENT_ERROR)) {
+	ssize_t n = recv(fd, v.iov_base, v.iov_len, 0);
+	if (n > 0) {
+		v.iov_len = (size_t)n;
+		evbuffer_commit_space(c->in, &v, 1);
+	} else {
+		evbuffer_commit_space(c->in, &v, 0);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (n < 0) {
+			conn_close(c);
+			return;
+		}
 		/* Half-close (e.g. `nc -q1`): answer what was sent, then close. */
 		c->eof = 1;
-		if (!c->paused)
-			process_input(c);
+		event_del(c->rev);
+	}
+	process_input(c);
+}
+
+static void write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)what;
+	struct conn *c = arg;
+	if (c->closed)
+		return;
+	if (evbuffer_write(c->out, fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR) {
+		conn_close(c);
 		return;
 	}
-	conn_close(c);
+	size_t left = evbuffer_get_length(c->out);
+	if (left == 0)
+		event_del(c->wev);
+	if (c->paused && left <= OUT_LOW)
+		flush_replies(c); /* resumes reading */
+	else
+		maybe_finish(c);
 }
 
 struct conn *conn_new(struct server *srv, evutil_socket_t fd, int admin)
@@ -360,20 +395,29 @@ struct conn *conn_new(struct server *srv, evutil_socket_t fd, int admin)
 	}
 	c->srv = srv;
 	c->admin = admin;
-	c->bev = bufferevent_socket_new(server_base(srv), fd, BEV_OPT_CLOSE_ON_FREE);
-	if (!c->bev) {
+	c->fd = fd;
+	evutil_make_socket_nonblocking(fd);
+	c->rev = event_new(server_base(srv), fd, EV_READ | EV_PERSIST, read_cb, c);
+	c->wev = event_new(server_base(srv), fd, EV_WRITE | EV_PERSIST, write_cb, c);
+	c->in = evbuffer_new();
+	c->out = evbuffer_new();
+	if (!c->rev || !c->wev || !c->in || !c->out) {
+		if (c->rev)
+			event_free(c->rev);
+		if (c->wev)
+			event_free(c->wev);
+		if (c->in)
+			evbuffer_free(c->in);
+		if (c->out)
+			evbuffer_free(c->out);
 		evutil_closesocket(fd);
 		free(c);
 		return NULL;
 	}
-	bufferevent_setcb(c->bev, read_cb, write_cb, event_cb, c);
-	bufferevent_setwatermark(c->bev, EV_WRITE, OUT_LOW, 0);
 	int64_t idle = server_config(srv)->idle_timeout_ms;
-	if (idle > 0) {
-		struct timeval tv = {.tv_sec = idle / 1000, .tv_usec = (idle % 1000) * 1000};
-		bufferevent_set_timeouts(c->bev, &tv, NULL);
-	}
-	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	c->idle.tv_sec = idle / 1000;
+	c->idle.tv_usec = (idle % 1000) * 1000;
+	read_on(c);
 	server_conn_added(srv, c);
 	return c;
 }
@@ -383,6 +427,6 @@ void conn_drain(struct conn *c)
 	if (c->closed)
 		return;
 	c->closing = 1;
-	bufferevent_disable(c->bev, EV_READ);
+	event_del(c->rev);
 	maybe_finish(c);
 }
