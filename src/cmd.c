@@ -116,10 +116,12 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct pro
 						    : STORE_RESET;
 	slot->policy = p;
 	slot->op = op;
-	slot->deny = env->deny;
+	slot->deny = NULL;
 	slot->sent_us = mono_us();
-	if (env->deny) {
+	/* The cache is only safe while every daemon's RESETs reach us. */
+	if (env->deny && store_resets_followed(env->store)) {
 		struct denycache_hit hit;
+		slot->deny = env->deny;
 		denycache_sync(env->deny, store_generation(env->store));
 		if (op == STORE_RESET)
 			denycache_reset_pair(env->deny, p->name, p->name_len, pc->user,

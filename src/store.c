@@ -21,6 +21,11 @@ void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn,
 	s->ops->watch_resets(s, prefix, fn, arg);
 }
 
+int store_resets_followed(const struct store *s)
+{
+	return s->ops->resets_followed(s);
+}
+
 void store_free(struct store *s)
 {
 	if (s)

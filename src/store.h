@@ -74,6 +74,9 @@ struct store_ops {
 	 * hash tag "<action>:<escaped user>" of each. Call again when the
 	 * prefix changes; with prefix NULL, stop. */
 	void (*watch_resets)(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);
+	/* 1 while RESET notices are being received (the subscription is up):
+	 * only then may denials be cached. */
+	int (*resets_followed)(const struct store *s);
 };
 
 struct store {
@@ -84,6 +87,7 @@ void store_submit(struct store *s, const struct store_request *req, store_done_f
 size_t store_pending(const struct store *s);
 unsigned long store_generation(const struct store *s);
 void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);
+int store_resets_followed(const struct store *s);
 void store_free(struct store *s);
 const char *store_status_name(enum store_status st);
 

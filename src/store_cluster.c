@@ -63,6 +63,7 @@ struct store_cluster {
 	int closing;
 	/* RESET notices: one master's subscriber serves the whole cluster */
 	int watch_node;
+	unsigned long rehomed; /* the subscription moved: notices may have been missed */
 	char *watch_prefix;
 	store_reset_fn *watch_fn;
 	void *watch_arg;
@@ -316,6 +317,30 @@ static void ctl_next_addr(struct store_cluster *c, char *host, size_t hostcap, i
 	*port = atoi(colon + 1);
 }
 
+/* The RESET subscription lives on a master that serves slots: after a
+ * failover, the dead master's store keeps trying to reconnect, so move it. */
+static void rehome_watch(struct store_cluster *c)
+{
+	if (!c->watch_prefix || c->watch_node < 0)
+		return;
+	int owns = 0;
+	for (int s = 0; s < NSLOTS && !owns; s++)
+		owns = c->slots[s] == c->watch_node;
+	if (owns)
+		return;
+	int to = c->slots[0] >= 0 ? c->slots[0] : -1;
+	for (int s = 0; s < NSLOTS && to < 0; s++)
+		to = c->slots[s];
+	if (to < 0)
+		return;
+	log_info("redis cluster: RESET notices now from %s (was %s)", c->nodes[to].addr,
+		 c->nodes[c->watch_node].addr);
+	store_watch_resets(c->nodes[c->watch_node].st, NULL, NULL, NULL);
+	c->watch_node = to;
+	c->rehomed++;
+	store_watch_resets(c->nodes[to].st, c->watch_prefix, c->watch_fn, c->watch_arg);
+}
+
 static void slots_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	(void)privdata;
@@ -364,6 +389,8 @@ static void slots_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	if (!ok)
 		c->refresh_wanted = 1; /* ask another node soon */
+	else
+		rehome_watch(c);
 	c->ctl = NULL;
 	ac->data = NULL;
 	redisAsyncDisconnect(ac); /* allowed inside a callback: hiredis frees it after */
@@ -460,7 +487,13 @@ static unsigned long cluster_generation(const struct store *base)
 	unsigned long g = 0;
 	for (int i = 0; i < c->nnodes; i++)
 		g += store_generation(c->nodes[i].st);
-	return g;
+	return g + c->rehomed;
+}
+
+static int cluster_resets_followed(const struct store *base)
+{
+	const struct store_cluster *c = (const struct store_cluster *)base;
+	return c->watch_node >= 0 && store_resets_followed(c->nodes[c->watch_node].st);
 }
 
 static void cluster_watch_resets(struct store *base, const char *prefix, store_reset_fn *fn,
@@ -506,6 +539,7 @@ static const struct store_ops cluster_ops = {
 	.pending = cluster_pending,
 	.generation = cluster_generation,
 	.watch_resets = cluster_watch_resets,
+	.resets_followed = cluster_resets_followed,
 };
 
 struct store *store_cluster_new(struct event_base *base, const struct config_redis *cfg, char *err,

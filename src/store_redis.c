@@ -711,7 +711,10 @@ static void store_note_down(struct store_redis *s, const char *why)
 
 static void rconn_lost(struct rconn *rc, const char *why)
 {
-	rc->s->generation++;
+	/* State may be lost only with a Redis we were talking to (it may come
+	 * back empty); failed attempts to reach one change nothing. */
+	if (rc->state == RCONN_UP)
+		rc->s->generation++;
 	rc->ac = NULL;
 	rc->state = RCONN_DOWN;
 	rc->verified = 0;
@@ -794,14 +797,15 @@ static void reset_notice_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	if (!rc || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
 		return;
 	const redisReply *kind = rep->element[0], *msg = rep->element[2];
-	if (kind->type != REDIS_REPLY_STRING || msg->type != REDIS_REPLY_STRING)
+	if (kind->type != REDIS_REPLY_STRING)
 		return;
 	if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0) {
 		rc->verified = 1;
 		rc->backoff_ms = 0;
 		return;
 	}
-	if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 && rc->s->on_reset)
+	if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 && msg->type == REDIS_REPLY_STRING &&
+	    rc->s->on_reset)
 		rc->s->on_reset(rc->s->on_reset_arg, msg->str, msg->len);
 }
 
@@ -943,6 +947,12 @@ static unsigned long redis_generation(const struct store *base)
 	return ((const struct store_redis *)base)->generation;
 }
 
+static int redis_resets_followed(const struct store *base)
+{
+	const struct store_redis *s = (const struct store_redis *)base;
+	return s->reset_channel && s->subconn.state == RCONN_UP && s->subconn.verified;
+}
+
 static void redis_free(struct store *base)
 {
 	struct store_redis *s = (struct store_redis *)base;
@@ -1024,6 +1034,7 @@ static const struct store_ops redis_ops = {
 	.pending = redis_pending,
 	.generation = redis_generation,
 	.watch_resets = redis_watch_resets,
+	.resets_followed = redis_resets_followed,
 };
 
 static int parse_address(struct store_redis *s, const char *addr, char *err, size_t errlen)

@@ -380,6 +380,12 @@ static unsigned long sentinel_generation(const struct store *base)
 	return g + (s->cur ? store_generation(s->cur) : 0);
 }
 
+static int sentinel_resets_followed(const struct store *base)
+{
+	const struct store_sentinel *s = (const struct store_sentinel *)base;
+	return s->cur && store_resets_followed(s->cur);
+}
+
 static void sentinel_watch_resets(struct store *base, const char *prefix, store_reset_fn *fn,
 				  void *arg)
 {
@@ -427,6 +433,7 @@ static const struct store_ops sentinel_ops = {
 	.pending = sentinel_pending,
 	.generation = sentinel_generation,
 	.watch_resets = sentinel_watch_resets,
+	.resets_followed = sentinel_resets_followed,
 };
 
 struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg,

@@ -5,7 +5,7 @@ import re
 import time
 import unittest
 
-from harness import DaemonTest, parse_decision
+from harness import DaemonTest, parse_decision, wait_until
 
 POLICIES = {
     "reply": "5/60s",
@@ -190,6 +190,9 @@ class KeysTest(DaemonTest):
         cache), so repeats of it cost Redis nothing. One request at a time,
         so no two decisions share a call."""
         self.start()
+        # the cache is used only once the daemon hears other daemons' RESETs
+        wait_until(lambda: self.redis.call("PUBSUB", "NUMSUB", "rl:reset")[1] >= 1, 5,
+                   what="the daemon's RESET subscription")
         self.c.request("PING")
         self.redis.call("CONFIG", "RESETSTAT")
         # reply 5/60s: 5 allowed + the first denial go to Redis, 2 repeats don't
