@@ -600,9 +600,16 @@ static int parse_map(struct parser *P, const struct conf_key *keys, size_t nkeys
 			if (strlen(keys[i].name) == len && memcmp(keys[i].name, s, len) == 0)
 				break;
 		char shown[48];
-		if (i == nkeys)
-			return fail(P, km, "unknown key \"%s%s\"", P->section,
-				    show(s, len, shown, sizeof(shown)));
+		if (i == nkeys) {
+			/* "password:SECRET" (no space) is one scalar: quote only what comes
+			 * before a ':' or '=' so a mistyped secret is never echoed. */
+			size_t keep = 0;
+			while (keep < len && s[keep] != ':' && s[keep] != '=' && s[keep] != ' ')
+				keep++;
+			return fail(P, km, "unknown key \"%s%s%s\"%s", P->section,
+				    show(s, keep, shown, sizeof(shown)), keep < len ? "..." : "",
+				    keep < len ? " (a space is needed after ':')" : "");
+		}
 		if (*seen & (1u << i))
 			return fail(P, km, "duplicate key \"%s%s\"", P->section, keys[i].name);
 		*seen |= 1u << i;

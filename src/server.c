@@ -36,6 +36,7 @@ struct listener {
 	char *unix_path;
 	char *name;
 	int admin;
+	unsigned long long paused; /* accept pauses for lack of descriptors */
 };
 
 struct server {
@@ -227,8 +228,10 @@ static void accept_error_cb(struct evconnlistener *lev, void *arg)
 	struct listener *l = arg;
 	int err = EVUTIL_SOCKET_ERROR();
 	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-		log_warn("accept on %s: %s; pausing accepts for %d ms", l->name, strerror(err),
-			 ACCEPT_PAUSE_MS);
+		/* once, then every 1000th time: the pause repeats 10 times a second */
+		if (l->paused++ % 1000 == 0)
+			log_warn("accept on %s: %s; pausing accepts for %d ms (%llu times so far)",
+				 l->name, strerror(err), ACCEPT_PAUSE_MS, l->paused);
 		evconnlistener_disable(lev);
 		struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
 		evtimer_add(l->resume, &tv);

@@ -30,6 +30,7 @@
 #include "policy.h"
 #include "store.h"
 #include "store_redis.h"
+#include "store_reply.h"
 
 #define NSLOTS 16384
 #define MAX_NODES 256
@@ -460,6 +461,7 @@ static void cluster_refresh(struct store_cluster *c)
 		return;
 	}
 	ac->data = c;
+	store_reply_guard_reader(ac->c.reader);
 	redisLibeventAttach(ac, c->evbase);
 	redisAsyncSetConnectCallback(ac, ctl_connect_cb);
 	redisAsyncSetDisconnectCallback(ac, ctl_disconnect_cb);

@@ -41,6 +41,11 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 500
 #define CONNECT_TIMEOUT_MS 1000
+/* Up this long: the next reconnect starts from the shortest backoff. */
+#define STABLE_US 1000000u
+/* A connection owing replies that has received nothing for this long (and
+ * at least twice redis.timeout) is presumed dead and replaced. */
+#define STALL_MIN_MS 1000
 #define FREE_POOL_MAX 1024
 #define MAX_BATCH 64
 /* Per decision: up to 8 keys and 3 + 4 * 8 arguments. */
@@ -66,6 +71,9 @@ struct rconn {
 	int backoff_ms;
 	int verified;	     /* got a good reply since connecting */
 	int sub;	     /* the subscriber for RESET notices, not a request connection */
+	uint64_t up_since_us;	/* TCP connected at */
+	uint64_t last_rx_us;	/* a reply last arrived at */
+	uint64_t busy_since_us; /* inflight went from 0 to more at */
 	int want_write;	     /* hiredis has output queued; written at the end of the turn */
 	struct event *retry; /* reconnect after backoff */
 	struct event *connect_timeout;
@@ -107,7 +115,8 @@ struct store_redis {
 	size_t pending;
 	struct sreq *free_pool;
 	size_t nfree;
-	int up_logged, down_logged;
+	int up_logged, down_logged, setup_err_logged;
+	int64_t timeout_ms; /* of the last request: sizes the stall check */
 	int closing;
 	int max_batch;
 	int cluster; /* a Redis Cluster node: cluster script, batches with undeclared keys */
@@ -124,6 +133,7 @@ struct store_redis {
 };
 
 static void rconn_connect(struct rconn *rc);
+static void rconn_verified(struct rconn *rc);
 
 static uint64_t now_us(void)
 {
@@ -235,6 +245,31 @@ static void answer_status(struct sreq *r, enum store_status st, const char *deta
 	sreq_answer(r, &res);
 }
 
+/*
+ * Requests just timed out: a connection that owes replies and has heard
+ * nothing for long is presumed dead (a peer gone without FIN or RST, a
+ * middlebox that dropped it) and replaced. A frozen Redis is treated the
+ * same; the new connection simply waits for it.
+ */
+static void check_stalls(struct store_redis *s, uint64_t now)
+{
+	int64_t ms = s->timeout_ms * 2 > STALL_MIN_MS ? s->timeout_ms * 2 : STALL_MIN_MS;
+	for (int i = 0; i < s->nconns; i++) {
+		struct rconn *rc = &s->conns[i];
+		if (!rc->ac || rc->state != RCONN_UP || rc->inflight == 0)
+			continue;
+		uint64_t since = rc->last_rx_us > rc->busy_since_us ? rc->last_rx_us : rc->busy_since_us;
+		if (now - since < (uint64_t)ms * 1000u)
+			continue;
+		log_warn("redis connection %d: no reply for %lld ms with %u requests owed; reconnecting",
+			 i, (long long)((now - since) / 1000), rc->inflight);
+		/* Not in a hiredis callback, so freeing is allowed: owed requests
+		 * are called back with NULL, on_disconnect schedules the reconnect.
+		 * (redisAsyncDisconnect would wait for the replies that never come.) */
+		redisAsyncFree(rc->ac);
+	}
+}
+
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
@@ -245,6 +280,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	while (s->head && s->head->deadline_us <= now)
 		answer_status(s->head, STORE_TIMEOUT, "redis did not answer in time");
 	timer_arm(s);
+	check_stalls(s, now);
 }
 
 /* ---- sending: batches ---- */
@@ -381,6 +417,8 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	size_t len = resp_format(s->cmdbuf, ac, argv, argl);
 	if (!rc->ac || redisAsyncFormattedCommand(rc->ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
 		return -1;
+	if (rc->inflight == 0)
+		rc->busy_since_us = now_us();
 	rc->inflight += (unsigned)b->n;
 	s->batches_sent++;
 	s->batched_reqs += (unsigned long long)b->n;
@@ -492,8 +530,7 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		batch_fail(s, b, STORE_UNAVAILABLE, "connection to redis lost");
 		return;
 	}
-	rc->verified = 1;
-	rc->backoff_ms = 0;
+	rconn_verified(rc);
 	if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && !b->evaled &&
 	    rc->ac && !s->closing) {
 		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it.
@@ -682,6 +719,12 @@ static void rconn_schedule_retry(struct rconn *rc)
 {
 	if (rc->s->closing)
 		return;
+	/* A connection that stayed up a while earns a quick reconnect; one
+	 * dropped at once (Redis failing every command, a proxy closing) does
+	 * not, so there is no reconnect storm. */
+	if (rc->up_since_us && now_us() - rc->up_since_us >= STABLE_US)
+		rc->backoff_ms = 0;
+	rc->up_since_us = 0;
 	if (rc->backoff_ms == 0)
 		rc->backoff_ms = BACKOFF_MIN_MS;
 	else if (rc->backoff_ms < BACKOFF_MAX_MS)
@@ -695,7 +738,7 @@ static void rconn_schedule_retry(struct rconn *rc)
 static void store_note_down(struct store_redis *s, const char *why)
 {
 	for (int i = 0; i < s->nconns; i++)
-		if (s->conns[i].state == RCONN_UP)
+		if (s->conns[i].state == RCONN_UP && s->conns[i].verified)
 			return;
 	if (!s->down_logged) {
 		if (s->host)
@@ -707,6 +750,23 @@ static void store_note_down(struct store_redis *s, const char *why)
 		s->down_logged = 1;
 		s->up_logged = 0;
 	}
+}
+
+/* Redis answered on rc: it works. Logged once per outage, on the way up. */
+static void rconn_verified(struct rconn *rc)
+{
+	struct store_redis *s = rc->s;
+	rc->verified = 1;
+	rc->last_rx_us = now_us();
+	if (rc->sub || s->up_logged)
+		return;
+	if (s->host)
+		log_info("redis %s:%d connected", s->host, s->port);
+	else
+		log_info("redis unix:%s connected", s->unix_path);
+	s->up_logged = 1;
+	s->down_logged = 0;
+	s->setup_err_logged = 0;
 }
 
 static void rconn_lost(struct rconn *rc, const char *why)
@@ -734,15 +794,8 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	}
 	evtimer_del(rc->connect_timeout);
 	rc->state = RCONN_UP;
-	struct store_redis *s = rc->s;
-	if (!s->up_logged && !rc->sub) {
-		if (s->host)
-			log_info("redis %s:%d connected", s->host, s->port);
-		else
-			log_info("redis unix:%s connected", s->unix_path);
-		s->up_logged = 1;
-		s->down_logged = 0;
-	}
+	rc->up_since_us = now_us();
+	rc->last_rx_us = rc->up_since_us;
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
@@ -761,16 +814,17 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	if (!rep || !rc)
 		return;
 	if (rep->type == REDIS_REPLY_ERROR) {
-		/* AUTH errors never echo the password; Redis's message doesn't either. */
-		log_error("redis %s failed: %.200s", what, rep->str);
+		/* AUTH errors never echo the password; Redis's message doesn't either.
+		 * Logged once until Redis works again, not on every reconnect. */
+		if (!rc->s->setup_err_logged)
+			log_error("redis %s failed: %.200s", what, rep->str);
+		rc->s->setup_err_logged = 1;
 		if (strcmp(what, "SCRIPT LOAD") != 0 && rc->ac)
 			redisAsyncDisconnect(rc->ac);
 		return;
 	}
-	if (strcmp(what, "SCRIPT LOAD") == 0) {
-		rc->verified = 1;
-		rc->backoff_ms = 0;
-	}
+	if (strcmp(what, "SCRIPT LOAD") == 0)
+		rconn_verified(rc);
 }
 
 static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -800,8 +854,7 @@ static void reset_notice_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	if (kind->type != REDIS_REPLY_STRING)
 		return;
 	if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0) {
-		rc->verified = 1;
-		rc->backoff_ms = 0;
+		rconn_verified(rc);
 		return;
 	}
 	if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 && msg->type == REDIS_REPLY_STRING &&
@@ -826,6 +879,7 @@ static void rconn_connect(struct rconn *rc)
 		return;
 	}
 	ac->data = rc;
+	store_reply_guard_reader(ac->c.reader);
 	if (ev_attach(ac, rc, s->evbase) < 0) {
 		redisAsyncFree(ac);
 		rconn_lost(rc, "cannot attach to event loop");
@@ -933,6 +987,7 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 	r->prefix_len = req->prefix_len;
 	memcpy(r->prefix, req->prefix, req->prefix_len);
 	r->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
+	s->timeout_ms = req->timeout_ms;
 	deadline_insert(s, r);
 	rconn_enqueue(rc, r);
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 struct redisReply;
+struct redisReader;
 struct store_result;
 
 /*
@@ -23,5 +24,9 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
  * CLUSTERDOWN (retry), or none.
  */
 int store_reply_redirect(const char *err, size_t len, int *slot, const char **to, size_t *to_len);
+
+/* Makes r refuse replies announcing more than 65536 elements instead of
+ * allocating whatever a peer announces (hiredis 0.14 would). */
+void store_reply_guard_reader(struct redisReader *r);
 
 #endif

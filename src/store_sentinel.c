@@ -26,6 +26,7 @@
 #include "policy.h"
 #include "store.h"
 #include "store_redis.h"
+#include "store_reply.h"
 
 #define RECHECK_MS 5000
 #define ASK_MIN_MS 100
@@ -187,6 +188,7 @@ static redisAsyncContext *sentinel_connect(struct store_sentinel *s, redisConnec
 		return NULL;
 	}
 	ac->data = s;
+	store_reply_guard_reader(ac->c.reader);
 	redisLibeventAttach(ac, s->evbase);
 	redisAsyncSetConnectCallback(ac, on_conn);
 	redisAsyncSetDisconnectCallback(ac, on_disc);

@@ -40,6 +40,8 @@ FALLBACK_ALLOW = re.compile(r"^ALLOWED (\d+) -1 0 -1$")
 FALLBACK_DENY = re.compile(r"^DENIED (\d+) -1 1000 -1$")
 DECISION = re.compile(r"^(ALLOWED|DENIED) (-?\d+) (-?\d+) (-?\d+) (-?\d+)$")
 LOG_LINE = re.compile(r"^(debug|info|warn|error): \S")
+SANITIZER_REPORT = re.compile(r"ERROR: (AddressSanitizer|LeakSanitizer)|runtime error: |"
+                              r"WARNING: ThreadSanitizer")
 
 _live = []  # every Popen started, for the atexit sweep
 
@@ -74,7 +76,8 @@ def _sweep():
 
 
 def spawn(argv, **kw):
-    p = subprocess.Popen(argv, preexec_fn=_pdeathsig, **kw)
+    kw.setdefault("preexec_fn", _pdeathsig)
+    p = subprocess.Popen(argv, **kw)
     _live.append(p)
     return p
 
@@ -108,6 +111,60 @@ def wait_until(pred, timeout, interval=0.01, what="condition"):
             raise AssertionError("timed out after %.1fs waiting for %s (last error: %r)"
                                  % (timeout, what, last_exc))
         time.sleep(interval)
+
+
+# ---------------------------------------------------------------- /proc figures
+
+def proc_fd_count(pid):
+    """Open file descriptors of a process."""
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def proc_rss_kb(pid):
+    """Resident set size (VmRSS) of a process, in KiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for ln in f:
+            if ln.startswith("VmRSS:"):
+                return int(ln.split()[1])
+    raise AssertionError("no VmRSS for pid %d" % pid)
+
+
+def proc_cpu_seconds(pid):
+    """User + system CPU time a process has used, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+_asan = None
+
+
+def under_asan():
+    """True when the daemon binary is built with AddressSanitizer."""
+    global _asan
+    if _asan is None:
+        try:
+            with open(DAEMON, "rb") as f:
+                _asan = b"__asan_init" in f.read()
+        except OSError:
+            _asan = False
+    return _asan
+
+
+def rss_env():
+    """Environment for a daemon whose RSS a test measures: under ASan, no
+    quarantine of freed memory (it would grow RSS by design, up to 256 MB)."""
+    if not under_asan():
+        return None
+    return {"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
+            ":quarantine_size_mb=0:allocator_release_to_os_interval_ms=0"}
+
+
+def rss_slack_kb():
+    """RSS noise allowed on top of a test's bound: ASan's allocator keeps
+    per-size-class caches and shadow pages (its leaks are LSan's business)."""
+    return 2048 if under_asan() else 0
 
 
 # ---------------------------------------------------------------- RESP client
@@ -330,15 +387,24 @@ class Daemon:
         os.replace(tmp, self.config_path)
         self.config_text = text
 
-    def start(self, timeout=STARTUP_TIMEOUT, wait=True, env=None):
+    def start(self, timeout=STARTUP_TIMEOUT, wait=True, env=None, nofile=None):
+        """nofile: (soft, hard) RLIMIT_NOFILE for the daemon (it raises its
+        soft limit to the hard one by itself)."""
         self.errf = open(self.log_path, "ab")
         self.outf = open(self.out_path, "ab")
         full_env = dict(os.environ)
         full_env.pop("NOTIFY_SOCKET", None)
         full_env.update(env or {})
+        kw = {}
+        if nofile is not None:
+            def preexec(lim=tuple(nofile)):
+                import resource
+                resource.setrlimit(resource.RLIMIT_NOFILE, lim)
+                _pdeathsig()
+            kw["preexec_fn"] = preexec
         self.proc = spawn([DAEMON, "-c", self.config_path], stdout=self.outf,
                           stderr=self.errf, stdin=subprocess.DEVNULL, cwd=self.tmpdir,
-                          env=full_env)
+                          env=full_env, **kw)
         if wait:
             self.wait_ready(timeout)
         return self
@@ -384,6 +450,32 @@ class Daemon:
 
     def signal(self, sig):
         self.proc.send_signal(sig)
+
+    # -- resource figures from /proc (Linux)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def fd_count(self):
+        return proc_fd_count(self.proc.pid)
+
+    def rss_kb(self):
+        return proc_rss_kb(self.proc.pid)
+
+    def cpu_seconds(self):
+        return proc_cpu_seconds(self.proc.pid)
+
+    def wait_idle(self, timeout=10.0, quiet=0.2):
+        """Waits until the daemon uses no CPU for `quiet` seconds (it has
+        processed everything it could read)."""
+        last = [None]
+
+        def idle():
+            t = self.cpu_seconds()
+            same, last[0] = t == last[0], t
+            return same
+        wait_until(idle, timeout, interval=quiet, what="the daemon to be idle")
 
     def reload(self, text=None):
         if text is not None:
@@ -504,6 +596,17 @@ class Client:
         self.send(*lines)
         return self.readlines(len(lines), timeout)
 
+    def extra(self, wait=0.3):
+        """Whatever arrives within `wait` seconds beyond the lines read so
+        far (b"" when the daemon sends nothing more): for exact reply counts."""
+        deadline = time.monotonic() + wait
+        try:
+            while not self.eof:
+                self._recv(deadline)
+        except (Closed, socket.timeout, OSError):
+            pass
+        return self.buf
+
     def closed_by_peer(self, timeout=None):
         """True when the daemon closes the connection (EOF) within timeout
         and sent nothing more; raises if a line arrives instead."""
@@ -556,6 +659,18 @@ class DaemonTest(unittest.TestCase):
                 p.stop()
             except Exception:  # noqa: BLE001 - cleanup must go on
                 pass
+        # A sanitizer report (ASan, LSan at exit, UBSan) fails the test even
+        # when every reply was right.
+        reports = []
+        for p in self._procs:
+            if isinstance(p, Daemon):
+                log = p.log()
+                m = SANITIZER_REPORT.search(log)
+                if m:
+                    reports.append("%s: %s" % (p.name, log[max(0, m.start() - 200):m.start() + 3000]))
+        if reports and not failed:
+            raise AssertionError("sanitizer report in the daemon's stderr (tmpdir %s kept):\n%s"
+                                 % (self.tmpdir, "\n".join(reports)))
         if failed or os.environ.get("RL_KEEP_TMP"):
             return
         shutil.rmtree(self.tmpdir, ignore_errors=True)
@@ -566,6 +681,13 @@ class DaemonTest(unittest.TestCase):
         r = RedisServer(self.tmpdir, **kw)
         self._procs.append(r)
         return r.start()
+
+    def start_fake(self, **kw):
+        """A scripted fake Redis (fakeredis.FakeRedis), stopped in tearDown."""
+        from fakeredis import FakeRedis
+        f = FakeRedis(**kw)
+        self._procs.append(f)
+        return f
 
     # -- daemon
 
@@ -583,14 +705,15 @@ class DaemonTest(unittest.TestCase):
         return port, make_config(listen, ropts, policies, **top)
 
     def start_daemon(self, policies=None, config=None, port=None, name="rl", wait=True,
-                     redis=None, env=None, **kw):
+                     redis=None, env=None, nofile=None, **kw):
         """Starts ratelimitd. Either `config` (full YAML text; `port` must be
-        its first TCP listen port) or policies + daemon_config keywords."""
+        its first TCP listen port) or policies + daemon_config keywords.
+        nofile: (soft, hard) RLIMIT_NOFILE for the daemon."""
         if config is None:
             port, config = self.daemon_config(policies, redis=redis, port=port, **kw)
         d = Daemon(self.tmpdir, config, name=name, port=port)
         self._procs.append(d)
-        d.start(wait=wait, env=env)
+        d.start(wait=wait, env=env, nofile=nofile)
         return d
 
     def fresh(self, policies, **kw):
