@@ -1,0 +1,255 @@
+"""Redis Sentinel backend (issue 5) against a real master, replicas and three
+sentinels on loopback (cluster.py): the daemon follows the master through a
+failover after a crash and through SENTINEL FAILOVER, re-resolves when the
+server it talks to has become a replica (READONLY) even when it never hears
++switch-master, and answers per on_store_error, within the timeout, while
+there is no master."""
+
+import time
+import unittest
+
+from cluster import (SentinelProxy, Traffic, add_sentinels, commandstats, fresh_port, is_real,
+                     sentinel_redis_opts)
+from harness import SLOW, STORE_MARGIN, DaemonTest, free_port, make_config, wait_until
+
+POLICIES = {
+    "reply": "5/60s",
+    "big": "100000/60s",
+    "strict": "{limits: [100000/60s], on_store_error: deny}",
+}
+TIMEOUT = 0.3 * SLOW
+BOUND = TIMEOUT + STORE_MARGIN
+
+
+def report(msg):
+    import sys
+    sys.stderr.write("[figures] %s\n" % msg)
+    sys.stderr.flush()
+
+
+class SentinelBase(DaemonTest):
+    def sentinels(self, **kw):
+        self.ss = add_sentinels(self, **kw)
+        return self.ss
+
+    def sdaemon(self, addresses=None, name="rl", redis_extra=None, policies=POLICIES):
+        port = free_port()
+        ropts = sentinel_redis_opts(addresses or self.ss.addresses(),
+                                    timeout="%dms" % int(TIMEOUT * 1000),
+                                    **(redis_extra or {}))
+        cfg = make_config(["127.0.0.1:%d" % port], ropts, policies)
+        return self.start_daemon(config=cfg, port=port, name=name)
+
+    def client(self, d):
+        c = d.client(timeout=10 * SLOW)
+        self.addCleanup(c.close)
+        return c
+
+    def evalsha(self, server):
+        return commandstats(server).get("evalsha", 0)
+
+    def check_switch(self, recs, lines, t_event, what):
+        """Every reply for `lines` is a real decision or the exact fallback,
+        within the timeout; fallbacks only after t_event; the last ones are
+        real. Returns (number of fallbacks, seconds from t_event to the last
+        fallback, or 0)."""
+        mine = [r for r in recs if r[3] in lines]
+        self.assertTrue(mine)
+        fb = []
+        for r in mine:
+            if not is_real(r[4]):
+                want = "DENIED 100000 -1 1000 -1" if " strict" in r[3] else \
+                    "ALLOWED 100000 -1 0 -1"
+                self.assertEqual(r[4], want, r[3])
+                fb.append(r)
+        slow = [(round(r[2] - r[1], 3), r[3], r[4]) for r in mine if r[2] - r[1] > BOUND]
+        self.assertEqual(slow[:5], [], "%s: answers later than redis.timeout + margin" % what)
+        if fb:
+            self.assertGreaterEqual(min(r[1] for r in fb), t_event - 0.05,
+                                    "%s: fallback before the event" % what)
+        last = max((r[2] for r in fb), default=t_event)
+        after = [r for r in mine if r[1] > last]
+        self.assertTrue(after and all(is_real(r[4]) for r in after), what)
+        return len(fb), last - t_event
+
+    def wait_real_on(self, tr, lines, since, timeout):
+        """Waits until the last 20 replies for `lines` were all real and sent
+        after `since`."""
+        want = set(lines)
+
+        def ok():
+            mine = [r for r in list(tr.records) if r[3] in want]
+            last = mine[-20:]
+            return len(last) == 20 and last[0][1] > since and all(is_real(r[4]) for r in last)
+        wait_until(ok, timeout, interval=0.05, what="decisions from Redis again")
+
+
+class SentinelFailoverTest(SentinelBase):
+    def test_follows_master_after_kill(self):
+        """The master is SIGKILLed under traffic: the sentinels promote a
+        replica, the daemon follows within a few seconds; meanwhile every
+        answer is the policy's on_store_error one within the timeout; state
+        replicated before the crash survives; new decisions are made by the
+        new master."""
+        ss = self.sentinels(replicas=2)
+        d = self.sdaemon()
+        c = self.client(d)
+        old = ss.current_master()
+        self.assertEqual(c.pipeline(["ALLOW cap reply"] * 5)[-1][:9], "ALLOWED 5")
+        self.assertTrue(is_real(c.request("ALLOW k0 big")))
+        self.assertIn(b"rl:{reply:cap}:s60000", old.keys())
+        ss.wait_replicated()
+        lines = ["ALLOW w%d big" % i for i in range(10)] + ["ALLOW s%d strict" % i
+                                                             for i in range(5)]
+        tr = Traffic([d.port], lambda i: lines[i::2], threads=2, depth=4, pause=0.005).start()
+        try:
+            time.sleep(0.3)
+            t_kill = time.monotonic()
+            ss.kill_master()
+            new, secs = ss.wait_failover(old)
+            t_switch = time.monotonic()
+            self.wait_real_on(tr, lines, t_switch, 5 * SLOW)
+            time.sleep(0.3)
+        finally:
+            recs = tr.stop()
+        self.assertEqual(tr.errors, [])
+        nfb, down = self.check_switch(recs, set(lines), t_kill, "kill")
+        self.assertGreater(nfb, 0, "no fallback answer while there was no master?")
+        report("sentinel kill: sentinels switched %.2fs after the kill; fallback answers until "
+               "+%.2fs (%d), daemon back %.2fs after the switch"
+               % (secs, down, nfb, down - secs))
+        self.assertLess(down, secs + 2 * SLOW, "the daemon took %.2fs after the switch"
+                        % (down - secs))
+        self.assertDecision(c.request("PEEK cap reply"), "DENIED", 5, 0)
+        self.assertGreater(self.evalsha(new), 0)
+        self.assertEqual(c.pipeline(["ALLOW fresh%d reply" % i for i in range(10)]),
+                         ["ALLOWED 5 4 0 60000"] * 10)
+        keys = new.keys()
+        for i in range(10):
+            self.assertIn(b"rl:{reply:fresh%d}:s60000" % i, keys)
+
+    def test_follows_sentinel_failover_command(self):
+        """SENTINEL FAILOVER (old master alive): the daemon moves to the new
+        master when the sentinels announce it; the old master gets no more
+        decisions once the daemon has switched; no answer exceeds the
+        timeout."""
+        ss = self.sentinels(replicas=1)
+        d = self.sdaemon()
+        c = self.client(d)
+        old = ss.current_master()
+        self.assertTrue(is_real(c.request("ALLOW k0 big")))
+        lines = ["ALLOW m%d big" % i for i in range(10)]
+        tr = Traffic([d.port], lambda i: lines, threads=2, depth=4, pause=0.005).start()
+        try:
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            self.assertEqual(ss.manual_failover(), "OK")
+            new, secs = ss.wait_failover(old)
+            t_switch = time.monotonic()
+            self.wait_real_on(tr, lines, t_switch, 5 * SLOW)
+            # the daemon now writes to the new master only
+            wait_until(lambda: self.evalsha(new) > 0, 3 * SLOW, what="decisions on the new master")
+            e_old = self.evalsha(old)
+            e_new = self.evalsha(new)
+            time.sleep(0.5)
+            self.assertEqual(self.evalsha(old), e_old, "decisions still go to the old master")
+            self.assertGreater(self.evalsha(new), e_new)
+        finally:
+            recs = tr.stop()
+        self.assertEqual(tr.errors, [])
+        nfb, down = self.check_switch(recs, set(lines), t0, "SENTINEL FAILOVER")
+        report("SENTINEL FAILOVER: switched after %.2fs; %d fallback answers" % (secs, nfb))
+        c.request("ALLOW after reply")
+        self.assertIn(b"rl:{reply:after}:s60000", new.keys())
+
+
+class SentinelReadonlyTest(SentinelBase):
+    def test_demoted_master_readonly_without_switch_notice(self):
+        """The daemon reaches the sentinels through proxies that hide
+        +switch-master. After SENTINEL FAILOVER the old master is made a
+        replica of the new one (what Sentinel itself does a few seconds
+        later): the daemon's writes there get READONLY, it asks the
+        sentinels again and goes on with the new master promptly; every
+        answer meanwhile is within the timeout."""
+        ss = self.sentinels(replicas=1)
+        proxies = [SentinelProxy(s.port) for s in ss.sentinels]
+        for p in proxies:
+            self.addCleanup(p.stop)
+        d = self.sdaemon(addresses=[p.address for p in proxies])
+        c = self.client(d)
+        old = ss.current_master()
+        wait_until(lambda: sum(p.subscribed for p in proxies) >= 1, 10 * SLOW,
+                   what="the daemon to subscribe through a proxy")
+        self.assertTrue(is_real(c.request("ALLOW k0 big")))
+        lines = ["ALLOW r%d big" % i for i in range(10)]
+        tr = Traffic([d.port], lambda i: lines, threads=2, depth=4, pause=0.005).start()
+        try:
+            time.sleep(0.3)
+            self.assertEqual(ss.manual_failover(ss.sentinels[0]), "OK")
+            new, secs = ss.wait_failover(old)
+            # demote the old master now, as Sentinel would (+convert-to-slave)
+            old.call("REPLICAOF", "127.0.0.1", new.port)
+            t_demote = time.monotonic()
+            ss.wait_demoted(old, new)
+            self.wait_real_on(tr, lines, t_demote, 5 * SLOW)
+            e_new = self.evalsha(new)
+            time.sleep(0.3)
+            self.assertGreater(self.evalsha(new), e_new, "decisions not on the new master")
+        finally:
+            recs = tr.stop()
+        self.assertEqual(tr.errors, [])
+        self.assertTrue(any(p.dropped for p in proxies),
+                        "no +switch-master was hidden from the daemon: test is void")
+        mine = [r for r in recs if r[3] in set(lines)]
+        bad = [r for r in mine if not is_real(r[4])]
+        for r in bad:
+            self.assertEqual(r[4], "ALLOWED 100000 -1 0 -1")
+        slow = [round(r[2] - r[1], 3) for r in mine if r[2] - r[1] > BOUND]
+        self.assertEqual(slow[:5], [], "answers later than redis.timeout + margin")
+        # real decisions again promptly after the demotion (READONLY)
+        real_after = [r for r in mine if r[1] >= t_demote and is_real(r[4])]
+        firsts = [r for r in real_after if all(is_real(x[4]) for x in mine if x[1] >= r[1])]
+        self.assertTrue(firsts)
+        back = firsts[0][2] - t_demote
+        asks = [t - t_demote for p in proxies for t in p.asks_since(t_demote)]
+        report("READONLY: daemon back on the new master %.2fs after the demotion; "
+               "first sentinel query after it at +%.3fs; %d fallback answers"
+               % (back, min(asks) if asks else -1, len(bad)))
+        # ~0.1 s expected; well below Sentinel's own +convert-to-slave delay
+        # and a periodic re-check (seconds)
+        bound = 1.0 + 0.2 * SLOW
+        self.assertLess(back, bound, "took %.2fs to leave a demoted master" % back)
+        self.assertTrue(asks and min(asks) < bound,
+                        "the daemon did not ask the sentinels after READONLY")
+        c.request("ALLOW after reply")
+        self.assertIn(b"rl:{reply:after}:s60000", new.keys())
+
+
+class SentinelMiscTest(SentinelBase):
+    def test_first_sentinel_unreachable(self):
+        """A dead address first in the list: the daemon asks the others."""
+        ss = self.sentinels(replicas=1)
+        d = self.sdaemon(addresses=["127.0.0.1:%d" % fresh_port()] + ss.addresses())
+        c = self.client(d)
+        wait_until(lambda: is_real(c.request("PEEK probe big")), 3 * SLOW, interval=0.05,
+                   what="decisions through the second sentinel")
+        self.assertEqual(c.pipeline(["ALLOW u%d reply" % i for i in range(20)]),
+                         ["ALLOWED 5 4 0 60000"] * 20)
+        self.assertEqual(len(ss.current_master().keys(b"rl:{reply:*")), 20)
+
+    def test_master_password(self):
+        """The master and replicas need a password (sentinels do not): the
+        daemon authenticates to whichever master the sentinels name."""
+        ss = self.sentinels(replicas=1, password="m4ster-pw")
+        d = self.sdaemon(redis_extra={"password": "m4ster-pw"})
+        c = self.client(d)
+        wait_until(lambda: is_real(c.request("PEEK probe big")), 3 * SLOW, interval=0.05,
+                   what="decisions")
+        self.assertEqual(c.pipeline(["ALLOW p%d reply" % i for i in range(10)]),
+                         ["ALLOWED 5 4 0 60000"] * 10)
+        self.assertEqual(len(ss.current_master().keys("rl:*")), 10)
+        self.assertNotIn("m4ster-pw", d.log())
+
+
+if __name__ == "__main__":
+    unittest.main()
