@@ -215,8 +215,15 @@ for _ = 1, n do
   local ok, err = pcall(decide, out, op, cost, nlimits, a + 3, k)
   if not ok then
     for i = #out, before + 1, -1 do out[i] = nil end
+    local e = type(err) == 'table' and tostring(err.err) or tostring(err)
+    -- This node cannot write at all (a demoted master): fail the whole call
+    -- with Redis's own error so the daemon looks for the master. Nothing was
+    -- written by any decision of the call.
+    if string.find(e, 'READONLY', 1, true) or string.find(e, 'MASTERDOWN', 1, true) then
+      return redis.error_reply(string.match(e, '%u[%u_]+.*') or e)
+    end
     local code = -1
-    if string.find(tostring(err), 'non local key', 1, true) then code = -2 end
+    if string.find(e, 'non local key', 1, true) then code = -2 end
     out[#out + 1] = code; out[#out + 1] = 0; out[#out + 1] = 0
     out[#out + 1] = 0; out[#out + 1] = 0
   end
