@@ -53,6 +53,10 @@ struct store_cluster {
 	struct cnode nodes[MAX_NODES];
 	int nnodes;
 	int16_t slots[NSLOTS]; /* node index, or -1 before the map says */
+	/* A slot whose request waits to be retried holds back later requests
+	 * for it, so decisions on one key keep their order across retries:
+	 * held[slot] is that FIFO (its head owns the timer). */
+	struct creq *held[NSLOTS], *held_tail[NSLOTS];
 	int have_map;
 	/* CLUSTER SLOTS in the background */
 	redisAsyncContext *ctl;
@@ -81,6 +85,7 @@ struct creq {
 	int alone;  /* next attempt: not batched, keys declared */
 	unsigned slot;
 	struct event *retry;
+	struct creq *held_next; /* waiting behind an earlier request of its slot */
 	enum store_op op;
 	int64_t cost;
 	struct policy policy;
@@ -150,11 +155,33 @@ static void creq_fail(struct creq *q, enum store_status st, const char *detail)
 	creq_finish(q, &res);
 }
 
+/* The head of a slot's held FIFO is due: send it and everything behind it, in order. */
 static void retry_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	creq_send(arg);
+	struct creq *q = arg;
+	struct store_cluster *c = q->c;
+	unsigned slot = q->slot;
+	struct creq *chain = c->held[slot];
+	c->held[slot] = c->held_tail[slot] = NULL;
+	while (chain) {
+		struct creq *next = chain->held_next;
+		chain->held_next = NULL;
+		creq_send(chain);
+		chain = next;
+	}
+}
+
+static void hold(struct creq *q)
+{
+	struct store_cluster *c = q->c;
+	q->held_next = NULL;
+	if (c->held_tail[q->slot])
+		c->held_tail[q->slot]->held_next = q;
+	else
+		c->held[q->slot] = q;
+	c->held_tail[q->slot] = q;
 }
 
 /* Tries again after a backoff that still fits the deadline; else fails with res. */
@@ -164,19 +191,25 @@ static void creq_retry_later(struct creq *q, const struct store_result *res)
 	int ms = RETRY_MIN_MS << (q->attempts < 6 ? q->attempts : 6);
 	if (ms > RETRY_MAX_MS)
 		ms = RETRY_MAX_MS;
-	if (q->c->closing || q->attempts >= MAX_ATTEMPTS ||
+	struct store_cluster *c = q->c;
+	if (c->closing || q->attempts >= MAX_ATTEMPTS ||
 	    now + (uint64_t)ms * 1000u >= q->deadline_us) {
 		creq_finish(q, res);
 		return;
 	}
+	if (c->held[q->slot]) { /* an earlier request waits already: go behind it */
+		hold(q);
+		return;
+	}
 	if (!q->retry)
-		q->retry = evtimer_new(q->c->evbase, retry_cb, q);
+		q->retry = evtimer_new(c->evbase, retry_cb, q);
 	if (!q->retry) {
 		creq_finish(q, res);
 		return;
 	}
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
 	evtimer_add(q->retry, &tv);
+	hold(q);
 }
 
 static void creq_done(void *arg, const struct store_result *res)
@@ -293,6 +326,10 @@ static void cluster_submit(struct store *base, const struct store_request *req,
 	q->slot = keys_slot(key, kl);
 	if (c->closing) {
 		creq_fail(q, STORE_UNAVAILABLE, "shutting down");
+		return;
+	}
+	if (c->held[q->slot]) { /* keep its place behind an earlier request of the slot */
+		hold(q);
 		return;
 	}
 	creq_send(q);
@@ -520,6 +557,15 @@ static void cluster_free(struct store *base)
 	if (c->ctl) {
 		c->ctl->data = NULL;
 		redisAsyncFree(c->ctl);
+	}
+	for (unsigned s = 0; s < NSLOTS; s++) {
+		struct creq *q = c->held[s];
+		c->held[s] = c->held_tail[s] = NULL;
+		while (q) {
+			struct creq *next = q->held_next;
+			creq_fail(q, STORE_UNAVAILABLE, "shutting down");
+			q = next;
+		}
 	}
 	for (int i = 0; i < c->nnodes; i++) {
 		store_free(c->nodes[i].st); /* answers what it holds: creq_done finishes them */

@@ -222,6 +222,11 @@ for _ = 1, n do
     if string.find(e, 'READONLY', 1, true) or string.find(e, 'MASTERDOWN', 1, true) then
       return redis.error_reply(string.match(e, '%u[%u_]+.*') or e)
     end
+    -- A cluster that is down (a batch's undeclared keys are only checked
+    -- here): the whole call fails as CLUSTERDOWN, which the daemon retries.
+    if string.find(e, 'cluster is down', 1, true) then
+      return redis.error_reply('CLUSTERDOWN ' .. e)
+    end
     local code = -1
     if string.find(e, 'non local key', 1, true) then code = -2 end
     out[#out + 1] = code; out[#out + 1] = 0; out[#out + 1] = 0
