@@ -1,6 +1,34 @@
 /* store.c - dispatch to the configured store backend. */
 #include "store.h"
 
+#include <string.h>
+
+void store_request_save(struct store_saved_request *sv, const struct store_request *req)
+{
+	sv->op = req->op;
+	sv->cost = req->cost;
+	sv->policy = *req->policy;
+	sv->user_len = req->user_len < sizeof(sv->user) ? req->user_len : sizeof(sv->user);
+	memcpy(sv->user, req->user, sv->user_len);
+	sv->prefix_len = req->prefix_len < sizeof(sv->prefix) ? req->prefix_len : sizeof(sv->prefix);
+	memcpy(sv->prefix, req->prefix, sv->prefix_len);
+}
+
+struct store_request store_request_load(const struct store_saved_request *sv, int64_t timeout_ms)
+{
+	struct store_request req = {
+		.op = sv->op,
+		.policy = &sv->policy,
+		.prefix = sv->prefix,
+		.prefix_len = sv->prefix_len,
+		.user = sv->user,
+		.user_len = sv->user_len,
+		.cost = sv->cost,
+		.timeout_ms = timeout_ms,
+	};
+	return req;
+}
+
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg)
 {
 	s->ops->submit(s, req, done, arg);

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct policy;
+#include "policy.h"
 
 enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET };
 
@@ -43,6 +43,23 @@ enum store_redirect {
 	STORE_REDIRECT_RETRY,	   /* -TRYAGAIN, -CLUSTERDOWN: try again shortly */
 	STORE_REDIRECT_WRONG_NODE, /* a batched decision's keys were not on the node */
 };
+
+/*
+ * A store_request that owns copies of the bytes it points to, for backends
+ * that keep a request past store_submit (to retry it elsewhere).
+ */
+struct store_saved_request {
+	enum store_op op;
+	int64_t cost;
+	struct policy policy;
+	size_t user_len, prefix_len;
+	char user[512];
+	char prefix[128];
+};
+
+void store_request_save(struct store_saved_request *sv, const struct store_request *req);
+/* A request pointing into sv (valid while sv is), with timeout_ms set. */
+struct store_request store_request_load(const struct store_saved_request *sv, int64_t timeout_ms);
 
 struct store_result {
 	enum store_status status;

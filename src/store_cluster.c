@@ -86,12 +86,7 @@ struct creq {
 	unsigned slot;
 	struct event *retry;
 	struct creq *held_next; /* waiting behind an earlier request of its slot */
-	enum store_op op;
-	int64_t cost;
-	struct policy policy;
-	size_t user_len, prefix_len;
-	char user[KEYS_USER_MAX];
-	char prefix[KEYS_PREFIX_MAX];
+	struct store_saved_request sv;
 };
 
 static void cluster_refresh(struct store_cluster *c);
@@ -283,18 +278,10 @@ static void creq_send(struct creq *q)
 		return;
 	}
 	q->node = node;
-	struct store_request req = {
-		.op = q->op,
-		.policy = &q->policy,
-		.prefix = q->prefix,
-		.prefix_len = q->prefix_len,
-		.user = q->user,
-		.user_len = q->user_len,
-		.cost = q->cost,
-		.timeout_ms = (int64_t)((q->deadline_us - now + 999) / 1000),
-		.asking = q->asking,
-		.alone = q->alone,
-	};
+	struct store_request req =
+		store_request_load(&q->sv, (int64_t)((q->deadline_us - now + 999) / 1000));
+	req.asking = q->asking;
+	req.alone = q->alone;
 	q->asking = 0;
 	store_submit(c->nodes[node].st, &req, creq_done, q);
 }
@@ -314,15 +301,10 @@ static void cluster_submit(struct store *base, const struct store_request *req,
 	q->done = done;
 	q->arg = arg;
 	q->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
-	q->op = req->op;
-	q->cost = req->cost;
-	q->policy = *req->policy;
-	q->user_len = req->user_len;
-	memcpy(q->user, req->user, req->user_len);
-	q->prefix_len = req->prefix_len;
-	memcpy(q->prefix, req->prefix, req->prefix_len);
+	store_request_save(&q->sv, req);
 	char key[KEYS_MAX];
-	size_t kl = keys_build(key, q->prefix, q->prefix_len, &q->policy, 0, q->user, q->user_len);
+	size_t kl = keys_build(key, req->prefix, req->prefix_len, req->policy, 0, req->user,
+			       req->user_len);
 	q->slot = keys_slot(key, kl);
 	if (c->closing) {
 		creq_fail(q, STORE_UNAVAILABLE, "shutting down");

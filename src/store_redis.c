@@ -86,13 +86,8 @@ struct sreq {
 	store_done_fn *done; /* NULL once answered */
 	void *arg;
 	uint64_t deadline_us;
-	enum store_op op;
 	int asking, alone;
-	int64_t cost;
-	struct policy policy;
-	size_t user_len, prefix_len;
-	char user[512];
-	char prefix[KEYS_PREFIX_MAX];
+	struct store_saved_request sv; /* keys and arguments are built when the batch goes */
 };
 
 struct store_redis {
@@ -155,7 +150,7 @@ static struct sreq *sreq_get(struct store_redis *s)
 		if (!r)
 			return NULL;
 	}
-	memset(r, 0, offsetof(struct sreq, policy));
+	memset(r, 0, offsetof(struct sreq, sv));
 	r->s = s;
 	return r;
 }
@@ -353,10 +348,10 @@ static int batch_keys(struct store_redis *s, const struct sbatch *b, const char 
 	int nkeys = 0;
 	for (int j = 0; j < b->n; j++) {
 		const struct sreq *r = b->reqs[j];
-		for (int i = 0; i < r->policy.nlimits; i++) {
+		for (int i = 0; i < r->sv.policy.nlimits; i++) {
 			char *k = s->arena + s->arena_used;
-			size_t kl = keys_build(k, r->prefix, r->prefix_len, &r->policy, i, r->user,
-					       r->user_len);
+			size_t kl = keys_build(k, r->sv.prefix, r->sv.prefix_len, &r->sv.policy, i,
+					       r->sv.user, r->sv.user_len);
 			s->arena_used += kl;
 			argv[*ac] = k;
 			argl[*ac] = kl;
@@ -397,9 +392,9 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	ARGN(b->n);
 	for (int j = 0; j < b->n; j++) {
 		const struct sreq *r = b->reqs[j];
-		const struct policy *p = &r->policy;
-		ARGS(r->op == STORE_ALLOW ? "a" : r->op == STORE_PEEK ? "p" : "r");
-		ARGN(r->cost);
+		const struct policy *p = &r->sv.policy;
+		ARGS(r->sv.op == STORE_ALLOW ? "a" : r->sv.op == STORE_PEEK ? "p" : "r");
+		ARGN(r->sv.cost);
 		ARGN(p->nlimits);
 		for (int i = 0; i < p->nlimits; i++) {
 			const struct policy_limit *l = &p->limits[i];
@@ -977,15 +972,9 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 	}
 	r->done = done;
 	r->arg = arg;
-	r->op = req->op;
+	store_request_save(&r->sv, req);
 	r->asking = req->asking;
 	r->alone = req->alone || req->asking;
-	r->cost = req->cost;
-	r->policy = *req->policy;
-	r->user_len = req->user_len;
-	memcpy(r->user, req->user, req->user_len);
-	r->prefix_len = req->prefix_len;
-	memcpy(r->prefix, req->prefix, req->prefix_len);
 	r->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
 	s->timeout_ms = req->timeout_ms;
 	deadline_insert(s, r);

@@ -65,12 +65,7 @@ struct sreq {
 	uint64_t deadline_us;
 	int attempts;
 	struct event *retry;
-	enum store_op op;
-	int64_t cost;
-	struct policy policy;
-	size_t user_len, prefix_len;
-	char user[KEYS_USER_MAX];
-	char prefix[KEYS_PREFIX_MAX];
+	struct store_saved_request sv;
 };
 
 static void sentinel_ask(struct store_sentinel *s);
@@ -327,16 +322,8 @@ static void sreq_send(struct sreq *q)
 		sreq_finish(q, &res);
 		return;
 	}
-	struct store_request req = {
-		.op = q->op,
-		.policy = &q->policy,
-		.prefix = q->prefix,
-		.prefix_len = q->prefix_len,
-		.user = q->user,
-		.user_len = q->user_len,
-		.cost = q->cost,
-		.timeout_ms = (int64_t)((q->deadline_us - now + 999) / 1000),
-	};
+	struct store_request req =
+		store_request_load(&q->sv, (int64_t)((q->deadline_us - now + 999) / 1000));
 	store_submit(s->cur, &req, sreq_done, q);
 }
 
@@ -355,13 +342,7 @@ static void sentinel_submit(struct store *base, const struct store_request *req,
 	q->done = done;
 	q->arg = arg;
 	q->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
-	q->op = req->op;
-	q->cost = req->cost;
-	q->policy = *req->policy;
-	q->user_len = req->user_len;
-	memcpy(q->user, req->user, req->user_len);
-	q->prefix_len = req->prefix_len;
-	memcpy(q->prefix, req->prefix, req->prefix_len);
+	store_request_save(&q->sv, req);
 	sreq_send(q);
 }
 
