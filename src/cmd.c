@@ -3,8 +3,8 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "clock.h"
 #include "config.h"
 #include "denycache.h"
 #include "log.h"
@@ -14,13 +14,6 @@
 /* Suggested wait in a fail-closed DENIED reply: long enough not to hammer a
  * sick store, short enough to recover quickly. */
 #define FALLBACK_RETRY_MS 1000
-
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static void finish(struct cmd_slot *slot)
 {
@@ -117,7 +110,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct pro
 	slot->policy = p;
 	slot->op = op;
 	slot->deny = NULL;
-	slot->sent_us = mono_us();
+	slot->sent_us = clock_mono_us();
 	/* The cache is only safe while every daemon's RESETs reach us. */
 	if (env->deny && store_resets_followed(env->store)) {
 		struct denycache_hit hit;

@@ -24,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "addr.h"
+#include "clock.h"
 #include "config.h"
 #include "keys.h"
 #include "log.h"
@@ -92,12 +94,6 @@ struct creq {
 static void cluster_refresh(struct store_cluster *c);
 static void creq_send(struct creq *q);
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /* ---- nodes ---- */
 
@@ -182,7 +178,7 @@ static void hold(struct creq *q)
 /* Tries again after a backoff that still fits the deadline; else fails with res. */
 static void creq_retry_later(struct creq *q, const struct store_result *res)
 {
-	uint64_t now = now_us();
+	uint64_t now = clock_mono_us();
 	int ms = RETRY_MIN_MS << (q->attempts < 6 ? q->attempts : 6);
 	if (ms > RETRY_MAX_MS)
 		ms = RETRY_MAX_MS;
@@ -260,7 +256,7 @@ static void creq_done(void *arg, const struct store_result *res)
 static void creq_send(struct creq *q)
 {
 	struct store_cluster *c = q->c;
-	uint64_t now = now_us();
+	uint64_t now = clock_mono_us();
 	if (now >= q->deadline_us) {
 		creq_fail(q, STORE_TIMEOUT, "redis cluster did not answer in time");
 		return;
@@ -300,7 +296,7 @@ static void cluster_submit(struct store *base, const struct store_request *req,
 	q->c = c;
 	q->done = done;
 	q->arg = arg;
-	q->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
+	q->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
 	store_request_save(&q->sv, req);
 	char key[KEYS_MAX];
 	size_t kl = keys_build(key, req->prefix, req->prefix_len, req->policy, 0, req->user,
@@ -319,22 +315,12 @@ static void cluster_submit(struct store *base, const struct store_request *req,
 
 /* ---- the slot map ---- */
 
-static void ctl_next_addr(struct store_cluster *c, char *host, size_t hostcap, int *port)
+static int ctl_next_addr(struct store_cluster *c, char *host, size_t hostcap, int *port)
 {
 	int total = c->nnodes + (int)c->nseeds;
 	int i = c->ctl_next++ % total;
-	const char *addr = i < c->nnodes ? c->nodes[i].addr : c->seeds[i - c->nnodes];
-	const char *colon = strrchr(addr, ':');
-	size_t hl = (size_t)(colon - addr);
-	if (hl >= 2 && addr[0] == '[') { /* [v6]:port */
-		addr++;
-		hl -= 2;
-	}
-	if (hl >= hostcap)
-		hl = hostcap - 1;
-	memcpy(host, addr, hl);
-	host[hl] = '\0';
-	*port = atoi(colon + 1);
+	return addr_split(i < c->nnodes ? c->nodes[i].addr : c->seeds[i - c->nnodes], host, hostcap,
+			  port);
 }
 
 /* The RESET subscription lives on a master that serves slots: after a
@@ -456,7 +442,7 @@ static void cluster_refresh(struct store_cluster *c)
 	c->refresh_wanted = 1;
 	if (c->ctl || evtimer_pending(c->refresh_timer, NULL))
 		return;
-	uint64_t now = now_us();
+	uint64_t now = clock_mono_us();
 	uint64_t next = c->last_refresh_us + REFRESH_MIN_MS * 1000u;
 	if (now < next) {
 		uint64_t d = next - now;
@@ -469,8 +455,8 @@ static void cluster_refresh(struct store_cluster *c)
 	c->last_refresh_us = now;
 	char host[256];
 	int port;
-	ctl_next_addr(c, host, sizeof(host), &port);
-	redisAsyncContext *ac = redisAsyncConnect(host, port);
+	redisAsyncContext *ac =
+		ctl_next_addr(c, host, sizeof(host), &port) == 0 ? redisAsyncConnect(host, port) : NULL;
 	if (!ac || ac->err) {
 		if (ac)
 			redisAsyncFree(ac);

@@ -26,6 +26,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "addr.h"
+#include "clock.h"
 #include "config.h"
 #include "keys.h"
 #include "log.h"
@@ -130,12 +132,6 @@ struct store_redis {
 static void rconn_connect(struct rconn *rc);
 static void rconn_verified(struct rconn *rc);
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /* ---- request objects ---- */
 
@@ -177,7 +173,7 @@ static void timer_arm(struct store_redis *s)
 	}
 	if (s->timer_at == s->head->deadline_us)
 		return;
-	uint64_t now = now_us();
+	uint64_t now = clock_mono_us();
 	uint64_t d = s->head->deadline_us > now ? s->head->deadline_us - now : 0;
 	struct timeval tv = {.tv_sec = (time_t)(d / 1000000), .tv_usec = (suseconds_t)(d % 1000000)};
 	evtimer_add(s->timer, &tv);
@@ -271,7 +267,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct store_redis *s = arg;
 	s->timer_at = 0;
-	uint64_t now = now_us();
+	uint64_t now = clock_mono_us();
 	while (s->head && s->head->deadline_us <= now)
 		answer_status(s->head, STORE_TIMEOUT, "redis did not answer in time");
 	timer_arm(s);
@@ -413,7 +409,7 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	if (!rc->ac || redisAsyncFormattedCommand(rc->ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
 		return -1;
 	if (rc->inflight == 0)
-		rc->busy_since_us = now_us();
+		rc->busy_since_us = clock_mono_us();
 	rc->inflight += (unsigned)b->n;
 	s->batches_sent++;
 	s->batched_reqs += (unsigned long long)b->n;
@@ -717,7 +713,7 @@ static void rconn_schedule_retry(struct rconn *rc)
 	/* A connection that stayed up a while earns a quick reconnect; one
 	 * dropped at once (Redis failing every command, a proxy closing) does
 	 * not, so there is no reconnect storm. */
-	if (rc->up_since_us && now_us() - rc->up_since_us >= STABLE_US)
+	if (rc->up_since_us && clock_mono_us() - rc->up_since_us >= STABLE_US)
 		rc->backoff_ms = 0;
 	rc->up_since_us = 0;
 	if (rc->backoff_ms == 0)
@@ -752,7 +748,7 @@ static void rconn_verified(struct rconn *rc)
 {
 	struct store_redis *s = rc->s;
 	rc->verified = 1;
-	rc->last_rx_us = now_us();
+	rc->last_rx_us = clock_mono_us();
 	if (rc->sub || s->up_logged)
 		return;
 	if (s->host)
@@ -789,7 +785,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	}
 	evtimer_del(rc->connect_timeout);
 	rc->state = RCONN_UP;
-	rc->up_since_us = now_us();
+	rc->up_since_us = clock_mono_us();
 	rc->last_rx_us = rc->up_since_us;
 }
 
@@ -975,7 +971,7 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 	store_request_save(&r->sv, req);
 	r->asking = req->asking;
 	r->alone = req->alone || req->asking;
-	r->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
+	r->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
 	s->timeout_ms = req->timeout_ms;
 	deadline_insert(s, r);
 	rconn_enqueue(rc, r);
@@ -1087,19 +1083,12 @@ static int parse_address(struct store_redis *s, const char *addr, char *err, siz
 		s->unix_path = strdup(addr + 5);
 		return s->unix_path ? 0 : -1;
 	}
-	const char *colon = strrchr(addr, ':');
-	if (!colon) {
+	char host[256];
+	if (addr_split(addr, host, sizeof(host), &s->port) < 0) {
 		snprintf(err, errlen, "redis address %s: expected host:port", addr);
 		return -1;
 	}
-	const char *h = addr;
-	size_t hl = (size_t)(colon - addr);
-	if (hl >= 2 && h[0] == '[' && h[hl - 1] == ']') {
-		h++;
-		hl -= 2;
-	}
-	s->host = strndup(h, hl);
-	s->port = atoi(colon + 1);
+	s->host = strdup(host);
 	return s->host ? 0 : -1;
 }
 

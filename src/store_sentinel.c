@@ -20,6 +20,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "addr.h"
+#include "clock.h"
 #include "config.h"
 #include "keys.h"
 #include "log.h"
@@ -71,27 +73,6 @@ struct sreq {
 static void sentinel_ask(struct store_sentinel *s);
 static void sreq_send(struct sreq *q);
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static void split_addr(const char *addr, char *host, size_t cap, int *port)
-{
-	const char *colon = strrchr(addr, ':');
-	size_t hl = colon ? (size_t)(colon - addr) : strlen(addr);
-	if (hl >= 2 && addr[0] == '[') {
-		addr++;
-		hl -= 2;
-	}
-	if (hl >= cap)
-		hl = cap - 1;
-	memcpy(host, addr, hl);
-	host[hl] = '\0';
-	*port = colon ? atoi(colon + 1) : 26379;
-}
 
 /* ---- the master ---- */
 
@@ -175,7 +156,9 @@ static redisAsyncContext *sentinel_connect(struct store_sentinel *s, redisConnec
 {
 	char host[256];
 	int port;
-	split_addr(s->sentinels[s->next_sentinel++ % s->nsentinels], host, sizeof(host), &port);
+	if (addr_split(s->sentinels[s->next_sentinel++ % s->nsentinels], host, sizeof(host), &port) <
+	    0)
+		return NULL;
 	redisAsyncContext *ac = redisAsyncConnect(host, port);
 	if (!ac || ac->err) {
 		if (ac)
@@ -193,7 +176,7 @@ static redisAsyncContext *sentinel_connect(struct store_sentinel *s, redisConnec
 /* Asks one sentinel (the next in turn) for the master; at most every ASK_MIN_MS. */
 static void sentinel_ask(struct store_sentinel *s)
 {
-	uint64_t now = now_us();
+	uint64_t now = clock_mono_us();
 	if (s->closing || s->ask || now < s->last_ask_us + ASK_MIN_MS * 1000u)
 		return;
 	s->last_ask_us = now;
@@ -300,7 +283,7 @@ static void sreq_done(void *arg, const struct store_result *res)
 	if (ms > RETRY_MAX_MS)
 		ms = RETRY_MAX_MS;
 	q->attempts++;
-	if (now_us() + (uint64_t)ms * 1000u >= q->deadline_us ||
+	if (clock_mono_us() + (uint64_t)ms * 1000u >= q->deadline_us ||
 	    (!q->retry && !(q->retry = evtimer_new(s->evbase, retry_cb, q)))) {
 		sreq_finish(q, res);
 		return;
@@ -312,7 +295,7 @@ static void sreq_done(void *arg, const struct store_result *res)
 static void sreq_send(struct sreq *q)
 {
 	struct store_sentinel *s = q->s;
-	uint64_t now = now_us();
+	uint64_t now = clock_mono_us();
 	if (!s->cur || now >= q->deadline_us) {
 		struct store_result res = {
 			.status = s->cur ? STORE_TIMEOUT : STORE_UNAVAILABLE,
@@ -341,7 +324,7 @@ static void sentinel_submit(struct store *base, const struct store_request *req,
 	q->s = s;
 	q->done = done;
 	q->arg = arg;
-	q->deadline_us = now_us() + (uint64_t)req->timeout_ms * 1000u;
+	q->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
 	store_request_save(&q->sv, req);
 	sreq_send(q);
 }
