@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "decimal.h"
 #include "keys.h"
 #include "lua_scripts.h"
 #include "policy.h"
@@ -337,25 +338,13 @@ static long long proc_rss_kib(int pid)
 
 /* ---- small formatting helpers (hot path: no printf) ---- */
 
-static size_t put_u64(char *p, uint64_t v)
-{
-	char tmp[24];
-	size_t n = 0, off = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		p[off++] = tmp[--n];
-	return off;
-}
 
 /* "$<len>\r\n<bytes>\r\n" */
 static size_t put_bulk(char *p, const char *s, size_t len)
 {
 	size_t n = 0;
 	p[n++] = '$';
-	n += put_u64(p + n, len);
+	n += decimal_put(p + n, len);
 	p[n++] = '\r';
 	p[n++] = '\n';
 	memcpy(p + n, s, len);
@@ -378,7 +367,7 @@ static size_t put_bulk_i64(char *p, int64_t v)
 		tmp[n++] = '-';
 		v = -v;
 	}
-	n += put_u64(tmp + n, (uint64_t)v);
+	n += decimal_put(tmp + n, (uint64_t)v);
 	return put_bulk(p, tmp, n);
 }
 
@@ -641,7 +630,7 @@ static size_t user_of(struct run *r, char *user)
 	}
 	}
 	user[0] = 'u';
-	return 1 + put_u64(user + 1, id);
+	return 1 + decimal_put(user + 1, id);
 }
 
 /* Appends one request at p; returns its length (at most r->max_req). */

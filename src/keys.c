@@ -4,20 +4,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "decimal.h"
 #include "policy.h"
-
-static size_t put_dec(char *p, int64_t v)
-{
-	char tmp[24];
-	size_t n = 0, off = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	while (n)
-		p[off++] = tmp[--n];
-	return off;
-}
 
 size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct policy *p,
 		  int index, const char *user, size_t user_len)
@@ -47,7 +35,7 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 		out[n++] = 'f';
 	} else {
 		out[n++] = 's';
-		n += put_dec(out + n, p->limits[index].period_ms);
+		n += decimal_put(out + n, (uint64_t)p->limits[index].period_ms);
 	}
 	return n;
 }

@@ -1,6 +1,8 @@
 /* proto.c - the line protocol parser and reply formatter; pure: no I/O, no allocation. */
 #include "proto.h"
 
+#include "decimal.h"
+
 #include <string.h>
 
 static int is_blank(char c)
@@ -137,19 +139,11 @@ int proto_parse(const char *line, size_t len, struct proto_cmd *cmd, struct prot
 /* Writes v in decimal; returns bytes written. No sprintf on the hot path. */
 static size_t put_int(char *p, int64_t v)
 {
-	char tmp[24];
-	size_t n = 0;
-	uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-	do {
-		tmp[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	size_t off = 0;
-	if (v < 0)
-		p[off++] = '-';
-	while (n)
-		p[off++] = tmp[--n];
-	return off;
+	if (v < 0) {
+		*p = '-';
+		return 1 + decimal_put(p + 1, (uint64_t)0 - (uint64_t)v);
+	}
+	return decimal_put(p, (uint64_t)v);
 }
 
 size_t proto_format_decision(char *buf, int allowed, int64_t limit, int64_t remaining,

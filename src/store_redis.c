@@ -29,6 +29,7 @@
 #include "addr.h"
 #include "clock.h"
 #include "config.h"
+#include "decimal.h"
 #include "keys.h"
 #include "log.h"
 #include "lua_scripts.h"
@@ -120,7 +121,6 @@ struct store_redis {
 	const char *script, *script_sha;
 	size_t script_len;
 	unsigned long generation; /* bumped on every lost connection */
-	unsigned long long batches_sent, batched_reqs;
 	/* argv of one batch: pointers into the arena (keys and numbers) */
 	const char *argv[ARGV_MAX];
 	size_t argl[ARGV_MAX];
@@ -289,26 +289,11 @@ struct sbatch {
 	struct sreq *reqs[MAX_BATCH];
 };
 
-/* Writes v (>= 0) in decimal at p; returns its length. */
-static size_t put_uint(char *p, uint64_t v)
-{
-	char tmp[24];
-	size_t n = 0, len;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	len = n;
-	while (n)
-		*p++ = tmp[--n];
-	return len;
-}
-
 /* Formats v into the arena; returns its start. */
 static const char *arena_num(struct store_redis *s, int64_t v, size_t *len)
 {
 	char *p = s->arena + s->arena_used;
-	*len = put_uint(p, (uint64_t)v);
+	*len = decimal_put(p, (uint64_t)v);
 	s->arena_used += *len;
 	return p;
 }
@@ -319,12 +304,12 @@ static size_t resp_format(char *out, int argc, const char **argv, const size_t *
 {
 	char *p = out;
 	*p++ = '*';
-	p += put_uint(p, (uint64_t)argc);
+	p += decimal_put(p, (uint64_t)argc);
 	*p++ = '\r';
 	*p++ = '\n';
 	for (int i = 0; i < argc; i++) {
 		*p++ = '$';
-		p += put_uint(p, argl[i]);
+		p += decimal_put(p, argl[i]);
 		*p++ = '\r';
 		*p++ = '\n';
 		memcpy(p, argv[i], argl[i]);
@@ -336,6 +321,17 @@ static size_t resp_format(char *out, int argc, const char **argv, const size_t *
 }
 
 static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata);
+
+static struct sbatch *batch_new(struct rconn *rc)
+{
+	struct sbatch *b = malloc(sizeof(*b));
+	if (b) {
+		b->rc = rc;
+		b->n = 0;
+		b->evaled = 0;
+	}
+	return b;
+}
 
 /* Appends every key of the batch to argv; returns how many. */
 static int batch_keys(struct store_redis *s, const struct sbatch *b, const char **argv,
@@ -411,8 +407,6 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	if (rc->inflight == 0)
 		rc->busy_since_us = clock_mono_us();
 	rc->inflight += (unsigned)b->n;
-	s->batches_sent++;
-	s->batched_reqs += (unsigned long long)b->n;
 	return 0;
 }
 
@@ -469,7 +463,7 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 			if (batch_send(rc->s, b, 0) < 0)
 				batch_abort(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
 		}
-		b = malloc(sizeof(*b));
+		b = batch_new(rc);
 		if (!b || !rc->ac ||
 		    (r->asking && redisAsyncFormattedCommand(rc->ac, NULL, NULL, asking,
 							     sizeof(asking) - 1) != REDIS_OK)) {
@@ -478,9 +472,7 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 			sreq_put(rc->s, r);
 			return;
 		}
-		b->rc = rc;
 		b->n = 1;
-		b->evaled = 0;
 		b->reqs[0] = r;
 		r->rc = rc;
 		rc->queued++;
@@ -489,15 +481,12 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 		return;
 	}
 	if (!b) {
-		b = malloc(sizeof(*b));
+		b = batch_new(rc);
 		if (!b) {
 			answer_status(r, STORE_OVERLOAD, "out of memory");
 			sreq_put(rc->s, r);
 			return;
 		}
-		b->rc = rc;
-		b->n = 0;
-		b->evaled = 0;
 		rc->open = b;
 		event_active(rc->flush, EV_TIMEOUT, 0);
 	}
