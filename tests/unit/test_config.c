@@ -1,5 +1,7 @@
 /* test_config.c - YAML config: values, defaults, every error with its FILE:LINE:COL, lookups. */
 #include <check.h>
+
+#include "runner.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -583,9 +585,5 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(config_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_suite(config_suite());
 }

@@ -1,5 +1,7 @@
 /* test_denycache.c - the local deny cache: holds exactly until the retry time, RESET, reload, bounds. */
 #include <check.h>
+
+#include "runner.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -122,9 +124,5 @@ int main(void)
 	tcase_add_test(tc, test_bounded);
 	tcase_add_test(tc, test_epoch);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(s);
 }

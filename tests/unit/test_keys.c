@@ -1,5 +1,7 @@
 /* test_keys.c - key layout: prefix, one hash tag per (action, user), injective escaping. */
 #include <check.h>
+
+#include "runner.h"
 #include <string.h>
 
 #include "keys.h"
@@ -127,9 +129,5 @@ int main(void)
 	tcase_add_test(tc, test_parse_tag_roundtrip);
 	tcase_add_test(tc, test_slot);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(s);
 }

@@ -1,5 +1,7 @@
 /* test_limiter.c - the C limiter against tests/vectors.txt and a few properties. */
 #include <check.h>
+
+#include "runner.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,9 +139,5 @@ int main(void)
 	tcase_add_test(tc, test_funnel_rate);
 	tcase_add_test(tc, test_peek_consumes_nothing);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(s);
 }

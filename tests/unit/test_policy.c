@@ -1,5 +1,7 @@
 /* test_policy.c - durations, rates, names, validation and descriptions of policies. */
 #include <check.h>
+
+#include "runner.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -366,9 +368,5 @@ static Suite *policy_suite(void)
 
 int main(void)
 {
-	SRunner *sr = srunner_create(policy_suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed != 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+	return run_suite(policy_suite());
 }

@@ -1,5 +1,7 @@
 /* test_proto.c - the pure line parser and framer: table-driven cases, byte-by-byte framing. */
 #include <check.h>
+
+#include "runner.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,9 +176,5 @@ int main(void)
 	tcase_add_test(tc, test_frame_split);
 	tcase_add_test(tc, test_format);
 	suite_add_tcase(s, tc);
-	SRunner *sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return run_suite(s);
 }
