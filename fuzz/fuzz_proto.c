@@ -140,7 +140,7 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 		len--;
 	for (size_t i = 0; i < len; i++) {
 		unsigned char c = (unsigned char)line[i];
-		if (c != '\t' && (c < 0x20 || c == 0x7f)) {
+		if (c == '\0' || c == '\r') {
 			r->code = "syntax";
 			return;
 		}

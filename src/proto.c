@@ -70,15 +70,13 @@ int proto_parse(const char *line, size_t len, struct proto_cmd *cmd, struct prot
 {
 	if (len > 0 && line[len - 1] == '\r')
 		len--;
-	/* Control bytes (NUL, bare CR, ...) are never part of a valid request;
-	 * rejecting them here keeps them out of Redis keys and logs. */
-	for (size_t i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)line[i];
-		if (c == '\t')
-			continue;
-		if (c < 0x20 || c == 0x7f)
-			return fail(err, "syntax", "control byte in request");
-	}
+	/* A user is any bytes but blanks, CR, LF and NUL: NUL and a CR inside
+	 * the line make the whole request invalid (other bytes, control bytes
+	 * and non-UTF-8 included, may be part of a user). */
+	if (memchr(line, '\0', len))
+		return fail(err, "syntax", "NUL byte in request");
+	if (memchr(line, '\r', len))
+		return fail(err, "syntax", "CR inside the line");
 	const char *tok[MAX_TOKENS];
 	size_t tlen[MAX_TOKENS];
 	int ntok = 0;

@@ -146,9 +146,20 @@ class ProtocolTest(DaemonTest):
 
     def test_err_syntax_bytes(self):
         for raw in [b"PI\x00NG", b"ALLOW al\x00ice reply", b"ALLOW alice reply\x00",
-                    b"PI\rNG", b"ALLOW a\rb reply", b"ALLOW a\x01b reply", b"PING\x1b",
-                    b"\x07", b"ALLOW a reply \x02", b"ALLOW a\x7fb reply"]:
+                    b"PI\rNG", b"ALLOW a\rb reply", b"\x00", b"\r\r"]:
             self.assertErr(raw, "syntax")
+
+    def test_control_bytes_are_user_bytes(self):
+        """A user is any bytes but blanks, CR, LF and NUL: other control bytes
+        (and 0x7f) belong to it, and distinct bytes are distinct users."""
+        self.assertDecision(self._raw(self.c, b"ALLOW a\x01b reply 5"), "ALLOWED", 5, 0)
+        self.assertDecision(self._raw(self.c, b"PEEK a\x02b reply"), "ALLOWED", 5, 5)
+        self.assertDecision(self._raw(self.c, b"PEEK a\x01b reply"), "DENIED", 5, 0)
+        self.assertDecision(self._raw(self.c, b"ALLOW \x1b[0m\x7f reply"), "ALLOWED", 5, 4)
+        # elsewhere they are just wrong words
+        self.assertErr(b"PING\x1b", "unknown-command")
+        self.assertErr(b"\x07", "unknown-command")
+        self.assertErr(b"ALLOW a reply \x02", "bad-cost")
 
     def test_err_unknown_command(self):
         for line in ["FOO", "ALLOWX a reply", "GET a", "PONG", "allow_ a reply"]:
