@@ -169,14 +169,7 @@ def errorstats(server):
     return out
 
 
-def commandstats(server):
-    info = server.call("INFO", "commandstats").decode()
-    out = {}
-    for ln in info.splitlines():
-        m = re.match(r"^cmdstat_([^:]+):calls=(\d+)", ln)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
+commandstats = harness.commandstats
 
 
 _used_ports = set()

@@ -249,6 +249,17 @@ class Resp:
 
 # ---------------------------------------------------------------- processes
 
+def commandstats(server):
+    """{"evalsha": calls, ...} from INFO commandstats of a RedisServer (or anything with call())."""
+    info = server.call("INFO", "commandstats").decode()
+    out = {}
+    for ln in info.splitlines():
+        m = re.match(r"^cmdstat_([^:]+):calls=(\d+)", ln)
+        if m:
+            out[m.group(1)] = int(m.group(2))
+    return out
+
+
 class RedisServer:
     def __init__(self, tmpdir, port=None, password=None, unixsocket=False, extra=()):
         self.tmpdir = tmpdir

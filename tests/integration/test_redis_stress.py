@@ -11,7 +11,7 @@ import threading
 import time
 import unittest
 
-from harness import (SLOW, STORE_MARGIN, DaemonTest, parse_decision, rss_env, rss_slack_kb,
+from harness import (commandstats, SLOW, STORE_MARGIN, DaemonTest, parse_decision, rss_env, rss_slack_kb,
                      wait_until)
 
 POLICIES = {
@@ -39,17 +39,6 @@ def fallback_ok(action, reply):
     if action == "pd":
         return reply == "DENIED 7 -1 1000 -1"
     return re.match(r"^ERR store-unavailable \S", reply) is not None
-
-
-def commandstats(redis):
-    """{"evalsha": calls, ...} from INFO commandstats."""
-    info = redis.call("INFO", "commandstats").decode()
-    out = {}
-    for ln in info.splitlines():
-        m = re.match(r"^cmdstat_([^:]+):calls=(\d+)", ln)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
 
 
 class StressBase(DaemonTest):
