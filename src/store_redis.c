@@ -69,6 +69,7 @@ struct rconn {
 	enum rconn_state state;
 	unsigned inflight; /* requests sent and not yet called back */
 	unsigned queued;   /* inflight plus those in the open batch */
+	unsigned batches;  /* script calls sent and not yet called back */
 	struct sbatch *open;
 	struct event *flush;
 	int backoff_ms;
@@ -407,6 +408,7 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	if (rc->inflight == 0)
 		rc->busy_since_us = clock_mono_us();
 	rc->inflight += (unsigned)b->n;
+	rc->batches++;
 	return 0;
 }
 
@@ -430,15 +432,50 @@ static void batch_abort(struct store_redis *s, struct sbatch *b, enum store_stat
 
 static void rconn_write(struct rconn *rc);
 
-/* End of a loop turn: send the open batch and write everything queued. */
+/* Drops the requests of b that were answered while it waited (timed out):
+ * they must not reach Redis. Returns how many are left. */
+static int batch_compact(struct store_redis *s, struct sbatch *b)
+{
+	int kept = 0;
+	for (int j = 0; j < b->n; j++) {
+		if (b->reqs[j]->done) {
+			b->reqs[kept++] = b->reqs[j];
+		} else {
+			b->rc->queued--;
+			sreq_put(s, b->reqs[j]);
+		}
+	}
+	b->n = kept;
+	return kept;
+}
+
+static void rconn_send_open(struct rconn *rc)
+{
+	struct sbatch *b = rc->open;
+	rc->open = NULL;
+	if (batch_compact(rc->s, b) == 0)
+		free(b);
+	else if (batch_send(rc->s, b, 0) < 0)
+		batch_abort(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
+}
+
+/*
+ * End of a loop turn: send the open batch and write everything queued.
+ * While an earlier call on this connection is still unanswered, a batch that
+ * is not full waits for that reply (batch_cb flushes again): Redis runs the
+ * calls of one connection in order, so it could not start on it much sooner,
+ * and the wait lets the batch grow. Redis then spends less per decision
+ * (fewer script runs, reads, writes and wakeups) exactly when it is busy;
+ * with many clients sending one request at a time this is what lets batches
+ * form at all. With nothing in flight (light load) a batch leaves at once; a
+ * full one always does. A request answered while it waited (timed out) is
+ * dropped from the batch, so it never runs in Redis.
+ */
 static void rconn_flush(struct rconn *rc)
 {
 	struct sbatch *b = rc->open;
-	if (b) {
-		rc->open = NULL;
-		if (batch_send(rc->s, b, 0) < 0)
-			batch_abort(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
-	}
+	if (b && (rc->batches == 0 || b->n >= rc->s->max_batch))
+		rconn_send_open(rc);
 	if (rc->want_write)
 		rconn_write(rc);
 }
@@ -458,11 +495,8 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 		/* Its own command with declared keys; after ASKING, which applies
 		 * to the next command only (queued now, written at the end of the turn). */
 		static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
-		if (b) {
-			rc->open = NULL;
-			if (batch_send(rc->s, b, 0) < 0)
-				batch_abort(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
-		}
+		if (b)
+			rconn_send_open(rc);
 		b = batch_new(rc);
 		if (!b || !rc->ac ||
 		    (r->asking && redisAsyncFormattedCommand(rc->ac, NULL, NULL, asking,
@@ -494,7 +528,7 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 	b->reqs[b->n++] = r;
 	rc->queued++;
 	if (b->n == rc->s->max_batch)
-		rconn_flush(rc);
+		rconn_send_open(rc);
 }
 
 static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
@@ -506,6 +540,8 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	redisReply *rep = reply;
 	rc->inflight -= (unsigned)b->n;
 	rc->queued -= (unsigned)b->n;
+	if (--rc->batches == 0 && rc->open)
+		event_active(rc->flush, EV_TIMEOUT, 0); /* the held batch may go now */
 	if (!rep) {
 		batch_fail(s, b, STORE_UNAVAILABLE, "connection to redis lost");
 		return;

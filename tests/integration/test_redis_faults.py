@@ -277,6 +277,31 @@ class RedisFailsMidRunTest(FaultBase):
         self.assertEqual(v[:2], ("ALLOWED", 5))
         self.assertTrue(v[2] < 5, "state written before the freeze was lost: %r" % (v,))
 
+    def test_request_timed_out_in_the_daemon_never_runs(self):
+        """While a call is unanswered on a Redis connection, later requests
+        for it wait in the daemon to form a bigger batch. Those answered by
+        timeout while waiting are dropped, never sent: when Redis wakes, only
+        the call it had already received counts."""
+        self.start("allow", redis_opts={"connections": 1})
+        self.assertTrue(is_real(self.c.request("PEEK w big")))
+        self.redis.sigstop()
+        self.addCleanup(self.redis.sigcont)
+        try:
+            r, dt = self.timed("ALLOW sent big")
+            self.assertEqual(r, "ALLOWED 100000 -1 0 -1")
+            self.assertLess(dt, BOUND)
+            t = time.monotonic()
+            got = self.c.pipeline(["ALLOW held big"] * 5, timeout=10)
+            self.assertEqual(got, ["ALLOWED 100000 -1 0 -1"] * 5)
+            self.assertLess(time.monotonic() - t, BOUND)
+        finally:
+            self.redis.sigcont()
+        self.wait_real(3.0)
+        # the one call Redis had read before it froze still ran (documented)
+        self.assertDecision(self.c.request("PEEK sent big"), "ALLOWED", 100000, 99999, 0)
+        self.assertDecision(self.c.request("PEEK held big"), "ALLOWED", 100000, 100000, 0)
+        self.assertTrue(self.daemon.running())
+
     def test_debug_sleep(self):
         self.start("deny")
         out = {}
