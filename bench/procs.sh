@@ -2,7 +2,8 @@
 # procs.sh - start a throwaway redis-server and ratelimitd on free loopback
 # ports, and stop them again (sourced by bench/smoke.sh and scripts/bench).
 #
-# bp_start_redis DIR                 sets BP_REDIS_PORT, BP_REDIS_PID
+# bp_start_redis DIR                 sets BP_REDIS_PORT, BP_REDIS_PID; extra
+#                                    redis-server options from $BP_REDIS_ARGS
 # bp_start_daemon BINARY DIR YAML [REDIS_YAML]
 #                                    writes DIR/ratelimitd.yaml: listen and
 #                                    redis.address are added, REDIS_YAML
@@ -47,8 +48,9 @@ bp_start_redis() {
 	local dir=$1
 	for _ in 1 2 3 4 5; do
 		BP_REDIS_PORT=$(bp_free_port) || return 1
+		# shellcheck disable=SC2086 # BP_REDIS_ARGS is a list of options
 		redis-server --port "$BP_REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-			--dir "$dir" --logfile "$dir/redis.log" --daemonize no &
+			--dir "$dir" --logfile "$dir/redis.log" --daemonize no ${BP_REDIS_ARGS:-} &
 		BP_REDIS_PID=$!
 		bp_wait_ping "$BP_REDIS_PORT" "$BP_REDIS_PID" && return 0
 		kill "$BP_REDIS_PID" 2>/dev/null
