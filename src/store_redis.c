@@ -551,16 +551,9 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	    rc->ac && !s->closing) {
 		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it.
 		 * Requests already answered (timed out) are not run again. */
-		int kept = 0;
-		for (int j = 0; j < b->n; j++) {
-			if (b->reqs[j]->done)
-				b->reqs[kept++] = b->reqs[j];
-			else
-				sreq_put(s, b->reqs[j]);
-		}
-		b->n = kept;
+		rc->queued += (unsigned)b->n; /* queued again, less those compacted away */
+		int kept = batch_compact(s, b);
 		b->evaled = 1;
-		rc->queued += (unsigned)kept;
 		if (kept == 0) {
 			free(b);
 			return;
