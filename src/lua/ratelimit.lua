@@ -27,13 +27,16 @@ end
 
 -- Scores and times must be written as plain integers: tostring() would give
 -- "1.7e+15" and lose digits.
+-- Locals: a global lookup per call is measurable at 64 decisions per run.
+local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+
 local function fmt(x)
   return string.format('%.0f', x)
 end
 
 local function ceil_ms(us)
   if us <= 0 then return 0 end
-  return math.ceil(us / 1000)
+  return ceil(us / 1000)
 end
 
 -- Sliding-window log: one zset member per unit allowed, scored by its time in
@@ -65,11 +68,11 @@ local function sliding_check(key, count, period_ms, cost)
     local need = used + cost - count
     local e = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(cutoff), '+inf',
                          'WITHSCORES', 'LIMIT', need - 1, 1)
-    r.retry = math.min(period_ms, ceil_ms(tonumber(e[2]) + window - now))
+    r.retry = min(period_ms, ceil_ms(tonumber(e[2]) + window - now))
   end
   r.remaining = count - used
   -- entries placed a few us ahead (see above) must not report more than a window
-  if newest then r.reset = math.min(period_ms, ceil_ms(newest + window - now)) else r.reset = 0 end
+  if newest then r.reset = min(period_ms, ceil_ms(newest + window - now)) else r.reset = 0 end
   r.period_ms = period_ms
   return r
 end
@@ -81,7 +84,7 @@ local function sliding_commit(r)
   local i = 1
   while i <= r.cost do
     local args = {}
-    local last = math.min(r.cost, i + 499)
+    local last = min(r.cost, i + 499)
     for j = i, last do
       args[#args + 1] = s
       args[#args + 1] = s .. ':' .. j
@@ -93,7 +96,7 @@ local function sliding_commit(r)
   local ttl = ceil_ms(score + r.window - now)
   redis.call('PEXPIRE', r.key, ttl)
   r.remaining = r.count - r.used - r.cost
-  r.reset = math.min(r.period_ms, ttl)
+  r.reset = min(r.period_ms, ttl)
 end
 
 -- Funnel (GCRA, redis-cell's semantics): the key holds the theoretical arrival
@@ -118,18 +121,27 @@ local function funnel_check(key, capacity, count, period_ms, cost)
     r.ok = false
     r.retry = ceil_ms(new_tat - now - tau)
   end
-  r.remaining = math.floor((tau - (tat - now)) / interval + 1e-6)
+  r.remaining = floor((tau - (tat - now)) / interval + 1e-6)
   r.reset = ceil_ms(tat - now)
-  r.after_remaining = math.floor((tau - (new_tat - now)) / interval + 1e-6)
+  r.after_remaining = floor((tau - (new_tat - now)) / interval + 1e-6)
   return r
 end
 
 local function funnel_commit(r)
   -- %.17g round-trips the double exactly, so no drift accumulates
   redis.call('SET', r.key, string.format('%.17g', r.new_tat), 'PX',
-             math.max(1, ceil_ms(r.new_tat - now)))
+             max(1, ceil_ms(r.new_tat - now)))
   r.remaining = r.after_remaining
   r.reset = ceil_ms(r.new_tat - now)
+end
+
+-- The decisions of a batch repeat the same few policy numbers; tonumber
+-- (strtod) of each of them again was ~9% of Redis's time per decision.
+local numcache = {}
+local function num(x)
+  local v = numcache[x]
+  if not v then v = tonumber(x); numcache[x] = v end
+  return v
 end
 
 local K -- the keys: KEYS, or taken from ARGV (below)
@@ -150,9 +162,9 @@ local function decide(out, op, cost, nlimits, a, k)
   local all_ok = true
   for i = 1, nlimits do
     local algo = ARGV[a]
-    local capacity = tonumber(ARGV[a + 1])
-    local count = tonumber(ARGV[a + 2])
-    local period = tonumber(ARGV[a + 3])
+    local capacity = num(ARGV[a + 1])
+    local count = num(ARGV[a + 2])
+    local period = num(ARGV[a + 3])
     a = a + 4
     local r
     if algo == 'f' then
@@ -206,8 +218,8 @@ local a = 3
 local k = 1
 for _ = 1, n do
   local op = ARGV[a]
-  local cost = tonumber(ARGV[a + 1])
-  local nlimits = tonumber(ARGV[a + 2])
+  local cost = num(ARGV[a + 1])
+  local nlimits = num(ARGV[a + 2])
   local before = #out
   -- A key of the wrong type (written by something else) fails only its own
   -- decision, not the whole batch. Checks run before any write, so a failed
