@@ -8,7 +8,8 @@ import threading
 import time
 import unittest
 
-from harness import (FALLBACK_ALLOW, FALLBACK_DENY, STORE_MARGIN, DaemonTest, free_port,
+from harness import (FALLBACK_ALLOW, FALLBACK_DENY, STORE_MARGIN, DaemonTest, commandstats,
+                     free_port,
                      parse_decision, wait_until)
 
 TIMEOUT_MS = 100
@@ -301,6 +302,34 @@ class RedisFailsMidRunTest(FaultBase):
         self.assertDecision(self.c.request("PEEK sent big"), "ALLOWED", 100000, 99999, 0)
         self.assertDecision(self.c.request("PEEK held big"), "ALLOWED", 100000, 100000, 0)
         self.assertTrue(self.daemon.running())
+
+    def test_requests_held_behind_a_call_go_as_one_batch(self):
+        """Clients that each send one request while a call is unanswered on
+        the connection are decided together by one script call once it
+        returns, and each gets its own real answer."""
+        self.start("error", timeout_ms=3000, redis_opts={"connections": 1})
+        self.assertTrue(is_real(self.c.request("PEEK w big")))
+        calls0 = commandstats(self.redis).get("evalsha", 0)
+        clients = [self.daemon.client(timeout=10) for _ in range(20)]
+        for c in clients:
+            self.addCleanup(c.close)
+        self.redis.sigstop()
+        self.addCleanup(self.redis.sigcont)
+        try:
+            self.c.send("ALLOW first big")
+            time.sleep(0.1)
+            for i, c in enumerate(clients):
+                c.send("ALLOW h%d big" % i)
+                time.sleep(0.005)  # apart, so that they arrive in different loop turns
+            time.sleep(0.2)  # all 20 reach the daemon while Redis is frozen
+        finally:
+            self.redis.sigcont()
+        self.assertDecision(self.c.readlines(1, timeout=10)[0], "ALLOWED", 100000, 99999, 0)
+        for c in clients:
+            self.assertDecision(c.readlines(1, timeout=10)[0], "ALLOWED", 100000, 99999, 0)
+        self.assertEqual(commandstats(self.redis).get("evalsha", 0) - calls0, 2)
+        for i in range(20):
+            self.assertDecision(self.c.request("PEEK h%d big" % i), "ALLOWED", 100000, 99999, 0)
 
     def test_debug_sleep(self):
         self.start("deny")
