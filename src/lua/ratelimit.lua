@@ -25,11 +25,11 @@ if now == 0 then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- Scores and times must be written as plain integers: tostring() would give
--- "1.7e+15" and lose digits.
 -- Locals: a global lookup per call is measurable at 64 decisions per run.
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
 
+-- Scores and times must be written as plain integers: tostring() would give
+-- "1.7e+15" and lose digits.
 local function fmt(x)
   return string.format('%.0f', x)
 end
