@@ -165,6 +165,10 @@ void denycache_put(struct denycache *dc, unsigned long epoch, const char *action
 int denycache_lookup(struct denycache *dc, const char *action, size_t alen, const char *user,
 		     size_t ulen, int64_t cost, uint64_t now_us, struct denycache_hit *hit)
 {
+	/* Every request asks; while nobody is over a limit the answer costs no
+	 * hash and no cache miss on a random bucket. */
+	if (dc->used == 0)
+		return 0;
 	struct entry *b = bucket(dc, action, alen, user, ulen);
 	for (int i = 0; i < WAYS; i++) {
 		struct entry *e = &b[i];
@@ -188,6 +192,8 @@ int denycache_lookup(struct denycache *dc, const char *action, size_t alen, cons
 void denycache_forget(struct denycache *dc, const char *action, size_t alen, const char *user,
 		      size_t ulen)
 {
+	if (dc->used == 0)
+		return;
 	struct entry *b = bucket(dc, action, alen, user, ulen);
 	for (int i = 0; i < WAYS; i++)
 		if (same_pair(&b[i], action, alen, user, ulen))
