@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""script_cost.py - what the decision script costs Redis, measured alone.
+
+Starts a throwaway redis-server on a free loopback port, loads
+src/lua/ratelimit.lua and sends EVALSHA calls that each decide BATCH
+decisions (the daemon's batch format, random users out of 100k), keeping
+DEPTH calls in flight. Prints Redis's CPU time per decision (from
+/proc/PID/stat) and the time INFO commandstats reports inside EVALSHA.
+
+Not a test; docs/performance.md quotes its figures. With --depth 1 Redis
+sleeps between calls, so the difference to --depth 4 is what waking it
+costs.
+
+usage: bench/script_cost.py [--algo funnel|sliding] [--batch N] [--calls N]
+                            [--depth N] [--script PATH]
+"""
+
+import argparse
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+POLICY = {  # the throughput policies of scripts/bench, as the daemon sends them
+    "funnel": ("f", ["f", "1000000000", "1000000000", "1000"]),
+    "sliding": ("s60000", ["s", "1000", "1000", "60000"]),
+}
+
+
+def resp(args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+def read_reply(f):
+    line = f.readline()
+    if not line:
+        raise EOFError("redis closed the connection")
+    kind, rest = line[:1], line[1:].rstrip(b"\r\n")
+    if kind == b"-":
+        raise RuntimeError(rest.decode(errors="replace"))
+    if kind in b"+:":
+        return rest
+    if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2]
+    if kind == b"*":
+        return [read_reply(f) for _ in range(int(rest))]
+    raise RuntimeError("unexpected reply %r" % line)
+
+
+def cpu_seconds(pid):
+    fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--algo", choices=sorted(POLICY), default="funnel")
+    ap.add_argument("--batch", type=int, default=64, help="decisions per call (default 64)")
+    ap.add_argument("--calls", type=int, default=3000, help="measured calls (default 3000)")
+    ap.add_argument("--depth", type=int, default=4, help="calls in flight (default 4)")
+    ap.add_argument("--script", default=os.path.join(HERE, "..", "src", "lua", "ratelimit.lua"))
+    o = ap.parse_args()
+
+    with open(o.script) as f:
+        script = f.read()
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                              "--save", "", "--appendonly", "no", "--logfile", "/dev/null"])
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    sys.exit("script_cost: redis-server did not start")
+                time.sleep(0.05)
+        f = conn.makefile("rb")
+
+        def call(*args):
+            conn.sendall(resp(args))
+            return read_reply(f)
+
+        sha = call("SCRIPT", "LOAD", script)
+        suffix, limit = POLICY[o.algo]
+        rng = random.Random(1)
+        cmds = []
+        for _ in range(200):
+            keys, argv = [], ["0", str(o.batch)]
+            for _ in range(o.batch):
+                keys.append("rl:{thr:u%d}:%s" % (rng.randrange(100000), suffix))
+                argv += ["a", "1", "1"] + limit
+            cmds.append(resp([b"EVALSHA", sha, str(len(keys))] + keys + argv))
+        for c in cmds:  # warm-up, and a check that every decision came back
+            conn.sendall(c)
+            r = read_reply(f)
+            if not isinstance(r, list) or len(r) != 5 * o.batch:
+                sys.exit("script_cost: unexpected reply %r" % (r,))
+        call("CONFIG", "RESETSTAT")
+
+        cpu0, t0 = cpu_seconds(redis.pid), time.monotonic()
+        sent = got = 0
+        while got < o.calls:
+            while sent < o.calls and sent - got < o.depth:
+                conn.sendall(cmds[sent % len(cmds)])
+                sent += 1
+            read_reply(f)
+            got += 1
+        cpu1, t1 = cpu_seconds(redis.pid), time.monotonic()
+
+        stats = call("INFO", "commandstats").decode()
+        line = next(ln for ln in stats.splitlines() if ln.startswith("cmdstat_evalsha:"))
+        usec_per_call = float(line.split("usec_per_call=")[1].split(",")[0])
+        n = o.calls * o.batch
+        print("%s, %d decisions per call, %d in flight: Redis CPU %.2f us/decision, "
+              "inside EVALSHA %.2f us/decision, %.0f decisions/s"
+              % (o.algo, o.batch, o.depth, (cpu1 - cpu0) * 1e6 / n, usec_per_call / o.batch,
+                 n / (t1 - t0)))
+    finally:
+        redis.terminate()
+        redis.wait()
+
+
+if __name__ == "__main__":
+    main()
