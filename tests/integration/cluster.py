@@ -29,7 +29,6 @@ Run this file to self-check the helpers (no daemon involved):
 """
 
 import os
-import re
 import select
 import signal
 import socket
@@ -160,13 +159,7 @@ def parse_info(text):
 
 def errorstats(server):
     """{"MOVED": n, "ASK": n, "NOSCRIPT": n, ...} from INFO errorstats (Redis >= 6.2)."""
-    info = server.call("INFO", "errorstats").decode()
-    out = {}
-    for ln in info.splitlines():
-        m = re.match(r"^errorstat_([^:]+):count=(\d+)", ln)
-        if m:
-            out[m.group(1)] = int(m.group(2))
-    return out
+    return harness.info_counts(server, "errorstats", "errorstat_", "count")
 
 
 commandstats = harness.commandstats

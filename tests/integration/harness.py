@@ -249,15 +249,21 @@ class Resp:
 
 # ---------------------------------------------------------------- processes
 
-def commandstats(server):
-    """{"evalsha": calls, ...} from INFO commandstats of a RedisServer (or anything with call())."""
-    info = server.call("INFO", "commandstats").decode()
+def info_counts(server, section, prefix, field):
+    """{name: int} from the lines "<prefix><name>:<field>=<n>,..." of INFO
+    <section> of a RedisServer (or anything with call())."""
+    info = server.call("INFO", section).decode()
     out = {}
     for ln in info.splitlines():
-        m = re.match(r"^cmdstat_([^:]+):calls=(\d+)", ln)
+        m = re.match(r"^%s([^:]+):%s=(\d+)" % (re.escape(prefix), re.escape(field)), ln)
         if m:
             out[m.group(1)] = int(m.group(2))
     return out
+
+
+def commandstats(server):
+    """{"evalsha": calls, ...} from INFO commandstats."""
+    return info_counts(server, "commandstats", "cmdstat_", "calls")
 
 
 class RedisServer:
@@ -335,6 +341,21 @@ class RedisServer:
 
     def sigstop(self):
         self.proc.send_signal(signal.SIGSTOP)
+
+    def debug_sleep(self, seconds, settle=0.1):
+        """DEBUG SLEEP on a connection of its own, in a thread, so Redis is
+        frozen for `seconds` from about `settle` s after this returns (Redis
+        still accepts connections meanwhile). Join the returned thread; its
+        .reply is then Redis's answer, "OK"."""
+        def run():
+            with self.resp(timeout=seconds + 10) as r:
+                th.reply = r.call("DEBUG", "SLEEP", str(seconds))
+        th = threading.Thread(target=run, daemon=True)
+        th.reply = None
+        th.start()
+        if settle:
+            time.sleep(settle)
+        return th
 
     def sigcont(self):
         self.proc.send_signal(signal.SIGCONT)

@@ -5,7 +5,6 @@ import os
 import re
 import signal
 import socket
-import threading
 import time
 import unittest
 
@@ -61,14 +60,7 @@ class LifecycleTest(DaemonTest):
         """Requests waiting on Redis when the signal comes get their real
         answers; new connections are no longer served; exit status 0."""
         self.fresh(self.POLICIES, redis_opts={"timeout": "3s"})
-        out = {}
-
-        def sleeper():
-            with self.redis.resp(timeout=10) as r:
-                out["r"] = r.call("DEBUG", "SLEEP", "1")
-        th = threading.Thread(target=sleeper, daemon=True)
-        th.start()
-        time.sleep(0.1)
+        th = self.redis.debug_sleep(1)
         clients = [self.daemon.client(timeout=10) for _ in range(5)]
         try:
             for i, c in enumerate(clients):
@@ -97,7 +89,7 @@ class LifecycleTest(DaemonTest):
                 c.close()
         self.assertEqual(self.daemon.wait_exit(10), 0, self.daemon.log())
         th.join(5)
-        self.assertEqual(out.get("r"), "OK")
+        self.assertEqual(th.reply, "OK")
         self.assertEqual(len(self.redis.keys("rl:*")), 5)
 
     def test_sigterm_inflight(self):

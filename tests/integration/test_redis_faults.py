@@ -333,20 +333,13 @@ class RedisFailsMidRunTest(FaultBase):
 
     def test_debug_sleep(self):
         self.start("deny")
-        out = {}
-
-        def sleeper():
-            with self.redis.resp(timeout=10) as r:
-                out["r"] = r.call("DEBUG", "SLEEP", "1")
-        th = threading.Thread(target=sleeper, daemon=True)
-        th.start()
-        time.sleep(0.1)
+        th = self.redis.debug_sleep(1)
         for i in range(5):
             r, dt = self.timed("ALLOW ds%d reply" % i)
             self.assertLess(dt, BOUND, "answer took %.3fs while Redis slept" % dt)
             self.assertEqual(r, "DENIED 5 -1 1000 -1")
         th.join(5)
-        self.assertEqual(out.get("r"), "OK")
+        self.assertEqual(th.reply, "OK")
         took = self.wait_real(3.0)
         self.assertLess(took, 3.0)
         self.check_replies_consistent()
@@ -355,14 +348,7 @@ class RedisFailsMidRunTest(FaultBase):
         """Clients that disconnect while their requests wait on Redis: the
         late replies are dropped safely, the daemon lives on."""
         self.start("deny", timeout_ms=2000)
-        out = {}
-
-        def sleeper():
-            with self.redis.resp(timeout=10) as r:
-                out["r"] = r.call("DEBUG", "SLEEP", "0.5")
-        th = threading.Thread(target=sleeper, daemon=True)
-        th.start()
-        time.sleep(0.1)
+        th = self.redis.debug_sleep(0.5)
         for i in range(30):
             c = self.daemon.client()
             c.send(*["ALLOW gone%d reply" % i] * 5)

@@ -126,18 +126,11 @@ class PauseTest(StressBase):
         self.check_paused(lambda: self.redis.call("CLIENT", "PAUSE", "1000", "WRITE"), 1.0)
 
     def test_debug_sleep_exact_reply_count(self):
-        out = {}
-
-        def sleep():
-            with self.redis.resp(timeout=10) as r:
-                out["r"] = r.call("DEBUG", "SLEEP", "1")
         self.start()
-        th = threading.Thread(target=sleep, daemon=True)
         self.c.request("ALLOW warm big")
-        th.start()
-        time.sleep(0.05)
+        th = self.redis.debug_sleep(1, settle=0.05)
         self.check_paused_like(th)
-        self.assertEqual(out.get("r"), "OK")
+        self.assertEqual(th.reply, "OK")
 
     def check_paused_like(self, th):
         clients = [self.daemon.client(timeout=10) for _ in range(4)]

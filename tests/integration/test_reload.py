@@ -175,14 +175,7 @@ class ReloadTest(DaemonTest):
         """A request waiting on Redis when SIGHUP arrives is answered under
         the policies it started with, even if its policy is removed."""
         self.start({"p": "2/60s", "keep": "1/1s"})
-        out = {}
-
-        def sleeper():
-            with self.redis.resp(timeout=10) as r:
-                out["r"] = r.call("DEBUG", "SLEEP", "0.6")
-        th = threading.Thread(target=sleeper, daemon=True)
-        th.start()
-        time.sleep(0.1)
+        th = self.redis.debug_sleep(0.6)
         clients = [self.daemon.client() for _ in range(3)]
         try:
             for i, c in enumerate(clients):
