@@ -549,23 +549,41 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-/*
- * Blocking: sends a RESP command, reads one complete reply into buf (NUL-
- * terminated). Returns its length or -1. Only for set-up, never timed.
- */
-static long resp_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t cap)
+/* A complete reply at the start of buf: its length (buf NUL-terminated
+ * after it), 0 when more bytes are needed, -1 when it is malformed. */
+typedef long reply_end_fn(char *buf, size_t len);
+
+static long resp_end(char *buf, size_t len)
+{
+	long r = resp_len(buf, len, 0);
+	if (r > 0)
+		buf[r] = 0;
+	return r;
+}
+
+static long line_end(char *buf, size_t len)
+{
+	char *nl = memchr(buf, '\n', len);
+	if (!nl)
+		return 0;
+	*nl = 0;
+	if (nl > buf && nl[-1] == '\r')
+		nl[-1] = 0;
+	return (long)strlen(buf) + 1; /* an empty line is complete too */
+}
+
+/* Blocking: sends cmd, reads until `end` finds a complete reply in buf.
+ * Returns what `end` returned, or -1. Only for set-up, never timed. */
+static long blocking_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t cap,
+			  reply_end_fn *end)
 {
 	if (write_all(fd, cmd, cmdlen) < 0)
 		return -1;
 	size_t len = 0;
 	for (;;) {
-		long r = resp_len(buf, len, 0);
-		if (r < 0)
-			return -1;
-		if (r > 0) {
-			buf[r] = 0;
+		long r = end(buf, len);
+		if (r != 0)
 			return r;
-		}
 		if (len + 1 >= cap)
 			return -1;
 		ssize_t n = read(fd, buf + len, cap - 1 - len);
@@ -577,29 +595,17 @@ static long resp_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t 
 	}
 }
 
-/* Blocking: reads one reply line from the daemon into buf. Length or -1. */
+/* One complete RESP reply into buf (NUL-terminated); its length or -1. */
+static long resp_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t cap)
+{
+	return blocking_call(fd, cmd, cmdlen, buf, cap, resp_end);
+}
+
+/* One reply line from the daemon into buf, without its line end; its length or -1. */
 static long line_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t cap)
 {
-	if (write_all(fd, cmd, cmdlen) < 0)
-		return -1;
-	size_t len = 0;
-	for (;;) {
-		char *nl = memchr(buf, '\n', len);
-		if (nl) {
-			*nl = 0;
-			if (nl > buf && nl[-1] == '\r')
-				nl[-1] = 0;
-			return (long)strlen(buf);
-		}
-		if (len + 1 >= cap)
-			return -1;
-		ssize_t n = read(fd, buf + len, cap - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		len += (size_t)n;
-	}
+	long r = blocking_call(fd, cmd, cmdlen, buf, cap, line_end);
+	return r < 0 ? -1 : r - 1;
 }
 
 /* ---- request building ---- */
