@@ -41,6 +41,12 @@
 /* Requests sent on one connection and not yet called back, timed-out ones
  * included: bounds memory and Redis's backlog when Redis stalls. */
 #define MAX_INFLIGHT_PER_CONN 8192
+/* Once Redis has been seen working through a queue on a connection, the
+ * connection holds no more requests than Redis decides within half of their
+ * timeout at that rate, and never fewer than ADMIT_MIN (8 full batches, so a
+ * queue forms and the rate can be measured again). */
+#define ADMIT_MIN 512
+#define RATE_WINDOW_US 10000u
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 500
 #define CONNECT_TIMEOUT_MS 1000
@@ -78,6 +84,11 @@ struct rconn {
 	uint64_t up_since_us;	/* TCP connected at */
 	uint64_t last_rx_us;	/* a reply last arrived at */
 	uint64_t busy_since_us; /* inflight went from 0 to more at */
+	/* Decisions/s Redis delivers on this connection while calls queue up
+	 * (0: not seen yet), averaged over windows of RATE_WINDOW_US. */
+	double rate;
+	uint64_t win_us;
+	unsigned win_n;
 	int want_write;	     /* hiredis has output queued; written at the end of the turn */
 	struct event *retry; /* reconnect after backoff */
 	struct event *connect_timeout;
@@ -287,6 +298,7 @@ struct sbatch {
 	struct rconn *rc;
 	int n;
 	int evaled; /* resent with EVAL after NOSCRIPT */
+	uint64_t sent_us;
 	struct sreq *reqs[MAX_BATCH];
 };
 
@@ -409,6 +421,7 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 		rc->busy_since_us = clock_mono_us();
 	rc->inflight += (unsigned)b->n;
 	rc->batches++;
+	b->sent_us = clock_mono_us();
 	return 0;
 }
 
@@ -531,6 +544,27 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 		rconn_send_open(rc);
 }
 
+/*
+ * A reply to b arrived (at rc->last_rx_us) and b had been sent before the
+ * previous reply on rc (at prev_rx): Redis went from that call to this one
+ * with b waiting, so the gap is what b's decisions cost in Redis's time,
+ * other connections' work included. Only such gaps count, so an idle
+ * connection does not look slow.
+ */
+static void rconn_measure(struct rconn *rc, const struct sbatch *b, uint64_t prev_rx)
+{
+	if (b->sent_us > prev_rx || rc->last_rx_us < prev_rx)
+		return;
+	rc->win_us += rc->last_rx_us - prev_rx;
+	rc->win_n += (unsigned)b->n;
+	if (rc->win_us < RATE_WINDOW_US)
+		return;
+	double sample = (double)rc->win_n * 1e6 / (double)rc->win_us;
+	rc->rate = rc->rate > 0 ? (rc->rate + sample) / 2 : sample;
+	rc->win_us = 0;
+	rc->win_n = 0;
+}
+
 static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 {
 	(void)ac;
@@ -546,7 +580,9 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		batch_fail(s, b, STORE_UNAVAILABLE, "connection to redis lost");
 		return;
 	}
+	uint64_t prev_rx = rc->last_rx_us;
 	rconn_verified(rc);
+	rconn_measure(rc, b, prev_rx);
 	if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && !b->evaled &&
 	    rc->ac && !s->closing) {
 		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it.
@@ -805,6 +841,10 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	rc->state = RCONN_UP;
 	rc->up_since_us = clock_mono_us();
 	rc->last_rx_us = rc->up_since_us;
+	/* perhaps another Redis now (a failover): measure it afresh */
+	rc->rate = 0;
+	rc->win_us = 0;
+	rc->win_n = 0;
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
@@ -940,6 +980,26 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
  * ALLOW after a RESET sees the reset). Falls over to another live connection
  * only when that one is down or full.
  */
+/*
+ * How many requests rc may hold when a new one has timeout_ms to be decided.
+ * A queue longer than Redis can work through in time would only make every
+ * request in it time out (and closed-loop clients keep it full): throughput
+ * would fall to almost nothing exactly when demand is highest. Refused at
+ * once instead, the excess costs Redis nothing and those admitted are
+ * decided in time.
+ */
+static unsigned rconn_admit_limit(const struct rconn *rc, int64_t timeout_ms)
+{
+	if (rc->rate <= 0)
+		return MAX_INFLIGHT_PER_CONN;
+	double lim = rc->rate * (double)timeout_ms / 2000.0;
+	if (lim < ADMIT_MIN)
+		return ADMIT_MIN;
+	if (lim > MAX_INFLIGHT_PER_CONN)
+		return MAX_INFLIGHT_PER_CONN;
+	return (unsigned)lim;
+}
+
 static struct rconn *pick_conn(struct store_redis *s, const struct store_request *req)
 {
 	uint32_t h = 2166136261u;
@@ -949,7 +1009,7 @@ static struct rconn *pick_conn(struct store_redis *s, const struct store_request
 		h = (h ^ (uint8_t)req->user[i]) * 16777619u;
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[(h + (uint32_t)i) % (uint32_t)s->nconns];
-		if (rc->state != RCONN_DOWN && rc->ac && rc->queued < MAX_INFLIGHT_PER_CONN)
+		if (rc->state != RCONN_DOWN && rc->ac && rc->queued < rconn_admit_limit(rc, req->timeout_ms))
 			return rc;
 	}
 	return NULL;

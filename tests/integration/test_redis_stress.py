@@ -4,7 +4,9 @@ refusing connections (maxclients): exact reply counts (a late reply is
 never sent twice), the pending queue bound (8192 per Redis connection) with
 the overflow answered at once and memory bounded, the script loaded once per
 connection, reconnects with backoff, full service within 1 s of Redis
-coming back. Complements test_redis_faults.py."""
+coming back, and admission by deadline (more requests in flight than Redis
+decides in time are refused at once, not left to time out). Complements
+test_redis_faults.py."""
 
 import re
 import threading
@@ -234,6 +236,94 @@ class QueueBoundTest(StressBase):
         print("\n[figures] overflow: 1000 answers in %.1f ms; RSS %d -> %d -> %d KiB; "
               "service %.2fs after SIGCONT (16384 late decisions to drain)"
               % (overflow_s * 1000, rss0, rss1, rss2, took))
+
+
+class OverloadTest(StressBase):
+    def closed_loop(self, nclients, depth, seconds, users=50000):
+        """nclients connections each keep `depth` ALLOWs in flight for
+        `seconds`, sending one more for every reply (what a busy client pool
+        does); then reads every reply still owed. Returns the counts of
+        replies by kind."""
+        import selectors
+        lines = b"".join(b"ALLOW o%d big\n" % i for i in range(users))
+        offsets = [0]
+        for _ in range(users):
+            offsets.append(lines.index(b"\n", offsets[-1]) + 1)
+        pos = [0]
+
+        def take(n):  # the next n request lines, cycling over the users
+            out = []
+            while n:
+                k = min(n, users - pos[0])
+                out.append(lines[offsets[pos[0]]:offsets[pos[0] + k]])
+                pos[0] = (pos[0] + k) % users
+                n -= k
+            return b"".join(out)
+        sel = selectors.DefaultSelector()
+        owed, buf = {}, {}
+        counts = {"decided": 0, "timeout": 0, "overload": 0, "other": 0}
+        for _ in range(nclients):
+            c = self.daemon.client(timeout=30)
+            self.addCleanup(c.close)
+            c.sock.setblocking(True)
+            c.sock.sendall(take(depth))
+            c.sock.setblocking(False)
+            owed[c.sock] = depth
+            buf[c.sock] = b""
+            sel.register(c.sock, selectors.EVENT_READ)
+        end = time.monotonic() + seconds
+        while any(owed.values()):
+            if time.monotonic() > end + 20:
+                self.fail("replies still owed 20 s after the load stopped: %s" % owed)
+            for key, _ in sel.select(timeout=1):
+                sock = key.fileobj
+                try:
+                    d = sock.recv(1 << 20)
+                except BlockingIOError:
+                    continue
+                self.assertTrue(d, "the daemon closed a client connection")
+                data = buf[sock] + d
+                cut = data.rfind(b"\n") + 1
+                done, buf[sock] = data[:cut], data[cut:]
+                n = done.count(b"\n")
+                dec = done.count(b"ALLOWED ") + done.count(b"DENIED ")
+                tmo = done.count(b"store timeout:")
+                ovl = done.count(b"store overload:")
+                counts["decided"] += dec
+                counts["timeout"] += tmo
+                counts["overload"] += ovl
+                counts["other"] += n - dec - tmo - ovl
+                owed[sock] -= n
+                self.assertGreaterEqual(owed[sock], 0, "more replies than requests")
+                if n and time.monotonic() < end:
+                    sock.setblocking(True)
+                    sock.sendall(take(n))
+                    sock.setblocking(False)
+                    owed[sock] += n
+        sel.close()
+        return counts
+
+    def test_deep_queue_refused_at_once_not_timed_out(self):
+        """16 clients keep 16,000 requests in flight, with redis.timeout
+        50 ms: Redis cannot decide that many in time. Once the daemon has
+        seen how fast Redis works through its queue (a 1 s warm-up here), it
+        refuses the excess at once (`store overload`) instead of letting it
+        wait and time out, so what it admits is decided in time: over the
+        next 3 s timeouts stay a small fraction of the decisions. (Queueing
+        all of it, as before, made nearly every request time out: a few
+        thousand decisions in 3 s instead of hundreds of thousands.)"""
+        self.start(timeout_ms=50, connections=2, on_store_error="error")
+        self.c.request("ALLOW warm big")
+        self.closed_loop(16, 1000, 1.0)
+        counts = self.closed_loop(16, 1000, 3.0)
+        self.assertEqual(counts["other"], 0, counts)
+        self.assertGreater(counts["overload"], 0, counts)
+        self.assertGreater(counts["decided"], 30000, counts)
+        self.assertLess(counts["timeout"], 0.05 * counts["decided"], counts)
+        self.assertNoExtra(self.c, 0.05)
+        self.check_consistent()
+        print("\n[figures] 16,000 in flight, redis.timeout 50 ms, 3 s after a 1 s warm-up: "
+              "%(decided)d decided, %(timeout)d timed out, %(overload)d refused at once" % counts)
 
 
 class ScriptLoadTest(StressBase):
