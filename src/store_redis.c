@@ -123,6 +123,7 @@ struct store_redis {
 	struct event *timer;
 	uint64_t timer_at;
 	size_t pending;
+	unsigned long long refused; /* answered "overload" at once */
 	struct sreq *free_pool;
 	size_t nfree;
 	int up_logged, down_logged, setup_err_logged;
@@ -1033,6 +1034,10 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 		if (any) {
 			res.status = STORE_OVERLOAD;
 			res.detail = "too many requests waiting on redis";
+			s->refused++;
+			if ((s->refused & (s->refused - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
+				log_warn("redis: more requests waiting than it decides in time; "
+					 "%llu refused so far (store overload)", s->refused);
 		}
 		done(arg, &res);
 		return;

@@ -320,6 +320,10 @@ class OverloadTest(StressBase):
         self.assertGreater(counts["overload"], 0, counts)
         self.assertGreater(counts["decided"], 30000, counts)
         self.assertLess(counts["timeout"], 0.05 * counts["decided"], counts)
+        # logged at the 1st, 2nd, 4th... refusal, not per refusal
+        warns = [l for l in self.daemon.log_lines() if "refused so far (store overload)" in l]
+        self.assertTrue(warns, "no overload warning in the log")
+        self.assertLess(len(warns), 40, "a log line per refusal?")
         self.assertNoExtra(self.c, 0.05)
         self.check_consistent()
         print("\n[figures] 16,000 in flight, redis.timeout 50 ms, 3 s after a 1 s warm-up: "
