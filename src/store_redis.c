@@ -41,12 +41,14 @@
 /* Requests sent on one connection and not yet called back, timed-out ones
  * included: bounds memory and Redis's backlog when Redis stalls. */
 #define MAX_INFLIGHT_PER_CONN 8192
-/* Once Redis has been seen working through a queue on a connection, the
- * connection holds no more requests than Redis decides within half of their
- * timeout at that rate, and never fewer than ADMIT_MIN (8 full batches, so a
- * queue forms and the rate can be measured again). */
+/* While a connection is behind (a request on it timed out, or this bound
+ * refused one, within BEHIND_US), it holds no more requests than Redis
+ * decides within half of their timeout at the rate it was measured, and
+ * never fewer than ADMIT_MIN (8 full batches, so a queue forms and the rate
+ * can be measured again). */
 #define ADMIT_MIN 512
 #define RATE_WINDOW_US 10000u
+#define BEHIND_US 1000000u
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 500
 #define CONNECT_TIMEOUT_MS 1000
@@ -89,6 +91,7 @@ struct rconn {
 	double rate;
 	uint64_t win_us;
 	unsigned win_n;
+	uint64_t behind_until_us; /* admission bound enforced until then */
 	int want_write;	     /* hiredis has output queued; written at the end of the turn */
 	struct event *retry; /* reconnect after backoff */
 	struct event *connect_timeout;
@@ -281,8 +284,11 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	struct store_redis *s = arg;
 	s->timer_at = 0;
 	uint64_t now = clock_mono_us();
-	while (s->head && s->head->deadline_us <= now)
+	while (s->head && s->head->deadline_us <= now) {
+		if (s->head->rc)
+			s->head->rc->behind_until_us = now + BEHIND_US;
 		answer_status(s->head, STORE_TIMEOUT, "redis did not answer in time");
+	}
 	timer_arm(s);
 	check_stalls(s, now);
 }
@@ -846,6 +852,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	rc->rate = 0;
 	rc->win_us = 0;
 	rc->win_n = 0;
+	rc->behind_until_us = 0;
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
@@ -982,23 +989,31 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
  * only when that one is down or full.
  */
 /*
- * How many requests rc may hold when a new one has timeout_ms to be decided.
+ * Whether rc may take one more request that has timeout_ms to be decided.
  * A queue longer than Redis can work through in time would only make every
  * request in it time out (and closed-loop clients keep it full): throughput
  * would fall to almost nothing exactly when demand is highest. Refused at
  * once instead, the excess costs Redis nothing and those admitted are
- * decided in time.
+ * decided in time. The measured rate also counts the daemon's own delays
+ * in reading replies (a loop turn busy with thousands of clients), so it
+ * can be low; the bound applies only once requests on rc have actually
+ * been late, and keeps applying while it refuses.
  */
-static unsigned rconn_admit_limit(const struct rconn *rc, int64_t timeout_ms)
+static int rconn_admits(struct rconn *rc, int64_t timeout_ms)
 {
-	if (rc->rate <= 0)
-		return MAX_INFLIGHT_PER_CONN;
-	double lim = rc->rate * (double)timeout_ms / 2000.0;
-	if (lim < ADMIT_MIN)
-		return ADMIT_MIN;
-	if (lim > MAX_INFLIGHT_PER_CONN)
-		return MAX_INFLIGHT_PER_CONN;
-	return (unsigned)lim;
+	if (rc->queued >= MAX_INFLIGHT_PER_CONN)
+		return 0;
+	if (rc->queued < ADMIT_MIN || rc->rate <= 0 || rc->behind_until_us == 0)
+		return 1;
+	uint64_t now = clock_mono_us();
+	if (now >= rc->behind_until_us) {
+		rc->behind_until_us = 0;
+		return 1;
+	}
+	if ((double)rc->queued < rc->rate * (double)timeout_ms / 2000.0)
+		return 1;
+	rc->behind_until_us = now + BEHIND_US;
+	return 0;
 }
 
 static struct rconn *pick_conn(struct store_redis *s, const struct store_request *req)
@@ -1010,7 +1025,7 @@ static struct rconn *pick_conn(struct store_redis *s, const struct store_request
 		h = (h ^ (uint8_t)req->user[i]) * 16777619u;
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[(h + (uint32_t)i) % (uint32_t)s->nconns];
-		if (rc->state != RCONN_DOWN && rc->ac && rc->queued < rconn_admit_limit(rc, req->timeout_ms))
+		if (rc->state != RCONN_DOWN && rc->ac && rconn_admits(rc, req->timeout_ms))
 			return rc;
 	}
 	return NULL;

@@ -305,10 +305,11 @@ class OverloadTest(StressBase):
 
     def test_deep_queue_refused_at_once_not_timed_out(self):
         """16 clients keep 16,000 requests in flight, with redis.timeout
-        50 ms: Redis cannot decide that many in time. Once the daemon has
-        seen how fast Redis works through its queue (a 1 s warm-up here), it
-        refuses the excess at once (`store overload`) instead of letting it
-        wait and time out, so what it admits is decided in time: over the
+        50 ms: Redis cannot decide that many in time. Once requests have
+        timed out (the first burst of the 1 s warm-up), the daemon admits
+        only what Redis, at its measured rate, decides in half the timeout
+        and refuses the excess at once (`store overload`) instead of letting
+        it wait and time out, so what it admits is decided in time: over the
         next 3 s timeouts stay a small fraction of the decisions. (Queueing
         all of it, as before, made nearly every request time out: a few
         thousand decisions in 3 s instead of hundreds of thousands.)"""
