@@ -424,11 +424,11 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	size_t len = resp_format(s->cmdbuf, ac, argv, argl);
 	if (!rc->ac || redisAsyncFormattedCommand(rc->ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
 		return -1;
+	b->sent_us = clock_mono_us();
 	if (rc->inflight == 0)
-		rc->busy_since_us = clock_mono_us();
+		rc->busy_since_us = b->sent_us;
 	rc->inflight += (unsigned)b->n;
 	rc->batches++;
-	b->sent_us = clock_mono_us();
 	return 0;
 }
 
@@ -983,12 +983,6 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 /* ---- store interface ---- */
 
 /*
- * Every decision on one (action, user) goes through the same connection, so
- * a client's pipelined requests on a key reach Redis in the order sent (an
- * ALLOW after a RESET sees the reset). Falls over to another live connection
- * only when that one is down or full.
- */
-/*
  * Whether rc may take one more request that has timeout_ms to be decided.
  * A queue longer than Redis can work through in time would only make every
  * request in it time out (and closed-loop clients keep it full): throughput
@@ -1016,6 +1010,12 @@ static int rconn_admits(struct rconn *rc, int64_t timeout_ms)
 	return 0;
 }
 
+/*
+ * Every decision on one (action, user) goes through the same connection, so
+ * a client's pipelined requests on a key reach Redis in the order sent (an
+ * ALLOW after a RESET sees the reset). Falls over to another live connection
+ * only when that one is down, full or behind (rconn_admits).
+ */
 static struct rconn *pick_conn(struct store_redis *s, const struct store_request *req)
 {
 	uint32_t h = 2166136261u;
