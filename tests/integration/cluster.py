@@ -1063,12 +1063,6 @@ def cluster_config(listen_port, cluster, policies, timeout="1s", redis_extra=Non
     return harness.make_config(["127.0.0.1:%d" % listen_port], ropts, policies, **top)
 
 
-def is_real(reply):
-    """A decision computed by Redis (not a fallback answer)."""
-    m = harness.DECISION.match(reply)
-    return bool(m) and m.group(3) != "-1" and m.group(5) != "-1"
-
-
 # ---------------------------------------------------------------- client traffic
 
 class Traffic:

@@ -663,6 +663,13 @@ def parse_decision(reply):
     return (m.group(1),) + tuple(int(m.group(i)) for i in range(2, 6))
 
 
+def is_real(reply):
+    """A decision computed by Redis (not a fallback answer: those carry -1
+    for remaining and reset_ms)."""
+    m = DECISION.match(reply)
+    return bool(m) and m.group(3) != "-1" and m.group(5) != "-1"
+
+
 # ---------------------------------------------------------------- test base
 
 class DaemonTest(unittest.TestCase):

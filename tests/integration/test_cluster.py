@@ -10,8 +10,8 @@ import time
 import unittest
 
 from cluster import (NSLOTS, Traffic, add_cluster, cluster_config, commandstats, errorstats,
-                     is_real, key_slot, user_key, user_slot, users_in_slots)
-from harness import (SLOW, STORE_MARGIN, Client, DaemonTest, free_port, parse_decision,
+                     key_slot, user_key, user_slot, users_in_slots)
+from harness import (SLOW, STORE_MARGIN, Client, DaemonTest, free_port, is_real, parse_decision,
                      run_cli, wait_until)
 
 POLICIES = {

@@ -10,7 +10,7 @@ import unittest
 
 from harness import (FALLBACK_ALLOW, FALLBACK_DENY, STORE_MARGIN, DaemonTest, commandstats,
                      free_port,
-                     parse_decision, wait_until)
+                     is_real, parse_decision, wait_until)
 
 TIMEOUT_MS = 100
 POLICIES = {
@@ -24,15 +24,6 @@ POLICIES = {
 }
 LIMITS = {"reply": 5, "login": 3, "up": 15, "pdeny": 7, "perr": 9, "pallow": 4, "big": 100000}
 BOUND = TIMEOUT_MS / 1000.0 + STORE_MARGIN
-
-
-def is_real(reply):
-    """A decision computed by Redis (not a fallback)."""
-    try:
-        v = parse_decision(reply)
-    except AssertionError:
-        return False
-    return v[2] != -1 and v[4] != -1
 
 
 class FaultBase(DaemonTest):

@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from harness import (commandstats, SLOW, STORE_MARGIN, DaemonTest, parse_decision, rss_env, rss_slack_kb,
+from harness import (commandstats, SLOW, STORE_MARGIN, DaemonTest, is_real, rss_env, rss_slack_kb,
                      wait_until)
 
 POLICIES = {
@@ -25,14 +25,6 @@ POLICIES = {
 CAP = {"pa": 5, "pd": 7, "pe": 9, "big": 100000}
 PER_CONN = 8192  # pending requests per Redis connection (store_redis.c)
 CLIENT_OWED = 1024  # requests owed to one client before its reading pauses (conn.c)
-
-
-def is_real(reply):
-    try:
-        v = parse_decision(reply)
-    except AssertionError:
-        return False
-    return v[2] != -1 and v[4] != -1
 
 
 def fallback_ok(action, reply):

@@ -8,9 +8,9 @@ there is no master."""
 import time
 import unittest
 
-from cluster import (SentinelProxy, Traffic, add_sentinels, commandstats, fresh_port, is_real,
+from cluster import (SentinelProxy, Traffic, add_sentinels, commandstats, fresh_port,
                      sentinel_redis_opts)
-from harness import SLOW, STORE_MARGIN, DaemonTest, free_port, make_config, wait_until
+from harness import SLOW, STORE_MARGIN, DaemonTest, free_port, is_real, make_config, wait_until
 
 POLICIES = {
     "reply": "5/60s",
