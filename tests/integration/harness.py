@@ -120,6 +120,17 @@ def proc_fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def proc_fd_list(pid):
+    """What each open file descriptor of a process points at, for messages."""
+    out = []
+    for fd in sorted(os.listdir("/proc/%d/fd" % pid), key=int):
+        try:
+            out.append("%s->%s" % (fd, os.readlink("/proc/%d/fd/%s" % (pid, fd))))
+        except OSError:
+            pass
+    return " ".join(out)
+
+
 def proc_rss_kb(pid):
     """Resident set size (VmRSS) of a process, in KiB."""
     with open("/proc/%d/status" % pid) as f:
@@ -491,6 +502,9 @@ class Daemon:
 
     def fd_count(self):
         return proc_fd_count(self.proc.pid)
+
+    def fd_list(self):
+        return proc_fd_list(self.proc.pid)
 
     def rss_kb(self):
         return proc_rss_kb(self.proc.pid)

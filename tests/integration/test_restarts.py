@@ -19,6 +19,7 @@ POLICIES = {
     "fu": "{algorithm: funnel, capacity: 100000, rate: 100000/1s, on_store_error: deny}",
 }
 TIMEOUT_MS = 100
+CONNECTIONS = 2
 BOUND = TIMEOUT_MS / 1000.0 + STORE_MARGIN
 RESTARTS = int(os.environ.get("RL_RESTARTS", "100"))
 WARMUP = 5
@@ -75,10 +76,21 @@ class RestartsTest(DaemonTest):
         wait_until(ok, timeout, interval=0.005, what="full service after a Redis restart")
         return time.monotonic() - t
 
+    def daemon_links(self):
+        """The daemon's connections as Redis lists them (all but our own)."""
+        listing = self.redis.call("CLIENT", "LIST")
+        if isinstance(listing, bytes):
+            listing = listing.decode()
+        return sum(1 for ln in listing.splitlines() if ln and "cmd=client" not in ln)
+
     def settle(self, fd_target=None, timeout=3.0):
-        """Full service, then the fd count (== fd_target when given, else
-        stable for 0.3 s); returns (fds, rss_kb)."""
+        """Full service and every daemon connection to Redis up (a
+        connection in reconnect backoff holds no descriptor), then the fd
+        count (== fd_target when given, else stable for 0.3 s); returns
+        (fds, rss_kb)."""
         self.full_service()
+        wait_until(lambda: self.daemon_links() == CONNECTIONS + 1, 5.0 * SLOW, interval=0.02,
+                   what="%d data connections and the RESET subscriber connected" % CONNECTIONS)
         if fd_target is not None:
             try:
                 wait_until(lambda: self.daemon.fd_count() == fd_target, timeout, interval=0.02,
@@ -100,7 +112,7 @@ class RestartsTest(DaemonTest):
         self.redis = self.start_redis()
         self.port = self.redis.port
         self.daemon = self.start_daemon(POLICIES, redis_opts={"timeout": "%dms" % TIMEOUT_MS,
-                                                              "connections": 2},
+                                                              "connections": CONNECTIONS},
                                         env=rss_env())
         self.c = self.daemon.client(timeout=10)
         self.addCleanup(self.c.close)
@@ -116,6 +128,7 @@ class RestartsTest(DaemonTest):
                 self.restart()
                 self.full_service()
             fds0, rss0 = self.settle()
+            list0 = self.daemon.fd_list()
             t0 = time.monotonic()
             recov = []
             for i in range(RESTARTS):
@@ -125,6 +138,7 @@ class RestartsTest(DaemonTest):
                 time.sleep(0.05)
             elapsed = time.monotonic() - t0
             fds1, rss1 = self.settle(fd_target=fds0)
+            list1 = self.daemon.fd_list()
             # RSS may lag a moment behind the last frees
             if abs(rss1 - rss0) > rss0 * 0.05 + rss_slack_kb():
                 time.sleep(0.5)
@@ -146,7 +160,8 @@ class RestartsTest(DaemonTest):
         self.assertLess(stats["max"], BOUND, "a pipeline waited %.3fs" % stats["max"])
         self.assertLess(max(recov), 1.0 * max(1, SLOW / 2),
                         "full service took %.3fs after a restart" % max(recov))
-        self.assertEqual(fds1, fds0, "fd count after %d restarts" % RESTARTS)
+        self.assertEqual(fds1, fds0, "fd count after %d restarts\nbefore: %s\nafter:  %s"
+                         % (RESTARTS, list0, list1))
         self.assertLessEqual(abs(rss1 - rss0), rss0 * 0.05 + rss_slack_kb(),
                              "RSS %d -> %d KiB after %d restarts" % (rss0, rss1, RESTARTS))
 
