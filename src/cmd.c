@@ -9,6 +9,7 @@
 #include "denycache.h"
 #include "log.h"
 #include "policy.h"
+#include "stats.h"
 #include "store.h"
 
 /* Suggested wait in a fail-closed DENIED reply: long enough not to hammer a
@@ -26,6 +27,7 @@ static void finish(struct cmd_slot *slot)
 
 void cmd_reply_err(struct cmd_slot *slot, const char *code, const char *msg)
 {
+	stats_count_error(code);
 	slot->len = proto_format_err(slot->buf, code, msg);
 	finish(slot);
 }
@@ -49,15 +51,18 @@ static void store_done(void *arg, const struct store_result *res)
 				      slot->user, slot->user_len, slot->cost, slot->sent_us,
 				      res->limit, res->remaining, res->retry_after_ms,
 				      res->reset_ms);
-		if (op == STORE_RESET)
+		if (op == STORE_RESET) {
 			slot->len = proto_format_str(slot->buf, "OK");
-		else
+		} else {
+			stats.decisions[STATS_FROM_STORE][!!res->allowed]++;
 			slot->len = proto_format_decision(slot->buf, res->allowed, res->limit,
 							  res->remaining, res->retry_after_ms,
 							  res->reset_ms);
+		}
 		finish(slot);
 		return;
 	}
+	stats.store_errors[res->status]++;
 	char msg[128];
 	snprintf(msg, sizeof(msg), "store %s: %s", store_status_name(res->status),
 		 res->detail ? res->detail : "");
@@ -67,10 +72,13 @@ static void store_done(void *arg, const struct store_result *res)
 		return;
 	}
 	int64_t limit = p->limits[0].capacity;
-	if (mode == POLICY_ON_ERROR_ALLOW)
+	if (mode == POLICY_ON_ERROR_ALLOW) {
+		stats.decisions[STATS_FROM_FALLBACK][1]++;
 		slot->len = proto_format_decision(slot->buf, 1, limit, -1, 0, -1);
-	else
+	} else {
+		stats.decisions[STATS_FROM_FALLBACK][0]++;
 		slot->len = proto_format_decision(slot->buf, 0, limit, -1, FALLBACK_RETRY_MS, -1);
+	}
 	finish(slot);
 }
 
@@ -79,6 +87,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct pro
 {
 	slot->cfg = NULL;
 	slot->close_after = 0;
+	stats.requests[pc->verb]++;
 	switch (pc->verb) {
 	case PROTO_PING:
 		slot->len = proto_format_str(slot->buf, "PONG");
@@ -121,6 +130,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct pro
 					     pc->user_len);
 		else if (denycache_lookup(env->deny, p->name, p->name_len, pc->user, pc->user_len,
 					  pc->cost, slot->sent_us, &hit)) {
+			stats.decisions[STATS_FROM_CACHE][0]++;
 			slot->len = proto_format_decision(slot->buf, 0, hit.limit, hit.remaining,
 							  hit.retry_after_ms, hit.reset_ms);
 			finish(slot);

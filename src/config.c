@@ -621,6 +621,40 @@ static int parse_map(struct parser *P, const struct conf_key *keys, size_t nkeys
 	}
 }
 
+enum { MK_LISTEN, MK_N };
+
+/* HTTP is TCP here: evhttp binds host:port. */
+static int set_tcp_address(struct parser *P, const struct conf_key *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (address_scalar(P, k->name, &s, &len) < 0)
+		return -1;
+	if (len >= 5 && memcmp(s, "unix:", 5) == 0)
+		return failk(P, P->ev.start_mark, k->name, "expected host:port, not a unix socket");
+	return dup_string(P, (char **)dst, s, len);
+}
+
+static const struct conf_key metrics_keys[MK_N] = {
+	[MK_LISTEN] = {"listen", set_tcp_address, offsetof(struct config, metrics_listen), 0, 0},
+};
+
+static int set_metrics(struct parser *P, const struct conf_key *k, void *dst)
+{
+	if (P->ev.type != YAML_MAPPING_START_EVENT)
+		return failk(P, P->ev.start_mark, k->name, "expected a mapping");
+	yaml_mark_t start = P->ev.start_mark;
+	unsigned seen;
+	yaml_mark_t marks[MK_N];
+	snprintf(P->section, sizeof(P->section), "metrics.");
+	if (parse_map(P, metrics_keys, MK_N, dst, &seen, marks) < 0)
+		return -1;
+	P->section[0] = '\0';
+	if (!(seen & (1u << MK_LISTEN)))
+		return failk(P, start, k->name, "needs listen: host:port");
+	return 0;
+}
+
 static int set_addr_list(struct parser *P, const struct conf_key *k, void *dst);
 static int set_sentinel(struct parser *P, const struct conf_key *k, void *dst);
 
@@ -960,6 +994,7 @@ enum {
 	TK_MAX_CLIENTS,
 	TK_IDLE_TIMEOUT,
 	TK_LOG_LEVEL,
+	TK_METRICS,
 	TK_POLICIES,
 	TK_N
 };
@@ -974,6 +1009,7 @@ static const struct conf_key top_keys[TK_N] = {
 	[TK_IDLE_TIMEOUT] = {"idle_timeout", set_duration, offsetof(struct config, idle_timeout_ms), 1000,
 			     POLICY_MAX_PERIOD_MS},
 	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0},
+	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0},
 	[TK_POLICIES] = {"policies", set_policies, 0, 0, 0},
 };
 
@@ -1038,6 +1074,7 @@ static void config_free(struct config *c)
 	free(c->redis.username);
 	free(c->redis.password);
 	free(c->prefix);
+	free(c->metrics_listen);
 	free(c->policies);
 	free(c);
 }

@@ -60,6 +60,7 @@ struct config {
 	int max_clients;
 	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
 	int log_level;			/* LOG_DEBUG..LOG_ERROR from log.h */
+	char *metrics_listen;		/* "host:port" of the HTTP metrics endpoint, or NULL */
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;
 };

@@ -12,8 +12,10 @@
 #include "config.h"
 #include "conn.h"
 #include "log.h"
+#include "metrics.h"
 #include "sd.h"
 #include "server.h"
+#include "stats.h"
 #include "store.h"
 #include "store_cluster.h"
 #include "store_sentinel.h"
@@ -28,6 +30,7 @@ struct daemon {
 	const char *config_path;
 	struct server *srv;
 	struct store *store;
+	struct metrics *metrics; /* NULL: no metrics endpoint */
 	int stopping;
 	struct event *drain_timeout;
 };
@@ -59,6 +62,8 @@ static void log_changes(const struct config *old, const struct config *new)
 	if (listen_changed)
 		log_warn("reload: listen changed; restart ratelimitd to apply it "
 			 "(still listening on the old addresses)");
+	if (!str_eq(old->metrics_listen, new->metrics_listen))
+		log_warn("reload: metrics.listen changed; restart ratelimitd to apply it");
 	const struct config_redis *a = &old->redis, *b = &new->redis;
 	if (!str_eq(a->address, b->address) || !str_eq(a->username, b->username) ||
 	    !str_eq(a->password, b->password) || a->database != b->database ||
@@ -97,6 +102,13 @@ static void log_changes(const struct config *old, const struct config *new)
 	}
 }
 
+static double wall_seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 static void reload(struct daemon *d)
 {
 	char err[CONFIG_ERR_MAX];
@@ -104,6 +116,7 @@ static void reload(struct daemon *d)
 	struct config *cfg = config_load(d->config_path, err, sizeof(err));
 	if (!cfg) {
 		log_error("reload failed, keeping the running configuration: %s", err);
+		stats.reloads_failed++;
 	} else {
 		struct config *old = server_config(d->srv);
 		log_changes(old, cfg);
@@ -112,6 +125,8 @@ static void reload(struct daemon *d)
 			log_set_level(cfg->log_level);
 		server_set_config(d->srv, cfg);
 		config_unref(cfg);
+		stats.reloads_ok++;
+		stats.last_reload_time = wall_seconds();
 		log_info("reload: configuration %s loaded (%zu policies)", d->config_path,
 			 cfg->npolicies);
 	}
@@ -150,6 +165,8 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	}
 	d->stopping = 1;
 	sd_notify_stopping();
+	if (d->metrics)
+		metrics_set_stopping(d->metrics);
 	log_info("%s: no longer accepting; answering %zu in-flight requests",
 		 sig == SIGINT ? "SIGINT" : "SIGTERM", store_pending(d->store));
 	int64_t ms = server_config(d->srv)->redis.timeout_ms + DRAIN_GRACE_MS;
@@ -239,6 +256,12 @@ int main(int argc, char **argv)
 	d.srv = server_new(d.base, cfg, d.store, err, sizeof(err));
 	if (!d.srv)
 		log_fatal("%s", err);
+	if (cfg->metrics_listen) {
+		d.metrics = metrics_new(d.base, cfg->metrics_listen, d.srv, err, sizeof(err));
+		if (!d.metrics)
+			log_fatal("%s", err);
+	}
+	stats.start_time = stats.last_reload_time = wall_seconds();
 	struct event *sig_hup = evsignal_new(d.base, SIGHUP, signal_cb, &d);
 	struct event *sig_term = evsignal_new(d.base, SIGTERM, signal_cb, &d);
 	struct event *sig_int = evsignal_new(d.base, SIGINT, signal_cb, &d);
@@ -262,13 +285,15 @@ int main(int argc, char **argv)
 			 cfg->redis.sentinel_master);
 	else
 		snprintf(redis, sizeof(redis), "redis %s", cfg->redis.address);
-	log_info("ratelimitd %s ready, listening on %s (%zu policies, %s)", RATELIMITD_VERSION,
-		 listening, cfg->npolicies, redis);
+	log_info("ratelimitd %s ready, listening on %s (%zu policies, %s)%s%s", RATELIMITD_VERSION,
+		 listening, cfg->npolicies, redis, cfg->metrics_listen ? "; metrics on http://" : "",
+		 cfg->metrics_listen ? cfg->metrics_listen : "");
 	config_unref(cfg); /* the server holds its own reference */
 	sd_notify_ready("serving");
 
 	event_base_dispatch(d.base);
 
+	metrics_free(d.metrics);
 	server_free(d.srv);
 	store_free(d.store); /* answers anything still waiting; frees those clients */
 	conn_pool_free();

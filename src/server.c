@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "denycache.h"
 #include "keys.h"
+#include "stats.h"
 #include "store.h"
 #include "log.h"
 
@@ -115,6 +116,7 @@ void server_conn_added(struct server *srv, struct conn *c)
 		conn_link(srv->clients)->prev = c;
 	srv->clients = c;
 	srv->nclients++;
+	stats.clients_accepted++;
 }
 
 void server_conn_removed(struct server *srv, struct conn *c)
@@ -202,6 +204,7 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 		(void)w;
 		evutil_closesocket(fd);
 		srv->rejected++;
+		stats.errors[STATS_ERR_TOO_MANY_CLIENTS]++;
 		if ((srv->rejected & (srv->rejected - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
 			log_warn("max_clients (%d) reached; %llu connections refused so far",
 				 srv->cfg->max_clients, (unsigned long long)srv->rejected);

@@ -49,6 +49,12 @@ void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn,
 	s->ops->watch_resets(s, prefix, fn, arg);
 }
 
+void store_health(const struct store *s, struct store_health *h)
+{
+	memset(h, 0, sizeof(*h));
+	s->ops->health(s, h);
+}
+
 int store_resets_followed(const struct store *s)
 {
 	return s->ops->resets_followed(s);

@@ -77,6 +77,13 @@ typedef void store_done_fn(void *arg, const struct store_result *res);
 
 typedef void store_reset_fn(void *arg, const char *tag, size_t len);
 
+/* What a backend tells of its connections, for the metrics endpoint. */
+struct store_health {
+	unsigned conns;		       /* request connections kept, on every node */
+	unsigned conns_up;	       /* of those, connected and answering */
+	unsigned long long conns_lost; /* connections that were up and were lost */
+};
+
 struct store;
 struct store_ops {
 	void (*submit)(struct store *s, const struct store_request *req, store_done_fn *done,
@@ -94,6 +101,8 @@ struct store_ops {
 	/* 1 while RESET notices are being received (the subscription is up):
 	 * only then may denials be cached. */
 	int (*resets_followed)(const struct store *s);
+	/* Adds this store's connection counts to h. */
+	void (*health)(const struct store *s, struct store_health *h);
 };
 
 struct store {
@@ -105,6 +114,8 @@ size_t store_pending(const struct store *s);
 unsigned long store_generation(const struct store *s);
 void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);
 int store_resets_followed(const struct store *s);
+/* Fills h (zeroed first). */
+void store_health(const struct store *s, struct store_health *h);
 void store_free(struct store *s);
 const char *store_status_name(enum store_status st);
 

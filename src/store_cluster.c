@@ -497,6 +497,14 @@ static unsigned long cluster_generation(const struct store *base)
 	return g + c->rehomed;
 }
 
+static void cluster_health(const struct store *base, struct store_health *h)
+{
+	const struct store_cluster *c = (const struct store_cluster *)base;
+	for (int i = 0; i < c->nnodes; i++)
+		if (c->nodes[i].st)
+			c->nodes[i].st->ops->health(c->nodes[i].st, h);
+}
+
 static int cluster_resets_followed(const struct store *base)
 {
 	const struct store_cluster *c = (const struct store_cluster *)base;
@@ -556,6 +564,7 @@ static const struct store_ops cluster_ops = {
 	.generation = cluster_generation,
 	.watch_resets = cluster_watch_resets,
 	.resets_followed = cluster_resets_followed,
+	.health = cluster_health,
 };
 
 struct store *store_cluster_new(struct event_base *base, const struct config_redis *cfg, char *err,

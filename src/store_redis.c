@@ -1091,6 +1091,17 @@ static int redis_resets_followed(const struct store *base)
 	return s->reset_channel && s->subconn.state == RCONN_UP && s->subconn.verified;
 }
 
+static void redis_health(const struct store *base, struct store_health *h)
+{
+	const struct store_redis *s = (const struct store_redis *)base;
+	for (int i = 0; i < s->nconns; i++) {
+		h->conns++;
+		if (s->conns[i].state == RCONN_UP && s->conns[i].verified)
+			h->conns_up++;
+	}
+	h->conns_lost += s->generation;
+}
+
 static void redis_free(struct store *base)
 {
 	struct store_redis *s = (struct store_redis *)base;
@@ -1173,6 +1184,7 @@ static const struct store_ops redis_ops = {
 	.generation = redis_generation,
 	.watch_resets = redis_watch_resets,
 	.resets_followed = redis_resets_followed,
+	.health = redis_health,
 };
 
 static int parse_address(struct store_redis *s, const char *addr, char *err, size_t errlen)

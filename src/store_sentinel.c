@@ -346,6 +346,17 @@ static unsigned long sentinel_generation(const struct store *base)
 	return g + (s->cur ? store_generation(s->cur) : 0);
 }
 
+/* The current master's pool; pools of earlier masters count as lost. */
+static void sentinel_health(const struct store *base, struct store_health *h)
+{
+	const struct store_sentinel *s = (const struct store_sentinel *)base;
+	if (s->cur)
+		s->cur->ops->health(s->cur, h);
+	h->conns_lost += s->gen_base;
+	for (int i = 0; i < s->nretired; i++)
+		h->conns_lost += store_generation(s->retired[i]);
+}
+
 static int sentinel_resets_followed(const struct store *base)
 {
 	const struct store_sentinel *s = (const struct store_sentinel *)base;
@@ -400,6 +411,7 @@ static const struct store_ops sentinel_ops = {
 	.generation = sentinel_generation,
 	.watch_resets = sentinel_watch_resets,
 	.resets_followed = sentinel_resets_followed,
+	.health = sentinel_health,
 };
 
 struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg,

@@ -55,6 +55,7 @@ START_TEST(example_config)
 	ck_assert_int_eq(c->on_store_error, POLICY_ON_ERROR_ALLOW);
 	ck_assert_uint_eq(c->max_line, 4096);
 	ck_assert_int_eq(c->log_level, LOG_INFO);
+	ck_assert_ptr_null(c->metrics_listen); /* off unless configured */
 
 	/* sorted by name */
 	ck_assert_uint_eq(c->npolicies, 4);
@@ -138,6 +139,7 @@ START_TEST(every_key_set)
 				      "on_store_error: error\n"
 				      "max_line: 64\n"
 				      "log_level: debug\n"
+				      "metrics: {listen: \"[::1]:9464\"}\n"
 				      "policies:\n"
 				      "  b: {limits: 100000/1d, on_store_error: allow}\n"
 				      "  a: {algorithm: funnel, rate: 1000000000/366d, capacity: 1000000000}\n");
@@ -155,6 +157,7 @@ START_TEST(every_key_set)
 	ck_assert_int_eq(c->on_store_error, POLICY_ON_ERROR_ERROR);
 	ck_assert_uint_eq(c->max_line, 64);
 	ck_assert_int_eq(c->log_level, LOG_DEBUG);
+	ck_assert_str_eq(c->metrics_listen, "[::1]:9464");
 	ck_assert_str_eq(c->policies[0].name, "a");
 	ck_assert_int_eq(c->policies[0].algo, POLICY_FUNNEL);
 	ck_assert_int_eq(c->policies[0].limits[0].capacity, 1000000000);
@@ -295,6 +298,15 @@ static const struct {
 	 "t.yaml:1:11: max_line: must be an integer from 64 to 1048576"},
 	{"log_level: verbose\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:12: log_level: must be debug, info, warn or error"},
+	/* metrics */
+	{"metrics: 127.0.0.1:9464\npolicies: {a: 1/1s}\n", "t.yaml:1:10: metrics: expected a mapping"},
+	{"metrics: {}\npolicies: {a: 1/1s}\n", "t.yaml:1:10: metrics: needs listen: host:port"},
+	{"metrics: {listen: \"unix:/run/m.sock\"}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:19: metrics.listen: expected host:port, not a unix socket"},
+	{"metrics: {listen: 127.0.0.1}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:19: metrics.listen: expected host:port, [IPv6]:port or unix:/path"},
+	{"metrics:\n  listen: 127.0.0.1:9464\n  path: /m\npolicies: {a: 1/1s}\n",
+	 "t.yaml:3:3: unknown key \"metrics.path\""},
 	/* policies required and non-empty */
 	{"policies: {}\n", "t.yaml:1:11: policies: at least one policy is required"},
 	{"policies:\n", "t.yaml:1:10: policies: expected a mapping of policy names to limits"},

@@ -1,0 +1,199 @@
+/*
+ * metrics.c - the HTTP endpoint for operators (evhttp). /metrics renders
+ * the counters of stats.c, the server's gauges and the store's connection
+ * health in the Prometheus text format; /health answers 200 while Redis is
+ * reachable and 503 otherwise, so a load balancer can route clients to a
+ * daemon that decides for real rather than per on_store_error.
+ */
+#include "metrics.h"
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "addr.h"
+#include "config.h"
+#include "server.h"
+#include "stats.h"
+#include "store.h"
+
+/* A scrape is one short GET; anything bigger is not one. */
+#define METRICS_MAX_HEADERS 8192
+#define METRICS_TIMEOUT_S 10
+
+struct metrics {
+	struct evhttp *http;
+	struct server *srv;
+	int stopping;
+};
+
+static void family(struct evbuffer *b, const char *name, const char *type, const char *help)
+{
+	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void render(struct metrics *m, struct evbuffer *b)
+{
+	const struct config *cfg = server_config(m->srv);
+	struct store *store = server_store(m->srv);
+	struct store_health h;
+	store_health(store, &h);
+
+	evbuffer_add_printf(b, "# HELP ratelimitd_build_info The running version.\n"
+			       "# TYPE ratelimitd_build_info gauge\n"
+			       "ratelimitd_build_info{version=\"%s\"} 1\n",
+			    RATELIMITD_VERSION);
+	family(b, "ratelimitd_start_time_seconds", "gauge",
+	       "When the daemon started, in seconds since the epoch.");
+	evbuffer_add_printf(b, "ratelimitd_start_time_seconds %.3f\n", stats.start_time);
+
+	family(b, "ratelimitd_requests_total", "counter", "Requests parsed, by command.");
+	for (int v = 0; v < STATS_VERB_N; v++)
+		evbuffer_add_printf(b, "ratelimitd_requests_total{command=\"%s\"} %llu\n",
+				    stats_verb_name((enum proto_verb)v), stats.requests[v]);
+
+	family(b, "ratelimitd_decisions_total", "counter",
+	       "ALLOW and PEEK answers, by result and by who decided: redis, the local deny "
+	       "cache, or the on_store_error fallback.");
+	for (int f = 0; f < STATS_FROM_N; f++)
+		for (int a = 1; a >= 0; a--) {
+			if (f == STATS_FROM_CACHE && a == 1)
+				continue; /* the cache only ever denies */
+			evbuffer_add_printf(
+				b, "ratelimitd_decisions_total{result=\"%s\",source=\"%s\"} %llu\n",
+				a ? "allowed" : "denied", stats_from_name((enum stats_from)f),
+				stats.decisions[f][a]);
+		}
+
+	family(b, "ratelimitd_store_errors_total", "counter",
+	       "Requests Redis did not decide, by reason; each was answered per on_store_error.");
+	for (int st = STORE_TIMEOUT; st < STATS_STORE_STATUS_N; st++)
+		evbuffer_add_printf(b, "ratelimitd_store_errors_total{reason=\"%s\"} %llu\n",
+				    store_status_name((enum store_status)st), stats.store_errors[st]);
+
+	family(b, "ratelimitd_errors_total", "counter", "ERR replies, by code.");
+	for (int e = 0; e < STATS_ERR_N; e++)
+		evbuffer_add_printf(b, "ratelimitd_errors_total{code=\"%s\"} %llu\n",
+				    stats_err_name((enum stats_err)e), stats.errors[e]);
+
+	family(b, "ratelimitd_clients", "gauge", "Clients connected now.");
+	evbuffer_add_printf(b, "ratelimitd_clients %zu\n", server_nclients(m->srv));
+	family(b, "ratelimitd_clients_accepted_total", "counter",
+	       "Client connections accepted (those refused by max_clients are in "
+	       "ratelimitd_errors_total{code=\"too-many-clients\"}).");
+	evbuffer_add_printf(b, "ratelimitd_clients_accepted_total %llu\n", stats.clients_accepted);
+
+	family(b, "ratelimitd_store_pending", "gauge", "Requests waiting on Redis now.");
+	evbuffer_add_printf(b, "ratelimitd_store_pending %zu\n", store_pending(store));
+	family(b, "ratelimitd_redis_up", "gauge",
+	       "1 while at least one connection to Redis answers, else 0.");
+	evbuffer_add_printf(b, "ratelimitd_redis_up %d\n", h.conns_up > 0);
+	family(b, "ratelimitd_redis_connections", "gauge",
+	       "Request connections to Redis the daemon keeps (on every node).");
+	evbuffer_add_printf(b, "ratelimitd_redis_connections %u\n", h.conns);
+	family(b, "ratelimitd_redis_connections_up", "gauge",
+	       "Of those, the ones connected and answering now.");
+	evbuffer_add_printf(b, "ratelimitd_redis_connections_up %u\n", h.conns_up);
+	family(b, "ratelimitd_redis_connections_lost_total", "counter",
+	       "Connections to Redis that were up and were lost.");
+	evbuffer_add_printf(b, "ratelimitd_redis_connections_lost_total %llu\n", h.conns_lost);
+
+	family(b, "ratelimitd_reloads_total", "counter", "Configuration reloads, by result.");
+	evbuffer_add_printf(b, "ratelimitd_reloads_total{result=\"ok\"} %llu\n", stats.reloads_ok);
+	evbuffer_add_printf(b, "ratelimitd_reloads_total{result=\"failed\"} %llu\n",
+			    stats.reloads_failed);
+	family(b, "ratelimitd_config_last_reload_success_timestamp_seconds", "gauge",
+	       "When the running configuration was loaded, in seconds since the epoch.");
+	evbuffer_add_printf(b, "ratelimitd_config_last_reload_success_timestamp_seconds %.3f\n",
+			    stats.last_reload_time);
+	family(b, "ratelimitd_policies", "gauge", "Policies in the running configuration.");
+	evbuffer_add_printf(b, "ratelimitd_policies %zu\n", cfg->npolicies);
+}
+
+static void reply_text(struct evhttp_request *req, int code, const char *reason,
+		       struct evbuffer *body, const char *type)
+{
+	struct evkeyvalq *hdr = evhttp_request_get_output_headers(req);
+	evhttp_add_header(hdr, "Content-Type", type);
+	evhttp_add_header(hdr, "Cache-Control", "no-store");
+	evhttp_send_reply(req, code, reason, body);
+}
+
+static void request_cb(struct evhttp_request *req, void *arg)
+{
+	struct metrics *m = arg;
+	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+	struct evbuffer *body = evbuffer_new();
+	if (!body) {
+		evhttp_send_error(req, HTTP_SERVUNAVAIL, "out of memory");
+		return;
+	}
+	if (path && strcmp(path, "/metrics") == 0) {
+		render(m, body);
+		reply_text(req, HTTP_OK, "OK", body, "text/plain; version=0.0.4; charset=utf-8");
+	} else if (path && strcmp(path, "/health") == 0) {
+		struct store_health h;
+		store_health(server_store(m->srv), &h);
+		if (m->stopping) {
+			evbuffer_add_printf(body, "stopping\n");
+			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
+		} else if (h.conns_up == 0) {
+			evbuffer_add_printf(body, "redis unavailable\n");
+			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
+		} else {
+			evbuffer_add_printf(body, "ok\n");
+			reply_text(req, HTTP_OK, "OK", body, "text/plain");
+		}
+	} else {
+		evbuffer_add_printf(body, "not found: try /metrics or /health\n");
+		reply_text(req, HTTP_NOTFOUND, "Not Found", body, "text/plain");
+	}
+	evbuffer_free(body);
+}
+
+struct metrics *metrics_new(struct event_base *base, const char *address, struct server *srv,
+			    char *err, size_t errlen)
+{
+	char host[256];
+	int port;
+	if (addr_split(address, host, sizeof(host), &port) < 0 || port < 1 || port > 65535) {
+		snprintf(err, errlen, "metrics.listen: cannot use %s", address);
+		return NULL;
+	}
+	struct metrics *m = calloc(1, sizeof(*m));
+	if (!m || !(m->http = evhttp_new(base))) {
+		snprintf(err, errlen, "metrics: out of memory");
+		free(m);
+		return NULL;
+	}
+	m->srv = srv;
+	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
+	evhttp_set_max_body_size(m->http, 0);
+	evhttp_set_timeout(m->http, METRICS_TIMEOUT_S);
+	evhttp_set_gencb(m->http, request_cb, m);
+	if (!evhttp_bind_socket_with_handle(m->http, host, (ev_uint16_t)port)) {
+		snprintf(err, errlen, "metrics.listen: cannot listen on %s", address);
+		evhttp_free(m->http);
+		free(m);
+		return NULL;
+	}
+	return m;
+}
+
+void metrics_set_stopping(struct metrics *m)
+{
+	m->stopping = 1;
+}
+
+void metrics_free(struct metrics *m)
+{
+	if (!m)
+		return;
+	evhttp_free(m->http);
+	free(m);
+}

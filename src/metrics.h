@@ -1,0 +1,21 @@
+/*
+ * metrics.h - the optional HTTP endpoint for operators: GET /metrics in the
+ * Prometheus text format, GET /health for load balancers and probes.
+ */
+#ifndef RL_METRICS_H
+#define RL_METRICS_H
+
+#include <stddef.h>
+
+struct event_base;
+struct server;
+struct metrics;
+
+/* Listens on "host:port". NULL with err on failure. */
+struct metrics *metrics_new(struct event_base *base, const char *address, struct server *srv,
+			    char *err, size_t errlen);
+/* From now on /health answers 503: the daemon is shutting down. */
+void metrics_set_stopping(struct metrics *m);
+void metrics_free(struct metrics *m);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * stats.h - process-wide counters of what the daemon answered, read by the
+ * metrics endpoint. Plain counters in one struct: bumped on the hot path
+ * with no locking (one thread), never reset while the process lives.
+ */
+#ifndef RL_STATS_H
+#define RL_STATS_H
+
+#include "proto.h"
+#include "store.h"
+
+/* The ERR codes of proto/protocol.md, in that order; anything else is "other". */
+enum stats_err {
+	STATS_ERR_SYNTAX,
+	STATS_ERR_UNKNOWN_COMMAND,
+	STATS_ERR_UNKNOWN_ACTION,
+	STATS_ERR_BAD_COST,
+	STATS_ERR_BAD_USER,
+	STATS_ERR_LINE_TOO_LONG,
+	STATS_ERR_FORBIDDEN,
+	STATS_ERR_TOO_MANY_CLIENTS,
+	STATS_ERR_STORE_UNAVAILABLE,
+	STATS_ERR_OTHER,
+	STATS_ERR_N
+};
+
+/* Who decided an ALLOW or PEEK. */
+enum stats_from {
+	STATS_FROM_STORE,    /* Redis */
+	STATS_FROM_CACHE,    /* the local deny cache (a denial only) */
+	STATS_FROM_FALLBACK, /* on_store_error: Redis could not decide */
+	STATS_FROM_N
+};
+
+#define STATS_VERB_N (PROTO_QUIT + 1)
+#define STATS_STORE_STATUS_N (STORE_FAILED + 1)
+
+struct stats {
+	unsigned long long requests[STATS_VERB_N]; /* parsed requests, by verb */
+	/* ALLOW and PEEK answers: [where from][0 denied, 1 allowed] */
+	unsigned long long decisions[STATS_FROM_N][2];
+	/* store could not decide, by enum store_status (OK unused); answered
+	 * per on_store_error */
+	unsigned long long store_errors[STATS_STORE_STATUS_N];
+	unsigned long long errors[STATS_ERR_N]; /* ERR replies, by code */
+	unsigned long long clients_accepted;
+	unsigned long long reloads_ok, reloads_failed;
+	double start_time;	 /* wall clock, seconds since the epoch */
+	double last_reload_time; /* last successful load (start-up counts) */
+};
+
+extern struct stats stats;
+
+void stats_count_error(const char *code);
+const char *stats_err_name(enum stats_err e);
+const char *stats_verb_name(enum proto_verb v);
+const char *stats_from_name(enum stats_from f);
+
+#endif

@@ -1,0 +1,203 @@
+"""The HTTP metrics endpoint (metrics.listen): /metrics counts exactly what
+the daemon answered, /health follows Redis, reloads are counted, and the
+endpoint stays calm with bad HTTP."""
+
+import http.client
+import re
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import (DAEMON, DaemonTest, free_port, make_config, parse_decision, run_cli,
+                     wait_until)
+
+SAMPLE = re.compile(r'^([a-z_]+)(\{[^}]*\})? (\S+)$')
+
+
+def scrape_raw(port, path="/metrics", method="GET", timeout=5.0):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path)
+        r = conn.getresponse()
+        return r.status, r.getheader("Content-Type"), r.read().decode()
+    finally:
+        conn.close()
+
+
+def scrape(port):
+    """{'name{labels}': value} of /metrics; every line is a sample or a comment."""
+    status, ctype, body = scrape_raw(port)
+    assert status == 200, (status, body)
+    assert ctype.startswith("text/plain; version=0.0.4"), ctype
+    out = {}
+    for ln in body.splitlines():
+        if ln.startswith("# HELP ") or ln.startswith("# TYPE "):
+            continue
+        m = SAMPLE.match(ln)
+        assert m, "not a Prometheus sample line: %r" % ln
+        out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
+    return out
+
+
+def decisions(m, result, source):
+    return m['ratelimitd_decisions_total{result="%s",source="%s"}' % (result, source)]
+
+
+class MetricsTest(DaemonTest):
+    def start(self, policies, redis_opts=None):
+        self.redis = getattr(self, "redis", None) or self.start_redis()
+        self.port, self.admin_port, self.mport = free_port(), free_port(), free_port()
+        self.policies = policies
+        self.redis_opts = {"address": self.redis.address, "timeout": "200ms"}
+        self.redis_opts.update(redis_opts or {})
+        self.daemon = self.start_daemon(config=self.config(policies), port=self.port)
+        self.c = self.daemon.client()
+        self.addCleanup(self.c.close)
+        return self.daemon
+
+    def config(self, policies):
+        listen = ['"127.0.0.1:%d"' % self.port,
+                  '{address: "127.0.0.1:%d", admin: true}' % self.admin_port]
+        return make_config(listen, self.redis_opts, policies, admin=False,
+                           metrics='{listen: "127.0.0.1:%d"}' % self.mport)
+
+    def test_counters_follow_traffic(self):
+        self.start({"reply": "2/60s", "open": "100/1s"})
+        # denials are cached only while the RESET subscription is up
+        wait_until(lambda: self.redis.call("PUBSUB", "NUMSUB", "rl:reset")[1] >= 1, 5,
+                   what="the daemon's RESET subscription")
+        m0 = scrape(self.mport)
+        self.assertEqual(m0['ratelimitd_build_info{version="%s"}'
+                            % run_cli(["-V"]).stdout.split()[1]], 1)
+        self.assertEqual(m0["ratelimitd_redis_up"], 1)
+        self.assertEqual(m0["ratelimitd_redis_connections"], 2)
+        self.assertEqual(m0["ratelimitd_redis_connections_up"], 2)
+        self.assertEqual(m0["ratelimitd_policies"], 2)
+        # the start-up PING probe's connection may still be closing
+        wait_until(lambda: scrape(self.mport)["ratelimitd_clients"] == 1, 5,
+                   what="one client connected")
+        now = time.time()
+        self.assertTrue(now - 60 < m0["ratelimitd_start_time_seconds"] <= now + 1, m0)
+
+        verdicts = [parse_decision(r)[0] for r in self.c.pipeline(["ALLOW u reply"] * 3)]
+        self.assertEqual(verdicts, ["ALLOWED", "ALLOWED", "DENIED"])
+        # Redis just denied u: the same question is answered by the deny cache
+        for _ in range(4):
+            self.assertEqual(parse_decision(self.c.request("ALLOW u reply"))[0], "DENIED")
+        self.assertEqual(parse_decision(self.c.request("PEEK v open"))[0], "ALLOWED")
+        self.assertEqual(self.c.request("PING"), "PONG")
+        self.assertTrue(self.c.request("FROB u reply").startswith("ERR unknown-command "))
+        self.assertTrue(self.c.request("ALLOW u nosuch").startswith("ERR unknown-action "))
+        self.assertTrue(self.c.request("ALLOW u reply 0").startswith("ERR bad-cost "))
+        self.assertTrue(self.c.request("RESET u reply").startswith("ERR forbidden "))
+        with self.daemon.client(port=self.admin_port) as admin:
+            self.assertEqual(admin.request("RESET u reply"), "OK")
+
+        m = scrape(self.mport)
+
+        def delta(name):
+            return m[name] - m0[name]
+        self.assertEqual(delta('ratelimitd_requests_total{command="allow"}'), 8)
+        self.assertEqual(delta('ratelimitd_requests_total{command="peek"}'), 1)
+        self.assertEqual(delta('ratelimitd_requests_total{command="reset"}'), 2)
+        self.assertEqual(delta('ratelimitd_requests_total{command="ping"}'), 1)
+        self.assertEqual(delta('ratelimitd_decisions_total{result="allowed",source="redis"}'), 3)
+        self.assertEqual(delta('ratelimitd_decisions_total{result="denied",source="redis"}'), 1)
+        self.assertEqual(delta('ratelimitd_decisions_total{result="denied",source="cache"}'), 4)
+        self.assertEqual(decisions(m, "allowed", "fallback"), 0)
+        self.assertEqual(decisions(m, "denied", "fallback"), 0)
+        for code in ("unknown-command", "unknown-action", "bad-cost", "forbidden"):
+            self.assertEqual(delta('ratelimitd_errors_total{code="%s"}' % code), 1, code)
+        self.assertEqual(m['ratelimitd_errors_total{code="syntax"}'], 0)
+        self.assertEqual(delta("ratelimitd_clients_accepted_total"), 1)  # the admin client
+        self.assertEqual(m["ratelimitd_store_pending"], 0)
+        for reason in ("timeout", "unavailable", "overload", "failed"):
+            self.assertEqual(m['ratelimitd_store_errors_total{reason="%s"}' % reason], 0)
+
+    def test_health_follows_redis(self):
+        self.start({"open": "{limits: [100/1s], on_store_error: allow}",
+                    "shut": "{limits: [100/1s], on_store_error: deny}"})
+        self.assertEqual(scrape_raw(self.mport, "/health")[::2], (200, "ok\n"))
+        lost0 = scrape(self.mport)["ratelimitd_redis_connections_lost_total"]
+        self.redis.stop()
+        wait_until(lambda: scrape_raw(self.mport, "/health")[0] == 503, 5,
+                   what="/health to say 503 with Redis gone")
+        self.assertEqual(scrape_raw(self.mport, "/health")[2], "redis unavailable\n")
+        self.assertEqual(parse_decision(self.c.request("ALLOW a open"))[0], "ALLOWED")
+        self.assertEqual(parse_decision(self.c.request("ALLOW a shut"))[0], "DENIED")
+        m = scrape(self.mport)
+        self.assertEqual(m["ratelimitd_redis_up"], 0)
+        self.assertEqual(m["ratelimitd_redis_connections_up"], 0)
+        self.assertGreaterEqual(m["ratelimitd_redis_connections_lost_total"], lost0 + 2)
+        self.assertEqual(decisions(m, "allowed", "fallback"), 1)
+        self.assertEqual(decisions(m, "denied", "fallback"), 1)
+        self.assertEqual(m['ratelimitd_store_errors_total{reason="unavailable"}']
+                         + m['ratelimitd_store_errors_total{reason="timeout"}'], 2)
+
+        self.redis = self.start_redis(port=self.redis.port)
+        wait_until(lambda: scrape_raw(self.mport, "/health")[0] == 200, 5,
+                   what="/health back to 200 after Redis returned")
+        wait_until(lambda: scrape(self.mport)["ratelimitd_redis_connections_up"] == 2, 5,
+                   what="both connections back")
+        self.assertEqual(parse_decision(self.c.request("ALLOW a shut"))[2], 99)
+
+    def test_reloads_counted(self):
+        self.start({"a": "1/1s"})
+        m0 = scrape(self.mport)
+        time.sleep(0.01)
+        self.daemon.reload(self.config({"a": "1/1s", "b": "2/1s"}))
+        wait_until(lambda: scrape(self.mport)['ratelimitd_reloads_total{result="ok"}'] == 1, 5,
+                   what="the reload to be counted")
+        m1 = scrape(self.mport)
+        self.assertEqual(m1["ratelimitd_policies"], 2)
+        self.assertGreater(m1["ratelimitd_config_last_reload_success_timestamp_seconds"],
+                           m0["ratelimitd_config_last_reload_success_timestamp_seconds"])
+        self.daemon.reload("policies: {a: nonsense}\n")
+        wait_until(lambda: scrape(self.mport)['ratelimitd_reloads_total{result="failed"}'] == 1,
+                   5, what="the failed reload to be counted")
+        m2 = scrape(self.mport)
+        self.assertEqual(m2["ratelimitd_policies"], 2)
+        self.assertEqual(m2["ratelimitd_config_last_reload_success_timestamp_seconds"],
+                         m1["ratelimitd_config_last_reload_success_timestamp_seconds"])
+
+    def test_bad_http_is_refused_and_serving_goes_on(self):
+        self.start({"a": "100/1s"})
+        self.assertEqual(scrape_raw(self.mport, "/nope")[0], 404)
+        # methods other than GET and HEAD: libevent answers 501 Not Implemented
+        self.assertEqual(scrape_raw(self.mport, "/metrics", method="POST")[0], 501)
+        # an oversized header, garbage, and a client that says nothing
+        for junk in (b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n",
+                     b"\x00\xff garbage\r\n\r\n"):
+            with socket.create_connection(("127.0.0.1", self.mport), timeout=5) as s:
+                try:
+                    s.sendall(junk)
+                    got = s.recv(4096)
+                except ConnectionResetError:
+                    got = b""
+                self.assertFalse(got.startswith(b"HTTP/1.1 200"), got[:80])
+        idle = socket.create_connection(("127.0.0.1", self.mport), timeout=5)
+        self.addCleanup(idle.close)
+        self.assertEqual(parse_decision(self.c.request("ALLOW x a"))[0], "ALLOWED")
+        self.assertEqual(scrape(self.mport)['ratelimitd_requests_total{command="allow"}'], 1)
+        self.assertTrue(self.daemon.running())
+
+    def test_port_in_use_is_a_clear_start_error(self):
+        self.redis = self.start_redis()
+        busy = socket.socket()
+        self.addCleanup(busy.close)
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        self.port, self.admin_port, self.mport = free_port(), free_port(), busy.getsockname()[1]
+        self.redis_opts = {"address": self.redis.address}
+        path = self.tmpdir + "/busy.yaml"
+        with open(path, "w") as f:
+            f.write(self.config({"a": "1/1s"}))
+        p = subprocess.run([DAEMON, "-c", path], capture_output=True, text=True, timeout=10,
+                           stdin=subprocess.DEVNULL)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("metrics.listen: cannot listen on 127.0.0.1:%d" % self.mport, p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
