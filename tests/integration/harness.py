@@ -13,6 +13,7 @@ Environment:
 
 import atexit
 import ctypes
+import http.client
 import os
 import re
 import shutil
@@ -269,6 +270,36 @@ def info_counts(server, section, prefix, field):
         m = re.match(r"^%s([^:]+):%s=(\d+)" % (re.escape(prefix), re.escape(field)), ln)
         if m:
             out[m.group(1)] = int(m.group(2))
+    return out
+
+
+METRIC_SAMPLE = re.compile(r'^([a-z_]+)(\{[^}]*\})? (\S+)$')
+
+
+def http_get(port, path="/metrics", method="GET", timeout=5.0):
+    """(status, Content-Type, body text) of one HTTP request to 127.0.0.1:port."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path)
+        r = conn.getresponse()
+        return r.status, r.getheader("Content-Type"), r.read().decode()
+    finally:
+        conn.close()
+
+
+def scrape_metrics(port):
+    """{'name{labels}': value} of the daemon's /metrics; fails unless every
+    line is a HELP/TYPE comment or a sample."""
+    status, ctype, body = http_get(port)
+    assert status == 200, (status, body)
+    assert ctype.startswith("text/plain; version=0.0.4"), ctype
+    out = {}
+    for ln in body.splitlines():
+        if ln.startswith("# HELP ") or ln.startswith("# TYPE "):
+            continue
+        m = METRIC_SAMPLE.match(ln)
+        assert m, "not a Prometheus sample line: %r" % ln
+        out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
     return out
 
 

@@ -12,7 +12,7 @@ import unittest
 from cluster import (NSLOTS, Traffic, add_cluster, cluster_config, commandstats, errorstats,
                      key_slot, user_key, user_slot, users_in_slots)
 from harness import (SLOW, STORE_MARGIN, Client, DaemonTest, free_port, is_real, parse_decision,
-                     run_cli, wait_until)
+                     run_cli, scrape_metrics, wait_until)
 
 POLICIES = {
     "reply": "5/60s",
@@ -86,7 +86,8 @@ class ClusterBasicsTest(ClusterBase):
         same replies as with one Redis, every key on the master owning its
         slot, RESET deletes the keys on that master."""
         self.cluster()
-        d = self.cdaemon()
+        mport = free_port()
+        d = self.cdaemon(metrics='{listen: "127.0.0.1:%d"}' % mport)
         c = self.client(d)
         users = ["user%d" % i for i in range(300)]
         per_node = {}
@@ -142,6 +143,17 @@ class ClusterBasicsTest(ClusterBase):
             self.assertEqual(present, u not in half, u)
             self.assertEqual(user_key("login", u, "s10000") in where, u not in half, u)
             self.assertIn(user_key("up", u, "f"), where)
+        # metrics: a pool of redis.connections (default 2) per master, all up;
+        # the 11 ALLOW/PEEK rounds above, answered by Redis or the deny cache
+        m = scrape_metrics(mport)
+        self.assertEqual(m["ratelimitd_redis_connections"], 3 * 2)
+        self.assertEqual(m["ratelimitd_redis_connections_up"], 3 * 2)
+        self.assertEqual(m["ratelimitd_redis_up"], 1)
+        answered = {k: v for k, v in m.items() if k.startswith("ratelimitd_decisions_total")}
+        self.assertEqual(sum(answered.values()), 11 * len(users), answered)
+        self.assertEqual(answered['ratelimitd_decisions_total{result="denied",source="fallback"}']
+                         + answered['ratelimitd_decisions_total{result="allowed",source="fallback"}'],
+                         0, answered)
         self.assertLogClean(d)
 
     def test_weird_users_hash_to_their_escaped_tag(self):

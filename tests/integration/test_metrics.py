@@ -2,43 +2,14 @@
 the daemon answered, /health follows Redis, reloads are counted, and the
 endpoint stays calm with bad HTTP."""
 
-import http.client
-import re
 import socket
 import subprocess
 import time
 import unittest
 
-from harness import (DAEMON, DaemonTest, free_port, make_config, parse_decision, run_cli,
-                     wait_until)
-
-SAMPLE = re.compile(r'^([a-z_]+)(\{[^}]*\})? (\S+)$')
-
-
-def scrape_raw(port, path="/metrics", method="GET", timeout=5.0):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request(method, path)
-        r = conn.getresponse()
-        return r.status, r.getheader("Content-Type"), r.read().decode()
-    finally:
-        conn.close()
-
-
-def scrape(port):
-    """{'name{labels}': value} of /metrics; every line is a sample or a comment."""
-    status, ctype, body = scrape_raw(port)
-    assert status == 200, (status, body)
-    assert ctype.startswith("text/plain; version=0.0.4"), ctype
-    out = {}
-    for ln in body.splitlines():
-        if ln.startswith("# HELP ") or ln.startswith("# TYPE "):
-            continue
-        m = SAMPLE.match(ln)
-        assert m, "not a Prometheus sample line: %r" % ln
-        out[m.group(1) + (m.group(2) or "")] = float(m.group(3))
-    return out
-
+from harness import (DAEMON, DaemonTest, free_port, http_get, make_config, parse_decision,
+                     run_cli, wait_until)
+from harness import scrape_metrics as scrape
 
 def decisions(m, result, source):
     return m['ratelimitd_decisions_total{result="%s",source="%s"}' % (result, source)]
@@ -118,12 +89,12 @@ class MetricsTest(DaemonTest):
     def test_health_follows_redis(self):
         self.start({"open": "{limits: [100/1s], on_store_error: allow}",
                     "shut": "{limits: [100/1s], on_store_error: deny}"})
-        self.assertEqual(scrape_raw(self.mport, "/health")[::2], (200, "ok\n"))
+        self.assertEqual(http_get(self.mport, "/health")[::2], (200, "ok\n"))
         lost0 = scrape(self.mport)["ratelimitd_redis_connections_lost_total"]
         self.redis.stop()
-        wait_until(lambda: scrape_raw(self.mport, "/health")[0] == 503, 5,
+        wait_until(lambda: http_get(self.mport, "/health")[0] == 503, 5,
                    what="/health to say 503 with Redis gone")
-        self.assertEqual(scrape_raw(self.mport, "/health")[2], "redis unavailable\n")
+        self.assertEqual(http_get(self.mport, "/health")[2], "redis unavailable\n")
         self.assertEqual(parse_decision(self.c.request("ALLOW a open"))[0], "ALLOWED")
         self.assertEqual(parse_decision(self.c.request("ALLOW a shut"))[0], "DENIED")
         m = scrape(self.mport)
@@ -136,7 +107,7 @@ class MetricsTest(DaemonTest):
                          + m['ratelimitd_store_errors_total{reason="timeout"}'], 2)
 
         self.redis = self.start_redis(port=self.redis.port)
-        wait_until(lambda: scrape_raw(self.mport, "/health")[0] == 200, 5,
+        wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5,
                    what="/health back to 200 after Redis returned")
         wait_until(lambda: scrape(self.mport)["ratelimitd_redis_connections_up"] == 2, 5,
                    what="both connections back")
@@ -163,9 +134,9 @@ class MetricsTest(DaemonTest):
 
     def test_bad_http_is_refused_and_serving_goes_on(self):
         self.start({"a": "100/1s"})
-        self.assertEqual(scrape_raw(self.mport, "/nope")[0], 404)
+        self.assertEqual(http_get(self.mport, "/nope")[0], 404)
         # methods other than GET and HEAD: libevent answers 501 Not Implemented
-        self.assertEqual(scrape_raw(self.mport, "/metrics", method="POST")[0], 501)
+        self.assertEqual(http_get(self.mport, "/metrics", method="POST")[0], 501)
         # an oversized header, garbage, and a client that says nothing
         for junk in (b"GET /metrics HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\n\r\n",
                      b"\x00\xff garbage\r\n\r\n"):

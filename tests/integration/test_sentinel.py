@@ -10,7 +10,8 @@ import unittest
 
 from cluster import (SentinelProxy, Traffic, add_sentinels, commandstats, fresh_port,
                      sentinel_redis_opts)
-from harness import SLOW, STORE_MARGIN, DaemonTest, free_port, is_real, make_config, wait_until
+from harness import (SLOW, STORE_MARGIN, DaemonTest, free_port, is_real, make_config,
+                     scrape_metrics, wait_until)
 
 POLICIES = {
     "reply": "5/60s",
@@ -32,12 +33,12 @@ class SentinelBase(DaemonTest):
         self.ss = add_sentinels(self, **kw)
         return self.ss
 
-    def sdaemon(self, addresses=None, name="rl", redis_extra=None, policies=POLICIES):
+    def sdaemon(self, addresses=None, name="rl", redis_extra=None, policies=POLICIES, **top):
         port = free_port()
         ropts = sentinel_redis_opts(addresses or self.ss.addresses(),
                                     timeout="%dms" % int(TIMEOUT * 1000),
                                     **(redis_extra or {}))
-        cfg = make_config(["127.0.0.1:%d" % port], ropts, policies)
+        cfg = make_config(["127.0.0.1:%d" % port], ropts, policies, **top)
         return self.start_daemon(config=cfg, port=port, name=name)
 
     def client(self, d):
@@ -92,9 +93,11 @@ class SentinelFailoverTest(SentinelBase):
         replicated before the crash survives; new decisions are made by the
         new master."""
         ss = self.sentinels(replicas=2)
-        d = self.sdaemon()
+        mport = free_port()
+        d = self.sdaemon(metrics='{listen: "127.0.0.1:%d"}' % mport)
         c = self.client(d)
         old = ss.current_master()
+        lost0 = scrape_metrics(mport)["ratelimitd_redis_connections_lost_total"]
         self.assertEqual(c.pipeline(["ALLOW cap reply"] * 5)[-1][:9], "ALLOWED 5")
         self.assertTrue(is_real(c.request("ALLOW k0 big")))
         self.assertIn(b"rl:{reply:cap}:s60000", old.keys())
@@ -127,6 +130,14 @@ class SentinelFailoverTest(SentinelBase):
         keys = new.keys()
         for i in range(10):
             self.assertIn(b"rl:{reply:fresh%d}:s60000" % i, keys)
+        # metrics: the new master's pool is up, the old one's connections count as lost
+        m = scrape_metrics(mport)
+        self.assertEqual(m["ratelimitd_redis_up"], 1)
+        self.assertEqual(m["ratelimitd_redis_connections_up"], m["ratelimitd_redis_connections"])
+        self.assertGreaterEqual(m["ratelimitd_redis_connections_lost_total"], lost0 + 1)
+        self.assertGreaterEqual(m['ratelimitd_decisions_total{result="allowed",source="fallback"}']
+                                + m['ratelimitd_decisions_total{result="denied",source="fallback"}'],
+                                nfb)
 
     def test_follows_sentinel_failover_command(self):
         """SENTINEL FAILOVER (old master alive): the daemon moves to the new
