@@ -2,6 +2,7 @@
 the daemon answered, /health follows Redis, reloads are counted, and the
 endpoint stays calm with bad HTTP."""
 
+import signal
 import socket
 import subprocess
 import time
@@ -112,6 +113,21 @@ class MetricsTest(DaemonTest):
         wait_until(lambda: scrape(self.mport)["ratelimitd_redis_connections_up"] == 2, 5,
                    what="both connections back")
         self.assertEqual(parse_decision(self.c.request("ALLOW a shut"))[2], 99)
+
+    def test_health_says_stopping_while_draining(self):
+        """After SIGTERM the daemon still answers what it owes; meanwhile
+        /health is 503 so a load balancer stops sending clients."""
+        self.start({"a": "100/1s"}, redis_opts={"timeout": "3s"})
+        self.assertEqual(http_get(self.mport, "/health")[0], 200)
+        self.redis.call("CLIENT", "PAUSE", "1500")
+        self.c.send("ALLOW x a")
+        time.sleep(0.1)
+        self.daemon.signal(signal.SIGTERM)
+        wait_until(lambda: http_get(self.mport, "/health")[::2] == (503, "stopping\n"), 1.0,
+                   what="/health to say stopping during the drain")
+        # decided by Redis once the pause ends (1.5 s, inside the 3 s timeout)
+        self.assertDecision(self.c.readline(timeout=10), "ALLOWED", 100, 99)
+        self.assertEqual(self.daemon.wait_exit(10), 0)
 
     def test_reloads_counted(self):
         self.start({"a": "1/1s"})
