@@ -621,6 +621,22 @@ static int parse_map(struct parser *P, const struct conf_key *keys, size_t nkeys
 	}
 }
 
+/*
+ * A nested mapping (current event: MAPPING_START, else "k: expected") read
+ * against its key table; errors inside it name keys as "<section>key".
+ * The start mark of the mapping goes to *start.
+ */
+static int parse_section(struct parser *P, const struct conf_key *k, const char *expected,
+			 const char *section, const struct conf_key *keys, size_t nkeys, void *dst,
+			 unsigned *seen, yaml_mark_t *marks, yaml_mark_t *start)
+{
+	if (P->ev.type != YAML_MAPPING_START_EVENT)
+		return failk(P, P->ev.start_mark, k->name, "%s", expected);
+	*start = P->ev.start_mark;
+	snprintf(P->section, sizeof(P->section), "%s", section);
+	return parse_map(P, keys, nkeys, dst, seen, marks);
+}
+
 enum { MK_LISTEN, MK_N };
 
 /* HTTP is TCP here: evhttp binds host:port. */
@@ -641,13 +657,10 @@ static const struct conf_key metrics_keys[MK_N] = {
 
 static int set_metrics(struct parser *P, const struct conf_key *k, void *dst)
 {
-	if (P->ev.type != YAML_MAPPING_START_EVENT)
-		return failk(P, P->ev.start_mark, k->name, "expected a mapping");
-	yaml_mark_t start = P->ev.start_mark;
 	unsigned seen;
-	yaml_mark_t marks[MK_N];
-	snprintf(P->section, sizeof(P->section), "metrics.");
-	if (parse_map(P, metrics_keys, MK_N, dst, &seen, marks) < 0)
+	yaml_mark_t marks[MK_N], start;
+	if (parse_section(P, k, "expected a mapping", "metrics.", metrics_keys, MK_N, dst, &seen,
+			  marks, &start) < 0)
 		return -1;
 	P->section[0] = '\0';
 	if (!(seen & (1u << MK_LISTEN)))
@@ -683,12 +696,10 @@ static const struct conf_key redis_keys[RK_N] = {
 
 static int set_redis(struct parser *P, const struct conf_key *k, void *dst)
 {
-	if (P->ev.type != YAML_MAPPING_START_EVENT)
-		return failk(P, P->ev.start_mark, k->name, "expected a mapping");
 	unsigned seen;
-	yaml_mark_t marks[RK_N];
-	snprintf(P->section, sizeof(P->section), "redis.");
-	if (parse_map(P, redis_keys, RK_N, dst, &seen, marks) < 0)
+	yaml_mark_t marks[RK_N], start;
+	if (parse_section(P, k, "expected a mapping", "redis.", redis_keys, RK_N, dst, &seen, marks,
+			  &start) < 0)
 		return -1;
 	/* Redis 6 ACL AUTH takes both; a user alone would silently log in as default. */
 	if ((seen & (1u << RK_USERNAME)) && !(seen & (1u << RK_PASSWORD)))
@@ -763,13 +774,10 @@ static const struct conf_key sentinel_keys[SK_N] = {
 
 static int set_sentinel(struct parser *P, const struct conf_key *k, void *dst)
 {
-	if (P->ev.type != YAML_MAPPING_START_EVENT)
-		return failk(P, P->ev.start_mark, k->name, "expected {master: NAME, addresses: [...]}");
-	yaml_mark_t start = P->ev.start_mark;
 	unsigned seen;
-	yaml_mark_t marks[SK_N];
-	snprintf(P->section, sizeof(P->section), "redis.sentinel.");
-	if (parse_map(P, sentinel_keys, SK_N, dst, &seen, marks) < 0)
+	yaml_mark_t marks[SK_N], start;
+	if (parse_section(P, k, "expected {master: NAME, addresses: [...]}", "redis.sentinel.",
+			  sentinel_keys, SK_N, dst, &seen, marks, &start) < 0)
 		return -1;
 	snprintf(P->section, sizeof(P->section), "redis.");
 	if (seen != (1u << SK_N) - 1)

@@ -29,37 +29,29 @@ void stats_count_error(const char *code)
 
 const char *stats_err_name(enum stats_err e)
 {
-	return e < STATS_ERR_N ? err_names[e] : "other";
+	return (unsigned)e < STATS_ERR_N ? err_names[e] : "other";
 }
+
+static const char *const verb_names[STATS_VERB_N] = {
+	[PROTO_ALLOW] = "allow",
+	[PROTO_PEEK] = "peek",
+	[PROTO_RESET] = "reset",
+	[PROTO_PING] = "ping",
+	[PROTO_QUIT] = "quit",
+};
+
+static const char *const from_names[STATS_FROM_N] = {
+	[STATS_FROM_STORE] = "redis",
+	[STATS_FROM_CACHE] = "cache",
+	[STATS_FROM_FALLBACK] = "fallback",
+};
 
 const char *stats_verb_name(enum proto_verb v)
 {
-	switch (v) {
-	case PROTO_ALLOW:
-		return "allow";
-	case PROTO_PEEK:
-		return "peek";
-	case PROTO_RESET:
-		return "reset";
-	case PROTO_PING:
-		return "ping";
-	case PROTO_QUIT:
-		return "quit";
-	}
-	return "other";
+	return (unsigned)v < STATS_VERB_N ? verb_names[v] : "other";
 }
 
 const char *stats_from_name(enum stats_from f)
 {
-	switch (f) {
-	case STATS_FROM_STORE:
-		return "redis";
-	case STATS_FROM_CACHE:
-		return "cache";
-	case STATS_FROM_FALLBACK:
-		return "fallback";
-	case STATS_FROM_N:
-		break;
-	}
-	return "other";
+	return (unsigned)f < STATS_FROM_N ? from_names[f] : "other";
 }
