@@ -70,7 +70,8 @@ static void render(struct metrics *m, struct evbuffer *b)
 		}
 
 	family(b, "ratelimitd_store_errors_total", "counter",
-	       "Requests Redis did not decide, by reason; each was answered per on_store_error.");
+	       "Requests Redis did not decide, by reason; answered per on_store_error "
+	       "(RESET: ERR store-unavailable).");
 	for (int st = STORE_TIMEOUT; st < STATS_STORE_STATUS_N; st++)
 		evbuffer_add_printf(b, "ratelimitd_store_errors_total{reason=\"%s\"} %llu\n",
 				    store_status_name((enum store_status)st), stats.store_errors[st]);
