@@ -11,12 +11,15 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "addr.h"
 #include "config.h"
+#include "log.h"
 #include "server.h"
 #include "stats.h"
 #include "store.h"
@@ -24,10 +27,17 @@
 /* A scrape is one short GET; anything bigger is not one. */
 #define METRICS_MAX_HEADERS 8192
 #define METRICS_TIMEOUT_S 10
+/* Out of descriptors, evhttp's listener would retry accept() in a busy
+ * loop (and log each failure): pause it as the client listeners do. */
+#define METRICS_ACCEPT_PAUSE_MS 100
 
 struct metrics {
 	struct evhttp *http;
 	struct server *srv;
+	struct evconnlistener *lev;
+	struct event *resume;
+	unsigned long long paused;
+	char name[96];
 	int stopping;
 };
 
@@ -156,6 +166,40 @@ static void request_cb(struct evhttp_request *req, void *arg)
 	evbuffer_free(body);
 }
 
+static void resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct metrics *m = arg;
+	evconnlistener_enable(m->lev);
+}
+
+/*
+ * libevent calls a listener's error callback with the accept callback's
+ * argument, which evhttp owns (its struct evhttp). There is one metrics
+ * endpoint per process, so it is found here instead.
+ */
+static struct metrics *paused_owner;
+
+static void accept_error_cb(struct evconnlistener *lev, void *arg)
+{
+	(void)arg;
+	struct metrics *m = paused_owner;
+	int err = EVUTIL_SOCKET_ERROR();
+	if (!m)
+		return;
+	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
+		log_warn("accept on metrics %s: %s", m->name, strerror(err));
+		return;
+	}
+	if (m->paused++ % 1000 == 0)
+		log_warn("accept on metrics %s: %s; pausing accepts for %d ms (%llu times so far)",
+			 m->name, strerror(err), METRICS_ACCEPT_PAUSE_MS, m->paused);
+	evconnlistener_disable(lev);
+	struct timeval tv = {0, METRICS_ACCEPT_PAUSE_MS * 1000};
+	evtimer_add(m->resume, &tv);
+}
+
 struct metrics *metrics_new(struct event_base *base, const char *address, struct server *srv,
 			    char *err, size_t errlen)
 {
@@ -166,23 +210,29 @@ struct metrics *metrics_new(struct event_base *base, const char *address, struct
 		return NULL;
 	}
 	struct metrics *m = calloc(1, sizeof(*m));
-	if (!m || !(m->http = evhttp_new(base))) {
+	if (!m || !(m->http = evhttp_new(base)) ||
+	    !(m->resume = evtimer_new(base, resume_cb, m))) {
 		snprintf(err, errlen, "metrics: out of memory");
-		free(m);
+		metrics_free(m);
 		return NULL;
 	}
 	m->srv = srv;
+	snprintf(m->name, sizeof(m->name), "%s", address);
 	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
 	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
 	evhttp_set_max_body_size(m->http, 0);
 	evhttp_set_timeout(m->http, METRICS_TIMEOUT_S);
 	evhttp_set_gencb(m->http, request_cb, m);
-	if (!evhttp_bind_socket_with_handle(m->http, host, (ev_uint16_t)port)) {
+	struct evhttp_bound_socket *bound =
+		evhttp_bind_socket_with_handle(m->http, host, (ev_uint16_t)port);
+	if (!bound) {
 		snprintf(err, errlen, "metrics.listen: cannot listen on %s", address);
-		evhttp_free(m->http);
-		free(m);
+		metrics_free(m);
 		return NULL;
 	}
+	m->lev = evhttp_bound_socket_get_listener(bound);
+	evconnlistener_set_error_cb(m->lev, accept_error_cb);
+	paused_owner = m;
 	return m;
 }
 
@@ -195,6 +245,11 @@ void metrics_free(struct metrics *m)
 {
 	if (!m)
 		return;
-	evhttp_free(m->http);
+	if (paused_owner == m)
+		paused_owner = NULL;
+	if (m->resume)
+		event_free(m->resume);
+	if (m->http)
+		evhttp_free(m->http);
 	free(m);
 }

@@ -15,7 +15,8 @@ import threading
 import time
 import unittest
 
-from harness import SLOW, Client, DaemonTest, parse_decision, rss_env, rss_slack_kb, wait_until
+from harness import (SLOW, Client, DaemonTest, free_port, parse_decision, rss_env, rss_slack_kb,
+                     wait_until)
 
 POLICIES = {"reply": "5/60s", "big": "100000/60s"}
 PEEK_UNTOUCHED = "ALLOWED 100000 100000 0 0"
@@ -166,6 +167,32 @@ class EmfileTest(DaemonTest):
               "5 wait; waiting clients answered %.0f ms after descriptors freed; %d "
               "'pausing accepts' log lines"
               % (self.NOFILE, len(served), cpu * 100, resumed * 1000, nlog))
+
+    def test_emfile_metrics_port_pauses_too(self):
+        """Out of descriptors, a connection waiting on the metrics port must
+        not make the loop spin either; it gets its answer once descriptors
+        are free."""
+        self.redis = self.start_redis()
+        mport = free_port()
+        self.daemon = self.start_daemon(POLICIES, nofile=(self.NOFILE, self.NOFILE),
+                                        metrics='{listen: "127.0.0.1:%d"}' % mport)
+        served, waiting = self.open_until_refused()
+        self.assertEqual(len(waiting), 5, "never ran out of descriptors")
+        for c in waiting:  # only the metrics port may have a waiting connection
+            c.close()
+        scrape = socket.create_connection(("127.0.0.1", mport), timeout=10 * SLOW)
+        self.addCleanup(scrape.close)
+        scrape.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+        self.daemon.wait_log(r"^warn: accept on metrics 127\.0\.0\.1:%d: Too many open files; "
+                             r"pausing" % mport)
+        cpu0 = self.daemon.cpu_seconds()
+        t = time.monotonic()
+        time.sleep(1.0)
+        cpu = (self.daemon.cpu_seconds() - cpu0) / (time.monotonic() - t)
+        self.assertLess(cpu, 0.1, "daemon uses %.0f%% CPU while out of descriptors" % (cpu * 100))
+        for c in served[:10]:
+            c.close()
+        self.assertTrue(scrape.recv(4096).startswith(b"HTTP/1.0 200"))
 
     def test_emfile_redis_reconnect_needs_a_descriptor(self):
         """Out of descriptors when Redis restarts: requests get their
