@@ -193,6 +193,8 @@ class EmfileTest(DaemonTest):
         for c in served[:10]:
             c.close()
         self.assertTrue(scrape.recv(4096).startswith(b"HTTP/1.0 200"))
+        print("\n[figures] EMFILE with a scrape waiting on the metrics port: CPU %.1f%%"
+              % (cpu * 100))
 
     def test_emfile_redis_reconnect_needs_a_descriptor(self):
         """Out of descriptors when Redis restarts: requests get their
