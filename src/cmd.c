@@ -54,7 +54,7 @@ static void store_done(void *arg, const struct store_result *res)
 		if (op == STORE_RESET) {
 			slot->len = proto_format_str(slot->buf, "OK");
 		} else {
-			stats.decisions[STATS_FROM_STORE][!!res->allowed]++;
+			stats_count_decision(slot->cfg, p, STATS_FROM_STORE, res->allowed);
 			slot->len = proto_format_decision(slot->buf, res->allowed, res->limit,
 							  res->remaining, res->retry_after_ms,
 							  res->reset_ms);
@@ -73,10 +73,10 @@ static void store_done(void *arg, const struct store_result *res)
 	}
 	int64_t limit = p->limits[0].capacity;
 	if (mode == POLICY_ON_ERROR_ALLOW) {
-		stats.decisions[STATS_FROM_FALLBACK][1]++;
+		stats_count_decision(slot->cfg, p, STATS_FROM_FALLBACK, 1);
 		slot->len = proto_format_decision(slot->buf, 1, limit, -1, 0, -1);
 	} else {
-		stats.decisions[STATS_FROM_FALLBACK][0]++;
+		stats_count_decision(slot->cfg, p, STATS_FROM_FALLBACK, 0);
 		slot->len = proto_format_decision(slot->buf, 0, limit, -1, FALLBACK_RETRY_MS, -1);
 	}
 	finish(slot);
@@ -130,7 +130,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct pro
 					     pc->user_len);
 		else if (denycache_lookup(env->deny, p->name, p->name_len, pc->user, pc->user_len,
 					  pc->cost, slot->sent_us, &hit)) {
-			stats.decisions[STATS_FROM_CACHE][0]++;
+			stats_count_decision(cfg, p, STATS_FROM_CACHE, 0);
 			slot->len = proto_format_decision(slot->buf, 0, hit.limit, hit.remaining,
 							  hit.retry_after_ms, hit.reset_ms);
 			finish(slot);

@@ -297,6 +297,7 @@ int main(int argc, char **argv)
 	server_free(d.srv);
 	store_free(d.store); /* answers anything still waiting; frees those clients */
 	conn_pool_free();
+	stats_free();
 	event_free(sig_hup);
 	event_free(sig_term);
 	event_free(sig_int);

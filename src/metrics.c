@@ -79,6 +79,24 @@ static void render(struct metrics *m, struct evbuffer *b)
 				stats.decisions[f][a]);
 		}
 
+	family(b, "ratelimitd_action_decisions_total", "counter",
+	       "ALLOW and PEEK answers per action (policy) of the running configuration, by "
+	       "result, whoever decided.");
+	for (size_t i = 0; i < cfg->npolicies; i++) {
+		const struct policy *p = &cfg->policies[i];
+		const struct stats_action *a = stats_action_of(cfg, p);
+		if (!a)
+			continue;
+		for (int r = 1; r >= 0; r--) {
+			unsigned long long n = 0;
+			for (int f = 0; f < STATS_FROM_N; f++)
+				n += a->decisions[f][r];
+			evbuffer_add_printf(
+				b, "ratelimitd_action_decisions_total{action=\"%s\",result=\"%s\"} %llu\n",
+				p->name, r ? "allowed" : "denied", n);
+		}
+	}
+
 	family(b, "ratelimitd_store_errors_total", "counter",
 	       "Requests Redis did not decide, by reason; answered per on_store_error "
 	       "(RESET: ERR store-unavailable).");

@@ -101,6 +101,7 @@ void server_set_config(struct server *srv, struct config *cfg)
 	config_ref(cfg);
 	config_unref(srv->cfg);
 	srv->cfg = cfg;
+	stats_bind(cfg);
 	/* Denials were decided under the old policies. */
 	if (srv->env.deny)
 		denycache_clear(srv->env.deny);
@@ -321,6 +322,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	store_watch_resets(store, cfg->prefix, reset_notice, srv);
 	config_ref(cfg);
 	srv->cfg = cfg;
+	stats_bind(cfg);
 	srv->turn_ev = event_new(base, -1, 0, turn_cb, srv);
 	srv->drained_ev = event_new(base, -1, 0, drained_cb, srv);
 	for (size_t i = 0; i < cfg->nlisten && i < MAX_LISTENERS; i++) {

@@ -1,9 +1,127 @@
 /* stats.c - the process-wide counters and the names they are reported under. */
 #include "stats.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
+#include "log.h"
+
 struct stats stats;
+
+/*
+ * Per-action counters: an open-addressing table by name that only grows
+ * (a policy removed by a reload keeps its counts should it come back), and
+ * for the running configuration an array by policy index, so the hot path
+ * finds its counters without hashing. Requests still running under an
+ * older configuration look theirs up by name.
+ */
+static struct stats_action **table;
+static size_t table_cap, table_n;
+static int table_full_logged;
+static struct stats_action **bound;
+static const struct config *bound_cfg;
+
+static uint64_t name_hash(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+	return h;
+}
+
+static struct stats_action **slot_for(struct stats_action **t, size_t cap, const char *name,
+				      size_t len)
+{
+	size_t i = (size_t)name_hash(name, len) & (cap - 1);
+	while (t[i] && !(t[i]->name_len == len && memcmp(t[i]->name, name, len) == 0))
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+static int table_grow(void)
+{
+	size_t ncap = table_cap ? table_cap * 2 : 64;
+	struct stats_action **nt = calloc(ncap, sizeof(*nt));
+	if (!nt)
+		return -1;
+	for (size_t i = 0; i < table_cap; i++)
+		if (table[i])
+			*slot_for(nt, ncap, table[i]->name, table[i]->name_len) = table[i];
+	free(table);
+	table = nt;
+	table_cap = ncap;
+	return 0;
+}
+
+/* The counters of `name`, created on first use; NULL when out of room. */
+static struct stats_action *action_get(const char *name, size_t len)
+{
+	if (table_cap) {
+		struct stats_action *a = *slot_for(table, table_cap, name, len);
+		if (a)
+			return a;
+	}
+	struct stats_action *a = NULL;
+	if (table_n < STATS_ACTIONS_MAX && ((table_n + 1) * 2 <= table_cap || table_grow() == 0))
+		a = calloc(1, sizeof(*a));
+	if (!a) {
+		if (!table_full_logged)
+			log_warn("metrics: no room to count action %.*s separately", (int)len, name);
+		table_full_logged = 1;
+		return NULL;
+	}
+	memcpy(a->name, name, len);
+	a->name_len = len;
+	*slot_for(table, table_cap, name, len) = a;
+	table_n++;
+	return a;
+}
+
+void stats_bind(const struct config *cfg)
+{
+	struct stats_action **nb = calloc(cfg->npolicies ? cfg->npolicies : 1, sizeof(*nb));
+	if (nb)
+		for (size_t i = 0; i < cfg->npolicies; i++)
+			nb[i] = action_get(cfg->policies[i].name, cfg->policies[i].name_len);
+	free(bound);
+	bound = nb;
+	bound_cfg = nb ? cfg : NULL;
+}
+
+static struct stats_action *action_of(const struct config *cfg, const struct policy *p)
+{
+	if (cfg && cfg == bound_cfg)
+		return bound[p - cfg->policies];
+	return action_get(p->name, p->name_len);
+}
+
+const struct stats_action *stats_action_of(const struct config *cfg, const struct policy *p)
+{
+	return action_of(cfg, p);
+}
+
+void stats_count_decision(const struct config *cfg, const struct policy *p, enum stats_from from,
+			  int allowed)
+{
+	allowed = !!allowed;
+	stats.decisions[from][allowed]++;
+	struct stats_action *a = action_of(cfg, p);
+	if (a)
+		a->decisions[from][allowed]++;
+}
+
+void stats_free(void)
+{
+	for (size_t i = 0; i < table_cap; i++)
+		free(table[i]);
+	free(table);
+	free(bound);
+	table = bound = NULL;
+	bound_cfg = NULL;
+	table_cap = table_n = 0;
+}
 
 static const char *const err_names[STATS_ERR_N] = {
 	[STATS_ERR_SYNTAX] = "syntax",

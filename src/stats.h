@@ -6,8 +6,13 @@
 #ifndef RL_STATS_H
 #define RL_STATS_H
 
+#include <stddef.h>
+
+#include "policy.h"
 #include "proto.h"
 #include "store.h"
+
+struct config;
 
 /* The ERR codes of proto/protocol.md, in that order; anything else is "other". */
 enum stats_err {
@@ -50,6 +55,26 @@ struct stats {
 };
 
 extern struct stats stats;
+
+/* Answers per action (policy name), kept by name across reloads. */
+struct stats_action {
+	unsigned long long decisions[STATS_FROM_N][2]; /* as in struct stats */
+	size_t name_len;
+	char name[POLICY_NAME_MAX + 1];
+};
+
+/* At most this many distinct policy names are counted in a process's life. */
+#define STATS_ACTIONS_MAX 65536
+
+/* Counts one ALLOW/PEEK answer for p of cfg, globally and per action. */
+void stats_count_decision(const struct config *cfg, const struct policy *p, enum stats_from from,
+			  int allowed);
+/* cfg is now the running configuration: its policies get O(1) counters. */
+void stats_bind(const struct config *cfg);
+/* The counters of p (of the running configuration), or NULL. */
+const struct stats_action *stats_action_of(const struct config *cfg, const struct policy *p);
+/* Frees the per-action table (at exit). */
+void stats_free(void);
 
 void stats_count_error(const char *code);
 const char *stats_err_name(enum stats_err e);

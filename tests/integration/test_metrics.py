@@ -77,6 +77,15 @@ class MetricsTest(DaemonTest):
         self.assertEqual(delta('ratelimitd_decisions_total{result="allowed",source="redis"}'), 3)
         self.assertEqual(delta('ratelimitd_decisions_total{result="denied",source="redis"}'), 1)
         self.assertEqual(delta('ratelimitd_decisions_total{result="denied",source="cache"}'), 4)
+        # per action, whoever decided
+        self.assertEqual(delta('ratelimitd_action_decisions_total{action="reply",result="allowed"}'),
+                         2)
+        self.assertEqual(delta('ratelimitd_action_decisions_total{action="reply",result="denied"}'),
+                         5)
+        self.assertEqual(delta('ratelimitd_action_decisions_total{action="open",result="allowed"}'),
+                         1)
+        self.assertEqual(delta('ratelimitd_action_decisions_total{action="open",result="denied"}'),
+                         0)
         self.assertEqual(decisions(m, "allowed", "fallback"), 0)
         self.assertEqual(decisions(m, "denied", "fallback"), 0)
         for code in ("unknown-command", "unknown-action", "bad-cost", "forbidden"):
@@ -130,23 +139,51 @@ class MetricsTest(DaemonTest):
         self.assertEqual(self.daemon.wait_exit(10), 0)
 
     def test_reloads_counted(self):
-        self.start({"a": "1/1s"})
+        """Reloads are counted; per-action counts survive reloads by name,
+        including a policy removed and brought back, and a request that was
+        waiting on Redis across the reload."""
+        self.start({"a": "1/1s"}, redis_opts={"timeout": "1s"})
         m0 = scrape(self.mport)
+        self.assertEqual(parse_decision(self.c.request("ALLOW x a"))[0], "ALLOWED")
         time.sleep(0.01)
+
+        def reloaded(n):
+            wait_until(lambda: scrape(self.mport)['ratelimitd_reloads_total{result="ok"}'] == n,
+                       5, what="reload %d to be counted" % n)
+            return scrape(self.mport)
+
+        def action(m, name, result="allowed"):
+            return m.get('ratelimitd_action_decisions_total{action="%s",result="%s"}'
+                         % (name, result))
         self.daemon.reload(self.config({"a": "1/1s", "b": "2/1s"}))
-        wait_until(lambda: scrape(self.mport)['ratelimitd_reloads_total{result="ok"}'] == 1, 5,
-                   what="the reload to be counted")
-        m1 = scrape(self.mport)
+        m1 = reloaded(1)
         self.assertEqual(m1["ratelimitd_policies"], 2)
         self.assertGreater(m1["ratelimitd_config_last_reload_success_timestamp_seconds"],
                            m0["ratelimitd_config_last_reload_success_timestamp_seconds"])
+        self.assertEqual((action(m1, "a"), action(m1, "b")), (1, 0))
+        self.daemon.reload(self.config({"b": "2/1s"}))
+        self.assertIsNone(action(reloaded(2), "a"), "a removed policy is not reported")
+        # a request waits on a paused Redis while a reload brings "a" back:
+        # it times out (1 s) and its fallback answer is counted under "a"
+        self.redis.call("CLIENT", "PAUSE", "3000")
+        self.daemon.reload(self.config({"a": "1/1s", "b": "2/1s"}))
+        reloaded(3)
+        self.c.send("ALLOW y b")
+        time.sleep(0.1)
+        self.daemon.reload(self.config({"a": "1/1s", "b": "2/1s", "c": "3/1s"}))
+        reloaded(4)
+        self.assertEqual(self.c.readline(timeout=10), "ALLOWED 2 -1 0 -1")
+        m4 = scrape(self.mport)
+        self.assertEqual((action(m4, "a"), action(m4, "b"), action(m4, "c")), (1, 1, 0))
+        self.assertEqual(m4['ratelimitd_decisions_total{result="allowed",source="fallback"}'], 1)
+
         self.daemon.reload("policies: {a: nonsense}\n")
         wait_until(lambda: scrape(self.mport)['ratelimitd_reloads_total{result="failed"}'] == 1,
                    5, what="the failed reload to be counted")
-        m2 = scrape(self.mport)
-        self.assertEqual(m2["ratelimitd_policies"], 2)
-        self.assertEqual(m2["ratelimitd_config_last_reload_success_timestamp_seconds"],
-                         m1["ratelimitd_config_last_reload_success_timestamp_seconds"])
+        m5 = scrape(self.mport)
+        self.assertEqual(m5["ratelimitd_policies"], 3)
+        self.assertEqual(m5["ratelimitd_config_last_reload_success_timestamp_seconds"],
+                         m4["ratelimitd_config_last_reload_success_timestamp_seconds"])
 
     def test_bad_http_is_refused_and_serving_goes_on(self):
         self.start({"a": "100/1s"})
