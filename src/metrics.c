@@ -12,7 +12,6 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +26,6 @@
 /* A scrape is one short GET; anything bigger is not one. */
 #define METRICS_MAX_HEADERS 8192
 #define METRICS_TIMEOUT_S 10
-/* Out of descriptors, evhttp's listener would retry accept() in a busy
- * loop (and log each failure): pause it as the client listeners do. */
-#define METRICS_ACCEPT_PAUSE_MS 100
 
 struct metrics {
 	struct evhttp *http;
@@ -203,19 +199,8 @@ static void accept_error_cb(struct evconnlistener *lev, void *arg)
 {
 	(void)arg;
 	struct metrics *m = paused_owner;
-	int err = EVUTIL_SOCKET_ERROR();
-	if (!m)
-		return;
-	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
-		log_warn("accept on metrics %s: %s", m->name, strerror(err));
-		return;
-	}
-	if (m->paused++ % 1000 == 0)
-		log_warn("accept on metrics %s: %s; pausing accepts for %d ms (%llu times so far)",
-			 m->name, strerror(err), METRICS_ACCEPT_PAUSE_MS, m->paused);
-	evconnlistener_disable(lev);
-	struct timeval tv = {0, METRICS_ACCEPT_PAUSE_MS * 1000};
-	evtimer_add(m->resume, &tv);
+	if (m)
+		server_accept_failed(lev, m->resume, m->name, EVUTIL_SOCKET_ERROR(), &m->paused);
 }
 
 struct metrics *metrics_new(struct event_base *base, const char *address, struct server *srv,
@@ -235,7 +220,7 @@ struct metrics *metrics_new(struct event_base *base, const char *address, struct
 		return NULL;
 	}
 	m->srv = srv;
-	snprintf(m->name, sizeof(m->name), "%s", address);
+	snprintf(m->name, sizeof(m->name), "metrics %s", address);
 	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
 	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
 	evhttp_set_max_body_size(m->http, 0);

@@ -24,9 +24,6 @@
 #include "log.h"
 
 #define MAX_LISTENERS 16
-/* How long accepting pauses when out of file descriptors: libevent's
- * listener would otherwise retry accept() in a busy loop. */
-#define ACCEPT_PAUSE_MS 100
 /* Denials remembered locally; each costs ~100 bytes plus its key. */
 #define DENY_CACHE_ENTRIES 65536
 
@@ -54,7 +51,6 @@ struct server {
 	size_t ndirty, capdirty;
 	struct event *turn_ev; /* end of loop turn: write, then free */
 	int draining;
-	unsigned long long rejected; /* connections refused by max_clients */
 	void (*drained)(void *);
 	void *drained_arg;
 	struct event *drained_ev;
@@ -204,11 +200,10 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 		ssize_t w = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 		(void)w;
 		evutil_closesocket(fd);
-		srv->rejected++;
-		stats.errors[STATS_ERR_TOO_MANY_CLIENTS]++;
-		if ((srv->rejected & (srv->rejected - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
+		unsigned long long refused = ++stats.errors[STATS_ERR_TOO_MANY_CLIENTS];
+		if ((refused & (refused - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
 			log_warn("max_clients (%d) reached; %llu connections refused so far",
-				 srv->cfg->max_clients, (unsigned long long)srv->rejected);
+				 srv->cfg->max_clients, refused);
 		return;
 	}
 	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
@@ -227,21 +222,26 @@ static void resume_cb(evutil_socket_t fd, short what, void *arg)
 		evconnlistener_enable(l->lev);
 }
 
+void server_accept_failed(struct evconnlistener *lev, struct event *resume, const char *name,
+			  int err, unsigned long long *paused)
+{
+	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
+		log_warn("accept on %s: %s", name, strerror(err));
+		return;
+	}
+	/* once, then every 1000th time: the pause repeats 10 times a second */
+	if ((*paused)++ % 1000 == 0)
+		log_warn("accept on %s: %s; pausing accepts for %d ms (%llu times so far)", name,
+			 strerror(err), SERVER_ACCEPT_PAUSE_MS, *paused);
+	evconnlistener_disable(lev);
+	struct timeval tv = {0, SERVER_ACCEPT_PAUSE_MS * 1000};
+	evtimer_add(resume, &tv);
+}
+
 static void accept_error_cb(struct evconnlistener *lev, void *arg)
 {
 	struct listener *l = arg;
-	int err = EVUTIL_SOCKET_ERROR();
-	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-		/* once, then every 1000th time: the pause repeats 10 times a second */
-		if (l->paused++ % 1000 == 0)
-			log_warn("accept on %s: %s; pausing accepts for %d ms (%llu times so far)",
-				 l->name, strerror(err), ACCEPT_PAUSE_MS, l->paused);
-		evconnlistener_disable(lev);
-		struct timeval tv = {0, ACCEPT_PAUSE_MS * 1000};
-		evtimer_add(l->resume, &tv);
-	} else {
-		log_warn("accept on %s: %s", l->name, strerror(err));
-	}
+	server_accept_failed(lev, l->resume, l->name, EVUTIL_SOCKET_ERROR(), &l->paused);
 }
 
 static int listen_one(struct server *srv, struct listener *l, const struct config_listen *cl,
