@@ -17,12 +17,13 @@ def decisions(m, result, source):
 
 
 class MetricsTest(DaemonTest):
-    def start(self, policies, redis_opts=None):
+    def start(self, policies, redis_opts=None, **top):
         self.redis = getattr(self, "redis", None) or self.start_redis()
         self.port, self.admin_port, self.mport = free_port(), free_port(), free_port()
         self.policies = policies
         self.redis_opts = {"address": self.redis.address, "timeout": "200ms"}
         self.redis_opts.update(redis_opts or {})
+        self.top = top
         self.daemon = self.start_daemon(config=self.config(policies), port=self.port)
         self.c = self.daemon.client()
         self.addCleanup(self.c.close)
@@ -32,7 +33,8 @@ class MetricsTest(DaemonTest):
         listen = ['"127.0.0.1:%d"' % self.port,
                   '{address: "127.0.0.1:%d", admin: true}' % self.admin_port]
         return make_config(listen, self.redis_opts, policies, admin=False,
-                           metrics='{listen: "127.0.0.1:%d"}' % self.mport)
+                           metrics='{listen: "127.0.0.1:%d"}' % self.mport,
+                           **getattr(self, "top", {}))
 
     def test_counters_follow_traffic(self):
         self.start({"reply": "2/60s", "open": "100/1s"})
@@ -95,6 +97,21 @@ class MetricsTest(DaemonTest):
         self.assertEqual(m["ratelimitd_store_pending"], 0)
         for reason in ("timeout", "unavailable", "overload", "failed"):
             self.assertEqual(m['ratelimitd_store_errors_total{reason="%s"}' % reason], 0)
+
+    def test_max_clients_refusals_counted(self):
+        self.start({"a": "1/1s"}, max_clients=2)
+        wait_until(lambda: scrape(self.mport)["ratelimitd_clients"] == 1, 5,
+                   what="one client connected")
+        second = self.daemon.client()
+        self.addCleanup(second.close)
+        self.assertEqual(second.request("PING"), "PONG")
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+                self.assertTrue(s.recv(100).startswith(b"ERR too-many-clients"))
+        m = scrape(self.mport)
+        self.assertEqual(m['ratelimitd_errors_total{code="too-many-clients"}'], 3)
+        self.assertEqual(m["ratelimitd_clients"], 2)
+        self.daemon.wait_log(r"^warn: max_clients \(2\) reached; 2 connections refused so far")
 
     def test_health_follows_redis(self):
         self.start({"open": "{limits: [100/1s], on_store_error: allow}",
