@@ -63,6 +63,8 @@ static void store_done(void *arg, const struct store_result *res)
 		return;
 	}
 	stats.store_errors[res->status]++;
+	if (res->status == STORE_FAILED)
+		stats.store_failures[res->error < STORE_ERROR_N ? res->error : STORE_ERROR_OTHER]++;
 	char msg[128];
 	snprintf(msg, sizeof(msg), "store %s: %s", store_status_name(res->status),
 		 res->detail ? res->detail : "");

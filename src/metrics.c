@@ -100,6 +100,14 @@ static void render(struct metrics *m, struct evbuffer *b)
 		evbuffer_add_printf(b, "ratelimitd_store_errors_total{reason=\"%s\"} %llu\n",
 				    store_status_name((enum store_status)st), stats.store_errors[st]);
 
+	family(b, "ratelimitd_store_failures_total", "counter",
+	       "Requests Redis answered with an error (reason=\"failed\" above), by kind: "
+	       "noperm (the ACL lacks what the script needs), oom, busy, loading, key (a key "
+	       "of the wrong type), script, reply (an unexpected reply), ...");
+	for (int e = STORE_ERROR_NONE + 1; e < STORE_ERROR_N; e++)
+		evbuffer_add_printf(b, "ratelimitd_store_failures_total{error=\"%s\"} %llu\n",
+				    store_error_name((enum store_error)e), stats.store_failures[e]);
+
 	family(b, "ratelimitd_errors_total", "counter", "ERR replies, by code.");
 	for (int e = 0; e < STATS_ERR_N; e++)
 		evbuffer_add_printf(b, "ratelimitd_errors_total{code=\"%s\"} %llu\n",
@@ -117,6 +125,10 @@ static void render(struct metrics *m, struct evbuffer *b)
 	family(b, "ratelimitd_redis_up", "gauge",
 	       "1 while at least one connection to Redis answers, else 0.");
 	evbuffer_add_printf(b, "ratelimitd_redis_up %d\n", h.conns_up > 0);
+	family(b, "ratelimitd_redis_refusing", "gauge",
+	       "Redis servers that are up but answer decisions with errors (an ACL without what "
+	       "the script needs, maxmemory, loading...); /health then answers 503.");
+	evbuffer_add_printf(b, "ratelimitd_redis_refusing %u\n", h.refusing);
 	family(b, "ratelimitd_redis_connections", "gauge",
 	       "Request connections to Redis the daemon keeps (on every node).");
 	evbuffer_add_printf(b, "ratelimitd_redis_connections %u\n", h.conns);
@@ -168,6 +180,9 @@ static void request_cb(struct evhttp_request *req, void *arg)
 			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
 		} else if (h.conns_up == 0) {
 			evbuffer_add_printf(body, "redis unavailable\n");
+			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
+		} else if (h.refusing) {
+			evbuffer_add_printf(body, "redis refuses decisions: %s\n", h.refusal);
 			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
 		} else {
 			evbuffer_add_printf(body, "ok\n");

@@ -47,6 +47,8 @@ struct stats {
 	/* store could not decide, by enum store_status (OK unused); answered
 	 * per on_store_error */
 	unsigned long long store_errors[STATS_STORE_STATUS_N];
+	/* of store_errors[STORE_FAILED]: by kind of error Redis answered */
+	unsigned long long store_failures[STORE_ERROR_N];
 	unsigned long long errors[STATS_ERR_N]; /* ERR replies, by code */
 	unsigned long long clients_accepted;
 	unsigned long long reloads_ok, reloads_failed;

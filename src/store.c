@@ -82,3 +82,45 @@ const char *store_status_name(enum store_status st)
 	}
 	return "?";
 }
+
+const char *store_error_name(enum store_error e)
+{
+	switch (e) {
+	case STORE_ERROR_NONE:
+		return "none";
+	case STORE_ERROR_NOSCRIPT:
+		return "noscript";
+	case STORE_ERROR_NOPERM:
+		return "noperm";
+	case STORE_ERROR_AUTH:
+		return "auth";
+	case STORE_ERROR_READONLY:
+		return "readonly";
+	case STORE_ERROR_MASTERDOWN:
+		return "masterdown";
+	case STORE_ERROR_MOVED:
+		return "moved";
+	case STORE_ERROR_ASK:
+		return "ask";
+	case STORE_ERROR_TRYAGAIN:
+		return "tryagain";
+	case STORE_ERROR_CLUSTERDOWN:
+		return "clusterdown";
+	case STORE_ERROR_OOM:
+		return "oom";
+	case STORE_ERROR_BUSY:
+		return "busy";
+	case STORE_ERROR_LOADING:
+		return "loading";
+	case STORE_ERROR_KEY:
+		return "key";
+	case STORE_ERROR_SCRIPT:
+		return "script";
+	case STORE_ERROR_REPLY:
+		return "reply";
+	case STORE_ERROR_OTHER:
+	case STORE_ERROR_N:
+		break;
+	}
+	return "other";
+}

@@ -35,6 +35,32 @@ struct store_request {
 	int alone;  /* cluster: not batched with others, keys declared (so Redis can redirect) */
 };
 
+/*
+ * Why the store could not decide, when it answered with an error. The Redis
+ * backends classify Redis's error texts once, where replies are decoded
+ * (store_reply.c); everyone downstream switches on this.
+ */
+enum store_error {
+	STORE_ERROR_NONE,
+	STORE_ERROR_NOSCRIPT,	/* the script is not in Redis's cache: send it (EVAL) */
+	STORE_ERROR_NOPERM,	/* the ACL user lacks a command, key or channel */
+	STORE_ERROR_AUTH,	/* NOAUTH, WRONGPASS: credentials missing or wrong */
+	STORE_ERROR_READONLY,	/* a replica (a demoted master): find the master */
+	STORE_ERROR_MASTERDOWN, /* a replica that lost its master */
+	STORE_ERROR_MOVED,	/* Cluster: the slot lives on another node */
+	STORE_ERROR_ASK,	/* Cluster: the key is being migrated */
+	STORE_ERROR_TRYAGAIN,	/* Cluster: a multi-key operation during resharding */
+	STORE_ERROR_CLUSTERDOWN,
+	STORE_ERROR_OOM,     /* maxmemory reached with a no-eviction policy */
+	STORE_ERROR_BUSY,    /* another script is running too long */
+	STORE_ERROR_LOADING, /* Redis is loading its dataset */
+	STORE_ERROR_KEY,     /* a decision failed inside the script (a key of the wrong type) */
+	STORE_ERROR_SCRIPT,  /* the script failed as a whole */
+	STORE_ERROR_REPLY,   /* a reply the script cannot produce */
+	STORE_ERROR_OTHER,
+	STORE_ERROR_N
+};
+
 /* Why a cluster node did not decide (store_result.redirect). */
 enum store_redirect {
 	STORE_REDIRECT_NONE,
@@ -64,6 +90,7 @@ struct store_request store_request_load(const struct store_saved_request *sv, in
 struct store_result {
 	enum store_status status;
 	const char *detail; /* why, when status != STORE_OK; valid during the callback */
+	enum store_error error; /* with STORE_FAILED: what kind of error */
 	int allowed;
 	int64_t limit, remaining, retry_after_ms, reset_ms;
 	/* Redis Cluster: with STORE_FAILED, where to ask instead. */
@@ -82,6 +109,10 @@ struct store_health {
 	unsigned conns;		       /* request connections kept, on every node */
 	unsigned conns_up;	       /* of those, connected and answering */
 	unsigned long long conns_lost; /* connections that were up and were lost */
+	/* Redis servers that are up but answer decisions with errors, and why
+	 * (the first one's; valid until the loop turns). */
+	unsigned refusing;
+	const char *refusal;
 };
 
 struct store;
@@ -118,5 +149,7 @@ int store_resets_followed(const struct store *s);
 void store_health(const struct store *s, struct store_health *h);
 void store_free(struct store *s);
 const char *store_status_name(enum store_status st);
+/* "noperm", "oom", ...: the metric label and log word of e. */
+const char *store_error_name(enum store_error e);
 
 #endif

@@ -58,6 +58,11 @@
  * at least twice redis.timeout) is presumed dead and replaced. */
 #define STALL_MIN_MS 1000
 #define FREE_POOL_MAX 1024
+/* While Redis refuses decisions, the script's check runs this often, so a
+ * fixed ACL is noticed without traffic. */
+#define CHECK_INTERVAL_MS 1000
+/* Errors Redis answers to decisions are logged at most this often. */
+#define ERROR_LOG_US 10000000u
 #define MAX_BATCH 64
 /* Per decision: up to 8 keys and 3 + 4 * 8 arguments. */
 #define ARGV_MAX (4 + MAX_BATCH * (POLICY_MAX_LIMITS + 3 + 4 * POLICY_MAX_LIMITS))
@@ -131,6 +136,18 @@ struct store_redis {
 	size_t nfree;
 	int up_logged, down_logged, setup_err_logged;
 	int64_t timeout_ms; /* of the last request: sizes the stall check */
+	char name[300];	    /* "redis 127.0.0.1:6379" or "redis unix:/path", for logs */
+	/* Redis is up but answers decisions with errors (an ACL without what
+	 * the script needs, maxmemory, LOADING...): reported by health, cleared
+	 * by the next decision or check that works. */
+	int refusing;
+	char refusal[200];
+	char check_logged[200]; /* what the last failed check logged: log changes only */
+	struct event *check_timer;
+	char prefix[128]; /* the key prefix, for the check: from watch_resets or a request */
+	size_t prefix_len;
+	uint64_t error_logged_us; /* decision errors: last logged at */
+	unsigned long errors_unlogged;
 	int closing;
 	int max_batch;
 	int cluster; /* a Redis Cluster node: cluster script, batches with undeclared keys */
@@ -147,6 +164,11 @@ struct store_redis {
 
 static void rconn_connect(struct rconn *rc);
 static void rconn_verified(struct rconn *rc);
+static void rconn_check(struct rconn *rc);
+static void redis_learn_prefix(struct store_redis *s, const char *prefix, size_t len);
+static void redis_refusing(struct store_redis *s, const char *why, size_t len);
+static void redis_deciding(struct store_redis *s);
+static void redis_log_error(struct store_redis *s, const char *what, const char *text, size_t len);
 
 
 /* ---- request objects ---- */
@@ -590,8 +612,9 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	uint64_t prev_rx = rc->last_rx_us;
 	rconn_verified(rc);
 	rconn_measure(rc, b, prev_rx);
-	if (rep->type == REDIS_REPLY_ERROR && strncmp(rep->str, "NOSCRIPT", 8) == 0 && !b->evaled &&
-	    rc->ac && !s->closing) {
+	enum store_error err = rep->type == REDIS_REPLY_ERROR ? store_reply_error(rep->str, rep->len)
+							      : STORE_ERROR_NONE;
+	if (err == STORE_ERROR_NOSCRIPT && !b->evaled && rc->ac && !s->closing) {
 		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it.
 		 * Requests already answered (timed out) are not run again. */
 		rc->queued += (unsigned)b->n; /* queued again, less those compacted away */
@@ -609,7 +632,20 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		char detail[128];
 		snprintf(detail, sizeof(detail), "redis: %.100s", rep->str);
 		log_debug("store: %s", detail);
-		struct store_result res = {.status = STORE_FAILED, .detail = detail};
+		switch (err) {
+		case STORE_ERROR_MOVED:
+		case STORE_ERROR_ASK:
+		case STORE_ERROR_TRYAGAIN:
+		case STORE_ERROR_CLUSTERDOWN:
+		case STORE_ERROR_READONLY:
+		case STORE_ERROR_MASTERDOWN:
+			break; /* where to ask instead: the cluster and sentinel stores follow it */
+		default:
+			redis_log_error(s, "answered decisions with an error", rep->str, rep->len);
+			redis_refusing(s, rep->str, rep->len);
+			break;
+		}
+		struct store_result res = {.status = STORE_FAILED, .error = err, .detail = detail};
 		char to[64];
 		const char *at;
 		size_t tl;
@@ -630,11 +666,20 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		free(b);
 		return;
 	}
+	if (rep->type == REDIS_REPLY_ARRAY)
+		redis_deciding(s);
 	for (int j = 0; j < b->n; j++) {
 		struct sreq *r = b->reqs[j];
 		if (r->done) { /* else answered already (timed out): drop the late reply */
 			struct store_result res;
-			store_reply_decision(rep, (unsigned long)j * 5, &res);
+			if (store_reply_decision(rep, (unsigned long)j * 5, &res) < 0 &&
+			    res.redirect == STORE_REDIRECT_NONE) {
+				redis_log_error(s, "could not decide", res.detail, strlen(res.detail));
+				/* a key of the wrong type fails one pair; anything else
+				 * (maxmemory...) fails every decision */
+				if (res.error != STORE_ERROR_KEY)
+					redis_refusing(s, res.detail, strlen(res.detail));
+			}
 			sreq_answer(r, &res);
 		}
 		sreq_put(s, r);
@@ -793,12 +838,7 @@ static void store_note_down(struct store_redis *s, const char *why)
 		if (s->conns[i].state == RCONN_UP && s->conns[i].verified)
 			return;
 	if (!s->down_logged) {
-		if (s->host)
-			log_warn("redis %s:%d unavailable: %s; answering per on_store_error, retrying",
-				 s->host, s->port, why);
-		else
-			log_warn("redis unix:%s unavailable: %s; answering per on_store_error, retrying",
-				 s->unix_path, why);
+		log_warn("%s unavailable: %s; answering per on_store_error, retrying", s->name, why);
 		s->down_logged = 1;
 		s->up_logged = 0;
 	}
@@ -812,10 +852,16 @@ static void rconn_verified(struct rconn *rc)
 	rc->last_rx_us = clock_mono_us();
 	if (rc->sub || s->up_logged)
 		return;
-	if (s->host)
-		log_info("redis %s:%d connected", s->host, s->port);
-	else
-		log_info("redis unix:%s connected", s->unix_path);
+	log_info("%s connected", s->name);
+	/* Redis is back: the rest of the pool need not wait out its backoff
+	 * (up to BACKOFF_MAX_MS) while this connection carries everything. */
+	for (int i = -1; i < s->nconns; i++) {
+		struct rconn *o = i < 0 ? &s->subconn : &s->conns[i];
+		if (o->state == RCONN_DOWN && evtimer_pending(o->retry, NULL)) {
+			struct timeval now = {0, 0};
+			evtimer_add(o->retry, &now);
+		}
+	}
 	s->up_logged = 1;
 	s->down_logged = 0;
 	s->setup_err_logged = 0;
@@ -880,8 +926,10 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 			redisAsyncDisconnect(rc->ac);
 		return;
 	}
-	if (strcmp(what, "SCRIPT LOAD") == 0)
+	if (strcmp(what, "SCRIPT LOAD") == 0) {
 		rconn_verified(rc);
+		rconn_check(rc);
+	}
 }
 
 static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -1041,6 +1089,8 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 		done(arg, &res);
 		return;
 	}
+	if (req->prefix_len != s->prefix_len || memcmp(req->prefix, s->prefix, req->prefix_len) != 0)
+		redis_learn_prefix(s, req->prefix, req->prefix_len);
 	struct rconn *rc = pick_conn(s, req);
 	if (!rc) {
 		int any = 0;
@@ -1100,6 +1150,11 @@ static void redis_health(const struct store *base, struct store_health *h)
 			h->conns_up++;
 	}
 	h->conns_lost += s->generation;
+	if (s->refusing && h->conns_up) {
+		h->refusing++;
+		if (!h->refusal)
+			h->refusal = s->refusal;
+	}
 }
 
 static void redis_free(struct store *base)
@@ -1125,6 +1180,7 @@ static void redis_free(struct store *base)
 	while (s->head)
 		answer_status(s->head, STORE_UNAVAILABLE, "shutting down");
 	event_free(s->timer);
+	event_free(s->check_timer);
 	while (s->free_pool) {
 		struct sreq *r = s->free_pool;
 		s->free_pool = r->next;
@@ -1160,6 +1216,7 @@ static void redis_watch_resets(struct store *base, const char *prefix, store_res
 		return;
 	}
 	snprintf(channel, n, "%sreset", prefix);
+	redis_learn_prefix(s, prefix, strlen(prefix));
 	s->on_reset = fn;
 	s->on_reset_arg = arg;
 	if (s->reset_channel && strcmp(s->reset_channel, channel) == 0) {
@@ -1202,6 +1259,143 @@ static int parse_address(struct store_redis *s, const char *addr, char *err, siz
 	return s->host ? 0 : -1;
 }
 
+/* ---- knowing that Redis decides ----
+ *
+ * A connection can be up while every decision fails: a Redis user whose ACL
+ * lacks a command the script runs, maxmemory reached, a dataset loading.
+ * That must be loud, not a quiet stream of on_store_error answers: errors
+ * are logged (at most every ERROR_LOG_US), the store reports itself refusing
+ * (/health), and the script's check runs after each connect and, while
+ * refusing, every CHECK_INTERVAL_MS, so a fix is noticed without traffic.
+ */
+
+static void redis_refusing(struct store_redis *s, const char *why, size_t len)
+{
+	/* what the check found names the fix: errors of decisions keep it */
+	if (!s->refusing || !s->check_logged[0] || why == s->check_logged)
+		snprintf(s->refusal, sizeof(s->refusal), "%.*s", (int)(len < 190 ? len : 190),
+			 why);
+	if (s->refusing)
+		return;
+	s->refusing = 1;
+	struct timeval tv = {.tv_sec = CHECK_INTERVAL_MS / 1000,
+			     .tv_usec = (CHECK_INTERVAL_MS % 1000) * 1000};
+	evtimer_add(s->check_timer, &tv);
+}
+
+static void redis_deciding(struct store_redis *s)
+{
+	s->check_logged[0] = '\0';
+	if (!s->refusing)
+		return;
+	s->refusing = 0;
+	s->refusal[0] = '\0';
+	evtimer_del(s->check_timer);
+	log_info("%s decides again", s->name);
+}
+
+/* An error Redis answered to decisions: logged, but not once per batch. */
+static void redis_log_error(struct store_redis *s, const char *what, const char *text, size_t len)
+{
+	uint64_t now = clock_mono_us();
+	if (s->error_logged_us && now - s->error_logged_us < ERROR_LOG_US) {
+		s->errors_unlogged++;
+		return;
+	}
+	if (s->errors_unlogged)
+		log_warn("%s %s: %.*s (and %lu more errors in the last %u s); answered per "
+			 "on_store_error",
+			 s->name, what, (int)(len < 200 ? len : 200), text, s->errors_unlogged,
+			 ERROR_LOG_US / 1000000u);
+	else
+		log_warn("%s %s: %.*s; answered per on_store_error", s->name, what,
+			 (int)(len < 200 ? len : 200), text);
+	s->error_logged_us = now;
+	s->errors_unlogged = 0;
+}
+
+static void check_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)privdata;
+	struct rconn *rc = ac->data;
+	redisReply *rep = reply;
+	if (!rep || !rc)
+		return; /* connection lost: the next connect checks again */
+	struct store_redis *s = rc->s;
+	char what[200];
+	if (rep->type == REDIS_REPLY_ERROR) {
+		if (store_reply_error(rep->str, rep->len) == STORE_ERROR_NOSCRIPT)
+			return; /* flushed meanwhile: the next decision loads it again */
+		snprintf(what, sizeof(what), "%.*s", (int)(rep->len < 190 ? rep->len : 190),
+			 rep->str);
+	} else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 0) {
+		redis_deciding(s);
+		return;
+	} else if (rep->type == REDIS_REPLY_ARRAY) {
+		/* What the ACL lacks, as the rules that would grant it. */
+		size_t n = (size_t)snprintf(what, sizeof(what), "the redis user lacks");
+		for (size_t i = 0; i < rep->elements && n < sizeof(what); i++) {
+			const redisReply *e = rep->element[i];
+			if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS)
+				n += (size_t)snprintf(what + n, sizeof(what) - n, " %.*s",
+						      (int)(e->len < 100 ? e->len : 100), e->str);
+		}
+	} else {
+		return; /* not our script's answer: nothing to say about Redis */
+	}
+	if (strcmp(s->check_logged, what) != 0) {
+		log_error("%s cannot decide: %s; every decision is answered per on_store_error "
+			  "until this is fixed (docs/security.md gives the ACL)",
+			  s->name, what);
+		snprintf(s->check_logged, sizeof(s->check_logged), "%s", what);
+	}
+	redis_refusing(s, s->check_logged, strlen(s->check_logged));
+}
+
+/* Runs the script's check on rc (an up connection whose script is loaded). */
+static void rconn_check(struct rconn *rc)
+{
+	struct store_redis *s = rc->s;
+	if (!rc->ac || !s->prefix_len)
+		return; /* no prefix known yet: a request or watch_resets brings it */
+	const char *argv[] = {"EVALSHA", s->script_sha, "0", "0", "check", s->prefix};
+	size_t argl[] = {7, 40, 1, 1, 5, s->prefix_len};
+	redisAsyncCommandArgv(rc->ac, check_cb, NULL, 6, argv, argl);
+}
+
+static void check_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct store_redis *s = arg;
+	for (int i = 0; i < s->nconns; i++)
+		if (s->conns[i].state == RCONN_UP && s->conns[i].verified) {
+			rconn_check(&s->conns[i]);
+			break;
+		}
+	struct timeval tv = {.tv_sec = CHECK_INTERVAL_MS / 1000,
+			     .tv_usec = (CHECK_INTERVAL_MS % 1000) * 1000};
+	if (s->refusing)
+		evtimer_add(s->check_timer, &tv);
+}
+
+/* The key prefix the check uses: the one requests use. */
+static void redis_learn_prefix(struct store_redis *s, const char *prefix, size_t len)
+{
+	if (len >= sizeof(s->prefix) || (len == s->prefix_len && memcmp(s->prefix, prefix, len) == 0))
+		return;
+	int first = s->prefix_len == 0;
+	memcpy(s->prefix, prefix, len);
+	s->prefix[len] = '\0';
+	s->prefix_len = len;
+	if (first) /* connections that came up before it was known */
+		for (int i = 0; i < s->nconns; i++)
+			if (s->conns[i].state == RCONN_UP && s->conns[i].verified) {
+				rconn_check(&s->conns[i]);
+				break;
+			}
+}
+
 static struct store *redis_new(struct event_base *base, const struct config_redis *cfg,
 			       const char *address, int cluster, char *err, size_t errlen)
 {
@@ -1232,6 +1426,10 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 		free(s);
 		return NULL;
 	}
+	if (s->host)
+		snprintf(s->name, sizeof(s->name), "redis %s:%d", s->host, s->port);
+	else
+		snprintf(s->name, sizeof(s->name), "redis unix:%s", s->unix_path);
 	s->max_batch = MAX_BATCH;
 	s->arena = malloc(ARENA_SIZE);
 	s->cmdbuf = malloc(CMDBUF_SIZE + lua_ratelimit_cluster_len);
@@ -1247,6 +1445,7 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 		return NULL;
 	}
 	s->timer = evtimer_new(base, timer_cb, s);
+	s->check_timer = evtimer_new(base, check_timer_cb, s);
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[i];
 		rc->s = s;

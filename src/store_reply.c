@@ -8,25 +8,55 @@
 
 #include "store.h"
 
-static int prefixed(const char *s, size_t len, const char *word)
+enum store_error store_reply_error(const char *err, size_t len)
 {
-	size_t n = strlen(word);
-	return len >= n && memcmp(s, word, n) == 0;
+	/* The first word of an error reply is its code (Redis's convention). */
+	static const struct {
+		const char *code;
+		enum store_error e;
+	} codes[] = {
+		{"NOSCRIPT", STORE_ERROR_NOSCRIPT},	{"NOPERM", STORE_ERROR_NOPERM},
+		{"NOAUTH", STORE_ERROR_AUTH},		{"WRONGPASS", STORE_ERROR_AUTH},
+		{"READONLY", STORE_ERROR_READONLY},	{"MASTERDOWN", STORE_ERROR_MASTERDOWN},
+		{"MOVED", STORE_ERROR_MOVED},		{"ASK", STORE_ERROR_ASK},
+		{"TRYAGAIN", STORE_ERROR_TRYAGAIN},	{"CLUSTERDOWN", STORE_ERROR_CLUSTERDOWN},
+		{"OOM", STORE_ERROR_OOM},		{"BUSY", STORE_ERROR_BUSY},
+		{"LOADING", STORE_ERROR_LOADING},	{"WRONGTYPE", STORE_ERROR_KEY},
+	};
+	size_t w = 0;
+	while (w < len && err[w] != ' ' && err[w] != '\r' && err[w] != '\n')
+		w++;
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
+		if (strlen(codes[i].code) == w && memcmp(err, codes[i].code, w) == 0)
+			return codes[i].e;
+	/* Redis 7.0 reports a script's own failures as "ERR ... script: <sha>,
+	 * on @user_script:N.", ACL refusals inside it included. */
+	if (w == 3 && memcmp(err, "ERR", 3) == 0) {
+		if (memmem(err, len, "user executing the script can't", 31))
+			return STORE_ERROR_NOPERM;
+		if (memmem(err, len, "user_script", 11) || memmem(err, len, "Error running script", 20))
+			return STORE_ERROR_SCRIPT;
+	}
+	return STORE_ERROR_OTHER;
 }
 
 int store_reply_redirect(const char *err, size_t len, int *slot, const char **to, size_t *to_len)
 {
 	int kind;
 	size_t i;
-	if (prefixed(err, len, "MOVED ")) {
+	switch (store_reply_error(err, len)) {
+	case STORE_ERROR_MOVED:
 		kind = STORE_REDIRECT_MOVED;
 		i = 6;
-	} else if (prefixed(err, len, "ASK ")) {
+		break;
+	case STORE_ERROR_ASK:
 		kind = STORE_REDIRECT_ASK;
 		i = 4;
-	} else if (prefixed(err, len, "TRYAGAIN") || prefixed(err, len, "CLUSTERDOWN")) {
+		break;
+	case STORE_ERROR_TRYAGAIN:
+	case STORE_ERROR_CLUSTERDOWN:
 		return STORE_REDIRECT_RETRY;
-	} else {
+	default:
 		return STORE_REDIRECT_NONE;
 	}
 	int s = 0;
@@ -49,9 +79,10 @@ int store_reply_redirect(const char *err, size_t len, int *slot, const char **to
 	return kind;
 }
 
-static int fail(struct store_result *out, const char *why)
+static int fail(struct store_result *out, enum store_error e, const char *why)
 {
 	out->status = STORE_FAILED;
+	out->error = e;
 	out->detail = why;
 	return -1;
 }
@@ -62,28 +93,34 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 	out->redirect = STORE_REDIRECT_NONE;
 	out->redirect_to = NULL;
 	if (!rep)
-		return fail(out, "no reply from redis");
+		return fail(out, STORE_ERROR_REPLY, "no reply from redis");
 	if (rep->type == REDIS_REPLY_ERROR)
-		return fail(out, "redis answered with an error");
+		return fail(out, store_reply_error(rep->str, rep->len), "redis answered with an error");
 	if (rep->type != REDIS_REPLY_ARRAY || first > rep->elements || rep->elements - first < 5)
-		return fail(out, "unexpected reply from redis");
+		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 	int64_t v[5];
 	for (int i = 0; i < 5; i++) {
 		const redisReply *e = rep->element[first + (unsigned long)i];
 		if (!e || e->type != REDIS_REPLY_INTEGER)
-			return fail(out, "unexpected reply from redis");
+			return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 		v[i] = e->integer;
 	}
-	if (v[0] == -1)
-		return fail(out, "redis could not decide (a key of the wrong type?)");
+	if (v[0] == -1) {
+		/* Redis's text of the failure follows the last decision. */
+		const redisReply *why = rep->elements % 5 == 1 ? rep->element[rep->elements - 1] : NULL;
+		if (why && why->type == REDIS_REPLY_STRING && why->len > 0)
+			return fail(out, store_reply_error(why->str, why->len), why->str);
+		return fail(out, STORE_ERROR_KEY, "redis could not decide (a key of the wrong type?)");
+	}
 	if (v[0] == -2) {
 		out->redirect = STORE_REDIRECT_WRONG_NODE;
-		return fail(out, "the keys are not on this cluster node");
+		return fail(out, STORE_ERROR_OTHER, "the keys are not on this cluster node");
 	}
 	/* Values the script cannot produce mean something else answered. */
 	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[3] < -1 || v[4] < 0)
-		return fail(out, "implausible decision from redis");
+		return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
 	out->status = STORE_OK;
+	out->error = STORE_ERROR_NONE;
 	out->detail = NULL;
 	out->redirect = STORE_REDIRECT_NONE;
 	out->allowed = v[0] == 1;

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "store.h"
+
 struct redisReply;
 struct redisReader;
 struct store_result;
@@ -12,12 +14,15 @@ struct store_result;
  * Reads the five integers of one decision (allowed, limit, remaining,
  * retry_after_ms, reset_ms) from elements [first, first+5) of an array reply.
  * Returns 0 with out filled (status STORE_OK), or -1 with out->status
- * STORE_FAILED and out->detail saying why (a static string). Any reply shape,
+ * STORE_FAILED, out->error and out->detail saying why (a static string, or
+ * Redis's text inside rep: valid while rep is). Any reply shape,
  * including errors, nil and nested arrays, is handled.
  */
 int store_reply_decision(const struct redisReply *rep, unsigned long first,
 			 struct store_result *out);
 
+/* Classifies the text of an error reply ("NOPERM ...", "ERR ..."). */
+enum store_error store_reply_error(const char *err, size_t len);
 /*
  * Classifies a Redis error reply for a cluster client: MOVED and ASK (with
  * slot and "host:port" pointing into err, length in *to_len), TRYAGAIN and

@@ -272,8 +272,8 @@ static void sreq_done(void *arg, const struct store_result *res)
 	struct sreq *q = arg;
 	struct store_sentinel *s = q->s;
 	int moved_on = res->status == STORE_UNAVAILABLE ||
-		       (res->status == STORE_FAILED && res->detail &&
-			(strstr(res->detail, "READONLY") || strstr(res->detail, "MASTERDOWN")));
+		       (res->status == STORE_FAILED && (res->error == STORE_ERROR_READONLY ||
+							 res->error == STORE_ERROR_MASTERDOWN));
 	if (res->status == STORE_OK || !moved_on || s->closing) {
 		sreq_finish(q, res);
 		return;

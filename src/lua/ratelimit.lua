@@ -14,10 +14,64 @@
 --          several slots of the node, which Redis only allows for undeclared
 --          keys, with the allow-cross-slot-keys flag of the cluster variant)
 --
+-- Or, with ARGV[2] "check" and ARGV[3] the key prefix: the daemon's check
+-- after each (re)connect (see check below); no decision is made.
+--
 -- Returns five integers per decision:
 --          allowed (1/0), limit, remaining, retry_after_ms (-1: never), reset_ms
 --          (allowed is -1 when that decision failed inside Redis, e.g. WRONGTYPE,
---          and -2 when its keys are not on this cluster node: ask again alone)
+--          and -2 when its keys are not on this cluster node: ask again alone);
+--          when a decision failed (-1), one more element follows the last
+--          decision: Redis's error text of the first such failure
+
+-- The daemon's check after each (re)connect, so a Redis user whose ACL lacks
+-- something the decisions need is found at once, not by every decision
+-- failing: runs every command the decisions use, on keys of the daemon's
+-- prefix that no decision uses ("<prefix>check:..." has no hash tag), and
+-- returns what failed as the ACL rule that would allow it ("+zadd",
+-- "~rl:*", "&rl:reset"), or as Redis's own text. An empty array: all works.
+local function check(prefix)
+  local zkey, skey = prefix .. 'check:z', prefix .. 'check:s'
+  local missing, seen = {}, {}
+  local function try(...)
+    local ok, err = pcall(redis.call, ...)
+    if ok then return end
+    local e = type(err) == 'table' and tostring(err.err) or tostring(err)
+    -- a Cluster node that does not hold these keys: not ours to judge
+    if string.find(e, 'non local key', 1, true) then return end
+    local rule = e
+    if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
+      if string.find(e, 'channel', 1, true) then
+        rule = '&' .. prefix .. 'reset'
+      elseif string.find(e, 'key', 1, true) then
+        rule = '~' .. prefix .. '*'
+      else
+        rule = '+' .. string.lower((...))
+      end
+    end
+    if not seen[rule] then
+      seen[rule] = true
+      missing[#missing + 1] = rule
+    end
+  end
+  try('TIME')
+  try('ZADD', zkey, 1, 'check')
+  try('ZCOUNT', zkey, '-inf', '+inf')
+  try('ZRANGE', zkey, -1, -1, 'WITHSCORES')
+  try('ZRANGEBYSCORE', zkey, '-inf', '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  try('ZREMRANGEBYSCORE', zkey, '-inf', '+inf')
+  try('PEXPIRE', zkey, 1000)
+  try('SET', skey, '1', 'PX', 1000)
+  try('GET', skey)
+  try('DEL', zkey, skey)
+  -- an empty message: no daemon takes it for a RESET
+  try('PUBLISH', prefix .. 'reset', '')
+  return missing
+end
+
+if ARGV[2] == 'check' then
+  return check(ARGV[3])
+end
 
 local now = tonumber(ARGV[1])
 if now == 0 then
@@ -214,6 +268,7 @@ if #KEYS == 0 then
 end
 
 local out = {}
+local failure -- Redis's text of the first decision that failed (-1)
 local a = 3
 local k = 1
 for _ = 1, n do
@@ -234,6 +289,12 @@ for _ = 1, n do
     if string.find(e, 'READONLY', 1, true) or string.find(e, 'MASTERDOWN', 1, true) then
       return redis.error_reply(string.match(e, '%u[%u_]+.*') or e)
     end
+    -- The Redis user may not run a command (or touch a key) the decisions
+    -- need: every decision would fail the same way, so fail the call with a
+    -- NOPERM error the daemon reports, rather than one silent -1 each.
+    if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
+      return redis.error_reply('NOPERM ' .. (string.match(e, '^%u+ (.*)') or e))
+    end
     -- A cluster that is down (a batch's undeclared keys are only checked
     -- here): the whole call fails as CLUSTERDOWN, which the daemon retries.
     if string.find(e, 'cluster is down', 1, true) then
@@ -241,10 +302,12 @@ for _ = 1, n do
     end
     local code = -1
     if string.find(e, 'non local key', 1, true) then code = -2 end
+    if code == -1 and not failure then failure = e end
     out[#out + 1] = code; out[#out + 1] = 0; out[#out + 1] = 0
     out[#out + 1] = 0; out[#out + 1] = 0
   end
   a = a + 3 + 4 * nlimits
   k = k + nlimits
 end
+if failure then out[#out + 1] = failure end
 return out

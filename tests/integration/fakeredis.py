@@ -5,7 +5,8 @@ middle of a reply).
 
 It speaks enough RESP2 for ratelimitd: AUTH, SELECT, SCRIPT LOAD/FLUSH,
 SUBSCRIBE, PING, QUIT, and EVALSHA/EVAL of the decision script, which it
-answers per `mode`. In mode "ok" it answers like the real script would in
+answers per `mode` (the script's "check" call is always answered "all
+works" and counted in `checks`, not `calls`). In mode "ok" it answers like the real script would in
 shape: five integers per decision of the batch (ARGV[2] decisions), each
 decision `1 <capacity> <remaining> 0 <period_ms>`, where <remaining> is the
 number at the end of the request's user name when it has one (so a test can
@@ -172,6 +173,13 @@ class _Conn:
 
     def script(self, name, cmd):
         f = self.fake
+        if len(cmd) > 4 and cmd[4] == b"check":
+            # the daemon's check after connecting: "all works", whatever the
+            # mode (modes are about decisions); counted apart from them
+            with f.lock:
+                f.checks += 1
+            self.send(b"*0\r\n")
+            return
         decisions = _decisions(cmd)
         with f.lock:
             f.calls += 1
@@ -273,6 +281,7 @@ class FakeRedis:
         self.commands = {}
         self.scripts = set()
         self.calls = 0      # EVALSHA/EVAL received
+        self.checks = 0     # the daemon's checks (not counted in calls)
         self.replied = 0    # "ok"/"delay" replies sent
         self.decisions = 0
         self.batch_sizes = []

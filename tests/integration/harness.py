@@ -359,6 +359,14 @@ class RedisServer:
         with self.resp() as r:
             return r.call(*args)
 
+    def links(self):
+        """Connections Redis lists, less the one asking (the daemon's,
+        when a test has none of its own open)."""
+        listing = self.call("CLIENT", "LIST")
+        if isinstance(listing, bytes):
+            listing = listing.decode()
+        return sum(1 for ln in listing.splitlines() if ln and "cmd=client" not in ln)
+
     def keys(self, pattern="*", db=0):
         with self.resp() as r:
             if db:

@@ -378,18 +378,38 @@ class ScriptLoadTest(StressBase):
         self.assertEqual(st.get("script|load", 0), 4, "SCRIPT LOAD again: %r" % st)
 
     def test_script_loaded_once_per_connection_after_restart(self):
+        """Redis restarted (empty, no scripts): each of the 4 connections
+        loads the script once when it reconnects, and no request makes it
+        load again. The pool is whole again soon after one connection is
+        back (the others do not sit out their backoff)."""
         self.start(timeout_ms=2000, connections=4)
         port = self.redis.port
         self.load(4, 100)
         self.redis.stop()
+        time.sleep(0.6)  # every connection's backoff grows past 300 ms
         self.redis = self.start_redis(port=port)
-        self.wait_full_service(2.0)
+        seen = {}
+
+        def whole():
+            n = self.redis.links()
+            if n and "first" not in seen:
+                seen["first"] = time.monotonic()
+            return n == 4 + 1
+        wait_until(whole, 5.0 * SLOW, interval=0.005,
+                   what="4 data connections and the RESET subscriber back")
+        gap = time.monotonic() - seen["first"]
+        # backoffs alone would spread the reconnects over 200-500 ms
+        self.assertLess(gap, 0.1 * SLOW, "the pool took %.3f s to be whole after the "
+                        "first connection was back" % gap)
+        wait_until(lambda: commandstats(self.redis).get("script|load", 0) == 4, 2.0 * SLOW,
+                   what="the script loaded on each connection")
         self.load(10, 300)
         st = commandstats(self.redis)
         # loaded once per connection; a request that raced the reconnect may
         # have been re-sent with EVAL, nothing per request
         self.assertEqual(st.get("script|load", 0), 4, st)
         self.assertLessEqual(st.get("eval", 0), 4, st)
+        print("\n[figures] pool whole %.3f s after its first connection was back" % gap)
 
 
 class ReconnectTest(StressBase):

@@ -76,20 +76,13 @@ class RestartsTest(DaemonTest):
         wait_until(ok, timeout, interval=0.005, what="full service after a Redis restart")
         return time.monotonic() - t
 
-    def daemon_links(self):
-        """The daemon's connections as Redis lists them (all but our own)."""
-        listing = self.redis.call("CLIENT", "LIST")
-        if isinstance(listing, bytes):
-            listing = listing.decode()
-        return sum(1 for ln in listing.splitlines() if ln and "cmd=client" not in ln)
-
     def settle(self, fd_target=None, timeout=3.0):
         """Full service and every daemon connection to Redis up (a
         connection in reconnect backoff holds no descriptor), then the fd
         count (== fd_target when given, else stable for 0.3 s); returns
         (fds, rss_kb)."""
         self.full_service()
-        wait_until(lambda: self.daemon_links() == CONNECTIONS + 1, 5.0 * SLOW, interval=0.02,
+        wait_until(lambda: self.redis.links() == CONNECTIONS + 1, 5.0 * SLOW, interval=0.02,
                    what="%d data connections and the RESET subscriber connected" % CONNECTIONS)
         if fd_target is not None:
             try:
