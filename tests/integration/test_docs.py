@@ -395,6 +395,20 @@ class ParserTest(unittest.TestCase):
                 self.assertGreaterEqual(counts.get(kind, 0), n,
                                         "%s: %s examples found: %r" % (name, kind, counts))
 
+    def test_readme_layout(self):
+        """README's Layout names every manual, and only paths that exist."""
+        with open(os.path.join(SRCDIR, "README.md")) as f:
+            layout = f.read().split("## Layout", 1)[1]
+        named = re.findall(r"^(\S+)\s", layout, re.M)
+        for path in named:
+            if path != "```":
+                self.assertTrue(os.path.exists(os.path.join(SRCDIR, path)), path)
+        docs = sorted("docs/" + d for d in os.listdir(os.path.join(SRCDIR, "docs"))
+                      if d.endswith(".md"))
+        self.assertGreaterEqual(len(docs), 7)
+        for d in docs:
+            self.assertIn(d, named, "README.md's Layout does not list " + d)
+
     def test_helpers(self):
         self.assertEqual(printf_bytes(r"A\001b\tc\n\\%%"), b"A\x01b\tc\n\\%")
         self.assertEqual(printf_bytes(r"\0"), b"\0")
