@@ -1,5 +1,6 @@
 """Runs the examples of README.md and proto/protocol.md against a real
-redis-server and the real daemon, so the docs cannot drift from the code.
+redis-server and the real daemon, and checks the configs of
+docs/configuration.md, so the docs cannot drift from the code.
 
 The examples are found by parsing the markdown, not copied here. A code block
 (fenced, or indented four spaces after a blank line) is an example when it is
@@ -44,7 +45,8 @@ import unittest
 from harness import SLOW, SRCDIR, DaemonTest, free_port, run_cli
 from test_golden import match_reply
 
-DOCS = ["README.md", os.path.join("proto", "protocol.md")]
+DOCS = ["README.md", os.path.join("proto", "protocol.md"),
+        os.path.join("docs", "configuration.md")]
 CONF = os.path.join(SRCDIR, "conf", "ratelimitd.yaml")
 
 # The addresses of conf/ratelimitd.yaml, swapped for the test's own.
@@ -56,6 +58,7 @@ CONF_REDIS = "127.0.0.1:6379"
 MINIMUM = {
     "README.md": {"shell": 2, "yaml": 1},
     "protocol.md": {"transcript": 8, "shell": 3, "yaml": 1},
+    "configuration.md": {"yaml": 6},
 }
 
 MINIMAL_CONFIG = {
@@ -110,16 +113,20 @@ def code_blocks(path):
             pending = (i + 1, parse_opts(m.group(1)))
             i += 1
             continue
-        if ln.startswith("```"):
+        fence = re.match(r"^( *)```(.*)$", ln)
+        if fence:
+            # a fence may be indented (inside a list item): so is its body
+            pad = fence.group(1)
             start, body = i + 2, []
             i += 1
-            while i < len(lines) and not lines[i].startswith("```"):
-                body.append(lines[i])
+            while i < len(lines) and not lines[i].strip().startswith("```"):
+                body.append(lines[i][len(pad):] if lines[i].startswith(pad) else lines[i])
                 i += 1
             if i == len(lines):
                 raise ValueError("%s:%d: unclosed fence" % (path, start - 1))
             i += 1
-            blocks.append(Block(path, start, ln[3:].strip(), body, pending[1] if pending else {}))
+            blocks.append(Block(path, start, fence.group(2).strip(), body,
+                                pending[1] if pending else {}))
             pending, prev_blank = None, False
             continue
         if prev_blank and ln.startswith("    ") and ln.strip():
@@ -377,6 +384,9 @@ class DocsTest(DaemonTest):
 
     def test_protocol(self):
         self.run_doc("protocol.md")
+
+    def test_configuration(self):
+        self.run_doc("configuration.md")
 
 
 class ParserTest(unittest.TestCase):
