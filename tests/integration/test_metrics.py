@@ -98,6 +98,22 @@ class MetricsTest(DaemonTest):
         for reason in ("timeout", "unavailable", "overload", "failed"):
             self.assertEqual(m['ratelimitd_store_errors_total{reason="%s"}' % reason], 0)
 
+    def test_names_policies_never_users_or_secrets(self):
+        # docs/security.md: action names of the configuration are labels;
+        # users, other actions clients send, and the Redis password are not.
+        self.redis = self.start_redis(password="pw-4f1c9e")
+        self.start({"reply.v2": "5/60s"}, redis_opts={"password": "pw-4f1c9e"})
+        self.assertEqual(parse_decision(self.c.request("ALLOW user-8d2a reply.v2"))[0],
+                         "ALLOWED")
+        self.assertTrue(self.c.request("ALLOW user-8d2a act-77b0").startswith(
+            "ERR unknown-action "))
+        status, _, body = http_get(self.mport)
+        self.assertEqual(status, 200)
+        self.assertIn('ratelimitd_action_decisions_total{action="reply.v2",result="allowed"} 1',
+                      body)
+        for secret in ("user-8d2a", "act-77b0", "pw-4f1c9e"):
+            self.assertNotIn(secret, body)
+
     def test_max_clients_refusals_counted(self):
         self.start({"a": "1/1s"}, max_clients=2)
         wait_until(lambda: scrape(self.mport)["ratelimitd_clients"] == 1, 5,

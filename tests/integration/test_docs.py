@@ -1,0 +1,439 @@
+"""Runs the examples of README.md and proto/protocol.md against a real
+redis-server and the real daemon, and checks the configs of
+docs/configuration.md, so the docs cannot drift from the code.
+
+The examples are found by parsing the markdown, not copied here. A code block
+(fenced, or indented four spaces after a blank line) is an example when it is
+
+  - a transcript: lines `C: REQUEST` (sent with an LF) and `S: REPLY` (the
+    next reply line), and `(the server closes the connection)`. A request
+    written `C: ALLOW xxxx... (5000 bytes)` is that prefix padded with its
+    last character to that many bytes;
+  - a shell session: `$ printf 'FORMAT' | nc -q1 HOST PORT` and then the
+    reply lines; FORMAT is sent as printf would (\\n \\r \\t \\\\ \\NNN
+    octal), the write side is shut as nc does, and the replies must be
+    exactly the lines shown, up to the daemon's close;
+  - a config: a fenced ```yaml block, checked with `ratelimitd -t`.
+
+Requests run against conf/ratelimitd.yaml (its listen and Redis addresses
+swapped for free ports), on a daemon started for the block with an empty
+Redis. Replies are compared exactly, as in proto/transcripts (test_golden.py):
+a final `...` stands for the rest of the line. An HTML comment on the line
+before a block (blank lines between allowed) changes this:
+
+  <!-- example: OPTION ... -->
+    listener=admin   send to the admin listener (127.0.0.1:7380), not the first one
+    redis=down       no redis-server: the Redis address is a closed port
+    continue         same daemon and Redis state as the previous example
+    ms=N             positive retry_after_ms / reset_ms figures of
+                     ALLOWED/DENIED replies may be off by N ms: time passes
+                     between requests (0 and -1 are still exact)
+    yaml             an indented block is a config (fenced ones say ```yaml)
+    under=KEY        the config is the body of KEY (indented under it)
+    wrap             the config is a fragment: completed with the listen,
+                     redis and policies of a minimal config where missing
+    skip=REASON      not run (the count of examples run is checked)
+
+A shell session's HOST:PORT picks the listener by address.
+"""
+
+import os
+import re
+import socket
+import unittest
+
+from harness import SLOW, SRCDIR, DaemonTest, free_port, run_cli
+from test_golden import match_reply
+
+DOCS = ["README.md", os.path.join("proto", "protocol.md"),
+        os.path.join("docs", "configuration.md")]
+CONF = os.path.join(SRCDIR, "conf", "ratelimitd.yaml")
+
+# The addresses of conf/ratelimitd.yaml, swapped for the test's own.
+CONF_CLIENT = "127.0.0.1:7379"
+CONF_ADMIN = "127.0.0.1:7380"
+CONF_REDIS = "127.0.0.1:6379"
+
+# Fewer than this many examples of a kind means the parser lost some.
+MINIMUM = {
+    "README.md": {"shell": 2, "yaml": 1},
+    "protocol.md": {"transcript": 8, "shell": 3, "yaml": 1},
+    "configuration.md": {"yaml": 6},
+}
+
+MINIMAL_CONFIG = {
+    "listen": "listen:\n  - 127.0.0.1:7379\n",
+    "redis": "redis:\n  address: 127.0.0.1:6379\n",
+    "policies": "policies:\n  reply: 5/60s\n",
+}
+
+MARKER = re.compile(r"^<!--\s*example:(.*?)-->$")
+SHELL = re.compile(r"^\$ printf '([^']*)' \| nc -q1 (\S+) (\d+)$")
+LONG = re.compile(r"^(.*?)(.)\2*\.\.\. \((\d+) bytes\)$")
+DECISION = re.compile(r"^(ALLOWED|DENIED) (\S+) (\S+) (-?\d+) (-?\d+)$")
+CLOSES = "(the server closes the connection)"
+
+
+class Block:
+    def __init__(self, path, line, info, body, opts):
+        self.path, self.line, self.info, self.body, self.opts = path, line, info, body, opts
+        self.kind = classify(self)
+
+    @property
+    def where(self):
+        return "%s:%d" % (os.path.relpath(self.path, SRCDIR), self.line)
+
+
+def parse_opts(text):
+    opts = {}
+    for word in text.split():
+        k, _, v = word.partition("=")
+        opts[k] = v or True
+    unknown = set(opts) - {"listener", "redis", "continue", "ms", "yaml", "under", "wrap",
+                           "skip"}
+    if unknown:
+        raise ValueError("unknown example option(s) %s" % sorted(unknown))
+    return opts
+
+
+def code_blocks(path):
+    """Every code block of a markdown file, with the options of its marker."""
+    with open(path) as f:
+        lines = f.read().split("\n")
+    blocks = []
+    pending = None
+    prev_blank = True
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        m = MARKER.match(ln.strip())
+        if m:
+            if pending:
+                raise ValueError("%s:%d: two markers in a row" % (path, i + 1))
+            pending = (i + 1, parse_opts(m.group(1)))
+            i += 1
+            continue
+        fence = re.match(r"^( *)```(.*)$", ln)
+        if fence:
+            # a fence may be indented (inside a list item): so is its body
+            pad = fence.group(1)
+            start, body = i + 2, []
+            i += 1
+            while i < len(lines) and not lines[i].strip().startswith("```"):
+                body.append(lines[i][len(pad):] if lines[i].startswith(pad) else lines[i])
+                i += 1
+            if i == len(lines):
+                raise ValueError("%s:%d: unclosed fence" % (path, start - 1))
+            i += 1
+            blocks.append(Block(path, start, fence.group(2).strip(), body,
+                                pending[1] if pending else {}))
+            pending, prev_blank = None, False
+            continue
+        if prev_blank and ln.startswith("    ") and ln.strip():
+            start, body = i + 1, []
+            while i < len(lines) and (lines[i].startswith("    ") or not lines[i].strip()):
+                body.append(lines[i][4:])
+                i += 1
+            while body and not body[-1].strip():
+                body.pop()
+            blocks.append(Block(path, start, "", body, pending[1] if pending else {}))
+            pending, prev_blank = None, True
+            continue
+        if ln.strip() and pending:
+            raise ValueError("%s:%d: example marker not followed by a code block"
+                             % (path, pending[0]))
+        prev_blank = not ln.strip()
+        i += 1
+    return blocks
+
+
+def classify(b):
+    if b.opts.get("skip"):
+        return "skipped"
+    if b.info == "yaml" or b.opts.get("yaml"):
+        return "yaml"
+    if any(re.match(r"^[CS]:( |$)", ln) for ln in b.body):
+        return "transcript"
+    if any(SHELL.match(ln) or "| nc " in ln for ln in b.body):
+        return "shell"
+    return "other"
+
+
+def printf_bytes(fmt):
+    """The bytes printf(1) writes for a format without conversions."""
+    out = bytearray()
+    i = 0
+    simple = {"n": b"\n", "r": b"\r", "t": b"\t", "\\": b"\\"}
+    while i < len(fmt):
+        c = fmt[i]
+        if c == "%":
+            if fmt[i + 1:i + 2] != "%":
+                raise ValueError("printf conversion in %r" % fmt)
+            out += b"%"
+            i += 2
+        elif c == "\\" and fmt[i + 1:i + 2] in simple:
+            out += simple[fmt[i + 1]]
+            i += 2
+        elif c == "\\" and re.match(r"[0-7]", fmt[i + 1:i + 2]):
+            digits = re.match(r"[0-7]{1,3}", fmt[i + 1:]).group(0)
+            out.append(int(digits, 8))
+            i += 1 + len(digits)
+        elif c == "\\":
+            raise ValueError("printf escape not handled here in %r" % fmt)
+        else:
+            out += c.encode()
+            i += 1
+    return bytes(out)
+
+
+def reply_pattern(doc_reply, ms):
+    """The test_golden pattern for a documented reply: with ms, positive
+    times of a decision become a range of +-ms around the documented one."""
+    m = DECISION.match(doc_reply)
+    if not ms or not m:
+        return doc_reply
+    parts = [m.group(i) for i in range(1, 6)]
+    for k in (3, 4):
+        v = int(parts[k])
+        if v > 0:
+            parts[k] = "{%d..%d}" % (max(1, v - ms), v + ms)
+    return " ".join(parts)
+
+
+def transcript_steps(b):
+    steps = []
+    for k, ln in enumerate(b.body):
+        where = "%s:%d" % (os.path.relpath(b.path, SRCDIR), b.line + k)
+        if ln.startswith("C: "):
+            req = ln[3:]
+            m = LONG.match(req)
+            if m:
+                n = int(m.group(3))
+                req = m.group(1) + m.group(2) * (n - len(m.group(1)))
+            steps.append((where, "send", req.encode() + b"\n"))
+        elif ln.startswith("S: "):
+            steps.append((where, "expect", ln[3:]))
+        elif ln.strip() == CLOSES:
+            steps.append((where, "closed", None))
+        elif ln.strip():
+            raise ValueError("%s: not a transcript line: %r" % (where, ln))
+    if not any(op == "expect" for _, op, _ in steps):
+        raise ValueError("%s: transcript without a reply" % b.where)
+    return steps
+
+
+def shell_session(b):
+    m = SHELL.match(b.body[0])
+    if not m:
+        raise ValueError("%s: not `$ printf '...' | nc -q1 HOST PORT`: %r"
+                         % (b.where, b.body[0]))
+    replies = b.body[1:]
+    if not replies or any(not r.strip() or r.startswith("$") for r in replies):
+        raise ValueError("%s: one command, then its reply lines" % b.where)
+    return printf_bytes(m.group(1)), "%s:%s" % (m.group(2), m.group(3)), replies
+
+
+def all_examples():
+    """{doc basename: [Block]} for every doc."""
+    return {os.path.basename(d): code_blocks(os.path.join(SRCDIR, d)) for d in DOCS}
+
+
+def read_conf():
+    with open(CONF) as f:
+        # Comment lines dropped: they quote addresses too.
+        text = "".join(ln for ln in f if not ln.lstrip().startswith("#"))
+    for addr in (CONF_CLIENT, CONF_ADMIN, CONF_REDIS):
+        # The examples name these addresses; the swap below must find them.
+        assert len(re.findall(re.escape(addr) + r"\b", text)) == 1, \
+            "%s no longer appears once in conf/ratelimitd.yaml" % addr
+    return text
+
+
+def read_to_eof(sock, timeout):
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        d = sock.recv(65536)
+        if not d:
+            return data
+        data += d
+
+
+class DocsTest(DaemonTest):
+    def setUp(self):
+        super().setUp()
+        self.conf = read_conf()
+        self.redis = None
+        self.daemon = None
+        self.listeners = {}
+
+    def fresh_daemon(self, redis_down):
+        """A daemon on conf/ratelimitd.yaml with empty state."""
+        if self.daemon:
+            self.daemon.stop()
+        if redis_down:
+            if self.redis:
+                self.redis.stop()
+                self.redis = None
+            redis_addr = "127.0.0.1:%d" % free_port()
+        else:
+            if not self.redis:
+                self.redis = self.start_redis()
+            self.redis.call("FLUSHALL")
+            redis_addr = self.redis.address
+        client, admin = free_port(), free_port()
+        text = self.conf.replace(CONF_CLIENT, "127.0.0.1:%d" % client)
+        text = text.replace(CONF_ADMIN, "127.0.0.1:%d" % admin)
+        text = text.replace(CONF_REDIS, redis_addr)
+        self.daemon = self.start_daemon(config=text, port=client,
+                                        name="rl%d" % len(self._procs))
+        self.listeners = {CONF_CLIENT: client, CONF_ADMIN: admin}
+        self.redis_down = redis_down
+
+    def prepare(self, b):
+        down = b.opts.get("redis") == "down"
+        if b.opts.get("redis") not in (None, "down"):
+            self.fail("%s: redis=%s" % (b.where, b.opts["redis"]))
+        if b.opts.get("continue"):
+            self.assertIsNotNone(self.daemon, "%s: continue, but nothing before" % b.where)
+            self.assertEqual(down, self.redis_down, "%s: continue changes redis" % b.where)
+        else:
+            self.fresh_daemon(down)
+
+    def ms(self, b):
+        return int(int(b.opts["ms"]) * SLOW) if b.opts.get("ms") else 0
+
+    def run_transcript(self, b):
+        self.prepare(b)
+        listener = b.opts.get("listener", "client")
+        self.assertIn(listener, ("client", "admin"), b.where)
+        port = self.listeners[CONF_ADMIN if listener == "admin" else CONF_CLIENT]
+        c = self.daemon.client(port=port)
+        closed = False
+        try:
+            for where, op, arg in transcript_steps(b):
+                if op == "send":
+                    self.assertFalse(closed, "%s: request after the close" % where)
+                    c.sendraw(arg)
+                elif op == "closed":
+                    self.assertTrue(c.closed_by_peer(3), "%s: connection not closed" % where)
+                    closed = True
+                else:
+                    try:
+                        got = c.readline()
+                    except Exception as e:  # noqa: BLE001 - reported with position
+                        self.fail("%s: expected %r, got %r" % (where, arg, e))
+                    self.assertTrue(match_reply(reply_pattern(arg, self.ms(b)), got),
+                                    "%s: the doc says %r, the daemon %r" % (where, arg, got))
+            if not closed:
+                # Nothing more than the replies shown.
+                c.sock.shutdown(socket.SHUT_WR)
+                rest = read_to_eof(c.sock, 5 * SLOW)
+                self.assertEqual(c.buf + rest, b"", "%s: replies the doc does not show"
+                                 % b.where)
+        finally:
+            c.close()
+
+    def run_shell(self, b):
+        data, addr, replies = shell_session(b)
+        self.assertIn(addr, self.listeners or {CONF_CLIENT: 0, CONF_ADMIN: 0},
+                      "%s: %s is not a listener of conf/ratelimitd.yaml" % (b.where, addr))
+        self.prepare(b)
+        with socket.create_connection(("127.0.0.1", self.listeners[addr]), timeout=5) as s:
+            s.sendall(data)
+            s.shutdown(socket.SHUT_WR)
+            out = read_to_eof(s, 5 * SLOW)
+        got = out.decode(errors="replace").split("\n")
+        self.assertEqual(got[-1], "", "%s: last reply without LF: %r" % (b.where, out))
+        got = got[:-1]
+        self.assertEqual(len(got), len(replies), "%s: the doc shows %r, the daemon sent %r"
+                         % (b.where, replies, got))
+        for k, (want, have) in enumerate(zip(replies, got)):
+            self.assertTrue(match_reply(reply_pattern(want, self.ms(b)), have),
+                            "%s:%d: the doc says %r, the daemon %r"
+                            % (os.path.relpath(b.path, SRCDIR), b.line + 1 + k, want, have))
+
+    def run_yaml(self, b):
+        text = "\n".join(b.body) + "\n"
+        under = b.opts.get("under")
+        if under:
+            text = "%s:\n%s" % (under, "".join("  " + ln + "\n" for ln in b.body))
+        if b.opts.get("wrap"):
+            present = set(re.findall(r"^([A-Za-z_]+):", text, re.M))
+            text += "".join(v for k, v in MINIMAL_CONFIG.items() if k not in present)
+        path = os.path.join(self.tmpdir, "example-%d.yaml" % b.line)
+        with open(path, "w") as f:
+            f.write(text)
+        r = run_cli(["-t", "-c", path])
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "configuration OK"),
+                         "%s: ratelimitd -t says %s\n%s" % (b.where, r.stderr.strip(), text))
+
+    def run_doc(self, name):
+        blocks = all_examples()[name]
+        for b in blocks:
+            with self.subTest(example=b.where):
+                if b.kind == "transcript":
+                    self.run_transcript(b)
+                elif b.kind == "shell":
+                    self.run_shell(b)
+                elif b.kind == "yaml":
+                    self.run_yaml(b)
+
+    def test_readme(self):
+        self.run_doc("README.md")
+
+    def test_protocol(self):
+        self.run_doc("protocol.md")
+
+    def test_configuration(self):
+        self.run_doc("configuration.md")
+
+
+class ParserTest(unittest.TestCase):
+    """The examples must be found, or the run above proves nothing."""
+
+    def test_counts(self):
+        for name, blocks in all_examples().items():
+            counts = {}
+            for b in blocks:
+                counts[b.kind] = counts.get(b.kind, 0) + 1
+                if b.kind == "transcript":
+                    transcript_steps(b)
+                elif b.kind == "shell":
+                    shell_session(b)
+            for kind, n in MINIMUM[name].items():
+                self.assertGreaterEqual(counts.get(kind, 0), n,
+                                        "%s: %s examples found: %r" % (name, kind, counts))
+
+    def test_readme_layout(self):
+        """README's Layout names every manual, and only paths that exist."""
+        with open(os.path.join(SRCDIR, "README.md")) as f:
+            layout = f.read().split("## Layout", 1)[1]
+        named = re.findall(r"^(\S+)\s", layout, re.M)
+        for path in named:
+            if path != "```":
+                self.assertTrue(os.path.exists(os.path.join(SRCDIR, path)), path)
+        docs = sorted("docs/" + d for d in os.listdir(os.path.join(SRCDIR, "docs"))
+                      if d.endswith(".md"))
+        self.assertGreaterEqual(len(docs), 7)
+        for d in docs:
+            self.assertIn(d, named, "README.md's Layout does not list " + d)
+
+    def test_helpers(self):
+        self.assertEqual(printf_bytes(r"A\001b\tc\n\\%%"), b"A\x01b\tc\n\\%")
+        self.assertEqual(printf_bytes(r"\0"), b"\0")
+        self.assertEqual(reply_pattern("DENIED 5 0 59987 59992", 100),
+                         "DENIED 5 0 {59887..60087} {59892..60092}")
+        self.assertEqual(reply_pattern("DENIED 15 0 -1 30000", 100),
+                         "DENIED 15 0 -1 {29900..30100}")
+        self.assertEqual(reply_pattern("ALLOWED 5 5 0 0", 100), "ALLOWED 5 5 0 0")
+        self.assertFalse(match_reply(reply_pattern("DENIED 5 0 59987 59992", 100),
+                                     "DENIED 5 0 58000 59992"))
+        b = Block("x.md", 1, "", ["C: ALLOW xxx... (10 bytes)", "S: ERR line-too-long ...",
+                                  "   " + CLOSES], {})
+        self.assertEqual(transcript_steps(b)[0][2], b"ALLOW xxxx\n")
+        self.assertEqual(transcript_steps(b)[2][1], "closed")
+
+
+if __name__ == "__main__":
+    unittest.main()
