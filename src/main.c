@@ -1,6 +1,7 @@
 /* main.c - command line, start-up order, signals through the event loop, reload and shutdown. */
 #include <errno.h>
 #include <event2/event.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,10 +41,10 @@ struct daemon {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ratelimitd [-c FILE] [-t] [-V] [-h]\n"
-		   "  -c FILE  configuration file (default " CONFIG_DEFAULT_PATH ")\n"
-		   "  -t       check the configuration and exit\n"
-		   "  -V       print the version and exit\n"
-		   "  -h       print this help and exit\n");
+		   "  -c, --config FILE  configuration file (default " CONFIG_DEFAULT_PATH ")\n"
+		   "  -t, --test         check the configuration and exit\n"
+		   "  -V, --version      print the version and exit\n"
+		   "  -h, --help         print this help and exit\n");
 }
 
 /*
@@ -320,8 +321,15 @@ int main(int argc, char **argv)
 {
 	const char *path = CONFIG_DEFAULT_PATH;
 	int test_only = 0;
+	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"test", no_argument, NULL, 't'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
 	int opt;
-	while ((opt = getopt(argc, argv, "c:tVh")) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:tVh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			path = optarg;
