@@ -257,7 +257,8 @@ static void reload(struct daemon *d)
 		config_unref(cfg);
 		stats.reloads_ok++;
 		stats.last_reload_time = wall_seconds();
-		log_info("reload: configuration %s loaded (%zu policies)", d->config_path, npolicies);
+		log_info("reload: configuration %s loaded (%zu %s)", d->config_path, npolicies,
+			 log_plural(npolicies, "policy", "policies"));
 	}
 	sd_notify_ready(stats.restart_pending ? "serving; restart pending" : "serving");
 }
@@ -273,8 +274,9 @@ static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct daemon *d = arg;
-	log_warn("shutdown: %zu clients still owed replies after the grace period; closing them",
-		 server_nclients(d->srv));
+	size_t n = server_nclients(d->srv);
+	log_warn("shutdown: %zu %s still owed replies after the grace period; closing %s", n,
+		 log_plural(n, "client", "clients"), log_plural(n, "it", "them"));
 	event_base_loopbreak(d->base);
 }
 
@@ -296,8 +298,10 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	sd_notify_stopping();
 	if (d->metrics)
 		metrics_set_stopping(d->metrics);
-	log_info("%s: no longer accepting; answering %zu in-flight requests",
-		 sig == SIGINT ? "SIGINT" : "SIGTERM", store_pending(d->store));
+	size_t inflight = store_pending(d->store);
+	log_info("%s: no longer accepting; answering %zu in-flight %s",
+		 sig == SIGINT ? "SIGINT" : "SIGTERM", inflight,
+		 log_plural(inflight, "request", "requests"));
 	int64_t ms = server_config(d->srv)->redis.timeout_ms + DRAIN_GRACE_MS;
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
 	evtimer_add(d->drain_timeout, &tv);
@@ -421,8 +425,9 @@ int main(int argc, char **argv)
 			 cfg->redis.sentinel_master);
 	else
 		snprintf(redis, sizeof(redis), "redis %s", cfg->redis.address);
-	log_info("ratelimitd %s ready, listening on %s (%zu policies, %s)%s%s", RATELIMITD_VERSION,
-		 listening, cfg->npolicies, redis, cfg->metrics_listen ? "; metrics on http://" : "",
+	log_info("ratelimitd %s ready, listening on %s (%zu %s, %s)%s%s", RATELIMITD_VERSION,
+		 listening, cfg->npolicies, log_plural(cfg->npolicies, "policy", "policies"), redis,
+		 cfg->metrics_listen ? "; metrics on http://" : "",
 		 cfg->metrics_listen ? cfg->metrics_listen : "");
 	d.running = cfg; /* the server holds its own reference to the current file */
 	sd_notify_ready("serving");
