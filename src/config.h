@@ -7,7 +7,10 @@
 
 #include "policy.h"
 
+/* meson sets it from sysconfdir: where `meson install` puts the example config */
+#ifndef CONFIG_DEFAULT_PATH
 #define CONFIG_DEFAULT_PATH "/etc/ratelimitd/ratelimitd.yaml"
+#endif
 #define CONFIG_ERR_MAX 512
 
 enum config_redis_mode {

@@ -17,4 +17,10 @@ void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Logs and exits 1. */
 void log_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
+/* The word to print after a count n: log_plural(n, "policy", "policies"). */
+static inline const char *log_plural(unsigned long long n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
 #endif

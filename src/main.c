@@ -1,6 +1,7 @@
 /* main.c - command line, start-up order, signals through the event loop, reload and shutdown. */
 #include <errno.h>
 #include <event2/event.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,8 @@ struct daemon {
 	struct server *srv;
 	struct store *store;
 	struct metrics *metrics; /* NULL: no metrics endpoint */
+	/* The start-up snapshot: what runs for the keys only a restart applies. */
+	struct config *running;
 	int stopping;
 	struct event *drain_timeout;
 };
@@ -38,38 +41,159 @@ struct daemon {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ratelimitd [-c FILE] [-t] [-V] [-h]\n"
-		   "  -c FILE  configuration file (default " CONFIG_DEFAULT_PATH ")\n"
-		   "  -t       check the configuration and exit\n"
-		   "  -V       print the version and exit\n"
-		   "  -h       print this help and exit\n");
+		   "  -c, --config FILE  configuration file (default " CONFIG_DEFAULT_PATH ")\n"
+		   "  -t, --test         check the configuration and exit\n"
+		   "  -V, --version      print the version and exit\n"
+		   "  -h, --help         print this help and exit\n");
 }
 
-static int str_eq(const char *a, const char *b)
+/*
+ * Keys only a restart applies: the listeners, the metrics endpoint and the
+ * connections to Redis are set up once. A reload compares the file with
+ * the values running (the start-up snapshot), not with the previous file,
+ * so a pending restart is reported on every reload until it happens.
+ */
+enum restart_key {
+	RESTART_LISTEN,
+	RESTART_METRICS_LISTEN,
+	RESTART_REDIS_ADDRESS,
+	RESTART_REDIS_CLUSTER,
+	RESTART_REDIS_SENTINEL,
+	RESTART_REDIS_USERNAME,
+	RESTART_REDIS_PASSWORD,
+	RESTART_REDIS_DATABASE,
+	RESTART_REDIS_CONNECTIONS,
+	RESTART_N
+};
+
+static const struct {
+	const char *name;
+	int secret; /* compared, never logged */
+} restart_keys[RESTART_N] = {
+	[RESTART_LISTEN] = {"listen", 0},
+	[RESTART_METRICS_LISTEN] = {"metrics.listen", 0},
+	[RESTART_REDIS_ADDRESS] = {"redis.address", 0},
+	[RESTART_REDIS_CLUSTER] = {"redis.cluster", 0},
+	[RESTART_REDIS_SENTINEL] = {"redis.sentinel", 0},
+	[RESTART_REDIS_USERNAME] = {"redis.username", 0},
+	[RESTART_REDIS_PASSWORD] = {"redis.password", 1},
+	[RESTART_REDIS_DATABASE] = {"redis.database", 0},
+	[RESTART_REDIS_CONNECTIONS] = {"redis.connections", 0},
+};
+
+#define UNSET "(none)"
+
+static void put_addrs(FILE *f, const struct config_addrs *a)
 {
-	if (!a || !b)
-		return a == b;
-	return strcmp(a, b) == 0;
+	fputc('[', f);
+	for (size_t i = 0; i < a->n; i++)
+		fprintf(f, "%s%s", i ? ", " : "", a->addr[i]);
+	fputc(']', f);
 }
 
-/* Logs what a reload changes, and warns about what it cannot change. */
+/* Key k of c as text, "(none)" when unset or not in use; malloc'd, NULL when out of memory. */
+static char *restart_value(const struct config *c, enum restart_key k)
+{
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&s, &len);
+	if (!f)
+		return NULL;
+	const struct config_redis *r = &c->redis;
+	switch (k) {
+	case RESTART_LISTEN:
+		fputc('[', f);
+		for (size_t i = 0; i < c->nlisten; i++) {
+			const struct config_listen *l = &c->listen[i];
+			int is_unix = strncmp(l->address, "unix:", 5) == 0;
+			fprintf(f, "%s%s", i ? ", " : "", l->address);
+			if (l->admin && is_unix)
+				fprintf(f, " (admin, mode %04o)", (unsigned)l->mode);
+			else if (l->admin)
+				fputs(" (admin)", f);
+			else if (is_unix)
+				fprintf(f, " (mode %04o)", (unsigned)l->mode);
+		}
+		fputc(']', f);
+		break;
+	case RESTART_METRICS_LISTEN:
+		fputs(c->metrics_listen ? c->metrics_listen : UNSET, f);
+		break;
+	case RESTART_REDIS_ADDRESS:
+		fputs(r->mode == CONFIG_REDIS_SINGLE ? r->address : UNSET, f);
+		break;
+	case RESTART_REDIS_CLUSTER:
+		if (r->mode == CONFIG_REDIS_CLUSTER)
+			put_addrs(f, &r->cluster);
+		else
+			fputs(UNSET, f);
+		break;
+	case RESTART_REDIS_SENTINEL:
+		if (r->mode == CONFIG_REDIS_SENTINEL) {
+			fprintf(f, "master %s via ", r->sentinel_master);
+			put_addrs(f, &r->sentinels);
+		} else {
+			fputs(UNSET, f);
+		}
+		break;
+	case RESTART_REDIS_USERNAME:
+		fputs(r->username ? r->username : UNSET, f);
+		break;
+	case RESTART_REDIS_PASSWORD:
+		fputs(r->password ? r->password : UNSET, f);
+		break;
+	case RESTART_REDIS_DATABASE:
+		fprintf(f, "%d", r->database);
+		break;
+	case RESTART_REDIS_CONNECTIONS:
+		fprintf(f, "%d", r->connections);
+		break;
+	default:
+		break;
+	}
+	if (fclose(f) != 0) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+/*
+ * Warns about each restart-only key whose value in `file` differs from the
+ * one running, naming both (but never a password). Returns how many differ;
+ * a key that cannot be compared for lack of memory counts as differing.
+ */
+static int restart_check(const struct config *running, const struct config *file)
+{
+	int n = 0;
+	for (int k = 0; k < RESTART_N; k++) {
+		const char *name = restart_keys[k].name;
+		char *run = restart_value(running, (enum restart_key)k);
+		char *want = restart_value(file, (enum restart_key)k);
+		if (!run || !want) {
+			log_error("reload: out of memory comparing %s with the running value", name);
+			n++;
+		} else if (strcmp(run, want) != 0) {
+			n++;
+			if (restart_keys[k].secret)
+				log_warn("reload: %s differs from the running one (not shown); restart "
+					 "ratelimitd to apply it",
+					 name);
+			else
+				log_warn("reload: %s differs: running %s, file %s; restart ratelimitd "
+					 "to apply it",
+					 name, run, want);
+		}
+		free(run);
+		free(want);
+	}
+	return n;
+}
+
+/* Logs what a reload changes of the keys it applies (restart_check does the others). */
 static void log_changes(const struct config *old, const struct config *new)
 {
-	int listen_changed = old->nlisten != new->nlisten;
-	for (size_t i = 0; !listen_changed && i < old->nlisten; i++)
-		listen_changed = strcmp(old->listen[i].address, new->listen[i].address) != 0 ||
-				 old->listen[i].admin != new->listen[i].admin ||
-				 old->listen[i].mode != new->listen[i].mode;
-	if (listen_changed)
-		log_warn("reload: listen changed; restart ratelimitd to apply it "
-			 "(still listening on the old addresses)");
-	if (!str_eq(old->metrics_listen, new->metrics_listen))
-		log_warn("reload: metrics.listen changed; restart ratelimitd to apply it");
 	const struct config_redis *a = &old->redis, *b = &new->redis;
-	if (!str_eq(a->address, b->address) || !str_eq(a->username, b->username) ||
-	    !str_eq(a->password, b->password) || a->database != b->database ||
-	    a->connections != b->connections)
-		log_warn("reload: redis connection settings changed; restart ratelimitd to apply "
-			 "them (redis.timeout applies now)");
 	if (a->timeout_ms != b->timeout_ms)
 		log_info("reload: redis.timeout %lldms -> %lldms", (long long)a->timeout_ms,
 			 (long long)b->timeout_ms);
@@ -121,16 +245,22 @@ static void reload(struct daemon *d)
 		struct config *old = server_config(d->srv);
 		log_changes(old, cfg);
 		/* Keys that need a restart keep their running values. */
+		int pending = restart_check(d->running, cfg) > 0;
+		if (!pending && stats.restart_pending)
+			log_info("reload: listen, metrics.listen and redis connection settings match "
+				 "the running ones again; no restart pending");
+		stats.restart_pending = pending;
 		if (cfg->log_level != old->log_level)
 			log_set_level(cfg->log_level);
+		size_t npolicies = cfg->npolicies;
 		server_set_config(d->srv, cfg);
 		config_unref(cfg);
 		stats.reloads_ok++;
 		stats.last_reload_time = wall_seconds();
-		log_info("reload: configuration %s loaded (%zu policies)", d->config_path,
-			 cfg->npolicies);
+		log_info("reload: configuration %s loaded (%zu %s)", d->config_path, npolicies,
+			 log_plural(npolicies, "policy", "policies"));
 	}
-	sd_notify_ready("serving");
+	sd_notify_ready(stats.restart_pending ? "serving; restart pending" : "serving");
 }
 
 static void drained(void *arg)
@@ -144,8 +274,9 @@ static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct daemon *d = arg;
-	log_warn("shutdown: %zu clients still owed replies after the grace period; closing them",
-		 server_nclients(d->srv));
+	size_t n = server_nclients(d->srv);
+	log_warn("shutdown: %zu %s still owed replies after the grace period; closing %s", n,
+		 log_plural(n, "client", "clients"), log_plural(n, "it", "them"));
 	event_base_loopbreak(d->base);
 }
 
@@ -167,8 +298,10 @@ static void signal_cb(evutil_socket_t sig, short what, void *arg)
 	sd_notify_stopping();
 	if (d->metrics)
 		metrics_set_stopping(d->metrics);
-	log_info("%s: no longer accepting; answering %zu in-flight requests",
-		 sig == SIGINT ? "SIGINT" : "SIGTERM", store_pending(d->store));
+	size_t inflight = store_pending(d->store);
+	log_info("%s: no longer accepting; answering %zu in-flight %s",
+		 sig == SIGINT ? "SIGINT" : "SIGTERM", inflight,
+		 log_plural(inflight, "request", "requests"));
 	int64_t ms = server_config(d->srv)->redis.timeout_ms + DRAIN_GRACE_MS;
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
 	evtimer_add(d->drain_timeout, &tv);
@@ -192,8 +325,15 @@ int main(int argc, char **argv)
 {
 	const char *path = CONFIG_DEFAULT_PATH;
 	int test_only = 0;
+	static const struct option longopts[] = {
+		{"config", required_argument, NULL, 'c'},
+		{"test", no_argument, NULL, 't'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
 	int opt;
-	while ((opt = getopt(argc, argv, "c:tVh")) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:tVh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			path = optarg;
@@ -285,10 +425,11 @@ int main(int argc, char **argv)
 			 cfg->redis.sentinel_master);
 	else
 		snprintf(redis, sizeof(redis), "redis %s", cfg->redis.address);
-	log_info("ratelimitd %s ready, listening on %s (%zu policies, %s)%s%s", RATELIMITD_VERSION,
-		 listening, cfg->npolicies, redis, cfg->metrics_listen ? "; metrics on http://" : "",
+	log_info("ratelimitd %s ready, listening on %s (%zu %s, %s)%s%s", RATELIMITD_VERSION,
+		 listening, cfg->npolicies, log_plural(cfg->npolicies, "policy", "policies"), redis,
+		 cfg->metrics_listen ? "; metrics on http://" : "",
 		 cfg->metrics_listen ? cfg->metrics_listen : "");
-	config_unref(cfg); /* the server holds its own reference */
+	d.running = cfg; /* the server holds its own reference to the current file */
 	sd_notify_ready("serving");
 
 	event_base_dispatch(d.base);
@@ -296,6 +437,7 @@ int main(int argc, char **argv)
 	metrics_free(d.metrics);
 	server_free(d.srv);
 	store_free(d.store); /* answers anything still waiting; frees those clients */
+	config_unref(d.running);
 	conn_pool_free();
 	stats_free();
 	event_free(sig_hup);

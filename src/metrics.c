@@ -147,6 +147,10 @@ static void render(struct metrics *m, struct evbuffer *b)
 	       "When the running configuration was loaded, in seconds since the epoch.");
 	evbuffer_add_printf(b, "ratelimitd_config_last_reload_success_timestamp_seconds %.3f\n",
 			    stats.last_reload_time);
+	family(b, "ratelimitd_restart_pending", "gauge",
+	       "1 while the configuration file sets listen, metrics.listen or a redis connection "
+	       "setting other than the running one (a restart applies it), else 0.");
+	evbuffer_add_printf(b, "ratelimitd_restart_pending %d\n", stats.restart_pending);
 	family(b, "ratelimitd_policies", "gauge", "Policies in the running configuration.");
 	evbuffer_add_printf(b, "ratelimitd_policies %zu\n", cfg->npolicies);
 }

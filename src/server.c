@@ -202,8 +202,9 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 		evutil_closesocket(fd);
 		unsigned long long refused = ++stats.errors[STATS_ERR_TOO_MANY_CLIENTS];
 		if ((refused & (refused - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
-			log_warn("max_clients (%d) reached; %llu connections refused so far",
-				 srv->cfg->max_clients, refused);
+			log_warn("max_clients (%d) reached; %llu %s refused so far",
+				 srv->cfg->max_clients, refused,
+				 log_plural(refused, "connection", "connections"));
 		return;
 	}
 	if (sa->sa_family == AF_INET || sa->sa_family == AF_INET6) {
@@ -231,8 +232,9 @@ void server_accept_failed(struct evconnlistener *lev, struct event *resume, cons
 	}
 	/* once, then every 1000th time: the pause repeats 10 times a second */
 	if ((*paused)++ % 1000 == 0)
-		log_warn("accept on %s: %s; pausing accepts for %d ms (%llu times so far)", name,
-			 strerror(err), SERVER_ACCEPT_PAUSE_MS, *paused);
+		log_warn("accept on %s: %s; pausing accepts for %d ms (%llu %s so far)", name,
+			 strerror(err), SERVER_ACCEPT_PAUSE_MS, *paused,
+			 log_plural(*paused, "time", "times"));
 	evconnlistener_disable(lev);
 	struct timeval tv = {0, SERVER_ACCEPT_PAUSE_MS * 1000};
 	evtimer_add(resume, &tv);

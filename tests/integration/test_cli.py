@@ -1,4 +1,5 @@
-"""Command line: -t (OK / FILE:LINE:COL errors), -V, -h, bad options, missing files."""
+"""Command line: -t (OK / FILE:LINE:COL errors), -V, -h, their long forms
+(--test, --config, --version, --help), bad options, missing files."""
 
 import os
 import re
@@ -15,6 +16,14 @@ policies:
 """
 
 USAGE = re.compile(r"-c\b")
+
+
+def project_version():
+    """The version in meson.build's project(), which the binary reports."""
+    with open(os.path.join(SRCDIR, "meson.build")) as f:
+        m = re.search(r"project\([^)]*?\bversion\s*:\s*'([^']+)'", f.read(), re.S)
+    assert m, "no version in meson.build's project()"
+    return m.group(1)
 
 
 class CliTest(DaemonTest):
@@ -61,7 +70,53 @@ class CliTest(DaemonTest):
     def test_version(self):
         r = run_cli(["-V"])
         self.assertEqual(r.returncode, 0)
-        self.assertEqual(r.stdout.strip(), "ratelimitd 0.1.0")
+        self.assertEqual(r.stdout, "ratelimitd %s\n" % project_version())
+
+    def test_long_version(self):
+        r = run_cli(["--version"])
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(r.stdout, "ratelimitd %s\n" % project_version())
+
+    def test_long_help(self):
+        r = run_cli(["--help"])
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertEqual(r.stdout, run_cli(["-h"]).stdout)
+        self.assertTrue(r.stdout.startswith("usage: ratelimitd "), r.stdout)
+
+    def test_help_gives_a_long_form_for_every_option(self):
+        """Every option of the usage line is listed as "-X, --long", and the
+        long form behaves as the short one."""
+        out = run_cli(["--help"]).stdout
+        shorts = re.findall(r"\[-([a-zA-Z])\b", out.splitlines()[0])
+        self.assertEqual(sorted(shorts), ["V", "c", "h", "t"], out)
+        longs = dict(re.findall(r"^  -([a-zA-Z]), --([a-z-]+)\b", out, re.M))
+        self.assertEqual(sorted(longs), sorted(shorts), out)
+        good = self.write(BASE)
+        for short, long in longs.items():
+            args = {"c": ["-t", "-%s", good], "t": ["-%s", "-c", good]}.get(short, ["-%s"])
+            a = run_cli([x % short if x == "-%s" else x for x in args])
+            b = run_cli([x % ("-" + long) if x == "-%s" else x for x in args])
+            self.assertEqual((a.returncode, a.stdout, a.stderr),
+                             (b.returncode, b.stdout, b.stderr), "-%s vs --%s" % (short, long))
+            self.assertEqual(b.returncode, 0, "--%s: %s" % (long, b.stderr))
+
+    def test_long_config_and_test(self):
+        good = self.write(BASE)
+        for args in (["--test", "--config", good], ["--config=%s" % good, "--test"]):
+            r = run_cli(args)
+            self.assertEqual((r.returncode, r.stdout), (0, "configuration OK\n"), (args, r.stderr))
+        bad = self.write(BASE + "  bad: 5/0s\n", name="bad.yaml")
+        r = run_cli(["--test", "--config=" + bad])
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn(bad + ":7:8:", r.stderr)
+        self.assertNotIn("configuration OK", r.stdout)
+
+    def test_long_bad_option(self):
+        for args in (["--bogus"], ["--config"], ["--version=1"]):
+            r = run_cli(args)
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertRegex(r.stderr, USAGE, "usage expected on stderr for %r" % args)
+            self.assertEqual(r.stdout, "", args)
 
     def test_help(self):
         r = run_cli(["-h"])

@@ -27,6 +27,17 @@ class LifecycleTest(DaemonTest):
         with open(self.daemon.out_path, "rb") as f:
             self.assertEqual(f.read(), b"", "the daemon wrote to stdout")
 
+    def test_policy_counts_in_the_log_agree_in_number(self):
+        """The ready and reload lines say "1 policy" and "2 policies"."""
+        self.fresh({"reply": "5/60s"})
+        self.daemon.wait_log(r"^info: ratelimitd \S+ ready, listening on \S+ \(1 policy, redis ")
+        for policies, words in (({"reply": "5/60s", "big": "9/1s"}, "2 policies"),
+                                ({"big": "9/1s"}, "1 policy")):
+            n = len(self.daemon.log_lines())
+            self.daemon.reload(self.daemon_config(policies, port=self.daemon.port)[1])
+            self.daemon.wait_log(r"^info: reload: configuration \S+ loaded \(%s\)$" % words,
+                                 start=n)
+
     def test_ready_line_lists_every_listener(self):
         self.redis = self.start_redis()
         port = free_port()

@@ -127,6 +127,7 @@ class MetricsTest(DaemonTest):
         m = scrape(self.mport)
         self.assertEqual(m['ratelimitd_errors_total{code="too-many-clients"}'], 3)
         self.assertEqual(m["ratelimitd_clients"], 2)
+        self.daemon.wait_log(r"^warn: max_clients \(2\) reached; 1 connection refused so far")
         self.daemon.wait_log(r"^warn: max_clients \(2\) reached; 2 connections refused so far")
 
     def test_health_follows_redis(self):

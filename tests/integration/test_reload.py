@@ -1,5 +1,6 @@
 """SIGHUP: new snapshots apply at once, broken configs keep the old one,
-restart-only keys are reported, in-flight requests are answered."""
+restart-only keys are reported against what runs (on every reload until a
+restart, or until the file goes back), in-flight requests are answered."""
 
 import re
 import signal
@@ -8,7 +9,7 @@ import threading
 import time
 import unittest
 
-from harness import DaemonTest, free_port, make_config, wait_until
+from harness import DaemonTest, free_port, make_config, scrape_metrics, wait_until
 
 
 class ReloadTest(DaemonTest):
@@ -124,11 +125,86 @@ class ReloadTest(DaemonTest):
         self.start({"p": "2/60s"})
         other = self.start_redis()
         n = self.reload(self.cfg({"p": "3/60s"}, redis={"address": other.address}))
-        self.daemon.wait_log(r"(?i)^warn: .*restart", start=n)
+        self.daemon.wait_log(r"^warn: reload: redis\.address differs: running %s, file %s; "
+                             r"restart" % (re.escape(self.redis.address),
+                                           re.escape(other.address)), start=n)
         self.wait_peek("PEEK a p", lambda r: r == "ALLOWED 3 3 0 0")
         self.c.request("ALLOW a p")
         self.assertEqual(self.redis.keys(), [b"rl:{p:a}:s60000"])
         self.assertEqual(other.keys(), [])
+
+    def reload_done(self, text):
+        """Reloads with text; returns the log lines that reload wrote, up to
+        and including its "configuration ... loaded" line."""
+        n = self.reload(text)
+        self.daemon.wait_log(r"^info: reload: configuration .* loaded", start=n)
+        lines = self.daemon.log_lines()[n:]
+        end = next(i for i, ln in enumerate(lines) if re.search(r"configuration .* loaded", ln))
+        return lines[:end + 1]
+
+    def test_restart_pending_until_restart_or_revert(self):
+        """The file is compared with what runs, not with the previous file:
+        a second SIGHUP with the same moved listener warns again, and the
+        gauge stays 1 until the file names the running address again."""
+        mport = free_port()
+        metrics = '{listen: "127.0.0.1:%d"}' % mport
+        self.start({"p": "2/60s"}, metrics=metrics)
+        pending = lambda: scrape_metrics(mport)["ratelimitd_restart_pending"]  # noqa: E731
+        self.assertEqual(pending(), 0)
+        new_port = free_port()
+        moved = self.cfg({"p": "2/60s"}, listen=["127.0.0.1:%d" % new_port], metrics=metrics)
+        want = (r"^warn: reload: listen differs: running \[127\.0\.0\.1:%d \(admin\)\], "
+                r"file \[127\.0\.0\.1:%d \(admin\)\]; restart ratelimitd to apply it$"
+                % (self.port, new_port))
+        for attempt in (1, 2):
+            lines = self.reload_done(moved)
+            warns = [ln for ln in lines if ln.startswith("warn: ")]
+            self.assertEqual(len(warns), 1, "reload %d: %r" % (attempt, lines))
+            self.assertRegex(warns[0], want)
+            self.assertEqual(pending(), 1, "reload %d" % attempt)
+        # still listening where it started, not where the file says
+        with self.daemon.client() as c2:
+            self.assertEqual(c2.request("PING"), "PONG")
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", new_port), timeout=1).close()
+        # the file goes back to the running address: no warning, gauge 0
+        lines = self.reload_done(self.cfg({"p": "3/60s"}, metrics=metrics))
+        self.assertFalse([ln for ln in lines if ln.startswith("warn: ")], lines)
+        self.assertTrue(any(re.search(r"^info: reload: .*no restart pending$", ln)
+                            for ln in lines), lines)
+        self.assertEqual(pending(), 0)
+        # and a reload that changes nothing restart-only says nothing about it
+        lines = self.reload_done(self.cfg({"p": "4/60s"}, metrics=metrics))
+        self.assertFalse([ln for ln in lines if "restart" in ln], lines)
+        self.assertEqual(pending(), 0)
+
+    def test_restart_pending_names_each_key_and_hides_passwords(self):
+        mport = free_port()
+        metrics = '{listen: "127.0.0.1:%d"}' % mport
+        self.start({"p": "2/60s"}, metrics=metrics)
+        secret = "s3cret-%d" % free_port()
+        other_mport = free_port()
+        lines = self.reload_done(self.cfg(
+            {"p": "2/60s"}, redis={"password": secret, "database": 3},
+            metrics='{listen: "127.0.0.1:%d"}' % other_mport))
+        warns = sorted(ln for ln in lines if ln.startswith("warn: "))
+        self.assertEqual(len(warns), 3, lines)
+        self.assertRegex(warns[0], r"^warn: reload: metrics\.listen differs: running "
+                         r"127\.0\.0\.1:%d, file 127\.0\.0\.1:%d; restart" % (mport, other_mport))
+        self.assertRegex(warns[1], r"^warn: reload: redis\.database differs: running 0, "
+                         r"file 3; restart")
+        self.assertRegex(warns[2], r"^warn: reload: redis\.password differs from the running "
+                         r"one \(not shown\); restart")
+        self.assertNotIn(secret, self.daemon.log())
+        # the metrics endpoint stays where it started
+        self.assertEqual(scrape_metrics(mport)["ratelimitd_restart_pending"], 1)
+        with self.assertRaises(OSError):
+            socket.create_connection(("127.0.0.1", other_mport), timeout=1).close()
+        # requests still go to the running Redis, database 0, without AUTH
+        self.assertDecision(self.c.request("ALLOW a p"), "ALLOWED", 2, 1)
+        self.assertEqual(self.redis.keys(), [b"rl:{p:a}:s60000"])
+        self.reload_done(self.cfg({"p": "2/60s"}, metrics=metrics))
+        self.assertEqual(scrape_metrics(mport)["ratelimitd_restart_pending"], 0)
 
     def test_prefix_change_applies(self):
         self.start({"p": "5/60s"})
