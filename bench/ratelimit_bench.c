@@ -1354,7 +1354,12 @@ static int parse_rate_arg(const char *s, int64_t *count, int64_t *period_ms, con
 		memcpy(buf + len, "ms", 3);
 		len += 2;
 	}
-	return policy_parse_rate(buf, len, count, period_ms, err);
+	static char why[POLICY_ERR_MAX];
+	if (policy_parse_rate(buf, len, count, period_ms, why, sizeof(why)) < 0) {
+		*err = why;
+		return -1;
+	}
+	return 0;
 }
 
 /* --policy "sliding_window 5/60000 [20/1h ...]" | "funnel 15 30/60000" */

@@ -306,12 +306,13 @@ static void fmt_ms(int64_t ms, char *buf, size_t cap)
 
 static int set_duration(struct parser *P, const struct conf_key *k, void *dst)
 {
-	const char *s, *why;
+	const char *s;
+	char why[POLICY_ERR_MAX];
 	size_t len;
 	int64_t ms;
 	if (scalar(P, k->name, "a duration such as 50ms", &s, &len) < 0)
 		return -1;
-	if (policy_parse_duration(s, len, &ms, &why) < 0)
+	if (policy_parse_duration(s, len, &ms, why, sizeof(why)) < 0)
 		return failk(P, P->ev.start_mark, k->name, "%s", why);
 	if (ms < k->min || ms > k->max) {
 		char lo[32], hi[32];
@@ -788,7 +789,8 @@ static int set_sentinel(struct parser *P, const struct conf_key *k, void *dst)
 /* One rate string at the current event, appended to f. */
 static int add_limit(struct parser *P, struct policy_form *f, const char *key)
 {
-	const char *s, *why;
+	const char *s;
+	char why[POLICY_ERR_MAX];
 	size_t len;
 	if (scalar(P, key, "a rate such as 5/60s", &s, &len) < 0)
 		return -1;
@@ -796,7 +798,7 @@ static int add_limit(struct parser *P, struct policy_form *f, const char *key)
 		return failk(P, P->ev.start_mark, key, "too many limits (at most %d)",
 			     POLICY_MAX_LIMITS);
 	struct policy_limit *l = &f->limits[f->nlimits];
-	if (policy_parse_rate(s, len, &l->count, &l->period_ms, &why) < 0)
+	if (policy_parse_rate(s, len, &l->count, &l->period_ms, why, sizeof(why)) < 0)
 		return failk(P, P->ev.start_mark, key, "%s", why);
 	l->capacity = l->count;
 	f->limit_marks[f->nlimits++] = P->ev.start_mark;
@@ -830,11 +832,12 @@ static int set_limits(struct parser *P, const struct conf_key *k, void *dst)
 static int set_rate(struct parser *P, const struct conf_key *k, void *dst)
 {
 	struct rate *r = dst;
-	const char *s, *why;
+	const char *s;
+	char why[POLICY_ERR_MAX];
 	size_t len;
 	if (scalar(P, k->name, "a rate such as 30/60s", &s, &len) < 0)
 		return -1;
-	if (policy_parse_rate(s, len, &r->count, &r->period_ms, &why) < 0)
+	if (policy_parse_rate(s, len, &r->count, &r->period_ms, why, sizeof(why)) < 0)
 		return failk(P, P->ev.start_mark, k->name, "%s", why);
 	return 0;
 }

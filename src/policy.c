@@ -1,6 +1,7 @@
 /* policy.c - durations, rates and policy validation; pure, no I/O. */
 #include "policy.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,63 +22,214 @@ static int parse_uint(const char *s, size_t len, int64_t max, int64_t *out)
 	return 0;
 }
 
-int policy_parse_duration(const char *s, size_t len, int64_t *ms, const char **err)
+static int perr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Formats an error into err (if given); always returns -1. */
+static int perr(char *err, size_t errlen, const char *fmt, ...)
 {
+	if (err && errlen) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -1;
+}
+
+/* Input text made safe to quote in a message: printable ASCII, at most 24 bytes. */
+static const char *quote(const char *s, size_t len, char *buf, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len && n + 4 < cap && n < 24; i++)
+		buf[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	if (n < len) {
+		memcpy(buf + n, "...", 3);
+		n += 3;
+	}
+	buf[n] = '\0';
+	return buf;
+}
+
+static int is_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+static int is_letter(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* Milliseconds per unit, or -1 if `unit` is none of ms, s, m, h, d. */
+static int64_t unit_ms(const char *unit, size_t len)
+{
+	if (len == 2 && memcmp(unit, "ms", 2) == 0)
+		return 1;
+	if (len != 1)
+		return -1;
+	switch (unit[0]) {
+	case 's':
+		return 1000;
+	case 'm':
+		return 60 * 1000;
+	case 'h':
+		return 3600 * 1000;
+	case 'd':
+		return 24 * 3600 * 1000;
+	default:
+		return -1;
+	}
+}
+
+static size_t format_duration(int64_t ms, char *buf, size_t cap);
+
+#define DURATION_USAGE "a duration is an integer and a unit (ms, s, m, h, d), e.g. 60s"
+
+/*
+ * "1.5s": refused, with the whole-unit spelling when there is an exact one
+ * ("write 1500ms"). `pre` is what precedes the duration in the input (the
+ * "5/" of a rate) so the suggestion can be copied as written.
+ */
+static int fractional(const char *s, size_t len, const char *pre, char *err, size_t errlen)
+{
+	size_t i = 0, k = 0;
+	int64_t whole = 0, frac = 0, scale = 1;
+	while (i < len && is_digit(s[i]))
+		i++;
+	if (parse_uint(s, i, POLICY_MAX_PERIOD_MS, &whole) < 0 && i > 0)
+		goto plain;
+	for (i++; i < len && is_digit(s[i]); i++, k++) {
+		if (k == 9)
+			goto plain;
+		frac = frac * 10 + (s[i] - '0');
+		scale *= 10;
+	}
+	int64_t mult = unit_ms(s + i, len - i);
+	if (k == 0 || mult < 0 || whole > POLICY_MAX_PERIOD_MS / mult || (frac * mult) % scale)
+		goto plain;
+	int64_t ms = whole * mult + frac * mult / scale;
+	if (ms == 0 || ms > POLICY_MAX_PERIOD_MS)
+		goto plain;
+	char d[32];
+	format_duration(ms, d, sizeof(d));
+	return perr(err, errlen, "a duration is a whole number of a unit: write %s%s", pre, d);
+plain:
+	return perr(err, errlen, "a duration is a whole number of a unit (ms, s, m, h, d), "
+				 "without a fraction");
+}
+
+/* policy_parse_duration, with `pre` (printable) in front of suggested spellings. */
+static int parse_duration(const char *s, size_t len, const char *pre, int64_t *ms, char *err,
+			  size_t errlen)
+{
+	char q[32];
 	size_t digits = 0;
-	while (digits < len && s[digits] >= '0' && s[digits] <= '9')
+	while (digits < len && is_digit(s[digits]))
 		digits++;
-	if (digits == 0) {
-		*err = "a duration is an integer and a unit (ms, s, m, h, d), e.g. 60s";
-		return -1;
-	}
+	if (digits < len && s[digits] == '.' && digits + 1 < len && is_digit(s[digits + 1]))
+		return fractional(s, len, pre, err, errlen);
+	if (digits == 0)
+		return perr(err, errlen, DURATION_USAGE);
+	int n = (int)digits;
 	const char *unit = s + digits;
-	size_t ulen = len - digits;
-	int64_t mult;
-	if (ulen == 2 && memcmp(unit, "ms", 2) == 0)
-		mult = 1;
-	else if (ulen == 1 && unit[0] == 's')
-		mult = 1000;
-	else if (ulen == 1 && unit[0] == 'm')
-		mult = 60 * 1000;
-	else if (ulen == 1 && unit[0] == 'h')
-		mult = 3600 * 1000;
-	else if (ulen == 1 && unit[0] == 'd')
-		mult = 24 * 3600 * 1000;
-	else {
-		*err = "unknown duration unit (use ms, s, m, h or d)";
-		return -1;
+	size_t ulen = 0;
+	while (digits + ulen < len && is_letter(unit[ulen]))
+		ulen++;
+	const char *rest = unit + ulen;
+	size_t rlen = len - digits - ulen;
+	if (ulen == 0) {
+		if (rlen == 0)
+			return perr(err, errlen,
+				    "missing unit: write %s%.*ss or %s%.*sms (units: ms, s, m, h, d)",
+				    pre, n, s, pre, n, s);
+		/* "5 s": a unit after blanks, and nothing else. */
+		size_t b = 0;
+		while (b < rlen && is_blank(rest[b]))
+			b++;
+		size_t u = 0;
+		while (b + u < rlen && is_letter(rest[b + u]))
+			u++;
+		if (b > 0 && b + u == rlen && unit_ms(rest + b, u) > 0)
+			return perr(err, errlen, "no space between a number and its unit: write %s%.*s%.*s",
+				    pre, n, s, (int)u, rest + b);
+		return perr(err, errlen, DURATION_USAGE);
 	}
-	int64_t n;
-	if (parse_uint(s, digits, POLICY_MAX_PERIOD_MS, &n) < 0 || n > POLICY_MAX_PERIOD_MS / mult) {
-		*err = "duration too long (at most 366d)";
-		return -1;
+	int64_t mult = unit_ms(unit, ulen);
+	if (mult < 0) {
+		char lower[3];
+		if (ulen <= 2) {
+			for (size_t i = 0; i < ulen; i++)
+				lower[i] = (char)(unit[i] | 0x20);
+			if (rlen == 0 && unit_ms(lower, ulen) > 0)
+				return perr(err, errlen, "units are lowercase: write %s%.*s%.*s", pre, n,
+					    s, (int)ulen, lower);
+		}
+		return perr(err, errlen, "unknown duration unit \"%s\" (use ms, s, m, h or d)",
+			    quote(unit, ulen, q, sizeof(q)));
 	}
-	if (n == 0) {
-		*err = "duration must be greater than zero";
-		return -1;
-	}
-	*ms = n * mult;
+	if (rlen > 0)
+		return perr(err, errlen, "unexpected \"%s\" after %.*s%.*s",
+			    quote(rest, rlen, q, sizeof(q)), n, s, (int)ulen, unit);
+	int64_t v;
+	if (parse_uint(s, digits, POLICY_MAX_PERIOD_MS, &v) < 0 || v > POLICY_MAX_PERIOD_MS / mult)
+		return perr(err, errlen, "duration too long (at most 366d)");
+	if (v == 0)
+		return perr(err, errlen, "duration must be greater than zero");
+	*ms = v * mult;
 	return 0;
 }
 
-int policy_parse_rate(const char *s, size_t len, int64_t *count, int64_t *period_ms,
-		      const char **err)
+int policy_parse_duration(const char *s, size_t len, int64_t *ms, char *err, size_t errlen)
+{
+	return parse_duration(s, len, "", ms, err, errlen);
+}
+
+static void trim_blanks(const char **s, size_t *len)
+{
+	while (*len > 0 && is_blank(**s)) {
+		(*s)++;
+		(*len)--;
+	}
+	while (*len > 0 && is_blank((*s)[*len - 1]))
+		(*len)--;
+}
+
+int policy_parse_rate(const char *s, size_t len, int64_t *count, int64_t *period_ms, char *err,
+		      size_t errlen)
 {
 	const char *slash = memchr(s, '/', len);
-	if (!slash) {
-		*err = "a rate is COUNT/DURATION, e.g. 5/60s";
-		return -1;
+	if (!slash)
+		return perr(err, errlen, "a rate is COUNT/DURATION, e.g. 5/60s");
+	const char *c = s, *d = slash + 1;
+	size_t clen = (size_t)(slash - s), dlen = len - clen - 1;
+	/* "5 / 60s": one spelling only, the one policy_describe prints. */
+	const char *tc = c, *td = d;
+	size_t tclen = clen, tdlen = dlen;
+	trim_blanks(&tc, &tclen);
+	trim_blanks(&td, &tdlen);
+	if ((tclen != clen || tdlen != dlen) && tclen > 0 && tdlen > 0) {
+		char qc[32], qd[32];
+		return perr(err, errlen, "no spaces in a rate: write %s/%s",
+			    quote(tc, tclen, qc, sizeof(qc)), quote(td, tdlen, qd, sizeof(qd)));
 	}
-	size_t clen = (size_t)(slash - s);
-	if (parse_uint(s, clen, POLICY_MAX_COUNT, count) < 0) {
-		*err = "rate count must be an integer from 1 to 1000000000";
+	int64_t n;
+	if (parse_uint(c, clen, POLICY_MAX_COUNT, &n) < 0)
+		return perr(err, errlen, "rate count must be an integer from 1 to 1000000000");
+	if (n == 0)
+		return perr(err, errlen, "rate count must be greater than zero");
+	/* The count is digits only, so it can be quoted back as "5/". */
+	char pre[16];
+	snprintf(pre, sizeof(pre), "%lld/", (long long)n);
+	if (parse_duration(d, dlen, pre, period_ms, err, errlen) < 0)
 		return -1;
-	}
-	if (*count == 0) {
-		*err = "rate count must be greater than zero";
-		return -1;
-	}
-	return policy_parse_duration(slash + 1, len - clen - 1, period_ms, err);
+	*count = n;
+	return 0;
 }
 
 int policy_name_valid(const char *s, size_t len)

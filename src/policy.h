@@ -12,6 +12,8 @@
 #define POLICY_SLIDING_MAX_COUNT 100000
 #define POLICY_MAX_COUNT 1000000000LL
 #define POLICY_MAX_PERIOD_MS (366LL * 24 * 3600 * 1000)
+/* Room for a duration or rate error; longer ones (a wall of digits) are cut. */
+#define POLICY_ERR_MAX 160
 
 enum policy_algo { POLICY_SLIDING_WINDOW = 0, POLICY_FUNNEL = 1 };
 
@@ -43,11 +45,15 @@ struct policy {
 	enum policy_on_error on_store_error;
 };
 
-/* "250ms", "5s", "2m", "1h", "1d" -> milliseconds. 0 or -1 with *err. */
-int policy_parse_duration(const char *s, size_t len, int64_t *ms, const char **err);
-/* "5/60s" -> count 5, period 60000 ms. 0 or -1 with *err. */
-int policy_parse_rate(const char *s, size_t len, int64_t *count, int64_t *period_ms,
-		      const char **err);
+/*
+ * "250ms", "5s", "2m", "1h", "1d" -> milliseconds. 0, or -1 with a message in
+ * err (one line, printable, naming the fix: "missing unit: write 60s or
+ * 60ms ..."). err may be NULL.
+ */
+int policy_parse_duration(const char *s, size_t len, int64_t *ms, char *err, size_t errlen);
+/* "5/60s" -> count 5, period 60000 ms. 0, or -1 with a message in err. */
+int policy_parse_rate(const char *s, size_t len, int64_t *count, int64_t *period_ms, char *err,
+		      size_t errlen);
 /* [A-Za-z0-9_.-]{1,64} */
 int policy_name_valid(const char *s, size_t len);
 /* Checks a filled policy for consistency (counts, duplicate windows). */

@@ -203,7 +203,7 @@ static const struct {
 	{"policies:\n  b: 1/1s\n  a: 2/1s\n  b: 3/1s\n", "t.yaml:4:3: duplicate policy \"b\""},
 	/* bad durations */
 	{"policies: {a: 1/1s}\nredis:\n  timeout: 5x\n",
-	 "t.yaml:3:12: redis.timeout: unknown duration unit (use ms, s, m, h or d)"},
+	 "t.yaml:3:12: redis.timeout: unknown duration unit \"x\" (use ms, s, m, h or d)"},
 	{"policies: {a: 1/1s}\nredis:\n  timeout: 61s\n",
 	 "t.yaml:3:12: redis.timeout: must be from 1ms to 60s"},
 	{"policies: {a: 1/1s}\nredis:\n  timeout: 0ms\n",
@@ -337,6 +337,30 @@ static const struct {
 	{"policies:\n  a: *r\n", "t.yaml:2:6: YAML aliases are not supported"},
 	{"? [policies]\n: 1\n", "t.yaml:1:3: a key must be a plain string"},
 	{"policies:\n  [a]: 1/1s\n", "t.yaml:2:3: a policy name must be a plain string"},
+	/* a duration without its unit, in a rate and alone */
+	{"policies:\n  reply: 5/60\n",
+	 "t.yaml:2:10: policies.reply: missing unit: write 5/60s or 5/60ms (units: ms, s, m, h, d)"},
+	{"redis:\n  timeout: 50\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:12: redis.timeout: missing unit: write 50s or 50ms (units: ms, s, m, h, d)"},
+	/* fractions: the whole-unit spelling when there is one */
+	{"policies:\n  reply: 5/1.5s\n",
+	 "t.yaml:2:10: policies.reply: a duration is a whole number of a unit: write 5/1500ms"},
+	{"policies:\n  reply: 5/1.5m\n",
+	 "t.yaml:2:10: policies.reply: a duration is a whole number of a unit: write 5/90s"},
+	{"redis:\n  timeout: 0.5s\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:12: redis.timeout: a duration is a whole number of a unit: write 500ms"},
+	{"policies:\n  reply: 5/1.2345s\n",
+	 "t.yaml:2:10: policies.reply: a duration is a whole number of a unit (ms, s, m, h, d), "
+	 "without a fraction"},
+	/* spaces, case and trailing junk */
+	{"policies:\n  reply: 5 / 60s\n", "t.yaml:2:10: policies.reply: no spaces in a rate: write 5/60s"},
+	{"policies:\n  reply: 5/ 60s\n", "t.yaml:2:10: policies.reply: no spaces in a rate: write 5/60s"},
+	{"policies:\n  reply: 5/60 s\n",
+	 "t.yaml:2:10: policies.reply: no space between a number and its unit: write 5/60s"},
+	{"policies:\n  reply: 5/60S\n", "t.yaml:2:10: policies.reply: units are lowercase: write 5/60s"},
+	{"policies:\n  reply: 5/60sec\n",
+	 "t.yaml:2:10: policies.reply: unknown duration unit \"sec\" (use ms, s, m, h or d)"},
+	{"policies:\n  reply: 5/60s/2\n", "t.yaml:2:10: policies.reply: unexpected \"/2\" after 60s"},
 };
 
 START_TEST(errors)

@@ -7,13 +7,17 @@
 
 #include "policy.h"
 
+static char why[POLICY_ERR_MAX];
+
 /* Parses a NUL-terminated duration; returns the ms or -1, and the error in *err. */
 static int64_t dur(const char *s, const char **err)
 {
 	int64_t ms = -12345;
 	*err = NULL;
-	if (policy_parse_duration(s, strlen(s), &ms, err) < 0) {
-		ck_assert_ptr_nonnull(*err);
+	why[0] = '\0';
+	if (policy_parse_duration(s, strlen(s), &ms, why, sizeof(why)) < 0) {
+		*err = why;
+		ck_assert_str_ne(why, "");
 		ck_assert_int_eq(ms, -12345); /* untouched on error */
 		return -1;
 	}
@@ -69,8 +73,51 @@ START_TEST(duration_missing_unit)
 {
 	const char *err;
 	ck_assert_int_eq(dur("5", &err), -1);
-	ck_assert_str_eq(err, "unknown duration unit (use ms, s, m, h or d)");
+	ck_assert_str_eq(err, "missing unit: write 5s or 5ms (units: ms, s, m, h, d)");
 	ck_assert_int_eq(dur("60", &err), -1);
+	ck_assert_str_eq(err, "missing unit: write 60s or 60ms (units: ms, s, m, h, d)");
+}
+END_TEST
+
+/* Each malformed duration and the message that names its fix. */
+START_TEST(duration_messages)
+{
+	static const struct {
+		const char *in, *err;
+	} cases[] = {
+		{"1.5s", "a duration is a whole number of a unit: write 1500ms"},
+		{"2.5m", "a duration is a whole number of a unit: write 150s"},
+		{"0.5h", "a duration is a whole number of a unit: write 30m"},
+		{"1.5d", "a duration is a whole number of a unit: write 36h"},
+		{".5s", "a duration is a whole number of a unit: write 500ms"},
+		{"1.5ms", "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
+		{"1.5", "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
+		{"1.0000000001s",
+		 "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
+		{"400.5d", "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
+		{"5 s", "no space between a number and its unit: write 5s"},
+		{"5S", "units are lowercase: write 5s"},
+		{"5MS", "units are lowercase: write 5ms"},
+		{"5sec", "unknown duration unit \"sec\" (use ms, s, m, h or d)"},
+		{"5s ", "unexpected \" \" after 5s"},
+		{"5s\x01", "unexpected \"?\" after 5s"},
+		{"5secondsandthensomemoreletters",
+		 "unknown duration unit \"secondsandthensomemorele...\" (use ms, s, m, h or d)"},
+		{"", "a duration is an integer and a unit (ms, s, m, h, d), e.g. 60s"},
+		{"s", "a duration is an integer and a unit (ms, s, m, h, d), e.g. 60s"},
+		{"-5s", "a duration is an integer and a unit (ms, s, m, h, d), e.g. 60s"},
+	};
+	const char *err;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_msg(dur(cases[i].in, &err) == -1, "accepted \"%s\"", cases[i].in);
+		ck_assert_str_eq(err, cases[i].err);
+	}
+	/* A short buffer gets a NUL-terminated prefix; no buffer is fine too. */
+	char small[8];
+	int64_t ms;
+	ck_assert_int_eq(policy_parse_duration("1.5s", 4, &ms, small, sizeof(small)), -1);
+	ck_assert_str_eq(small, "a durat");
+	ck_assert_int_eq(policy_parse_duration("1.5s", 4, &ms, NULL, 0), -1);
 }
 END_TEST
 
@@ -78,19 +125,21 @@ START_TEST(duration_uses_len)
 {
 	/* Only len bytes count: "5s" out of "5sXYZ". */
 	int64_t ms = 0;
-	const char *err = NULL;
-	ck_assert_int_eq(policy_parse_duration("5sXYZ", 2, &ms, &err), 0);
+	ck_assert_int_eq(policy_parse_duration("5sXYZ", 2, &ms, NULL, 0), 0);
 	ck_assert_int_eq(ms, 5000);
-	ck_assert_int_eq(policy_parse_duration("5s", 1, &ms, &err), -1);
+	ck_assert_int_eq(policy_parse_duration("5s", 1, &ms, NULL, 0), -1);
 }
 END_TEST
 
 static int rate(const char *s, int64_t *count, int64_t *period, const char **err)
 {
 	*err = NULL;
-	int rc = policy_parse_rate(s, strlen(s), count, period, err);
-	if (rc < 0)
-		ck_assert_ptr_nonnull(*err);
+	why[0] = '\0';
+	int rc = policy_parse_rate(s, strlen(s), count, period, why, sizeof(why));
+	if (rc < 0) {
+		*err = why;
+		ck_assert_str_ne(why, "");
+	}
 	return rc;
 }
 
@@ -120,7 +169,21 @@ START_TEST(rate_invalid)
 	ck_assert_int_eq(rate("5", &count, &period, &err), -1);
 	ck_assert_str_eq(err, "a rate is COUNT/DURATION, e.g. 5/60s");
 	ck_assert_int_eq(rate("5/60", &count, &period, &err), -1);
-	ck_assert_str_eq(err, "unknown duration unit (use ms, s, m, h or d)");
+	ck_assert_str_eq(err, "missing unit: write 5/60s or 5/60ms (units: ms, s, m, h, d)");
+	ck_assert_int_eq(rate("5/1.5s", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "a duration is a whole number of a unit: write 5/1500ms");
+	ck_assert_int_eq(rate("5 / 60s", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "no spaces in a rate: write 5/60s");
+	ck_assert_int_eq(rate("5/\t60s", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "no spaces in a rate: write 5/60s");
+	ck_assert_int_eq(rate("05/60 s", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "no space between a number and its unit: write 5/60s");
+	ck_assert_int_eq(rate("5 x/60s", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "rate count must be an integer from 1 to 1000000000");
+	ck_assert_int_eq(rate(" /60s", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "rate count must be an integer from 1 to 1000000000");
+	ck_assert_int_eq(rate("5/1s/2s", &count, &period, &err), -1);
+	ck_assert_str_eq(err, "unexpected \"/2s\" after 1s");
 	const char *bad[] = {"", "/", "/1s", "5/", "a/1s", "-5/1s", "5/0s", "5/1s/2s", "5 /1s",
 			     "5/367d", "99999999999999999999/1s"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -339,6 +402,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, duration_overflow);
 	tcase_add_test(tc, duration_junk);
 	tcase_add_test(tc, duration_missing_unit);
+	tcase_add_test(tc, duration_messages);
 	tcase_add_test(tc, duration_uses_len);
 	suite_add_tcase(s, tc);
 
