@@ -2,9 +2,10 @@
  * fuzz_config.c - libFuzzer harness for the YAML configuration loader
  * (config_parse in src/config.c).
  *
- * The input is the whole file. On failure the error must be one printable
- * line "fuzz.yaml:LINE:COL: message" (LINE and COL 1-based and within the
- * input), and a short error buffer must hold a NUL-terminated prefix of it.
+ * The input is the whole file. On failure the error must be 1 to
+ * CONFIG_ERRORS_SHOWN printable lines "fuzz.yaml:LINE:COL: message" (LINE and
+ * COL 1-based and within the input), perhaps followed by "... and N more
+ * errors", and a short error buffer must hold a NUL-terminated prefix of it.
  * On success the snapshot must satisfy everything the rest of the daemon
  * assumes: at least one policy, sorted by unique valid names, each passing
  * policy_validate and found by config_find_policy; every setting within the
@@ -46,22 +47,48 @@ static const char *read_pos(const char *p, char end, size_t *v)
 	return p + 1;
 }
 
-static void check_error(const char *err, size_t size)
+/* One line of an error, up to its '\n' or the end: "fuzz.yaml:L:C: message". */
+static void check_error_line(const char *err, const char *end, size_t size)
 {
 	size_t nl = strlen(NAME);
-	check(err[0] != '\0', "failure without a message");
 	check(strncmp(err, NAME ":", nl + 1) == 0, "message starts with the file name");
 	size_t line, col;
 	const char *p = read_pos(err + nl + 1, ':', &line);
 	check(p != NULL, "message has :LINE:");
 	p = read_pos(p, ':', &col);
 	check(p != NULL, "message has :COL:");
-	check(*p == ' ' && p[1] != '\0', "a message follows FILE:LINE:COL: ");
+	check(*p == ' ' && p + 1 < end, "a message follows FILE:LINE:COL: ");
 	/* Every line break takes at least one byte; so does every column. */
 	check(line - 1 <= size, "LINE within the input");
 	check(col - 1 <= size, "COL within the input");
-	for (const char *q = err; *q; q++)
-		check((unsigned char)*q >= 0x20 && *q != 0x7f, "message is one printable line");
+	for (const char *q = err; q < end; q++)
+		check((unsigned char)*q >= 0x20 && *q != 0x7f, "message lines are printable");
+}
+
+static void check_error(const char *err, size_t size)
+{
+	check(err[0] != '\0', "failure without a message");
+	size_t lines = 0;
+	for (const char *p = err;;) {
+		const char *end = strchr(p, '\n');
+		if (!end)
+			end = p + strlen(p);
+		if (lines > 0 && strncmp(p, "... and ", 8) == 0) {
+			unsigned long more = strtoul(p + 8, NULL, 10);
+			char want[64];
+			snprintf(want, sizeof(want), "... and %lu more error%s", more,
+				 more == 1 ? "" : "s");
+			check(more >= 1 && *end == '\0' && strcmp(p, want) == 0,
+			      "\"... and N more errors\" is the last line");
+			break;
+		}
+		check(lines < CONFIG_ERRORS_SHOWN, "at most CONFIG_ERRORS_SHOWN lines");
+		check_error_line(p, end, size);
+		lines++;
+		if (*end == '\0')
+			break;
+		p = end + 1;
+	}
 }
 
 static int on_error_set(enum policy_on_error e)

@@ -154,6 +154,13 @@ CONFIGS = {
                                "  - {admin: yes, mode: 0777, address: 'unix:/x'}\n  - {mode: '1777'}\n"
                                "max_clients: 0\nidle_timeout: 999ms\npolicies: {a: 1/1s}\n",
     "overflow.yaml": "redis: {database: 99999999999999999999999}\npolicies:\n  a: 99999999999999999999/1s\n",
+    # every error is reported: more than 20 of them, and a line indented too far
+    "errors-many.yaml": "redis: {timeout: 50, connections: 0}\npolicies:\n"
+                        + "".join("  p%d: %d/60\n" % (i, i) for i in range(1, 31)),
+    "misindent.yaml": "policies:\n  reply:\n    limits: 5/60s\n     on_store_error: deny\n"
+                      "  login: 5/60s\n   burst: 3\n",
+    "rate-spellings.yaml": "policies:\n  a: 5 / 60s\n  b: 5/1.5s\n  c: 5/60 S\n  d: 5/60S\n"
+                           "  e: 5/.5m\n  f: 5/60s/2\n  g: {a: 5/60s\n    b: 1/1s}\n",
 }
 
 
@@ -176,7 +183,8 @@ def config_seeds():
         write("config", name, text if isinstance(text, bytes) else text.encode())
     for src, name in [("conf/ratelimitd.yaml", "conf-ratelimitd.yaml"),
                       ("tests/unit/configs/example.yaml", "contract-example.yaml"),
-                      ("tests/unit/configs/unknown-redis-key.yaml", "unknown-redis-key.yaml")]:
+                      ("tests/unit/configs/unknown-redis-key.yaml", "unknown-redis-key.yaml"),
+                      ("tests/unit/configs/three-errors.yaml", "three-errors.yaml")]:
         p = os.path.join(ROOT, src)
         if os.path.exists(p):
             write("config", name, open(p, "rb").read())

@@ -1,4 +1,4 @@
-/* config.c - YAML file -> validated config snapshot, or one "FILE:LINE:COL: message" error. */
+/* config.c - YAML file -> validated config snapshot, or every "FILE:LINE:COL: message" error. */
 #include "config.h"
 
 #include <errno.h>
@@ -38,16 +38,31 @@ struct pentry {
 	yaml_mark_t mark;
 };
 
+/* Room kept in parser.out for that last line. */
+#define ERRORS_MORE_ROOM 48
+
 struct parser {
 	yaml_parser_t yaml;
 	yaml_event_t ev; /* the current event; owned while have_ev */
 	int have_ev;
-	int failed;
+	int fatal;	  /* YAML syntax error or out of memory: stop reading */
+	int depth;	  /* mappings and sequences open, the current event's included */
+	int flow;	  /* how many of them are flow style ({...} or [...]) */
 	const char *name; /* file name for messages */
 	const char *buf;
 	size_t len;
-	char *err;
-	size_t errlen;
+	/* Every error found: nerr of them, the first `shown` in out, one per line. */
+	unsigned nerr, shown;
+	size_t outlen;
+	char out[CONFIG_ERR_MAX];
+	/* The previous event when it was a plain scalar spread over several lines
+	 * (a line indented too far continues the value above it). */
+	struct {
+		int valid, flow;
+		size_t line, end_line;
+	} ml;
+	int hinted; /* a "continues the value" message was given for hint_line */
+	size_t hint_line;
 	/* Dotted path of the enclosing mapping, for messages ("redis.", "policies.x."). */
 	char section[POLICY_NAME_MAX + 16];
 	struct config *c;
@@ -86,22 +101,42 @@ struct policy_form {
 static int fail(struct parser *P, yaml_mark_t m, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-/* Records the first error only: later ones are usually consequences of it. */
+/*
+ * Records one error and returns -1. Callers carry on where they can (the
+ * next key, the next list entry, the next policy), so one run reports every
+ * independent mistake; checks that depend on a value that failed are skipped
+ * so that no error is only a consequence of another.
+ */
 static int fail(struct parser *P, yaml_mark_t m, const char *fmt, ...)
 {
-	if (P->failed)
+	char line[1024];
+	P->nerr++;
+	int n = snprintf(line, sizeof(line), "%s:%zu:%zu: ", P->name, m.line + 1, m.column + 1);
+	if (n < 0)
 		return -1;
-	P->failed = 1;
-	if (!P->err || P->errlen == 0)
-		return -1;
-	int n = snprintf(P->err, P->errlen, "%s:%zu:%zu: ", P->name, m.line + 1, m.column + 1);
-	if (n >= 0 && (size_t)n < P->errlen) {
+	if ((size_t)n < sizeof(line)) {
 		va_list ap;
 		va_start(ap, fmt);
-		vsnprintf(P->err + n, P->errlen - (size_t)n, fmt, ap);
+		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 		va_end(ap);
 	}
+	size_t len = strlen(line);
+	if (P->shown < CONFIG_ERRORS_SHOWN &&
+	    P->outlen + 1 + len + ERRORS_MORE_ROOM < sizeof(P->out)) {
+		if (P->outlen)
+			P->out[P->outlen++] = '\n';
+		memcpy(P->out + P->outlen, line, len + 1);
+		P->outlen += len;
+		P->shown++;
+	}
 	return -1;
+}
+
+/* An error after which nothing more can be read. */
+static int fail_fatal(struct parser *P, yaml_mark_t m, const char *what)
+{
+	P->fatal = 1;
+	return fail(P, m, "%s", what);
 }
 
 /* Makes arbitrary input bytes safe to quote in a message: printable ASCII
@@ -110,7 +145,7 @@ static const char *show(const char *s, size_t len, char *buf, size_t cap)
 {
 	size_t n = 0;
 	for (size_t i = 0; i < len && n + 4 < cap; i++)
-		buf[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+		buf[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : s[i] == '\n' ? ' ' : '?';
 	if (n < len && n + 4 >= cap) {
 		memcpy(buf + n, "...", 3);
 		n += 3;
@@ -141,30 +176,117 @@ static yaml_mark_t offset_mark(const struct parser *P, size_t offset)
 	return m;
 }
 
+/* Byte offset of the start of `line` (0-based), counting line breaks as
+ * libyaml does: CR LF, CR, LF, NEL, LS and PS. */
+static size_t line_offset(const struct parser *P, size_t line)
+{
+	const unsigned char *b = (const unsigned char *)P->buf;
+	size_t i = 0, l = 0, n = P->len;
+	if (n >= 3 && memcmp(b, "\xef\xbb\xbf", 3) == 0)
+		i = 3;
+	while (l < line && i < n) {
+		if (b[i] == '\r')
+			i += i + 1 < n && b[i + 1] == '\n' ? 2 : 1;
+		else if (b[i] == '\n')
+			i++;
+		else if (b[i] == 0xc2 && i + 1 < n && b[i + 1] == 0x85)
+			i += 2;
+		else if (b[i] == 0xe2 && i + 2 < n && b[i + 1] == 0x80 &&
+			 (b[i + 2] == 0xa8 || b[i + 2] == 0xa9))
+			i += 3;
+		else {
+			i++;
+			continue;
+		}
+		l++;
+	}
+	return i;
+}
+
+/* Where the second line of a plain scalar from `line` to `end_line` starts:
+ * the first non-blank line after `line`, at its first non-blank column. */
+static yaml_mark_t continuation_mark(const struct parser *P, size_t line, size_t end_line)
+{
+	yaml_mark_t m = {0, end_line, 0};
+	for (size_t l = line + 1; l <= end_line; l++) {
+		size_t i = line_offset(P, l), col = 0;
+		while (i + col < P->len && (P->buf[i + col] == ' ' || P->buf[i + col] == '\t'))
+			col++;
+		if (i + col < P->len && P->buf[i + col] != '\n' && P->buf[i + col] != '\r') {
+			m.line = l;
+			m.column = col;
+			break;
+		}
+	}
+	return m;
+}
+
+/*
+ * The message for a line that YAML read as the continuation of the value on
+ * the line above: in block style it is indented too far, in flow style a
+ * comma is missing. `key` may be "" and `text` (the value as YAML read it)
+ * NULL: the value may be a password, never quoted.
+ */
+static int fail_continued(struct parser *P, const char *key, size_t line, size_t end_line,
+			  int flow, const char *text)
+{
+	yaml_mark_t m = continuation_mark(P, line, end_line);
+	P->hinted = 1;
+	P->hint_line = m.line;
+	return fail(P, m, "%s%sthis line continues the value on line %zu%s%s%s; %s", key,
+		    key[0] ? ": " : "", line + 1, text ? " (\"" : "", text ? text : "",
+		    text ? "\")" : "",
+		    flow ? "is a ',' or a closing bracket missing before it?"
+			 : "is it indented too far?");
+}
+
 static int yaml_fail(struct parser *P)
 {
 	const yaml_parser_t *y = &P->yaml;
 	yaml_mark_t m = y->problem_mark;
 	const char *problem = y->problem ? y->problem : "invalid YAML";
+	P->fatal = 1;
 	if (y->error == YAML_READER_ERROR)
 		m = offset_mark(P, y->problem_offset);
 	else if (y->error == YAML_MEMORY_ERROR) {
 		m = y->mark;
 		problem = "out of memory";
+	} else if (P->ml.valid && m.line == P->ml.end_line) {
+		/* "key: value" on a continuation line of a plain scalar: the real
+		 * mistake is the indentation (or comma) of that line. */
+		if (P->hinted && P->hint_line == m.line)
+			return -1;
+		return fail_continued(P, "", P->ml.line, P->ml.end_line, P->ml.flow, NULL);
 	}
 	if (y->context)
 		return fail(P, m, "YAML syntax error: %s, %s", y->context, problem);
 	return fail(P, m, "YAML syntax error: %s", problem);
 }
 
+/* A plain scalar over several lines: "5/60s\n   burst: 3" reads as "5/60s burst". */
+static int is_multiline(const yaml_event_t *ev)
+{
+	return ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+	       ev->end_mark.line > ev->start_mark.line;
+}
+
 /*
  * Advances to the next event, freeing the previous one. Anchors and aliases
  * are refused here, once for every node: nothing in a config needs them, and
- * refusing them rules out alias-expansion blowups.
+ * refusing them rules out alias-expansion blowups. Any failure here is fatal.
  */
 static int next(struct parser *P)
 {
+	if (P->fatal)
+		return -1;
+	P->ml.valid = 0;
 	if (P->have_ev) {
+		if (is_multiline(&P->ev)) {
+			P->ml.valid = 1;
+			P->ml.flow = P->flow > 0;
+			P->ml.line = P->ev.start_mark.line;
+			P->ml.end_line = P->ev.end_mark.line;
+		}
 		yaml_event_delete(&P->ev);
 		P->have_ev = 0;
 	}
@@ -174,21 +296,41 @@ static int next(struct parser *P)
 	const yaml_char_t *anchor = NULL;
 	switch (P->ev.type) {
 	case YAML_ALIAS_EVENT:
-		return fail(P, P->ev.start_mark, "YAML aliases are not supported");
+		return fail_fatal(P, P->ev.start_mark, "YAML aliases are not supported");
 	case YAML_SCALAR_EVENT:
 		anchor = P->ev.data.scalar.anchor;
 		break;
 	case YAML_SEQUENCE_START_EVENT:
 		anchor = P->ev.data.sequence_start.anchor;
+		P->depth++;
+		P->flow += P->flow || P->ev.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE;
 		break;
 	case YAML_MAPPING_START_EVENT:
 		anchor = P->ev.data.mapping_start.anchor;
+		P->depth++;
+		P->flow += P->flow || P->ev.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
+		break;
+	case YAML_SEQUENCE_END_EVENT:
+	case YAML_MAPPING_END_EVENT:
+		P->depth--;
+		if (P->flow)
+			P->flow--;
 		break;
 	default:
 		break;
 	}
 	if (anchor)
-		return fail(P, P->ev.start_mark, "YAML anchors are not supported");
+		return fail_fatal(P, P->ev.start_mark, "YAML anchors are not supported");
+	return 0;
+}
+
+/* After an error in a value: reads past the rest of it, up to the event that
+ * closes the collection at `depth` (the one the value belongs to). */
+static int skip_to(struct parser *P, int depth)
+{
+	while (P->depth > depth)
+		if (next(P) < 0)
+			return -1;
 	return 0;
 }
 
@@ -219,7 +361,8 @@ static int is_null(const yaml_event_t *ev)
 
 /* The current event as a non-null scalar without NUL bytes (a double-quoted
  * "\0" would otherwise cut strdup'ed strings short). */
-static int scalar(struct parser *P, const char *key, const char *what, const char **s, size_t *len)
+static int scalar_text(struct parser *P, const char *key, const char *what, const char **s,
+		       size_t *len)
 {
 	if (P->ev.type != YAML_SCALAR_EVENT || is_null(&P->ev))
 		return failk(P, P->ev.start_mark, key, "expected %s", what);
@@ -227,6 +370,21 @@ static int scalar(struct parser *P, const char *key, const char *what, const cha
 	*len = P->ev.data.scalar.length;
 	if (memchr(*s, '\0', *len))
 		return failk(P, P->ev.start_mark, key, "must not contain a NUL byte");
+	return 0;
+}
+
+/* scalar_text() on one line: every value but a free-form string is a single
+ * token, so a plain scalar over two lines means the second is misplaced. */
+static int scalar(struct parser *P, const char *key, const char *what, const char **s, size_t *len)
+{
+	if (scalar_text(P, key, what, s, len) < 0)
+		return -1;
+	if (is_multiline(&P->ev)) {
+		char path[POLICY_NAME_MAX + 80], text[48];
+		snprintf(path, sizeof(path), "%s%s", P->section, key);
+		return fail_continued(P, path, P->ev.start_mark.line, P->ev.end_mark.line,
+				      P->flow > 0, show(*s, *len, text, sizeof(text)));
+	}
 	return 0;
 }
 
@@ -255,7 +413,7 @@ static int dup_string(struct parser *P, char **dst, const char *s, size_t len)
 {
 	char *copy = strndup(s, len);
 	if (!copy)
-		return fail(P, P->ev.start_mark, "out of memory");
+		return fail_fatal(P, P->ev.start_mark, "out of memory");
 	free(*dst);
 	*dst = copy;
 	return 0;
@@ -328,7 +486,7 @@ static int set_string(struct parser *P, const struct conf_key *k, void *dst)
 {
 	const char *s;
 	size_t len;
-	if (scalar(P, k->name, "a string", &s, &len) < 0)
+	if (scalar_text(P, k->name, "a string", &s, &len) < 0)
 		return -1;
 	if (len == 0)
 		return failk(P, P->ev.start_mark, k->name, "must not be empty");
@@ -535,15 +693,16 @@ static int listen_entry(struct parser *P, const char *key, struct config_listen 
 		if (address_scalar(P, key, &s, &len) < 0)
 			return -1;
 		l->address = strndup(s, len);
-		return l->address ? 0 : fail(P, P->ev.start_mark, "out of memory");
+		return l->address ? 0 : fail_fatal(P, P->ev.start_mark, "out of memory");
 	}
 	yaml_mark_t start = P->ev.start_mark;
 	unsigned seen;
 	yaml_mark_t marks[LK_N];
 	snprintf(P->section, sizeof(P->section), "listen.");
-	if (parse_map(P, listen_keys, LK_N, l, &seen, marks) < 0)
-		return -1;
+	int rc = parse_map(P, listen_keys, LK_N, l, &seen, marks);
 	P->section[0] = '\0';
+	if (rc < 0)
+		return -1;
 	if (!(seen & (1u << LK_ADDRESS)))
 		return failk(P, start, key, "an entry needs an address");
 	if ((seen & (1u << LK_MODE)) && strncmp(l->address, "unix:", 5) != 0)
@@ -558,6 +717,8 @@ static int set_listen(struct parser *P, const struct conf_key *k, void *dst)
 		return failk(P, P->ev.start_mark, k->name, "expected a list of addresses");
 	yaml_mark_t start = P->ev.start_mark;
 	size_t cap = 0;
+	unsigned nerr = P->nerr;
+	int depth = P->depth;
 	free_listen(c); /* the default */
 	for (;;) {
 		if (next(P) < 0)
@@ -565,15 +726,50 @@ static int set_listen(struct parser *P, const struct conf_key *k, void *dst)
 		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
 			break;
 		if (grow((void **)&c->listen, &cap, c->nlisten, sizeof(*c->listen)) < 0)
-			return fail(P, P->ev.start_mark, "out of memory");
+			return fail_fatal(P, P->ev.start_mark, "out of memory");
 		struct config_listen *l = &c->listen[c->nlisten];
 		memset(l, 0, sizeof(*l));
 		c->nlisten++; /* counted now so free_listen releases a half-read entry */
-		if (listen_entry(P, k->name, l) < 0)
+		if (listen_entry(P, k->name, l) < 0 && skip_to(P, depth) < 0)
 			return -1;
 	}
+	if (P->nerr != nerr)
+		return -1;
 	if (c->nlisten == 0)
 		return failk(P, start, k->name, "at least one address is required");
+	return 0;
+}
+
+/* The key at the current event: its index in keys, or -1 when it is not a
+ * string, unknown or repeated. */
+static int map_key(struct parser *P, const struct conf_key *keys, size_t nkeys, unsigned *seen,
+		   yaml_mark_t *marks, size_t *index)
+{
+	yaml_mark_t km = P->ev.start_mark;
+	if (P->ev.type != YAML_SCALAR_EVENT)
+		return fail(P, km, "a key must be a plain string");
+	const char *s = (const char *)P->ev.data.scalar.value;
+	size_t len = P->ev.data.scalar.length;
+	size_t i;
+	for (i = 0; i < nkeys; i++)
+		if (strlen(keys[i].name) == len && memcmp(keys[i].name, s, len) == 0)
+			break;
+	char shown[48];
+	if (i == nkeys) {
+		/* "password:SECRET" (no space) is one scalar: quote only what comes
+		 * before a ':' or '=' so a mistyped secret is never echoed. */
+		size_t keep = 0;
+		while (keep < len && s[keep] != ':' && s[keep] != '=' && s[keep] != ' ')
+			keep++;
+		return fail(P, km, "unknown key \"%s%s%s\"%s", P->section,
+			    show(s, keep, shown, sizeof(shown)), keep < len ? "..." : "",
+			    keep < len ? " (a space is needed after ':')" : "");
+	}
+	if (*seen & (1u << i))
+		return fail(P, km, "duplicate key \"%s%s\"", P->section, keys[i].name);
+	*seen |= 1u << i;
+	marks[i] = km;
+	*index = i;
 	return 0;
 }
 
@@ -581,43 +777,33 @@ static int set_listen(struct parser *P, const struct conf_key *k, void *dst)
  * Reads a mapping (current event: MAPPING_START) against a key table, up to
  * and including its MAPPING_END. Unknown and repeated keys are errors.
  * seen gets bit i for keys[i]; marks[i] the position of that key.
+ * A key or value in error is reported and skipped, and reading goes on with
+ * the next key; -1 then tells the caller not to check the mapping as a whole.
  */
 static int parse_map(struct parser *P, const struct conf_key *keys, size_t nkeys, void *base,
 		     unsigned *seen, yaml_mark_t *marks)
 {
+	unsigned nerr = P->nerr;
+	int depth = P->depth;
+	size_t section = strlen(P->section);
 	*seen = 0;
 	for (;;) {
 		if (next(P) < 0)
 			return -1;
 		if (P->ev.type == YAML_MAPPING_END_EVENT)
-			return 0;
-		yaml_mark_t km = P->ev.start_mark;
-		if (P->ev.type != YAML_SCALAR_EVENT)
-			return fail(P, km, "a key must be a plain string");
-		const char *s = (const char *)P->ev.data.scalar.value;
-		size_t len = P->ev.data.scalar.length;
-		size_t i;
-		for (i = 0; i < nkeys; i++)
-			if (strlen(keys[i].name) == len && memcmp(keys[i].name, s, len) == 0)
-				break;
-		char shown[48];
-		if (i == nkeys) {
-			/* "password:SECRET" (no space) is one scalar: quote only what comes
-			 * before a ':' or '=' so a mistyped secret is never echoed. */
-			size_t keep = 0;
-			while (keep < len && s[keep] != ':' && s[keep] != '=' && s[keep] != ' ')
-				keep++;
-			return fail(P, km, "unknown key \"%s%s%s\"%s", P->section,
-				    show(s, keep, shown, sizeof(shown)), keep < len ? "..." : "",
-				    keep < len ? " (a space is needed after ':')" : "");
+			return P->nerr == nerr ? 0 : -1;
+		size_t i = 0;
+		if (map_key(P, keys, nkeys, seen, marks, &i) < 0) {
+			/* skip the key (if it is a collection) and its value */
+			if (skip_to(P, depth) < 0 || next(P) < 0 || skip_to(P, depth) < 0)
+				return -1;
+			continue;
 		}
-		if (*seen & (1u << i))
-			return fail(P, km, "duplicate key \"%s%s\"", P->section, keys[i].name);
-		*seen |= 1u << i;
-		marks[i] = km;
 		if (next(P) < 0)
 			return -1;
-		if (keys[i].set(P, &keys[i], (char *)base + keys[i].offset) < 0)
+		int rc = keys[i].set(P, &keys[i], (char *)base + keys[i].offset);
+		P->section[section] = '\0'; /* nested sections extend this one */
+		if (rc < 0 && skip_to(P, depth) < 0)
 			return -1;
 	}
 }
@@ -742,6 +928,8 @@ static int set_addr_list(struct parser *P, const struct conf_key *k, void *dst)
 		return failk(P, P->ev.start_mark, k->name, "expected a list of host:port");
 	yaml_mark_t start = P->ev.start_mark;
 	size_t cap = 0;
+	unsigned nerr = P->nerr;
+	int depth = P->depth;
 	free_addrs(a);
 	for (;;) {
 		const char *s;
@@ -750,17 +938,24 @@ static int set_addr_list(struct parser *P, const struct conf_key *k, void *dst)
 			return -1;
 		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
 			break;
-		if (address_scalar(P, k->name, &s, &len) < 0)
-			return -1;
-		if (len >= 5 && memcmp(s, "unix:", 5) == 0)
-			return failk(P, P->ev.start_mark, k->name, "expected host:port, not a unix socket");
+		if (address_scalar(P, k->name, &s, &len) < 0) {
+			if (skip_to(P, depth) < 0)
+				return -1;
+			continue;
+		}
+		if (len >= 5 && memcmp(s, "unix:", 5) == 0) {
+			failk(P, P->ev.start_mark, k->name, "expected host:port, not a unix socket");
+			continue;
+		}
 		if (grow((void **)&a->addr, &cap, a->n, sizeof(*a->addr)) < 0)
-			return fail(P, P->ev.start_mark, "out of memory");
+			return fail_fatal(P, P->ev.start_mark, "out of memory");
 		a->addr[a->n] = strndup(s, len);
 		if (!a->addr[a->n])
-			return fail(P, P->ev.start_mark, "out of memory");
+			return fail_fatal(P, P->ev.start_mark, "out of memory");
 		a->n++;
 	}
+	if (P->nerr != nerr)
+		return -1;
 	if (a->n == 0)
 		return failk(P, start, k->name, "at least one address is required");
 	return 0;
@@ -786,23 +981,20 @@ static int set_sentinel(struct parser *P, const struct conf_key *k, void *dst)
 	return 0;
 }
 
-/* One rate string at the current event, appended to f. */
+/* One rate string at the current event, appended to f; a bad one counts
+ * too, towards POLICY_MAX_LIMITS (the caller checks there is room). */
 static int add_limit(struct parser *P, struct policy_form *f, const char *key)
 {
 	const char *s;
 	char why[POLICY_ERR_MAX];
 	size_t len;
-	if (scalar(P, key, "a rate such as 5/60s", &s, &len) < 0)
-		return -1;
-	if (f->nlimits == POLICY_MAX_LIMITS)
-		return failk(P, P->ev.start_mark, key, "too many limits (at most %d)",
-			     POLICY_MAX_LIMITS);
+	int rc = scalar(P, key, "a rate such as 5/60s", &s, &len);
 	struct policy_limit *l = &f->limits[f->nlimits];
-	if (policy_parse_rate(s, len, &l->count, &l->period_ms, why, sizeof(why)) < 0)
-		return failk(P, P->ev.start_mark, key, "%s", why);
+	if (rc == 0 && policy_parse_rate(s, len, &l->count, &l->period_ms, why, sizeof(why)) < 0)
+		rc = failk(P, P->ev.start_mark, key, "%s", why);
 	l->capacity = l->count;
 	f->limit_marks[f->nlimits++] = P->ev.start_mark;
-	return 0;
+	return rc;
 }
 
 /* A single rate or a list of rates. */
@@ -811,14 +1003,25 @@ static int parse_limits(struct parser *P, struct policy_form *f, const char *key
 	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
 		return add_limit(P, f, key);
 	yaml_mark_t start = P->ev.start_mark;
+	unsigned nerr = P->nerr;
+	int depth = P->depth;
 	for (;;) {
 		if (next(P) < 0)
 			return -1;
 		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
 			break;
-		if (add_limit(P, f, key) < 0)
+		if (f->nlimits == POLICY_MAX_LIMITS) {
+			/* once: the rest of the list is skipped */
+			failk(P, P->ev.start_mark, key, "too many limits (at most %d)",
+			      POLICY_MAX_LIMITS);
+			skip_to(P, depth - 1);
+			return -1;
+		}
+		if (add_limit(P, f, key) < 0 && skip_to(P, depth) < 0)
 			return -1;
 	}
+	if (P->nerr != nerr)
+		return -1;
 	if (f->nlimits == 0)
 		return failk(P, start, key, "at least one rate is required");
 	return 0;
@@ -955,6 +1158,8 @@ static int set_policies(struct parser *P, const struct conf_key *k, void *dst)
 		return failk(P, P->ev.start_mark, k->name,
 			     "expected a mapping of policy names to limits");
 	yaml_mark_t start = P->ev.start_mark;
+	unsigned nerr = P->nerr;
+	int depth = P->depth;
 	snprintf(P->section, sizeof(P->section), "policies.");
 	for (;;) {
 		if (next(P) < 0)
@@ -962,34 +1167,45 @@ static int set_policies(struct parser *P, const struct conf_key *k, void *dst)
 		if (P->ev.type == YAML_MAPPING_END_EVENT)
 			break;
 		yaml_mark_t km = P->ev.start_mark;
+		const char *s = NULL;
+		size_t len = 0;
 		if (P->ev.type != YAML_SCALAR_EVENT)
-			return fail(P, km, "a policy name must be a plain string");
-		const char *s = (const char *)P->ev.data.scalar.value;
-		size_t len = P->ev.data.scalar.length;
-		if (!policy_name_valid(s, len))
-			return fail(P, km, "policy name must be 1 to %d characters of A-Z a-z 0-9 _ . -",
-				    POLICY_NAME_MAX);
+			fail(P, km, "a policy name must be a plain string");
+		else if (s = (const char *)P->ev.data.scalar.value, len = P->ev.data.scalar.length,
+			 !policy_name_valid(s, len))
+			fail(P, km, "policy name must be 1 to %d characters of A-Z a-z 0-9 _ . -",
+			     POLICY_NAME_MAX);
+		if (!s || !policy_name_valid(s, len)) {
+			if (skip_to(P, depth) < 0 || next(P) < 0 || skip_to(P, depth) < 0)
+				return -1;
+			continue;
+		}
 		if (grow((void **)&P->pol, &P->cappol, P->npol, sizeof(*P->pol)) < 0)
-			return fail(P, km, "out of memory");
-		struct pentry *e = &P->pol[P->npol];
+			return fail_fatal(P, km, "out of memory");
+		/* Kept even when its value is bad, so that a duplicate name is still found. */
+		struct pentry *e = &P->pol[P->npol++];
 		memset(e, 0, sizeof(*e));
 		memcpy(e->p.name, s, len);
 		e->p.name_len = len;
 		e->mark = km;
-		if (next(P) < 0 || parse_policy(P, &e->p, e->p.name) < 0)
+		if (next(P) < 0)
 			return -1;
-		P->npol++;
+		if (parse_policy(P, &e->p, e->p.name) < 0 && skip_to(P, depth) < 0)
+			return -1;
 	}
 	P->section[0] = '\0';
-	if (P->npol == 0)
+	if (P->npol == 0 && P->nerr == nerr)
 		return failk(P, start, k->name, "at least one policy is required");
-	qsort(P->pol, P->npol, sizeof(*P->pol), pentry_cmp);
+	if (P->npol > 1)
+		qsort(P->pol, P->npol, sizeof(*P->pol), pentry_cmp);
 	for (size_t i = 1; i < P->npol; i++)
 		if (name_cmp(&P->pol[i - 1].p, &P->pol[i].p) == 0)
-			return fail(P, P->pol[i].mark, "duplicate policy \"%s\"", P->pol[i].p.name);
+			fail(P, P->pol[i].mark, "duplicate policy \"%s\"", P->pol[i].p.name);
+	if (P->nerr != nerr)
+		return -1;
 	c->policies = calloc(P->npol, sizeof(*c->policies));
 	if (!c->policies)
-		return fail(P, start, "out of memory");
+		return fail_fatal(P, start, "out of memory");
 	for (size_t i = 0; i < P->npol; i++)
 		c->policies[i] = P->pol[i].p;
 	c->npolicies = P->npol;
@@ -1061,17 +1277,17 @@ static int parse_stream(struct parser *P)
 		return fail(P, root, "the top level must be a mapping of keys");
 	unsigned seen;
 	yaml_mark_t marks[TK_N];
-	if (parse_map(P, top_keys, TK_N, P->c, &seen, marks) < 0)
+	if (parse_map(P, top_keys, TK_N, P->c, &seen, marks) < 0 && P->fatal)
 		return -1;
 	if (!(seen & (1u << TK_POLICIES)))
-		return fail(P, root, "policies: required, with at least one policy");
+		fail(P, root, "policies: required, with at least one policy");
 	if (next(P) < 0) /* DOCUMENT_END */
 		return -1;
 	if (next(P) < 0)
 		return -1;
 	if (P->ev.type != YAML_STREAM_END_EVENT)
-		return fail(P, P->ev.start_mark, "only one YAML document is allowed");
-	return 0;
+		fail(P, P->ev.start_mark, "only one YAML document is allowed");
+	return P->nerr ? -1 : 0;
 }
 
 static void config_free(struct config *c)
@@ -1098,10 +1314,6 @@ struct config *config_parse(const char *name, const char *buf, size_t len, char 
 	P.name = name ? name : "<config>";
 	P.buf = buf ? buf : "";
 	P.len = buf ? len : 0;
-	P.err = err;
-	P.errlen = errlen;
-	if (err && errlen)
-		err[0] = '\0';
 
 	int rc = -1, yaml_ready = 0;
 	struct config *c = calloc(1, sizeof(*c));
@@ -1109,7 +1321,7 @@ struct config *config_parse(const char *name, const char *buf, size_t len, char 
 	if (!c || config_defaults(c) < 0 || !(c->path = strdup(P.name)) ||
 	    !(yaml_ready = yaml_parser_initialize(&P.yaml))) {
 		yaml_mark_t none = {0, 0, 0};
-		fail(&P, none, "out of memory");
+		fail_fatal(&P, none, "out of memory");
 		goto out;
 	}
 	yaml_parser_set_input_string(&P.yaml, (const unsigned char *)P.buf, P.len);
@@ -1120,7 +1332,12 @@ out:
 	if (yaml_ready)
 		yaml_parser_delete(&P.yaml);
 	free(P.pol);
-	if (rc < 0) {
+	if (rc < 0 || P.nerr) {
+		if (P.nerr > P.shown)
+			snprintf(P.out + P.outlen, sizeof(P.out) - P.outlen, "\n... and %u more error%s",
+				 P.nerr - P.shown, P.nerr - P.shown == 1 ? "" : "s");
+		if (err && errlen)
+			snprintf(err, errlen, "%s", P.out);
 		if (c)
 			config_free(c);
 		return NULL;
@@ -1171,6 +1388,17 @@ out:
 		fclose(f);
 	free(buf);
 	return c;
+}
+
+void config_log_errors(const char *context, const char *err)
+{
+	const char *p = err;
+	do {
+		const char *nl = strchr(p, '\n');
+		int len = nl ? (int)(nl - p) : (int)strlen(p);
+		log_error("%s%.*s", context, len, p);
+		p = nl ? nl + 1 : NULL;
+	} while (p);
 }
 
 void config_ref(struct config *c)

@@ -11,7 +11,9 @@
 #ifndef CONFIG_DEFAULT_PATH
 #define CONFIG_DEFAULT_PATH "/etc/ratelimitd/ratelimitd.yaml"
 #endif
-#define CONFIG_ERR_MAX 512
+/* Room for every message config_load gives: up to CONFIG_ERRORS_SHOWN lines. */
+#define CONFIG_ERR_MAX 8192
+#define CONFIG_ERRORS_SHOWN 20
 
 enum config_redis_mode {
 	CONFIG_REDIS_SINGLE,   /* one Redis at `address` */
@@ -69,13 +71,19 @@ struct config {
 };
 
 /*
- * Loads and validates `path`. NULL on failure with "FILE:LINE:COL: message"
- * in err. The result has refs == 1.
+ * Loads and validates `path`. The result has refs == 1. NULL on failure, with
+ * in err every error found, one "FILE:LINE:COL: message" per line (lines
+ * separated by '\n', no final newline): the first CONFIG_ERRORS_SHOWN, then
+ * "... and N more errors" if there were more. A YAML syntax error ends the
+ * search (it is the last line). A file that cannot be read gives one line,
+ * "FILE: cannot read: reason". err is cut short to fit errlen.
  */
 struct config *config_load(const char *path, char *err, size_t errlen);
 /* Same from memory; `name` stands for the file in error messages. */
 struct config *config_parse(const char *name, const char *buf, size_t len, char *err,
 			    size_t errlen);
+/* Logs each line of a config_load error at error level, after `context`. */
+void config_log_errors(const char *context, const char *err);
 void config_ref(struct config *c);
 void config_unref(struct config *c);
 

@@ -239,7 +239,7 @@ static void reload(struct daemon *d)
 	sd_notify_reloading();
 	struct config *cfg = config_load(d->config_path, err, sizeof(err));
 	if (!cfg) {
-		log_error("reload failed, keeping the running configuration: %s", err);
+		config_log_errors("reload failed, keeping the running configuration: ", err);
 		stats.reloads_failed++;
 	} else {
 		struct config *old = server_config(d->srv);
@@ -363,7 +363,7 @@ int main(int argc, char **argv)
 		if (test_only)
 			fprintf(stderr, "%s\n", err);
 		else
-			log_error("%s", err);
+			config_log_errors("", err);
 		return 1;
 	}
 	if (test_only) {

@@ -335,7 +335,8 @@ static const struct {
 	/* anchors, aliases, complex keys */
 	{"policies:\n  a: &r 1/1s\n  b: *r\n", "t.yaml:2:6: YAML anchors are not supported"},
 	{"policies:\n  a: *r\n", "t.yaml:2:6: YAML aliases are not supported"},
-	{"? [policies]\n: 1\n", "t.yaml:1:3: a key must be a plain string"},
+	{"? [policies]\n: 1\n", "t.yaml:1:3: a key must be a plain string\n"
+				 "t.yaml:1:1: policies: required, with at least one policy"},
 	{"policies:\n  [a]: 1/1s\n", "t.yaml:2:3: a policy name must be a plain string"},
 	/* a duration without its unit, in a rate and alone */
 	{"policies:\n  reply: 5/60\n",
@@ -361,6 +362,54 @@ static const struct {
 	{"policies:\n  reply: 5/60sec\n",
 	 "t.yaml:2:10: policies.reply: unknown duration unit \"sec\" (use ms, s, m, h or d)"},
 	{"policies:\n  reply: 5/60s/2\n", "t.yaml:2:10: policies.reply: unexpected \"/2\" after 60s"},
+	/* a line indented too far continues the value above it */
+	{"policies:\n  reply:\n    limits: 5/60s\n     on_store_error: deny\n",
+	 "t.yaml:4:6: policies.reply.limits: this line continues the value on line 3 "
+	 "(\"5/60s on_store_error\"); is it indented too far?"},
+	{"policies:\n  reply: 5/60s\n   login: 3/1s\n",
+	 "t.yaml:3:4: policies.reply: this line continues the value on line 2 (\"5/60s login\"); "
+	 "is it indented too far?"},
+	{"policies:\n  up:\n    algorithm: funnel\n    rate: 5/60s\n\n     capacity: 3\n",
+	 "t.yaml:6:6: policies.up.rate: this line continues the value on line 4 "
+	 "(\"5/60s capacity\"); is it indented too far?"},
+	{"policies:\n  a:\n    - 5/60s\n     - 3/1s\n",
+	 "t.yaml:4:6: policies.a: this line continues the value on line 3 (\"5/60s - 3/1s\"); "
+	 "is it indented too far?"},
+	/* a string may be a password: the value is not quoted */
+	{"redis:\n  password: s3cret\n   database: 1\npolicies: {a: 1/1s}\n",
+	 "t.yaml:3:4: this line continues the value on line 2; is it indented too far?"},
+	{"redis:\n  pasword: s3cret\n   database: 1\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:3: unknown key \"redis.pasword\"\n"
+	 "t.yaml:3:4: this line continues the value on line 2; is it indented too far?"},
+	{"policies: {a: 5/60s\n  b: 1/1s}\n",
+	 "t.yaml:2:3: policies.a: this line continues the value on line 1 (\"5/60s b\"); "
+	 "is a ',' or a closing bracket missing before it?"},
+	/* independent errors are all reported; those that follow from one are not */
+	{"redis: {timeout: 50, connections: 0}\nprefix: \"a b\"\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:18: redis.timeout: missing unit: write 50s or 50ms (units: ms, s, m, h, d)\n"
+	 "t.yaml:1:35: redis.connections: must be an integer from 1 to 64\n"
+	 "t.yaml:2:9: prefix: must not contain '{', '}', whitespace or control characters"},
+	{"listen: [localhost, \"127.0.0.1:0\", 127.0.0.1:1]\nbogus: {x: [1]}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:10: listen: expected host:port, [IPv6]:port or unix:/path\n"
+	 "t.yaml:1:21: listen: port must be an integer from 1 to 65535\n"
+	 "t.yaml:2:1: unknown key \"bogus\""},
+	{"policies:\n  up: {algorithm: funnel, capacity: 5, rate: 5/60}\n  a b: {x: 1}\n"
+	 "  b: [1/1s, 2/1x, 3/1s]\n  b: 1/1s\n",
+	 "t.yaml:2:46: policies.up.rate: missing unit: write 5/60s or 5/60ms (units: ms, s, m, h, d)\n"
+	 "t.yaml:3:3: policy name must be 1 to 64 characters of A-Z a-z 0-9 _ . -\n"
+	 "t.yaml:4:13: policies.b: unknown duration unit \"x\" (use ms, s, m, h or d)\n"
+	 "t.yaml:5:3: duplicate policy \"b\""},
+	{"policies:\n  a: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s, 1/9s, 1/10s]\n  b: 5/60\n",
+	 "t.yaml:2:55: policies.a: too many limits (at most 8)\n"
+	 "t.yaml:3:6: policies.b: missing unit: write 5/60s or 5/60ms (units: ms, s, m, h, d)"},
+	/* a YAML syntax error ends the search */
+	{"policies:\n  a: 5/60\n  b: 1/1s\n c: 5/60\n",
+	 "t.yaml:2:6: policies.a: missing unit: write 5/60s or 5/60ms (units: ms, s, m, h, d)\n"
+	 "t.yaml:4:2: YAML syntax error: while parsing a block mapping, did not find expected key"},
+	{"policies:\n  a: 5/60\n  b: [1/1s\n  c: 5/60\n",
+	 "t.yaml:2:6: policies.a: missing unit: write 5/60s or 5/60ms (units: ms, s, m, h, d)\n"
+	 "t.yaml:4:3: policies.b: this line continues the value on line 3 (\"1/1s c\"); "
+	 "is a ',' or a closing bracket missing before it?"},
 };
 
 START_TEST(errors)
@@ -378,6 +427,59 @@ START_TEST(error_from_file)
 	struct config *c = config_load(CONFIGS "unknown-redis-key.yaml", err, sizeof(err));
 	ck_assert_ptr_null(c);
 	ck_assert_str_eq(err, CONFIGS "unknown-redis-key.yaml:4:3: unknown key \"redis.adress\"");
+}
+END_TEST
+
+START_TEST(three_errors_from_file)
+{
+	struct config *c = config_load(CONFIGS "three-errors.yaml", err, sizeof(err));
+	ck_assert_ptr_null(c);
+	ck_assert_str_eq(err,
+			 CONFIGS "three-errors.yaml:4:12: redis.timeout: missing unit: write 50s or 50ms "
+				 "(units: ms, s, m, h, d)\n" CONFIGS
+				 "three-errors.yaml:6:10: policies.reply: missing unit: write 5/60s or "
+				 "5/60ms (units: ms, s, m, h, d)\n" CONFIGS
+				 "three-errors.yaml:11:11: policies.upload.rate: no spaces in a rate: write "
+				 "30/60s");
+}
+END_TEST
+
+/* 30 bad policies: the first 20 errors, then how many more there were. */
+START_TEST(errors_capped)
+{
+	char yaml[2048], want[CONFIG_ERR_MAX];
+	size_t n = (size_t)snprintf(yaml, sizeof(yaml), "policies:\n"), w = 0;
+	for (int i = 1; i <= 30; i++) {
+		n += (size_t)snprintf(yaml + n, sizeof(yaml) - n, "  p%d: %d/60\n", i, i);
+		if (i <= CONFIG_ERRORS_SHOWN)
+			w += (size_t)snprintf(want + w, sizeof(want) - w,
+					      "t.yaml:%d:%d: policies.p%d: missing unit: write %d/60s or "
+					      "%d/60ms (units: ms, s, m, h, d)\n",
+					      i + 1, i < 10 ? 7 : 8, i, i, i);
+	}
+	snprintf(want + w, sizeof(want) - w, "... and 10 more errors");
+	ck_assert_ptr_null(parse(yaml));
+	ck_assert_str_eq(err, want);
+
+	/* 21: exactly one more */
+	snprintf(yaml + n, sizeof(yaml) - n, "bogus: 1\n");
+	ck_assert_ptr_null(parse(yaml));
+	ck_assert_ptr_nonnull(strstr(err, "\n... and 11 more errors"));
+}
+END_TEST
+
+/* Several lines cut to a short buffer: a NUL-terminated prefix of the whole. */
+START_TEST(errors_small_buffer)
+{
+	const char *yaml = "policies:\n  a: 5/60\n  b: 5/60\n";
+	char whole[CONFIG_ERR_MAX], small[100];
+	ck_assert_ptr_null(config_parse("t.yaml", yaml, strlen(yaml), whole, sizeof(whole)));
+	ck_assert_ptr_nonnull(strchr(whole, '\n'));
+	ck_assert_uint_gt(strlen(whole), sizeof(small));
+	memset(small, 'X', sizeof(small));
+	ck_assert_ptr_null(config_parse("t.yaml", yaml, strlen(yaml), small, sizeof(small)));
+	ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+	ck_assert(strncmp(small, whole, sizeof(small) - 1) == 0);
 }
 END_TEST
 
@@ -599,6 +701,9 @@ static Suite *config_suite(void)
 	tc = tcase_create("errors");
 	tcase_add_loop_test(tc, errors, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, error_from_file);
+	tcase_add_test(tc, three_errors_from_file);
+	tcase_add_test(tc, errors_capped);
+	tcase_add_test(tc, errors_small_buffer);
 	tcase_add_test(tc, load_missing_file);
 	tcase_add_test(tc, load_directory);
 	tcase_add_test(tc, small_error_buffer);
