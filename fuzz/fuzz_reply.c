@@ -94,11 +94,34 @@ static void decode(const redisReply *rep, unsigned long first)
 		check(rc == -1, "store_reply_decision returns 0 or -1");
 		check(res.status == STORE_FAILED, "rc -1 means STORE_FAILED");
 		check(res.detail != NULL && res.detail[0] != '\0', "a failure says why");
+		check(res.error > STORE_ERROR_NONE && res.error < STORE_ERROR_N,
+		      "a failure has a kind");
+	}
+}
+
+/* Error texts are classified once, in store_reply.c: any bytes, any length. */
+static void classify(const redisReply *rep)
+{
+	if (rep->type != REDIS_REPLY_ERROR && rep->type != REDIS_REPLY_STRING &&
+	    rep->type != REDIS_REPLY_STATUS)
+		return;
+	enum store_error e = store_reply_error(rep->str, rep->len);
+	check(e > STORE_ERROR_NONE && e < STORE_ERROR_N, "an error text has a kind");
+	int slot = -1;
+	const char *to = NULL;
+	size_t to_len = 0;
+	int r = store_reply_redirect(rep->str, rep->len, &slot, &to, &to_len);
+	if (r == STORE_REDIRECT_MOVED || r == STORE_REDIRECT_ASK) {
+		check(e == STORE_ERROR_MOVED || e == STORE_ERROR_ASK, "a redirect is MOVED or ASK");
+		check(slot >= 0 && slot <= 16383, "slot in range");
+		check(to > rep->str && to + to_len <= rep->str + rep->len && to_len > 0,
+		      "the address lies inside the error text");
 	}
 }
 
 static void decode_all(const redisReply *rep, int depth)
 {
+	classify(rep);
 	decode(rep, 0);
 	decode(rep, 5);
 	if (RL_FUZZ_WRAPPING_FIRST) {

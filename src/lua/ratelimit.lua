@@ -27,11 +27,12 @@
 -- The daemon's check after each (re)connect, so a Redis user whose ACL lacks
 -- something the decisions need is found at once, not by every decision
 -- failing: runs every command the decisions use, on keys of the daemon's
--- prefix that no decision uses ("<prefix>check:..." has no hash tag), and
+-- prefix that no decision uses (decisions' hash tags hold "<action>:<user>",
+-- never the bare "{check}"; one tag keeps both keys on one Cluster node), and
 -- returns what failed as the ACL rule that would allow it ("+zadd",
 -- "~rl:*", "&rl:reset"), or as Redis's own text. An empty array: all works.
 local function check(prefix)
-  local zkey, skey = prefix .. 'check:z', prefix .. 'check:s'
+  local zkey, skey = prefix .. '{check}:z', prefix .. '{check}:s'
   local missing, seen = {}, {}
   local function try(...)
     local ok, err = pcall(redis.call, ...)
