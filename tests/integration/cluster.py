@@ -38,7 +38,7 @@ import time
 
 import harness
 from harness import (REDIS_CLI, REDIS_SERVER, SLOW, Fatal, RedisServer, RespError, _kill,
-                     spawn, wait_until)
+                     free_port, spawn, wait_until)
 
 NSLOTS = 16384
 NODE_TIMEOUT_MS = 1000
@@ -165,20 +165,6 @@ def errorstats(server):
 commandstats = harness.commandstats
 
 
-_used_ports = set()
-_ports_lock = threading.Lock()
-
-
-def fresh_port():
-    """A free loopback port not handed out before by this process."""
-    with _ports_lock:
-        while True:
-            p = harness.free_port()
-            if p not in _used_ports:
-                _used_ports.add(p)
-                return p
-
-
 # ---------------------------------------------------------------- cluster
 
 class ClusterNode(RedisServer):
@@ -186,8 +172,8 @@ class ClusterNode(RedisServer):
 
     def __init__(self, tmpdir, port=None, password=None, node_timeout=NODE_TIMEOUT_MS,
                  full_coverage=True, extra=()):
-        port = port or fresh_port()
-        self.bus_port = fresh_port()
+        port = port or free_port()
+        self.bus_port = free_port()
         ex = ["--cluster-enabled", "yes",
               "--cluster-config-file", "nodes-%d.conf" % port,
               "--dbfilename", "dump-%d.rdb" % port,
@@ -629,7 +615,7 @@ class Sentinel:
     def __init__(self, tmpdir, master_name, master_port, quorum=2, down_after_ms=1000,
                  failover_timeout_ms=3000, password=None, port=None):
         self.tmpdir = tmpdir
-        self.port = port or fresh_port()
+        self.port = port or free_port()
         self.conf = os.path.join(tmpdir, "sentinel-%d.conf" % self.port)
         self.log_path = os.path.join(tmpdir, "sentinel-%d.log" % self.port)
         lines = ["port %d" % self.port, "bind 127.0.0.1", "daemonize no",
@@ -700,7 +686,7 @@ class SentinelSet:
         self.password = password
         ex = ["--repl-diskless-sync-delay", "0"]
         ex += ["--masterauth", password] if password else []
-        ports = [fresh_port() for _ in range(1 + replicas)]
+        ports = [free_port() for _ in range(1 + replicas)]
         self.master0 = RedisServer(tmpdir, port=ports[0], password=password,
                                    extra=ex + ["--dbfilename", "dump-%d.rdb" % ports[0]])
         self.servers = [self.master0] + [

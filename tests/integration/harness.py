@@ -83,11 +83,22 @@ def spawn(argv, **kw):
     return p
 
 
+_used_ports = set()
+_ports_lock = threading.Lock()
+
+
 def free_port():
-    """A TCP port on 127.0.0.1 nobody listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 nobody listens on right now, and not handed
+    out before by this process (two servers started in a row must not get
+    the same one before the first has bound it)."""
+    with _ports_lock:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                p = s.getsockname()[1]
+            if p not in _used_ports:
+                _used_ports.add(p)
+                return p
 
 
 class Fatal(AssertionError):

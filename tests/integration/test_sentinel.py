@@ -8,7 +8,7 @@ there is no master."""
 import time
 import unittest
 
-from cluster import (SentinelProxy, Traffic, add_sentinels, commandstats, fresh_port,
+from cluster import (SentinelProxy, Traffic, add_sentinels, commandstats,
                      sentinel_redis_opts)
 from harness import (SLOW, STORE_MARGIN, DaemonTest, free_port, is_real, make_config,
                      scrape_metrics, wait_until)
@@ -240,7 +240,7 @@ class SentinelMiscTest(SentinelBase):
     def test_first_sentinel_unreachable(self):
         """A dead address first in the list: the daemon asks the others."""
         ss = self.sentinels(replicas=1)
-        d = self.sdaemon(addresses=["127.0.0.1:%d" % fresh_port()] + ss.addresses())
+        d = self.sdaemon(addresses=["127.0.0.1:%d" % free_port()] + ss.addresses())
         c = self.client(d)
         wait_until(lambda: is_real(c.request("PEEK probe big")), 3 * SLOW, interval=0.05,
                    what="decisions through the second sentinel")
