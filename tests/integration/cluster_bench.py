@@ -35,18 +35,10 @@ sys.path.insert(0, HERE)
 
 import harness  # noqa: E402
 from cluster import RedisCluster, cluster_redis_opts  # noqa: E402
-from harness import Daemon, RedisServer, free_port, make_config  # noqa: E402
+from harness import Daemon, RedisServer, free_port, make_config, proc_cpu_seconds  # noqa: E402
 
 BENCH = os.environ.get("RL_BENCH") or os.path.join(harness.SRCDIR, "build", "bench",
                                                    "ratelimit-bench")
-
-
-def proc_cpu_seconds(pid):
-    """User + system CPU time of a process, in seconds (/proc/PID/stat)."""
-    with open("/proc/%d/stat" % pid) as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 POLICIES = {
