@@ -37,6 +37,7 @@ import threading
 import time
 
 import harness
+import resp
 from harness import (REDIS_CLI, REDIS_SERVER, SLOW, Fatal, RedisServer, RespError, _kill,
                      free_port, spawn, wait_until)
 
@@ -864,45 +865,6 @@ class SentinelSet:
 
 # ---------------------------------------------------------------- sentinel proxy
 
-class _RespScanner:
-    """Splits a byte stream into complete RESP2 values (raw bytes), for the proxy."""
-
-    def __init__(self):
-        self.buf = b""
-
-    def feed(self, data):
-        self.buf += data
-        out = []
-        while True:
-            end = self._value_end(0)
-            if end is None:
-                return out
-            out.append(self.buf[:end])
-            self.buf = self.buf[end:]
-
-    def _value_end(self, i):
-        j = self.buf.find(b"\r\n", i)
-        if j < 0:
-            return None
-        t = self.buf[i:i + 1]
-        if t in (b"+", b"-", b":"):
-            return j + 2
-        n = int(self.buf[i + 1:j])
-        if t == b"$":
-            if n < 0:
-                return j + 2
-            end = j + 2 + n + 2
-            return end if len(self.buf) >= end else None
-        if t == b"*":
-            k = j + 2
-            for _ in range(max(n, 0)):
-                k = self._value_end(k)
-                if k is None:
-                    return None
-            return k
-        raise ValueError("bad RESP from sentinel: %r" % self.buf[i:i + 40])
-
-
 def _is_pubsub_on(value, channels):
     """True if a raw RESP value is a (p)message published on one of channels."""
     if not value.startswith(b"*"):
@@ -962,7 +924,7 @@ class SentinelProxy:
             threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
 
     def _pump(self, c, u):
-        scan = _RespScanner()
+        scan = resp.Splitter()
         try:
             while not self.stopping:
                 r, _, _ = select.select([c, u], [], [], 0.1)
@@ -1218,10 +1180,10 @@ def self_check(verbose=True):
         sub = harness.Resp(port=proxy.port)
         sub.call("PING")
         sub.sock.sendall(b"*2\r\n$9\r\nSUBSCRIBE\r\n$14\r\n+switch-master\r\n")
-        assert sub._reply()[0] == b"subscribe"
+        assert sub.read_reply()[0] == b"subscribe"
         plain = s.sentinels[1].resp()
         plain.sock.sendall(b"*2\r\n$9\r\nSUBSCRIBE\r\n$14\r\n+switch-master\r\n")
-        assert plain._reply()[0] == b"subscribe"
+        assert plain.read_reply()[0] == b"subscribe"
         # the two replicas: one is the new master, the other follows it
         s.wait_links(master=new)
         s.wait_sentinels(new)
@@ -1236,12 +1198,12 @@ def self_check(verbose=True):
             raise AssertionError("a demoted master accepted a write")
         except RespError as e:
             assert str(e).startswith("READONLY"), e
-        msg = plain._reply()
+        msg = plain.read_reply()
         assert msg[0] == b"message" and msg[1] == b"+switch-master", msg
         wait_until(lambda: proxy.dropped, 5, what="proxy to drop +switch-master")
         sub.sock.settimeout(0.3)
         try:
-            got = sub._reply()
+            got = sub.read_reply()
             raise AssertionError("proxy let through %r" % (got,))
         except socket.timeout:
             pass

@@ -38,6 +38,8 @@ import socket
 import threading
 import time
 
+import resp
+
 
 class _Conn:
     def __init__(self, fake, sock, n):
@@ -48,40 +50,6 @@ class _Conn:
         self.hung = False
         self.closed = False
         self.subscribed = False
-
-    # -- RESP request parsing (multibulk only: hiredis always sends that)
-
-    def _parse(self):
-        """One command (list of bytes) from self.buf, or None if incomplete."""
-        b = self.buf
-        if not b:
-            return None
-        if b[:1] != b"*":
-            # inline command (redis-cli style); not used by hiredis
-            if b"\r\n" not in b:
-                return None
-            line, self.buf = b.split(b"\r\n", 1)
-            return line.split()
-        i = b.find(b"\r\n")
-        if i < 0:
-            return None
-        n = int(b[1:i])
-        pos = i + 2
-        args = []
-        for _ in range(n):
-            j = b.find(b"\r\n", pos)
-            if j < 0:
-                return None
-            if b[pos:pos + 1] != b"$":
-                raise ValueError("bad bulk header %r" % b[pos:j])
-            ln = int(b[pos + 1:j])
-            start = j + 2
-            if len(b) < start + ln + 2:
-                return None
-            args.append(b[start:start + ln])
-            pos = start + ln + 2
-        self.buf = b[pos:]
-        return args
 
     def send(self, data):
         if self.hung or self.closed:
@@ -121,9 +89,11 @@ class _Conn:
                     break
                 self.buf += d
                 while not self.closed:
-                    cmd = self._parse()
-                    if cmd is None:
+                    r = resp.parse_command(self.buf)
+                    if r is None:
                         break
+                    cmd, end = r
+                    self.buf = self.buf[end:]
                     self.handle(cmd)
         finally:
             self.close()

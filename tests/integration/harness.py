@@ -25,6 +25,9 @@ import threading
 import time
 import unittest
 
+import resp
+from resp import RespError
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.environ.get("RL_SRCDIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
 DAEMON = os.environ.get("RATELIMITD") or os.path.join(SRCDIR, "build", "ratelimitd")
@@ -192,10 +195,6 @@ def rss_slack_kb():
 
 # ---------------------------------------------------------------- RESP client
 
-class RespError(Exception):
-    pass
-
-
 class Resp:
     """A minimal blocking RESP2 client for inspecting Redis state."""
 
@@ -220,51 +219,21 @@ class Resp:
     def __exit__(self, *a):
         self.close()
 
-    def _fill(self):
-        d = self.sock.recv(65536)
-        if not d:
-            raise ConnectionError("redis closed the connection")
-        self.buf += d
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            self._fill()
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def _exact(self, n):
-        while len(self.buf) < n + 2:
-            self._fill()
-        d, self.buf = self.buf[:n], self.buf[n + 2:]
-        return d
-
-    def _reply(self):
-        line = self._line()
-        t, rest = line[:1], line[1:]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            return RespError(rest.decode(errors="replace"))
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            return None if n < 0 else self._exact(n)
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._reply() for _ in range(n)]
-        raise ValueError("bad RESP line %r" % line)
+    def read_reply(self):
+        """The next reply; an error reply is returned as a RespError."""
+        while True:
+            r = resp.parse(self.buf)
+            if r is not None:
+                self.buf = self.buf[r[1]:]
+                return r[0]
+            d = self.sock.recv(65536)
+            if not d:
+                raise ConnectionError("redis closed the connection")
+            self.buf += d
 
     def call(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            if isinstance(a, str):
-                a = a.encode()
-            elif isinstance(a, int):
-                a = str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.sock.sendall(b"".join(out))
-        r = self._reply()
+        self.sock.sendall(resp.encode(*args))
+        r = self.read_reply()
         if isinstance(r, RespError):
             raise r
         return r
