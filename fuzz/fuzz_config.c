@@ -162,7 +162,7 @@ static void check_config(const struct config *c)
 	check(c->idle_timeout_ms == 0 ||
 		      (c->idle_timeout_ms >= 1000 && c->idle_timeout_ms <= POLICY_MAX_PERIOD_MS),
 	      "idle_timeout unset or 1s..366d");
-	check(c->log_level >= LOG_DEBUG && c->log_level <= LOG_ERROR, "log_level");
+	check(c->log_level >= LOG_LEVEL_DEBUG && c->log_level <= LOG_LEVEL_ERROR, "log_level");
 	check(c->npolicies >= 1 && c->policies, "at least one policy");
 	for (size_t i = 0; i < c->npolicies; i++)
 		check_policy(c, i);

@@ -23,7 +23,7 @@
 #define DEFAULT_MAX_LINE 4096
 #define DEFAULT_MAX_CLIENTS 10000
 #define DEFAULT_IDLE_TIMEOUT_MS 0
-#define DEFAULT_LOG_LEVEL LOG_INFO
+#define DEFAULT_LOG_LEVEL LOG_LEVEL_INFO
 
 #define PREFIX_MAX 128
 /* sizeof(sockaddr_un.sun_path) on Linux, terminating NUL included. */

@@ -64,7 +64,7 @@ struct config {
 	size_t max_line;
 	int max_clients;
 	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
-	int log_level;			/* LOG_DEBUG..LOG_ERROR from log.h */
+	int log_level;			/* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
 	char *metrics_listen;		/* "host:port" of the HTTP metrics endpoint, or NULL */
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;

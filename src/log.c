@@ -7,17 +7,17 @@
 #include <string.h>
 #include <unistd.h>
 
-static int log_level = LOG_INFO;
+static int threshold = LOG_LEVEL_INFO;
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void log_set_level(int level)
 {
-	log_level = level;
+	threshold = level;
 }
 
 int log_get_level(void)
 {
-	return log_level;
+	return threshold;
 }
 
 int log_level_parse(const char *s)
@@ -49,7 +49,7 @@ static void log_emit(int level, const char *fmt, va_list ap)
 #define LOG_FN(fn, level)                     \
 	void fn(const char *fmt, ...)         \
 	{                                     \
-		if (level < log_level)        \
+		if (level < threshold)        \
 			return;               \
 		va_list ap;                   \
 		va_start(ap, fmt);            \
@@ -57,16 +57,16 @@ static void log_emit(int level, const char *fmt, va_list ap)
 		va_end(ap);                   \
 	}
 
-LOG_FN(log_debug, LOG_DEBUG)
-LOG_FN(log_info, LOG_INFO)
-LOG_FN(log_warn, LOG_WARN)
-LOG_FN(log_error, LOG_ERROR)
+LOG_FN(log_debug, LOG_LEVEL_DEBUG)
+LOG_FN(log_info, LOG_LEVEL_INFO)
+LOG_FN(log_warn, LOG_LEVEL_WARN)
+LOG_FN(log_error, LOG_LEVEL_ERROR)
 
 void log_fatal(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	log_emit(LOG_ERROR, fmt, ap);
+	log_emit(LOG_LEVEL_ERROR, fmt, ap);
 	va_end(ap);
 	exit(1);
 }

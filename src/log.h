@@ -2,7 +2,8 @@
 #ifndef RL_LOG_H
 #define RL_LOG_H
 
-enum { LOG_DEBUG = 0, LOG_INFO = 1, LOG_WARN = 2, LOG_ERROR = 3 };
+/* Prefixed: <syslog.h> defines LOG_DEBUG, LOG_INFO, LOG_ERR... as macros. */
+enum log_level { LOG_LEVEL_DEBUG = 0, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
 
 void log_set_level(int level);
 int log_get_level(void);

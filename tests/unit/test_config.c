@@ -54,7 +54,7 @@ START_TEST(example_config)
 	ck_assert_str_eq(c->prefix, "rl:");
 	ck_assert_int_eq(c->on_store_error, POLICY_ON_ERROR_ALLOW);
 	ck_assert_uint_eq(c->max_line, 4096);
-	ck_assert_int_eq(c->log_level, LOG_INFO);
+	ck_assert_int_eq(c->log_level, LOG_LEVEL_INFO);
 	ck_assert_ptr_null(c->metrics_listen); /* off unless configured */
 
 	/* sorted by name */
@@ -117,7 +117,7 @@ START_TEST(defaults)
 	ck_assert_str_eq(c->prefix, "rl:");
 	ck_assert_int_eq(c->on_store_error, POLICY_ON_ERROR_ALLOW);
 	ck_assert_uint_eq(c->max_line, 4096);
-	ck_assert_int_eq(c->log_level, LOG_INFO);
+	ck_assert_int_eq(c->log_level, LOG_LEVEL_INFO);
 	ck_assert_uint_eq(c->npolicies, 1);
 	config_unref(c);
 }
@@ -156,7 +156,7 @@ START_TEST(every_key_set)
 	ck_assert_str_eq(c->prefix, "");
 	ck_assert_int_eq(c->on_store_error, POLICY_ON_ERROR_ERROR);
 	ck_assert_uint_eq(c->max_line, 64);
-	ck_assert_int_eq(c->log_level, LOG_DEBUG);
+	ck_assert_int_eq(c->log_level, LOG_LEVEL_DEBUG);
 	ck_assert_str_eq(c->metrics_listen, "[::1]:9464");
 	ck_assert_str_eq(c->policies[0].name, "a");
 	ck_assert_int_eq(c->policies[0].algo, POLICY_FUNNEL);
