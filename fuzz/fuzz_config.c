@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "keys.h"
 #include "log.h"
 #include "policy.h"
 
@@ -152,7 +153,7 @@ static void check_config(const struct config *c)
 	check(c->redis.database >= 0, "redis.database >= 0");
 	check(c->redis.timeout_ms >= 1 && c->redis.timeout_ms <= 60000, "redis.timeout 1ms..60s");
 	check(c->redis.connections >= 1 && c->redis.connections <= 64, "redis.connections 1..64");
-	check(c->prefix != NULL && strlen(c->prefix) <= 128, "prefix 0..128 bytes");
+	check(c->prefix != NULL && strlen(c->prefix) <= KEYS_PREFIX_MAX, "prefix 0..128 bytes");
 	for (const char *q = c->prefix; *q; q++)
 		check(*q != '{' && *q != '}' && (unsigned char)*q > ' ' && *q != 0x7f,
 		      "prefix characters");

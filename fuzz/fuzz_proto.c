@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keys.h"
 #include "proto.h"
 
 #define HEADER 4
@@ -174,13 +175,13 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 			r->code = "syntax";
 		else if (n == 4 && ref_cost(r->tok[3], r->tlen[3], &r->cost) < 0)
 			r->code = "bad-cost";
-		else if (r->tlen[1] > PROTO_USER_MAX)
+		else if (r->tlen[1] > KEYS_USER_MAX)
 			r->code = "bad-user";
 	} else if (word_eq(v, vl, "RESET")) {
 		r->verb = PROTO_RESET;
 		if (n != 3)
 			r->code = "syntax";
-		else if (r->tlen[1] > PROTO_USER_MAX)
+		else if (r->tlen[1] > KEYS_USER_MAX)
 			r->code = "bad-user";
 	} else if (word_eq(v, vl, "PING") || word_eq(v, vl, "QUIT")) {
 		r->verb = word_eq(v, vl, "PING") ? PROTO_PING : PROTO_QUIT;
@@ -331,7 +332,7 @@ static void check_outcome(const char *line, size_t n, int rc, const struct proto
 	case PROTO_ALLOW:
 	case PROTO_PEEK:
 	case PROTO_RESET:
-		check(cmd->user_len >= 1 && cmd->user_len <= PROTO_USER_MAX, "user_len 1..512");
+		check(cmd->user_len >= 1 && cmd->user_len <= KEYS_USER_MAX, "user_len 1..512");
 		check(cmd->action_len >= 1, "action_len >= 1");
 		check(inside(cmd->user, cmd->user_len, line, n), "user inside the line");
 		check(inside(cmd->action, cmd->action_len, line, n), "action inside the line");

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keys.h"
 #include "proto.h"
 
 struct config;
@@ -34,7 +35,7 @@ struct cmd_slot {
 	unsigned long deny_epoch;    /* denycache_epoch() when asked */
 	int64_t cost;
 	size_t user_len;
-	char user[PROTO_USER_MAX];
+	char user[KEYS_USER_MAX];
 	void (*complete)(struct cmd_slot *slot);
 };
 

@@ -10,6 +10,7 @@
 
 #include <yaml.h>
 
+#include "keys.h"
 #include "log.h"
 
 /* Every default lives here; config_defaults() is the only place that applies them. */
@@ -25,7 +26,6 @@
 #define DEFAULT_IDLE_TIMEOUT_MS 0
 #define DEFAULT_LOG_LEVEL LOG_LEVEL_INFO
 
-#define PREFIX_MAX 128
 /* sizeof(sockaddr_un.sun_path) on Linux, terminating NUL included. */
 #define UNIX_PATH_MAX 108
 /* A config is a few kilobytes; refuse to slurp /dev/zero or a stray log file. */
@@ -501,8 +501,8 @@ static int set_prefix(struct parser *P, const struct conf_key *k, void *dst)
 	size_t len;
 	if (scalar(P, k->name, "a string", &s, &len) < 0)
 		return -1;
-	if (len > PREFIX_MAX)
-		return failk(P, P->ev.start_mark, k->name, "longer than %d bytes", PREFIX_MAX);
+	if (len > KEYS_PREFIX_MAX)
+		return failk(P, P->ev.start_mark, k->name, "longer than %d bytes", KEYS_PREFIX_MAX);
 	for (size_t i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		if (ch == '{' || ch == '}' || ch <= ' ' || ch == 0x7f)

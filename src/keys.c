@@ -50,7 +50,7 @@ int keys_parse_tag(const char *tag, size_t len, const char **action, size_t *ale
 	*alen = (size_t)(colon - tag);
 	size_t n = 0;
 	for (size_t i = *alen + 1; i < len; i++) {
-		if (n == 512)
+		if (n == KEYS_USER_MAX)
 			return -1;
 		if (tag[i] == '%') {
 			if (i + 2 < len && tag[i + 1] == '2' && tag[i + 2] == '5')

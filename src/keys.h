@@ -6,10 +6,15 @@
 
 struct policy;
 
-/* Room for any key: prefix, tag with a fully escaped 512-byte user, suffix. */
-#define KEYS_MAX 2048
-#define KEYS_PREFIX_MAX 128
+/*
+ * The limits on what goes into a key, defined here only: the longest user
+ * (bytes, as sent; the protocol refuses longer ones) and the longest key
+ * prefix (bytes; the configuration refuses longer ones).
+ */
 #define KEYS_USER_MAX 512
+#define KEYS_PREFIX_MAX 128
+/* Room for any key: prefix, tag with a fully escaped KEYS_USER_MAX user, suffix. */
+#define KEYS_MAX 2048
 
 /*
  * Writes the key of limit `index` of policy p for this user into out (not
@@ -27,7 +32,7 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 
 /*
  * Splits a hash tag "<action>:<escaped user>" back into the action and the
- * unescaped user (written to user, at least 512 bytes). 0, or -1 when the
+ * unescaped user (written to user, at least KEYS_USER_MAX bytes). 0, or -1 when the
  * tag is not one keys_build makes.
  */
 int keys_parse_tag(const char *tag, size_t len, const char **action, size_t *alen, char *user,

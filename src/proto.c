@@ -2,6 +2,7 @@
 #include "proto.h"
 
 #include "decimal.h"
+#include "keys.h"
 
 #include <string.h>
 
@@ -125,7 +126,7 @@ int proto_parse(const char *line, size_t len, struct proto_cmd *cmd, struct prot
 	} else {
 		return fail(err, "unknown-command", "known commands: ALLOW PEEK RESET PING QUIT");
 	}
-	if (tlen[1] > PROTO_USER_MAX)
+	if (tlen[1] > KEYS_USER_MAX)
 		return fail(err, "bad-user", "user is longer than 512 bytes");
 	cmd->user = tok[1];
 	cmd->user_len = tlen[1];

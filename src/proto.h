@@ -6,7 +6,6 @@
 #include <stdint.h>
 
 #define PROTO_DEFAULT_MAX_LINE 4096
-#define PROTO_USER_MAX 512
 #define PROTO_COST_MAX 2147483647LL
 /* Longest reply line we format, newline included. */
 #define PROTO_REPLY_MAX 160

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keys.h"
 #include "policy.h"
 
 enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET };
@@ -79,8 +80,8 @@ struct store_saved_request {
 	int64_t cost;
 	struct policy policy;
 	size_t user_len, prefix_len;
-	char user[512];
-	char prefix[128];
+	char user[KEYS_USER_MAX];
+	char prefix[KEYS_PREFIX_MAX];
 };
 
 void store_request_save(struct store_saved_request *sv, const struct store_request *req);

@@ -62,7 +62,7 @@ END_TEST
 
 START_TEST(test_longest_fits)
 {
-	char user[512];
+	char user[KEYS_USER_MAX];
 	memset(user, '}', sizeof(user));
 	struct policy p = pol("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
 			      POLICY_SLIDING_WINDOW);
@@ -74,7 +74,7 @@ START_TEST(test_longest_fits)
 	ck_assert_uint_le(n, KEYS_MAX);
 	size_t tl;
 	keys_hash_tag(k, n, &tl);
-	ck_assert_uint_eq(tl, 64 + 1 + 512 * 3);
+	ck_assert_uint_eq(tl, 64 + 1 + KEYS_USER_MAX * 3);
 }
 END_TEST
 
@@ -88,7 +88,7 @@ START_TEST(test_parse_tag_roundtrip)
 		size_t tl, alen, ulen;
 		const char *tag = keys_hash_tag(k, n, &tl);
 		const char *action;
-		char user[512];
+		char user[KEYS_USER_MAX];
 		ck_assert_int_eq(keys_parse_tag(tag, tl, &action, &alen, user, &ulen), 0);
 		ck_assert_uint_eq(alen, 5);
 		ck_assert(memcmp(action, "login", 5) == 0);
@@ -97,7 +97,7 @@ START_TEST(test_parse_tag_roundtrip)
 	}
 	const char *action;
 	size_t alen, ulen;
-	char user[512];
+	char user[KEYS_USER_MAX];
 	ck_assert_int_eq(keys_parse_tag("nocolon", 7, &action, &alen, user, &ulen), -1);
 	ck_assert_int_eq(keys_parse_tag("a:%zz", 5, &action, &alen, user, &ulen), -1);
 	ck_assert_int_eq(keys_parse_tag("a:", 2, &action, &alen, user, &ulen), -1);
