@@ -1,7 +1,6 @@
 /*
- * limiter.h - the decision math of src/lua/ratelimit.lua, in C, with the clock
- * passed in. Keeps state in memory; used by tests (one set of vectors checks
- * both implementations) and by anything that needs to predict a decision.
+ * limiter.h - the C model of src/lua/ratelimit.lua (the tests' oracle, see
+ * limiter.c), with the clock passed in and state in memory.
  */
 #ifndef RL_LIMITER_H
 #define RL_LIMITER_H

@@ -1,7 +1,10 @@
 /*
- * limiter.c - the decision math of src/lua/ratelimit.lua in C, with `now`
- * passed in. Every formula mirrors the script line for line (same doubles,
- * same rounding) so tests/vectors.txt can check both.
+ * limiter.c - the C model of the decision script src/lua/ratelimit.lua, a
+ * test oracle: not part of the daemon, which decides only in Redis. `now` is
+ * passed in and state is kept in memory. Every formula mirrors the script
+ * line for line (same doubles, same rounding), so the decisions in
+ * tests/vectors.txt check both: this model in tests/unit/test_limiter.c,
+ * the script in a real Redis in tests/integration/test_vectors.py.
  */
 #include "limiter.h"
 
