@@ -3,7 +3,7 @@
 Redis Cluster and a 3-master Redis Cluster on this machine (issue 5, for
 docs/deployment.md). Not a test: a measurement.
 
-Each shape is started fresh on free loopback ports in a temp dir (cluster.py),
+Each shape is started fresh on free loopback ports in a temp dir (topology.py),
 with D daemons (default 1) configured for it; one build/bench/ratelimit-bench
 process per daemon drives it (--target daemon, C connections x P in flight,
 uniform keys); the figures of the bench processes, which run at the same
@@ -34,8 +34,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import harness  # noqa: E402
-from cluster import RedisCluster, cluster_redis_opts  # noqa: E402
 from harness import Daemon, RedisServer, free_port, make_config, proc_cpu_seconds  # noqa: E402
+from topology import RedisCluster, cluster_redis_opts  # noqa: E402
 
 BENCH = os.environ.get("RL_BENCH") or os.path.join(harness.SRCDIR, "build", "bench",
                                                    "ratelimit-bench")

@@ -1,6 +1,6 @@
 """resp.py - the RESP2 wire format for the integration tests: one parser and
 one encoder, shared by the blocking client (harness.Resp), the fake Redis
-(fakeredis.py) and the sentinel proxy (cluster.py).
+(fakeredis.py) and the sentinel proxy (sentinel_proxy.py).
 
 Values as parsed: simple string -> str, error -> a RespError instance
 (returned, not raised: it may sit inside an array), integer -> int, bulk

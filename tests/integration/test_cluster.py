@@ -1,5 +1,5 @@
 """Redis Cluster backend (issue 5) against a real cluster on loopback
-(cluster.py): routing by hash slot, exact limits with several daemons,
+(topology.py): routing by hash slot, exact limits with several daemons,
 live resharding (ASK / TRYAGAIN / MOVED) under traffic, map refresh,
 failover of a master, SCRIPT FLUSH on every node, configuration errors."""
 
@@ -9,10 +9,11 @@ import threading
 import time
 import unittest
 
-from cluster import (NSLOTS, Traffic, add_cluster, cluster_config, commandstats, errorstats,
-                     key_slot, user_key, user_slot, users_in_slots)
-from harness import (SLOW, STORE_MARGIN, Client, DaemonTest, free_port, is_real, parse_decision,
-                     run_cli, scrape_metrics, wait_until)
+from harness import (SLOW, STORE_MARGIN, Client, DaemonTest, commandstats, free_port, is_real,
+                     parse_decision, run_cli, scrape_metrics, wait_until)
+from load import Traffic
+from slots import NSLOTS, key_slot, user_key, user_slot, users_in_slots
+from topology import add_cluster, cluster_config, errorstats
 
 POLICIES = {
     "reply": "5/60s",
@@ -657,7 +658,7 @@ class ClusterFailoverTest(ClusterBase):
     def test_cluster_down_at_start(self):
         """No seed answers when the daemon starts: on_store_error answers
         within the timeout; once the cluster is up, service starts by itself."""
-        from cluster import RedisCluster
+        from topology import RedisCluster
         cl = RedisCluster(self.tmpdir, masters=3)
         self._procs.append(cl)
         self.cl = cl

@@ -1,5 +1,5 @@
 """Redis Sentinel backend (issue 5) against a real master, replicas and three
-sentinels on loopback (cluster.py): the daemon follows the master through a
+sentinels on loopback (topology.py): the daemon follows the master through a
 failover after a crash and through SENTINEL FAILOVER, re-resolves when the
 server it talks to has become a replica (READONLY) even when it never hears
 +switch-master, and answers per on_store_error, within the timeout, while
@@ -8,10 +8,11 @@ there is no master."""
 import time
 import unittest
 
-from cluster import (SentinelProxy, Traffic, add_sentinels, commandstats,
-                     sentinel_redis_opts)
-from harness import (SLOW, STORE_MARGIN, DaemonTest, free_port, is_real, make_config,
-                     scrape_metrics, wait_until)
+from harness import (SLOW, STORE_MARGIN, DaemonTest, commandstats, free_port, is_real,
+                     make_config, scrape_metrics, wait_until)
+from load import Traffic
+from sentinel_proxy import SentinelProxy
+from topology import add_sentinels, sentinel_redis_opts
 
 POLICIES = {
     "reply": "5/60s",

@@ -1,22 +1,18 @@
-"""cluster.py - real Redis Cluster and Redis Sentinel deployments on loopback
-for the integration tests (issue 5), built on harness.py.
+"""topology.py - real Redis Cluster and Redis Sentinel deployments on
+loopback for the integration tests (issue 5), built on harness.py.
 
 RedisCluster: N masters (optionally R replicas each), one redis-server per
 node on free 127.0.0.1 ports in the test's temp dir, created with
 `redis-cli --cluster create` (3 masters or more) or by hand (ADDSLOTSRANGE +
 CLUSTER MEET + CLUSTER REPLICATE, for 1 or 2 masters, which redis-cli
-refuses). Helpers: slot of a key (CRC16 here, cross-checked with CLUSTER
-KEYSLOT), owner of a slot, users whose keys fall in given slots, moving
-slots live (SETSLOT IMPORTING/MIGRATING + MIGRATE + SETSLOT NODE, or
-`redis-cli --cluster reshard`), killing a master and waiting for its
-replica's promotion, error statistics per node.
+refuses). Helpers: slot of a key cross-checked with CLUSTER KEYSLOT (the
+key layout itself is in slots.py), owner of a slot, moving slots live
+(SETSLOT IMPORTING/MIGRATING + MIGRATE + SETSLOT NODE, or `redis-cli
+--cluster reshard`), killing a master and waiting for its replica's
+promotion, error statistics per node.
 
 SentinelSet: a master, R replicas (--replicaof) and S sentinels (quorum 2),
 killing the master or `SENTINEL FAILOVER` and waiting for the switch.
-
-SentinelProxy: a TCP proxy in front of a sentinel that can hide pub/sub
-messages (e.g. +switch-master) from the daemon, so that only errors such as
-READONLY can tell it that its master was demoted.
 
 Every process is started with harness.spawn (killed if the test process
 dies) and stopped by stop(); register the objects in DaemonTest._procs (or
@@ -24,125 +20,25 @@ use add_cluster / add_sentinels below) so tearDown kills them whatever
 happens. The cluster bus port is chosen free too (`cluster-port`, Redis 7),
 since port + 10000 may not exist for an ephemeral port.
 
-Run this file to self-check the helpers (no daemon involved):
-    python3 tests/integration/cluster.py
+Client load while a topology changes is load.py; a proxy that hides
+sentinel messages is sentinel_proxy.py. Run this file to self-check the
+helpers here and there (no daemon involved):
+    python3 tests/integration/topology.py
 """
 
 import os
-import select
 import signal
 import socket
 import subprocess
-import threading
 import time
 
 import harness
-import resp
 from harness import (REDIS_CLI, REDIS_SERVER, SLOW, Fatal, RedisServer, RespError, _kill,
                      free_port, spawn, wait_until)
+from sentinel_proxy import SentinelProxy
+from slots import NSLOTS, key_slot, user_key, users_in_slots
 
-NSLOTS = 16384
 NODE_TIMEOUT_MS = 1000
-
-# ---------------------------------------------------------------- slots
-
-def _crc16_table():
-    t = []
-    for i in range(256):
-        c = i << 8
-        for _ in range(8):
-            c = ((c << 1) ^ 0x1021) if c & 0x8000 else (c << 1)
-        t.append(c & 0xFFFF)
-    return t
-
-
-_CRC_TABLE = _crc16_table()
-
-
-def crc16(data):
-    """CRC16/XMODEM as Redis Cluster uses it (poly 0x1021, init 0)."""
-    if isinstance(data, str):
-        data = data.encode()
-    crc = 0
-    for b in data:
-        crc = ((crc << 8) & 0xFFFF) ^ _CRC_TABLE[((crc >> 8) ^ b) & 0xFF]
-    return crc
-
-
-assert crc16(b"123456789") == 0x31C3
-
-
-def hash_tag(key):
-    """The part of a key that is hashed: the bytes between the first '{' and
-    the first '}' after it when non-empty, else the whole key."""
-    if isinstance(key, str):
-        key = key.encode()
-    i = key.find(b"{")
-    if i >= 0:
-        j = key.find(b"}", i + 1)
-        if j > i + 1:
-            return key[i + 1:j]
-    return key
-
-
-def key_slot(key):
-    return crc16(hash_tag(key)) % NSLOTS
-
-
-def esc_user(user):
-    if isinstance(user, str):
-        user = user.encode()
-    return user.replace(b"%", b"%25").replace(b"}", b"%7D")
-
-
-def user_tag(action, user):
-    """The hash tag of every key of (user, action): b"<action>:<escaped user>"."""
-    if isinstance(action, str):
-        action = action.encode()
-    return action + b":" + esc_user(user)
-
-
-def user_slot(action, user):
-    return crc16(user_tag(action, user)) % NSLOTS
-
-
-def user_key(action, user, suffix, prefix="rl:"):
-    """The daemon's key for a limit of (user, action): suffix "s60000" or "f"."""
-    return prefix.encode() + b"{" + user_tag(action, user) + b"}:" + suffix.encode()
-
-
-def users_in_slots(action, slots, count, name="u", start=0):
-    """count user names (str) whose slot for `action` is in `slots` (a set or
-    range), searching name0, name1, ... The search costs about
-    16384/len(slots) tries per user."""
-    slots = slots if isinstance(slots, (set, frozenset, range)) else set(slots)
-    out = []
-    i = start
-    while len(out) < count:
-        u = "%s%d" % (name, i)
-        if user_slot(action, u) in slots:
-            out.append(u)
-        i += 1
-        if i - start > 50000000:
-            raise AssertionError("no users found for those slots")
-    return out
-
-
-def one_user_per_slot(action, slots, name="s"):
-    """{slot: user} with one user for each slot of `slots` (by brute force;
-    fine for a few hundred slots)."""
-    want = set(slots)
-    out = {}
-    i = 0
-    while want:
-        u = "%s%d" % (name, i)
-        s = user_slot(action, u)
-        if s in want:
-            out[s] = u
-            want.discard(s)
-        i += 1
-    return out
-
 
 # ---------------------------------------------------------------- small helpers
 
@@ -161,9 +57,6 @@ def parse_info(text):
 def errorstats(server):
     """{"MOVED": n, "ASK": n, "NOSCRIPT": n, ...} from INFO errorstats (Redis >= 6.2)."""
     return harness.info_counts(server, "errorstats", "errorstat_", "count")
-
-
-commandstats = harness.commandstats
 
 
 # ---------------------------------------------------------------- cluster
@@ -863,119 +756,6 @@ class SentinelSet:
             raise AssertionError("only %d of %d replicas acknowledged" % (got, want))
 
 
-# ---------------------------------------------------------------- sentinel proxy
-
-def _is_pubsub_on(value, channels):
-    """True if a raw RESP value is a (p)message published on one of channels."""
-    if not value.startswith(b"*"):
-        return False
-    parts = value.split(b"\r\n")
-    words = [parts[k] for k in range(2, len(parts), 2)]
-    if len(words) >= 3 and words[0] == b"message":
-        return words[1] in channels
-    if len(words) >= 4 and words[0] == b"pmessage":
-        return words[2] in channels
-    return False
-
-
-class SentinelProxy:
-    """Forwards 127.0.0.1:port to a sentinel, dropping pub/sub messages on
-    the channels in `drop` (e.g. {b"+switch-master"}) while `hiding` is
-    true. Counts what it dropped. stop() closes everything."""
-
-    def __init__(self, target_port, drop=(b"+switch-master",)):
-        self.target_port = target_port
-        self.drop = set(drop)
-        self.hiding = True
-        self.dropped = []
-        self.subscribed = 0
-        self.commands = []  # (time.monotonic(), bytes the client sent)
-        self.lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.lsock.bind(("127.0.0.1", 0))
-        self.lsock.listen(64)
-        self.port = self.lsock.getsockname()[1]
-        self.stopping = False
-        self.conns = []
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    @property
-    def address(self):
-        return "127.0.0.1:%d" % self.port
-
-    def _accept(self):
-        while not self.stopping:
-            try:
-                r, _, _ = select.select([self.lsock], [], [], 0.1)
-                if not r:
-                    continue
-                c, _ = self.lsock.accept()
-            except OSError:
-                return
-            try:
-                u = socket.create_connection(("127.0.0.1", self.target_port), timeout=2)
-            except OSError:
-                c.close()
-                continue
-            with self.lock:
-                self.conns += [c, u]
-            threading.Thread(target=self._pump, args=(c, u), daemon=True).start()
-
-    def _pump(self, c, u):
-        scan = resp.Splitter()
-        try:
-            while not self.stopping:
-                r, _, _ = select.select([c, u], [], [], 0.1)
-                for s in r:
-                    d = s.recv(65536)
-                    if not d:
-                        return
-                    if s is c:
-                        self.commands.append((time.monotonic(), d))
-                        if b"SUBSCRIBE" in d.upper():
-                            self.subscribed += 1
-                        u.sendall(d)
-                    else:
-                        out = []
-                        for v in scan.feed(d):
-                            if self.hiding and _is_pubsub_on(v, self.drop):
-                                self.dropped.append((time.monotonic(), v))
-                            else:
-                                out.append(v)
-                        if out:
-                            c.sendall(b"".join(out))
-        except (OSError, ValueError):
-            pass
-        finally:
-            for s in (c, u):
-                try:
-                    s.close()
-                except OSError:
-                    pass
-
-    def asks_since(self, t):
-        """Times of SENTINEL get-master-addr-by-name sent through us after t."""
-        return [ts for ts, d in list(self.commands)
-                if ts >= t and b"get-master-addr-by-name" in d.lower()]
-
-    def stop(self):
-        self.stopping = True
-        try:
-            self.lsock.close()
-        except OSError:
-            pass
-        with self.lock:
-            for s in self.conns:
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                    s.close()
-                except OSError:
-                    pass
-        self.thread.join(2)
-
-
 # ---------------------------------------------------------------- for DaemonTest
 
 def add_cluster(test, **kw):
@@ -1009,86 +789,6 @@ def cluster_config(listen_port, cluster, policies, timeout="1s", redis_extra=Non
     """Full YAML for a daemon against a cluster; listen_port is admin."""
     ropts = cluster_redis_opts(cluster, timeout=timeout, **(redis_extra or {}))
     return harness.make_config(["127.0.0.1:%d" % listen_port], ropts, policies, **top)
-
-
-# ---------------------------------------------------------------- client traffic
-
-class Traffic:
-    """Client load for the duration of an operation: `threads` connections
-    (thread i to ports[i % len(ports)]), each cycling through lines_for(i)
-    with `depth` requests in flight, until stop(). Every reply is recorded as
-    (thread, t_sent, t_replied, line, reply) in self.records (times from
-    time.monotonic()); client-side exceptions in self.errors."""
-
-    def __init__(self, ports, lines_for, threads=4, depth=8, timeout=None, pause=0.0):
-        self.ports = list(ports)
-        self.lines_for = lines_for
-        self.nthreads = threads
-        self.depth = depth
-        self.timeout = timeout or 10 * SLOW
-        self.pause = pause
-        self.records = []
-        self.errors = []
-        self.lock = threading.Lock()
-        self.stopping = threading.Event()
-        self.started = threading.Barrier(threads + 1)
-        self.threads = []
-
-    def start(self):
-        for i in range(self.nthreads):
-            t = threading.Thread(target=self._run, args=(i,), daemon=True)
-            t.start()
-            self.threads.append(t)
-        self.started.wait(30)
-        return self
-
-    def _run(self, i):
-        lines = list(self.lines_for(i))
-        idx = 0
-        try:
-            with harness.Client(port=self.ports[i % len(self.ports)],
-                                timeout=self.timeout) as c:
-                c.request("PING")
-                self.started.wait(30)
-                while not self.stopping.is_set():
-                    batch = [lines[(idx + j) % len(lines)] for j in range(self.depth)]
-                    idx += self.depth
-                    t0 = time.monotonic()
-                    c.send(*batch)
-                    for ln in batch:
-                        r = c.readline()
-                        # list.append is atomic: readers may look while it runs
-                        self.records.append((i, t0, time.monotonic(), ln, r))
-                    if self.pause:
-                        time.sleep(self.pause)
-        except BaseException as e:  # noqa: BLE001 - reported by the test
-            with self.lock:
-                self.errors.append("thread %d: %r" % (i, e))
-
-    def count(self, lines):
-        """{line: replies so far} for the given lines."""
-        want = set(lines)
-        out = dict.fromkeys(want, 0)
-        for rec in list(self.records):
-            if rec[3] in want:
-                out[rec[3]] += 1
-        return out
-
-    def stop(self, timeout=None):
-        self.stopping.set()
-        for t in self.threads:
-            t.join(timeout or 30 * SLOW)
-        alive = [t for t in self.threads if t.is_alive()]
-        if alive:
-            self.errors.append("%d traffic threads still running" % len(alive))
-        self.records = sorted(self.records, key=lambda r: r[2])
-        return self.records
-
-    def by_line(self):
-        out = {}
-        for rec in self.records:
-            out.setdefault(rec[3], []).append(rec)
-        return out
 
 
 # ---------------------------------------------------------------- self-check
