@@ -1,48 +1,40 @@
-/* server.c - listeners (TCP and unix), accepting clients, the live config, draining. */
+/* server.c - client listeners, accepting clients, the live config, draining. */
 #include "server.h"
 
-#include <errno.h>
 #include <event2/event.h>
-#include <event2/listener.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "cmd.h"
 #include "config.h"
 #include "conn.h"
 #include "denycache.h"
 #include "keys.h"
+#include "listener.h"
 #include "stats.h"
 #include "store.h"
 #include "log.h"
 
-#define MAX_LISTENERS 16
 /* Denials remembered locally; each costs ~100 bytes plus its key. */
 #define DENY_CACHE_ENTRIES 65536
 
-struct listener {
+/* A client listener and what its clients may do. */
+struct port {
 	struct server *srv;
-	struct evconnlistener *lev;
-	struct event *resume;
-	char *unix_path;
-	char *name;
+	struct listener *l;
 	int admin;
-	unsigned long long paused; /* accept pauses for lack of descriptors */
 };
 
 struct server {
 	struct event_base *base;
 	struct config *cfg;
 	struct cmd_env env;
-	struct listener listeners[MAX_LISTENERS];
-	int nlisteners;
+	struct port *ports; /* one per listen address */
+	size_t nports;
 	struct conn *clients; /* list through conn_link */
 	size_t nclients;
 	struct conn **reap; /* closed, to free */
@@ -187,13 +179,10 @@ static void drained_cb(evutil_socket_t fd, short what, void *arg)
 		srv->drained(srv->drained_arg);
 }
 
-static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct sockaddr *sa,
-		      int salen, void *arg)
+static void accept_cb(evutil_socket_t fd, const struct sockaddr *sa, void *arg)
 {
-	(void)lev;
-	(void)salen;
-	struct listener *l = arg;
-	struct server *srv = l->srv;
+	struct port *p = arg;
+	struct server *srv = p->srv;
 	if (srv->nclients >= (size_t)srv->cfg->max_clients) {
 		/* Best effort: the socket is fresh, so a short line fits its buffer. */
 		static const char msg[] = "ERR too-many-clients max_clients reached\n";
@@ -211,103 +200,14 @@ static void accept_cb(struct evconnlistener *lev, evutil_socket_t fd, struct soc
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
-	conn_new(srv, fd, l->admin);
-}
-
-static void resume_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct listener *l = arg;
-	if (l->lev && !l->srv->draining)
-		evconnlistener_enable(l->lev);
-}
-
-void server_accept_failed(struct evconnlistener *lev, struct event *resume, const char *name,
-			  int err, unsigned long long *paused)
-{
-	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM) {
-		log_warn("accept on %s: %s", name, strerror(err));
-		return;
-	}
-	/* once, then every 1000th time: the pause repeats 10 times a second */
-	if ((*paused)++ % 1000 == 0)
-		log_warn("accept on %s: %s; pausing accepts for %d ms (%llu %s so far)", name,
-			 strerror(err), SERVER_ACCEPT_PAUSE_MS, *paused,
-			 log_plural(*paused, "time", "times"));
-	evconnlistener_disable(lev);
-	struct timeval tv = {0, SERVER_ACCEPT_PAUSE_MS * 1000};
-	evtimer_add(resume, &tv);
-}
-
-static void accept_error_cb(struct evconnlistener *lev, void *arg)
-{
-	struct listener *l = arg;
-	server_accept_failed(lev, l->resume, l->name, EVUTIL_SOCKET_ERROR(), &l->paused);
-}
-
-static int listen_one(struct server *srv, struct listener *l, const struct config_listen *cl,
-		      char *err, size_t errlen)
-{
-	unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC | LEV_OPT_REUSEABLE;
-	const char *addr = cl->address;
-	l->srv = srv;
-	l->admin = cl->admin;
-	l->name = strdup(addr);
-	l->resume = evtimer_new(srv->base, resume_cb, l);
-	if (strncmp(addr, "unix:", 5) == 0) {
-		const char *path = addr + 5;
-		struct sockaddr_un sun;
-		memset(&sun, 0, sizeof(sun));
-		sun.sun_family = AF_UNIX;
-		if (strlen(path) >= sizeof(sun.sun_path)) {
-			snprintf(err, errlen, "listen %s: path too long", addr);
-			return -1;
-		}
-		strcpy(sun.sun_path, path);
-		/* A socket file left by a previous run would make bind fail. */
-		struct stat st;
-		if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
-			unlink(path);
-		l->lev = evconnlistener_new_bind(srv->base, accept_cb, l, flags, 1024,
-						 (struct sockaddr *)&sun, sizeof(sun));
-		if (!l->lev) {
-			snprintf(err, errlen, "listen %s: %s", addr, strerror(errno));
-			return -1;
-		}
-		l->unix_path = strdup(path);
-		if (chmod(path, (mode_t)cl->mode) < 0)
-			log_warn("chmod %s: %s", path, strerror(errno));
-	} else {
-		struct sockaddr_storage ss;
-		int sslen = sizeof(ss);
-		memset(&ss, 0, sizeof(ss));
-		if (evutil_parse_sockaddr_port(addr, (struct sockaddr *)&ss, &sslen) < 0) {
-			snprintf(err, errlen, "listen %s: not an address", addr);
-			return -1;
-		}
-		l->lev = evconnlistener_new_bind(srv->base, accept_cb, l, flags, 1024,
-						 (struct sockaddr *)&ss, sslen);
-		if (!l->lev) {
-			snprintf(err, errlen, "listen %s: %s", addr, strerror(errno));
-			return -1;
-		}
-	}
-	evconnlistener_set_error_cb(l->lev, accept_error_cb);
-	return 0;
+	conn_new(srv, fd, p->admin);
 }
 
 static void close_listeners(struct server *srv)
 {
-	for (int i = 0; i < srv->nlisteners; i++) {
-		struct listener *l = &srv->listeners[i];
-		if (l->lev) {
-			evconnlistener_free(l->lev);
-			l->lev = NULL;
-			if (l->unix_path)
-				unlink(l->unix_path);
-		}
-	}
+	for (size_t i = 0; i < srv->nports; i++)
+		if (srv->ports[i].l)
+			listener_close(srv->ports[i].l);
 }
 
 struct server *server_new(struct event_base *base, struct config *cfg, struct store *store,
@@ -327,9 +227,19 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	stats_bind(cfg);
 	srv->turn_ev = event_new(base, -1, 0, turn_cb, srv);
 	srv->drained_ev = event_new(base, -1, 0, drained_cb, srv);
-	for (size_t i = 0; i < cfg->nlisten && i < MAX_LISTENERS; i++) {
-		srv->nlisteners++;
-		if (listen_one(srv, &srv->listeners[i], &cfg->listen[i], err, errlen) < 0) {
+	srv->ports = calloc(cfg->nlisten, sizeof(*srv->ports));
+	if (cfg->nlisten && !srv->ports) {
+		snprintf(err, errlen, "out of memory");
+		server_free(srv);
+		return NULL;
+	}
+	for (size_t i = 0; i < cfg->nlisten; i++) {
+		const struct config_listen *cl = &cfg->listen[i];
+		struct port *p = &srv->ports[srv->nports++];
+		p->srv = srv;
+		p->admin = cl->admin;
+		p->l = listener_new(base, cl->address, cl->mode, accept_cb, p, err, errlen);
+		if (!p->l) {
 			server_free(srv);
 			return NULL;
 		}
@@ -361,13 +271,9 @@ void server_free(struct server *srv)
 	while (srv->clients)
 		conn_close(srv->clients);
 	turn_cb(-1, 0, srv);
-	for (int i = 0; i < srv->nlisteners; i++) {
-		struct listener *l = &srv->listeners[i];
-		if (l->resume)
-			event_free(l->resume);
-		free(l->unix_path);
-		free(l->name);
-	}
+	for (size_t i = 0; i < srv->nports; i++)
+		listener_free(srv->ports[i].l);
+	free(srv->ports);
 	free(srv->reap);
 	free(srv->dirty);
 	event_free(srv->turn_ev);

@@ -4,9 +4,7 @@
 
 #include <stddef.h>
 
-struct event;
 struct event_base;
-struct evconnlistener;
 struct config;
 struct store;
 struct conn;
@@ -28,19 +26,6 @@ struct event_base *server_base(const struct server *srv);
 void server_drain(struct server *srv, void (*done)(void *arg), void *arg);
 size_t server_nclients(const struct server *srv);
 void server_free(struct server *srv);
-
-/* How long accepting pauses when out of file descriptors: libevent's
- * listener would otherwise retry accept() in a busy loop. */
-#define SERVER_ACCEPT_PAUSE_MS 100
-
-/*
- * accept() on lev failed with err. Out of descriptors or memory: lev is
- * disabled and `resume` (a timer that enables it again) armed for
- * SERVER_ACCEPT_PAUSE_MS, with a warning at the 1st, 1001st... pause
- * (*paused counts them). Any other error is logged.
- */
-void server_accept_failed(struct evconnlistener *lev, struct event *resume, const char *name,
-			  int err, unsigned long long *paused);
 
 /* For conn.c: membership and deferred freeing. */
 void server_conn_added(struct server *srv, struct conn *c);
