@@ -13,9 +13,7 @@
 #include "stats.h"
 
 struct clients {
-	struct event_base *base;
-	struct config *cfg; /* borrowed */
-	const struct cmd_env *env;
+	struct conn_ctx ctx; /* first: the callbacks get its address */
 	struct conn *head; /* list through conn_link */
 	size_t n;
 	struct conn **reap; /* closed, to free */
@@ -31,22 +29,7 @@ struct clients {
 
 void clients_set_config(struct clients *cl, struct config *cfg)
 {
-	cl->cfg = cfg;
-}
-
-struct config *clients_config(const struct clients *cl)
-{
-	return cl->cfg;
-}
-
-const struct cmd_env *clients_cmd_env(const struct clients *cl)
-{
-	return cl->env;
-}
-
-struct event_base *clients_base(const struct clients *cl)
-{
-	return cl->base;
+	cl->ctx.cfg = cfg;
 }
 
 size_t clients_count(const struct clients *cl)
@@ -54,7 +37,7 @@ size_t clients_count(const struct clients *cl)
 	return cl->n;
 }
 
-void clients_added(struct clients *cl, struct conn *c)
+static void added(struct clients *cl, struct conn *c)
 {
 	struct conn_link *l = conn_link(c);
 	l->prev = NULL;
@@ -66,7 +49,7 @@ void clients_added(struct clients *cl, struct conn *c)
 	stats.clients_accepted++;
 }
 
-void clients_removed(struct clients *cl, struct conn *c)
+static void removed(struct clients *cl, struct conn *c)
 {
 	struct conn_link *l = conn_link(c);
 	if (l->prev)
@@ -96,16 +79,20 @@ static int list_push(struct conn ***list, size_t *n, size_t *cap, struct conn *c
 	return 0;
 }
 
-void clients_defer_free(struct clients *cl, struct conn *c)
+/* conn.c calls closed() and ready() through struct conn_ctx. */
+static void closed(struct conn_ctx *ctx, struct conn *c)
 {
+	struct clients *cl = (struct clients *)ctx;
+	removed(cl, c);
 	/* On failure leak one connection rather than free it under its own callback. */
 	if (list_push(&cl->reap, &cl->nreap, &cl->capreap, c) < 0)
 		log_error("out of memory while closing a client");
 	event_active(cl->turn_ev, EV_TIMEOUT, 0);
 }
 
-void clients_defer_flush(struct clients *cl, struct conn *c)
+static void ready(struct conn_ctx *ctx, struct conn *c)
 {
+	struct clients *cl = (struct clients *)ctx;
 	if (list_push(&cl->dirty, &cl->ndirty, &cl->capdirty, c) < 0) {
 		conn_flush(c); /* out of memory: write now instead */
 		return;
@@ -139,7 +126,7 @@ static void drained_cb(evutil_socket_t fd, short what, void *arg)
 
 void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockaddr *sa, int admin)
 {
-	if (cl->n >= (size_t)cl->cfg->max_clients) {
+	if (cl->n >= (size_t)cl->ctx.cfg->max_clients) {
 		/* Best effort: the socket is fresh, so a short line fits its buffer. */
 		static const char msg[] = "ERR too-many-clients max_clients reached\n";
 		ssize_t w = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -148,7 +135,7 @@ void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockadd
 		unsigned long long refused = ++stats.errors[STATS_ERR_TOO_MANY_CLIENTS];
 		if ((refused & (refused - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
 			log_warn("max_clients (%d) reached; %llu %s refused so far",
-				 cl->cfg->max_clients, refused,
+				 cl->ctx.cfg->max_clients, refused,
 				 log_plural(refused, "connection", "connections"));
 		return;
 	}
@@ -156,7 +143,9 @@ void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockadd
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
-	conn_new(cl, fd, admin);
+	struct conn *c = conn_new(&cl->ctx, fd, admin);
+	if (c)
+		added(cl, c);
 }
 
 struct clients *clients_new(struct event_base *base, const struct cmd_env *env,
@@ -165,9 +154,11 @@ struct clients *clients_new(struct event_base *base, const struct cmd_env *env,
 	struct clients *cl = calloc(1, sizeof(*cl));
 	if (!cl)
 		return NULL;
-	cl->base = base;
-	cl->env = env;
-	cl->cfg = cfg;
+	cl->ctx.base = base;
+	cl->ctx.cfg = cfg;
+	cl->ctx.env = env;
+	cl->ctx.closed = closed;
+	cl->ctx.ready = ready;
 	cl->turn_ev = event_new(base, -1, 0, turn_cb, cl);
 	cl->drained_ev = event_new(base, -1, 0, drained_cb, cl);
 	if (!cl->turn_ev || !cl->drained_ev) {

@@ -13,7 +13,6 @@ struct event_base;
 struct sockaddr;
 struct config;
 struct cmd_env;
-struct conn;
 struct clients;
 
 /* Requests run against env and cfg (see clients_set_config). NULL when out of memory. */
@@ -22,9 +21,6 @@ struct clients *clients_new(struct event_base *base, const struct cmd_env *env,
 /* The snapshot new requests and new clients use. Borrowed: the caller
  * keeps cfg alive until it is replaced or clients_free. */
 void clients_set_config(struct clients *cl, struct config *cfg);
-struct config *clients_config(const struct clients *cl);
-const struct cmd_env *clients_cmd_env(const struct clients *cl);
-struct event_base *clients_base(const struct clients *cl);
 size_t clients_count(const struct clients *cl);
 
 /* A connection accepted on a client port (takes fd): refused with ERR
@@ -35,11 +31,5 @@ void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockadd
 void clients_drain(struct clients *cl, void (*done)(void *arg), void *arg);
 /* Closes every client now and frees. NULL is fine. */
 void clients_free(struct clients *cl);
-
-/* For conn.c: membership, and work deferred to the end of the loop turn. */
-void clients_added(struct clients *cl, struct conn *c);
-void clients_removed(struct clients *cl, struct conn *c);
-void clients_defer_free(struct clients *cl, struct conn *c);
-void clients_defer_flush(struct clients *cl, struct conn *c);
 
 #endif
