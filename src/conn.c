@@ -28,7 +28,6 @@
 #include "config.h"
 #include "log.h"
 #include "proto.h"
-#include "server.h"
 
 /* Requests parsed and not yet written back. */
 #define MAX_PENDING 1024
@@ -46,7 +45,7 @@ struct pending {
 
 struct conn {
 	struct conn_link link;
-	struct server *srv;
+	struct conn_ctx *ctx;
 	evutil_socket_t fd;	 /* -1 once reaped */
 	struct event *rev, *wev; /* wev is armed only while output is queued */
 	struct evbuffer *in, *out;
@@ -126,8 +125,7 @@ void conn_close(struct conn *c)
 	c->closing = 1;
 	event_del(c->rev);
 	event_del(c->wev);
-	server_conn_removed(c->srv, c);
-	server_defer_free(c->srv, c);
+	c->ctx->closed(c->ctx, c);
 }
 
 void conn_reap(struct conn *c)
@@ -182,7 +180,7 @@ static void slot_complete(struct cmd_slot *slot)
 		/* Written at the end of the loop turn, with every other reply
 		 * that becomes ready in it: one send() for a whole batch. */
 		c->dirty = 1;
-		server_defer_flush(c->srv, c);
+		c->ctx->ready(c->ctx, c);
 	}
 }
 
@@ -266,10 +264,9 @@ static void flush_replies(struct conn *c)
 
 static void process_input(struct conn *c)
 {
-	struct server *srv = c->srv;
 	struct evbuffer *in = c->in;
 	struct evbuffer *out = c->out;
-	struct config *cfg = server_config(srv);
+	struct config *cfg = c->ctx->cfg;
 	size_t max_line = cfg->max_line;
 
 	while (!c->closing && !c->closed) {
@@ -309,7 +306,7 @@ static void process_input(struct conn *c)
 		else {
 			if (pc.verb == PROTO_QUIT)
 				c->closing = 1;
-			cmd_execute(cfg, server_cmd_env(srv), &pc, c->admin, &p->slot);
+			cmd_execute(cfg, c->ctx->env, &pc, c->admin, &p->slot);
 		}
 		/* The store copied what it needs; the line can go. */
 		if (!c->closed)
@@ -317,7 +314,7 @@ static void process_input(struct conn *c)
 	}
 	if (!c->closed && !c->dirty && (c->head == NULL || c->head->done)) {
 		c->dirty = 1;
-		server_defer_flush(c->srv, c);
+		c->ctx->ready(c->ctx, c);
 	}
 }
 
@@ -386,19 +383,19 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
 		maybe_finish(c);
 }
 
-struct conn *conn_new(struct server *srv, evutil_socket_t fd, int admin)
+struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, int admin)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	if (!c) {
 		evutil_closesocket(fd);
 		return NULL;
 	}
-	c->srv = srv;
+	c->ctx = ctx;
 	c->admin = admin;
 	c->fd = fd;
 	evutil_make_socket_nonblocking(fd);
-	c->rev = event_new(server_base(srv), fd, EV_READ | EV_PERSIST, read_cb, c);
-	c->wev = event_new(server_base(srv), fd, EV_WRITE | EV_PERSIST, write_cb, c);
+	c->rev = event_new(ctx->base, fd, EV_READ | EV_PERSIST, read_cb, c);
+	c->wev = event_new(ctx->base, fd, EV_WRITE | EV_PERSIST, write_cb, c);
 	c->in = evbuffer_new();
 	c->out = evbuffer_new();
 	if (!c->rev || !c->wev || !c->in || !c->out) {
@@ -414,11 +411,10 @@ struct conn *conn_new(struct server *srv, evutil_socket_t fd, int admin)
 		free(c);
 		return NULL;
 	}
-	int64_t idle = server_config(srv)->idle_timeout_ms;
+	int64_t idle = ctx->cfg->idle_timeout_ms;
 	c->idle.tv_sec = idle / 1000;
 	c->idle.tv_usec = (idle % 1000) * 1000;
 	read_on(c);
-	server_conn_added(srv, c);
 	return c;
 }
 

@@ -11,13 +11,14 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "addr.h"
 #include "config.h"
+#include "listener.h"
 #include "log.h"
 #include "server.h"
 #include "stats.h"
@@ -30,10 +31,7 @@
 struct metrics {
 	struct evhttp *http;
 	struct server *srv;
-	struct evconnlistener *lev;
-	struct event *resume;
-	unsigned long long paused;
-	char name[96];
+	struct listener *listener; /* its evconnlistener belongs to http */
 	int stopping;
 };
 
@@ -199,27 +197,19 @@ static void request_cb(struct evhttp_request *req, void *arg)
 	evbuffer_free(body);
 }
 
-static void resume_cb(evutil_socket_t fd, short what, void *arg)
+/* The first address host resolves to, as evhttp_bind_socket would bind. NULL if none. */
+static struct evutil_addrinfo *resolve(const char *host, int port)
 {
-	(void)fd;
-	(void)what;
-	struct metrics *m = arg;
-	evconnlistener_enable(m->lev);
-}
-
-/*
- * libevent calls a listener's error callback with the accept callback's
- * argument, which evhttp owns (its struct evhttp). There is one metrics
- * endpoint per process, so it is found here instead.
- */
-static struct metrics *paused_owner;
-
-static void accept_error_cb(struct evconnlistener *lev, void *arg)
-{
-	(void)arg;
-	struct metrics *m = paused_owner;
-	if (m)
-		server_accept_failed(lev, m->resume, m->name, EVUTIL_SOCKET_ERROR(), &m->paused);
+	char sport[8];
+	snprintf(sport, sizeof(sport), "%d", port);
+	struct evutil_addrinfo hints, *ai = NULL;
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = EVUTIL_AI_PASSIVE | EVUTIL_AI_ADDRCONFIG;
+	if (evutil_getaddrinfo(host, sport, &hints, &ai) != 0)
+		return NULL;
+	return ai;
 }
 
 struct metrics *metrics_new(struct event_base *base, const char *address, struct server *srv,
@@ -232,29 +222,30 @@ struct metrics *metrics_new(struct event_base *base, const char *address, struct
 		return NULL;
 	}
 	struct metrics *m = calloc(1, sizeof(*m));
-	if (!m || !(m->http = evhttp_new(base)) ||
-	    !(m->resume = evtimer_new(base, resume_cb, m))) {
+	if (!m || !(m->http = evhttp_new(base))) {
 		snprintf(err, errlen, "metrics: out of memory");
 		metrics_free(m);
 		return NULL;
 	}
 	m->srv = srv;
-	snprintf(m->name, sizeof(m->name), "metrics %s", address);
 	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
 	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
 	evhttp_set_max_body_size(m->http, 0);
 	evhttp_set_timeout(m->http, METRICS_TIMEOUT_S);
 	evhttp_set_gencb(m->http, request_cb, m);
-	struct evhttp_bound_socket *bound =
-		evhttp_bind_socket_with_handle(m->http, host, (ev_uint16_t)port);
-	if (!bound) {
+	char name[300];
+	snprintf(name, sizeof(name), "metrics %s", address);
+	struct evutil_addrinfo *ai = resolve(host, port);
+	if (ai) {
+		m->listener = listener_new_sockaddr(base, ai->ai_addr, (int)ai->ai_addrlen, name,
+						    NULL, NULL, err, errlen);
+		evutil_freeaddrinfo(ai);
+	}
+	if (!m->listener || !evhttp_bind_listener(m->http, listener_give(m->listener))) {
 		snprintf(err, errlen, "metrics.listen: cannot listen on %s", address);
 		metrics_free(m);
 		return NULL;
 	}
-	m->lev = evhttp_bound_socket_get_listener(bound);
-	evconnlistener_set_error_cb(m->lev, accept_error_cb);
-	paused_owner = m;
 	return m;
 }
 
@@ -267,10 +258,7 @@ void metrics_free(struct metrics *m)
 {
 	if (!m)
 		return;
-	if (paused_owner == m)
-		paused_owner = NULL;
-	if (m->resume)
-		event_free(m->resume);
+	listener_free(m->listener);
 	if (m->http)
 		evhttp_free(m->http);
 	free(m);

@@ -1,16 +1,15 @@
-/* server.h - listeners, accepting clients, the current config, and draining on shutdown. */
+/*
+ * server.h - the daemon's wiring: the current config snapshot, the store and
+ * deny cache requests run against, and the client ports; draining on shutdown.
+ */
 #ifndef RL_SERVER_H
 #define RL_SERVER_H
 
 #include <stddef.h>
 
-struct event;
 struct event_base;
-struct evconnlistener;
 struct config;
 struct store;
-struct conn;
-struct cmd_env;
 struct server;
 
 /* Binds every listen address of cfg (takes a reference). NULL with err on failure. */
@@ -20,32 +19,10 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 void server_set_config(struct server *srv, struct config *cfg);
 struct config *server_config(const struct server *srv);
 struct store *server_store(const struct server *srv);
-/* The store and deny cache requests run against. */
-const struct cmd_env *server_cmd_env(const struct server *srv);
-struct event_base *server_base(const struct server *srv);
 /* Stops accepting; each client is closed once its in-flight replies are written.
  * done(arg) runs from the loop once no client is left. */
 void server_drain(struct server *srv, void (*done)(void *arg), void *arg);
 size_t server_nclients(const struct server *srv);
 void server_free(struct server *srv);
-
-/* How long accepting pauses when out of file descriptors: libevent's
- * listener would otherwise retry accept() in a busy loop. */
-#define SERVER_ACCEPT_PAUSE_MS 100
-
-/*
- * accept() on lev failed with err. Out of descriptors or memory: lev is
- * disabled and `resume` (a timer that enables it again) armed for
- * SERVER_ACCEPT_PAUSE_MS, with a warning at the 1st, 1001st... pause
- * (*paused counts them). Any other error is logged.
- */
-void server_accept_failed(struct evconnlistener *lev, struct event *resume, const char *name,
-			  int err, unsigned long long *paused);
-
-/* For conn.c: membership and deferred freeing. */
-void server_conn_added(struct server *srv, struct conn *c);
-void server_conn_removed(struct server *srv, struct conn *c);
-void server_defer_free(struct server *srv, struct conn *c);
-void server_defer_flush(struct server *srv, struct conn *c);
 
 #endif

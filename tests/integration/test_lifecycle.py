@@ -48,6 +48,22 @@ class LifecycleTest(DaemonTest):
         self.assertIn("127.0.0.1:%d" % port, line)
         self.assertIn(sock, line)
 
+    def test_every_listener_serves_past_the_sixteenth(self):
+        """No listen address is dropped, however many there are; each unix
+        socket file is removed at exit."""
+        self.redis = self.start_redis()
+        port = free_port()
+        socks = [os.path.join(self.tmpdir, "l%d.sock" % i) for i in range(19)]
+        self.daemon = self.start_daemon(self.POLICIES, port=port,
+                                        listen=["127.0.0.1:%d" % port] +
+                                        ["unix:" + s for s in socks])
+        for s in socks:
+            with Client(unix=s) as c:
+                self.assertEqual(c.request("PING"), "PONG", s)
+        self.daemon.signal(signal.SIGTERM)
+        self.assertEqual(self.daemon.wait_exit(10), 0)
+        self.assertEqual([s for s in socks if os.path.exists(s)], [])
+
     def check_signal_idle(self, sig):
         self.fresh(self.POLICIES)
         idle = self.daemon.client()
