@@ -200,11 +200,16 @@ class ErrorRepliesTest(FakeBase):
         """A Redis still loading its dataset answers LOADING to SCRIPT LOAD
         and every call; once loaded (script cache empty) service returns."""
         self.start()
+        # both connections set up before the drop (the daemon is ready
+        # once it listens, not once Redis has answered)
+        wait_until(lambda: self.fake.count("SCRIPT LOAD") >= 2, 3 * SLOW, what="first setup")
+        loads = self.fake.count("SCRIPT LOAD")
         self.fake.setup_error = "LOADING Redis is loading the dataset in memory"
         self.fake.mode = ("error", "LOADING Redis is loading the dataset in memory")
         self.fake.scripts.clear()
         self.fake.drop_connections()  # reconnect: SCRIPT LOAD gets LOADING now
-        wait_until(lambda: self.fake.count("SCRIPT LOAD") >= 4, 3, what="reconnect")
+        wait_until(lambda: self.fake.count("SCRIPT LOAD") >= loads + 2, 3 * SLOW,
+                   what="reconnect")
         for _ in range(3):
             self.check_fallback_round("LOADING")
         self.assertTrue(self.daemon.running())
