@@ -11,6 +11,9 @@
 
 #include "policy.h"
 
+struct event_base;
+struct config_redis;
+
 enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET };
 
 enum store_status {
@@ -139,6 +142,16 @@ struct store_ops {
 struct store {
 	const struct store_ops *ops;
 };
+
+/*
+ * The backend cfg->mode names (one Redis, a Cluster, a Sentinel-watched
+ * master), connecting in the background. NULL with err only for a
+ * configuration it cannot use.
+ */
+struct store *store_new(struct event_base *base, const struct config_redis *cfg, char *err,
+			size_t errlen);
+/* "redis 127.0.0.1:6379", "redis cluster via ...": where cfg decides, for logs. */
+void store_describe(const struct config_redis *cfg, char *buf, size_t len);
 
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
