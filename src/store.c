@@ -88,6 +88,11 @@ void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn,
 void store_health(const struct store *s, struct store_health *h)
 {
 	memset(h, 0, sizeof(*h));
+	store_health_add(s, h);
+}
+
+void store_health_add(const struct store *s, struct store_health *h)
+{
 	s->ops->health(s, h);
 }
 

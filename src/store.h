@@ -160,6 +160,8 @@ void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn,
 int store_resets_followed(const struct store *s);
 /* Fills h (zeroed first). */
 void store_health(const struct store *s, struct store_health *h);
+/* Adds s's counts to h without zeroing it: for a backend made of others. */
+void store_health_add(const struct store *s, struct store_health *h);
 void store_free(struct store *s);
 const char *store_status_name(enum store_status st);
 /* "noperm", "oom", ...: the metric label and log word of e. */

@@ -502,7 +502,7 @@ static void cluster_health(const struct store *base, struct store_health *h)
 	const struct store_cluster *c = (const struct store_cluster *)base;
 	for (int i = 0; i < c->nnodes; i++)
 		if (c->nodes[i].st)
-			c->nodes[i].st->ops->health(c->nodes[i].st, h);
+			store_health_add(c->nodes[i].st, h);
 }
 
 static int cluster_resets_followed(const struct store *base)

@@ -351,7 +351,7 @@ static void sentinel_health(const struct store *base, struct store_health *h)
 {
 	const struct store_sentinel *s = (const struct store_sentinel *)base;
 	if (s->cur)
-		s->cur->ops->health(s->cur, h);
+		store_health_add(s->cur, h);
 	h->conns_lost += s->gen_base;
 	for (int i = 0; i < s->nretired; i++)
 		h->conns_lost += store_generation(s->retired[i]);
