@@ -29,11 +29,10 @@
 #include "addr.h"
 #include "clock.h"
 #include "config.h"
-#include "decimal.h"
-#include "keys.h"
 #include "log.h"
 #include "lua_scripts.h"
 #include "policy.h"
+#include "redis_script.h"
 #include "store.h"
 #include "store_reply.h"
 
@@ -64,11 +63,6 @@
 /* Errors Redis answers to decisions are logged at most this often. */
 #define ERROR_LOG_US 10000000u
 #define MAX_BATCH 64
-/* Per decision: up to 8 keys and 3 + 4 * 8 arguments. */
-#define ARGV_MAX (4 + MAX_BATCH * (POLICY_MAX_LIMITS + 3 + 4 * POLICY_MAX_LIMITS))
-#define ARENA_SIZE (MAX_BATCH * (POLICY_MAX_LIMITS * (KEYS_MAX + 24) + 4 * 24) + 64)
-/* RESP headers are at most 1 + 20 + 2 bytes per argument, plus the script for EVAL. */
-#define CMDBUF_SIZE (ARENA_SIZE + ARGV_MAX * 48 + 64)
 
 enum rconn_state { RCONN_DOWN, RCONN_CONNECTING, RCONN_UP };
 
@@ -154,12 +148,8 @@ struct store_redis {
 	const char *script, *script_sha;
 	size_t script_len;
 	unsigned long generation; /* bumped on every lost connection */
-	/* argv of one batch: pointers into the arena (keys and numbers) */
-	const char *argv[ARGV_MAX];
-	size_t argl[ARGV_MAX];
-	char *arena;
-	size_t arena_used;
-	char *cmdbuf; /* the batch's RESP bytes */
+	struct redis_argv call; /* the script call of one batch */
+	char *cmdbuf;		/* its RESP bytes */
 };
 
 static void rconn_connect(struct rconn *rc);
@@ -331,37 +321,6 @@ struct sbatch {
 	struct sreq *reqs[MAX_BATCH];
 };
 
-/* Formats v into the arena; returns its start. */
-static const char *arena_num(struct store_redis *s, int64_t v, size_t *len)
-{
-	char *p = s->arena + s->arena_used;
-	*len = decimal_put(p, (uint64_t)v);
-	s->arena_used += *len;
-	return p;
-}
-
-/* The RESP form of a command, as hiredis would format it, without its
- * per-argument allocations. Returns the length written to out. */
-static size_t resp_format(char *out, int argc, const char **argv, const size_t *argl)
-{
-	char *p = out;
-	*p++ = '*';
-	p += decimal_put(p, (uint64_t)argc);
-	*p++ = '\r';
-	*p++ = '\n';
-	for (int i = 0; i < argc; i++) {
-		*p++ = '$';
-		p += decimal_put(p, argl[i]);
-		*p++ = '\r';
-		*p++ = '\n';
-		memcpy(p, argv[i], argl[i]);
-		p += argl[i];
-		*p++ = '\r';
-		*p++ = '\n';
-	}
-	return (size_t)(p - out);
-}
-
 static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata);
 
 static struct sbatch *batch_new(struct rconn *rc)
@@ -375,75 +334,22 @@ static struct sbatch *batch_new(struct rconn *rc)
 	return b;
 }
 
-/* Appends every key of the batch to argv; returns how many. */
-static int batch_keys(struct store_redis *s, const struct sbatch *b, const char **argv,
-		      size_t *argl, int *ac)
-{
-	int nkeys = 0;
-	for (int j = 0; j < b->n; j++) {
-		const struct sreq *r = b->reqs[j];
-		for (int i = 0; i < r->sv.policy.nlimits; i++) {
-			char *k = s->arena + s->arena_used;
-			size_t kl = keys_build(k, r->sv.prefix, r->sv.prefix_len, &r->sv.policy, i,
-					       r->sv.user, r->sv.user_len);
-			s->arena_used += kl;
-			argv[*ac] = k;
-			argl[*ac] = kl;
-			(*ac)++;
-			nkeys++;
-		}
-	}
-	return nkeys;
-}
-
 /* Queues EVALSHA (or EVAL) deciding every request of b on its connection. */
 static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 {
 	struct rconn *rc = b->rc;
-	const char **argv = s->argv;
-	size_t *argl = s->argl;
-	int ac = 0, nkeys = 0;
-	s->arena_used = 0;
-#define ARG(str, len) (argv[ac] = (str), argl[ac] = (len), ac++)
-#define ARGS(str) ARG(str, strlen(str))
-#define ARGN(v) (argv[ac] = arena_num(s, (v), &argl[ac]), ac++)
-	if (eval) {
-		ARGS("EVAL");
-		ARG(s->script, s->script_len);
-	} else {
-		ARGS("EVALSHA");
-		ARG(s->script_sha, 40);
-	}
-	int numkeys_at = ac++;
+	const struct store_saved_request *reqs[MAX_BATCH];
+	for (int j = 0; j < b->n; j++)
+		reqs[j] = &b->reqs[j]->sv;
 	/* A cluster node takes a batch of several slots only with undeclared
 	 * keys (numkeys 0, keys after the arguments); one decision declares its
 	 * keys so Redis can redirect it (MOVED, ASK). */
-	int keys_in_argv = s->cluster && b->n > 1;
-	if (!keys_in_argv)
-		nkeys = batch_keys(s, b, argv, argl, &ac);
-	argv[numkeys_at] = arena_num(s, nkeys, &argl[numkeys_at]);
-	ARGS("0");
-	ARGN(b->n);
-	for (int j = 0; j < b->n; j++) {
-		const struct sreq *r = b->reqs[j];
-		const struct policy *p = &r->sv.policy;
-		ARGS(r->sv.op == STORE_ALLOW ? "a" : r->sv.op == STORE_PEEK ? "p" : "r");
-		ARGN(r->sv.cost);
-		ARGN(p->nlimits);
-		for (int i = 0; i < p->nlimits; i++) {
-			const struct policy_limit *l = &p->limits[i];
-			ARGS(p->algo == POLICY_FUNNEL ? "f" : "s");
-			ARGN(l->capacity);
-			ARGN(l->count);
-			ARGN(l->period_ms);
-		}
-	}
-#undef ARG
-#undef ARGS
-#undef ARGN
-	if (keys_in_argv)
-		batch_keys(s, b, argv, argl, &ac);
-	size_t len = resp_format(s->cmdbuf, ac, argv, argl);
+	int keys_after = s->cluster && b->n > 1;
+	if (eval)
+		redis_script_call(&s->call, "EVAL", s->script, s->script_len, reqs, b->n, keys_after);
+	else
+		redis_script_call(&s->call, "EVALSHA", s->script_sha, 40, reqs, b->n, keys_after);
+	size_t len = redis_resp_format(s->cmdbuf, &s->call);
 	if (!rc->ac || redisAsyncFormattedCommand(rc->ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
 		return -1;
 	b->sent_us = clock_mono_us();
@@ -1190,7 +1096,9 @@ static void redis_free(struct store *base)
 	free(s->unix_path);
 	free(s->username);
 	free(s->password);
-	free(s->arena);
+	free(s->call.argv);
+	free(s->call.argl);
+	free(s->call.arena);
 	free(s->cmdbuf);
 	free(s->reset_channel);
 	free(s);
@@ -1431,10 +1339,14 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 	else
 		snprintf(s->name, sizeof(s->name), "redis unix:%s", s->unix_path);
 	s->max_batch = MAX_BATCH;
-	s->arena = malloc(ARENA_SIZE);
-	s->cmdbuf = malloc(CMDBUF_SIZE + lua_ratelimit_cluster_len);
-	if (!s->arena || !s->cmdbuf) {
-		free(s->arena);
+	s->call.argv = malloc(redis_script_argv_max(MAX_BATCH) * sizeof(*s->call.argv));
+	s->call.argl = malloc(redis_script_argv_max(MAX_BATCH) * sizeof(*s->call.argl));
+	s->call.arena = malloc(redis_script_arena_size(MAX_BATCH));
+	s->cmdbuf = malloc(redis_script_resp_max(MAX_BATCH) + lua_ratelimit_cluster_len);
+	if (!s->call.argv || !s->call.argl || !s->call.arena || !s->cmdbuf) {
+		free(s->call.argv);
+		free(s->call.argl);
+		free(s->call.arena);
 		free(s->cmdbuf);
 		snprintf(err, errlen, "out of memory");
 		free(s->host);
