@@ -45,6 +45,8 @@
 #include "keys.h"
 #include "lua_scripts.h"
 #include "policy.h"
+#include "redis_script.h"
+#include "store.h"
 
 #define MAX_CONNECTIONS 100000
 #define MAX_PIPELINE 65536
@@ -342,16 +344,7 @@ static long long proc_rss_kib(int pid)
 /* "$<len>\r\n<bytes>\r\n" */
 static size_t put_bulk(char *p, const char *s, size_t len)
 {
-	size_t n = 0;
-	p[n++] = '$';
-	n += decimal_put(p + n, len);
-	p[n++] = '\r';
-	p[n++] = '\n';
-	memcpy(p + n, s, len);
-	n += len;
-	p[n++] = '\r';
-	p[n++] = '\n';
-	return n;
+	return redis_resp_bulk(p, s, len);
 }
 
 static size_t put_bulk_str(char *p, const char *s)
@@ -667,7 +660,7 @@ static size_t build_request(struct run *r, char *p)
  * Daemon:  "ALLOW " <user> " <action>[ <cost>]\n"
  * Direct:  EVALSHA <sha> <nkeys> <key per limit...> 0 1 a <cost> <nlimits>
  *          {<s|f> <capacity> <count> <period_ms>}...
- *          exactly the argv store_redis.c's sreq_send builds for ALLOW.
+ *          exactly the call redis_script.c builds for one ALLOW.
  */
 static void build_templates(struct run *r)
 {
@@ -683,25 +676,23 @@ static void build_templates(struct run *r)
 		return;
 	}
 	const struct policy *p = &o->policy;
-	int argc = 3 + p->nlimits + 5 + 4 * p->nlimits;
+	/* after the keys: the arguments the daemon's store sends for one ALLOW */
+	struct store_saved_request sv = {.op = STORE_ALLOW, .cost = o->cost, .policy = *p};
+	const struct store_saved_request *one = &sv;
+	const char *argv[2 + REDIS_SCRIPT_DECISION_ARGC(POLICY_MAX_LIMITS)];
+	size_t argl[2 + REDIS_SCRIPT_DECISION_ARGC(POLICY_MAX_LIMITS)];
+	char arena[(2 + REDIS_SCRIPT_DECISION_ARGC(POLICY_MAX_LIMITS)) * 24];
+	struct redis_argv a = {.argv = argv, .argl = argl, .arena = arena};
+	redis_script_args(&a, &one, 1);
+	int argc = 3 + p->nlimits + a.argc;
 	size_t n = (size_t)snprintf(r->head, sizeof(r->head), "*%d\r\n", argc);
 	n += put_bulk_str(r->head + n, "EVALSHA");
 	n += put_bulk(r->head + n, lua_ratelimit_sha, 40);
 	n += put_bulk_i64(r->head + n, p->nlimits);
 	r->head_len = n;
-	char *t = r->tail;
 	n = 0;
-	n += put_bulk_str(t + n, "0"); /* now: the script reads Redis TIME */
-	n += put_bulk_str(t + n, "1"); /* one decision */
-	n += put_bulk_str(t + n, "a");
-	n += put_bulk_i64(t + n, o->cost);
-	n += put_bulk_i64(t + n, p->nlimits);
-	for (int i = 0; i < p->nlimits; i++) {
-		n += put_bulk_str(t + n, p->algo == POLICY_FUNNEL ? "f" : "s");
-		n += put_bulk_i64(t + n, p->limits[i].capacity);
-		n += put_bulk_i64(t + n, p->limits[i].count);
-		n += put_bulk_i64(t + n, p->limits[i].period_ms);
-	}
+	for (int i = 0; i < a.argc; i++)
+		n += redis_resp_bulk(r->tail + n, argv[i], argl[i]);
 	r->tail_len = n;
 	/* key: prefix{action:user}:s<period>, user "u" + at most 20 digits */
 	size_t key_max = r->prefix_len + p->name_len + 24 + 24 + 8;

@@ -18,9 +18,6 @@
 #include "server.h"
 #include "stats.h"
 #include "store.h"
-#include "store_cluster.h"
-#include "store_sentinel.h"
-#include "store_redis.h"
 
 /* After SIGTERM, replies owed are normally written within redis.timeout;
  * this bounds the wait for clients that do not read them. */
@@ -380,17 +377,8 @@ int main(int argc, char **argv)
 	d.base = event_base_new();
 	if (!d.base || event_base_priority_init(d.base, 2) < 0)
 		log_fatal("cannot create the event loop");
-	/* Everything runs at priority 1 but the RESET notices (store_redis.c). */
-	switch (cfg->redis.mode) {
-	case CONFIG_REDIS_CLUSTER:
-		d.store = store_cluster_new(d.base, &cfg->redis, err, sizeof(err));
-		break;
-	case CONFIG_REDIS_SENTINEL:
-		d.store = store_sentinel_new(d.base, &cfg->redis, err, sizeof(err));
-		break;
-	default:
-		d.store = store_redis_new(d.base, &cfg->redis, err, sizeof(err));
-	}
+	/* Everything runs at priority 1 but the RESET notices (redis_conn.c). */
+	d.store = store_new(d.base, &cfg->redis, err, sizeof(err));
 	if (!d.store)
 		log_fatal("redis: %s", err);
 	d.srv = server_new(d.base, cfg, d.store, err, sizeof(err));
@@ -417,14 +405,7 @@ int main(int argc, char **argv)
 		n += (size_t)snprintf(listening + n, sizeof(listening) - n, "%s%s", i ? " " : "",
 				      cfg->listen[i].address);
 	char redis[300];
-	if (cfg->redis.mode == CONFIG_REDIS_CLUSTER)
-		snprintf(redis, sizeof(redis), "redis cluster via %s%s", cfg->redis.cluster.addr[0],
-			 cfg->redis.cluster.n > 1 ? " and more" : "");
-	else if (cfg->redis.mode == CONFIG_REDIS_SENTINEL)
-		snprintf(redis, sizeof(redis), "redis master %s via sentinels",
-			 cfg->redis.sentinel_master);
-	else
-		snprintf(redis, sizeof(redis), "redis %s", cfg->redis.address);
+	store_describe(&cfg->redis, redis, sizeof(redis));
 	log_info("ratelimitd %s ready, listening on %s (%zu %s, %s)%s%s", RATELIMITD_VERSION,
 		 listening, cfg->npolicies, log_plural(cfg->npolicies, "policy", "policies"), redis,
 		 cfg->metrics_listen ? "; metrics on http://" : "",

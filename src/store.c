@@ -1,7 +1,43 @@
-/* store.c - dispatch to the configured store backend. */
+/* store.c - builds the configured store backend and dispatches to it. */
 #include "store.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "config.h"
+#include "store_cluster.h"
+#include "store_redis.h"
+#include "store_sentinel.h"
+
+struct store *store_new(struct event_base *base, const struct config_redis *cfg, char *err,
+			size_t errlen)
+{
+	switch (cfg->mode) {
+	case CONFIG_REDIS_CLUSTER:
+		return store_cluster_new(base, cfg, err, errlen);
+	case CONFIG_REDIS_SENTINEL:
+		return store_sentinel_new(base, cfg, err, errlen);
+	case CONFIG_REDIS_SINGLE:
+		break;
+	}
+	return store_redis_new(base, cfg, err, errlen);
+}
+
+void store_describe(const struct config_redis *cfg, char *buf, size_t len)
+{
+	switch (cfg->mode) {
+	case CONFIG_REDIS_CLUSTER:
+		snprintf(buf, len, "redis cluster via %s%s", cfg->cluster.addr[0],
+			 cfg->cluster.n > 1 ? " and more" : "");
+		return;
+	case CONFIG_REDIS_SENTINEL:
+		snprintf(buf, len, "redis master %s via sentinels", cfg->sentinel_master);
+		return;
+	case CONFIG_REDIS_SINGLE:
+		break;
+	}
+	snprintf(buf, len, "redis %s", cfg->address);
+}
 
 void store_request_save(struct store_saved_request *sv, const struct store_request *req)
 {
@@ -52,6 +88,11 @@ void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn,
 void store_health(const struct store *s, struct store_health *h)
 {
 	memset(h, 0, sizeof(*h));
+	store_health_add(s, h);
+}
+
+void store_health_add(const struct store *s, struct store_health *h)
+{
 	s->ops->health(s, h);
 }
 

@@ -12,6 +12,9 @@
 #include "keys.h"
 #include "policy.h"
 
+struct event_base;
+struct config_redis;
+
 enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET };
 
 enum store_status {
@@ -141,6 +144,16 @@ struct store {
 	const struct store_ops *ops;
 };
 
+/*
+ * The backend cfg->mode names (one Redis, a Cluster, a Sentinel-watched
+ * master), connecting in the background. NULL with err only for a
+ * configuration it cannot use.
+ */
+struct store *store_new(struct event_base *base, const struct config_redis *cfg, char *err,
+			size_t errlen);
+/* "redis 127.0.0.1:6379", "redis cluster via ...": where cfg decides, for logs. */
+void store_describe(const struct config_redis *cfg, char *buf, size_t len);
+
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
 unsigned long store_generation(const struct store *s);
@@ -148,6 +161,8 @@ void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn,
 int store_resets_followed(const struct store *s);
 /* Fills h (zeroed first). */
 void store_health(const struct store *s, struct store_health *h);
+/* Adds s's counts to h without zeroing it: for a backend made of others. */
+void store_health_add(const struct store *s, struct store_health *h);
 void store_free(struct store *s);
 const char *store_status_name(enum store_status st);
 /* "noperm", "oom", ...: the metric label and log word of e. */

@@ -33,6 +33,7 @@
 #include "store.h"
 #include "store_redis.h"
 #include "store_reply.h"
+#include "store_retry.h"
 
 #define NSLOTS 16384
 #define MAX_NODES 256
@@ -86,7 +87,7 @@ struct creq {
 	int asking; /* next attempt: ASKING on `node` */
 	int alone;  /* next attempt: not batched, keys declared */
 	unsigned slot;
-	struct event *retry;
+	struct store_retry retry;
 	struct creq *held_next; /* waiting behind an earlier request of its slot */
 	struct store_saved_request sv;
 };
@@ -128,8 +129,7 @@ static int node_for(struct store_cluster *c, const char *addr, size_t len)
 
 static void creq_free(struct creq *q)
 {
-	if (q->retry)
-		event_free(q->retry);
+	store_retry_free(&q->retry);
 	q->c->pending--;
 	free(q);
 }
@@ -147,10 +147,8 @@ static void creq_fail(struct creq *q, enum store_status st, const char *detail)
 }
 
 /* The head of a slot's held FIFO is due: send it and everything behind it, in order. */
-static void retry_cb(evutil_socket_t fd, short what, void *arg)
+static void retry_cb(void *arg)
 {
-	(void)fd;
-	(void)what;
 	struct creq *q = arg;
 	struct store_cluster *c = q->c;
 	unsigned slot = q->slot;
@@ -178,13 +176,9 @@ static void hold(struct creq *q)
 /* Tries again after a backoff that still fits the deadline; else fails with res. */
 static void creq_retry_later(struct creq *q, const struct store_result *res)
 {
-	uint64_t now = clock_mono_us();
-	int ms = RETRY_MIN_MS << (q->attempts < 6 ? q->attempts : 6);
-	if (ms > RETRY_MAX_MS)
-		ms = RETRY_MAX_MS;
+	int ms = store_retry_delay_ms(q->attempts, RETRY_MIN_MS, RETRY_MAX_MS, q->deadline_us);
 	struct store_cluster *c = q->c;
-	if (c->closing || q->attempts >= MAX_ATTEMPTS ||
-	    now + (uint64_t)ms * 1000u >= q->deadline_us) {
+	if (c->closing || q->attempts >= MAX_ATTEMPTS || ms < 0) {
 		creq_finish(q, res);
 		return;
 	}
@@ -192,14 +186,10 @@ static void creq_retry_later(struct creq *q, const struct store_result *res)
 		hold(q);
 		return;
 	}
-	if (!q->retry)
-		q->retry = evtimer_new(c->evbase, retry_cb, q);
-	if (!q->retry) {
+	if (store_retry_after(&q->retry, c->evbase, ms) < 0) {
 		creq_finish(q, res);
 		return;
 	}
-	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-	evtimer_add(q->retry, &tv);
 	hold(q);
 }
 
@@ -296,6 +286,8 @@ static void cluster_submit(struct store *base, const struct store_request *req,
 	q->c = c;
 	q->done = done;
 	q->arg = arg;
+	q->retry.fn = retry_cb;
+	q->retry.arg = q;
 	q->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
 	store_request_save(&q->sv, req);
 	char key[KEYS_MAX];
@@ -502,7 +494,7 @@ static void cluster_health(const struct store *base, struct store_health *h)
 	const struct store_cluster *c = (const struct store_cluster *)base;
 	for (int i = 0; i < c->nnodes; i++)
 		if (c->nodes[i].st)
-			c->nodes[i].st->ops->health(c->nodes[i].st, h);
+			store_health_add(c->nodes[i].st, h);
 }
 
 static int cluster_resets_followed(const struct store *base)

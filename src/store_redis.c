@@ -1,7 +1,7 @@
 /*
- * store_redis.c - decisions in one Redis through a pool of async hiredis
- * connections, with the deadlines, reconnects and script loading that
- * hiredis 0.14 does not do itself.
+ * store_redis.c - decisions in one Redis through a pool of connections
+ * (redis_conn.c): deadlines, batching into script calls (redis_script.c),
+ * admission, and knowing whether Redis decides; the store ops.
  *
  * Every request lives in two places until it is answered:
  *
@@ -20,20 +20,18 @@
 #include <event2/event.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <hiredis/sds.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "addr.h"
 #include "clock.h"
 #include "config.h"
-#include "decimal.h"
-#include "keys.h"
 #include "log.h"
 #include "lua_scripts.h"
 #include "policy.h"
+#include "redis_conn.h"
+#include "redis_script.h"
 #include "store.h"
 #include "store_reply.h"
 
@@ -49,11 +47,6 @@
 #define ADMIT_MIN 512
 #define RATE_WINDOW_US 10000u
 #define BEHIND_US 1000000u
-#define BACKOFF_MIN_MS 50
-#define BACKOFF_MAX_MS 500
-#define CONNECT_TIMEOUT_MS 1000
-/* Up this long: the next reconnect starts from the shortest backoff. */
-#define STABLE_US 1000000u
 /* A connection owing replies that has received nothing for this long (and
  * at least twice redis.timeout) is presumed dead and replaced. */
 #define STALL_MIN_MS 1000
@@ -64,42 +57,23 @@
 /* Errors Redis answers to decisions are logged at most this often. */
 #define ERROR_LOG_US 10000000u
 #define MAX_BATCH 64
-/* Per decision: up to 8 keys and 3 + 4 * 8 arguments. */
-#define ARGV_MAX (4 + MAX_BATCH * (POLICY_MAX_LIMITS + 3 + 4 * POLICY_MAX_LIMITS))
-#define ARENA_SIZE (MAX_BATCH * (POLICY_MAX_LIMITS * (KEYS_MAX + 24) + 4 * 24) + 64)
-/* RESP headers are at most 1 + 20 + 2 bytes per argument, plus the script for EVAL. */
-#define CMDBUF_SIZE (ARENA_SIZE + ARGV_MAX * 48 + 64)
-
-enum rconn_state { RCONN_DOWN, RCONN_CONNECTING, RCONN_UP };
 
 struct store_redis;
 struct sbatch;
 
+/* A connection of the pool and what is queued on it. */
 struct rconn {
+	struct redis_conn c; /* first: the connection's callbacks get &rc->c */
 	struct store_redis *s;
-	int idx;
-	redisAsyncContext *ac;
-	enum rconn_state state;
-	unsigned inflight; /* requests sent and not yet called back */
-	unsigned queued;   /* inflight plus those in the open batch */
-	unsigned batches;  /* script calls sent and not yet called back */
+	unsigned queued;  /* c.inflight plus those in the open batch */
+	unsigned batches; /* script calls sent and not yet called back */
 	struct sbatch *open;
-	struct event *flush;
-	int backoff_ms;
-	int verified;	     /* got a good reply since connecting */
-	int sub;	     /* the subscriber for RESET notices, not a request connection */
-	uint64_t up_since_us;	/* TCP connected at */
-	uint64_t last_rx_us;	/* a reply last arrived at */
-	uint64_t busy_since_us; /* inflight went from 0 to more at */
 	/* Decisions/s Redis delivers on this connection while calls queue up
 	 * (0: not seen yet), averaged over windows of RATE_WINDOW_US. */
 	double rate;
 	uint64_t win_us;
 	unsigned win_n;
 	uint64_t behind_until_us; /* admission bound enforced until then */
-	int want_write;	     /* hiredis has output queued; written at the end of the turn */
-	struct event *retry; /* reconnect after backoff */
-	struct event *connect_timeout;
 };
 
 struct sreq {
@@ -115,12 +89,7 @@ struct sreq {
 
 struct store_redis {
 	struct store base;
-	struct event_base *evbase;
-	char *host; /* NULL for unix */
-	int port;
-	char *unix_path;
-	char *username, *password;
-	int database;
+	struct redis_target t; /* the Redis, shared by the connections */
 	struct rconn conns[MAX_CONNECTIONS];
 	int nconns;
 	struct rconn subconn; /* SUBSCRIBE <prefix>reset */
@@ -134,7 +103,7 @@ struct store_redis {
 	unsigned long long refused; /* answered "overload" at once */
 	struct sreq *free_pool;
 	size_t nfree;
-	int up_logged, down_logged, setup_err_logged;
+	int up_logged, down_logged;
 	int64_t timeout_ms; /* of the last request: sizes the stall check */
 	char name[300];	    /* "redis 127.0.0.1:6379" or "redis unix:/path", for logs */
 	/* Redis is up but answers decisions with errors (an ACL without what
@@ -144,26 +113,17 @@ struct store_redis {
 	char refusal[200];
 	char check_logged[200]; /* what the last failed check logged: log changes only */
 	struct event *check_timer;
-	char prefix[128]; /* the key prefix, for the check: from watch_resets or a request */
+	char prefix[KEYS_PREFIX_MAX + 1]; /* the key prefix, for the check: from watch_resets or a request */
 	size_t prefix_len;
 	uint64_t error_logged_us; /* decision errors: last logged at */
 	unsigned long errors_unlogged;
-	int closing;
 	int max_batch;
 	int cluster; /* a Redis Cluster node: cluster script, batches with undeclared keys */
-	const char *script, *script_sha;
-	size_t script_len;
 	unsigned long generation; /* bumped on every lost connection */
-	/* argv of one batch: pointers into the arena (keys and numbers) */
-	const char *argv[ARGV_MAX];
-	size_t argl[ARGV_MAX];
-	char *arena;
-	size_t arena_used;
-	char *cmdbuf; /* the batch's RESP bytes */
+	struct redis_argv call; /* the script call of one batch */
+	char *cmdbuf;		/* its RESP bytes */
 };
 
-static void rconn_connect(struct rconn *rc);
-static void rconn_verified(struct rconn *rc);
 static void rconn_check(struct rconn *rc);
 static void redis_learn_prefix(struct store_redis *s, const char *prefix, size_t len);
 static void redis_refusing(struct store_redis *s, const char *why, size_t len);
@@ -283,20 +243,8 @@ static void answer_status(struct sreq *r, enum store_status st, const char *deta
 static void check_stalls(struct store_redis *s, uint64_t now)
 {
 	int64_t ms = s->timeout_ms * 2 > STALL_MIN_MS ? s->timeout_ms * 2 : STALL_MIN_MS;
-	for (int i = 0; i < s->nconns; i++) {
-		struct rconn *rc = &s->conns[i];
-		if (!rc->ac || rc->state != RCONN_UP || rc->inflight == 0)
-			continue;
-		uint64_t since = rc->last_rx_us > rc->busy_since_us ? rc->last_rx_us : rc->busy_since_us;
-		if (now - since < (uint64_t)ms * 1000u)
-			continue;
-		log_warn("redis connection %d: no reply for %lld ms with %u requests owed; reconnecting",
-			 i, (long long)((now - since) / 1000), rc->inflight);
-		/* Not in a hiredis callback, so freeing is allowed: owed requests
-		 * are called back with NULL, on_disconnect schedules the reconnect.
-		 * (redisAsyncDisconnect would wait for the replies that never come.) */
-		redisAsyncFree(rc->ac);
-	}
+	for (int i = 0; i < s->nconns; i++)
+		redis_conn_check_stall(&s->conns[i].c, now, ms);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -331,37 +279,6 @@ struct sbatch {
 	struct sreq *reqs[MAX_BATCH];
 };
 
-/* Formats v into the arena; returns its start. */
-static const char *arena_num(struct store_redis *s, int64_t v, size_t *len)
-{
-	char *p = s->arena + s->arena_used;
-	*len = decimal_put(p, (uint64_t)v);
-	s->arena_used += *len;
-	return p;
-}
-
-/* The RESP form of a command, as hiredis would format it, without its
- * per-argument allocations. Returns the length written to out. */
-static size_t resp_format(char *out, int argc, const char **argv, const size_t *argl)
-{
-	char *p = out;
-	*p++ = '*';
-	p += decimal_put(p, (uint64_t)argc);
-	*p++ = '\r';
-	*p++ = '\n';
-	for (int i = 0; i < argc; i++) {
-		*p++ = '$';
-		p += decimal_put(p, argl[i]);
-		*p++ = '\r';
-		*p++ = '\n';
-		memcpy(p, argv[i], argl[i]);
-		p += argl[i];
-		*p++ = '\r';
-		*p++ = '\n';
-	}
-	return (size_t)(p - out);
-}
-
 static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata);
 
 static struct sbatch *batch_new(struct rconn *rc)
@@ -375,81 +292,29 @@ static struct sbatch *batch_new(struct rconn *rc)
 	return b;
 }
 
-/* Appends every key of the batch to argv; returns how many. */
-static int batch_keys(struct store_redis *s, const struct sbatch *b, const char **argv,
-		      size_t *argl, int *ac)
-{
-	int nkeys = 0;
-	for (int j = 0; j < b->n; j++) {
-		const struct sreq *r = b->reqs[j];
-		for (int i = 0; i < r->sv.policy.nlimits; i++) {
-			char *k = s->arena + s->arena_used;
-			size_t kl = keys_build(k, r->sv.prefix, r->sv.prefix_len, &r->sv.policy, i,
-					       r->sv.user, r->sv.user_len);
-			s->arena_used += kl;
-			argv[*ac] = k;
-			argl[*ac] = kl;
-			(*ac)++;
-			nkeys++;
-		}
-	}
-	return nkeys;
-}
-
 /* Queues EVALSHA (or EVAL) deciding every request of b on its connection. */
 static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 {
 	struct rconn *rc = b->rc;
-	const char **argv = s->argv;
-	size_t *argl = s->argl;
-	int ac = 0, nkeys = 0;
-	s->arena_used = 0;
-#define ARG(str, len) (argv[ac] = (str), argl[ac] = (len), ac++)
-#define ARGS(str) ARG(str, strlen(str))
-#define ARGN(v) (argv[ac] = arena_num(s, (v), &argl[ac]), ac++)
-	if (eval) {
-		ARGS("EVAL");
-		ARG(s->script, s->script_len);
-	} else {
-		ARGS("EVALSHA");
-		ARG(s->script_sha, 40);
-	}
-	int numkeys_at = ac++;
+	const struct store_saved_request *reqs[MAX_BATCH];
+	for (int j = 0; j < b->n; j++)
+		reqs[j] = &b->reqs[j]->sv;
 	/* A cluster node takes a batch of several slots only with undeclared
 	 * keys (numkeys 0, keys after the arguments); one decision declares its
 	 * keys so Redis can redirect it (MOVED, ASK). */
-	int keys_in_argv = s->cluster && b->n > 1;
-	if (!keys_in_argv)
-		nkeys = batch_keys(s, b, argv, argl, &ac);
-	argv[numkeys_at] = arena_num(s, nkeys, &argl[numkeys_at]);
-	ARGS("0");
-	ARGN(b->n);
-	for (int j = 0; j < b->n; j++) {
-		const struct sreq *r = b->reqs[j];
-		const struct policy *p = &r->sv.policy;
-		ARGS(r->sv.op == STORE_ALLOW ? "a" : r->sv.op == STORE_PEEK ? "p" : "r");
-		ARGN(r->sv.cost);
-		ARGN(p->nlimits);
-		for (int i = 0; i < p->nlimits; i++) {
-			const struct policy_limit *l = &p->limits[i];
-			ARGS(p->algo == POLICY_FUNNEL ? "f" : "s");
-			ARGN(l->capacity);
-			ARGN(l->count);
-			ARGN(l->period_ms);
-		}
-	}
-#undef ARG
-#undef ARGS
-#undef ARGN
-	if (keys_in_argv)
-		batch_keys(s, b, argv, argl, &ac);
-	size_t len = resp_format(s->cmdbuf, ac, argv, argl);
-	if (!rc->ac || redisAsyncFormattedCommand(rc->ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
+	int keys_after = s->cluster && b->n > 1;
+	if (eval)
+		redis_script_call(&s->call, "EVAL", s->t.script, s->t.script_len, reqs, b->n, keys_after);
+	else
+		redis_script_call(&s->call, "EVALSHA", s->t.script_sha, 40, reqs, b->n, keys_after);
+	size_t len = redis_resp_format(s->cmdbuf, &s->call);
+	if (!rc->c.ac ||
+	    redisAsyncFormattedCommand(rc->c.ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
 		return -1;
 	b->sent_us = clock_mono_us();
-	if (rc->inflight == 0)
-		rc->busy_since_us = b->sent_us;
-	rc->inflight += (unsigned)b->n;
+	if (rc->c.inflight == 0)
+		rc->c.busy_since_us = b->sent_us;
+	rc->c.inflight += (unsigned)b->n;
 	rc->batches++;
 	return 0;
 }
@@ -471,8 +336,6 @@ static void batch_abort(struct store_redis *s, struct sbatch *b, enum store_stat
 	b->rc->queued -= (unsigned)b->n;
 	batch_fail(s, b, st, detail);
 }
-
-static void rconn_write(struct rconn *rc);
 
 /* Drops the requests of b that were answered while it waited (timed out):
  * they must not reach Redis. Returns how many are left. */
@@ -502,7 +365,8 @@ static void rconn_send_open(struct rconn *rc)
 }
 
 /*
- * End of a loop turn: send the open batch and write everything queued.
+ * End of a loop turn: send the open batch (the connection then writes
+ * everything queued).
  * While an earlier call on this connection is still unanswered, a batch that
  * is not full waits for that reply (batch_cb flushes again): Redis runs the
  * calls of one connection in order, so it could not start on it much sooner,
@@ -513,20 +377,12 @@ static void rconn_send_open(struct rconn *rc)
  * full one always does. A request answered while it waited (timed out) is
  * dropped from the batch, so it never runs in Redis.
  */
-static void rconn_flush(struct rconn *rc)
+static void rconn_flush(struct redis_conn *c)
 {
+	struct rconn *rc = (struct rconn *)c;
 	struct sbatch *b = rc->open;
 	if (b && (rc->batches == 0 || b->n >= rc->s->max_batch))
 		rconn_send_open(rc);
-	if (rc->want_write)
-		rconn_write(rc);
-}
-
-static void flush_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	rconn_flush(arg);
 }
 
 /* Adds r to rc's open batch; sends the batch when full, else at the end of this loop turn. */
@@ -540,8 +396,8 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 		if (b)
 			rconn_send_open(rc);
 		b = batch_new(rc);
-		if (!b || !rc->ac ||
-		    (r->asking && redisAsyncFormattedCommand(rc->ac, NULL, NULL, asking,
+		if (!b || !rc->c.ac ||
+		    (r->asking && redisAsyncFormattedCommand(rc->c.ac, NULL, NULL, asking,
 							     sizeof(asking) - 1) != REDIS_OK)) {
 			free(b);
 			answer_status(r, STORE_UNAVAILABLE, "redis connection is closing");
@@ -564,7 +420,7 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 			return;
 		}
 		rc->open = b;
-		event_active(rc->flush, EV_TIMEOUT, 0);
+		redis_conn_kick(&rc->c);
 	}
 	r->rc = rc;
 	b->reqs[b->n++] = r;
@@ -574,7 +430,7 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 }
 
 /*
- * A reply to b arrived (at rc->last_rx_us) and b had been sent before the
+ * A reply to b arrived (at rc->c.last_rx_us) and b had been sent before the
  * previous reply on rc (at prev_rx): Redis went from that call to this one
  * with b waiting, so the gap is what b's decisions cost in Redis's time,
  * other connections' work included. Only such gaps count, so an idle
@@ -582,9 +438,9 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
  */
 static void rconn_measure(struct rconn *rc, const struct sbatch *b, uint64_t prev_rx)
 {
-	if (b->sent_us > prev_rx || rc->last_rx_us < prev_rx)
+	if (b->sent_us > prev_rx || rc->c.last_rx_us < prev_rx)
 		return;
-	rc->win_us += rc->last_rx_us - prev_rx;
+	rc->win_us += rc->c.last_rx_us - prev_rx;
 	rc->win_n += (unsigned)b->n;
 	if (rc->win_us < RATE_WINDOW_US)
 		return;
@@ -601,20 +457,20 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	struct rconn *rc = b->rc;
 	struct store_redis *s = rc->s;
 	redisReply *rep = reply;
-	rc->inflight -= (unsigned)b->n;
+	rc->c.inflight -= (unsigned)b->n;
 	rc->queued -= (unsigned)b->n;
 	if (--rc->batches == 0 && rc->open)
-		event_active(rc->flush, EV_TIMEOUT, 0); /* the held batch may go now */
+		redis_conn_kick(&rc->c); /* the held batch may go now */
 	if (!rep) {
 		batch_fail(s, b, STORE_UNAVAILABLE, "connection to redis lost");
 		return;
 	}
-	uint64_t prev_rx = rc->last_rx_us;
-	rconn_verified(rc);
+	uint64_t prev_rx = rc->c.last_rx_us;
+	redis_conn_verified(&rc->c);
 	rconn_measure(rc, b, prev_rx);
 	enum store_error err = rep->type == REDIS_REPLY_ERROR ? store_reply_error(rep->str, rep->len)
 							      : STORE_ERROR_NONE;
-	if (err == STORE_ERROR_NOSCRIPT && !b->evaled && rc->ac && !s->closing) {
+	if (err == STORE_ERROR_NOSCRIPT && !b->evaled && rc->c.ac && !s->t.closing) {
 		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it.
 		 * Requests already answered (timed out) are not run again. */
 		rc->queued += (unsigned)b->n; /* queued again, less those compacted away */
@@ -687,155 +543,12 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	free(b);
 }
 
-/* ---- the event-loop adapter ----
- *
- * Our own hiredis <-> libevent glue instead of hiredis's adapter, which
- * arms EV_WRITE for every command and writes one loop turn later: that is
- * two epoll_ctl calls and a turn of latency per batch. Once connected, we
- * write hiredis's output ourselves at the end of the loop turn (rconn_flush)
- * and arm EV_WRITE only when the socket could not take it all.
- */
-struct rl_ev {
-	redisAsyncContext *ac;
-	struct rconn *rc;
-	struct event *rev, *wev;
-	int wev_added;
-};
-
-static void ev_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct rl_ev *e = arg;
-	redisAsyncHandleRead(e->ac);
-}
-
-static void ev_write_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct rl_ev *e = arg;
-	redisAsyncHandleWrite(e->ac);
-}
-
-static void ev_add_read(void *p)
-{
-	struct rl_ev *e = p;
-	event_add(e->rev, NULL);
-}
-
-static void ev_del_read(void *p)
-{
-	struct rl_ev *e = p;
-	event_del(e->rev);
-}
-
-static void ev_add_write(void *p)
-{
-	struct rl_ev *e = p;
-	if (!(e->ac->c.flags & REDIS_CONNECTED)) {
-		/* connecting: writability is how we learn the connect finished */
-		if (!e->wev_added) {
-			event_add(e->wev, NULL);
-			e->wev_added = 1;
-		}
-		return;
-	}
-	if (!e->wev_added && !e->rc->want_write) {
-		e->rc->want_write = 1;
-		event_active(e->rc->flush, EV_TIMEOUT, 0);
-	}
-}
-
-static void ev_del_write(void *p)
-{
-	struct rl_ev *e = p;
-	if (e->wev_added) {
-		event_del(e->wev);
-		e->wev_added = 0;
-	}
-}
-
-static void ev_cleanup(void *p)
-{
-	struct rl_ev *e = p;
-	event_free(e->rev);
-	event_free(e->wev);
-	free(e);
-}
-
-static int ev_attach(redisAsyncContext *ac, struct rconn *rc, struct event_base *base)
-{
-	struct rl_ev *e = calloc(1, sizeof(*e));
-	if (!e)
-		return -1;
-	e->ac = ac;
-	e->rc = rc;
-	e->rev = event_new(base, ac->c.fd, EV_READ | EV_PERSIST, ev_read_cb, e);
-	e->wev = event_new(base, ac->c.fd, EV_WRITE | EV_PERSIST, ev_write_cb, e);
-	if (!e->rev || !e->wev) {
-		if (e->rev)
-			event_free(e->rev);
-		if (e->wev)
-			event_free(e->wev);
-		free(e);
-		return -1;
-	}
-	if (rc->sub)
-		/* RESET notices first: when a loop turn has both the notice and a
-		 * client's request for that pair, the request must see the reset. */
-		event_priority_set(e->rev, 0);
-	ac->ev.data = e;
-	ac->ev.addRead = ev_add_read;
-	ac->ev.delRead = ev_del_read;
-	ac->ev.addWrite = ev_add_write;
-	ac->ev.delWrite = ev_del_write;
-	ac->ev.cleanup = ev_cleanup;
-	return 0;
-}
-
-/* Writes what hiredis has queued now; arms EV_WRITE for any rest. */
-static void rconn_write(struct rconn *rc)
-{
-	rc->want_write = 0;
-	if (!rc->ac)
-		return;
-	redisAsyncHandleWrite(rc->ac); /* may disconnect: rc->ac is then NULL */
-	if (rc->ac && rc->ac->c.obuf && sdslen(rc->ac->c.obuf) > 0) {
-		struct rl_ev *e = rc->ac->ev.data;
-		if (!e->wev_added) {
-			event_add(e->wev, NULL);
-			e->wev_added = 1;
-		}
-	}
-}
-
-/* ---- connections ---- */
-
-static void rconn_schedule_retry(struct rconn *rc)
-{
-	if (rc->s->closing)
-		return;
-	/* A connection that stayed up a while earns a quick reconnect; one
-	 * dropped at once (Redis failing every command, a proxy closing) does
-	 * not, so there is no reconnect storm. */
-	if (rc->up_since_us && clock_mono_us() - rc->up_since_us >= STABLE_US)
-		rc->backoff_ms = 0;
-	rc->up_since_us = 0;
-	if (rc->backoff_ms == 0)
-		rc->backoff_ms = BACKOFF_MIN_MS;
-	else if (rc->backoff_ms < BACKOFF_MAX_MS)
-		rc->backoff_ms = rc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : rc->backoff_ms * 2;
-	/* jitter in [backoff/2, backoff] so a pool (and a fleet) does not reconnect in step */
-	int ms = rc->backoff_ms / 2 + rand() % (rc->backoff_ms / 2 + 1);
-	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-	evtimer_add(rc->retry, &tv);
-}
+/* ---- what the connections tell ---- */
 
 static void store_note_down(struct store_redis *s, const char *why)
 {
 	for (int i = 0; i < s->nconns; i++)
-		if (s->conns[i].state == RCONN_UP && s->conns[i].verified)
+		if (s->conns[i].c.state == REDIS_CONN_UP && s->conns[i].c.verified)
 			return;
 	if (!s->down_logged) {
 		log_warn("%s unavailable: %s; answering per on_store_error, retrying", s->name, why);
@@ -844,56 +557,9 @@ static void store_note_down(struct store_redis *s, const char *why)
 	}
 }
 
-/* Redis answered on rc: it works. Logged once per outage, on the way up. */
-static void rconn_verified(struct rconn *rc)
+static void rconn_connected(struct redis_conn *c)
 {
-	struct store_redis *s = rc->s;
-	rc->verified = 1;
-	rc->last_rx_us = clock_mono_us();
-	if (rc->sub || s->up_logged)
-		return;
-	log_info("%s connected", s->name);
-	/* Redis is back: the rest of the pool need not wait out its backoff
-	 * (up to BACKOFF_MAX_MS) while this connection carries everything. */
-	for (int i = -1; i < s->nconns; i++) {
-		struct rconn *o = i < 0 ? &s->subconn : &s->conns[i];
-		if (o->state == RCONN_DOWN && evtimer_pending(o->retry, NULL)) {
-			struct timeval now = {0, 0};
-			evtimer_add(o->retry, &now);
-		}
-	}
-	s->up_logged = 1;
-	s->down_logged = 0;
-	s->setup_err_logged = 0;
-}
-
-static void rconn_lost(struct rconn *rc, const char *why)
-{
-	/* State may be lost only with a Redis we were talking to (it may come
-	 * back empty); failed attempts to reach one change nothing. */
-	if (rc->state == RCONN_UP)
-		rc->s->generation++;
-	rc->ac = NULL;
-	rc->state = RCONN_DOWN;
-	rc->verified = 0;
-	evtimer_del(rc->connect_timeout);
-	store_note_down(rc->s, why);
-	rconn_schedule_retry(rc);
-}
-
-static void on_connect(const redisAsyncContext *ac, int status)
-{
-	struct rconn *rc = ac->data;
-	if (!rc)
-		return;
-	if (status != REDIS_OK) {
-		rconn_lost(rc, ac->errstr[0] ? ac->errstr : "connect failed");
-		return;
-	}
-	evtimer_del(rc->connect_timeout);
-	rc->state = RCONN_UP;
-	rc->up_since_us = clock_mono_us();
-	rc->last_rx_us = rc->up_since_us;
+	struct rconn *rc = (struct rconn *)c;
 	/* perhaps another Redis now (a failover): measure it afresh */
 	rc->rate = 0;
 	rc->win_us = 0;
@@ -901,132 +567,56 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	rc->behind_until_us = 0;
 }
 
-static void on_disconnect(const redisAsyncContext *ac, int status)
+/* Redis answered on a request connection: it works. Logged once per outage, on the way up. */
+static void rconn_verified(struct redis_conn *c)
 {
-	struct rconn *rc = ac->data;
-	if (!rc)
+	struct store_redis *s = ((struct rconn *)c)->s;
+	if (s->up_logged)
 		return;
-	rconn_lost(rc, status == REDIS_OK ? "connection closed" : ac->errstr);
+	log_info("%s connected", s->name);
+	/* Redis is back: the rest of the pool need not wait out its backoff
+	 * (up to half a second) while this connection carries everything. */
+	redis_conn_retry_now(&s->subconn.c);
+	for (int i = 0; i < s->nconns; i++)
+		redis_conn_retry_now(&s->conns[i].c);
+	s->up_logged = 1;
+	s->down_logged = 0;
+	s->t.setup_err_logged = 0;
 }
 
-static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void rconn_ready(struct redis_conn *c)
 {
-	struct rconn *rc = ac->data;
-	redisReply *rep = reply;
-	const char *what = privdata;
-	if (!rep || !rc)
-		return;
-	if (rep->type == REDIS_REPLY_ERROR) {
-		/* AUTH errors never echo the password; Redis's message doesn't either.
-		 * Logged once until Redis works again, not on every reconnect. */
-		if (!rc->s->setup_err_logged)
-			log_error("redis %s failed: %.200s", what, rep->str);
-		rc->s->setup_err_logged = 1;
-		if (strcmp(what, "SCRIPT LOAD") != 0 && rc->ac)
-			redisAsyncDisconnect(rc->ac);
-		return;
-	}
-	if (strcmp(what, "SCRIPT LOAD") == 0) {
-		rconn_verified(rc);
-		rconn_check(rc);
-	}
+	rconn_check((struct rconn *)c);
 }
 
-static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
+static void rconn_lost(struct redis_conn *c, const char *why, int was_up)
 {
-	(void)fd;
-	(void)what;
-	struct rconn *rc = arg;
-	if (rc->state != RCONN_CONNECTING || !rc->ac)
-		return;
-	redisAsyncContext *ac = rc->ac;
-	/* Not inside a hiredis callback: freeing here is safe. Pending requests get NULL replies. */
-	ac->data = NULL;
-	rc->ac = NULL;
-	redisAsyncFree(ac);
-	rconn_lost(rc, "connect timed out");
+	struct store_redis *s = ((struct rconn *)c)->s;
+	/* State may be lost only with a Redis we were talking to (it may come
+	 * back empty); failed attempts to reach one change nothing. */
+	if (was_up)
+		s->generation++;
+	store_note_down(s, why);
 }
 
-/* Every RESET, by any daemon, publishes the pair's hash tag (see the script). */
-static void reset_notice_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void rconn_notice(struct redis_conn *c, const char *msg, size_t len)
 {
-	(void)privdata;
-	struct rconn *rc = ac->data;
-	redisReply *rep = reply;
-	if (!rc || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
-		return;
-	const redisReply *kind = rep->element[0], *msg = rep->element[2];
-	if (kind->type != REDIS_REPLY_STRING)
-		return;
-	if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0) {
-		rconn_verified(rc);
-		return;
-	}
-	if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 && msg->type == REDIS_REPLY_STRING &&
-	    rc->s->on_reset)
-		rc->s->on_reset(rc->s->on_reset_arg, msg->str, msg->len);
+	struct store_redis *s = ((struct rconn *)c)->s;
+	if (s->on_reset)
+		s->on_reset(s->on_reset_arg, msg, len);
 }
 
-static void rconn_connect(struct rconn *rc)
-{
-	struct store_redis *s = rc->s;
-	redisAsyncContext *ac =
-		s->host ? redisAsyncConnect(s->host, s->port) : redisAsyncConnectUnix(s->unix_path);
-	if (!ac) {
-		rconn_lost(rc, "out of memory");
-		return;
-	}
-	if (ac->err) {
-		char why[128];
-		snprintf(why, sizeof(why), "%s", ac->errstr);
-		redisAsyncFree(ac);
-		rconn_lost(rc, why);
-		return;
-	}
-	ac->data = rc;
-	store_reply_guard_reader(ac->c.reader);
-	if (ev_attach(ac, rc, s->evbase) < 0) {
-		redisAsyncFree(ac);
-		rconn_lost(rc, "cannot attach to event loop");
-		return;
-	}
-	redisAsyncSetConnectCallback(ac, on_connect);
-	redisAsyncSetDisconnectCallback(ac, on_disconnect);
-	rc->ac = ac;
-	rc->state = RCONN_CONNECTING;
-	/* Queued before any request so they reach Redis first. */
-	if (s->password) {
-		if (s->username)
-			redisAsyncCommand(ac, setup_reply_cb, "AUTH", "AUTH %s %s", s->username,
-					  s->password);
-		else
-			redisAsyncCommand(ac, setup_reply_cb, "AUTH", "AUTH %s", s->password);
-	}
-	if (rc->sub) {
-		redisAsyncCommand(ac, reset_notice_cb, NULL, "SUBSCRIBE %s", s->reset_channel);
-		goto timeout;
-	}
-	if (s->database)
-		redisAsyncCommand(ac, setup_reply_cb, "SELECT", "SELECT %d", s->database);
-	const char *argv[3] = {"SCRIPT", "LOAD", s->script};
-	size_t argl[3] = {6, 4, s->script_len};
-	redisAsyncCommandArgv(ac, setup_reply_cb, "SCRIPT LOAD", 3, argv, argl);
-timeout:;
-	struct timeval tv = {.tv_sec = CONNECT_TIMEOUT_MS / 1000,
-			     .tv_usec = (CONNECT_TIMEOUT_MS % 1000) * 1000};
-	evtimer_add(rc->connect_timeout, &tv);
-}
+static void rconn_checked(struct redis_conn *c, const char *refusal);
 
-static void retry_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct rconn *rc = arg;
-	if (rc->sub && !rc->s->reset_channel)
-		return; /* no longer watching */
-	if (rc->state == RCONN_DOWN && !rc->s->closing)
-		rconn_connect(rc);
-}
+static const struct redis_conn_ops rconn_ops = {
+	.connected = rconn_connected,
+	.verified = rconn_verified,
+	.ready = rconn_ready,
+	.lost = rconn_lost,
+	.checked = rconn_checked,
+	.flush = rconn_flush,
+	.notice = rconn_notice,
+};
 
 /* ---- store interface ---- */
 
@@ -1073,7 +663,7 @@ static struct rconn *pick_conn(struct store_redis *s, const struct store_request
 		h = (h ^ (uint8_t)req->user[i]) * 16777619u;
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[(h + (uint32_t)i) % (uint32_t)s->nconns];
-		if (rc->state != RCONN_DOWN && rc->ac && rconn_admits(rc, req->timeout_ms))
+		if (rc->c.state != REDIS_CONN_DOWN && rc->c.ac && rconn_admits(rc, req->timeout_ms))
 			return rc;
 	}
 	return NULL;
@@ -1084,7 +674,7 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 {
 	struct store_redis *s = (struct store_redis *)base;
 	struct store_result res = {.status = STORE_UNAVAILABLE, .detail = "redis is not connected"};
-	if (s->closing) {
+	if (s->t.closing) {
 		res.detail = "shutting down";
 		done(arg, &res);
 		return;
@@ -1095,7 +685,7 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 	if (!rc) {
 		int any = 0;
 		for (int i = 0; i < s->nconns; i++)
-			any |= s->conns[i].state != RCONN_DOWN;
+			any |= s->conns[i].c.state != REDIS_CONN_DOWN;
 		if (any) {
 			res.status = STORE_OVERLOAD;
 			res.detail = "too many requests waiting on redis";
@@ -1138,7 +728,7 @@ static unsigned long redis_generation(const struct store *base)
 static int redis_resets_followed(const struct store *base)
 {
 	const struct store_redis *s = (const struct store_redis *)base;
-	return s->reset_channel && s->subconn.state == RCONN_UP && s->subconn.verified;
+	return s->reset_channel && s->subconn.c.state == REDIS_CONN_UP && s->subconn.c.verified;
 }
 
 static void redis_health(const struct store *base, struct store_health *h)
@@ -1146,7 +736,7 @@ static void redis_health(const struct store *base, struct store_health *h)
 	const struct store_redis *s = (const struct store_redis *)base;
 	for (int i = 0; i < s->nconns; i++) {
 		h->conns++;
-		if (s->conns[i].state == RCONN_UP && s->conns[i].verified)
+		if (s->conns[i].c.state == REDIS_CONN_UP && s->conns[i].c.verified)
 			h->conns_up++;
 	}
 	h->conns_lost += s->generation;
@@ -1160,22 +750,14 @@ static void redis_health(const struct store *base, struct store_health *h)
 static void redis_free(struct store *base)
 {
 	struct store_redis *s = (struct store_redis *)base;
-	s->closing = 1;
+	s->t.closing = 1;
 	for (int i = -1; i < s->nconns; i++) {
 		struct rconn *rc = i < 0 ? &s->subconn : &s->conns[i];
 		if (rc->open) {
 			batch_abort(s, rc->open, STORE_UNAVAILABLE, "shutting down");
 			rc->open = NULL;
 		}
-		if (rc->ac) {
-			redisAsyncContext *ac = rc->ac;
-			ac->data = NULL;
-			rc->ac = NULL;
-			redisAsyncFree(ac); /* runs pending callbacks with NULL */
-		}
-		event_free(rc->retry);
-		event_free(rc->connect_timeout);
-		event_free(rc->flush);
+		redis_conn_free(&rc->c);
 	}
 	while (s->head)
 		answer_status(s->head, STORE_UNAVAILABLE, "shutting down");
@@ -1186,11 +768,10 @@ static void redis_free(struct store *base)
 		s->free_pool = r->next;
 		free(r);
 	}
-	free(s->host);
-	free(s->unix_path);
-	free(s->username);
-	free(s->password);
-	free(s->arena);
+	redis_target_free(&s->t);
+	free(s->call.argv);
+	free(s->call.argl);
+	free(s->call.arena);
 	free(s->cmdbuf);
 	free(s->reset_channel);
 	free(s);
@@ -1204,9 +785,10 @@ static void redis_watch_resets(struct store *base, const char *prefix, store_res
 		/* stop: the subscriber is not reconnected */
 		free(s->reset_channel);
 		s->reset_channel = NULL;
+		s->subconn.c.channel = NULL;
 		s->on_reset = NULL;
-		if (s->subconn.ac)
-			redisAsyncDisconnect(s->subconn.ac);
+		if (s->subconn.c.ac)
+			redisAsyncDisconnect(s->subconn.c.ac);
 		return;
 	}
 	size_t n = strlen(prefix) + sizeof("reset");
@@ -1225,13 +807,10 @@ static void redis_watch_resets(struct store *base, const char *prefix, store_res
 	}
 	free(s->reset_channel);
 	s->reset_channel = channel;
-	struct rconn *rc = &s->subconn;
-	if (rc->ac)
-		/* Resubscribes on reconnect; the lost connection clears the deny
-		 * cache (generation), so no notice is missed in between. */
-		redisAsyncDisconnect(rc->ac);
-	else if (rc->state == RCONN_DOWN && !evtimer_pending(rc->retry, NULL))
-		rconn_connect(rc);
+	s->subconn.c.channel = channel;
+	/* Resubscribes on reconnect; the lost connection clears the deny
+	 * cache (generation), so no notice is missed in between. */
+	redis_conn_restart(&s->subconn.c);
 }
 
 static const struct store_ops redis_ops = {
@@ -1243,21 +822,6 @@ static const struct store_ops redis_ops = {
 	.resets_followed = redis_resets_followed,
 	.health = redis_health,
 };
-
-static int parse_address(struct store_redis *s, const char *addr, char *err, size_t errlen)
-{
-	if (strncmp(addr, "unix:", 5) == 0) {
-		s->unix_path = strdup(addr + 5);
-		return s->unix_path ? 0 : -1;
-	}
-	char host[256];
-	if (addr_split(addr, host, sizeof(host), &s->port) < 0) {
-		snprintf(err, errlen, "redis address %s: expected host:port", addr);
-		return -1;
-	}
-	s->host = strdup(host);
-	return s->host ? 0 : -1;
-}
 
 /* ---- knowing that Redis decides ----
  *
@@ -1314,40 +878,18 @@ static void redis_log_error(struct store_redis *s, const char *what, const char 
 	s->errors_unlogged = 0;
 }
 
-static void check_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void rconn_checked(struct redis_conn *c, const char *refusal)
 {
-	(void)privdata;
-	struct rconn *rc = ac->data;
-	redisReply *rep = reply;
-	if (!rep || !rc)
-		return; /* connection lost: the next connect checks again */
-	struct store_redis *s = rc->s;
-	char what[200];
-	if (rep->type == REDIS_REPLY_ERROR) {
-		if (store_reply_error(rep->str, rep->len) == STORE_ERROR_NOSCRIPT)
-			return; /* flushed meanwhile: the next decision loads it again */
-		snprintf(what, sizeof(what), "%.*s", (int)(rep->len < 190 ? rep->len : 190),
-			 rep->str);
-	} else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 0) {
+	struct store_redis *s = ((struct rconn *)c)->s;
+	if (!refusal) {
 		redis_deciding(s);
 		return;
-	} else if (rep->type == REDIS_REPLY_ARRAY) {
-		/* What the ACL lacks, as the rules that would grant it. */
-		size_t n = (size_t)snprintf(what, sizeof(what), "the redis user lacks");
-		for (size_t i = 0; i < rep->elements && n < sizeof(what); i++) {
-			const redisReply *e = rep->element[i];
-			if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS)
-				n += (size_t)snprintf(what + n, sizeof(what) - n, " %.*s",
-						      (int)(e->len < 100 ? e->len : 100), e->str);
-		}
-	} else {
-		return; /* not our script's answer: nothing to say about Redis */
 	}
-	if (strcmp(s->check_logged, what) != 0) {
+	if (strcmp(s->check_logged, refusal) != 0) {
 		log_error("%s cannot decide: %s; every decision is answered per on_store_error "
 			  "until this is fixed (docs/security.md gives the ACL)",
-			  s->name, what);
-		snprintf(s->check_logged, sizeof(s->check_logged), "%s", what);
+			  s->name, refusal);
+		snprintf(s->check_logged, sizeof(s->check_logged), "%s", refusal);
 	}
 	redis_refusing(s, s->check_logged, strlen(s->check_logged));
 }
@@ -1355,12 +897,8 @@ static void check_cb(redisAsyncContext *ac, void *reply, void *privdata)
 /* Runs the script's check on rc (an up connection whose script is loaded). */
 static void rconn_check(struct rconn *rc)
 {
-	struct store_redis *s = rc->s;
-	if (!rc->ac || !s->prefix_len)
-		return; /* no prefix known yet: a request or watch_resets brings it */
-	const char *argv[] = {"EVALSHA", s->script_sha, "0", "0", "check", s->prefix};
-	size_t argl[] = {7, 40, 1, 1, 5, s->prefix_len};
-	redisAsyncCommandArgv(rc->ac, check_cb, NULL, 6, argv, argl);
+	/* no prefix known yet: a request or watch_resets brings it */
+	redis_conn_check(&rc->c, rc->s->prefix, rc->s->prefix_len);
 }
 
 static void check_timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -1369,7 +907,7 @@ static void check_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct store_redis *s = arg;
 	for (int i = 0; i < s->nconns; i++)
-		if (s->conns[i].state == RCONN_UP && s->conns[i].verified) {
+		if (s->conns[i].c.state == REDIS_CONN_UP && s->conns[i].c.verified) {
 			rconn_check(&s->conns[i]);
 			break;
 		}
@@ -1390,7 +928,7 @@ static void redis_learn_prefix(struct store_redis *s, const char *prefix, size_t
 	s->prefix_len = len;
 	if (first) /* connections that came up before it was known */
 		for (int i = 0; i < s->nconns; i++)
-			if (s->conns[i].state == RCONN_UP && s->conns[i].verified) {
+			if (s->conns[i].c.state == REDIS_CONN_UP && s->conns[i].c.verified) {
 				rconn_check(&s->conns[i]);
 				break;
 			}
@@ -1405,42 +943,37 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 		return NULL;
 	}
 	s->base.ops = &redis_ops;
-	s->evbase = base;
-	s->database = cfg->database;
 	s->nconns = cfg->connections < 1 ? 1
 		    : cfg->connections > MAX_CONNECTIONS ? MAX_CONNECTIONS
 							 : cfg->connections;
 	s->cluster = cluster;
-	s->script = cluster ? lua_ratelimit_cluster_src : lua_ratelimit_src;
-	s->script_len = cluster ? lua_ratelimit_cluster_len : lua_ratelimit_len;
-	s->script_sha = cluster ? lua_ratelimit_cluster_sha : lua_ratelimit_sha;
-	if (parse_address(s, address, err, errlen) < 0 ||
-	    (cfg->username && !(s->username = strdup(cfg->username))) ||
-	    (cfg->password && !(s->password = strdup(cfg->password)))) {
-		if (!err[0])
-			snprintf(err, errlen, "out of memory");
-		free(s->host);
-		free(s->unix_path);
-		free(s->username);
-		free(s->password);
+	struct redis_target *t = &s->t;
+	t->base = base;
+	t->ops = &rconn_ops;
+	t->database = cfg->database;
+	t->script = cluster ? lua_ratelimit_cluster_src : lua_ratelimit_src;
+	t->script_len = cluster ? lua_ratelimit_cluster_len : lua_ratelimit_len;
+	t->script_sha = cluster ? lua_ratelimit_cluster_sha : lua_ratelimit_sha;
+	if (redis_target_init(t, address, cfg->username, cfg->password, err, errlen) < 0) {
 		free(s);
 		return NULL;
 	}
-	if (s->host)
-		snprintf(s->name, sizeof(s->name), "redis %s:%d", s->host, s->port);
+	if (t->host)
+		snprintf(s->name, sizeof(s->name), "redis %s:%d", t->host, t->port);
 	else
-		snprintf(s->name, sizeof(s->name), "redis unix:%s", s->unix_path);
+		snprintf(s->name, sizeof(s->name), "redis unix:%s", t->unix_path);
 	s->max_batch = MAX_BATCH;
-	s->arena = malloc(ARENA_SIZE);
-	s->cmdbuf = malloc(CMDBUF_SIZE + lua_ratelimit_cluster_len);
-	if (!s->arena || !s->cmdbuf) {
-		free(s->arena);
+	s->call.argv = malloc(redis_script_argv_max(MAX_BATCH) * sizeof(*s->call.argv));
+	s->call.argl = malloc(redis_script_argv_max(MAX_BATCH) * sizeof(*s->call.argl));
+	s->call.arena = malloc(redis_script_arena_size(MAX_BATCH));
+	s->cmdbuf = malloc(redis_script_resp_max(MAX_BATCH) + lua_ratelimit_cluster_len);
+	if (!s->call.argv || !s->call.argl || !s->call.arena || !s->cmdbuf) {
+		free(s->call.argv);
+		free(s->call.argl);
+		free(s->call.arena);
 		free(s->cmdbuf);
 		snprintf(err, errlen, "out of memory");
-		free(s->host);
-		free(s->unix_path);
-		free(s->username);
-		free(s->password);
+		redis_target_free(t);
 		free(s);
 		return NULL;
 	}
@@ -1449,19 +982,12 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[i];
 		rc->s = s;
-		rc->idx = i;
-		rc->retry = evtimer_new(base, retry_cb, rc);
-		rc->connect_timeout = evtimer_new(base, connect_timeout_cb, rc);
-		rc->flush = event_new(base, -1, 0, flush_cb, rc);
-		rconn_connect(rc);
+		redis_conn_init(&rc->c, t, i, 0);
+		redis_conn_connect(&rc->c);
 	}
 	struct rconn *sc = &s->subconn;
 	sc->s = s;
-	sc->idx = -1;
-	sc->sub = 1;
-	sc->retry = evtimer_new(base, retry_cb, sc);
-	sc->connect_timeout = evtimer_new(base, connect_timeout_cb, sc);
-	sc->flush = event_new(base, -1, 0, flush_cb, sc); /* never used; freed like the others */
+	redis_conn_init(&sc->c, t, -1, 1); /* connects with store_watch_resets */
 	return &s->base;
 }
 

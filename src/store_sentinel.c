@@ -29,6 +29,7 @@
 #include "store.h"
 #include "store_redis.h"
 #include "store_reply.h"
+#include "store_retry.h"
 
 #define RECHECK_MS 5000
 #define ASK_MIN_MS 100
@@ -66,7 +67,7 @@ struct sreq {
 	void *arg;
 	uint64_t deadline_us;
 	int attempts;
-	struct event *retry;
+	struct store_retry retry;
 	struct store_saved_request sv;
 };
 
@@ -254,16 +255,13 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 static void sreq_finish(struct sreq *q, const struct store_result *res)
 {
 	q->done(q->arg, res);
-	if (q->retry)
-		event_free(q->retry);
+	store_retry_free(&q->retry);
 	q->s->pending--;
 	free(q);
 }
 
-static void retry_cb(evutil_socket_t fd, short what, void *arg)
+static void retry_cb(void *arg)
 {
-	(void)fd;
-	(void)what;
 	sreq_send(arg);
 }
 
@@ -279,17 +277,10 @@ static void sreq_done(void *arg, const struct store_result *res)
 		return;
 	}
 	sentinel_ask(s);
-	int ms = RETRY_MIN_MS << (q->attempts < 5 ? q->attempts : 5);
-	if (ms > RETRY_MAX_MS)
-		ms = RETRY_MAX_MS;
+	int ms = store_retry_delay_ms(q->attempts, RETRY_MIN_MS, RETRY_MAX_MS, q->deadline_us);
 	q->attempts++;
-	if (clock_mono_us() + (uint64_t)ms * 1000u >= q->deadline_us ||
-	    (!q->retry && !(q->retry = evtimer_new(s->evbase, retry_cb, q)))) {
+	if (ms < 0 || store_retry_after(&q->retry, s->evbase, ms) < 0)
 		sreq_finish(q, res);
-		return;
-	}
-	struct timeval tv = {.tv_sec = 0, .tv_usec = ms * 1000};
-	evtimer_add(q->retry, &tv);
 }
 
 static void sreq_send(struct sreq *q)
@@ -324,6 +315,8 @@ static void sentinel_submit(struct store *base, const struct store_request *req,
 	q->s = s;
 	q->done = done;
 	q->arg = arg;
+	q->retry.fn = retry_cb;
+	q->retry.arg = q;
 	q->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
 	store_request_save(&q->sv, req);
 	sreq_send(q);
@@ -351,7 +344,7 @@ static void sentinel_health(const struct store *base, struct store_health *h)
 {
 	const struct store_sentinel *s = (const struct store_sentinel *)base;
 	if (s->cur)
-		s->cur->ops->health(s->cur, h);
+		store_health_add(s->cur, h);
 	h->conns_lost += s->gen_base;
 	for (int i = 0; i < s->nretired; i++)
 		h->conns_lost += store_generation(s->retired[i]);

@@ -1,0 +1,484 @@
+/*
+ * redis_conn.c - one hiredis async connection: our libevent adapter,
+ * connect, setup and the script's check, reconnect backoff, stall detection.
+ */
+#include "redis_conn.h"
+
+#include <event2/event.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <hiredis/sds.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "addr.h"
+#include "clock.h"
+#include "log.h"
+#include "store.h"
+#include "store_reply.h"
+
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 500
+#define CONNECT_TIMEOUT_MS 1000
+/* Up this long: the next reconnect starts from the shortest backoff. */
+#define STABLE_US 1000000u
+
+int redis_target_init(struct redis_target *t, const char *address, const char *username,
+		      const char *password, char *err, size_t errlen)
+{
+	if (strncmp(address, "unix:", 5) == 0) {
+		t->unix_path = strdup(address + 5);
+		if (!t->unix_path)
+			goto oom;
+	} else {
+		char host[256];
+		if (addr_split(address, host, sizeof(host), &t->port) < 0) {
+			snprintf(err, errlen, "redis address %s: expected host:port", address);
+			return -1;
+		}
+		t->host = strdup(host);
+		if (!t->host)
+			goto oom;
+	}
+	if ((username && !(t->username = strdup(username))) ||
+	    (password && !(t->password = strdup(password))))
+		goto oom;
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+	redis_target_free(t);
+	return -1;
+}
+
+void redis_target_free(struct redis_target *t)
+{
+	free(t->host);
+	free(t->unix_path);
+	free(t->username);
+	free(t->password);
+	t->host = t->unix_path = t->username = t->password = NULL;
+}
+
+/* ---- the event-loop adapter ----
+ *
+ * Our own hiredis <-> libevent glue instead of hiredis's adapter, which
+ * arms EV_WRITE for every command and writes one loop turn later: that is
+ * two epoll_ctl calls and a turn of latency per batch. Once connected, we
+ * write hiredis's output ourselves at the end of the loop turn (flush_cb)
+ * and arm EV_WRITE only when the socket could not take it all.
+ */
+struct rl_ev {
+	redisAsyncContext *ac;
+	struct redis_conn *c;
+	struct event *rev, *wev;
+	int wev_added;
+};
+
+static void ev_read_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct rl_ev *e = arg;
+	redisAsyncHandleRead(e->ac);
+}
+
+static void ev_write_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct rl_ev *e = arg;
+	redisAsyncHandleWrite(e->ac);
+}
+
+static void ev_add_read(void *p)
+{
+	struct rl_ev *e = p;
+	event_add(e->rev, NULL);
+}
+
+static void ev_del_read(void *p)
+{
+	struct rl_ev *e = p;
+	event_del(e->rev);
+}
+
+static void ev_add_write(void *p)
+{
+	struct rl_ev *e = p;
+	if (!(e->ac->c.flags & REDIS_CONNECTED)) {
+		/* connecting: writability is how we learn the connect finished */
+		if (!e->wev_added) {
+			event_add(e->wev, NULL);
+			e->wev_added = 1;
+		}
+		return;
+	}
+	if (!e->wev_added && !e->c->want_write) {
+		e->c->want_write = 1;
+		event_active(e->c->flush, EV_TIMEOUT, 0);
+	}
+}
+
+static void ev_del_write(void *p)
+{
+	struct rl_ev *e = p;
+	if (e->wev_added) {
+		event_del(e->wev);
+		e->wev_added = 0;
+	}
+}
+
+static void ev_cleanup(void *p)
+{
+	struct rl_ev *e = p;
+	event_free(e->rev);
+	event_free(e->wev);
+	free(e);
+}
+
+static int ev_attach(redisAsyncContext *ac, struct redis_conn *c, struct event_base *base)
+{
+	struct rl_ev *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -1;
+	e->ac = ac;
+	e->c = c;
+	e->rev = event_new(base, ac->c.fd, EV_READ | EV_PERSIST, ev_read_cb, e);
+	e->wev = event_new(base, ac->c.fd, EV_WRITE | EV_PERSIST, ev_write_cb, e);
+	if (!e->rev || !e->wev) {
+		if (e->rev)
+			event_free(e->rev);
+		if (e->wev)
+			event_free(e->wev);
+		free(e);
+		return -1;
+	}
+	if (c->sub)
+		/* RESET notices first: when a loop turn has both the notice and a
+		 * client's request for that pair, the request must see the reset. */
+		event_priority_set(e->rev, 0);
+	ac->ev.data = e;
+	ac->ev.addRead = ev_add_read;
+	ac->ev.delRead = ev_del_read;
+	ac->ev.addWrite = ev_add_write;
+	ac->ev.delWrite = ev_del_write;
+	ac->ev.cleanup = ev_cleanup;
+	return 0;
+}
+
+/* Writes what hiredis has queued now; arms EV_WRITE for any rest. */
+static void conn_write(struct redis_conn *c)
+{
+	c->want_write = 0;
+	if (!c->ac)
+		return;
+	redisAsyncHandleWrite(c->ac); /* may disconnect: c->ac is then NULL */
+	if (c->ac && c->ac->c.obuf && sdslen(c->ac->c.obuf) > 0) {
+		struct rl_ev *e = c->ac->ev.data;
+		if (!e->wev_added) {
+			event_add(e->wev, NULL);
+			e->wev_added = 1;
+		}
+	}
+}
+
+/* End of a loop turn: the owner sends what it holds, then everything queued is written. */
+static void flush_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct redis_conn *c = arg;
+	c->t->ops->flush(c);
+	if (c->want_write)
+		conn_write(c);
+}
+
+void redis_conn_kick(struct redis_conn *c)
+{
+	event_active(c->flush, EV_TIMEOUT, 0);
+}
+
+/* ---- connections ---- */
+
+static void schedule_retry(struct redis_conn *c)
+{
+	if (c->t->closing)
+		return;
+	/* A connection that stayed up a while earns a quick reconnect; one
+	 * dropped at once (Redis failing every command, a proxy closing) does
+	 * not, so there is no reconnect storm. */
+	if (c->up_since_us && clock_mono_us() - c->up_since_us >= STABLE_US)
+		c->backoff_ms = 0;
+	c->up_since_us = 0;
+	if (c->backoff_ms == 0)
+		c->backoff_ms = BACKOFF_MIN_MS;
+	else if (c->backoff_ms < BACKOFF_MAX_MS)
+		c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+	/* jitter in [backoff/2, backoff] so a pool (and a fleet) does not reconnect in step */
+	int ms = c->backoff_ms / 2 + rand() % (c->backoff_ms / 2 + 1);
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+	evtimer_add(c->retry, &tv);
+}
+
+void redis_conn_retry_now(struct redis_conn *c)
+{
+	if (c->state == REDIS_CONN_DOWN && evtimer_pending(c->retry, NULL)) {
+		struct timeval now = {0, 0};
+		evtimer_add(c->retry, &now);
+	}
+}
+
+void redis_conn_verified(struct redis_conn *c)
+{
+	c->verified = 1;
+	c->last_rx_us = clock_mono_us();
+	if (!c->sub)
+		c->t->ops->verified(c);
+}
+
+static void conn_lost(struct redis_conn *c, const char *why)
+{
+	/* State may be lost only with a Redis we were talking to (it may come
+	 * back empty); failed attempts to reach one change nothing. */
+	int was_up = c->state == REDIS_CONN_UP;
+	c->ac = NULL;
+	c->state = REDIS_CONN_DOWN;
+	c->verified = 0;
+	evtimer_del(c->connect_timeout);
+	c->t->ops->lost(c, why, was_up);
+	schedule_retry(c);
+}
+
+static void on_connect(const redisAsyncContext *ac, int status)
+{
+	struct redis_conn *c = ac->data;
+	if (!c)
+		return;
+	if (status != REDIS_OK) {
+		conn_lost(c, ac->errstr[0] ? ac->errstr : "connect failed");
+		return;
+	}
+	evtimer_del(c->connect_timeout);
+	c->state = REDIS_CONN_UP;
+	c->up_since_us = clock_mono_us();
+	c->last_rx_us = c->up_since_us;
+	c->t->ops->connected(c);
+}
+
+static void on_disconnect(const redisAsyncContext *ac, int status)
+{
+	struct redis_conn *c = ac->data;
+	if (!c)
+		return;
+	conn_lost(c, status == REDIS_OK ? "connection closed" : ac->errstr);
+}
+
+static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	struct redis_conn *c = ac->data;
+	redisReply *rep = reply;
+	const char *what = privdata;
+	if (!rep || !c)
+		return;
+	if (rep->type == REDIS_REPLY_ERROR) {
+		/* AUTH errors never echo the password; Redis's message doesn't either.
+		 * Logged once until Redis works again, not on every reconnect. */
+		struct redis_target *t = c->t;
+		if (!t->setup_err_logged)
+			log_error("redis %s failed: %.200s", what, rep->str);
+		t->setup_err_logged = 1;
+		if (strcmp(what, "SCRIPT LOAD") != 0 && c->ac)
+			redisAsyncDisconnect(c->ac);
+		return;
+	}
+	if (strcmp(what, "SCRIPT LOAD") == 0) {
+		redis_conn_verified(c);
+		c->t->ops->ready(c);
+	}
+}
+
+static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct redis_conn *c = arg;
+	if (c->state != REDIS_CONN_CONNECTING || !c->ac)
+		return;
+	redisAsyncContext *ac = c->ac;
+	/* Not inside a hiredis callback: freeing here is safe. Pending requests get NULL replies. */
+	ac->data = NULL;
+	c->ac = NULL;
+	redisAsyncFree(ac);
+	conn_lost(c, "connect timed out");
+}
+
+/* Every RESET, by any daemon, publishes the pair's hash tag (see the script). */
+static void notice_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)privdata;
+	struct redis_conn *c = ac->data;
+	redisReply *rep = reply;
+	if (!c || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
+		return;
+	const redisReply *kind = rep->element[0], *msg = rep->element[2];
+	if (kind->type != REDIS_REPLY_STRING)
+		return;
+	if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0) {
+		redis_conn_verified(c);
+		return;
+	}
+	if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 && msg->type == REDIS_REPLY_STRING)
+		c->t->ops->notice(c, msg->str, msg->len);
+}
+
+void redis_conn_connect(struct redis_conn *c)
+{
+	struct redis_target *t = c->t;
+	redisAsyncContext *ac =
+		t->host ? redisAsyncConnect(t->host, t->port) : redisAsyncConnectUnix(t->unix_path);
+	if (!ac) {
+		conn_lost(c, "out of memory");
+		return;
+	}
+	if (ac->err) {
+		char why[128];
+		snprintf(why, sizeof(why), "%s", ac->errstr);
+		redisAsyncFree(ac);
+		conn_lost(c, why);
+		return;
+	}
+	ac->data = c;
+	store_reply_guard_reader(ac->c.reader);
+	if (ev_attach(ac, c, t->base) < 0) {
+		redisAsyncFree(ac);
+		conn_lost(c, "cannot attach to event loop");
+		return;
+	}
+	redisAsyncSetConnectCallback(ac, on_connect);
+	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+	c->ac = ac;
+	c->state = REDIS_CONN_CONNECTING;
+	/* Queued before any request so they reach Redis first. */
+	if (t->password) {
+		if (t->username)
+			redisAsyncCommand(ac, setup_reply_cb, "AUTH", "AUTH %s %s", t->username,
+					  t->password);
+		else
+			redisAsyncCommand(ac, setup_reply_cb, "AUTH", "AUTH %s", t->password);
+	}
+	if (c->sub) {
+		redisAsyncCommand(ac, notice_cb, NULL, "SUBSCRIBE %s", c->channel);
+		goto timeout;
+	}
+	if (t->database)
+		redisAsyncCommand(ac, setup_reply_cb, "SELECT", "SELECT %d", t->database);
+	const char *argv[3] = {"SCRIPT", "LOAD", t->script};
+	size_t argl[3] = {6, 4, t->script_len};
+	redisAsyncCommandArgv(ac, setup_reply_cb, "SCRIPT LOAD", 3, argv, argl);
+timeout:;
+	struct timeval tv = {.tv_sec = CONNECT_TIMEOUT_MS / 1000,
+			     .tv_usec = (CONNECT_TIMEOUT_MS % 1000) * 1000};
+	evtimer_add(c->connect_timeout, &tv);
+}
+
+static void retry_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct redis_conn *c = arg;
+	if (c->sub && !c->channel)
+		return; /* no longer watching */
+	if (c->state == REDIS_CONN_DOWN && !c->t->closing)
+		redis_conn_connect(c);
+}
+
+void redis_conn_restart(struct redis_conn *c)
+{
+	if (c->ac)
+		redisAsyncDisconnect(c->ac);
+	else if (c->state == REDIS_CONN_DOWN && !evtimer_pending(c->retry, NULL))
+		redis_conn_connect(c);
+}
+
+void redis_conn_check_stall(struct redis_conn *c, uint64_t now, int64_t stall_ms)
+{
+	if (!c->ac || c->state != REDIS_CONN_UP || c->inflight == 0)
+		return;
+	uint64_t since = c->last_rx_us > c->busy_since_us ? c->last_rx_us : c->busy_since_us;
+	if (now - since < (uint64_t)stall_ms * 1000u)
+		return;
+	log_warn("redis connection %d: no reply for %lld ms with %u requests owed; reconnecting",
+		 c->idx, (long long)((now - since) / 1000), c->inflight);
+	/* Not in a hiredis callback, so freeing is allowed: owed requests
+	 * are called back with NULL, on_disconnect schedules the reconnect.
+	 * (redisAsyncDisconnect would wait for the replies that never come.) */
+	redisAsyncFree(c->ac);
+}
+
+static void check_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)privdata;
+	struct redis_conn *c = ac->data;
+	redisReply *rep = reply;
+	if (!rep || !c)
+		return; /* connection lost: the next connect checks again */
+	char what[200];
+	if (rep->type == REDIS_REPLY_ERROR) {
+		if (store_reply_error(rep->str, rep->len) == STORE_ERROR_NOSCRIPT)
+			return; /* flushed meanwhile: the next decision loads it again */
+		snprintf(what, sizeof(what), "%.*s", (int)(rep->len < 190 ? rep->len : 190),
+			 rep->str);
+	} else if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 0) {
+		c->t->ops->checked(c, NULL);
+		return;
+	} else if (rep->type == REDIS_REPLY_ARRAY) {
+		/* What the ACL lacks, as the rules that would grant it. */
+		size_t n = (size_t)snprintf(what, sizeof(what), "the redis user lacks");
+		for (size_t i = 0; i < rep->elements && n < sizeof(what); i++) {
+			const redisReply *e = rep->element[i];
+			if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS)
+				n += (size_t)snprintf(what + n, sizeof(what) - n, " %.*s",
+						      (int)(e->len < 100 ? e->len : 100), e->str);
+		}
+	} else {
+		return; /* not our script's answer: nothing to say about Redis */
+	}
+	c->t->ops->checked(c, what);
+}
+
+void redis_conn_check(struct redis_conn *c, const char *prefix, size_t prefix_len)
+{
+	if (!c->ac || !prefix_len)
+		return; /* no prefix known yet */
+	const char *argv[] = {"EVALSHA", c->t->script_sha, "0", "0", "check", prefix};
+	size_t argl[] = {7, 40, 1, 1, 5, prefix_len};
+	redisAsyncCommandArgv(c->ac, check_cb, NULL, 6, argv, argl);
+}
+
+void redis_conn_init(struct redis_conn *c, struct redis_target *t, int idx, int sub)
+{
+	c->t = t;
+	c->idx = idx;
+	c->sub = sub;
+	c->state = REDIS_CONN_DOWN;
+	c->retry = evtimer_new(t->base, retry_cb, c);
+	c->connect_timeout = evtimer_new(t->base, connect_timeout_cb, c);
+	c->flush = event_new(t->base, -1, 0, flush_cb, c);
+}
+
+void redis_conn_free(struct redis_conn *c)
+{
+	if (c->ac) {
+		redisAsyncContext *ac = c->ac;
+		ac->data = NULL;
+		c->ac = NULL;
+		redisAsyncFree(ac); /* runs pending callbacks with NULL */
+	}
+	if (c->retry)
+		event_free(c->retry);
+	if (c->connect_timeout)
+		event_free(c->connect_timeout);
+	if (c->flush)
+		event_free(c->flush);
+}

@@ -1,0 +1,139 @@
+/* redis_script.c - encodes decisions as calls of the decision script (see redis_script.h). */
+#include "redis_script.h"
+
+#include <string.h>
+
+#include "decimal.h"
+#include "keys.h"
+#include "policy.h"
+
+size_t redis_script_argv_max(int max_batch)
+{
+	/* EVALSHA sha numkeys 0 n, then per decision its keys and arguments */
+	return 5 + (size_t)max_batch *
+			   (POLICY_MAX_LIMITS + REDIS_SCRIPT_DECISION_ARGC(POLICY_MAX_LIMITS));
+}
+
+size_t redis_script_arena_size(int max_batch)
+{
+	return (size_t)max_batch * (POLICY_MAX_LIMITS * (KEYS_MAX + 24) + 4 * 24) + 64;
+}
+
+size_t redis_script_resp_max(int max_batch)
+{
+	/* RESP headers are at most 1 + 20 + 2 bytes per argument */
+	return redis_script_arena_size(max_batch) + redis_script_argv_max(max_batch) * 48 + 64;
+}
+
+void redis_argv_add(struct redis_argv *a, const char *s, size_t len)
+{
+	a->argv[a->argc] = s;
+	a->argl[a->argc] = len;
+	a->argc++;
+}
+
+void redis_argv_num(struct redis_argv *a, int64_t v)
+{
+	char *p = a->arena + a->arena_used;
+	size_t len = decimal_put(p, (uint64_t)v);
+	a->arena_used += len;
+	redis_argv_add(a, p, len);
+}
+
+/* Appends the keys of sv's decision, one per limit; returns how many. */
+static int redis_script_keys(struct redis_argv *a, const struct store_saved_request *sv)
+{
+	for (int i = 0; i < sv->policy.nlimits; i++) {
+		char *k = a->arena + a->arena_used;
+		size_t kl = keys_build(k, sv->prefix, sv->prefix_len, &sv->policy, i, sv->user,
+				       sv->user_len);
+		a->arena_used += kl;
+		redis_argv_add(a, k, kl);
+	}
+	return sv->policy.nlimits;
+}
+
+static const char *op_arg(enum store_op op)
+{
+	switch (op) {
+	case STORE_ALLOW:
+		return "a";
+	case STORE_PEEK:
+		return "p";
+	case STORE_RESET:
+		break;
+	}
+	return "r";
+}
+
+/* The REDIS_SCRIPT_DECISION_ARGC(p->nlimits) arguments of one decision. */
+static void redis_script_decision(struct redis_argv *a, enum store_op op, int64_t cost,
+				  const struct policy *p)
+{
+	redis_argv_add(a, op_arg(op), 1);
+	redis_argv_num(a, cost);
+	redis_argv_num(a, p->nlimits);
+	for (int i = 0; i < p->nlimits; i++) {
+		const struct policy_limit *l = &p->limits[i];
+		redis_argv_add(a, p->algo == POLICY_FUNNEL ? "f" : "s", 1);
+		redis_argv_num(a, l->capacity);
+		redis_argv_num(a, l->count);
+		redis_argv_num(a, l->period_ms);
+	}
+}
+
+void redis_script_args(struct redis_argv *a, const struct store_saved_request *const *reqs, int n)
+{
+	redis_argv_add(a, "0", 1);
+	redis_argv_num(a, n);
+	for (int j = 0; j < n; j++)
+		redis_script_decision(a, reqs[j]->op, reqs[j]->cost, &reqs[j]->policy);
+}
+
+void redis_script_call(struct redis_argv *a, const char *cmd, const char *script, size_t script_len,
+		       const struct store_saved_request *const *reqs, int n, int keys_after)
+{
+	a->argc = 0;
+	a->arena_used = 0;
+	redis_argv_add(a, cmd, strlen(cmd));
+	redis_argv_add(a, script, script_len);
+	int numkeys_at = a->argc++;
+	int nkeys = 0;
+	if (!keys_after)
+		for (int j = 0; j < n; j++)
+			nkeys += redis_script_keys(a, reqs[j]);
+	int end = a->argc;
+	a->argc = numkeys_at;
+	redis_argv_num(a, nkeys);
+	a->argc = end;
+	redis_script_args(a, reqs, n);
+	if (keys_after)
+		for (int j = 0; j < n; j++)
+			redis_script_keys(a, reqs[j]);
+}
+
+size_t redis_resp_bulk(char *out, const char *s, size_t len)
+{
+	char *p = out;
+	*p++ = '$';
+	p += decimal_put(p, len);
+	*p++ = '\r';
+	*p++ = '\n';
+	memcpy(p, s, len);
+	p += len;
+	*p++ = '\r';
+	*p++ = '\n';
+	return (size_t)(p - out);
+}
+
+size_t redis_resp_format(char *out, const struct redis_argv *a)
+{
+	char *p = out;
+	*p++ = '*';
+	p += decimal_put(p, (uint64_t)a->argc);
+	*p++ = '\r';
+	*p++ = '\n';
+	for (int i = 0; i < a->argc; i++)
+		p += redis_resp_bulk(p, a->argv[i], a->argl[i]);
+	return (size_t)(p - out);
+}

@@ -1,0 +1,65 @@
+/*
+ * redis_script.h - the calls of the decision script: the keys and arguments
+ * of each decision and their RESP form; pure (no I/O, no hiredis).
+ */
+#ifndef RL_REDIS_SCRIPT_H
+#define RL_REDIS_SCRIPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct policy;
+
+/* Arguments of one decision: op, cost, nlimits, then per limit
+ * <s|f> capacity count period_ms (the script's ARGV spec). */
+#define REDIS_SCRIPT_DECISION_ARGC(nlimits) (3 + 4 * (nlimits))
+
+/*
+ * The argv of a command being built. Strings are pointed to, not copied;
+ * numbers and keys are written into arena (sized by redis_script_arena_size).
+ */
+struct redis_argv {
+	const char **argv;
+	size_t *argl;
+	int argc;
+	char *arena;
+	size_t arena_used;
+};
+
+/* Room a call deciding up to max_batch requests needs: argv entries, arena
+ * bytes, and RESP bytes (less the script body, sent by EVAL). */
+size_t redis_script_argv_max(int max_batch);
+size_t redis_script_arena_size(int max_batch);
+size_t redis_script_resp_max(int max_batch);
+
+void redis_argv_add(struct redis_argv *a, const char *s, size_t len);
+/* v >= 0, in decimal. */
+void redis_argv_num(struct redis_argv *a, int64_t v);
+
+/* Appends what follows the keys in a call deciding reqs[0..n):
+ * "0" (`now`: the script reads Redis's TIME), n, then each decision's arguments. */
+void redis_script_args(struct redis_argv *a, const struct store_saved_request *const *reqs, int n);
+
+/*
+ * Builds into a (from empty) the call deciding reqs[0..n), each atomic on
+ * its own keys:
+ *
+ *   <cmd> <script> <numkeys> <key>... 0 <n> {<a|p|r> <cost> <nlimits>
+ *                                          {<s|f> <capacity> <count> <period_ms>}...}...
+ *
+ * cmd is "EVALSHA" with the sha, or "EVAL" with the body. With keys_after
+ * (a Redis Cluster batch over several slots) numkeys is 0 and the keys come
+ * after the arguments.
+ */
+void redis_script_call(struct redis_argv *a, const char *cmd, const char *script, size_t script_len,
+		       const struct store_saved_request *const *reqs, int n, int keys_after);
+
+/* One RESP bulk string; returns its length. */
+size_t redis_resp_bulk(char *out, const char *s, size_t len);
+/* The RESP array of a's arguments, as hiredis would format it, without its
+ * per-argument allocations; returns its length. */
+size_t redis_resp_format(char *out, const struct redis_argv *a);
+
+#endif
