@@ -27,6 +27,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "keys.h"
 #include "log.h"
 #include "lua_scripts.h"
 #include "policy.h"
