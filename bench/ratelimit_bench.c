@@ -202,7 +202,7 @@ struct result {
 	uint64_t allowed, denied, err;
 	double p50_us, p99_us, p999_us, max_us;
 	double cpu_redis, cpu_daemon, cpu_bench; /* us per decision, < 0 when unknown */
-	double idle_rss_bytes;			  /* target's RSS growth per idle connection, < 0 unknown */
+	double idle_rss_bytes; /* target's RSS growth per idle connection, < 0 unknown */
 	char first_err[ERR_TEXT_MAX];
 };
 
@@ -671,7 +671,8 @@ static void build_templates(struct run *r)
 			r->tail_len = (size_t)snprintf(r->tail, sizeof(r->tail), " %s %lld\n",
 						       o->action, (long long)o->cost);
 		else
-			r->tail_len = (size_t)snprintf(r->tail, sizeof(r->tail), " %s\n", o->action);
+			r->tail_len =
+				(size_t)snprintf(r->tail, sizeof(r->tail), " %s\n", o->action);
 		r->max_req = r->head_len + 24 + r->tail_len;
 		return;
 	}
@@ -1009,7 +1010,8 @@ static int redis_prepare(const struct opts *o, int load_script, char *err, size_
 	if (o->flushdb) {
 		n = (size_t)snprintf(cmd, sizeof(cmd), "*1\r\n$7\r\nFLUSHDB\r\n");
 		if (resp_call(fd, cmd, n, reply, sizeof(reply)) < 0 || reply[0] != '+') {
-			snprintf(err, errlen, "redis %s: FLUSHDB failed: %.100s", o->redis_addr, reply);
+			snprintf(err, errlen, "redis %s: FLUSHDB failed: %.100s", o->redis_addr,
+				 reply);
 			goto out;
 		}
 	}
@@ -1378,7 +1380,8 @@ static int parse_policy_spec(struct opts *o, const char *spec, char *err, size_t
 		uint64_t c;
 		if (!cap || !rate || strtok_r(NULL, " \t", &save) ||
 		    parse_u64(cap, 1, (uint64_t)POLICY_MAX_COUNT, &c) < 0) {
-			snprintf(err, errlen, "--policy: expected \"funnel CAPACITY COUNT/PERIOD\"");
+			snprintf(err, errlen,
+				 "--policy: expected \"funnel CAPACITY COUNT/PERIOD\"");
 			return -1;
 		}
 		p->nlimits = 1;
@@ -1644,8 +1647,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
 			daemon_addr_from_config(o, cfg);
 		config_unref(cfg);
 		if (!o->have_policy && !o->policy_spec && (o->targets & TARGET_DIRECT)) {
-			fprintf(stderr, "ratelimit-bench: %s has no policy named %s\n", o->config_path,
-				o->action);
+			fprintf(stderr, "ratelimit-bench: %s has no policy named %s\n",
+				o->config_path, o->action);
 			return -1;
 		}
 	}
@@ -1699,8 +1702,8 @@ static void print_report(const struct opts *o, const struct result res[2])
 		pol[n++] = ')';
 		pol[n] = 0;
 	}
-	printf("ratelimit-bench: %d connection%s x pipeline %d, ", o->conns, o->conns == 1 ? "" : "s",
-	       o->pipeline);
+	printf("ratelimit-bench: %d connection%s x pipeline %d, ", o->conns,
+	       o->conns == 1 ? "" : "s", o->pipeline);
 	if (o->requests)
 		printf("%llu requests", (unsigned long long)o->requests);
 	else
@@ -1741,8 +1744,8 @@ static void print_report(const struct opts *o, const struct result res[2])
 }
 
 static const char *const csv_fields[] = {
-	"dps", "allowed", "denied", "err", "p50_us", "p99_us", "p999_us", "max_us",
-	"redis_cpu_us", "daemon_cpu_us", "bench_cpu_us", "idle_rss_bytes",
+	"dps",	   "allowed", "denied",	      "err",	       "p50_us",       "p99_us",
+	"p999_us", "max_us",  "redis_cpu_us", "daemon_cpu_us", "bench_cpu_us", "idle_rss_bytes",
 };
 
 static void print_csv_header(void)
@@ -1765,8 +1768,8 @@ static void csv_cpu(double v)
 static void print_csv(const struct opts *o, const struct result res[2])
 {
 	const char *t = o->targets == (TARGET_DIRECT | TARGET_DAEMON) ? "both"
-			: o->targets == TARGET_DIRECT			 ? "direct"
-									 : "daemon";
+			: o->targets == TARGET_DIRECT		      ? "direct"
+								      : "daemon";
 	printf("%s,%d,%d,%llu,%g,%g,%g,%s,%s,%lld,%llu", t, o->conns, o->pipeline,
 	       (unsigned long long)o->requests, o->duration, o->warmup, o->rate, o->keys_spec,
 	       o->action, (long long)o->cost, (unsigned long long)o->idle);

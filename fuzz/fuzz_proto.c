@@ -451,8 +451,8 @@ struct conn {
 	char *buf;
 	size_t len, cap;
 	int stopped; /* too-long line or QUIT: nothing more is read */
-	int full; /* check every line fully (one feed is enough) */
-	int fast; /* skip the per-frame checks (the byte-by-byte feed rescans a lot) */
+	int full;    /* check every line fully (one feed is enough) */
+	int fast;    /* skip the per-frame checks (the byte-by-byte feed rescans a lot) */
 	struct olog log;
 };
 

@@ -14,7 +14,7 @@
 
 struct clients {
 	struct conn_ctx ctx; /* first: the callbacks get its address */
-	struct conn *head; /* list through conn_link */
+	struct conn *head;   /* list through conn_link */
 	size_t n;
 	struct conn **reap; /* closed, to free */
 	size_t nreap, capreap;
@@ -148,8 +148,7 @@ void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockadd
 		added(cl, c);
 }
 
-struct clients *clients_new(struct event_base *base, const struct cmd_env *env,
-			    struct config *cfg)
+struct clients *clients_new(struct event_base *base, const struct cmd_env *env, struct config *cfg)
 {
 	struct clients *cl = calloc(1, sizeof(*cl));
 	if (!cl)

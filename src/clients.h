@@ -16,8 +16,7 @@ struct cmd_env;
 struct clients;
 
 /* Requests run against env and cfg (see clients_set_config). NULL when out of memory. */
-struct clients *clients_new(struct event_base *base, const struct cmd_env *env,
-			    struct config *cfg);
+struct clients *clients_new(struct event_base *base, const struct cmd_env *env, struct config *cfg);
 /* The snapshot new requests and new clients use. Borrowed: the caller
  * keeps cfg alive until it is replaced or clients_free. */
 void clients_set_config(struct clients *cl, struct config *cfg);

@@ -26,8 +26,8 @@ struct cmd_env {
 struct cmd_slot {
 	char buf[PROTO_REPLY_MAX];
 	size_t len;
-	int close_after; /* QUIT: close once this reply is written */
-	struct config *cfg; /* held while the store works on it */
+	int close_after;	     /* QUIT: close once this reply is written */
+	struct config *cfg;	     /* held while the store works on it */
 	const struct policy *policy; /* in cfg */
 	int op;			     /* enum store_op */
 	struct denycache *deny;	     /* where to record a denial, or NULL */

@@ -227,8 +227,8 @@ static yaml_mark_t continuation_mark(const struct parser *P, size_t line, size_t
  * comma is missing. `key` may be "" and `text` (the value as YAML read it)
  * NULL: the value may be a password, never quoted.
  */
-static int fail_continued(struct parser *P, const char *key, size_t line, size_t end_line,
-			  int flow, const char *text)
+static int fail_continued(struct parser *P, const char *key, size_t line, size_t end_line, int flow,
+			  const char *text)
 {
 	yaml_mark_t m = continuation_mark(P, line, end_line);
 	P->hinted = 1;
@@ -356,7 +356,8 @@ static int is_null(const yaml_event_t *ev)
 	const char *s = (const char *)ev->data.scalar.value;
 	size_t n = ev->data.scalar.length;
 	return n == 0 || (n == 1 && s[0] == '~') ||
-	       (n == 4 && (!memcmp(s, "null", 4) || !memcmp(s, "Null", 4) || !memcmp(s, "NULL", 4)));
+	       (n == 4 &&
+		(!memcmp(s, "null", 4) || !memcmp(s, "Null", 4) || !memcmp(s, "NULL", 4)));
 }
 
 /* The current event as a non-null scalar without NUL bytes (a double-quoted
@@ -662,7 +663,8 @@ static int set_mode(struct parser *P, const struct conf_key *k, void *dst)
 		return -1;
 	int mode = 0;
 	if (len < 3 || len > 4)
-		return failk(P, P->ev.start_mark, k->name, "must be an octal file mode such as 0660");
+		return failk(P, P->ev.start_mark, k->name,
+			     "must be an octal file mode such as 0660");
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] < '0' || s[i] > '7')
 			return failk(P, P->ev.start_mark, k->name,
@@ -876,9 +878,12 @@ static const struct conf_key redis_keys[RK_N] = {
 	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0},
 	[RK_USERNAME] = {"username", set_string, offsetof(struct config_redis, username), 0, 0},
 	[RK_PASSWORD] = {"password", set_string, offsetof(struct config_redis, password), 0, 0},
-	[RK_DATABASE] = {"database", set_int, offsetof(struct config_redis, database), 0, 2147483647},
-	[RK_TIMEOUT] = {"timeout", set_duration, offsetof(struct config_redis, timeout_ms), 1, 60000},
-	[RK_CONNECTIONS] = {"connections", set_int, offsetof(struct config_redis, connections), 1, 64},
+	[RK_DATABASE] = {"database", set_int, offsetof(struct config_redis, database), 0,
+			 2147483647},
+	[RK_TIMEOUT] = {"timeout", set_duration, offsetof(struct config_redis, timeout_ms), 1,
+			60000},
+	[RK_CONNECTIONS] = {"connections", set_int, offsetof(struct config_redis, connections), 1,
+			    64},
 };
 
 static int set_redis(struct parser *P, const struct conf_key *k, void *dst)
@@ -944,7 +949,8 @@ static int set_addr_list(struct parser *P, const struct conf_key *k, void *dst)
 			continue;
 		}
 		if (len >= 5 && memcmp(s, "unix:", 5) == 0) {
-			failk(P, P->ev.start_mark, k->name, "expected host:port, not a unix socket");
+			failk(P, P->ev.start_mark, k->name,
+			      "expected host:port, not a unix socket");
 			continue;
 		}
 		if (grow((void **)&a->addr, &cap, a->n, sizeof(*a->addr)) < 0)
@@ -965,7 +971,8 @@ enum { SK_MASTER, SK_ADDRESSES, SK_N };
 
 static const struct conf_key sentinel_keys[SK_N] = {
 	[SK_MASTER] = {"master", set_string, offsetof(struct config_redis, sentinel_master), 0, 0},
-	[SK_ADDRESSES] = {"addresses", set_addr_list, offsetof(struct config_redis, sentinels), 0, 0},
+	[SK_ADDRESSES] = {"addresses", set_addr_list, offsetof(struct config_redis, sentinels), 0,
+			  0},
 };
 
 static int set_sentinel(struct parser *P, const struct conf_key *k, void *dst)
@@ -1068,7 +1075,8 @@ static const struct conf_key policy_keys[PK_N] = {
 	[PK_CAPACITY] = {"capacity", set_int64, offsetof(struct policy_form, capacity), 1,
 			 POLICY_MAX_COUNT},
 	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0},
-	[PK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct policy_form, on_error), 0, 0},
+	[PK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct policy_form, on_error), 0,
+			 0},
 };
 
 /* Mapping form: decides what the gathered keys mean once algorithm is known. */
@@ -1230,11 +1238,13 @@ static const struct conf_key top_keys[TK_N] = {
 	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0},
 	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0},
 	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0},
-	[TK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct config, on_store_error), 0, 0},
+	[TK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct config, on_store_error), 0,
+			 0},
 	[TK_MAX_LINE] = {"max_line", set_size, offsetof(struct config, max_line), 64, 1048576},
-	[TK_MAX_CLIENTS] = {"max_clients", set_int, offsetof(struct config, max_clients), 1, 1000000},
-	[TK_IDLE_TIMEOUT] = {"idle_timeout", set_duration, offsetof(struct config, idle_timeout_ms), 1000,
-			     POLICY_MAX_PERIOD_MS},
+	[TK_MAX_CLIENTS] = {"max_clients", set_int, offsetof(struct config, max_clients), 1,
+			    1000000},
+	[TK_IDLE_TIMEOUT] = {"idle_timeout", set_duration, offsetof(struct config, idle_timeout_ms),
+			     1000, POLICY_MAX_PERIOD_MS},
 	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0},
 	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0},
 	[TK_POLICIES] = {"policies", set_policies, 0, 0, 0},
@@ -1306,8 +1316,7 @@ static void config_free(struct config *c)
 	free(c);
 }
 
-struct config *config_parse(const char *name, const char *buf, size_t len, char *err,
-			    size_t errlen)
+struct config *config_parse(const char *name, const char *buf, size_t len, char *err, size_t errlen)
 {
 	struct parser P;
 	memset(&P, 0, sizeof(P));
@@ -1334,8 +1343,9 @@ out:
 	free(P.pol);
 	if (rc < 0 || P.nerr) {
 		if (P.nerr > P.shown)
-			snprintf(P.out + P.outlen, sizeof(P.out) - P.outlen, "\n... and %u more error%s",
-				 P.nerr - P.shown, P.nerr - P.shown == 1 ? "" : "s");
+			snprintf(P.out + P.outlen, sizeof(P.out) - P.outlen,
+				 "\n... and %u more error%s", P.nerr - P.shown,
+				 P.nerr - P.shown == 1 ? "" : "s");
 		if (err && errlen)
 			snprintf(err, errlen, "%s", P.out);
 		if (c)

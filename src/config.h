@@ -29,12 +29,12 @@ struct config_addrs {
 
 struct config_redis {
 	enum config_redis_mode mode;
-	char *address;  /* "host:port" or "unix:/path" (single) */
+	char *address;		       /* "host:port" or "unix:/path" (single) */
 	struct config_addrs cluster;   /* seed nodes (cluster) */
 	char *sentinel_master;	       /* master name (sentinel) */
 	struct config_addrs sentinels; /* sentinel addresses (sentinel) */
-	char *username; /* NULL when unset */
-	char *password; /* NULL when unset; never logged */
+	char *username;		       /* NULL when unset */
+	char *password;		       /* NULL when unset; never logged */
 	int database;
 	int64_t timeout_ms;
 	int connections;
@@ -64,8 +64,8 @@ struct config {
 	size_t max_line;
 	int max_clients;
 	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
-	int log_level;			/* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
-	char *metrics_listen;		/* "host:port" of the HTTP metrics endpoint, or NULL */
+	int log_level;		 /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
+	char *metrics_listen;	 /* "host:port" of the HTTP metrics endpoint, or NULL */
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;
 };

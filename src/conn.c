@@ -49,7 +49,7 @@ struct conn {
 	evutil_socket_t fd;	 /* -1 once reaped */
 	struct event *rev, *wev; /* wev is armed only while output is queued */
 	struct evbuffer *in, *out;
-	struct timeval idle;	 /* idle_timeout, or 0 */
+	struct timeval idle; /* idle_timeout, or 0 */
 	struct pending *head, *tail;
 	unsigned npending; /* queued, done or not */
 	unsigned inflight; /* not done yet */
@@ -242,7 +242,8 @@ static void flush_replies(struct conn *c)
 			ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (w > 0)
 				off = (size_t)w;
-			else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+				 errno != EINTR) {
 				conn_close(c); /* the client is gone; its replies with it */
 				return;
 			}

@@ -181,8 +181,9 @@ int denycache_lookup(struct denycache *dc, const char *action, size_t alen, cons
 		int64_t elapsed_ms = (int64_t)((now_us - e->at_us) / 1000u);
 		hit->limit = e->limit;
 		hit->remaining = e->remaining;
-		hit->retry_after_ms = e->retry_after_ms < 0 ? -1
-					  : (int64_t)((e->until_us - now_us + 999) / 1000u) + 1;
+		hit->retry_after_ms = e->retry_after_ms < 0
+					      ? -1
+					      : (int64_t)((e->until_us - now_us + 999) / 1000u) + 1;
 		hit->reset_ms = e->reset_ms > elapsed_ms ? e->reset_ms - elapsed_ms : 0;
 		return 1;
 	}

@@ -46,15 +46,15 @@ static void log_emit(int level, const char *fmt, va_list ap)
 	(void)w;
 }
 
-#define LOG_FN(fn, level)                     \
-	void fn(const char *fmt, ...)         \
-	{                                     \
-		if (level < threshold)        \
-			return;               \
-		va_list ap;                   \
-		va_start(ap, fmt);            \
-		log_emit(level, fmt, ap);     \
-		va_end(ap);                   \
+#define LOG_FN(fn, level)                 \
+	void fn(const char *fmt, ...)     \
+	{                                 \
+		if (level < threshold)    \
+			return;           \
+		va_list ap;               \
+		va_start(ap, fmt);        \
+		log_emit(level, fmt, ap); \
+		va_end(ap);               \
 	}
 
 LOG_FN(log_debug, LOG_LEVEL_DEBUG)

@@ -168,18 +168,21 @@ static int restart_check(const struct config *running, const struct config *file
 		char *run = restart_value(running, (enum restart_key)k);
 		char *want = restart_value(file, (enum restart_key)k);
 		if (!run || !want) {
-			log_error("reload: out of memory comparing %s with the running value", name);
+			log_error("reload: out of memory comparing %s with the running value",
+				  name);
 			n++;
 		} else if (strcmp(run, want) != 0) {
 			n++;
 			if (restart_keys[k].secret)
-				log_warn("reload: %s differs from the running one (not shown); restart "
-					 "ratelimitd to apply it",
-					 name);
+				log_warn(
+					"reload: %s differs from the running one (not shown); restart "
+					"ratelimitd to apply it",
+					name);
 			else
-				log_warn("reload: %s differs: running %s, file %s; restart ratelimitd "
-					 "to apply it",
-					 name, run, want);
+				log_warn(
+					"reload: %s differs: running %s, file %s; restart ratelimitd "
+					"to apply it",
+					name, run, want);
 		}
 		free(run);
 		free(want);
@@ -204,7 +207,8 @@ static void log_changes(const struct config *old, const struct config *new)
 	if (strcmp(old->prefix, new->prefix) != 0)
 		log_info("reload: prefix \"%s\" -> \"%s\"", old->prefix, new->prefix);
 	if (old->on_store_error != new->on_store_error)
-		log_info("reload: on_store_error %s -> %s", policy_on_error_name(old->on_store_error),
+		log_info("reload: on_store_error %s -> %s",
+			 policy_on_error_name(old->on_store_error),
 			 policy_on_error_name(new->on_store_error));
 	char desc[256];
 	for (size_t i = 0; i < new->npolicies; i++) {
@@ -244,8 +248,9 @@ static void reload(struct daemon *d)
 		/* Keys that need a restart keep their running values. */
 		int pending = restart_check(d->running, cfg) > 0;
 		if (!pending && stats.restart_pending)
-			log_info("reload: listen, metrics.listen and redis connection settings match "
-				 "the running ones again; no restart pending");
+			log_info(
+				"reload: listen, metrics.listen and redis connection settings match "
+				"the running ones again; no restart pending");
 		stats.restart_pending = pending;
 		if (cfg->log_level != old->log_level)
 			log_set_level(cfg->log_level);

@@ -47,9 +47,10 @@ static void render(struct metrics *m, struct evbuffer *b)
 	struct store_health h;
 	store_health(store, &h);
 
-	evbuffer_add_printf(b, "# HELP ratelimitd_build_info The running version.\n"
-			       "# TYPE ratelimitd_build_info gauge\n"
-			       "ratelimitd_build_info{version=\"%s\"} 1\n",
+	evbuffer_add_printf(b,
+			    "# HELP ratelimitd_build_info The running version.\n"
+			    "# TYPE ratelimitd_build_info gauge\n"
+			    "ratelimitd_build_info{version=\"%s\"} 1\n",
 			    RATELIMITD_VERSION);
 	family(b, "ratelimitd_start_time_seconds", "gauge",
 	       "When the daemon started, in seconds since the epoch.");
@@ -86,7 +87,8 @@ static void render(struct metrics *m, struct evbuffer *b)
 			for (int f = 0; f < STATS_FROM_N; f++)
 				n += a->decisions[f][r];
 			evbuffer_add_printf(
-				b, "ratelimitd_action_decisions_total{action=\"%s\",result=\"%s\"} %llu\n",
+				b,
+				"ratelimitd_action_decisions_total{action=\"%s\",result=\"%s\"} %llu\n",
 				p->name, r ? "allowed" : "denied", n);
 		}
 	}
@@ -96,7 +98,8 @@ static void render(struct metrics *m, struct evbuffer *b)
 	       "(RESET: ERR store-unavailable).");
 	for (int st = STORE_TIMEOUT; st < STATS_STORE_STATUS_N; st++)
 		evbuffer_add_printf(b, "ratelimitd_store_errors_total{reason=\"%s\"} %llu\n",
-				    store_status_name((enum store_status)st), stats.store_errors[st]);
+				    store_status_name((enum store_status)st),
+				    stats.store_errors[st]);
 
 	family(b, "ratelimitd_store_failures_total", "counter",
 	       "Requests Redis answered with an error (reason=\"failed\" above), by kind: "
@@ -179,13 +182,16 @@ static void request_cb(struct evhttp_request *req, void *arg)
 		store_health(server_store(m->srv), &h);
 		if (m->stopping) {
 			evbuffer_add_printf(body, "stopping\n");
-			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
+			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,
+				   "text/plain");
 		} else if (h.conns_up == 0) {
 			evbuffer_add_printf(body, "redis unavailable\n");
-			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
+			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,
+				   "text/plain");
 		} else if (h.refusing) {
 			evbuffer_add_printf(body, "redis refuses decisions: %s\n", h.refusal);
-			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
+			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,
+				   "text/plain");
 		} else {
 			evbuffer_add_printf(body, "ok\n");
 			reply_text(req, HTTP_OK, "OK", body, "text/plain");

@@ -120,8 +120,9 @@ static int fractional(const char *s, size_t len, const char *pre, char *err, siz
 	format_duration(ms, d, sizeof(d));
 	return perr(err, errlen, "a duration is a whole number of a unit: write %s%s", pre, d);
 plain:
-	return perr(err, errlen, "a duration is a whole number of a unit (ms, s, m, h, d), "
-				 "without a fraction");
+	return perr(err, errlen,
+		    "a duration is a whole number of a unit (ms, s, m, h, d), "
+		    "without a fraction");
 }
 
 /* policy_parse_duration, with `pre` (printable) in front of suggested spellings. */
@@ -145,9 +146,10 @@ static int parse_duration(const char *s, size_t len, const char *pre, int64_t *m
 	size_t rlen = len - digits - ulen;
 	if (ulen == 0) {
 		if (rlen == 0)
-			return perr(err, errlen,
-				    "missing unit: write %s%.*ss or %s%.*sms (units: ms, s, m, h, d)",
-				    pre, n, s, pre, n, s);
+			return perr(
+				err, errlen,
+				"missing unit: write %s%.*ss or %s%.*sms (units: ms, s, m, h, d)",
+				pre, n, s, pre, n, s);
 		/* "5 s": a unit after blanks, and nothing else. */
 		size_t b = 0;
 		while (b < rlen && is_blank(rest[b]))
@@ -156,8 +158,9 @@ static int parse_duration(const char *s, size_t len, const char *pre, int64_t *m
 		while (b + u < rlen && is_letter(rest[b + u]))
 			u++;
 		if (b > 0 && b + u == rlen && unit_ms(rest + b, u) > 0)
-			return perr(err, errlen, "no space between a number and its unit: write %s%.*s%.*s",
-				    pre, n, s, (int)u, rest + b);
+			return perr(err, errlen,
+				    "no space between a number and its unit: write %s%.*s%.*s", pre,
+				    n, s, (int)u, rest + b);
 		return perr(err, errlen, DURATION_USAGE);
 	}
 	int64_t mult = unit_ms(unit, ulen);
@@ -167,8 +170,8 @@ static int parse_duration(const char *s, size_t len, const char *pre, int64_t *m
 			for (size_t i = 0; i < ulen; i++)
 				lower[i] = (char)(unit[i] | 0x20);
 			if (rlen == 0 && unit_ms(lower, ulen) > 0)
-				return perr(err, errlen, "units are lowercase: write %s%.*s%.*s", pre, n,
-					    s, (int)ulen, lower);
+				return perr(err, errlen, "units are lowercase: write %s%.*s%.*s",
+					    pre, n, s, (int)ulen, lower);
 		}
 		return perr(err, errlen, "unknown duration unit \"%s\" (use ms, s, m, h or d)",
 			    quote(unit, ulen, q, sizeof(q)));

@@ -105,10 +105,12 @@ int proto_parse(const char *line, size_t len, struct proto_cmd *cmd, struct prot
 		cmd->verb = verb_is(tok[0], tlen[0], "ALLOW") ? PROTO_ALLOW : PROTO_PEEK;
 		if (ntok < 3 || ntok > 4)
 			return fail(err, "syntax",
-				    cmd->verb == PROTO_ALLOW ? "usage: ALLOW <user> <action> [<cost>]"
-							     : "usage: PEEK <user> <action> [<cost>]");
+				    cmd->verb == PROTO_ALLOW
+					    ? "usage: ALLOW <user> <action> [<cost>]"
+					    : "usage: PEEK <user> <action> [<cost>]");
 		if (ntok == 4 && parse_cost(tok[3], tlen[3], &cmd->cost) < 0)
-			return fail(err, "bad-cost", "cost must be an integer from 1 to 2147483647");
+			return fail(err, "bad-cost",
+				    "cost must be an integer from 1 to 2147483647");
 	} else if (verb_is(tok[0], tlen[0], "RESET")) {
 		cmd->verb = PROTO_RESET;
 		if (ntok != 3)

@@ -214,7 +214,8 @@ static void schedule_retry(struct redis_conn *c)
 	if (c->backoff_ms == 0)
 		c->backoff_ms = BACKOFF_MIN_MS;
 	else if (c->backoff_ms < BACKOFF_MAX_MS)
-		c->backoff_ms = c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
+		c->backoff_ms =
+			c->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : c->backoff_ms * 2;
 	/* jitter in [backoff/2, backoff] so a pool (and a fleet) does not reconnect in step */
 	int ms = c->backoff_ms / 2 + rand() % (c->backoff_ms / 2 + 1);
 	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
@@ -328,7 +329,8 @@ static void notice_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		redis_conn_verified(c);
 		return;
 	}
-	if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 && msg->type == REDIS_REPLY_STRING)
+	if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 &&
+	    msg->type == REDIS_REPLY_STRING)
 		c->t->ops->notice(c, msg->str, msg->len);
 }
 

@@ -66,15 +66,15 @@ struct redis_conn {
 	int idx; /* for logs */
 	struct redisAsyncContext *ac;
 	enum redis_conn_state state;
-	int verified;	 /* got a good reply since connecting */
-	int sub;	 /* a subscriber, not a request connection */
-	const char *channel; /* subscriber: SUBSCRIBEs to it on connect; NULL: stays down */
-	unsigned inflight; /* requests sent and not yet called back (the owner counts) */
+	int verified;		/* got a good reply since connecting */
+	int sub;		/* a subscriber, not a request connection */
+	const char *channel;	/* subscriber: SUBSCRIBEs to it on connect; NULL: stays down */
+	unsigned inflight;	/* requests sent and not yet called back (the owner counts) */
 	uint64_t up_since_us;	/* TCP connected at */
 	uint64_t last_rx_us;	/* a reply last arrived at */
 	uint64_t busy_since_us; /* inflight went from 0 to more at (the owner sets it) */
 	int backoff_ms;
-	int want_write; /* hiredis has output queued; written at the end of the turn */
+	int want_write;	     /* hiredis has output queued; written at the end of the turn */
 	struct event *retry; /* reconnect after backoff */
 	struct event *connect_timeout;
 	struct event *flush;

@@ -15,8 +15,8 @@ void sd_notify_reloading(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	unsigned long long usec =
-		(unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000ull;
+	unsigned long long usec = (unsigned long long)ts.tv_sec * 1000000ull +
+				  (unsigned long long)ts.tv_nsec / 1000ull;
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu", usec);
 }
 

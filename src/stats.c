@@ -68,7 +68,8 @@ static struct stats_action *action_get(const char *name, size_t len)
 		a = calloc(1, sizeof(*a));
 	if (!a) {
 		if (!table_full_logged)
-			log_warn("metrics: no room to count action %.*s separately", (int)len, name);
+			log_warn("metrics: no room to count action %.*s separately", (int)len,
+				 name);
 		table_full_logged = 1;
 		return NULL;
 	}
@@ -151,11 +152,8 @@ const char *stats_err_name(enum stats_err e)
 }
 
 static const char *const verb_names[STATS_VERB_N] = {
-	[PROTO_ALLOW] = "allow",
-	[PROTO_PEEK] = "peek",
-	[PROTO_RESET] = "reset",
-	[PROTO_PING] = "ping",
-	[PROTO_QUIT] = "quit",
+	[PROTO_ALLOW] = "allow", [PROTO_PEEK] = "peek", [PROTO_RESET] = "reset",
+	[PROTO_PING] = "ping",	 [PROTO_QUIT] = "quit",
 };
 
 static const char *const from_names[STATS_FROM_N] = {

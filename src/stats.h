@@ -52,7 +52,7 @@ struct stats {
 	unsigned long long errors[STATS_ERR_N]; /* ERR replies, by code */
 	unsigned long long clients_accepted;
 	unsigned long long reloads_ok, reloads_failed;
-	int restart_pending; /* the file changes keys only a restart applies */
+	int restart_pending;	 /* the file changes keys only a restart applies */
 	double start_time;	 /* wall clock, seconds since the epoch */
 	double last_reload_time; /* last successful load (start-up counts) */
 };

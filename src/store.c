@@ -46,7 +46,8 @@ void store_request_save(struct store_saved_request *sv, const struct store_reque
 	sv->policy = *req->policy;
 	sv->user_len = req->user_len < sizeof(sv->user) ? req->user_len : sizeof(sv->user);
 	memcpy(sv->user, req->user, sv->user_len);
-	sv->prefix_len = req->prefix_len < sizeof(sv->prefix) ? req->prefix_len : sizeof(sv->prefix);
+	sv->prefix_len =
+		req->prefix_len < sizeof(sv->prefix) ? req->prefix_len : sizeof(sv->prefix);
 	memcpy(sv->prefix, req->prefix, sv->prefix_len);
 }
 

@@ -93,7 +93,7 @@ struct store_request store_request_load(const struct store_saved_request *sv, in
 
 struct store_result {
 	enum store_status status;
-	const char *detail; /* why, when status != STORE_OK; valid during the callback */
+	const char *detail;	/* why, when status != STORE_OK; valid during the callback */
 	enum store_error error; /* with STORE_FAILED: what kind of error */
 	int allowed;
 	int64_t limit, remaining, retry_after_ms, reset_ms;

@@ -205,7 +205,8 @@ static void creq_done(void *arg, const struct store_result *res)
 	int node;
 	switch (res->status == STORE_FAILED ? res->redirect : STORE_REDIRECT_RETRY) {
 	case STORE_REDIRECT_MOVED:
-		node = res->redirect_to ? node_for(c, res->redirect_to, strlen(res->redirect_to)) : -1;
+		node = res->redirect_to ? node_for(c, res->redirect_to, strlen(res->redirect_to))
+					: -1;
 		if (node < 0 || q->attempts >= MAX_ATTEMPTS) {
 			creq_finish(q, res);
 			return;
@@ -215,7 +216,8 @@ static void creq_done(void *arg, const struct store_result *res)
 		creq_send(q);
 		return;
 	case STORE_REDIRECT_ASK:
-		node = res->redirect_to ? node_for(c, res->redirect_to, strlen(res->redirect_to)) : -1;
+		node = res->redirect_to ? node_for(c, res->redirect_to, strlen(res->redirect_to))
+					: -1;
 		if (node < 0 || q->attempts >= MAX_ATTEMPTS) {
 			creq_finish(q, res);
 			return;
@@ -272,8 +274,8 @@ static void creq_send(struct creq *q)
 	store_submit(c->nodes[node].st, &req, creq_done, q);
 }
 
-static void cluster_submit(struct store *base, const struct store_request *req,
-			   store_done_fn *done, void *arg)
+static void cluster_submit(struct store *base, const struct store_request *req, store_done_fn *done,
+			   void *arg)
 {
 	struct store_cluster *c = (struct store_cluster *)base;
 	struct creq *q = calloc(1, sizeof(*q));
@@ -358,7 +360,8 @@ static void slots_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 				continue;
 			long long lo = r->element[0]->integer, hi = r->element[1]->integer;
 			redisReply *m = r->element[2];
-			if (lo < 0 || hi >= NSLOTS || lo > hi || m->element[0]->type != REDIS_REPLY_STRING ||
+			if (lo < 0 || hi >= NSLOTS || lo > hi ||
+			    m->element[0]->type != REDIS_REPLY_STRING ||
 			    m->element[1]->type != REDIS_REPLY_INTEGER)
 				continue;
 			/* An empty or "?" endpoint means the node we asked. */
@@ -366,8 +369,9 @@ static void slots_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 			const char *ip = m->element[0]->str;
 			if (!ip[0] || strcmp(ip, "?") == 0)
 				ip = ac->c.tcp.host;
-			int n = snprintf(addr, sizeof(addr), strchr(ip, ':') ? "[%s]:%lld" : "%s:%lld",
-					 ip, m->element[1]->integer);
+			int n = snprintf(addr, sizeof(addr),
+					 strchr(ip, ':') ? "[%s]:%lld" : "%s:%lld", ip,
+					 m->element[1]->integer);
 			if (n <= 0 || (size_t)n >= sizeof(addr))
 				continue;
 			int node = node_for(c, addr, (size_t)n);
@@ -447,8 +451,9 @@ static void cluster_refresh(struct store_cluster *c)
 	c->last_refresh_us = now;
 	char host[256];
 	int port;
-	redisAsyncContext *ac =
-		ctl_next_addr(c, host, sizeof(host), &port) == 0 ? redisAsyncConnect(host, port) : NULL;
+	redisAsyncContext *ac = ctl_next_addr(c, host, sizeof(host), &port) == 0
+					? redisAsyncConnect(host, port)
+					: NULL;
 	if (!ac || ac->err) {
 		if (ac)
 			redisAsyncFree(ac);

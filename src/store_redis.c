@@ -114,15 +114,16 @@ struct store_redis {
 	char refusal[200];
 	char check_logged[200]; /* what the last failed check logged: log changes only */
 	struct event *check_timer;
-	char prefix[KEYS_PREFIX_MAX + 1]; /* the key prefix, for the check: from watch_resets or a request */
+	char prefix[KEYS_PREFIX_MAX +
+		    1]; /* the key prefix, for the check: from watch_resets or a request */
 	size_t prefix_len;
 	uint64_t error_logged_us; /* decision errors: last logged at */
 	unsigned long errors_unlogged;
 	int max_batch;
 	int cluster; /* a Redis Cluster node: cluster script, batches with undeclared keys */
 	unsigned long generation; /* bumped on every lost connection */
-	struct redis_argv call; /* the script call of one batch */
-	char *cmdbuf;		/* its RESP bytes */
+	struct redis_argv call;	  /* the script call of one batch */
+	char *cmdbuf;		  /* its RESP bytes */
 };
 
 static void rconn_check(struct rconn *rc);
@@ -174,7 +175,8 @@ static void timer_arm(struct store_redis *s)
 		return;
 	uint64_t now = clock_mono_us();
 	uint64_t d = s->head->deadline_us > now ? s->head->deadline_us - now : 0;
-	struct timeval tv = {.tv_sec = (time_t)(d / 1000000), .tv_usec = (suseconds_t)(d % 1000000)};
+	struct timeval tv = {.tv_sec = (time_t)(d / 1000000),
+			     .tv_usec = (suseconds_t)(d % 1000000)};
 	evtimer_add(s->timer, &tv);
 	s->timer_at = s->head->deadline_us;
 }
@@ -305,7 +307,8 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	 * keys so Redis can redirect it (MOVED, ASK). */
 	int keys_after = s->cluster && b->n > 1;
 	if (eval)
-		redis_script_call(&s->call, "EVAL", s->t.script, s->t.script_len, reqs, b->n, keys_after);
+		redis_script_call(&s->call, "EVAL", s->t.script, s->t.script_len, reqs, b->n,
+				  keys_after);
 	else
 		redis_script_call(&s->call, "EVALSHA", s->t.script_sha, 40, reqs, b->n, keys_after);
 	size_t len = redis_resp_format(s->cmdbuf, &s->call);
@@ -469,8 +472,9 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	uint64_t prev_rx = rc->c.last_rx_us;
 	redis_conn_verified(&rc->c);
 	rconn_measure(rc, b, prev_rx);
-	enum store_error err = rep->type == REDIS_REPLY_ERROR ? store_reply_error(rep->str, rep->len)
-							      : STORE_ERROR_NONE;
+	enum store_error err = rep->type == REDIS_REPLY_ERROR
+				       ? store_reply_error(rep->str, rep->len)
+				       : STORE_ERROR_NONE;
 	if (err == STORE_ERROR_NOSCRIPT && !b->evaled && rc->c.ac && !s->t.closing) {
 		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it.
 		 * Requests already answered (timed out) are not run again. */
@@ -506,7 +510,8 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		char to[64];
 		const char *at;
 		size_t tl;
-		res.redirect = store_reply_redirect(rep->str, rep->len, &res.redirect_slot, &at, &tl);
+		res.redirect =
+			store_reply_redirect(rep->str, rep->len, &res.redirect_slot, &at, &tl);
 		if (res.redirect == STORE_REDIRECT_MOVED || res.redirect == STORE_REDIRECT_ASK) {
 			if (tl >= sizeof(to))
 				res.redirect = STORE_REDIRECT_NONE;
@@ -531,7 +536,8 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 			struct store_result res;
 			if (store_reply_decision(rep, (unsigned long)j * 5, &res) < 0 &&
 			    res.redirect == STORE_REDIRECT_NONE) {
-				redis_log_error(s, "could not decide", res.detail, strlen(res.detail));
+				redis_log_error(s, "could not decide", res.detail,
+						strlen(res.detail));
 				/* a key of the wrong type fails one pair; anything else
 				 * (maxmemory...) fails every decision */
 				if (res.error != STORE_ERROR_KEY)
@@ -552,7 +558,8 @@ static void store_note_down(struct store_redis *s, const char *why)
 		if (s->conns[i].c.state == REDIS_CONN_UP && s->conns[i].c.verified)
 			return;
 	if (!s->down_logged) {
-		log_warn("%s unavailable: %s; answering per on_store_error, retrying", s->name, why);
+		log_warn("%s unavailable: %s; answering per on_store_error, retrying", s->name,
+			 why);
 		s->down_logged = 1;
 		s->up_logged = 0;
 	}
@@ -680,7 +687,8 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 		done(arg, &res);
 		return;
 	}
-	if (req->prefix_len != s->prefix_len || memcmp(req->prefix, s->prefix, req->prefix_len) != 0)
+	if (req->prefix_len != s->prefix_len ||
+	    memcmp(req->prefix, s->prefix, req->prefix_len) != 0)
 		redis_learn_prefix(s, req->prefix, req->prefix_len);
 	struct rconn *rc = pick_conn(s, req);
 	if (!rc) {
@@ -691,9 +699,11 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 			res.status = STORE_OVERLOAD;
 			res.detail = "too many requests waiting on redis";
 			s->refused++;
-			if ((s->refused & (s->refused - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
+			if ((s->refused & (s->refused - 1)) ==
+			    0) /* 1, 2, 4, ...: not a log flood */
 				log_warn("redis: more requests waiting than it decides in time; "
-					 "%llu refused so far (store overload)", s->refused);
+					 "%llu refused so far (store overload)",
+					 s->refused);
 		}
 		done(arg, &res);
 		return;
@@ -838,8 +848,7 @@ static void redis_refusing(struct store_redis *s, const char *why, size_t len)
 {
 	/* what the check found names the fix: errors of decisions keep it */
 	if (!s->refusing || !s->check_logged[0] || why == s->check_logged)
-		snprintf(s->refusal, sizeof(s->refusal), "%.*s", (int)(len < 190 ? len : 190),
-			 why);
+		snprintf(s->refusal, sizeof(s->refusal), "%.*s", (int)(len < 190 ? len : 190), why);
 	if (s->refusing)
 		return;
 	s->refusing = 1;
@@ -921,7 +930,8 @@ static void check_timer_cb(evutil_socket_t fd, short what, void *arg)
 /* The key prefix the check uses: the one requests use. */
 static void redis_learn_prefix(struct store_redis *s, const char *prefix, size_t len)
 {
-	if (len >= sizeof(s->prefix) || (len == s->prefix_len && memcmp(s->prefix, prefix, len) == 0))
+	if (len >= sizeof(s->prefix) ||
+	    (len == s->prefix_len && memcmp(s->prefix, prefix, len) == 0))
 		return;
 	int first = s->prefix_len == 0;
 	memcpy(s->prefix, prefix, len);
@@ -944,7 +954,7 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 		return NULL;
 	}
 	s->base.ops = &redis_ops;
-	s->nconns = cfg->connections < 1 ? 1
+	s->nconns = cfg->connections < 1		 ? 1
 		    : cfg->connections > MAX_CONNECTIONS ? MAX_CONNECTIONS
 							 : cfg->connections;
 	s->cluster = cluster;

@@ -15,13 +15,13 @@ enum store_error store_reply_error(const char *err, size_t len)
 		const char *code;
 		enum store_error e;
 	} codes[] = {
-		{"NOSCRIPT", STORE_ERROR_NOSCRIPT},	{"NOPERM", STORE_ERROR_NOPERM},
-		{"NOAUTH", STORE_ERROR_AUTH},		{"WRONGPASS", STORE_ERROR_AUTH},
-		{"READONLY", STORE_ERROR_READONLY},	{"MASTERDOWN", STORE_ERROR_MASTERDOWN},
-		{"MOVED", STORE_ERROR_MOVED},		{"ASK", STORE_ERROR_ASK},
-		{"TRYAGAIN", STORE_ERROR_TRYAGAIN},	{"CLUSTERDOWN", STORE_ERROR_CLUSTERDOWN},
-		{"OOM", STORE_ERROR_OOM},		{"BUSY", STORE_ERROR_BUSY},
-		{"LOADING", STORE_ERROR_LOADING},	{"WRONGTYPE", STORE_ERROR_KEY},
+		{"NOSCRIPT", STORE_ERROR_NOSCRIPT}, {"NOPERM", STORE_ERROR_NOPERM},
+		{"NOAUTH", STORE_ERROR_AUTH},	    {"WRONGPASS", STORE_ERROR_AUTH},
+		{"READONLY", STORE_ERROR_READONLY}, {"MASTERDOWN", STORE_ERROR_MASTERDOWN},
+		{"MOVED", STORE_ERROR_MOVED},	    {"ASK", STORE_ERROR_ASK},
+		{"TRYAGAIN", STORE_ERROR_TRYAGAIN}, {"CLUSTERDOWN", STORE_ERROR_CLUSTERDOWN},
+		{"OOM", STORE_ERROR_OOM},	    {"BUSY", STORE_ERROR_BUSY},
+		{"LOADING", STORE_ERROR_LOADING},   {"WRONGTYPE", STORE_ERROR_KEY},
 	};
 	size_t w = 0;
 	while (w < len && err[w] != ' ' && err[w] != '\r' && err[w] != '\n')
@@ -34,7 +34,8 @@ enum store_error store_reply_error(const char *err, size_t len)
 	if (w == 3 && memcmp(err, "ERR", 3) == 0) {
 		if (memmem(err, len, "user executing the script can't", 31))
 			return STORE_ERROR_NOPERM;
-		if (memmem(err, len, "user_script", 11) || memmem(err, len, "Error running script", 20))
+		if (memmem(err, len, "user_script", 11) ||
+		    memmem(err, len, "Error running script", 20))
 			return STORE_ERROR_SCRIPT;
 	}
 	return STORE_ERROR_OTHER;
@@ -95,7 +96,8 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 	if (!rep)
 		return fail(out, STORE_ERROR_REPLY, "no reply from redis");
 	if (rep->type == REDIS_REPLY_ERROR)
-		return fail(out, store_reply_error(rep->str, rep->len), "redis answered with an error");
+		return fail(out, store_reply_error(rep->str, rep->len),
+			    "redis answered with an error");
 	if (rep->type != REDIS_REPLY_ARRAY || first > rep->elements || rep->elements - first < 5)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 	int64_t v[5];
@@ -107,10 +109,12 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 	}
 	if (v[0] == -1) {
 		/* Redis's text of the failure follows the last decision. */
-		const redisReply *why = rep->elements % 5 == 1 ? rep->element[rep->elements - 1] : NULL;
+		const redisReply *why =
+			rep->elements % 5 == 1 ? rep->element[rep->elements - 1] : NULL;
 		if (why && why->type == REDIS_REPLY_STRING && why->len > 0)
 			return fail(out, store_reply_error(why->str, why->len), why->str);
-		return fail(out, STORE_ERROR_KEY, "redis could not decide (a key of the wrong type?)");
+		return fail(out, STORE_ERROR_KEY,
+			    "redis could not decide (a key of the wrong type?)");
 	}
 	if (v[0] == -2) {
 		out->redirect = STORE_REDIRECT_WRONG_NODE;
@@ -159,4 +163,3 @@ void store_reply_guard_reader(redisReader *r)
 	}
 	r->fn = &guarded_fn;
 }
-

@@ -49,7 +49,7 @@ struct store_sentinel {
 	char *cur_addr;
 	struct store *retired[MAX_RETIRED];
 	int nretired;
-	unsigned long gen_base; /* generations of pools let go */
+	unsigned long gen_base;	 /* generations of pools let go */
 	redisAsyncContext *ask;	 /* get-master-addr-by-name in flight */
 	redisAsyncContext *subs; /* +switch-master subscription */
 	uint64_t last_ask_us;
@@ -95,13 +95,14 @@ static void use_master(struct store_sentinel *s, const char *ip, const char *por
 		s->cfg.address = NULL;
 		return;
 	}
-	log_info("sentinel: master %s is %s%s%s", s->master_name, addr,
-		 s->cur_addr ? ", was " : "", s->cur_addr ? s->cur_addr : "");
+	log_info("sentinel: master %s is %s%s%s", s->master_name, addr, s->cur_addr ? ", was " : "",
+		 s->cur_addr ? s->cur_addr : "");
 	if (s->cur) {
 		if (s->nretired == MAX_RETIRED) { /* oldest goes now: it answers what it holds */
 			s->gen_base += store_generation(s->retired[0]) + 1;
 			store_free(s->retired[0]);
-			memmove(s->retired, s->retired + 1, (MAX_RETIRED - 1) * sizeof(*s->retired));
+			memmove(s->retired, s->retired + 1,
+				(MAX_RETIRED - 1) * sizeof(*s->retired));
 			s->nretired--;
 		}
 		s->retired[s->nretired++] = s->cur;
@@ -157,8 +158,8 @@ static redisAsyncContext *sentinel_connect(struct store_sentinel *s, redisConnec
 {
 	char host[256];
 	int port;
-	if (addr_split(s->sentinels[s->next_sentinel++ % s->nsentinels], host, sizeof(host), &port) <
-	    0)
+	if (addr_split(s->sentinels[s->next_sentinel++ % s->nsentinels], host, sizeof(host),
+		       &port) < 0)
 		return NULL;
 	redisAsyncContext *ac = redisAsyncConnect(host, port);
 	if (!ac || ac->err) {
@@ -271,7 +272,7 @@ static void sreq_done(void *arg, const struct store_result *res)
 	struct store_sentinel *s = q->s;
 	int moved_on = res->status == STORE_UNAVAILABLE ||
 		       (res->status == STORE_FAILED && (res->error == STORE_ERROR_READONLY ||
-							 res->error == STORE_ERROR_MASTERDOWN));
+							res->error == STORE_ERROR_MASTERDOWN));
 	if (res->status == STORE_OK || !moved_on || s->closing) {
 		sreq_finish(q, res);
 		return;
@@ -407,8 +408,8 @@ static const struct store_ops sentinel_ops = {
 	.health = sentinel_health,
 };
 
-struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg,
-				 char *err, size_t errlen)
+struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg, char *err,
+				 size_t errlen)
 {
 	struct store_sentinel *s = calloc(1, sizeof(*s));
 	if (!s) {

@@ -9,7 +9,7 @@ struct config_redis;
 struct store;
 
 /* Asks cfg->sentinels for cfg->sentinel_master in the background and follows failovers. */
-struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg,
-				 char *err, size_t errlen);
+struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg, char *err,
+				 size_t errlen);
 
 #endif

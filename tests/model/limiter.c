@@ -51,8 +51,8 @@ static size_t first_live(const struct limiter_state *s, int64_t cutoff)
 	return lo;
 }
 
-static void sliding_check(const struct policy_limit *l, const struct limiter_state *s,
-			  int64_t cost, int64_t now, struct check *c)
+static void sliding_check(const struct policy_limit *l, const struct limiter_state *s, int64_t cost,
+			  int64_t now, struct check *c)
 {
 	int64_t window = l->period_ms * 1000;
 	size_t first = first_live(s, now - window);
@@ -70,8 +70,9 @@ static void sliding_check(const struct policy_limit *l, const struct limiter_sta
 	} else {
 		c->ok = 0;
 		int64_t need = c->used + cost - l->count;
-		c->retry = min64(l->period_ms,
-				 ceil_ms((double)(s->log[first + (size_t)need - 1] + window - now)));
+		c->retry =
+			min64(l->period_ms,
+			      ceil_ms((double)(s->log[first + (size_t)need - 1] + window - now)));
 	}
 	c->remaining = l->count - c->used;
 	c->reset = c->has_newest ? min64(l->period_ms, ceil_ms((double)(c->newest + window - now)))
@@ -104,8 +105,8 @@ static int sliding_commit(struct limiter_state *s, int64_t cost, int64_t now, st
 	return 0;
 }
 
-static void funnel_check(const struct policy_limit *l, const struct limiter_state *s,
-			 int64_t cost, int64_t now, struct check *c)
+static void funnel_check(const struct policy_limit *l, const struct limiter_state *s, int64_t cost,
+			 int64_t now, struct check *c)
 {
 	double interval = (double)(l->period_ms * 1000) / (double)l->count;
 	double tau = (double)l->capacity * interval;
@@ -172,7 +173,8 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 			if (!bind || c->remaining < bind->remaining)
 				bind = c;
 		} else if (!c->ok) {
-			if (!bind || (bind->retry != -1 && (c->retry == -1 || c->retry > bind->retry)))
+			if (!bind ||
+			    (bind->retry != -1 && (c->retry == -1 || c->retry > bind->retry)))
 				bind = c;
 		}
 	}

@@ -125,24 +125,25 @@ END_TEST
 
 START_TEST(every_key_set)
 {
-	struct config *c = must_parse("listen:\n"
-				      "  - 0.0.0.0:7000\n"
-				      "  - '[::1]:7001'\n"
-				      "  - unix:/run/ratelimitd.sock\n"
-				      "redis:\n"
-				      "  address: unix:/run/redis/redis.sock\n"
-				      "  password: \"pw\"\n"
-				      "  database: '15'\n"
-				      "  timeout: 2s\n"
-				      "  connections: 64\n"
-				      "prefix: ''\n"
-				      "on_store_error: error\n"
-				      "max_line: 64\n"
-				      "log_level: debug\n"
-				      "metrics: {listen: \"[::1]:9464\"}\n"
-				      "policies:\n"
-				      "  b: {limits: 100000/1d, on_store_error: allow}\n"
-				      "  a: {algorithm: funnel, rate: 1000000000/366d, capacity: 1000000000}\n");
+	struct config *c = must_parse(
+		"listen:\n"
+		"  - 0.0.0.0:7000\n"
+		"  - '[::1]:7001'\n"
+		"  - unix:/run/ratelimitd.sock\n"
+		"redis:\n"
+		"  address: unix:/run/redis/redis.sock\n"
+		"  password: \"pw\"\n"
+		"  database: '15'\n"
+		"  timeout: 2s\n"
+		"  connections: 64\n"
+		"prefix: ''\n"
+		"on_store_error: error\n"
+		"max_line: 64\n"
+		"log_level: debug\n"
+		"metrics: {listen: \"[::1]:9464\"}\n"
+		"policies:\n"
+		"  b: {limits: 100000/1d, on_store_error: allow}\n"
+		"  a: {algorithm: funnel, rate: 1000000000/366d, capacity: 1000000000}\n");
 	ck_assert_uint_eq(c->nlisten, 3);
 	ck_assert_str_eq(c->listen[0].address, "0.0.0.0:7000");
 	ck_assert_str_eq(c->listen[1].address, "[::1]:7001");
@@ -193,7 +194,8 @@ static const struct {
 	/* unknown top-level key */
 	{"policies: {a: 1/1s}\nlisen: [127.0.0.1:1]\n", "t.yaml:2:1: unknown key \"lisen\""},
 	/* unknown redis key */
-	{"policies: {a: 1/1s}\nredis:\n  adress: x:1\n", "t.yaml:3:3: unknown key \"redis.adress\""},
+	{"policies: {a: 1/1s}\nredis:\n  adress: x:1\n",
+	 "t.yaml:3:3: unknown key \"redis.adress\""},
 	/* unknown key inside a policy */
 	{"policies:\n  a: {limit: 1/1s}\n", "t.yaml:2:7: unknown key \"policies.a.limit\""},
 	/* duplicate keys */
@@ -211,8 +213,10 @@ static const struct {
 	/* bad rates */
 	{"policies:\n  a: 5/\n",
 	 "t.yaml:2:6: policies.a: a duration is an integer and a unit (ms, s, m, h, d), e.g. 60s"},
-	{"policies:\n  a: [1/1s, 0/1m]\n", "t.yaml:2:13: policies.a: rate count must be greater than zero"},
-	{"policies:\n  a: 5 per minute\n", "t.yaml:2:6: policies.a: a rate is COUNT/DURATION, e.g. 5/60s"},
+	{"policies:\n  a: [1/1s, 0/1m]\n",
+	 "t.yaml:2:13: policies.a: rate count must be greater than zero"},
+	{"policies:\n  a: 5 per minute\n",
+	 "t.yaml:2:6: policies.a: a rate is COUNT/DURATION, e.g. 5/60s"},
 	{"policies:\n  a: {limits: [1/1s, [2/1s]]}\n",
 	 "t.yaml:2:22: policies.a.limits: expected a rate such as 5/60s"},
 	/* bad algorithm */
@@ -259,7 +263,8 @@ static const struct {
 	 "t.yaml:1:9: prefix: must not contain '{', '}', whitespace or control characters"},
 	{"prefix: \"rl: x\"\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:9: prefix: must not contain '{', '}', whitespace or control characters"},
-	{"prefix: \"a\\0b\"\npolicies: {a: 1/1s}\n", "t.yaml:1:9: prefix: must not contain a NUL byte"},
+	{"prefix: \"a\\0b\"\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:9: prefix: must not contain a NUL byte"},
 	{"prefix: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:9: prefix: longer than 128 bytes"},
@@ -278,7 +283,8 @@ static const struct {
 	 "t.yaml:1:10: listen: a unix socket path must be absolute: unix:/path"},
 	{"listen: 127.0.0.1:7379\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:9: listen: expected a list of addresses"},
-	{"listen: []\npolicies: {a: 1/1s}\n", "t.yaml:1:9: listen: at least one address is required"},
+	{"listen: []\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:9: listen: at least one address is required"},
 	{"redis: {address: \"unix:/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:18: redis.address: unix socket path too long (at most 107 bytes)"},
@@ -291,7 +297,8 @@ static const struct {
 	 "t.yaml:1:22: redis.connections: must be an integer from 1 to 64"},
 	{"redis: {connections: 2x}\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:22: redis.connections: must be an integer from 1 to 64"},
-	{"max_line: 63\npolicies: {a: 1/1s}\n", "t.yaml:1:11: max_line: must be an integer from 64 to 1048576"},
+	{"max_line: 63\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:11: max_line: must be an integer from 64 to 1048576"},
 	{"max_line: 0x100\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:11: max_line: must be an integer from 64 to 1048576"},
 	{"max_line: 99999999999999999999999\npolicies: {a: 1/1s}\n",
@@ -299,7 +306,8 @@ static const struct {
 	{"log_level: verbose\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:12: log_level: must be debug, info, warn or error"},
 	/* metrics */
-	{"metrics: 127.0.0.1:9464\npolicies: {a: 1/1s}\n", "t.yaml:1:10: metrics: expected a mapping"},
+	{"metrics: 127.0.0.1:9464\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:10: metrics: expected a mapping"},
 	{"metrics: {}\npolicies: {a: 1/1s}\n", "t.yaml:1:10: metrics: needs listen: host:port"},
 	{"metrics: {listen: \"unix:/run/m.sock\"}\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:19: metrics.listen: expected host:port, not a unix socket"},
@@ -313,30 +321,34 @@ static const struct {
 	{"prefix: x\n", "t.yaml:1:1: policies: required, with at least one policy"},
 	/* YAML syntax errors, at libyaml's position */
 	{"policies:\n  a: [1/1s\n", "t.yaml:3:1: YAML syntax error: while parsing a flow sequence, "
-				     "did not find expected ',' or ']'"},
+				    "did not find expected ',' or ']'"},
 	{"policies:\n  a: 1/1s\n b: 2/1s\n",
 	 "t.yaml:3:2: YAML syntax error: while parsing a block mapping, did not find expected key"},
 	{"policies: {a: 1/1s}\nprefix: \"x\n",
 	 "t.yaml:3:1: YAML syntax error: while scanning a quoted scalar, found unexpected end of stream"},
 	/* bytes libyaml's reader refuses: a NUL and invalid UTF-8 */
-	{"policies: {a: 1/1s}\nprefix: \x01\n", "t.yaml:2:9: YAML syntax error: control characters are not allowed"},
-	{"policies: {a: 1/1s}\nprefix: \xff\n", "t.yaml:2:9: YAML syntax error: invalid leading UTF-8 octet"},
+	{"policies: {a: 1/1s}\nprefix: \x01\n",
+	 "t.yaml:2:9: YAML syntax error: control characters are not allowed"},
+	{"policies: {a: 1/1s}\nprefix: \xff\n",
+	 "t.yaml:2:9: YAML syntax error: invalid leading UTF-8 octet"},
 	/* root */
 	{"", "t.yaml:1:1: the configuration is empty"},
 	{"# nothing\n", "t.yaml:2:1: the configuration is empty"},
 	{"- policies\n", "t.yaml:1:1: the top level must be a mapping of keys"},
 	{"just a string\n", "t.yaml:1:1: the top level must be a mapping of keys"},
-	{"policies: {a: 1/1s}\n---\npolicies: {b: 1/1s}\n", "t.yaml:2:1: only one YAML document is allowed"},
+	{"policies: {a: 1/1s}\n---\npolicies: {b: 1/1s}\n",
+	 "t.yaml:2:1: only one YAML document is allowed"},
 	/* username without password */
 	{"redis:\n  address: 10.0.0.1:6379\n  username: rl\npolicies: {a: 1/1s}\n",
 	 "t.yaml:3:3: redis.username: requires redis.password"},
-	{"redis: {password: \"\"}\npolicies: {a: 1/1s}\n", "t.yaml:1:19: redis.password: must not be empty"},
+	{"redis: {password: \"\"}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:19: redis.password: must not be empty"},
 	{"redis: 127.0.0.1:6379\npolicies: {a: 1/1s}\n", "t.yaml:1:8: redis: expected a mapping"},
 	/* anchors, aliases, complex keys */
 	{"policies:\n  a: &r 1/1s\n  b: *r\n", "t.yaml:2:6: YAML anchors are not supported"},
 	{"policies:\n  a: *r\n", "t.yaml:2:6: YAML aliases are not supported"},
 	{"? [policies]\n: 1\n", "t.yaml:1:3: a key must be a plain string\n"
-				 "t.yaml:1:1: policies: required, with at least one policy"},
+				"t.yaml:1:1: policies: required, with at least one policy"},
 	{"policies:\n  [a]: 1/1s\n", "t.yaml:2:3: a policy name must be a plain string"},
 	/* a duration without its unit, in a rate and alone */
 	{"policies:\n  reply: 5/60\n",
@@ -354,14 +366,18 @@ static const struct {
 	 "t.yaml:2:10: policies.reply: a duration is a whole number of a unit (ms, s, m, h, d), "
 	 "without a fraction"},
 	/* spaces, case and trailing junk */
-	{"policies:\n  reply: 5 / 60s\n", "t.yaml:2:10: policies.reply: no spaces in a rate: write 5/60s"},
-	{"policies:\n  reply: 5/ 60s\n", "t.yaml:2:10: policies.reply: no spaces in a rate: write 5/60s"},
+	{"policies:\n  reply: 5 / 60s\n",
+	 "t.yaml:2:10: policies.reply: no spaces in a rate: write 5/60s"},
+	{"policies:\n  reply: 5/ 60s\n",
+	 "t.yaml:2:10: policies.reply: no spaces in a rate: write 5/60s"},
 	{"policies:\n  reply: 5/60 s\n",
 	 "t.yaml:2:10: policies.reply: no space between a number and its unit: write 5/60s"},
-	{"policies:\n  reply: 5/60S\n", "t.yaml:2:10: policies.reply: units are lowercase: write 5/60s"},
+	{"policies:\n  reply: 5/60S\n",
+	 "t.yaml:2:10: policies.reply: units are lowercase: write 5/60s"},
 	{"policies:\n  reply: 5/60sec\n",
 	 "t.yaml:2:10: policies.reply: unknown duration unit \"sec\" (use ms, s, m, h or d)"},
-	{"policies:\n  reply: 5/60s/2\n", "t.yaml:2:10: policies.reply: unexpected \"/2\" after 60s"},
+	{"policies:\n  reply: 5/60s/2\n",
+	 "t.yaml:2:10: policies.reply: unexpected \"/2\" after 60s"},
 	/* a line indented too far continues the value above it */
 	{"policies:\n  reply:\n    limits: 5/60s\n     on_store_error: deny\n",
 	 "t.yaml:4:6: policies.reply.limits: this line continues the value on line 3 "
@@ -434,13 +450,14 @@ START_TEST(three_errors_from_file)
 {
 	struct config *c = config_load(CONFIGS "three-errors.yaml", err, sizeof(err));
 	ck_assert_ptr_null(c);
-	ck_assert_str_eq(err,
-			 CONFIGS "three-errors.yaml:4:12: redis.timeout: missing unit: write 50s or 50ms "
-				 "(units: ms, s, m, h, d)\n" CONFIGS
-				 "three-errors.yaml:6:10: policies.reply: missing unit: write 5/60s or "
-				 "5/60ms (units: ms, s, m, h, d)\n" CONFIGS
-				 "three-errors.yaml:11:11: policies.upload.rate: no spaces in a rate: write "
-				 "30/60s");
+	ck_assert_str_eq(
+		err,
+		CONFIGS "three-errors.yaml:4:12: redis.timeout: missing unit: write 50s or 50ms "
+			"(units: ms, s, m, h, d)\n" CONFIGS
+			"three-errors.yaml:6:10: policies.reply: missing unit: write 5/60s or "
+			"5/60ms (units: ms, s, m, h, d)\n" CONFIGS
+			"three-errors.yaml:11:11: policies.upload.rate: no spaces in a rate: write "
+			"30/60s");
 }
 END_TEST
 
@@ -452,10 +469,11 @@ START_TEST(errors_capped)
 	for (int i = 1; i <= 30; i++) {
 		n += (size_t)snprintf(yaml + n, sizeof(yaml) - n, "  p%d: %d/60\n", i, i);
 		if (i <= CONFIG_ERRORS_SHOWN)
-			w += (size_t)snprintf(want + w, sizeof(want) - w,
-					      "t.yaml:%d:%d: policies.p%d: missing unit: write %d/60s or "
-					      "%d/60ms (units: ms, s, m, h, d)\n",
-					      i + 1, i < 10 ? 7 : 8, i, i, i);
+			w += (size_t)snprintf(
+				want + w, sizeof(want) - w,
+				"t.yaml:%d:%d: policies.p%d: missing unit: write %d/60s or "
+				"%d/60ms (units: ms, s, m, h, d)\n",
+				i + 1, i < 10 ? 7 : 8, i, i, i);
 	}
 	snprintf(want + w, sizeof(want) - w, "... and 10 more errors");
 	ck_assert_ptr_null(parse(yaml));
@@ -554,12 +572,13 @@ END_TEST
 
 START_TEST(policy_forms)
 {
-	struct config *c = must_parse("policies:\n"
-				      "  s: 10/1m\n"
-				      "  l: [10/1m, 100/1h]\n"
-				      "  m: {limits: 10/1m}\n"
-				      "  w: {algorithm: sliding_window, limits: [10/1m, 100/1h]}\n"
-				      "  f: {rate: \"30/60s\", capacity: '15', algorithm: funnel}\n");
+	struct config *c =
+		must_parse("policies:\n"
+			   "  s: 10/1m\n"
+			   "  l: [10/1m, 100/1h]\n"
+			   "  m: {limits: 10/1m}\n"
+			   "  w: {algorithm: sliding_window, limits: [10/1m, 100/1h]}\n"
+			   "  f: {rate: \"30/60s\", capacity: '15', algorithm: funnel}\n");
 	const struct policy *s = find(c, "s"), *l = find(c, "l"), *m = find(c, "m"),
 			    *w = find(c, "w"), *f = find(c, "f");
 	ck_assert(policy_equal(s, m));
@@ -669,8 +688,8 @@ END_TEST
 
 START_TEST(corruptions)
 {
-	static const char bytes[] = {'\0', '{', '}', '[', ']', ':', '-', '&', '*', '!', '|',
-				     '>', '"', '\'', '\n', '\t', ' ', '#', '%', '\x80', '\xff'};
+	static const char bytes[] = {'\0', '{', '}',  '[',  ']',  ':', '-', '&', '*',	 '!',	'|',
+				     '>',  '"', '\'', '\n', '\t', ' ', '#', '%', '\x80', '\xff'};
 	size_t len;
 	char *buf = read_example(&len);
 	for (size_t i = 0; i < len; i++) {

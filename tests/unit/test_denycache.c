@@ -39,7 +39,7 @@ START_TEST(test_exact_key)
 	struct denycache_hit h;
 	denycache_put(dc, denycache_epoch(dc), A, U, 3, 0, 5, 2, 5000, 5000);
 	ck_assert(denycache_lookup(dc, A, U, 3, 1000, &h));
-	ck_assert(!denycache_lookup(dc, A, U, 1, 1000, &h));	    /* another cost */
+	ck_assert(!denycache_lookup(dc, A, U, 1, 1000, &h));	     /* another cost */
 	ck_assert(!denycache_lookup(dc, A, "davi", 4, 3, 1000, &h)); /* another user */
 	ck_assert(!denycache_lookup(dc, "logi", 4, "ndavid", 6, 3, 1000, &h));
 	ck_assert(!denycache_lookup(dc, "reply", 5, U, 3, 1000, &h));
@@ -73,7 +73,8 @@ START_TEST(test_never_and_short)
 	ck_assert(denycache_lookup(dc, A, U, 99, 999999, &h));
 	ck_assert_int_eq(h.retry_after_ms, -1);
 	ck_assert(!denycache_lookup(dc, A, U, 99, 1000000, &h));
-	denycache_put(dc, denycache_epoch(dc), A, U, 1, 0, 5, 0, 1, 10); /* 1 ms: not worth keeping */
+	denycache_put(dc, denycache_epoch(dc), A, U, 1, 0, 5, 0, 1,
+		      10); /* 1 ms: not worth keeping */
 	ck_assert(!denycache_lookup(dc, A, U, 1, 0, &h));
 	denycache_free(dc);
 }
@@ -85,7 +86,8 @@ START_TEST(test_bounded)
 	char user[32];
 	for (int i = 0; i < 100000; i++) {
 		int n = snprintf(user, sizeof(user), "u%d", i);
-		denycache_put(dc, denycache_epoch(dc), A, user, (size_t)n, 1, 0, 5, 0, 60000, 60000);
+		denycache_put(dc, denycache_epoch(dc), A, user, (size_t)n, 1, 0, 5, 0, 60000,
+			      60000);
 	}
 	ck_assert_uint_le(denycache_size(dc), 64);
 	ck_assert_uint_gt(denycache_size(dc), 16);

@@ -31,15 +31,15 @@ static void run_step(const struct vector_step *s, void *arg)
 	ck_assert_int_eq(limiter_decide(&r->p, r->st, s->op, s->cost, s->now_us, &got), 0);
 	if (r->dump)
 		printf("%lld %c %lld -> %d %lld %lld %lld %lld\n", (long long)s->now_us,
-		       "apr"[s->op], (long long)s->cost, got.allowed, (long long)got.limit,
+		       "apr"[s->op], (long long)s -> cost, got.allowed, (long long)got.limit,
 		       (long long)got.remaining, (long long)got.retry_after_ms,
 		       (long long)got.reset_ms);
 	if (got.allowed != s->want.allowed || got.limit != s->want.limit ||
 	    got.remaining != s->want.remaining || got.retry_after_ms != s->want.retry_after_ms ||
 	    got.reset_ms != s->want.reset_ms) {
 		r->failures++;
-		fprintf(stderr, "vectors.txt:%d: got %d %lld %lld %lld %lld\n", s->line, got.allowed,
-			(long long)got.limit, (long long)got.remaining,
+		fprintf(stderr, "vectors.txt:%d: got %d %lld %lld %lld %lld\n", s->line,
+			got.allowed, (long long)got.limit, (long long)got.remaining,
 			(long long)got.retry_after_ms, (long long)got.reset_ms);
 	}
 }

@@ -62,8 +62,8 @@ END_TEST
 START_TEST(duration_junk)
 {
 	const char *err;
-	const char *bad[] = {"", "s", "ms", "-5s", "+5s", "5.5s", "5 s", " 5s", "5s ", "5sec",
-			     "5S", "5x", "0x10s", "5ss", "5msx"};
+	const char *bad[] = {"",    "s",    "ms", "-5s", "+5s",	  "5.5s", "5 s", " 5s",
+			     "5s ", "5sec", "5S", "5x",	 "0x10s", "5ss",  "5msx"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(dur(bad[i], &err) == -1, "accepted \"%s\"", bad[i]);
 }
@@ -90,11 +90,14 @@ START_TEST(duration_messages)
 		{"0.5h", "a duration is a whole number of a unit: write 30m"},
 		{"1.5d", "a duration is a whole number of a unit: write 36h"},
 		{".5s", "a duration is a whole number of a unit: write 500ms"},
-		{"1.5ms", "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
-		{"1.5", "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
+		{"1.5ms",
+		 "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
+		{"1.5",
+		 "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
 		{"1.0000000001s",
 		 "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
-		{"400.5d", "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
+		{"400.5d",
+		 "a duration is a whole number of a unit (ms, s, m, h, d), without a fraction"},
 		{"5 s", "no space between a number and its unit: write 5s"},
 		{"5S", "units are lowercase: write 5s"},
 		{"5MS", "units are lowercase: write 5ms"},
@@ -184,8 +187,17 @@ START_TEST(rate_invalid)
 	ck_assert_str_eq(err, "rate count must be an integer from 1 to 1000000000");
 	ck_assert_int_eq(rate("5/1s/2s", &count, &period, &err), -1);
 	ck_assert_str_eq(err, "unexpected \"/2s\" after 1s");
-	const char *bad[] = {"", "/", "/1s", "5/", "a/1s", "-5/1s", "5/0s", "5/1s/2s", "5 /1s",
-			     "5/367d", "99999999999999999999/1s"};
+	const char *bad[] = {"",
+			     "/",
+			     "/1s",
+			     "5/",
+			     "a/1s",
+			     "-5/1s",
+			     "5/0s",
+			     "5/1s/2s",
+			     "5 /1s",
+			     "5/367d",
+			     "99999999999999999999/1s"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(rate(bad[i], &count, &period, &err) == -1, "accepted \"%s\"", bad[i]);
 }

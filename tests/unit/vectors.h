@@ -59,8 +59,8 @@ static inline int vectors_read(const char *path, void (*on_policy)(const struct 
 		struct vector_step s = {.line = lineno};
 		long long now, cost, a, lim, rem, retry, reset;
 		char op;
-		if (sscanf(line, "%lld %c %lld -> %lld %lld %lld %lld %lld", &now, &op, &cost, &a, &lim,
-			   &rem, &retry, &reset) != 8)
+		if (sscanf(line, "%lld %c %lld -> %lld %lld %lld %lld %lld", &now, &op, &cost, &a,
+			   &lim, &rem, &retry, &reset) != 8)
 			goto bad;
 		s.now_us = now;
 		s.op = op == 'a' ? LIMITER_ALLOW : op == 'p' ? LIMITER_PEEK : LIMITER_RESET;
