@@ -5,7 +5,7 @@ RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 	libevent-dev libhiredis-dev libyaml-dev libsystemd-dev check
 	redis-server redis-tools netcat-openbsd"
 # Extra packages for the test suite (systemd-analyze comes with systemd).
-RL_TEST_PACKAGES="clang libclang-rt-14-dev systemd valgrind"
+RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind"
 
 rl_say() {
 	printf '%s: %s\n' "${0##*/}" "$*" >&2
