@@ -47,6 +47,12 @@ class SentinelBase(DaemonTest):
         self.addCleanup(c.close)
         return c
 
+    def wait_decisions(self, c):
+        """Until Redis decides: the daemon is ready once it listens, before
+        the sentinels have named the master and its pool is up."""
+        wait_until(lambda: is_real(c.request("PEEK ready big")), 5 * SLOW, interval=0.02,
+                   what="decisions from the master")
+
     def evalsha(self, server):
         return commandstats(server).get("evalsha", 0)
 
@@ -97,6 +103,7 @@ class SentinelFailoverTest(SentinelBase):
         mport = free_port()
         d = self.sdaemon(metrics='{listen: "127.0.0.1:%d"}' % mport)
         c = self.client(d)
+        self.wait_decisions(c)
         old = ss.current_master()
         lost0 = scrape_metrics(mport)["ratelimitd_redis_connections_lost_total"]
         self.assertEqual(c.pipeline(["ALLOW cap reply"] * 5)[-1][:9], "ALLOWED 5")
@@ -148,6 +155,7 @@ class SentinelFailoverTest(SentinelBase):
         ss = self.sentinels(replicas=1)
         d = self.sdaemon()
         c = self.client(d)
+        self.wait_decisions(c)
         old = ss.current_master()
         self.assertTrue(is_real(c.request("ALLOW k0 big")))
         lines = ["ALLOW m%d big" % i for i in range(10)]
@@ -192,6 +200,7 @@ class SentinelReadonlyTest(SentinelBase):
         old = ss.current_master()
         wait_until(lambda: sum(p.subscribed for p in proxies) >= 1, 10 * SLOW,
                    what="the daemon to subscribe through a proxy")
+        self.wait_decisions(c)
         self.assertTrue(is_real(c.request("ALLOW k0 big")))
         lines = ["ALLOW r%d big" % i for i in range(10)]
         tr = Traffic([d.port], lambda i: lines, threads=2, depth=4, pause=0.005).start()
