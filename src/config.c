@@ -224,14 +224,28 @@ static const struct ykey listen_keys[LK_N] = {
 	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0},
 };
 
+/* The listen list while it is read. */
+struct listen_read {
+	struct config *c;
+	size_t cap;
+};
+
 /* One listen entry: "address" or {address, admin, mode}. */
-static int listen_entry(struct yparser *P, const char *key, struct config_listen *l)
+static int listen_entry(struct yparser *P, const struct ykey *k, void *dst, size_t i)
 {
+	struct listen_read *L = dst;
+	struct config *c = L->c;
+	(void)i;
+	if (yp_grow((void **)&c->listen, &L->cap, c->nlisten, sizeof(*c->listen)) < 0)
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	struct config_listen *l = &c->listen[c->nlisten];
+	memset(l, 0, sizeof(*l));
+	c->nlisten++; /* counted now so free_listen releases a half-read entry */
 	l->mode = CONFIG_DEFAULT_SOCKET_MODE;
 	if (P->ev.type != YAML_MAPPING_START_EVENT) {
 		const char *s;
 		size_t len;
-		if (address_scalar(P, key, &s, &len) < 0)
+		if (address_scalar(P, k->name, &s, &len) < 0)
 			return -1;
 		l->address = strndup(s, len);
 		return l->address ? 0 : yp_fail_fatal(P, P->ev.start_mark, "out of memory");
@@ -239,16 +253,12 @@ static int listen_entry(struct yparser *P, const char *key, struct config_listen
 	yaml_mark_t start = P->ev.start_mark;
 	unsigned seen;
 	yaml_mark_t marks[LK_N];
-	snprintf(P->section, sizeof(P->section), "listen.");
-	int rc = yp_map(P, listen_keys, LK_N, l, &seen, marks);
-	P->section[0] = '\0';
-	if (rc < 0)
+	if (yp_map(P, k->name, listen_keys, LK_N, l, &seen, marks) < 0)
 		return -1;
 	if (!(seen & (1u << LK_ADDRESS)))
-		return yp_failk(P, start, key, "an entry needs an address");
+		return yp_fail_section(P, start, "an entry needs an address");
 	if ((seen & (1u << LK_MODE)) && strncmp(l->address, "unix:", 5) != 0)
-		return yp_fail(P, marks[LK_MODE],
-			       "listen.mode: only applies to unix:/path addresses");
+		return yp_failk(P, marks[LK_MODE], "mode", "only applies to unix:/path addresses");
 	return 0;
 }
 
@@ -258,30 +268,15 @@ static int set_listen(struct yparser *P, const struct ykey *k, void *dst)
 	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
 		return yp_failk(P, P->ev.start_mark, k->name, "expected a list of addresses");
 	yaml_mark_t start = P->ev.start_mark;
-	size_t cap = 0;
-	unsigned nerr = P->nerr;
-	int depth = P->depth;
+	struct listen_read L = {c, 0};
+	size_t n;
 	free_listen(c); /* the default */
-	for (;;) {
-		if (yp_next(P) < 0)
-			return -1;
-		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
-			break;
-		if (yp_grow((void **)&c->listen, &cap, c->nlisten, sizeof(*c->listen)) < 0)
-			return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
-		struct config_listen *l = &c->listen[c->nlisten];
-		memset(l, 0, sizeof(*l));
-		c->nlisten++; /* counted now so free_listen releases a half-read entry */
-		if (listen_entry(P, k->name, l) < 0 && yp_skip_to(P, depth) < 0)
-			return -1;
-	}
-	if (P->nerr != nerr)
+	if (yp_seq(P, k, "addresses", listen_entry, &L, &n) < 0)
 		return -1;
 	if (c->nlisten == 0)
 		return yp_failk(P, start, k->name, "at least one address is required");
 	return 0;
 }
-
 
 enum { MK_LISTEN, MK_N };
 
@@ -306,12 +301,11 @@ static int set_metrics(struct yparser *P, const struct ykey *k, void *dst)
 {
 	unsigned seen;
 	yaml_mark_t marks[MK_N], start;
-	if (yp_section(P, k, "expected a mapping", "metrics.", metrics_keys, MK_N, dst, &seen,
-		       marks, &start) < 0)
+	if (yp_section(P, k, "expected a mapping", metrics_keys, MK_N, dst, &seen, marks, &start) <
+	    0)
 		return -1;
-	P->section[0] = '\0';
 	if (!(seen & (1u << MK_LISTEN)))
-		return yp_failk(P, start, k->name, "needs listen: host:port");
+		return yp_fail_section(P, start, "needs listen: host:port");
 	return 0;
 }
 
@@ -348,8 +342,7 @@ static int set_redis(struct yparser *P, const struct ykey *k, void *dst)
 {
 	unsigned seen;
 	yaml_mark_t marks[RK_N], start;
-	if (yp_section(P, k, "expected a mapping", "redis.", redis_keys, RK_N, dst, &seen, marks,
-		       &start) < 0)
+	if (yp_section(P, k, "expected a mapping", redis_keys, RK_N, dst, &seen, marks, &start) < 0)
 		return -1;
 	/* Redis 6 ACL AUTH takes both; a user alone would silently log in as default. */
 	if ((seen & (1u << RK_USERNAME)) && !(seen & (1u << RK_PASSWORD)))
@@ -371,7 +364,6 @@ static int set_redis(struct yparser *P, const struct ykey *k, void *dst)
 	} else if (seen & (1u << RK_SENTINEL)) {
 		r->mode = CONFIG_REDIS_SENTINEL;
 	}
-	P->section[0] = '\0';
 	return 0;
 }
 
@@ -384,44 +376,45 @@ static void free_addrs(struct config_addrs *a)
 	a->n = 0;
 }
 
+/* A list of host:port while it is read. */
+struct addrs_read {
+	struct config_addrs *a;
+	size_t cap;
+};
+
+static int addr_entry(struct yparser *P, const struct ykey *k, void *dst, size_t i)
+{
+	struct addrs_read *A = dst;
+	struct config_addrs *a = A->a;
+	const char *s;
+	size_t len;
+	(void)i;
+	if (address_scalar(P, k->name, &s, &len) < 0)
+		return -1;
+	if (len >= 5 && memcmp(s, "unix:", 5) == 0)
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"expected host:port, not a unix socket");
+	if (yp_grow((void **)&a->addr, &A->cap, a->n, sizeof(*a->addr)) < 0)
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	a->addr[a->n] = strndup(s, len);
+	if (!a->addr[a->n])
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	a->n++;
+	return 0;
+}
+
 /* A list of host:port (TCP only: cluster nodes and sentinels announce TCP addresses). */
 static int set_addr_list(struct yparser *P, const struct ykey *k, void *dst)
 {
-	struct config_addrs *a = dst;
+	struct addrs_read A = {dst, 0};
 	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
 		return yp_failk(P, P->ev.start_mark, k->name, "expected a list of host:port");
 	yaml_mark_t start = P->ev.start_mark;
-	size_t cap = 0;
-	unsigned nerr = P->nerr;
-	int depth = P->depth;
-	free_addrs(a);
-	for (;;) {
-		const char *s;
-		size_t len;
-		if (yp_next(P) < 0)
-			return -1;
-		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
-			break;
-		if (address_scalar(P, k->name, &s, &len) < 0) {
-			if (yp_skip_to(P, depth) < 0)
-				return -1;
-			continue;
-		}
-		if (len >= 5 && memcmp(s, "unix:", 5) == 0) {
-			yp_failk(P, P->ev.start_mark, k->name,
-				 "expected host:port, not a unix socket");
-			continue;
-		}
-		if (yp_grow((void **)&a->addr, &cap, a->n, sizeof(*a->addr)) < 0)
-			return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
-		a->addr[a->n] = strndup(s, len);
-		if (!a->addr[a->n])
-			return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
-		a->n++;
-	}
-	if (P->nerr != nerr)
+	size_t n;
+	free_addrs(A.a);
+	if (yp_seq(P, k, "addresses", addr_entry, &A, &n) < 0)
 		return -1;
-	if (a->n == 0)
+	if (A.a->n == 0)
 		return yp_failk(P, start, k->name, "at least one address is required");
 	return 0;
 }
@@ -439,64 +432,45 @@ static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst)
 {
 	unsigned seen;
 	yaml_mark_t marks[SK_N], start;
-	if (yp_section(P, k, "expected {master: NAME, addresses: [...]}", "redis.sentinel.",
-		       sentinel_keys, SK_N, dst, &seen, marks, &start) < 0)
+	if (yp_section(P, k, "expected {master: NAME, addresses: [...]}", sentinel_keys, SK_N, dst,
+		       &seen, marks, &start) < 0)
 		return -1;
-	snprintf(P->section, sizeof(P->section), "redis.");
 	if (seen != (1u << SK_N) - 1)
-		return yp_failk(P, start, k->name, "needs master and addresses");
+		return yp_fail_section(P, start, "needs master and addresses");
 	return 0;
 }
 
 /* One rate string at the current event, appended to f; a bad one counts
- * too, towards POLICY_MAX_LIMITS (the caller checks there is room). */
-static int add_limit(struct yparser *P, struct policy_form *f, const char *key)
+ * too, towards POLICY_MAX_LIMITS (yp_seq checks there is room). */
+static int add_limit(struct yparser *P, const struct ykey *k, void *dst, size_t i)
 {
+	struct policy_form *f = dst;
 	const char *s;
 	char why[POLICY_ERR_MAX];
 	size_t len;
-	int rc = yp_scalar(P, key, "a rate such as 5/60s", &s, &len);
+	(void)i;
+	int rc = yp_scalar(P, k->name, "a rate such as 5/60s", &s, &len);
 	struct policy_limit *l = &f->limits[f->nlimits];
 	if (rc == 0 && policy_parse_rate(s, len, &l->count, &l->period_ms, why, sizeof(why)) < 0)
-		rc = yp_failk(P, P->ev.start_mark, key, "%s", why);
+		rc = yp_failk(P, P->ev.start_mark, k->name, "%s", why);
 	l->capacity = l->count;
 	f->limit_marks[f->nlimits++] = P->ev.start_mark;
 	return rc;
 }
 
-/* A single rate or a list of rates. */
-static int parse_limits(struct yparser *P, struct policy_form *f, const char *key)
-{
-	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
-		return add_limit(P, f, key);
-	yaml_mark_t start = P->ev.start_mark;
-	unsigned nerr = P->nerr;
-	int depth = P->depth;
-	for (;;) {
-		if (yp_next(P) < 0)
-			return -1;
-		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
-			break;
-		if (f->nlimits == POLICY_MAX_LIMITS) {
-			/* once: the rest of the list is skipped */
-			yp_failk(P, P->ev.start_mark, key, "too many limits (at most %d)",
-				 POLICY_MAX_LIMITS);
-			yp_skip_to(P, depth - 1);
-			return -1;
-		}
-		if (add_limit(P, f, key) < 0 && yp_skip_to(P, depth) < 0)
-			return -1;
-	}
-	if (P->nerr != nerr)
-		return -1;
-	if (f->nlimits == 0)
-		return yp_failk(P, start, key, "at least one rate is required");
-	return 0;
-}
-
+/* A single rate or a list of rates; k->max is POLICY_MAX_LIMITS. */
 static int set_limits(struct yparser *P, const struct ykey *k, void *dst)
 {
-	return parse_limits(P, dst, k->name);
+	struct policy_form *f = dst;
+	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
+		return add_limit(P, k, f, 0);
+	yaml_mark_t start = P->ev.start_mark;
+	size_t n;
+	if (yp_seq(P, k, "limits", add_limit, f, &n) < 0)
+		return -1;
+	if (f->nlimits == 0)
+		return yp_failk(P, start, k->name, "at least one rate is required");
+	return 0;
 }
 
 static int set_rate(struct yparser *P, const struct ykey *k, void *dst)
@@ -531,7 +505,7 @@ enum { PK_ALGORITHM, PK_LIMITS, PK_CAPACITY, PK_RATE, PK_ON_ERROR, PK_N };
 
 static const struct ykey policy_keys[PK_N] = {
 	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0},
-	[PK_LIMITS] = {"limits", set_limits, 0, 0, 0},
+	[PK_LIMITS] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS},
 	[PK_CAPACITY] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
 			 POLICY_MAX_COUNT},
 	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0},
@@ -545,17 +519,16 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 	yaml_mark_t start = P->ev.start_mark;
 	unsigned seen;
 	yaml_mark_t marks[PK_N];
-	snprintf(P->section, sizeof(P->section), "policies.%s.", name);
-	if (yp_map(P, policy_keys, PK_N, f, &seen, marks) < 0)
+	if (yp_map(P, name, policy_keys, PK_N, f, &seen, marks) < 0)
 		return -1;
 	if (f->algo == POLICY_FUNNEL) {
 		if (seen & (1u << PK_LIMITS))
 			return yp_failk(P, marks[PK_LIMITS], "limits",
 					"a funnel takes capacity and rate, not limits");
 		if (!(seen & (1u << PK_CAPACITY)))
-			return yp_fail(P, start, "policies.%s: a funnel needs a capacity", name);
+			return yp_fail_section(P, start, "a funnel needs a capacity");
 		if (!(seen & (1u << PK_RATE)))
-			return yp_fail(P, start, "policies.%s: a funnel needs a rate", name);
+			return yp_fail_section(P, start, "a funnel needs a rate");
 		f->limits[0].capacity = f->capacity;
 		f->limits[0].count = f->rate.count;
 		f->limits[0].period_ms = f->rate.period_ms;
@@ -569,8 +542,7 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 			return yp_failk(P, marks[PK_RATE], "rate",
 					"only a funnel has a rate; a sliding_window takes limits");
 		if (!(seen & (1u << PK_LIMITS)))
-			return yp_fail(P, start, "policies.%s: a sliding_window needs limits",
-				       name);
+			return yp_fail_section(P, start, "a sliding_window needs limits");
 	}
 	return 0;
 }
@@ -582,9 +554,11 @@ static int parse_policy(struct yparser *P, struct policy *p, const char *name)
 	memset(&f, 0, sizeof(f));
 	f.algo = POLICY_SLIDING_WINDOW;
 	f.on_error = POLICY_ON_ERROR_INHERIT;
+	/* The short forms are the limits key of the mapping form. */
+	struct ykey limits = policy_keys[PK_LIMITS];
+	limits.name = name;
 	int rc = P->ev.type == YAML_MAPPING_START_EVENT ? policy_mapping(P, &f, name)
-							: parse_limits(P, &f, name);
-	snprintf(P->section, sizeof(P->section), "policies.");
+							: set_limits(P, &limits, &f);
 	if (rc < 0)
 		return -1;
 	p->algo = f.algo;
@@ -620,6 +594,36 @@ static int pentry_cmp(const void *a, const void *b)
 	return x->mark.index < y->mark.index ? -1 : x->mark.index > y->mark.index;
 }
 
+/* One entry under policies: its name (current event) and its value. */
+static int policy_entry(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct policies_read *R = dst;
+	yaml_mark_t km = P->ev.start_mark;
+	(void)k;
+	if (P->ev.type != YAML_SCALAR_EVENT) {
+		yp_fail(P, km, "a policy name must be a plain string");
+		return YP_BAD_KEY;
+	}
+	const char *s = (const char *)P->ev.data.scalar.value;
+	size_t len = P->ev.data.scalar.length;
+	if (!policy_name_valid(s, len)) {
+		yp_fail(P, km, "policy name must be 1 to %d characters of A-Z a-z 0-9 _ . -",
+			POLICY_NAME_MAX);
+		return YP_BAD_KEY;
+	}
+	if (yp_grow((void **)&R->pol, &R->cappol, R->npol, sizeof(*R->pol)) < 0)
+		return yp_fail_fatal(P, km, "out of memory");
+	/* Kept even when its value is bad, so that a duplicate name is still found. */
+	struct pentry *e = &R->pol[R->npol++];
+	memset(e, 0, sizeof(*e));
+	memcpy(e->p.name, s, len);
+	e->p.name_len = len;
+	e->mark = km;
+	if (yp_next(P) < 0)
+		return -1;
+	return parse_policy(P, &e->p, e->p.name);
+}
+
 static int set_policies(struct yparser *P, const struct ykey *k, void *dst)
 {
 	struct config *c = dst;
@@ -629,44 +633,11 @@ static int set_policies(struct yparser *P, const struct ykey *k, void *dst)
 				"expected a mapping of policy names to limits");
 	yaml_mark_t start = P->ev.start_mark;
 	unsigned nerr = P->nerr;
-	int depth = P->depth;
-	snprintf(P->section, sizeof(P->section), "policies.");
-	for (;;) {
-		if (yp_next(P) < 0)
-			return -1;
-		if (P->ev.type == YAML_MAPPING_END_EVENT)
-			break;
-		yaml_mark_t km = P->ev.start_mark;
-		const char *s = NULL;
-		size_t len = 0;
-		if (P->ev.type != YAML_SCALAR_EVENT)
-			yp_fail(P, km, "a policy name must be a plain string");
-		else if (s = (const char *)P->ev.data.scalar.value, len = P->ev.data.scalar.length,
-			 !policy_name_valid(s, len))
-			yp_fail(P, km,
-				"policy name must be 1 to %d characters of A-Z a-z 0-9 _ . -",
-				POLICY_NAME_MAX);
-		if (!s || !policy_name_valid(s, len)) {
-			if (yp_skip_to(P, depth) < 0 || yp_next(P) < 0 || yp_skip_to(P, depth) < 0)
-				return -1;
-			continue;
-		}
-		if (yp_grow((void **)&R->pol, &R->cappol, R->npol, sizeof(*R->pol)) < 0)
-			return yp_fail_fatal(P, km, "out of memory");
-		/* Kept even when its value is bad, so that a duplicate name is still found. */
-		struct pentry *e = &R->pol[R->npol++];
-		memset(e, 0, sizeof(*e));
-		memcpy(e->p.name, s, len);
-		e->p.name_len = len;
-		e->mark = km;
-		if (yp_next(P) < 0)
-			return -1;
-		if (parse_policy(P, &e->p, e->p.name) < 0 && yp_skip_to(P, depth) < 0)
-			return -1;
-	}
-	P->section[0] = '\0';
+	size_t n;
+	if (yp_dict(P, k, "policies", policy_entry, R, &n) < 0 && P->fatal)
+		return -1;
 	if (R->npol == 0 && P->nerr == nerr)
-		return yp_failk(P, start, k->name, "at least one policy is required");
+		return yp_fail_section(P, start, "at least one policy is required");
 	if (R->npol > 1)
 		qsort(R->pol, R->npol, sizeof(*R->pol), pentry_cmp);
 	for (size_t i = 1; i < R->npol; i++)
@@ -742,7 +713,7 @@ static int parse_stream(struct yparser *P, struct config *c)
 		return -1;
 	unsigned seen;
 	yaml_mark_t marks[TK_N];
-	if (yp_map(P, top_keys, TK_N, c, &seen, marks) < 0 && P->fatal)
+	if (yp_map(P, NULL, top_keys, TK_N, c, &seen, marks) < 0 && P->fatal)
 		return -1;
 	if (!(seen & (1u << TK_POLICIES)))
 		yp_fail(P, root, "policies: required, with at least one policy");

@@ -31,8 +31,7 @@ int yp_fail(struct yparser *P, yaml_mark_t m, const char *fmt, ...)
 		va_end(ap);
 	}
 	size_t len = strlen(line);
-	if (P->shown < YP_ERRORS_SHOWN &&
-	    P->outlen + 1 + len + ERRORS_MORE_ROOM < sizeof(P->out)) {
+	if (P->shown < YP_ERRORS_SHOWN && P->outlen + 1 + len + ERRORS_MORE_ROOM < sizeof(P->out)) {
 		if (P->outlen)
 			P->out[P->outlen++] = '\n';
 		memcpy(P->out + P->outlen, line, len + 1);
@@ -137,17 +136,17 @@ static yaml_mark_t continuation_mark(const struct yparser *P, size_t line, size_
  * comma is missing. `key` may be "" and `text` (the value as YAML read it)
  * NULL: the value may be a password, never quoted.
  */
-static int fail_continued(struct yparser *P, const char *key, size_t line, size_t end_line, int flow,
-			  const char *text)
+static int fail_continued(struct yparser *P, const char *key, size_t line, size_t end_line,
+			  int flow, const char *text)
 {
 	yaml_mark_t m = continuation_mark(P, line, end_line);
 	P->hinted = 1;
 	P->hint_line = m.line;
 	return yp_fail(P, m, "%s%sthis line continues the value on line %zu%s%s%s; %s", key,
-		    key[0] ? ": " : "", line + 1, text ? " (\"" : "", text ? text : "",
-		    text ? "\")" : "",
-		    flow ? "is a ',' or a closing bracket missing before it?"
-			 : "is it indented too far?");
+		       key[0] ? ": " : "", line + 1, text ? " (\"" : "", text ? text : "",
+		       text ? "\")" : "",
+		       flow ? "is a ',' or a closing bracket missing before it?"
+			    : "is it indented too far?");
 }
 
 static int yaml_fail(struct yparser *P)
@@ -255,6 +254,17 @@ int yp_failk(struct yparser *P, yaml_mark_t m, const char *key, const char *fmt,
 	return yp_fail(P, m, "%s%s: %s", P->section, key, msg);
 }
 
+int yp_fail_section(struct yparser *P, yaml_mark_t m, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	size_t n = strlen(P->section);
+	return yp_fail(P, m, "%.*s: %s", (int)(n ? n - 1 : 0), P->section, msg);
+}
+
 /* An empty plain scalar, ~ or null: YAML's spellings of "no value". */
 static int is_null(const yaml_event_t *ev)
 {
@@ -270,7 +280,7 @@ static int is_null(const yaml_event_t *ev)
 /* The current event as a non-null scalar without NUL bytes (a double-quoted
  * "\0" would otherwise cut strdup'ed strings short). */
 int yp_scalar_text(struct yparser *P, const char *key, const char *what, const char **s,
-		       size_t *len)
+		   size_t *len)
 {
 	if (P->ev.type != YAML_SCALAR_EVENT || is_null(&P->ev))
 		return yp_failk(P, P->ev.start_mark, key, "expected %s", what);
@@ -334,8 +344,9 @@ static int get_int64(struct yparser *P, const struct ykey *k, int64_t *out)
 	if (yp_scalar(P, k->name, "an integer", &s, &len) < 0)
 		return -1;
 	if (yp_parse_dec(s, len, k->min, k->max, out) < 0)
-		return yp_failk(P, P->ev.start_mark, k->name, "must be an integer from %lld to %lld",
-			     (long long)k->min, (long long)k->max);
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"must be an integer from %lld to %lld", (long long)k->min,
+				(long long)k->max);
 	return 0;
 }
 
@@ -454,8 +465,8 @@ static int map_key(struct yparser *P, const struct ykey *keys, size_t nkeys, uns
 		while (keep < len && s[keep] != ':' && s[keep] != '=' && s[keep] != ' ')
 			keep++;
 		return yp_fail(P, km, "unknown key \"%s%s%s\"%s", P->section,
-			    show(s, keep, shown, sizeof(shown)), keep < len ? "..." : "",
-			    keep < len ? " (a space is needed after ':')" : "");
+			       show(s, keep, shown, sizeof(shown)), keep < len ? "..." : "",
+			       keep < len ? " (a space is needed after ':')" : "");
 	}
 	if (*seen & (1u << i))
 		return yp_fail(P, km, "duplicate key \"%s%s\"", P->section, keys[i].name);
@@ -465,18 +476,21 @@ static int map_key(struct yparser *P, const struct ykey *keys, size_t nkeys, uns
 	return 0;
 }
 
-/*
- * Reads a mapping (current event: MAPPING_START) against a key table, up to
- * and including its MAPPING_END. Unknown and repeated keys are errors.
- * seen gets bit i for keys[i]; marks[i] the position of that key.
- * A key or value in error is reported and skipped, and reading goes on with
- * the next key; -1 then tells the caller not to check the mapping as a whole.
- */
-int yp_map(struct yparser *P, const struct ykey *keys, size_t nkeys, void *base,
-		     unsigned *seen, yaml_mark_t *marks)
+/* Appends "name." to the section; the caller of the setter that pushed it
+ * (yp_map, yp_seq, yp_dict) restores the section when the setter returns. */
+static void push_section(struct yparser *P, const char *name)
+{
+	size_t n = strlen(P->section);
+	snprintf(P->section + n, sizeof(P->section) - n, "%s.", name);
+}
+
+int yp_map(struct yparser *P, const char *name, const struct ykey *keys, size_t nkeys, void *base,
+	   unsigned *seen, yaml_mark_t *marks)
 {
 	unsigned nerr = P->nerr;
 	int depth = P->depth;
+	if (name)
+		push_section(P, name);
 	size_t section = strlen(P->section);
 	*seen = 0;
 	for (;;) {
@@ -494,26 +508,79 @@ int yp_map(struct yparser *P, const struct ykey *keys, size_t nkeys, void *base,
 		if (yp_next(P) < 0)
 			return -1;
 		int rc = keys[i].set(P, &keys[i], (char *)base + keys[i].offset);
-		P->section[section] = '\0'; /* nested sections extend this one */
+		P->section[section] = '\0'; /* a nested mapping extended it */
 		if (rc < 0 && yp_skip_to(P, depth) < 0)
 			return -1;
 	}
 }
 
-/*
- * A nested mapping (current event: MAPPING_START, else "k: expected") read
- * against its key table; errors inside it name keys as "<section>key".
- * The start mark of the mapping goes to *start.
- */
 int yp_section(struct yparser *P, const struct ykey *k, const char *expected,
-			 const char *section, const struct ykey *keys, size_t nkeys, void *dst,
-			 unsigned *seen, yaml_mark_t *marks, yaml_mark_t *start)
+	       const struct ykey *keys, size_t nkeys, void *dst, unsigned *seen, yaml_mark_t *marks,
+	       yaml_mark_t *start)
 {
 	if (P->ev.type != YAML_MAPPING_START_EVENT)
 		return yp_failk(P, P->ev.start_mark, k->name, "%s", expected);
 	*start = P->ev.start_mark;
-	snprintf(P->section, sizeof(P->section), "%s", section);
-	return yp_map(P, keys, nkeys, dst, seen, marks);
+	return yp_map(P, k->name, keys, nkeys, dst, seen, marks);
+}
+
+int yp_seq(struct yparser *P, const struct ykey *k, const char *noun,
+	   int (*item)(struct yparser *P, const struct ykey *k, void *dst, size_t i), void *dst,
+	   size_t *n)
+{
+	unsigned nerr = P->nerr;
+	int depth = P->depth;
+	size_t section = strlen(P->section);
+	*n = 0;
+	for (;;) {
+		if (yp_next(P) < 0)
+			return -1;
+		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
+			return P->nerr == nerr ? 0 : -1;
+		if (k->max > 0 && *n == (size_t)k->max) {
+			/* once: the rest of the list is skipped */
+			yp_failk(P, P->ev.start_mark, k->name, "too many %s (at most %lld)", noun,
+				 (long long)k->max);
+			yp_skip_to(P, depth - 1);
+			return -1;
+		}
+		int rc = item(P, k, dst, (*n)++);
+		P->section[section] = '\0';
+		if (rc < 0 && yp_skip_to(P, depth) < 0)
+			return -1;
+	}
+}
+
+int yp_dict(struct yparser *P, const struct ykey *k, const char *noun,
+	    int (*entry)(struct yparser *P, const struct ykey *k, void *dst), void *dst, size_t *n)
+{
+	unsigned nerr = P->nerr;
+	int depth = P->depth;
+	push_section(P, k->name);
+	size_t section = strlen(P->section);
+	*n = 0;
+	for (;;) {
+		if (yp_next(P) < 0)
+			return -1;
+		if (P->ev.type == YAML_MAPPING_END_EVENT)
+			return P->nerr == nerr ? 0 : -1;
+		if (k->max > 0 && *n == (size_t)k->max) {
+			yp_fail_section(P, P->ev.start_mark, "too many %s (at most %lld)", noun,
+					(long long)k->max);
+			yp_skip_to(P, depth - 1);
+			return -1;
+		}
+		int rc = entry(P, k, dst);
+		if (rc == YP_BAD_KEY) {
+			if (yp_skip_to(P, depth) < 0 || yp_next(P) < 0 || yp_skip_to(P, depth) < 0)
+				return -1;
+			continue;
+		}
+		(*n)++;
+		P->section[section] = '\0';
+		if (rc < 0 && yp_skip_to(P, depth) < 0)
+			return -1;
+	}
 }
 
 int yp_begin(struct yparser *P, const char *name, const char *buf, size_t len)
@@ -542,8 +609,9 @@ int yp_end(struct yparser *P, char *err, size_t errlen)
 	if (!P->nerr)
 		return 0;
 	if (P->nerr > P->shown)
-		snprintf(P->out + P->outlen, sizeof(P->out) - P->outlen, "\n... and %u more error%s",
-			 P->nerr - P->shown, P->nerr - P->shown == 1 ? "" : "s");
+		snprintf(P->out + P->outlen, sizeof(P->out) - P->outlen,
+			 "\n... and %u more error%s", P->nerr - P->shown,
+			 P->nerr - P->shown == 1 ? "" : "s");
 	if (err && errlen)
 		snprintf(err, errlen, "%s", P->out);
 	return -1;

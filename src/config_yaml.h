@@ -98,29 +98,63 @@ int yp_dup_string(struct yparser *P, char **dst, const char *s, size_t len);
 int yp_grow(void **arr, size_t *cap, size_t n, size_t size);
 
 /* Setters for key tables. */
-int yp_set_int(struct yparser *P, const struct ykey *k, void *dst);	/* int in [min, max] */
-int yp_set_int64(struct yparser *P, const struct ykey *k, void *dst);	/* int64_t */
-int yp_set_size(struct yparser *P, const struct ykey *k, void *dst);	/* size_t */
+int yp_set_int(struct yparser *P, const struct ykey *k, void *dst);	 /* int in [min, max] */
+int yp_set_int64(struct yparser *P, const struct ykey *k, void *dst);	 /* int64_t */
+int yp_set_size(struct yparser *P, const struct ykey *k, void *dst);	 /* size_t */
 int yp_set_duration(struct yparser *P, const struct ykey *k, void *dst); /* int64_t ms */
-int yp_set_string(struct yparser *P, const struct ykey *k, void *dst);	/* char *, non-empty */
-int yp_set_bool(struct yparser *P, const struct ykey *k, void *dst);	/* int, true/false */
+int yp_set_string(struct yparser *P, const struct ykey *k, void *dst);	 /* char *, non-empty */
+int yp_set_bool(struct yparser *P, const struct ykey *k, void *dst);	 /* int, true/false */
+
+/*
+ * The section, the dotted path of the mapping being read ("redis.sentinel."),
+ * is kept here: yp_map, yp_section and yp_dict extend it with the name of
+ * the mapping they descend into, and the engine puts it back after each
+ * setter, list entry and policy-like entry, so key tables never set it.
+ */
 
 /*
  * Reads a mapping (current event: MAPPING_START) against a key table, up to
- * and including its MAPPING_END. Unknown and repeated keys are errors.
- * seen gets bit i for keys[i]; marks[i] the position of that key.
- * A key or value in error is reported and skipped, and reading goes on with
- * the next key; -1 then tells the caller not to check the mapping as a whole.
+ * and including its MAPPING_END; `name` (NULL at the top level) extends the
+ * section. Unknown and repeated keys are errors. seen gets bit i for
+ * keys[i]; marks[i] the position of that key. A key or value in error is
+ * reported and skipped, and reading goes on with the next key; -1 then
+ * tells the caller not to check the mapping as a whole. The section stays
+ * extended until the setter that called yp_map returns.
  */
-int yp_map(struct yparser *P, const struct ykey *keys, size_t nkeys, void *base, unsigned *seen,
-	   yaml_mark_t *marks);
+int yp_map(struct yparser *P, const char *name, const struct ykey *keys, size_t nkeys, void *base,
+	   unsigned *seen, yaml_mark_t *marks);
 /*
- * A nested mapping (current event: MAPPING_START, else "k: expected") read
- * against its key table; errors inside it name keys as "<section>key".
+ * yp_map for the value of key k, a nested mapping (current event:
+ * MAPPING_START, else "k: expected"); its keys are named "<section>k.key".
  * The start mark of the mapping goes to *start.
  */
-int yp_section(struct yparser *P, const struct ykey *k, const char *expected, const char *section,
+int yp_section(struct yparser *P, const struct ykey *k, const char *expected,
 	       const struct ykey *keys, size_t nkeys, void *dst, unsigned *seen, yaml_mark_t *marks,
 	       yaml_mark_t *start);
+/*
+ * Reads a sequence (current event: SEQUENCE_START) up to its end, calling
+ * item() at each entry (i counts from 0); an entry in error is skipped.
+ * k->max > 0 is the most entries allowed: the first one past it is the
+ * error "k: too many NOUN (at most MAX)" and the rest is skipped. *n gets
+ * the entries read. -1 when any entry was in error.
+ */
+int yp_seq(struct yparser *P, const struct ykey *k, const char *noun,
+	   int (*item)(struct yparser *P, const struct ykey *k, void *dst, size_t i), void *dst,
+	   size_t *n);
+/* What an entry() of yp_dict returns for a key it refused: its value is skipped. */
+#define YP_BAD_KEY (-2)
+/*
+ * Reads a mapping of names chosen by the user (current event:
+ * MAPPING_START), such as policies, up to its end; the section is extended
+ * with k->name. entry() is called at each key and reads the key and its value;
+ * YP_BAD_KEY skips the value. k->max > 0 bounds the entries as in yp_seq
+ * ("k: too many NOUN (at most MAX)"). *n gets the entries whose key was
+ * taken. -1 when any entry was in error.
+ */
+int yp_dict(struct yparser *P, const struct ykey *k, const char *noun,
+	    int (*entry)(struct yparser *P, const struct ykey *k, void *dst), void *dst, size_t *n);
+/* yp_fail about the section itself: "redis.sentinel: ...". */
+int yp_fail_section(struct yparser *P, yaml_mark_t m, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 #endif

@@ -315,6 +315,24 @@ static const struct {
 	 "t.yaml:1:19: metrics.listen: expected host:port, [IPv6]:port or unix:/path"},
 	{"metrics:\n  listen: 127.0.0.1:9464\n  path: /m\npolicies: {a: 1/1s}\n",
 	 "t.yaml:3:3: unknown key \"metrics.path\""},
+	/* the dotted section path follows nesting and is put back after it */
+	{"redis:\n  sentinel: {master: m}\n  timeout: 0ms\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:13: redis.sentinel: needs master and addresses\n"
+	 "t.yaml:3:12: redis.timeout: duration must be greater than zero"},
+	{"redis:\n  sentinel: {master: m, addresses: [\"unix:/s\"]}\nprefix: \"a b\"\n"
+	 "policies: {a: 1/1s}\n",
+	 "t.yaml:2:37: redis.sentinel.addresses: expected host:port, not a unix socket\n"
+	 "t.yaml:3:9: prefix: must not contain '{', '}', whitespace or control characters"},
+	{"listen:\n  - {admin: true}\n  - {address: \"127.0.0.1:1\", mode: \"0600\"}\n"
+	 "  - {port: 1}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:5: listen: an entry needs an address\n"
+	 "t.yaml:3:30: listen.mode: only applies to unix:/path addresses\n"
+	 "t.yaml:4:6: unknown key \"listen.port\""},
+	{"policies:\n  a: {limits: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s, 1/9s]}\n"
+	 "  b: {rate: 1/1s}\n  c: 1/0s\n",
+	 "t.yaml:2:64: policies.a.limits: too many limits (at most 8)\n"
+	 "t.yaml:3:7: policies.b.rate: only a funnel has a rate; a sliding_window takes limits\n"
+	 "t.yaml:4:6: policies.c: duration must be greater than zero"},
 	/* policies required and non-empty */
 	{"policies: {}\n", "t.yaml:1:11: policies: at least one policy is required"},
 	{"policies:\n", "t.yaml:1:10: policies: expected a mapping of policy names to limits"},
