@@ -219,10 +219,31 @@ static int set_mode(struct yparser *P, const struct ykey *k, void *dst)
 enum { LK_ADDRESS, LK_ADMIN, LK_MODE, LK_N };
 
 static const struct ykey listen_keys[LK_N] = {
-	[LK_ADDRESS] = {"address", set_address, offsetof(struct config_listen, address), 0, 0},
-	[LK_ADMIN] = {"admin", yp_set_bool, offsetof(struct config_listen, admin), 0, 0},
-	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0},
+	[LK_ADDRESS] = {"address", set_address, offsetof(struct config_listen, address), 0, 0,
+			YP_RELOAD, NULL},
+	[LK_ADMIN] = {"admin", yp_set_bool, offsetof(struct config_listen, admin), 0, 0, YP_RELOAD,
+		      NULL},
+	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0, YP_RELOAD, NULL},
 };
+
+static void put_listen(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config *c = base;
+	(void)k;
+	fputc('[', f);
+	for (size_t i = 0; i < c->nlisten; i++) {
+		const struct config_listen *l = &c->listen[i];
+		int is_unix = strncmp(l->address, "unix:", 5) == 0;
+		fprintf(f, "%s%s", i ? ", " : "", l->address);
+		if (l->admin && is_unix)
+			fprintf(f, " (admin, mode %04o)", (unsigned)l->mode);
+		else if (l->admin)
+			fputs(" (admin)", f);
+		else if (is_unix)
+			fprintf(f, " (mode %04o)", (unsigned)l->mode);
+	}
+	fputc(']', f);
+}
 
 /* The listen list while it is read. */
 struct listen_read {
@@ -294,7 +315,8 @@ static int set_tcp_address(struct yparser *P, const struct ykey *k, void *dst)
 }
 
 static const struct ykey metrics_keys[MK_N] = {
-	[MK_LISTEN] = {"listen", set_tcp_address, offsetof(struct config, metrics_listen), 0, 0},
+	[MK_LISTEN] = {"listen", set_tcp_address, offsetof(struct config, metrics_listen), 0, 0,
+		       YP_RESTART, yp_put_string},
 };
 
 static int set_metrics(struct yparser *P, const struct ykey *k, void *dst)
@@ -307,6 +329,46 @@ static int set_metrics(struct yparser *P, const struct ykey *k, void *dst)
 	if (!(seen & (1u << MK_LISTEN)))
 		return yp_fail_section(P, start, "needs listen: host:port");
 	return 0;
+}
+
+#define UNSET "(none)"
+
+static void put_addrs(FILE *f, const struct config_addrs *a)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < a->n; i++)
+		fprintf(f, "%s%s", i ? ", " : "", a->addr[i]);
+	fputc(']', f);
+}
+
+/* The printers below show "(none)" for the ways to reach Redis not in use. */
+static void put_redis_address(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	fputs(r->mode == CONFIG_REDIS_SINGLE ? r->address : UNSET, f);
+}
+
+static void put_redis_cluster(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	if (r->mode == CONFIG_REDIS_CLUSTER)
+		put_addrs(f, &r->cluster);
+	else
+		fputs(UNSET, f);
+}
+
+static void put_redis_sentinel(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	if (r->mode == CONFIG_REDIS_SENTINEL) {
+		fprintf(f, "master %s via ", r->sentinel_master);
+		put_addrs(f, &r->sentinels);
+	} else {
+		fputs(UNSET, f);
+	}
 }
 
 static int set_addr_list(struct yparser *P, const struct ykey *k, void *dst);
@@ -325,17 +387,21 @@ enum {
 };
 
 static const struct ykey redis_keys[RK_N] = {
-	[RK_ADDRESS] = {"address", set_address, offsetof(struct config_redis, address), 0, 0},
-	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0, 0},
-	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0},
-	[RK_USERNAME] = {"username", yp_set_string, offsetof(struct config_redis, username), 0, 0},
-	[RK_PASSWORD] = {"password", yp_set_string, offsetof(struct config_redis, password), 0, 0},
+	[RK_ADDRESS] = {"address", set_address, offsetof(struct config_redis, address), 0, 0,
+			YP_RESTART, put_redis_address},
+	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0, 0,
+			YP_RESTART, put_redis_cluster},
+	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0, YP_RESTART, put_redis_sentinel},
+	[RK_USERNAME] = {"username", yp_set_string, offsetof(struct config_redis, username), 0, 0,
+			 YP_RESTART, yp_put_string},
+	[RK_PASSWORD] = {"password", yp_set_string, offsetof(struct config_redis, password), 0, 0,
+			 YP_RESTART_SECRET, yp_put_string},
 	[RK_DATABASE] = {"database", yp_set_int, offsetof(struct config_redis, database), 0,
-			 2147483647},
+			 2147483647, YP_RESTART, yp_put_int},
 	[RK_TIMEOUT] = {"timeout", yp_set_duration, offsetof(struct config_redis, timeout_ms), 1,
-			60000},
+			60000, YP_RELOAD, NULL},
 	[RK_CONNECTIONS] = {"connections", yp_set_int, offsetof(struct config_redis, connections),
-			    1, 64},
+			    1, 64, YP_RESTART, yp_put_int},
 };
 
 static int set_redis(struct yparser *P, const struct ykey *k, void *dst)
@@ -423,9 +489,9 @@ enum { SK_MASTER, SK_ADDRESSES, SK_N };
 
 static const struct ykey sentinel_keys[SK_N] = {
 	[SK_MASTER] = {"master", yp_set_string, offsetof(struct config_redis, sentinel_master), 0,
-		       0},
+		       0, YP_RELOAD, NULL},
 	[SK_ADDRESSES] = {"addresses", set_addr_list, offsetof(struct config_redis, sentinels), 0,
-			  0},
+			  0, YP_RELOAD, NULL},
 };
 
 static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst)
@@ -504,13 +570,14 @@ static int set_algorithm(struct yparser *P, const struct ykey *k, void *dst)
 enum { PK_ALGORITHM, PK_LIMITS, PK_CAPACITY, PK_RATE, PK_ON_ERROR, PK_N };
 
 static const struct ykey policy_keys[PK_N] = {
-	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0},
-	[PK_LIMITS] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS},
+	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0,
+			  YP_RELOAD, NULL},
+	[PK_LIMITS] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_RELOAD, NULL},
 	[PK_CAPACITY] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
-			 POLICY_MAX_COUNT},
-	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0},
+			 POLICY_MAX_COUNT, YP_RELOAD, NULL},
+	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_RELOAD, NULL},
 	[PK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct policy_form, on_error), 0,
-			 0},
+			 0, YP_RELOAD, NULL},
 };
 
 /* Mapping form: decides what the gathered keys mean once algorithm is known. */
@@ -669,20 +736,79 @@ enum {
 };
 
 static const struct ykey top_keys[TK_N] = {
-	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0},
-	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0},
-	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0},
+	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0, YP_RESTART, put_listen},
+	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0, YP_RELOAD, NULL},
+	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0, YP_RELOAD,
+		       NULL},
 	[TK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct config, on_store_error), 0,
-			 0},
-	[TK_MAX_LINE] = {"max_line", yp_set_size, offsetof(struct config, max_line), 64, 1048576},
+			 0, YP_RELOAD, NULL},
+	[TK_MAX_LINE] = {"max_line", yp_set_size, offsetof(struct config, max_line), 64, 1048576,
+			 YP_RELOAD, NULL},
 	[TK_MAX_CLIENTS] = {"max_clients", yp_set_int, offsetof(struct config, max_clients), 1,
-			    1000000},
+			    1000000, YP_RELOAD, NULL},
 	[TK_IDLE_TIMEOUT] = {"idle_timeout", yp_set_duration,
-			     offsetof(struct config, idle_timeout_ms), 1000, POLICY_MAX_PERIOD_MS},
-	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0},
-	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0},
-	[TK_POLICIES] = {"policies", set_policies, 0, 0, 0},
+			     offsetof(struct config, idle_timeout_ms), 1000, POLICY_MAX_PERIOD_MS,
+			     YP_RELOAD, NULL},
+	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0,
+			  YP_RELOAD, NULL},
+	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_RELOAD, NULL},
+	[TK_POLICIES] = {"policies", set_policies, 0, 0, 0, YP_RELOAD, NULL},
 };
+
+/* The tables a reload compares, each with the offset of its values in a snapshot. */
+static const struct {
+	const char *section;
+	const struct ykey *keys;
+	size_t nkeys, base;
+} reload_tables[] = {
+	{"", top_keys, TK_N, 0},
+	{"metrics.", metrics_keys, MK_N, 0},
+	{"redis.", redis_keys, RK_N, offsetof(struct config, redis)},
+};
+
+/* k's value in the struct at base, as text; malloc'd, NULL when out of memory. */
+static char *key_text(const struct ykey *k, const void *base)
+{
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&s, &len);
+	if (!f)
+		return NULL;
+	k->put(f, k, base);
+	if (fclose(f) != 0) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+int config_restart_diff(const struct config *running, const struct config *file,
+			void (*fn)(const struct config_restart *d, void *arg), void *arg)
+{
+	int n = 0;
+	for (size_t t = 0; t < sizeof(reload_tables) / sizeof(reload_tables[0]); t++) {
+		for (size_t i = 0; i < reload_tables[t].nkeys; i++) {
+			const struct ykey *k = &reload_tables[t].keys[i];
+			if (k->reload == YP_RELOAD)
+				continue;
+			size_t base = reload_tables[t].base;
+			char name[64];
+			snprintf(name, sizeof(name), "%s%s", reload_tables[t].section, k->name);
+			char *run = key_text(k, (const char *)running + base);
+			char *want = key_text(k, (const char *)file + base);
+			struct config_restart d = {name, k->reload == YP_RESTART_SECRET, run, want};
+			if (!run || !want)
+				d.running = d.file = NULL;
+			if (!run || !want || strcmp(run, want) != 0) {
+				fn(&d, arg);
+				n++;
+			}
+			free(run);
+			free(want);
+		}
+	}
+	return n;
+}
 
 static int config_defaults(struct config *c)
 {

@@ -87,6 +87,22 @@ void config_log_errors(const char *context, const char *err);
 void config_ref(struct config *c);
 void config_unref(struct config *c);
 
+/* A key only a restart applies, whose value in the file differs from the running one. */
+struct config_restart {
+	const char *name;    /* "listen", "redis.password" */
+	int secret;	     /* the values must never be shown */
+	const char *running; /* printable values; both NULL when out of memory */
+	const char *file;
+};
+
+/*
+ * Calls fn for each key marked restart-only in the key tables whose value
+ * in `file` differs from the one in `running` (or could not be compared
+ * for lack of memory), in table order. Returns how many.
+ */
+int config_restart_diff(const struct config *running, const struct config *file,
+			void (*fn)(const struct config_restart *d, void *arg), void *arg);
+
 const struct policy *config_find_policy(const struct config *c, const char *name, size_t len);
 /* The on_store_error that applies to p under c. */
 enum policy_on_error config_on_error(const struct config *c, const struct policy *p);

@@ -643,3 +643,14 @@ int yp_close_document(struct yparser *P)
 		return yp_fail(P, P->ev.start_mark, "only one YAML document is allowed");
 	return 0;
 }
+
+void yp_put_string(FILE *f, const struct ykey *k, const void *base)
+{
+	const char *s = *(char *const *)((const char *)base + k->offset);
+	fputs(s ? s : "(none)", f);
+}
+
+void yp_put_int(FILE *f, const struct ykey *k, const void *base)
+{
+	fprintf(f, "%d", *(const int *)((const char *)base + k->offset));
+}

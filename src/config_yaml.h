@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <yaml.h>
 
@@ -45,16 +46,28 @@ struct yparser {
 	void *ctx; /* the schema's own state */
 };
 
+/* How a running daemon takes a new value of a key (pgbouncer's CF_NO_RELOAD). */
+enum yp_reload {
+	YP_RELOAD,	   /* a reload applies it */
+	YP_RESTART,	   /* only a restart does; a reload reports the difference */
+	YP_RESTART_SECRET, /* the same, and the value is never shown */
+};
+
 /*
  * A key table entry, after twemproxy's conf_commands: `set` consumes the
  * value starting at the current event and stores it at base + offset;
- * min/max bound integers and lengths where the setter uses them.
+ * min/max bound integers and lengths where the setter uses them, and the
+ * number of entries of a list (yp_seq) or mapping (yp_dict), 0 for no bound.
+ * `put` prints the value found from base, so that a reload can compare
+ * a YP_RESTART key with the running one; NULL for the others.
  */
 struct ykey {
 	const char *name;
 	int (*set)(struct yparser *P, const struct ykey *k, void *dst);
 	size_t offset;
 	int64_t min, max;
+	enum yp_reload reload;
+	void (*put)(FILE *f, const struct ykey *k, const void *base);
 };
 
 /* Starts reading buf (len bytes; `name` stands for the file in messages).
@@ -104,6 +117,10 @@ int yp_set_size(struct yparser *P, const struct ykey *k, void *dst);	 /* size_t 
 int yp_set_duration(struct yparser *P, const struct ykey *k, void *dst); /* int64_t ms */
 int yp_set_string(struct yparser *P, const struct ykey *k, void *dst);	 /* char *, non-empty */
 int yp_set_bool(struct yparser *P, const struct ykey *k, void *dst);	 /* int, true/false */
+
+/* Printers for key tables: "(none)" for a NULL string. */
+void yp_put_string(FILE *f, const struct ykey *k, const void *base); /* char * */
+void yp_put_int(FILE *f, const struct ykey *k, const void *base);    /* int */
 
 /*
  * The section, the dotted path of the mapping being read ("redis.sentinel."),

@@ -611,6 +611,44 @@ START_TEST(policy_forms)
 }
 END_TEST
 
+/* config_restart_diff: the reload column of the key tables. */
+struct diffs {
+	char text[1024];
+	int n;
+};
+
+static void collect(const struct config_restart *d, void *arg)
+{
+	struct diffs *D = arg;
+	size_t len = strlen(D->text);
+	snprintf(D->text + len, sizeof(D->text) - len, "%s%s=%s>%s", D->n ? ";" : "", d->name,
+		 d->secret ? "?" : d->running, d->secret ? "?" : d->file);
+	D->n++;
+}
+
+START_TEST(restart_diff)
+{
+	struct config *a =
+		must_parse("redis: {address: \"127.0.0.1:6379\"}\npolicies: {p: 1/1s}\n");
+	struct config *b =
+		must_parse("listen: [\"127.0.0.1:1\", {address: \"unix:/r.sock\", admin: true}]\n"
+			   "metrics: {listen: \"127.0.0.1:2\"}\n"
+			   "redis:\n  sentinel: {master: m, addresses: [\"h:1\", \"h:2\"]}\n"
+			   "  password: pw\n  database: 3\n  timeout: 1s\n"
+			   "max_clients: 5\npolicies: {q: 2/1s}\n");
+	struct diffs D = {"", 0};
+	ck_assert_int_eq(config_restart_diff(a, a, collect, &D), 0);
+	ck_assert_int_eq(config_restart_diff(a, b, collect, &D), 6);
+	ck_assert_str_eq(D.text, "listen=[127.0.0.1:7379]>[127.0.0.1:1, unix:/r.sock (admin, mode "
+				 "0660)];metrics.listen=(none)>127.0.0.1:2;"
+				 "redis.address=127.0.0.1:6379>(none);"
+				 "redis.sentinel=(none)>master m via [h:1, h:2];redis.password=?>?;"
+				 "redis.database=0>3");
+	config_unref(a);
+	config_unref(b);
+}
+END_TEST
+
 START_TEST(refcount)
 {
 	struct config *c = must_parse("policies: {a: 1/1s}\n");
@@ -732,6 +770,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, every_key_set);
 	tcase_add_test(tc, limits_bounds);
 	tcase_add_test(tc, policy_forms);
+	tcase_add_test(tc, restart_diff);
 	tcase_add_test(tc, on_error_inherit);
 	suite_add_tcase(s, tc);
 
