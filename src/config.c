@@ -389,8 +389,8 @@ enum {
 static const struct ykey redis_keys[RK_N] = {
 	[RK_ADDRESS] = {"address", set_address, offsetof(struct config_redis, address), 0, 0,
 			YP_RESTART, put_redis_address},
-	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0, 0,
-			YP_RESTART, put_redis_cluster},
+	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0,
+			CONFIG_CLUSTER_SEEDS_MAX, YP_RESTART, put_redis_cluster},
 	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0, YP_RESTART, put_redis_sentinel},
 	[RK_USERNAME] = {"username", yp_set_string, offsetof(struct config_redis, username), 0, 0,
 			 YP_RESTART, yp_put_string},
@@ -752,7 +752,7 @@ static const struct ykey top_keys[TK_N] = {
 	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0,
 			  YP_RELOAD, NULL},
 	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_RELOAD, NULL},
-	[TK_POLICIES] = {"policies", set_policies, 0, 0, 0, YP_RELOAD, NULL},
+	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_RELOAD, NULL},
 };
 
 /* The tables a reload compares, each with the offset of its values in a snapshot. */

@@ -48,6 +48,13 @@ struct config_listen {
 
 #define CONFIG_DEFAULT_SOCKET_MODE 0660
 
+/* Count limits, errors at parse time. A cluster seed is a node from the
+ * start, and store_cluster.c keeps at most this many nodes. */
+#define CONFIG_CLUSTER_SEEDS_MAX 256
+/* The metrics count each policy name separately for at most STATS_ACTIONS_MAX
+ * names in a process's life; one file can always be counted whole. */
+#define CONFIG_POLICIES_MAX 65536
+
 /*
  * A validated snapshot. Never modified after config_load returns it;
  * a reload builds a new one. Requests hold a reference so they finish under

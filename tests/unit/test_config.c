@@ -649,6 +649,44 @@ START_TEST(restart_diff)
 }
 END_TEST
 
+/* Count limits are errors where the first entry too many is. */
+START_TEST(count_limits)
+{
+	size_t cap = 16 * 65600 + 256, len;
+	char *y = malloc(cap), err[CONFIG_ERR_MAX];
+	ck_assert_ptr_nonnull(y);
+	len = (size_t)snprintf(y, cap, "redis:\n  cluster:\n");
+	for (int i = 0; i < CONFIG_CLUSTER_SEEDS_MAX + 2; i++)
+		len += (size_t)snprintf(y + len, cap - len, "    - h:%d\n", i + 1);
+	snprintf(y + len, cap - len, "policies: {a: 1/1s}\n");
+	ck_assert_ptr_null(config_parse("t.yaml", y, strlen(y), err, sizeof(err)));
+	ck_assert_str_eq(err, "t.yaml:259:7: redis.cluster: too many addresses (at most 256)");
+	/* at the limit: fine */
+	len = (size_t)snprintf(y, cap, "redis:\n  cluster:\n");
+	for (int i = 0; i < CONFIG_CLUSTER_SEEDS_MAX; i++)
+		len += (size_t)snprintf(y + len, cap - len, "    - h:%d\n", i + 1);
+	snprintf(y + len, cap - len, "policies: {a: 1/1s}\n");
+	struct config *c = config_parse("t.yaml", y, strlen(y), err, sizeof(err));
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(c->redis.cluster.n, CONFIG_CLUSTER_SEEDS_MAX);
+	config_unref(c);
+
+	len = (size_t)snprintf(y, cap, "policies:\n");
+	for (int i = 0; i < CONFIG_POLICIES_MAX + 2; i++)
+		len += (size_t)snprintf(y + len, cap - len, "  p%d: 1/1s\n", i);
+	ck_assert_ptr_null(config_parse("t.yaml", y, strlen(y), err, sizeof(err)));
+	ck_assert_str_eq(err, "t.yaml:65538:3: policies: too many policies (at most 65536)");
+	len = (size_t)snprintf(y, cap, "policies:\n");
+	for (int i = 0; i < CONFIG_POLICIES_MAX; i++)
+		len += (size_t)snprintf(y + len, cap - len, "  p%d: 1/1s\n", i);
+	c = config_parse("t.yaml", y, strlen(y), err, sizeof(err));
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(c->npolicies, CONFIG_POLICIES_MAX);
+	config_unref(c);
+	free(y);
+}
+END_TEST
+
 START_TEST(refcount)
 {
 	struct config *c = must_parse("policies: {a: 1/1s}\n");
@@ -771,6 +809,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, limits_bounds);
 	tcase_add_test(tc, policy_forms);
 	tcase_add_test(tc, restart_diff);
+	tcase_add_test(tc, count_limits);
 	tcase_add_test(tc, on_error_inherit);
 	suite_add_tcase(s, tc);
 
