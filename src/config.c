@@ -1,17 +1,18 @@
-/* config.c - YAML file -> validated config snapshot, or every "FILE:LINE:COL: message" error. */
+/* config.c - the schema (key tables, policy grammar) and the refcounted config snapshot. */
 #include "config.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <yaml.h>
-
+#include "config_yaml.h"
 #include "keys.h"
 #include "log.h"
+
+_Static_assert(CONFIG_ERR_MAX == YP_ERR_MAX && CONFIG_ERRORS_SHOWN == YP_ERRORS_SHOWN,
+	       "config.h promises what config_yaml.c gives");
 
 /* Every default lives here; config_defaults() is the only place that applies them. */
 #define DEFAULT_LISTEN "127.0.0.1:7379"
@@ -38,48 +39,10 @@ struct pentry {
 	yaml_mark_t mark;
 };
 
-/* Room kept in parser.out for that last line. */
-#define ERRORS_MORE_ROOM 48
-
-struct parser {
-	yaml_parser_t yaml;
-	yaml_event_t ev; /* the current event; owned while have_ev */
-	int have_ev;
-	int fatal;	  /* YAML syntax error or out of memory: stop reading */
-	int depth;	  /* mappings and sequences open, the current event's included */
-	int flow;	  /* how many of them are flow style ({...} or [...]) */
-	const char *name; /* file name for messages */
-	const char *buf;
-	size_t len;
-	/* Every error found: nerr of them, the first `shown` in out, one per line. */
-	unsigned nerr, shown;
-	size_t outlen;
-	char out[CONFIG_ERR_MAX];
-	/* The previous event when it was a plain scalar spread over several lines
-	 * (a line indented too far continues the value above it). */
-	struct {
-		int valid, flow;
-		size_t line, end_line;
-	} ml;
-	int hinted; /* a "continues the value" message was given for hint_line */
-	size_t hint_line;
-	/* Dotted path of the enclosing mapping, for messages ("redis.", "policies.x."). */
-	char section[POLICY_NAME_MAX + 16];
-	struct config *c;
+/* The schema's state while policies are read (the parser's ctx). */
+struct policies_read {
 	struct pentry *pol;
 	size_t npol, cappol;
-};
-
-/*
- * A key table entry, after twemproxy's conf_commands: `set` consumes the
- * value starting at the current event and stores it at base + offset;
- * min/max bound integers and lengths where the setter uses them.
- */
-struct conf_key {
-	const char *name;
-	int (*set)(struct parser *P, const struct conf_key *k, void *dst);
-	size_t offset;
-	int64_t min, max;
 };
 
 /* Policy mapping form, gathered before it can be checked: which keys are
@@ -98,425 +61,32 @@ struct policy_form {
 	enum policy_on_error on_error;
 };
 
-static int fail(struct parser *P, yaml_mark_t m, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-/*
- * Records one error and returns -1. Callers carry on where they can (the
- * next key, the next list entry, the next policy), so one run reports every
- * independent mistake; checks that depend on a value that failed are skipped
- * so that no error is only a consequence of another.
- */
-static int fail(struct parser *P, yaml_mark_t m, const char *fmt, ...)
-{
-	char line[1024];
-	P->nerr++;
-	int n = snprintf(line, sizeof(line), "%s:%zu:%zu: ", P->name, m.line + 1, m.column + 1);
-	if (n < 0)
-		return -1;
-	if ((size_t)n < sizeof(line)) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-		va_end(ap);
-	}
-	size_t len = strlen(line);
-	if (P->shown < CONFIG_ERRORS_SHOWN &&
-	    P->outlen + 1 + len + ERRORS_MORE_ROOM < sizeof(P->out)) {
-		if (P->outlen)
-			P->out[P->outlen++] = '\n';
-		memcpy(P->out + P->outlen, line, len + 1);
-		P->outlen += len;
-		P->shown++;
-	}
-	return -1;
-}
-
-/* An error after which nothing more can be read. */
-static int fail_fatal(struct parser *P, yaml_mark_t m, const char *what)
-{
-	P->fatal = 1;
-	return fail(P, m, "%s", what);
-}
-
-/* Makes arbitrary input bytes safe to quote in a message: printable ASCII
- * only, truncated. */
-static const char *show(const char *s, size_t len, char *buf, size_t cap)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < len && n + 4 < cap; i++)
-		buf[n++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : s[i] == '\n' ? ' ' : '?';
-	if (n < len && n + 4 >= cap) {
-		memcpy(buf + n, "...", 3);
-		n += 3;
-	}
-	buf[n] = '\0';
-	return buf;
-}
-
-/* Reader errors (bad UTF-8, control characters) carry a byte offset, not a
- * mark; count lines and characters up to it ourselves. */
-static yaml_mark_t offset_mark(const struct parser *P, size_t offset)
-{
-	yaml_mark_t m = {0, 0, 0};
-	size_t end = offset < P->len ? offset : P->len;
-	size_t i = 0;
-	if (end >= 3 && memcmp(P->buf, "\xef\xbb\xbf", 3) == 0)
-		i = 3;
-	for (; i < end; i++) {
-		unsigned char ch = (unsigned char)P->buf[i];
-		if (ch == '\n' || (ch == '\r' && (i + 1 >= P->len || P->buf[i + 1] != '\n'))) {
-			m.line++;
-			m.column = 0;
-		} else if (ch != '\r' && (ch & 0xc0) != 0x80) {
-			m.column++;
-		}
-	}
-	m.index = end;
-	return m;
-}
-
-/* Byte offset of the start of `line` (0-based), counting line breaks as
- * libyaml does: CR LF, CR, LF, NEL, LS and PS. */
-static size_t line_offset(const struct parser *P, size_t line)
-{
-	const unsigned char *b = (const unsigned char *)P->buf;
-	size_t i = 0, l = 0, n = P->len;
-	if (n >= 3 && memcmp(b, "\xef\xbb\xbf", 3) == 0)
-		i = 3;
-	while (l < line && i < n) {
-		if (b[i] == '\r')
-			i += i + 1 < n && b[i + 1] == '\n' ? 2 : 1;
-		else if (b[i] == '\n')
-			i++;
-		else if (b[i] == 0xc2 && i + 1 < n && b[i + 1] == 0x85)
-			i += 2;
-		else if (b[i] == 0xe2 && i + 2 < n && b[i + 1] == 0x80 &&
-			 (b[i + 2] == 0xa8 || b[i + 2] == 0xa9))
-			i += 3;
-		else {
-			i++;
-			continue;
-		}
-		l++;
-	}
-	return i;
-}
-
-/* Where the second line of a plain scalar from `line` to `end_line` starts:
- * the first non-blank line after `line`, at its first non-blank column. */
-static yaml_mark_t continuation_mark(const struct parser *P, size_t line, size_t end_line)
-{
-	yaml_mark_t m = {0, end_line, 0};
-	for (size_t l = line + 1; l <= end_line; l++) {
-		size_t i = line_offset(P, l), col = 0;
-		while (i + col < P->len && (P->buf[i + col] == ' ' || P->buf[i + col] == '\t'))
-			col++;
-		if (i + col < P->len && P->buf[i + col] != '\n' && P->buf[i + col] != '\r') {
-			m.line = l;
-			m.column = col;
-			break;
-		}
-	}
-	return m;
-}
-
-/*
- * The message for a line that YAML read as the continuation of the value on
- * the line above: in block style it is indented too far, in flow style a
- * comma is missing. `key` may be "" and `text` (the value as YAML read it)
- * NULL: the value may be a password, never quoted.
- */
-static int fail_continued(struct parser *P, const char *key, size_t line, size_t end_line, int flow,
-			  const char *text)
-{
-	yaml_mark_t m = continuation_mark(P, line, end_line);
-	P->hinted = 1;
-	P->hint_line = m.line;
-	return fail(P, m, "%s%sthis line continues the value on line %zu%s%s%s; %s", key,
-		    key[0] ? ": " : "", line + 1, text ? " (\"" : "", text ? text : "",
-		    text ? "\")" : "",
-		    flow ? "is a ',' or a closing bracket missing before it?"
-			 : "is it indented too far?");
-}
-
-static int yaml_fail(struct parser *P)
-{
-	const yaml_parser_t *y = &P->yaml;
-	yaml_mark_t m = y->problem_mark;
-	const char *problem = y->problem ? y->problem : "invalid YAML";
-	P->fatal = 1;
-	if (y->error == YAML_READER_ERROR)
-		m = offset_mark(P, y->problem_offset);
-	else if (y->error == YAML_MEMORY_ERROR) {
-		m = y->mark;
-		problem = "out of memory";
-	} else if (P->ml.valid && m.line == P->ml.end_line) {
-		/* "key: value" on a continuation line of a plain scalar: the real
-		 * mistake is the indentation (or comma) of that line. */
-		if (P->hinted && P->hint_line == m.line)
-			return -1;
-		return fail_continued(P, "", P->ml.line, P->ml.end_line, P->ml.flow, NULL);
-	}
-	if (y->context)
-		return fail(P, m, "YAML syntax error: %s, %s", y->context, problem);
-	return fail(P, m, "YAML syntax error: %s", problem);
-}
-
-/* A plain scalar over several lines: "5/60s\n   burst: 3" reads as "5/60s burst". */
-static int is_multiline(const yaml_event_t *ev)
-{
-	return ev->type == YAML_SCALAR_EVENT && ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
-	       ev->end_mark.line > ev->start_mark.line;
-}
-
-/*
- * Advances to the next event, freeing the previous one. Anchors and aliases
- * are refused here, once for every node: nothing in a config needs them, and
- * refusing them rules out alias-expansion blowups. Any failure here is fatal.
- */
-static int next(struct parser *P)
-{
-	if (P->fatal)
-		return -1;
-	P->ml.valid = 0;
-	if (P->have_ev) {
-		if (is_multiline(&P->ev)) {
-			P->ml.valid = 1;
-			P->ml.flow = P->flow > 0;
-			P->ml.line = P->ev.start_mark.line;
-			P->ml.end_line = P->ev.end_mark.line;
-		}
-		yaml_event_delete(&P->ev);
-		P->have_ev = 0;
-	}
-	if (!yaml_parser_parse(&P->yaml, &P->ev))
-		return yaml_fail(P);
-	P->have_ev = 1;
-	const yaml_char_t *anchor = NULL;
-	switch (P->ev.type) {
-	case YAML_ALIAS_EVENT:
-		return fail_fatal(P, P->ev.start_mark, "YAML aliases are not supported");
-	case YAML_SCALAR_EVENT:
-		anchor = P->ev.data.scalar.anchor;
-		break;
-	case YAML_SEQUENCE_START_EVENT:
-		anchor = P->ev.data.sequence_start.anchor;
-		P->depth++;
-		P->flow += P->flow || P->ev.data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE;
-		break;
-	case YAML_MAPPING_START_EVENT:
-		anchor = P->ev.data.mapping_start.anchor;
-		P->depth++;
-		P->flow += P->flow || P->ev.data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
-		break;
-	case YAML_SEQUENCE_END_EVENT:
-	case YAML_MAPPING_END_EVENT:
-		P->depth--;
-		if (P->flow)
-			P->flow--;
-		break;
-	default:
-		break;
-	}
-	if (anchor)
-		return fail_fatal(P, P->ev.start_mark, "YAML anchors are not supported");
-	return 0;
-}
-
-/* After an error in a value: reads past the rest of it, up to the event that
- * closes the collection at `depth` (the one the value belongs to). */
-static int skip_to(struct parser *P, int depth)
-{
-	while (P->depth > depth)
-		if (next(P) < 0)
-			return -1;
-	return 0;
-}
-
-static int failk(struct parser *P, yaml_mark_t m, const char *key, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-/* fail() with the dotted key path in front: "redis.timeout: ...". */
-static int failk(struct parser *P, yaml_mark_t m, const char *key, const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return fail(P, m, "%s%s: %s", P->section, key, msg);
-}
-
-/* An empty plain scalar, ~ or null: YAML's spellings of "no value". */
-static int is_null(const yaml_event_t *ev)
-{
-	if (ev->type != YAML_SCALAR_EVENT || ev->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-		return 0;
-	const char *s = (const char *)ev->data.scalar.value;
-	size_t n = ev->data.scalar.length;
-	return n == 0 || (n == 1 && s[0] == '~') ||
-	       (n == 4 &&
-		(!memcmp(s, "null", 4) || !memcmp(s, "Null", 4) || !memcmp(s, "NULL", 4)));
-}
-
-/* The current event as a non-null scalar without NUL bytes (a double-quoted
- * "\0" would otherwise cut strdup'ed strings short). */
-static int scalar_text(struct parser *P, const char *key, const char *what, const char **s,
-		       size_t *len)
-{
-	if (P->ev.type != YAML_SCALAR_EVENT || is_null(&P->ev))
-		return failk(P, P->ev.start_mark, key, "expected %s", what);
-	*s = (const char *)P->ev.data.scalar.value;
-	*len = P->ev.data.scalar.length;
-	if (memchr(*s, '\0', *len))
-		return failk(P, P->ev.start_mark, key, "must not contain a NUL byte");
-	return 0;
-}
-
-/* scalar_text() on one line: every value but a free-form string is a single
- * token, so a plain scalar over two lines means the second is misplaced. */
-static int scalar(struct parser *P, const char *key, const char *what, const char **s, size_t *len)
-{
-	if (scalar_text(P, key, what, s, len) < 0)
-		return -1;
-	if (is_multiline(&P->ev)) {
-		char path[POLICY_NAME_MAX + 80], text[48];
-		snprintf(path, sizeof(path), "%s%s", P->section, key);
-		return fail_continued(P, path, P->ev.start_mark.line, P->ev.end_mark.line,
-				      P->flow > 0, show(*s, *len, text, sizeof(text)));
-	}
-	return 0;
-}
-
-/* Canonical decimal only: no sign, no leading zeros (YAML 1.1 reads 010 as
- * octal, so accepting it would be ambiguous), no junk, within [min, max]. */
-static int parse_dec(const char *s, size_t len, int64_t min, int64_t max, int64_t *out)
-{
-	if (len == 0 || (len > 1 && s[0] == '0'))
-		return -1;
-	int64_t v = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		int d = s[i] - '0';
-		if (v > (INT64_MAX - d) / 10)
-			return -1;
-		v = v * 10 + d;
-	}
-	if (v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int dup_string(struct parser *P, char **dst, const char *s, size_t len)
-{
-	char *copy = strndup(s, len);
-	if (!copy)
-		return fail_fatal(P, P->ev.start_mark, "out of memory");
-	free(*dst);
-	*dst = copy;
-	return 0;
-}
-
-static int get_int64(struct parser *P, const struct conf_key *k, int64_t *out)
-{
-	const char *s;
-	size_t len;
-	if (scalar(P, k->name, "an integer", &s, &len) < 0)
-		return -1;
-	if (parse_dec(s, len, k->min, k->max, out) < 0)
-		return failk(P, P->ev.start_mark, k->name, "must be an integer from %lld to %lld",
-			     (long long)k->min, (long long)k->max);
-	return 0;
-}
-
-static int set_int(struct parser *P, const struct conf_key *k, void *dst)
-{
-	int64_t v;
-	if (get_int64(P, k, &v) < 0)
-		return -1;
-	*(int *)dst = (int)v;
-	return 0;
-}
-
-static int set_int64(struct parser *P, const struct conf_key *k, void *dst)
-{
-	return get_int64(P, k, (int64_t *)dst);
-}
-
-static int set_size(struct parser *P, const struct conf_key *k, void *dst)
-{
-	int64_t v;
-	if (get_int64(P, k, &v) < 0)
-		return -1;
-	*(size_t *)dst = (size_t)v;
-	return 0;
-}
-
-static void fmt_ms(int64_t ms, char *buf, size_t cap)
-{
-	if (ms % 1000 == 0)
-		snprintf(buf, cap, "%llds", (long long)(ms / 1000));
-	else
-		snprintf(buf, cap, "%lldms", (long long)ms);
-}
-
-static int set_duration(struct parser *P, const struct conf_key *k, void *dst)
-{
-	const char *s;
-	char why[POLICY_ERR_MAX];
-	size_t len;
-	int64_t ms;
-	if (scalar(P, k->name, "a duration such as 50ms", &s, &len) < 0)
-		return -1;
-	if (policy_parse_duration(s, len, &ms, why, sizeof(why)) < 0)
-		return failk(P, P->ev.start_mark, k->name, "%s", why);
-	if (ms < k->min || ms > k->max) {
-		char lo[32], hi[32];
-		fmt_ms(k->min, lo, sizeof(lo));
-		fmt_ms(k->max, hi, sizeof(hi));
-		return failk(P, P->ev.start_mark, k->name, "must be from %s to %s", lo, hi);
-	}
-	*(int64_t *)dst = ms;
-	return 0;
-}
-
-static int set_string(struct parser *P, const struct conf_key *k, void *dst)
-{
-	const char *s;
-	size_t len;
-	if (scalar_text(P, k->name, "a string", &s, &len) < 0)
-		return -1;
-	if (len == 0)
-		return failk(P, P->ev.start_mark, k->name, "must not be empty");
-	return dup_string(P, (char **)dst, s, len);
-}
 
 /* Keys are built as <prefix>{action:user}...; a brace would break Redis
  * Cluster hash tags, whitespace and control bytes have no business there. */
-static int set_prefix(struct parser *P, const struct conf_key *k, void *dst)
+static int set_prefix(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
-	if (scalar(P, k->name, "a string", &s, &len) < 0)
+	if (yp_scalar(P, k->name, "a string", &s, &len) < 0)
 		return -1;
 	if (len > KEYS_PREFIX_MAX)
-		return failk(P, P->ev.start_mark, k->name, "longer than %d bytes", KEYS_PREFIX_MAX);
+		return yp_failk(P, P->ev.start_mark, k->name, "longer than %d bytes",
+				KEYS_PREFIX_MAX);
 	for (size_t i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		if (ch == '{' || ch == '}' || ch <= ' ' || ch == 0x7f)
-			return failk(P, P->ev.start_mark, k->name,
-				     "must not contain '{', '}', whitespace or control characters");
+			return yp_failk(
+				P, P->ev.start_mark, k->name,
+				"must not contain '{', '}', whitespace or control characters");
 	}
-	return dup_string(P, (char **)dst, s, len);
+	return yp_dup_string(P, (char **)dst, s, len);
 }
 
 static int port_valid(const char *s, size_t len)
 {
 	int64_t port;
-	return parse_dec(s, len, 1, 65535, &port) == 0;
+	return yp_parse_dec(s, len, 1, 65535, &port) == 0;
 }
 
 static int host_char(char ch, int bracketed)
@@ -567,64 +137,50 @@ static const char *address_error(const char *s, size_t len)
 	return NULL;
 }
 
-static int address_scalar(struct parser *P, const char *key, const char **s, size_t *len)
+static int address_scalar(struct yparser *P, const char *key, const char **s, size_t *len)
 {
-	if (scalar(P, key, "an address (host:port or unix:/path)", s, len) < 0)
+	if (yp_scalar(P, key, "an address (host:port or unix:/path)", s, len) < 0)
 		return -1;
 	const char *why = address_error(*s, *len);
 	if (why)
-		return failk(P, P->ev.start_mark, key, "%s", why);
+		return yp_failk(P, P->ev.start_mark, key, "%s", why);
 	return 0;
 }
 
-static int set_address(struct parser *P, const struct conf_key *k, void *dst)
+static int set_address(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
 	if (address_scalar(P, k->name, &s, &len) < 0)
 		return -1;
-	return dup_string(P, (char **)dst, s, len);
+	return yp_dup_string(P, (char **)dst, s, len);
 }
 
-static int set_on_error(struct parser *P, const struct conf_key *k, void *dst)
+static int set_on_error(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
-	if (scalar(P, k->name, "allow, deny or error", &s, &len) < 0)
+	if (yp_scalar(P, k->name, "allow, deny or error", &s, &len) < 0)
 		return -1;
 	if (policy_parse_on_error(s, len, (enum policy_on_error *)dst) < 0)
-		return failk(P, P->ev.start_mark, k->name, "must be allow, deny or error");
+		return yp_failk(P, P->ev.start_mark, k->name, "must be allow, deny or error");
 	return 0;
 }
 
-static int set_log_level(struct parser *P, const struct conf_key *k, void *dst)
+static int set_log_level(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
-	if (scalar(P, k->name, "debug, info, warn or error", &s, &len) < 0)
+	if (yp_scalar(P, k->name, "debug, info, warn or error", &s, &len) < 0)
 		return -1;
-	/* libyaml NUL-terminates scalars and scalar() refused embedded NULs. */
+	/* libyaml NUL-terminates scalars and yp_scalar() refused embedded NULs. */
 	int level = log_level_parse(s);
 	if (level < 0)
-		return failk(P, P->ev.start_mark, k->name, "must be debug, info, warn or error");
+		return yp_failk(P, P->ev.start_mark, k->name, "must be debug, info, warn or error");
 	*(int *)dst = level;
 	return 0;
 }
 
-static int grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-	if (n < *cap)
-		return 0;
-	size_t ncap = *cap ? *cap * 2 : 8;
-	if (ncap > SIZE_MAX / size)
-		return -1;
-	void *p = realloc(*arr, ncap * size);
-	if (!p)
-		return -1;
-	*arr = p;
-	*cap = ncap;
-	return 0;
-}
 
 static void free_listen(struct config *c)
 {
@@ -635,230 +191,188 @@ static void free_listen(struct config *c)
 	c->nlisten = 0;
 }
 
-static int parse_map(struct parser *P, const struct conf_key *keys, size_t nkeys, void *base,
-		     unsigned *seen, yaml_mark_t *marks);
-
-static int set_bool(struct parser *P, const struct conf_key *k, void *dst)
-{
-	const char *s;
-	size_t len;
-	if (scalar(P, k->name, "true or false", &s, &len) < 0)
-		return -1;
-	if (len == 4 && memcmp(s, "true", 4) == 0)
-		*(int *)dst = 1;
-	else if (len == 5 && memcmp(s, "false", 5) == 0)
-		*(int *)dst = 0;
-	else
-		return failk(P, P->ev.start_mark, k->name, "must be true or false");
-	return 0;
-}
-
 /* An octal file mode such as 0660 (YAML would read a plain 0660 as octal
  * too, but we take the digits as written). */
-static int set_mode(struct parser *P, const struct conf_key *k, void *dst)
+static int set_mode(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
-	if (scalar(P, k->name, "an octal file mode such as 0660", &s, &len) < 0)
+	if (yp_scalar(P, k->name, "an octal file mode such as 0660", &s, &len) < 0)
 		return -1;
 	int mode = 0;
 	if (len < 3 || len > 4)
-		return failk(P, P->ev.start_mark, k->name,
-			     "must be an octal file mode such as 0660");
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"must be an octal file mode such as 0660");
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] < '0' || s[i] > '7')
-			return failk(P, P->ev.start_mark, k->name,
-				     "must be an octal file mode such as 0660");
+			return yp_failk(P, P->ev.start_mark, k->name,
+					"must be an octal file mode such as 0660");
 		mode = mode * 8 + (s[i] - '0');
 	}
 	if (mode > 0777)
-		return failk(P, P->ev.start_mark, k->name, "only permission bits (at most 0777)");
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"only permission bits (at most 0777)");
 	*(int *)dst = mode;
 	return 0;
 }
 
 enum { LK_ADDRESS, LK_ADMIN, LK_MODE, LK_N };
 
-static const struct conf_key listen_keys[LK_N] = {
-	[LK_ADDRESS] = {"address", set_address, offsetof(struct config_listen, address), 0, 0},
-	[LK_ADMIN] = {"admin", set_bool, offsetof(struct config_listen, admin), 0, 0},
-	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0},
+static const struct ykey listen_keys[LK_N] = {
+	[LK_ADDRESS] = {"address", set_address, offsetof(struct config_listen, address), 0, 0,
+			YP_RELOAD, NULL},
+	[LK_ADMIN] = {"admin", yp_set_bool, offsetof(struct config_listen, admin), 0, 0, YP_RELOAD,
+		      NULL},
+	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0, YP_RELOAD, NULL},
+};
+
+static void put_listen(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config *c = base;
+	(void)k;
+	fputc('[', f);
+	for (size_t i = 0; i < c->nlisten; i++) {
+		const struct config_listen *l = &c->listen[i];
+		int is_unix = strncmp(l->address, "unix:", 5) == 0;
+		fprintf(f, "%s%s", i ? ", " : "", l->address);
+		if (l->admin && is_unix)
+			fprintf(f, " (admin, mode %04o)", (unsigned)l->mode);
+		else if (l->admin)
+			fputs(" (admin)", f);
+		else if (is_unix)
+			fprintf(f, " (mode %04o)", (unsigned)l->mode);
+	}
+	fputc(']', f);
+}
+
+/* The listen list while it is read. */
+struct listen_read {
+	struct config *c;
+	size_t cap;
 };
 
 /* One listen entry: "address" or {address, admin, mode}. */
-static int listen_entry(struct parser *P, const char *key, struct config_listen *l)
+static int listen_entry(struct yparser *P, const struct ykey *k, void *dst, size_t i)
 {
+	struct listen_read *L = dst;
+	struct config *c = L->c;
+	(void)i;
+	if (yp_grow((void **)&c->listen, &L->cap, c->nlisten, sizeof(*c->listen)) < 0)
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	struct config_listen *l = &c->listen[c->nlisten];
+	memset(l, 0, sizeof(*l));
+	c->nlisten++; /* counted now so free_listen releases a half-read entry */
 	l->mode = CONFIG_DEFAULT_SOCKET_MODE;
 	if (P->ev.type != YAML_MAPPING_START_EVENT) {
 		const char *s;
 		size_t len;
-		if (address_scalar(P, key, &s, &len) < 0)
+		if (address_scalar(P, k->name, &s, &len) < 0)
 			return -1;
 		l->address = strndup(s, len);
-		return l->address ? 0 : fail_fatal(P, P->ev.start_mark, "out of memory");
+		return l->address ? 0 : yp_fail_fatal(P, P->ev.start_mark, "out of memory");
 	}
 	yaml_mark_t start = P->ev.start_mark;
 	unsigned seen;
 	yaml_mark_t marks[LK_N];
-	snprintf(P->section, sizeof(P->section), "listen.");
-	int rc = parse_map(P, listen_keys, LK_N, l, &seen, marks);
-	P->section[0] = '\0';
-	if (rc < 0)
+	if (yp_map(P, k->name, listen_keys, LK_N, l, &seen, marks) < 0)
 		return -1;
 	if (!(seen & (1u << LK_ADDRESS)))
-		return failk(P, start, key, "an entry needs an address");
+		return yp_fail_section(P, start, "an entry needs an address");
 	if ((seen & (1u << LK_MODE)) && strncmp(l->address, "unix:", 5) != 0)
-		return fail(P, marks[LK_MODE], "listen.mode: only applies to unix:/path addresses");
+		return yp_failk(P, marks[LK_MODE], "mode", "only applies to unix:/path addresses");
 	return 0;
 }
 
-static int set_listen(struct parser *P, const struct conf_key *k, void *dst)
+static int set_listen(struct yparser *P, const struct ykey *k, void *dst)
 {
 	struct config *c = dst;
 	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
-		return failk(P, P->ev.start_mark, k->name, "expected a list of addresses");
+		return yp_failk(P, P->ev.start_mark, k->name, "expected a list of addresses");
 	yaml_mark_t start = P->ev.start_mark;
-	size_t cap = 0;
-	unsigned nerr = P->nerr;
-	int depth = P->depth;
+	struct listen_read L = {c, 0};
+	size_t n;
 	free_listen(c); /* the default */
-	for (;;) {
-		if (next(P) < 0)
-			return -1;
-		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
-			break;
-		if (grow((void **)&c->listen, &cap, c->nlisten, sizeof(*c->listen)) < 0)
-			return fail_fatal(P, P->ev.start_mark, "out of memory");
-		struct config_listen *l = &c->listen[c->nlisten];
-		memset(l, 0, sizeof(*l));
-		c->nlisten++; /* counted now so free_listen releases a half-read entry */
-		if (listen_entry(P, k->name, l) < 0 && skip_to(P, depth) < 0)
-			return -1;
-	}
-	if (P->nerr != nerr)
+	if (yp_seq(P, k, "addresses", listen_entry, &L, &n) < 0)
 		return -1;
 	if (c->nlisten == 0)
-		return failk(P, start, k->name, "at least one address is required");
+		return yp_failk(P, start, k->name, "at least one address is required");
 	return 0;
-}
-
-/* The key at the current event: its index in keys, or -1 when it is not a
- * string, unknown or repeated. */
-static int map_key(struct parser *P, const struct conf_key *keys, size_t nkeys, unsigned *seen,
-		   yaml_mark_t *marks, size_t *index)
-{
-	yaml_mark_t km = P->ev.start_mark;
-	if (P->ev.type != YAML_SCALAR_EVENT)
-		return fail(P, km, "a key must be a plain string");
-	const char *s = (const char *)P->ev.data.scalar.value;
-	size_t len = P->ev.data.scalar.length;
-	size_t i;
-	for (i = 0; i < nkeys; i++)
-		if (strlen(keys[i].name) == len && memcmp(keys[i].name, s, len) == 0)
-			break;
-	char shown[48];
-	if (i == nkeys) {
-		/* "password:SECRET" (no space) is one scalar: quote only what comes
-		 * before a ':' or '=' so a mistyped secret is never echoed. */
-		size_t keep = 0;
-		while (keep < len && s[keep] != ':' && s[keep] != '=' && s[keep] != ' ')
-			keep++;
-		return fail(P, km, "unknown key \"%s%s%s\"%s", P->section,
-			    show(s, keep, shown, sizeof(shown)), keep < len ? "..." : "",
-			    keep < len ? " (a space is needed after ':')" : "");
-	}
-	if (*seen & (1u << i))
-		return fail(P, km, "duplicate key \"%s%s\"", P->section, keys[i].name);
-	*seen |= 1u << i;
-	marks[i] = km;
-	*index = i;
-	return 0;
-}
-
-/*
- * Reads a mapping (current event: MAPPING_START) against a key table, up to
- * and including its MAPPING_END. Unknown and repeated keys are errors.
- * seen gets bit i for keys[i]; marks[i] the position of that key.
- * A key or value in error is reported and skipped, and reading goes on with
- * the next key; -1 then tells the caller not to check the mapping as a whole.
- */
-static int parse_map(struct parser *P, const struct conf_key *keys, size_t nkeys, void *base,
-		     unsigned *seen, yaml_mark_t *marks)
-{
-	unsigned nerr = P->nerr;
-	int depth = P->depth;
-	size_t section = strlen(P->section);
-	*seen = 0;
-	for (;;) {
-		if (next(P) < 0)
-			return -1;
-		if (P->ev.type == YAML_MAPPING_END_EVENT)
-			return P->nerr == nerr ? 0 : -1;
-		size_t i = 0;
-		if (map_key(P, keys, nkeys, seen, marks, &i) < 0) {
-			/* skip the key (if it is a collection) and its value */
-			if (skip_to(P, depth) < 0 || next(P) < 0 || skip_to(P, depth) < 0)
-				return -1;
-			continue;
-		}
-		if (next(P) < 0)
-			return -1;
-		int rc = keys[i].set(P, &keys[i], (char *)base + keys[i].offset);
-		P->section[section] = '\0'; /* nested sections extend this one */
-		if (rc < 0 && skip_to(P, depth) < 0)
-			return -1;
-	}
-}
-
-/*
- * A nested mapping (current event: MAPPING_START, else "k: expected") read
- * against its key table; errors inside it name keys as "<section>key".
- * The start mark of the mapping goes to *start.
- */
-static int parse_section(struct parser *P, const struct conf_key *k, const char *expected,
-			 const char *section, const struct conf_key *keys, size_t nkeys, void *dst,
-			 unsigned *seen, yaml_mark_t *marks, yaml_mark_t *start)
-{
-	if (P->ev.type != YAML_MAPPING_START_EVENT)
-		return failk(P, P->ev.start_mark, k->name, "%s", expected);
-	*start = P->ev.start_mark;
-	snprintf(P->section, sizeof(P->section), "%s", section);
-	return parse_map(P, keys, nkeys, dst, seen, marks);
 }
 
 enum { MK_LISTEN, MK_N };
 
 /* HTTP is TCP here: evhttp binds host:port. */
-static int set_tcp_address(struct parser *P, const struct conf_key *k, void *dst)
+static int set_tcp_address(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
 	if (address_scalar(P, k->name, &s, &len) < 0)
 		return -1;
 	if (len >= 5 && memcmp(s, "unix:", 5) == 0)
-		return failk(P, P->ev.start_mark, k->name, "expected host:port, not a unix socket");
-	return dup_string(P, (char **)dst, s, len);
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"expected host:port, not a unix socket");
+	return yp_dup_string(P, (char **)dst, s, len);
 }
 
-static const struct conf_key metrics_keys[MK_N] = {
-	[MK_LISTEN] = {"listen", set_tcp_address, offsetof(struct config, metrics_listen), 0, 0},
+static const struct ykey metrics_keys[MK_N] = {
+	[MK_LISTEN] = {"listen", set_tcp_address, offsetof(struct config, metrics_listen), 0, 0,
+		       YP_RESTART, yp_put_string},
 };
 
-static int set_metrics(struct parser *P, const struct conf_key *k, void *dst)
+static int set_metrics(struct yparser *P, const struct ykey *k, void *dst)
 {
 	unsigned seen;
 	yaml_mark_t marks[MK_N], start;
-	if (parse_section(P, k, "expected a mapping", "metrics.", metrics_keys, MK_N, dst, &seen,
-			  marks, &start) < 0)
+	if (yp_section(P, k, "expected a mapping", metrics_keys, MK_N, dst, &seen, marks, &start) <
+	    0)
 		return -1;
-	P->section[0] = '\0';
 	if (!(seen & (1u << MK_LISTEN)))
-		return failk(P, start, k->name, "needs listen: host:port");
+		return yp_fail_section(P, start, "needs listen: host:port");
 	return 0;
 }
 
-static int set_addr_list(struct parser *P, const struct conf_key *k, void *dst);
-static int set_sentinel(struct parser *P, const struct conf_key *k, void *dst);
+#define UNSET "(none)"
+
+static void put_addrs(FILE *f, const struct config_addrs *a)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < a->n; i++)
+		fprintf(f, "%s%s", i ? ", " : "", a->addr[i]);
+	fputc(']', f);
+}
+
+/* The printers below show "(none)" for the ways to reach Redis not in use. */
+static void put_redis_address(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	fputs(r->mode == CONFIG_REDIS_SINGLE ? r->address : UNSET, f);
+}
+
+static void put_redis_cluster(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	if (r->mode == CONFIG_REDIS_CLUSTER)
+		put_addrs(f, &r->cluster);
+	else
+		fputs(UNSET, f);
+}
+
+static void put_redis_sentinel(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	if (r->mode == CONFIG_REDIS_SENTINEL) {
+		fprintf(f, "master %s via ", r->sentinel_master);
+		put_addrs(f, &r->sentinels);
+	} else {
+		fputs(UNSET, f);
+	}
+}
+
+static int set_addr_list(struct yparser *P, const struct ykey *k, void *dst);
+static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst);
 
 enum {
 	RK_ADDRESS,
@@ -872,47 +386,50 @@ enum {
 	RK_N
 };
 
-static const struct conf_key redis_keys[RK_N] = {
-	[RK_ADDRESS] = {"address", set_address, offsetof(struct config_redis, address), 0, 0},
-	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0, 0},
-	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0},
-	[RK_USERNAME] = {"username", set_string, offsetof(struct config_redis, username), 0, 0},
-	[RK_PASSWORD] = {"password", set_string, offsetof(struct config_redis, password), 0, 0},
-	[RK_DATABASE] = {"database", set_int, offsetof(struct config_redis, database), 0,
-			 2147483647},
-	[RK_TIMEOUT] = {"timeout", set_duration, offsetof(struct config_redis, timeout_ms), 1,
-			60000},
-	[RK_CONNECTIONS] = {"connections", set_int, offsetof(struct config_redis, connections), 1,
-			    64},
+static const struct ykey redis_keys[RK_N] = {
+	[RK_ADDRESS] = {"address", set_address, offsetof(struct config_redis, address), 0, 0,
+			YP_RESTART, put_redis_address},
+	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0,
+			CONFIG_CLUSTER_SEEDS_MAX, YP_RESTART, put_redis_cluster},
+	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0, YP_RESTART, put_redis_sentinel},
+	[RK_USERNAME] = {"username", yp_set_string, offsetof(struct config_redis, username), 0, 0,
+			 YP_RESTART, yp_put_string},
+	[RK_PASSWORD] = {"password", yp_set_string, offsetof(struct config_redis, password), 0, 0,
+			 YP_RESTART_SECRET, yp_put_string},
+	[RK_DATABASE] = {"database", yp_set_int, offsetof(struct config_redis, database), 0,
+			 2147483647, YP_RESTART, yp_put_int},
+	[RK_TIMEOUT] = {"timeout", yp_set_duration, offsetof(struct config_redis, timeout_ms), 1,
+			60000, YP_RELOAD, NULL},
+	[RK_CONNECTIONS] = {"connections", yp_set_int, offsetof(struct config_redis, connections),
+			    1, 64, YP_RESTART, yp_put_int},
 };
 
-static int set_redis(struct parser *P, const struct conf_key *k, void *dst)
+static int set_redis(struct yparser *P, const struct ykey *k, void *dst)
 {
 	unsigned seen;
 	yaml_mark_t marks[RK_N], start;
-	if (parse_section(P, k, "expected a mapping", "redis.", redis_keys, RK_N, dst, &seen, marks,
-			  &start) < 0)
+	if (yp_section(P, k, "expected a mapping", redis_keys, RK_N, dst, &seen, marks, &start) < 0)
 		return -1;
 	/* Redis 6 ACL AUTH takes both; a user alone would silently log in as default. */
 	if ((seen & (1u << RK_USERNAME)) && !(seen & (1u << RK_PASSWORD)))
-		return failk(P, marks[RK_USERNAME], "username", "requires redis.password");
+		return yp_failk(P, marks[RK_USERNAME], "username", "requires redis.password");
 	struct config_redis *r = dst;
 	int modes = !!(seen & (1u << RK_ADDRESS)) + !!(seen & (1u << RK_CLUSTER)) +
 		    !!(seen & (1u << RK_SENTINEL));
 	if (modes > 1) {
 		int second = (seen & (1u << RK_SENTINEL)) ? RK_SENTINEL : RK_CLUSTER;
-		return fail(P, marks[second],
-			    "redis: use only one of address, cluster and sentinel");
+		return yp_fail(P, marks[second],
+			       "redis: use only one of address, cluster and sentinel");
 	}
 	if (seen & (1u << RK_CLUSTER)) {
 		r->mode = CONFIG_REDIS_CLUSTER;
 		/* Redis Cluster has database 0 only. */
 		if ((seen & (1u << RK_DATABASE)) && r->database != 0)
-			return failk(P, marks[RK_DATABASE], "database", "must be 0 with cluster");
+			return yp_failk(P, marks[RK_DATABASE], "database",
+					"must be 0 with cluster");
 	} else if (seen & (1u << RK_SENTINEL)) {
 		r->mode = CONFIG_REDIS_SENTINEL;
 	}
-	P->section[0] = '\0';
 	return 0;
 }
 
@@ -925,177 +442,160 @@ static void free_addrs(struct config_addrs *a)
 	a->n = 0;
 }
 
-/* A list of host:port (TCP only: cluster nodes and sentinels announce TCP addresses). */
-static int set_addr_list(struct parser *P, const struct conf_key *k, void *dst)
+/* A list of host:port while it is read. */
+struct addrs_read {
+	struct config_addrs *a;
+	size_t cap;
+};
+
+static int addr_entry(struct yparser *P, const struct ykey *k, void *dst, size_t i)
 {
-	struct config_addrs *a = dst;
-	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
-		return failk(P, P->ev.start_mark, k->name, "expected a list of host:port");
-	yaml_mark_t start = P->ev.start_mark;
-	size_t cap = 0;
-	unsigned nerr = P->nerr;
-	int depth = P->depth;
-	free_addrs(a);
-	for (;;) {
-		const char *s;
-		size_t len;
-		if (next(P) < 0)
-			return -1;
-		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
-			break;
-		if (address_scalar(P, k->name, &s, &len) < 0) {
-			if (skip_to(P, depth) < 0)
-				return -1;
-			continue;
-		}
-		if (len >= 5 && memcmp(s, "unix:", 5) == 0) {
-			failk(P, P->ev.start_mark, k->name,
-			      "expected host:port, not a unix socket");
-			continue;
-		}
-		if (grow((void **)&a->addr, &cap, a->n, sizeof(*a->addr)) < 0)
-			return fail_fatal(P, P->ev.start_mark, "out of memory");
-		a->addr[a->n] = strndup(s, len);
-		if (!a->addr[a->n])
-			return fail_fatal(P, P->ev.start_mark, "out of memory");
-		a->n++;
-	}
-	if (P->nerr != nerr)
+	struct addrs_read *A = dst;
+	struct config_addrs *a = A->a;
+	const char *s;
+	size_t len;
+	(void)i;
+	if (address_scalar(P, k->name, &s, &len) < 0)
 		return -1;
-	if (a->n == 0)
-		return failk(P, start, k->name, "at least one address is required");
+	if (len >= 5 && memcmp(s, "unix:", 5) == 0)
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"expected host:port, not a unix socket");
+	if (yp_grow((void **)&a->addr, &A->cap, a->n, sizeof(*a->addr)) < 0)
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	a->addr[a->n] = strndup(s, len);
+	if (!a->addr[a->n])
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	a->n++;
+	return 0;
+}
+
+/* A list of host:port (TCP only: cluster nodes and sentinels announce TCP addresses). */
+static int set_addr_list(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct addrs_read A = {dst, 0};
+	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
+		return yp_failk(P, P->ev.start_mark, k->name, "expected a list of host:port");
+	yaml_mark_t start = P->ev.start_mark;
+	size_t n;
+	free_addrs(A.a);
+	if (yp_seq(P, k, "addresses", addr_entry, &A, &n) < 0)
+		return -1;
+	if (A.a->n == 0)
+		return yp_failk(P, start, k->name, "at least one address is required");
 	return 0;
 }
 
 enum { SK_MASTER, SK_ADDRESSES, SK_N };
 
-static const struct conf_key sentinel_keys[SK_N] = {
-	[SK_MASTER] = {"master", set_string, offsetof(struct config_redis, sentinel_master), 0, 0},
+static const struct ykey sentinel_keys[SK_N] = {
+	[SK_MASTER] = {"master", yp_set_string, offsetof(struct config_redis, sentinel_master), 0,
+		       0, YP_RELOAD, NULL},
 	[SK_ADDRESSES] = {"addresses", set_addr_list, offsetof(struct config_redis, sentinels), 0,
-			  0},
+			  0, YP_RELOAD, NULL},
 };
 
-static int set_sentinel(struct parser *P, const struct conf_key *k, void *dst)
+static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst)
 {
 	unsigned seen;
 	yaml_mark_t marks[SK_N], start;
-	if (parse_section(P, k, "expected {master: NAME, addresses: [...]}", "redis.sentinel.",
-			  sentinel_keys, SK_N, dst, &seen, marks, &start) < 0)
+	if (yp_section(P, k, "expected {master: NAME, addresses: [...]}", sentinel_keys, SK_N, dst,
+		       &seen, marks, &start) < 0)
 		return -1;
-	snprintf(P->section, sizeof(P->section), "redis.");
 	if (seen != (1u << SK_N) - 1)
-		return failk(P, start, k->name, "needs master and addresses");
+		return yp_fail_section(P, start, "needs master and addresses");
 	return 0;
 }
 
 /* One rate string at the current event, appended to f; a bad one counts
- * too, towards POLICY_MAX_LIMITS (the caller checks there is room). */
-static int add_limit(struct parser *P, struct policy_form *f, const char *key)
+ * too, towards POLICY_MAX_LIMITS (yp_seq checks there is room). */
+static int add_limit(struct yparser *P, const struct ykey *k, void *dst, size_t i)
 {
+	struct policy_form *f = dst;
 	const char *s;
 	char why[POLICY_ERR_MAX];
 	size_t len;
-	int rc = scalar(P, key, "a rate such as 5/60s", &s, &len);
+	(void)i;
+	int rc = yp_scalar(P, k->name, "a rate such as 5/60s", &s, &len);
 	struct policy_limit *l = &f->limits[f->nlimits];
 	if (rc == 0 && policy_parse_rate(s, len, &l->count, &l->period_ms, why, sizeof(why)) < 0)
-		rc = failk(P, P->ev.start_mark, key, "%s", why);
+		rc = yp_failk(P, P->ev.start_mark, k->name, "%s", why);
 	l->capacity = l->count;
 	f->limit_marks[f->nlimits++] = P->ev.start_mark;
 	return rc;
 }
 
-/* A single rate or a list of rates. */
-static int parse_limits(struct parser *P, struct policy_form *f, const char *key)
+/* A single rate or a list of rates; k->max is POLICY_MAX_LIMITS. */
+static int set_limits(struct yparser *P, const struct ykey *k, void *dst)
 {
+	struct policy_form *f = dst;
 	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
-		return add_limit(P, f, key);
+		return add_limit(P, k, f, 0);
 	yaml_mark_t start = P->ev.start_mark;
-	unsigned nerr = P->nerr;
-	int depth = P->depth;
-	for (;;) {
-		if (next(P) < 0)
-			return -1;
-		if (P->ev.type == YAML_SEQUENCE_END_EVENT)
-			break;
-		if (f->nlimits == POLICY_MAX_LIMITS) {
-			/* once: the rest of the list is skipped */
-			failk(P, P->ev.start_mark, key, "too many limits (at most %d)",
-			      POLICY_MAX_LIMITS);
-			skip_to(P, depth - 1);
-			return -1;
-		}
-		if (add_limit(P, f, key) < 0 && skip_to(P, depth) < 0)
-			return -1;
-	}
-	if (P->nerr != nerr)
+	size_t n;
+	if (yp_seq(P, k, "limits", add_limit, f, &n) < 0)
 		return -1;
 	if (f->nlimits == 0)
-		return failk(P, start, key, "at least one rate is required");
+		return yp_failk(P, start, k->name, "at least one rate is required");
 	return 0;
 }
 
-static int set_limits(struct parser *P, const struct conf_key *k, void *dst)
-{
-	return parse_limits(P, dst, k->name);
-}
-
-static int set_rate(struct parser *P, const struct conf_key *k, void *dst)
+static int set_rate(struct yparser *P, const struct ykey *k, void *dst)
 {
 	struct rate *r = dst;
 	const char *s;
 	char why[POLICY_ERR_MAX];
 	size_t len;
-	if (scalar(P, k->name, "a rate such as 30/60s", &s, &len) < 0)
+	if (yp_scalar(P, k->name, "a rate such as 30/60s", &s, &len) < 0)
 		return -1;
 	if (policy_parse_rate(s, len, &r->count, &r->period_ms, why, sizeof(why)) < 0)
-		return failk(P, P->ev.start_mark, k->name, "%s", why);
+		return yp_failk(P, P->ev.start_mark, k->name, "%s", why);
 	return 0;
 }
 
-static int set_algorithm(struct parser *P, const struct conf_key *k, void *dst)
+static int set_algorithm(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
-	if (scalar(P, k->name, "sliding_window or funnel", &s, &len) < 0)
+	if (yp_scalar(P, k->name, "sliding_window or funnel", &s, &len) < 0)
 		return -1;
 	if (len == 14 && memcmp(s, "sliding_window", 14) == 0)
 		*(enum policy_algo *)dst = POLICY_SLIDING_WINDOW;
 	else if (len == 6 && memcmp(s, "funnel", 6) == 0)
 		*(enum policy_algo *)dst = POLICY_FUNNEL;
 	else
-		return failk(P, P->ev.start_mark, k->name, "must be sliding_window or funnel");
+		return yp_failk(P, P->ev.start_mark, k->name, "must be sliding_window or funnel");
 	return 0;
 }
 
 enum { PK_ALGORITHM, PK_LIMITS, PK_CAPACITY, PK_RATE, PK_ON_ERROR, PK_N };
 
-static const struct conf_key policy_keys[PK_N] = {
-	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0},
-	[PK_LIMITS] = {"limits", set_limits, 0, 0, 0},
-	[PK_CAPACITY] = {"capacity", set_int64, offsetof(struct policy_form, capacity), 1,
-			 POLICY_MAX_COUNT},
-	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0},
+static const struct ykey policy_keys[PK_N] = {
+	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0,
+			  YP_RELOAD, NULL},
+	[PK_LIMITS] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_RELOAD, NULL},
+	[PK_CAPACITY] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
+			 POLICY_MAX_COUNT, YP_RELOAD, NULL},
+	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_RELOAD, NULL},
 	[PK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct policy_form, on_error), 0,
-			 0},
+			 0, YP_RELOAD, NULL},
 };
 
 /* Mapping form: decides what the gathered keys mean once algorithm is known. */
-static int policy_mapping(struct parser *P, struct policy_form *f, const char *name)
+static int policy_mapping(struct yparser *P, struct policy_form *f, const char *name)
 {
 	yaml_mark_t start = P->ev.start_mark;
 	unsigned seen;
 	yaml_mark_t marks[PK_N];
-	snprintf(P->section, sizeof(P->section), "policies.%s.", name);
-	if (parse_map(P, policy_keys, PK_N, f, &seen, marks) < 0)
+	if (yp_map(P, name, policy_keys, PK_N, f, &seen, marks) < 0)
 		return -1;
 	if (f->algo == POLICY_FUNNEL) {
 		if (seen & (1u << PK_LIMITS))
-			return failk(P, marks[PK_LIMITS], "limits",
-				     "a funnel takes capacity and rate, not limits");
+			return yp_failk(P, marks[PK_LIMITS], "limits",
+					"a funnel takes capacity and rate, not limits");
 		if (!(seen & (1u << PK_CAPACITY)))
-			return fail(P, start, "policies.%s: a funnel needs a capacity", name);
+			return yp_fail_section(P, start, "a funnel needs a capacity");
 		if (!(seen & (1u << PK_RATE)))
-			return fail(P, start, "policies.%s: a funnel needs a rate", name);
+			return yp_fail_section(P, start, "a funnel needs a rate");
 		f->limits[0].capacity = f->capacity;
 		f->limits[0].count = f->rate.count;
 		f->limits[0].period_ms = f->rate.period_ms;
@@ -1103,27 +603,29 @@ static int policy_mapping(struct parser *P, struct policy_form *f, const char *n
 		f->nlimits = 1;
 	} else {
 		if (seen & (1u << PK_CAPACITY))
-			return failk(P, marks[PK_CAPACITY], "capacity",
-				     "only a funnel has a capacity (algorithm: funnel)");
+			return yp_failk(P, marks[PK_CAPACITY], "capacity",
+					"only a funnel has a capacity (algorithm: funnel)");
 		if (seen & (1u << PK_RATE))
-			return failk(P, marks[PK_RATE], "rate",
-				     "only a funnel has a rate; a sliding_window takes limits");
+			return yp_failk(P, marks[PK_RATE], "rate",
+					"only a funnel has a rate; a sliding_window takes limits");
 		if (!(seen & (1u << PK_LIMITS)))
-			return fail(P, start, "policies.%s: a sliding_window needs limits", name);
+			return yp_fail_section(P, start, "a sliding_window needs limits");
 	}
 	return 0;
 }
 
 /* The value of one entry under policies: a rate, a list of rates or a mapping. */
-static int parse_policy(struct parser *P, struct policy *p, const char *name)
+static int parse_policy(struct yparser *P, struct policy *p, const char *name)
 {
 	struct policy_form f;
 	memset(&f, 0, sizeof(f));
 	f.algo = POLICY_SLIDING_WINDOW;
 	f.on_error = POLICY_ON_ERROR_INHERIT;
+	/* The short forms are the limits key of the mapping form. */
+	struct ykey limits = policy_keys[PK_LIMITS];
+	limits.name = name;
 	int rc = P->ev.type == YAML_MAPPING_START_EVENT ? policy_mapping(P, &f, name)
-							: parse_limits(P, &f, name);
-	snprintf(P->section, sizeof(P->section), "policies.");
+							: set_limits(P, &limits, &f);
 	if (rc < 0)
 		return -1;
 	p->algo = f.algo;
@@ -1135,7 +637,7 @@ static int parse_policy(struct parser *P, struct policy *p, const char *name)
 		const char *why;
 		p->nlimits = i;
 		if (policy_validate(p, &why) < 0)
-			return fail(P, f.limit_marks[i - 1], "policies.%s: %s", name, why);
+			return yp_fail(P, f.limit_marks[i - 1], "policies.%s: %s", name, why);
 	}
 	return 0;
 }
@@ -1159,64 +661,63 @@ static int pentry_cmp(const void *a, const void *b)
 	return x->mark.index < y->mark.index ? -1 : x->mark.index > y->mark.index;
 }
 
-static int set_policies(struct parser *P, const struct conf_key *k, void *dst)
+/* One entry under policies: its name (current event) and its value. */
+static int policy_entry(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct policies_read *R = dst;
+	yaml_mark_t km = P->ev.start_mark;
+	(void)k;
+	if (P->ev.type != YAML_SCALAR_EVENT) {
+		yp_fail(P, km, "a policy name must be a plain string");
+		return YP_BAD_KEY;
+	}
+	const char *s = (const char *)P->ev.data.scalar.value;
+	size_t len = P->ev.data.scalar.length;
+	if (!policy_name_valid(s, len)) {
+		yp_fail(P, km, "policy name must be 1 to %d characters of A-Z a-z 0-9 _ . -",
+			POLICY_NAME_MAX);
+		return YP_BAD_KEY;
+	}
+	if (yp_grow((void **)&R->pol, &R->cappol, R->npol, sizeof(*R->pol)) < 0)
+		return yp_fail_fatal(P, km, "out of memory");
+	/* Kept even when its value is bad, so that a duplicate name is still found. */
+	struct pentry *e = &R->pol[R->npol++];
+	memset(e, 0, sizeof(*e));
+	memcpy(e->p.name, s, len);
+	e->p.name_len = len;
+	e->mark = km;
+	if (yp_next(P) < 0)
+		return -1;
+	return parse_policy(P, &e->p, e->p.name);
+}
+
+static int set_policies(struct yparser *P, const struct ykey *k, void *dst)
 {
 	struct config *c = dst;
+	struct policies_read *R = P->ctx;
 	if (P->ev.type != YAML_MAPPING_START_EVENT)
-		return failk(P, P->ev.start_mark, k->name,
-			     "expected a mapping of policy names to limits");
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"expected a mapping of policy names to limits");
 	yaml_mark_t start = P->ev.start_mark;
 	unsigned nerr = P->nerr;
-	int depth = P->depth;
-	snprintf(P->section, sizeof(P->section), "policies.");
-	for (;;) {
-		if (next(P) < 0)
-			return -1;
-		if (P->ev.type == YAML_MAPPING_END_EVENT)
-			break;
-		yaml_mark_t km = P->ev.start_mark;
-		const char *s = NULL;
-		size_t len = 0;
-		if (P->ev.type != YAML_SCALAR_EVENT)
-			fail(P, km, "a policy name must be a plain string");
-		else if (s = (const char *)P->ev.data.scalar.value, len = P->ev.data.scalar.length,
-			 !policy_name_valid(s, len))
-			fail(P, km, "policy name must be 1 to %d characters of A-Z a-z 0-9 _ . -",
-			     POLICY_NAME_MAX);
-		if (!s || !policy_name_valid(s, len)) {
-			if (skip_to(P, depth) < 0 || next(P) < 0 || skip_to(P, depth) < 0)
-				return -1;
-			continue;
-		}
-		if (grow((void **)&P->pol, &P->cappol, P->npol, sizeof(*P->pol)) < 0)
-			return fail_fatal(P, km, "out of memory");
-		/* Kept even when its value is bad, so that a duplicate name is still found. */
-		struct pentry *e = &P->pol[P->npol++];
-		memset(e, 0, sizeof(*e));
-		memcpy(e->p.name, s, len);
-		e->p.name_len = len;
-		e->mark = km;
-		if (next(P) < 0)
-			return -1;
-		if (parse_policy(P, &e->p, e->p.name) < 0 && skip_to(P, depth) < 0)
-			return -1;
-	}
-	P->section[0] = '\0';
-	if (P->npol == 0 && P->nerr == nerr)
-		return failk(P, start, k->name, "at least one policy is required");
-	if (P->npol > 1)
-		qsort(P->pol, P->npol, sizeof(*P->pol), pentry_cmp);
-	for (size_t i = 1; i < P->npol; i++)
-		if (name_cmp(&P->pol[i - 1].p, &P->pol[i].p) == 0)
-			fail(P, P->pol[i].mark, "duplicate policy \"%s\"", P->pol[i].p.name);
+	size_t n;
+	if (yp_dict(P, k, "policies", policy_entry, R, &n) < 0 && P->fatal)
+		return -1;
+	if (R->npol == 0 && P->nerr == nerr)
+		return yp_fail_section(P, start, "at least one policy is required");
+	if (R->npol > 1)
+		qsort(R->pol, R->npol, sizeof(*R->pol), pentry_cmp);
+	for (size_t i = 1; i < R->npol; i++)
+		if (name_cmp(&R->pol[i - 1].p, &R->pol[i].p) == 0)
+			yp_fail(P, R->pol[i].mark, "duplicate policy \"%s\"", R->pol[i].p.name);
 	if (P->nerr != nerr)
 		return -1;
-	c->policies = calloc(P->npol, sizeof(*c->policies));
+	c->policies = calloc(R->npol, sizeof(*c->policies));
 	if (!c->policies)
-		return fail_fatal(P, start, "out of memory");
-	for (size_t i = 0; i < P->npol; i++)
-		c->policies[i] = P->pol[i].p;
-	c->npolicies = P->npol;
+		return yp_fail_fatal(P, start, "out of memory");
+	for (size_t i = 0; i < R->npol; i++)
+		c->policies[i] = R->pol[i].p;
+	c->npolicies = R->npol;
 	return 0;
 }
 
@@ -1234,21 +735,80 @@ enum {
 	TK_N
 };
 
-static const struct conf_key top_keys[TK_N] = {
-	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0},
-	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0},
-	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0},
+static const struct ykey top_keys[TK_N] = {
+	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0, YP_RESTART, put_listen},
+	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0, YP_RELOAD, NULL},
+	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0, YP_RELOAD,
+		       NULL},
 	[TK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct config, on_store_error), 0,
-			 0},
-	[TK_MAX_LINE] = {"max_line", set_size, offsetof(struct config, max_line), 64, 1048576},
-	[TK_MAX_CLIENTS] = {"max_clients", set_int, offsetof(struct config, max_clients), 1,
-			    1000000},
-	[TK_IDLE_TIMEOUT] = {"idle_timeout", set_duration, offsetof(struct config, idle_timeout_ms),
-			     1000, POLICY_MAX_PERIOD_MS},
-	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0},
-	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0},
-	[TK_POLICIES] = {"policies", set_policies, 0, 0, 0},
+			 0, YP_RELOAD, NULL},
+	[TK_MAX_LINE] = {"max_line", yp_set_size, offsetof(struct config, max_line), 64, 1048576,
+			 YP_RELOAD, NULL},
+	[TK_MAX_CLIENTS] = {"max_clients", yp_set_int, offsetof(struct config, max_clients), 1,
+			    1000000, YP_RELOAD, NULL},
+	[TK_IDLE_TIMEOUT] = {"idle_timeout", yp_set_duration,
+			     offsetof(struct config, idle_timeout_ms), 1000, POLICY_MAX_PERIOD_MS,
+			     YP_RELOAD, NULL},
+	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0,
+			  YP_RELOAD, NULL},
+	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_RELOAD, NULL},
+	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_RELOAD, NULL},
 };
+
+/* The tables a reload compares, each with the offset of its values in a snapshot. */
+static const struct {
+	const char *section;
+	const struct ykey *keys;
+	size_t nkeys, base;
+} reload_tables[] = {
+	{"", top_keys, TK_N, 0},
+	{"metrics.", metrics_keys, MK_N, 0},
+	{"redis.", redis_keys, RK_N, offsetof(struct config, redis)},
+};
+
+/* k's value in the struct at base, as text; malloc'd, NULL when out of memory. */
+static char *key_text(const struct ykey *k, const void *base)
+{
+	char *s = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&s, &len);
+	if (!f)
+		return NULL;
+	k->put(f, k, base);
+	if (fclose(f) != 0) {
+		free(s);
+		return NULL;
+	}
+	return s;
+}
+
+int config_restart_diff(const struct config *running, const struct config *file,
+			void (*fn)(const struct config_restart *d, void *arg), void *arg)
+{
+	int n = 0;
+	for (size_t t = 0; t < sizeof(reload_tables) / sizeof(reload_tables[0]); t++) {
+		for (size_t i = 0; i < reload_tables[t].nkeys; i++) {
+			const struct ykey *k = &reload_tables[t].keys[i];
+			if (k->reload == YP_RELOAD)
+				continue;
+			size_t base = reload_tables[t].base;
+			char name[64];
+			snprintf(name, sizeof(name), "%s%s", reload_tables[t].section, k->name);
+			char *run = key_text(k, (const char *)running + base);
+			char *want = key_text(k, (const char *)file + base);
+			struct config_restart d = {name, k->reload == YP_RESTART_SECRET, run, want};
+			if (!run || !want)
+				d.running = d.file = NULL;
+			if (!run || !want || strcmp(run, want) != 0) {
+				fn(&d, arg);
+				n++;
+			}
+			free(run);
+			free(want);
+		}
+	}
+	return n;
+}
 
 static int config_defaults(struct config *c)
 {
@@ -1272,31 +832,19 @@ static int config_defaults(struct config *c)
 }
 
 /* stream-start, exactly one document whose root is a mapping, stream-end. */
-static int parse_stream(struct parser *P)
+static int parse_stream(struct yparser *P, struct config *c)
 {
-	if (next(P) < 0) /* STREAM_START */
+	yaml_mark_t root;
+	if (yp_open_document(P, &root) < 0)
 		return -1;
-	if (next(P) < 0)
-		return -1;
-	if (P->ev.type == YAML_STREAM_END_EVENT)
-		return fail(P, P->ev.start_mark, "the configuration is empty");
-	if (next(P) < 0) /* past DOCUMENT_START */
-		return -1;
-	yaml_mark_t root = P->ev.start_mark;
-	if (P->ev.type != YAML_MAPPING_START_EVENT)
-		return fail(P, root, "the top level must be a mapping of keys");
 	unsigned seen;
 	yaml_mark_t marks[TK_N];
-	if (parse_map(P, top_keys, TK_N, P->c, &seen, marks) < 0 && P->fatal)
+	if (yp_map(P, NULL, top_keys, TK_N, c, &seen, marks) < 0 && P->fatal)
 		return -1;
 	if (!(seen & (1u << TK_POLICIES)))
-		fail(P, root, "policies: required, with at least one policy");
-	if (next(P) < 0) /* DOCUMENT_END */
+		yp_fail(P, root, "policies: required, with at least one policy");
+	if (yp_close_document(P) < 0 && P->fatal)
 		return -1;
-	if (next(P) < 0)
-		return -1;
-	if (P->ev.type != YAML_STREAM_END_EVENT)
-		fail(P, P->ev.start_mark, "only one YAML document is allowed");
 	return P->nerr ? -1 : 0;
 }
 
@@ -1318,36 +866,21 @@ static void config_free(struct config *c)
 
 struct config *config_parse(const char *name, const char *buf, size_t len, char *err, size_t errlen)
 {
-	struct parser P;
-	memset(&P, 0, sizeof(P));
-	P.name = name ? name : "<config>";
-	P.buf = buf ? buf : "";
-	P.len = buf ? len : 0;
-
-	int rc = -1, yaml_ready = 0;
-	struct config *c = calloc(1, sizeof(*c));
-	P.c = c;
-	if (!c || config_defaults(c) < 0 || !(c->path = strdup(P.name)) ||
-	    !(yaml_ready = yaml_parser_initialize(&P.yaml))) {
-		yaml_mark_t none = {0, 0, 0};
-		fail_fatal(&P, none, "out of memory");
-		goto out;
+	struct yparser P;
+	struct policies_read R = {NULL, 0, 0};
+	struct config *c = NULL;
+	if (yp_begin(&P, name, buf, len) == 0) {
+		P.ctx = &R;
+		c = calloc(1, sizeof(*c));
+		if (!c || config_defaults(c) < 0 || !(c->path = strdup(P.name))) {
+			yaml_mark_t none = {0, 0, 0};
+			yp_fail_fatal(&P, none, "out of memory");
+		} else {
+			parse_stream(&P, c);
+		}
 	}
-	yaml_parser_set_input_string(&P.yaml, (const unsigned char *)P.buf, P.len);
-	rc = parse_stream(&P);
-out:
-	if (P.have_ev)
-		yaml_event_delete(&P.ev);
-	if (yaml_ready)
-		yaml_parser_delete(&P.yaml);
-	free(P.pol);
-	if (rc < 0 || P.nerr) {
-		if (P.nerr > P.shown)
-			snprintf(P.out + P.outlen, sizeof(P.out) - P.outlen,
-				 "\n... and %u more error%s", P.nerr - P.shown,
-				 P.nerr - P.shown == 1 ? "" : "s");
-		if (err && errlen)
-			snprintf(err, errlen, "%s", P.out);
+	free(R.pol);
+	if (yp_end(&P, err, errlen) < 0) {
 		if (c)
 			config_free(c);
 		return NULL;

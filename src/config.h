@@ -48,6 +48,13 @@ struct config_listen {
 
 #define CONFIG_DEFAULT_SOCKET_MODE 0660
 
+/* Count limits, errors at parse time. A cluster seed is a node from the
+ * start, and store_cluster.c keeps at most this many nodes. */
+#define CONFIG_CLUSTER_SEEDS_MAX 256
+/* The metrics count each policy name separately for at most STATS_ACTIONS_MAX
+ * names in a process's life; one file can always be counted whole. */
+#define CONFIG_POLICIES_MAX 65536
+
 /*
  * A validated snapshot. Never modified after config_load returns it;
  * a reload builds a new one. Requests hold a reference so they finish under
@@ -86,6 +93,22 @@ struct config *config_parse(const char *name, const char *buf, size_t len, char 
 void config_log_errors(const char *context, const char *err);
 void config_ref(struct config *c);
 void config_unref(struct config *c);
+
+/* A key only a restart applies, whose value in the file differs from the running one. */
+struct config_restart {
+	const char *name;    /* "listen", "redis.password" */
+	int secret;	     /* the values must never be shown */
+	const char *running; /* printable values; both NULL when out of memory */
+	const char *file;
+};
+
+/*
+ * Calls fn for each key marked restart-only in the key tables whose value
+ * in `file` differs from the one in `running` (or could not be compared
+ * for lack of memory), in table order. Returns how many.
+ */
+int config_restart_diff(const struct config *running, const struct config *file,
+			void (*fn)(const struct config_restart *d, void *arg), void *arg);
 
 const struct policy *config_find_policy(const struct config *c, const char *name, size_t len);
 /* The on_store_error that applies to p under c. */

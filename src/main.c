@@ -45,149 +45,32 @@ static void usage(FILE *f)
 }
 
 /*
- * Keys only a restart applies: the listeners, the metrics endpoint and the
- * connections to Redis are set up once. A reload compares the file with
- * the values running (the start-up snapshot), not with the previous file,
- * so a pending restart is reported on every reload until it happens.
+ * Keys only a restart applies (the listeners, the metrics endpoint and the
+ * connections to Redis are set up once) are marked so in config.c's key
+ * tables. A reload compares the file with the values running (the start-up
+ * snapshot), not with the previous file, so a pending restart is reported
+ * on every reload until it happens.
  */
-enum restart_key {
-	RESTART_LISTEN,
-	RESTART_METRICS_LISTEN,
-	RESTART_REDIS_ADDRESS,
-	RESTART_REDIS_CLUSTER,
-	RESTART_REDIS_SENTINEL,
-	RESTART_REDIS_USERNAME,
-	RESTART_REDIS_PASSWORD,
-	RESTART_REDIS_DATABASE,
-	RESTART_REDIS_CONNECTIONS,
-	RESTART_N
-};
-
-static const struct {
-	const char *name;
-	int secret; /* compared, never logged */
-} restart_keys[RESTART_N] = {
-	[RESTART_LISTEN] = {"listen", 0},
-	[RESTART_METRICS_LISTEN] = {"metrics.listen", 0},
-	[RESTART_REDIS_ADDRESS] = {"redis.address", 0},
-	[RESTART_REDIS_CLUSTER] = {"redis.cluster", 0},
-	[RESTART_REDIS_SENTINEL] = {"redis.sentinel", 0},
-	[RESTART_REDIS_USERNAME] = {"redis.username", 0},
-	[RESTART_REDIS_PASSWORD] = {"redis.password", 1},
-	[RESTART_REDIS_DATABASE] = {"redis.database", 0},
-	[RESTART_REDIS_CONNECTIONS] = {"redis.connections", 0},
-};
-
-#define UNSET "(none)"
-
-static void put_addrs(FILE *f, const struct config_addrs *a)
+static void restart_warn(const struct config_restart *d, void *arg)
 {
-	fputc('[', f);
-	for (size_t i = 0; i < a->n; i++)
-		fprintf(f, "%s%s", i ? ", " : "", a->addr[i]);
-	fputc(']', f);
+	(void)arg;
+	if (!d->running || !d->file)
+		log_error("reload: out of memory comparing %s with the running value", d->name);
+	else if (d->secret)
+		log_warn("reload: %s differs from the running one (not shown); restart "
+			 "ratelimitd to apply it",
+			 d->name);
+	else
+		log_warn("reload: %s differs: running %s, file %s; restart ratelimitd "
+			 "to apply it",
+			 d->name, d->running, d->file);
 }
 
-/* Key k of c as text, "(none)" when unset or not in use; malloc'd, NULL when out of memory. */
-static char *restart_value(const struct config *c, enum restart_key k)
-{
-	char *s = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&s, &len);
-	if (!f)
-		return NULL;
-	const struct config_redis *r = &c->redis;
-	switch (k) {
-	case RESTART_LISTEN:
-		fputc('[', f);
-		for (size_t i = 0; i < c->nlisten; i++) {
-			const struct config_listen *l = &c->listen[i];
-			int is_unix = strncmp(l->address, "unix:", 5) == 0;
-			fprintf(f, "%s%s", i ? ", " : "", l->address);
-			if (l->admin && is_unix)
-				fprintf(f, " (admin, mode %04o)", (unsigned)l->mode);
-			else if (l->admin)
-				fputs(" (admin)", f);
-			else if (is_unix)
-				fprintf(f, " (mode %04o)", (unsigned)l->mode);
-		}
-		fputc(']', f);
-		break;
-	case RESTART_METRICS_LISTEN:
-		fputs(c->metrics_listen ? c->metrics_listen : UNSET, f);
-		break;
-	case RESTART_REDIS_ADDRESS:
-		fputs(r->mode == CONFIG_REDIS_SINGLE ? r->address : UNSET, f);
-		break;
-	case RESTART_REDIS_CLUSTER:
-		if (r->mode == CONFIG_REDIS_CLUSTER)
-			put_addrs(f, &r->cluster);
-		else
-			fputs(UNSET, f);
-		break;
-	case RESTART_REDIS_SENTINEL:
-		if (r->mode == CONFIG_REDIS_SENTINEL) {
-			fprintf(f, "master %s via ", r->sentinel_master);
-			put_addrs(f, &r->sentinels);
-		} else {
-			fputs(UNSET, f);
-		}
-		break;
-	case RESTART_REDIS_USERNAME:
-		fputs(r->username ? r->username : UNSET, f);
-		break;
-	case RESTART_REDIS_PASSWORD:
-		fputs(r->password ? r->password : UNSET, f);
-		break;
-	case RESTART_REDIS_DATABASE:
-		fprintf(f, "%d", r->database);
-		break;
-	case RESTART_REDIS_CONNECTIONS:
-		fprintf(f, "%d", r->connections);
-		break;
-	default:
-		break;
-	}
-	if (fclose(f) != 0) {
-		free(s);
-		return NULL;
-	}
-	return s;
-}
-
-/*
- * Warns about each restart-only key whose value in `file` differs from the
- * one running, naming both (but never a password). Returns how many differ;
- * a key that cannot be compared for lack of memory counts as differing.
- */
+/* Warns about each restart-only key whose value in `file` differs from the
+ * one running, naming both (but never a password). Returns how many differ. */
 static int restart_check(const struct config *running, const struct config *file)
 {
-	int n = 0;
-	for (int k = 0; k < RESTART_N; k++) {
-		const char *name = restart_keys[k].name;
-		char *run = restart_value(running, (enum restart_key)k);
-		char *want = restart_value(file, (enum restart_key)k);
-		if (!run || !want) {
-			log_error("reload: out of memory comparing %s with the running value",
-				  name);
-			n++;
-		} else if (strcmp(run, want) != 0) {
-			n++;
-			if (restart_keys[k].secret)
-				log_warn(
-					"reload: %s differs from the running one (not shown); restart "
-					"ratelimitd to apply it",
-					name);
-			else
-				log_warn(
-					"reload: %s differs: running %s, file %s; restart ratelimitd "
-					"to apply it",
-					name, run, want);
-		}
-		free(run);
-		free(want);
-	}
-	return n;
+	return config_restart_diff(running, file, restart_warn, NULL);
 }
 
 /* Logs what a reload changes of the keys it applies (restart_check does the others). */

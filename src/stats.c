@@ -8,6 +8,8 @@
 #include "config.h"
 #include "log.h"
 
+_Static_assert(STATS_ACTIONS_MAX >= CONFIG_POLICIES_MAX, "a whole file is counted");
+
 struct stats stats;
 
 /*

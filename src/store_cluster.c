@@ -37,6 +37,7 @@
 
 #define NSLOTS 16384
 #define MAX_NODES 256
+_Static_assert(MAX_NODES >= CONFIG_CLUSTER_SEEDS_MAX, "every seed is a node");
 #define REFRESH_MIN_MS 100
 #define MAX_ATTEMPTS 16
 #define RETRY_MIN_MS 5

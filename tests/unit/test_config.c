@@ -315,6 +315,24 @@ static const struct {
 	 "t.yaml:1:19: metrics.listen: expected host:port, [IPv6]:port or unix:/path"},
 	{"metrics:\n  listen: 127.0.0.1:9464\n  path: /m\npolicies: {a: 1/1s}\n",
 	 "t.yaml:3:3: unknown key \"metrics.path\""},
+	/* the dotted section path follows nesting and is put back after it */
+	{"redis:\n  sentinel: {master: m}\n  timeout: 0ms\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:13: redis.sentinel: needs master and addresses\n"
+	 "t.yaml:3:12: redis.timeout: duration must be greater than zero"},
+	{"redis:\n  sentinel: {master: m, addresses: [\"unix:/s\"]}\nprefix: \"a b\"\n"
+	 "policies: {a: 1/1s}\n",
+	 "t.yaml:2:37: redis.sentinel.addresses: expected host:port, not a unix socket\n"
+	 "t.yaml:3:9: prefix: must not contain '{', '}', whitespace or control characters"},
+	{"listen:\n  - {admin: true}\n  - {address: \"127.0.0.1:1\", mode: \"0600\"}\n"
+	 "  - {port: 1}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:5: listen: an entry needs an address\n"
+	 "t.yaml:3:30: listen.mode: only applies to unix:/path addresses\n"
+	 "t.yaml:4:6: unknown key \"listen.port\""},
+	{"policies:\n  a: {limits: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s, 1/9s]}\n"
+	 "  b: {rate: 1/1s}\n  c: 1/0s\n",
+	 "t.yaml:2:64: policies.a.limits: too many limits (at most 8)\n"
+	 "t.yaml:3:7: policies.b.rate: only a funnel has a rate; a sliding_window takes limits\n"
+	 "t.yaml:4:6: policies.c: duration must be greater than zero"},
 	/* policies required and non-empty */
 	{"policies: {}\n", "t.yaml:1:11: policies: at least one policy is required"},
 	{"policies:\n", "t.yaml:1:10: policies: expected a mapping of policy names to limits"},
@@ -593,6 +611,82 @@ START_TEST(policy_forms)
 }
 END_TEST
 
+/* config_restart_diff: the reload column of the key tables. */
+struct diffs {
+	char text[1024];
+	int n;
+};
+
+static void collect(const struct config_restart *d, void *arg)
+{
+	struct diffs *D = arg;
+	size_t len = strlen(D->text);
+	snprintf(D->text + len, sizeof(D->text) - len, "%s%s=%s>%s", D->n ? ";" : "", d->name,
+		 d->secret ? "?" : d->running, d->secret ? "?" : d->file);
+	D->n++;
+}
+
+START_TEST(restart_diff)
+{
+	struct config *a =
+		must_parse("redis: {address: \"127.0.0.1:6379\"}\npolicies: {p: 1/1s}\n");
+	struct config *b =
+		must_parse("listen: [\"127.0.0.1:1\", {address: \"unix:/r.sock\", admin: true}]\n"
+			   "metrics: {listen: \"127.0.0.1:2\"}\n"
+			   "redis:\n  sentinel: {master: m, addresses: [\"h:1\", \"h:2\"]}\n"
+			   "  password: pw\n  database: 3\n  timeout: 1s\n"
+			   "max_clients: 5\npolicies: {q: 2/1s}\n");
+	struct diffs D = {"", 0};
+	ck_assert_int_eq(config_restart_diff(a, a, collect, &D), 0);
+	ck_assert_int_eq(config_restart_diff(a, b, collect, &D), 6);
+	ck_assert_str_eq(D.text, "listen=[127.0.0.1:7379]>[127.0.0.1:1, unix:/r.sock (admin, mode "
+				 "0660)];metrics.listen=(none)>127.0.0.1:2;"
+				 "redis.address=127.0.0.1:6379>(none);"
+				 "redis.sentinel=(none)>master m via [h:1, h:2];redis.password=?>?;"
+				 "redis.database=0>3");
+	config_unref(a);
+	config_unref(b);
+}
+END_TEST
+
+/* Count limits are errors where the first entry too many is. */
+START_TEST(count_limits)
+{
+	size_t cap = 16 * 65600 + 256, len;
+	char *y = malloc(cap), err[CONFIG_ERR_MAX];
+	ck_assert_ptr_nonnull(y);
+	len = (size_t)snprintf(y, cap, "redis:\n  cluster:\n");
+	for (int i = 0; i < CONFIG_CLUSTER_SEEDS_MAX + 2; i++)
+		len += (size_t)snprintf(y + len, cap - len, "    - h:%d\n", i + 1);
+	snprintf(y + len, cap - len, "policies: {a: 1/1s}\n");
+	ck_assert_ptr_null(config_parse("t.yaml", y, strlen(y), err, sizeof(err)));
+	ck_assert_str_eq(err, "t.yaml:259:7: redis.cluster: too many addresses (at most 256)");
+	/* at the limit: fine */
+	len = (size_t)snprintf(y, cap, "redis:\n  cluster:\n");
+	for (int i = 0; i < CONFIG_CLUSTER_SEEDS_MAX; i++)
+		len += (size_t)snprintf(y + len, cap - len, "    - h:%d\n", i + 1);
+	snprintf(y + len, cap - len, "policies: {a: 1/1s}\n");
+	struct config *c = config_parse("t.yaml", y, strlen(y), err, sizeof(err));
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(c->redis.cluster.n, CONFIG_CLUSTER_SEEDS_MAX);
+	config_unref(c);
+
+	len = (size_t)snprintf(y, cap, "policies:\n");
+	for (int i = 0; i < CONFIG_POLICIES_MAX + 2; i++)
+		len += (size_t)snprintf(y + len, cap - len, "  p%d: 1/1s\n", i);
+	ck_assert_ptr_null(config_parse("t.yaml", y, strlen(y), err, sizeof(err)));
+	ck_assert_str_eq(err, "t.yaml:65538:3: policies: too many policies (at most 65536)");
+	len = (size_t)snprintf(y, cap, "policies:\n");
+	for (int i = 0; i < CONFIG_POLICIES_MAX; i++)
+		len += (size_t)snprintf(y + len, cap - len, "  p%d: 1/1s\n", i);
+	c = config_parse("t.yaml", y, strlen(y), err, sizeof(err));
+	ck_assert_ptr_nonnull(c);
+	ck_assert_uint_eq(c->npolicies, CONFIG_POLICIES_MAX);
+	config_unref(c);
+	free(y);
+}
+END_TEST
+
 START_TEST(refcount)
 {
 	struct config *c = must_parse("policies: {a: 1/1s}\n");
@@ -714,6 +808,8 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, every_key_set);
 	tcase_add_test(tc, limits_bounds);
 	tcase_add_test(tc, policy_forms);
+	tcase_add_test(tc, restart_diff);
+	tcase_add_test(tc, count_limits);
 	tcase_add_test(tc, on_error_inherit);
 	suite_add_tcase(s, tc);
 
