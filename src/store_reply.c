@@ -111,7 +111,8 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 		/* Redis's text of the failure follows the last decision. */
 		const redisReply *why =
 			rep->elements % 5 == 1 ? rep->element[rep->elements - 1] : NULL;
-		if (why && why->type == REDIS_REPLY_STRING && why->len > 0)
+		/* (a text starting with NUL would say nothing: the fuzzer found one) */
+		if (why && why->type == REDIS_REPLY_STRING && why->len > 0 && why->str[0] != '\0')
 			return fail(out, store_reply_error(why->str, why->len), why->str);
 		return fail(out, STORE_ERROR_KEY,
 			    "redis could not decide (a key of the wrong type?)");
