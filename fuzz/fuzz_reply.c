@@ -110,8 +110,7 @@ static void classify(const redisReply *rep)
 	int slot = -1;
 	const char *to = NULL;
 	size_t to_len = 0;
-	int r = store_reply_redirect(rep->str, rep->len, &slot, &to, &to_len);
-	if (r == STORE_REDIRECT_MOVED || r == STORE_REDIRECT_ASK) {
+	if (store_reply_redirect(rep->str, rep->len, &slot, &to, &to_len) == 0) {
 		check(e == STORE_ERROR_MOVED || e == STORE_ERROR_ASK, "a redirect is MOVED or ASK");
 		check(slot >= 0 && slot <= 16383, "slot in range");
 		check(to > rep->str && to + to_len <= rep->str + rep->len && to_len > 0,

@@ -148,6 +148,8 @@ const char *store_error_name(enum store_error e)
 		return "tryagain";
 	case STORE_ERROR_CLUSTERDOWN:
 		return "clusterdown";
+	case STORE_ERROR_WRONG_NODE:
+		return "wrong_node";
 	case STORE_ERROR_OOM:
 		return "oom";
 	case STORE_ERROR_BUSY:

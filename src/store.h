@@ -35,14 +35,14 @@ struct store_request {
 	size_t user_len;
 	int64_t cost;
 	int64_t timeout_ms;
-	int asking; /* cluster: send ASKING first (after an -ASK redirect); implies alone */
-	int alone;  /* cluster: not batched with others, keys declared (so Redis can redirect) */
 };
 
 /*
  * Why the store could not decide, when it answered with an error. The Redis
  * backends classify Redis's error texts once, where replies are decoded
- * (store_reply.c); everyone downstream switches on this.
+ * (store_reply.c); everyone downstream switches on this. Where a Cluster
+ * node says to ask instead travels beside the result, between the two
+ * backends that know of it (store_redis.h).
  */
 enum store_error {
 	STORE_ERROR_NONE,
@@ -55,23 +55,15 @@ enum store_error {
 	STORE_ERROR_ASK,	/* Cluster: the key is being migrated */
 	STORE_ERROR_TRYAGAIN,	/* Cluster: a multi-key operation during resharding */
 	STORE_ERROR_CLUSTERDOWN,
-	STORE_ERROR_OOM,     /* maxmemory reached with a no-eviction policy */
-	STORE_ERROR_BUSY,    /* another script is running too long */
-	STORE_ERROR_LOADING, /* Redis is loading its dataset */
-	STORE_ERROR_KEY,     /* a decision failed inside the script (a key of the wrong type) */
-	STORE_ERROR_SCRIPT,  /* the script failed as a whole */
-	STORE_ERROR_REPLY,   /* a reply the script cannot produce */
+	STORE_ERROR_WRONG_NODE, /* Cluster: a batched decision's keys were not on the node */
+	STORE_ERROR_OOM,	/* maxmemory reached with a no-eviction policy */
+	STORE_ERROR_BUSY,	/* another script is running too long */
+	STORE_ERROR_LOADING,	/* Redis is loading its dataset */
+	STORE_ERROR_KEY,	/* a decision failed inside the script (a key of the wrong type) */
+	STORE_ERROR_SCRIPT,	/* the script failed as a whole */
+	STORE_ERROR_REPLY,	/* a reply the script cannot produce */
 	STORE_ERROR_OTHER,
 	STORE_ERROR_N
-};
-
-/* Why a cluster node did not decide (store_result.redirect). */
-enum store_redirect {
-	STORE_REDIRECT_NONE,
-	STORE_REDIRECT_MOVED,	   /* -MOVED slot host:port: the slot lives elsewhere */
-	STORE_REDIRECT_ASK,	   /* -ASK slot host:port: this key is being migrated there */
-	STORE_REDIRECT_RETRY,	   /* -TRYAGAIN, -CLUSTERDOWN: try again shortly */
-	STORE_REDIRECT_WRONG_NODE, /* a batched decision's keys were not on the node */
 };
 
 /*
@@ -97,10 +89,6 @@ struct store_result {
 	enum store_error error; /* with STORE_FAILED: what kind of error */
 	int allowed;
 	int64_t limit, remaining, retry_after_ms, reset_ms;
-	/* Redis Cluster: with STORE_FAILED, where to ask instead. */
-	enum store_redirect redirect;
-	const char *redirect_to; /* "host:port" of MOVED/ASK; valid during the callback */
-	int redirect_slot;
 };
 
 /* Called exactly once per submitted request, possibly from inside store_submit. */

@@ -194,7 +194,8 @@ static void creq_retry_later(struct creq *q, const struct store_result *res)
 	hold(q);
 }
 
-static void creq_done(void *arg, const struct store_result *res)
+static void creq_done(void *arg, const struct store_result *res,
+		      const struct store_node_redirect *where)
 {
 	struct creq *q = arg;
 	struct store_cluster *c = q->c;
@@ -203,22 +204,26 @@ static void creq_done(void *arg, const struct store_result *res)
 		return;
 	}
 	q->attempts++;
+	if (res->status != STORE_FAILED) {
+		/* the node timed out or is unreachable: perhaps it is gone */
+		cluster_refresh(c);
+		creq_retry_later(q, res);
+		return;
+	}
 	int node;
-	switch (res->status == STORE_FAILED ? res->redirect : STORE_REDIRECT_RETRY) {
-	case STORE_REDIRECT_MOVED:
-		node = res->redirect_to ? node_for(c, res->redirect_to, strlen(res->redirect_to))
-					: -1;
+	switch (res->error) {
+	case STORE_ERROR_MOVED:
+		node = where ? node_for(c, where->to, strlen(where->to)) : -1;
 		if (node < 0 || q->attempts >= MAX_ATTEMPTS) {
 			creq_finish(q, res);
 			return;
 		}
-		c->slots[res->redirect_slot] = (int16_t)node;
+		c->slots[where->slot] = (int16_t)node;
 		cluster_refresh(c);
 		creq_send(q);
 		return;
-	case STORE_REDIRECT_ASK:
-		node = res->redirect_to ? node_for(c, res->redirect_to, strlen(res->redirect_to))
-					: -1;
+	case STORE_ERROR_ASK:
+		node = where ? node_for(c, where->to, strlen(where->to)) : -1;
 		if (node < 0 || q->attempts >= MAX_ATTEMPTS) {
 			creq_finish(q, res);
 			return;
@@ -227,23 +232,21 @@ static void creq_done(void *arg, const struct store_result *res)
 		q->asking = 1;
 		creq_send(q);
 		return;
-	case STORE_REDIRECT_WRONG_NODE:
+	case STORE_ERROR_WRONG_NODE:
 		/* Batched with keys undeclared on a node that no longer has them:
 		 * alone, Redis itself says where they are. */
 		q->alone = 1;
 		cluster_refresh(c);
 		creq_send(q);
 		return;
-	case STORE_REDIRECT_RETRY:
-		/* TRYAGAIN, CLUSTERDOWN, or the node timed out / is unreachable */
-		if (res->status != STORE_FAILED)
-			cluster_refresh(c);
+	case STORE_ERROR_TRYAGAIN:
+	case STORE_ERROR_CLUSTERDOWN:
 		creq_retry_later(q, res);
 		return;
-	case STORE_REDIRECT_NONE:
-		break;
+	default:
+		creq_finish(q, res);
+		return;
 	}
-	creq_finish(q, res);
 }
 
 static void creq_send(struct creq *q)
@@ -269,10 +272,11 @@ static void creq_send(struct creq *q)
 	q->node = node;
 	struct store_request req =
 		store_request_load(&q->sv, (int64_t)((q->deadline_us - now + 999) / 1000));
-	req.asking = q->asking;
-	req.alone = q->alone;
+	enum store_node_send how = q->asking  ? STORE_NODE_ASKING
+				   : q->alone ? STORE_NODE_ALONE
+					      : STORE_NODE_BATCHED;
 	q->asking = 0;
-	store_submit(c->nodes[node].st, &req, creq_done, q);
+	store_redis_submit_node(c->nodes[node].st, &req, how, creq_done, q);
 }
 
 static void cluster_submit(struct store *base, const struct store_request *req, store_done_fn *done,

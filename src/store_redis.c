@@ -84,10 +84,13 @@ struct sreq {
 	struct sreq *prev, *next; /* deadline list; unlinked once answered */
 	struct store_redis *s;
 	struct rconn *rc;
-	store_done_fn *done; /* NULL once answered */
+	/* One of the two, NULL once answered: store_submit's, or a cluster
+	 * node's (store_redis_submit_node), which also hears of redirects. */
+	store_done_fn *done;
+	store_node_done_fn *node_done;
 	void *arg;
 	uint64_t deadline_us;
-	int asking, alone;
+	enum store_node_send how;
 	struct store_saved_request sv; /* keys and arguments are built when the batch goes */
 };
 
@@ -219,25 +222,37 @@ static void deadline_remove(struct store_redis *s, struct sreq *r)
 	s->pending--;
 }
 
-/* Answers r (once) and unlinks it from the deadline list. */
-static void sreq_answer(struct sreq *r, const struct store_result *res)
+static int sreq_waiting(const struct sreq *r)
+{
+	return r->done || r->node_done;
+}
+
+/* Answers r (once) and unlinks it from the deadline list. where: a Cluster
+ * node's redirect, or NULL. */
+static void sreq_answer(struct sreq *r, const struct store_result *res,
+			const struct store_node_redirect *where)
 {
 	struct store_redis *s = r->s;
 	store_done_fn *done = r->done;
-	if (!done)
+	store_node_done_fn *node_done = r->node_done;
+	if (!done && !node_done)
 		return;
 	r->done = NULL;
+	r->node_done = NULL;
 	int was_head = s->head == r;
 	deadline_remove(s, r);
 	if (was_head)
 		timer_arm(s);
-	done(r->arg, res);
+	if (node_done)
+		node_done(r->arg, res, where);
+	else
+		done(r->arg, res);
 }
 
 static void answer_status(struct sreq *r, enum store_status st, const char *detail)
 {
 	struct store_result res = {.status = st, .detail = detail};
-	sreq_answer(r, &res);
+	sreq_answer(r, &res, NULL);
 }
 
 /*
@@ -350,7 +365,7 @@ static int batch_compact(struct store_redis *s, struct sbatch *b)
 {
 	int kept = 0;
 	for (int j = 0; j < b->n; j++) {
-		if (b->reqs[j]->done) {
+		if (sreq_waiting(b->reqs[j])) {
 			b->reqs[kept++] = b->reqs[j];
 		} else {
 			b->rc->queued--;
@@ -396,7 +411,7 @@ static void rconn_flush(struct redis_conn *c)
 static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 {
 	struct sbatch *b = rc->open;
-	if (r->alone) {
+	if (r->how != STORE_NODE_BATCHED) {
 		/* Its own command with declared keys; after ASKING, which applies
 		 * to the next command only (queued now, written at the end of the turn). */
 		static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
@@ -404,8 +419,9 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 			rconn_send_open(rc);
 		b = batch_new(rc);
 		if (!b || !rc->c.ac ||
-		    (r->asking && redisAsyncFormattedCommand(rc->c.ac, NULL, NULL, asking,
-							     sizeof(asking) - 1) != REDIS_OK)) {
+		    (r->how == STORE_NODE_ASKING &&
+		     redisAsyncFormattedCommand(rc->c.ac, NULL, NULL, asking, sizeof(asking) - 1) !=
+			     REDIS_OK)) {
 			free(b);
 			answer_status(r, STORE_UNAVAILABLE, "redis connection is closing");
 			sreq_put(rc->s, r);
@@ -513,19 +529,16 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		char to[64];
 		const char *at;
 		size_t tl;
-		res.redirect =
-			store_reply_redirect(rep->str, rep->len, &res.redirect_slot, &at, &tl);
-		if (res.redirect == STORE_REDIRECT_MOVED || res.redirect == STORE_REDIRECT_ASK) {
-			if (tl >= sizeof(to))
-				res.redirect = STORE_REDIRECT_NONE;
-			else {
-				memcpy(to, at, tl);
-				to[tl] = '\0';
-				res.redirect_to = to;
-			}
+		struct store_node_redirect where = {.to = to};
+		int redirected =
+			store_reply_redirect(rep->str, rep->len, &where.slot, &at, &tl) == 0 &&
+			tl < sizeof(to);
+		if (redirected) {
+			memcpy(to, at, tl);
+			to[tl] = '\0';
 		}
 		for (int j = 0; j < b->n; j++) {
-			sreq_answer(b->reqs[j], &res);
+			sreq_answer(b->reqs[j], &res, redirected ? &where : NULL);
 			sreq_put(s, b->reqs[j]);
 		}
 		free(b);
@@ -535,10 +548,10 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		redis_deciding(s);
 	for (int j = 0; j < b->n; j++) {
 		struct sreq *r = b->reqs[j];
-		if (r->done) { /* else answered already (timed out): drop the late reply */
+		if (sreq_waiting(r)) { /* else answered already (timed out): drop the late reply */
 			struct store_result res;
 			if (store_reply_decision(rep, (unsigned long)j * 5, &res) < 0 &&
-			    res.redirect == STORE_REDIRECT_NONE) {
+			    res.error != STORE_ERROR_WRONG_NODE) {
 				redis_log_error(s, "could not decide", res.detail,
 						strlen(res.detail));
 				/* a key of the wrong type fails one pair; anything else
@@ -546,7 +559,7 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 				if (res.error != STORE_ERROR_KEY)
 					redis_refusing(s, res.detail, strlen(res.detail));
 			}
-			sreq_answer(r, &res);
+			sreq_answer(r, &res, NULL);
 		}
 		sreq_put(s, r);
 	}
@@ -681,14 +694,23 @@ static struct rconn *pick_conn(struct store_redis *s, const struct store_request
 	return NULL;
 }
 
-static void redis_submit(struct store *base, const struct store_request *req, store_done_fn *done,
-			 void *arg)
+/* Answers a request that never became an sreq. */
+static void answer_now(store_done_fn *done, store_node_done_fn *node_done, void *arg,
+		       const struct store_result *res)
 {
-	struct store_redis *s = (struct store_redis *)base;
+	if (node_done)
+		node_done(arg, res, NULL);
+	else
+		done(arg, res);
+}
+
+static void submit(struct store_redis *s, const struct store_request *req, enum store_node_send how,
+		   store_done_fn *done, store_node_done_fn *node_done, void *arg)
+{
 	struct store_result res = {.status = STORE_UNAVAILABLE, .detail = "redis is not connected"};
 	if (s->t.closing) {
 		res.detail = "shutting down";
-		done(arg, &res);
+		answer_now(done, node_done, arg, &res);
 		return;
 	}
 	if (req->prefix_len != s->prefix_len ||
@@ -709,25 +731,37 @@ static void redis_submit(struct store *base, const struct store_request *req, st
 					 "%llu refused so far (store overload)",
 					 s->refused);
 		}
-		done(arg, &res);
+		answer_now(done, node_done, arg, &res);
 		return;
 	}
 	struct sreq *r = sreq_get(s);
 	if (!r) {
 		res.status = STORE_OVERLOAD;
 		res.detail = "out of memory";
-		done(arg, &res);
+		answer_now(done, node_done, arg, &res);
 		return;
 	}
 	r->done = done;
+	r->node_done = node_done;
 	r->arg = arg;
 	store_request_save(&r->sv, req);
-	r->asking = req->asking;
-	r->alone = req->alone || req->asking;
+	r->how = how;
 	r->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
 	s->timeout_ms = req->timeout_ms;
 	deadline_insert(s, r);
 	rconn_enqueue(rc, r);
+}
+
+static void redis_submit(struct store *base, const struct store_request *req, store_done_fn *done,
+			 void *arg)
+{
+	submit((struct store_redis *)base, req, STORE_NODE_BATCHED, done, NULL, arg);
+}
+
+void store_redis_submit_node(struct store *node, const struct store_request *req,
+			     enum store_node_send how, store_node_done_fn *done, void *arg)
+{
+	submit((struct store_redis *)node, req, how, NULL, done, arg);
 }
 
 static size_t redis_pending(const struct store *base)

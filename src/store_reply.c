@@ -43,22 +43,16 @@ enum store_error store_reply_error(const char *err, size_t len)
 
 int store_reply_redirect(const char *err, size_t len, int *slot, const char **to, size_t *to_len)
 {
-	int kind;
 	size_t i;
 	switch (store_reply_error(err, len)) {
 	case STORE_ERROR_MOVED:
-		kind = STORE_REDIRECT_MOVED;
 		i = 6;
 		break;
 	case STORE_ERROR_ASK:
-		kind = STORE_REDIRECT_ASK;
 		i = 4;
 		break;
-	case STORE_ERROR_TRYAGAIN:
-	case STORE_ERROR_CLUSTERDOWN:
-		return STORE_REDIRECT_RETRY;
 	default:
-		return STORE_REDIRECT_NONE;
+		return -1;
 	}
 	int s = 0;
 	size_t digits = 0;
@@ -67,17 +61,17 @@ int store_reply_redirect(const char *err, size_t len, int *slot, const char **to
 		digits++;
 	}
 	if (!digits || s > 16383 || i >= len || err[i] != ' ')
-		return STORE_REDIRECT_NONE;
+		return -1;
 	i++;
 	size_t start = i;
 	while (i < len && err[i] != ' ' && err[i] != '\r' && err[i] != '\n')
 		i++;
 	if (i == start || !memchr(err + start, ':', i - start))
-		return STORE_REDIRECT_NONE;
+		return -1;
 	*slot = s;
 	*to = err + start;
 	*to_len = i - start;
-	return kind;
+	return 0;
 }
 
 static int fail(struct store_result *out, enum store_error e, const char *why)
@@ -91,8 +85,6 @@ static int fail(struct store_result *out, enum store_error e, const char *why)
 int store_reply_decision(const struct redisReply *rep, unsigned long first,
 			 struct store_result *out)
 {
-	out->redirect = STORE_REDIRECT_NONE;
-	out->redirect_to = NULL;
 	if (!rep)
 		return fail(out, STORE_ERROR_REPLY, "no reply from redis");
 	if (rep->type == REDIS_REPLY_ERROR)
@@ -117,17 +109,14 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 		return fail(out, STORE_ERROR_KEY,
 			    "redis could not decide (a key of the wrong type?)");
 	}
-	if (v[0] == -2) {
-		out->redirect = STORE_REDIRECT_WRONG_NODE;
-		return fail(out, STORE_ERROR_OTHER, "the keys are not on this cluster node");
-	}
+	if (v[0] == -2)
+		return fail(out, STORE_ERROR_WRONG_NODE, "the keys are not on this cluster node");
 	/* Values the script cannot produce mean something else answered. */
 	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[3] < -1 || v[4] < 0)
 		return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
 	out->status = STORE_OK;
 	out->error = STORE_ERROR_NONE;
 	out->detail = NULL;
-	out->redirect = STORE_REDIRECT_NONE;
 	out->allowed = v[0] == 1;
 	out->limit = v[1];
 	out->remaining = v[2];

@@ -24,9 +24,9 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 /* Classifies the text of an error reply ("NOPERM ...", "ERR ..."). */
 enum store_error store_reply_error(const char *err, size_t len);
 /*
- * Classifies a Redis error reply for a cluster client: MOVED and ASK (with
- * slot and "host:port" pointing into err, length in *to_len), TRYAGAIN and
- * CLUSTERDOWN (retry), or none.
+ * Where a MOVED or ASK error reply ("MOVED 3999 127.0.0.1:7001") says to
+ * ask: 0 with the slot and "host:port" (pointing into err, length in
+ * *to_len), or -1 for any other or malformed text.
  */
 int store_reply_redirect(const char *err, size_t len, int *slot, const char **to, size_t *to_len);
 
