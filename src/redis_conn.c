@@ -66,11 +66,13 @@ void redis_target_free(struct redis_target *t)
  * arms EV_WRITE for every command and writes one loop turn later: that is
  * two epoll_ctl calls and a turn of latency per batch. Once connected, we
  * write hiredis's output ourselves at the end of the loop turn (flush_cb)
- * and arm EV_WRITE only when the socket could not take it all.
+ * and arm EV_WRITE only when the socket could not take it all. A context
+ * of no redis_conn (the cluster's and Sentinel's few control commands)
+ * simply arms EV_WRITE: one glue for every hiredis context.
  */
 struct rl_ev {
 	redisAsyncContext *ac;
-	struct redis_conn *c;
+	struct redis_conn *c; /* NULL: a control context (redis_conn_attach) */
 	struct event *rev, *wev;
 	int wev_added;
 };
@@ -106,8 +108,9 @@ static void ev_del_read(void *p)
 static void ev_add_write(void *p)
 {
 	struct rl_ev *e = p;
-	if (!(e->ac->c.flags & REDIS_CONNECTED)) {
-		/* connecting: writability is how we learn the connect finished */
+	if (!e->c || !(e->ac->c.flags & REDIS_CONNECTED)) {
+		/* connecting (writability is how we learn the connect finished),
+		 * or a control context: write when the socket takes it */
 		if (!e->wev_added) {
 			event_add(e->wev, NULL);
 			e->wev_added = 1;
@@ -154,7 +157,7 @@ static int ev_attach(redisAsyncContext *ac, struct redis_conn *c, struct event_b
 		free(e);
 		return -1;
 	}
-	if (c->sub)
+	if (c && c->sub)
 		/* RESET notices first: when a loop turn has both the notice and a
 		 * client's request for that pair, the request must see the reset. */
 		event_priority_set(e->rev, 0);
@@ -165,6 +168,11 @@ static int ev_attach(redisAsyncContext *ac, struct redis_conn *c, struct event_b
 	ac->ev.delWrite = ev_del_write;
 	ac->ev.cleanup = ev_cleanup;
 	return 0;
+}
+
+int redis_conn_attach(redisAsyncContext *ac, struct event_base *base)
+{
+	return ev_attach(ac, NULL, base);
 }
 
 /* Writes what hiredis has queued now; arms EV_WRITE for any rest. */

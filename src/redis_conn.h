@@ -80,6 +80,13 @@ struct redis_conn {
 	struct event *flush;
 };
 
+/*
+ * Attaches a hiredis context that is no redis_conn (a control connection:
+ * CLUSTER SLOTS, a Sentinel query) to base, with the same glue as the
+ * pool's. -1 when out of memory; ac is then still the caller's to free.
+ */
+int redis_conn_attach(struct redisAsyncContext *ac, struct event_base *base);
+
 /* Sets c up, down; a subscriber reads its replies before anything else. */
 void redis_conn_init(struct redis_conn *c, struct redis_target *t, int idx, int sub);
 /* Closes c (pending callbacks run with NULL, no ops are called) and frees its events. */

@@ -16,7 +16,6 @@
 #include "store_cluster.h"
 
 #include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -30,6 +29,7 @@
 #include "keys.h"
 #include "log.h"
 #include "policy.h"
+#include "redis_conn.h"
 #include "store.h"
 #include "store_redis.h"
 #include "store_reply.h"
@@ -467,9 +467,15 @@ static void cluster_refresh(struct store_cluster *c)
 		evtimer_add(c->refresh_timer, &tv);
 		return;
 	}
+	if (redis_conn_attach(ac, c->evbase) < 0) {
+		redisAsyncFree(ac);
+		c->refresh_wanted = 1;
+		struct timeval tv = {0, REFRESH_MIN_MS * 1000};
+		evtimer_add(c->refresh_timer, &tv);
+		return;
+	}
 	ac->data = c;
 	store_reply_guard_reader(ac->c.reader);
-	redisLibeventAttach(ac, c->evbase);
 	redisAsyncSetConnectCallback(ac, ctl_connect_cb);
 	redisAsyncSetDisconnectCallback(ac, ctl_disconnect_cb);
 	if (c->cfg.password) {

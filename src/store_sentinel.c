@@ -12,7 +12,6 @@
 #include "store_sentinel.h"
 
 #include <event2/event.h>
-#include <hiredis/adapters/libevent.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -26,6 +25,7 @@
 #include "keys.h"
 #include "log.h"
 #include "policy.h"
+#include "redis_conn.h"
 #include "store.h"
 #include "store_redis.h"
 #include "store_reply.h"
@@ -167,9 +167,12 @@ static redisAsyncContext *sentinel_connect(struct store_sentinel *s, redisConnec
 			redisAsyncFree(ac);
 		return NULL;
 	}
+	if (redis_conn_attach(ac, s->evbase) < 0) {
+		redisAsyncFree(ac);
+		return NULL;
+	}
 	ac->data = s;
 	store_reply_guard_reader(ac->c.reader);
-	redisLibeventAttach(ac, s->evbase);
 	redisAsyncSetConnectCallback(ac, on_conn);
 	redisAsyncSetDisconnectCallback(ac, on_disc);
 	return ac;
