@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_hist.h"
 #include "config.h"
 #include "decimal.h"
 #include "keys.h"
@@ -90,69 +91,6 @@ static uint64_t rng_next(uint64_t *s)
 static double rng_unit(uint64_t *s)
 {
 	return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* ---- latency histogram ----
- *
- * Log-linear buckets over nanoseconds, as in HdrHistogram: values below 256
- * have one bucket each; above, each power of two is split into 128 buckets,
- * so a reported value is within 0.8% of the true one. Fixed 34 KiB.
- */
-#define HIST_SUB 128
-#define HIST_MAX_NS ((1ULL << 40) - 1)
-#define HIST_BUCKETS (33 * HIST_SUB + 2 * HIST_SUB)
-
-struct hist {
-	uint64_t counts[HIST_BUCKETS];
-	uint64_t total;
-	uint64_t max;
-};
-
-static unsigned hist_index(uint64_t v)
-{
-	if (v > HIST_MAX_NS)
-		v = HIST_MAX_NS;
-	if (v < 2 * HIST_SUB)
-		return (unsigned)v;
-	unsigned msb = 63u - (unsigned)__builtin_clzll(v);
-	unsigned b = msb - 7u;
-	return b * HIST_SUB + (unsigned)(v >> b);
-}
-
-static uint64_t hist_upper(unsigned idx)
-{
-	if (idx < 2 * HIST_SUB)
-		return idx;
-	unsigned b = idx / HIST_SUB - 1u;
-	uint64_t sub = idx - b * HIST_SUB;
-	return ((sub + 1) << b) - 1;
-}
-
-static void hist_add(struct hist *h, uint64_t v)
-{
-	h->counts[hist_index(v)]++;
-	h->total++;
-	if (v > h->max)
-		h->max = v;
-}
-
-/* The q-quantile in ns (highest value equivalent to the bucket, capped at max). */
-static uint64_t hist_quantile(const struct hist *h, double q)
-{
-	if (!h->total)
-		return 0;
-	uint64_t rank = (uint64_t)ceil(q * (double)h->total);
-	if (rank < 1)
-		rank = 1;
-	uint64_t seen = 0;
-	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
-		seen += h->counts[i];
-		if (seen >= rank) {
-			uint64_t v = hist_upper(i);
-			return v < h->max ? v : h->max;
-		}
-	}
-	return h->max;
 }
 
 /* ---- options ---- */
@@ -240,7 +178,7 @@ struct run {
 	uint64_t rate_t0;
 	int rr;
 	uint64_t allowed, denied, err;
-	struct hist hist;
+	struct bench_hist hist;
 	uint64_t rng;
 	double *zipf_cdf;
 	/* request bytes around the per-request user / keys */
@@ -797,7 +735,7 @@ static void complete(struct conn *c, uint64_t now, int outcome, const char *why,
 		r->denied++;
 	else
 		note_err(r, why, why_len);
-	hist_add(&r->hist, now - sent);
+	bench_hist_add(&r->hist, now - sent);
 }
 
 /* Daemon reply line: ALLOWED / DENIED with four integers, else an error.
@@ -1211,9 +1149,9 @@ static int run_target(const struct opts *o, enum target t, struct result *res)
 	res->allowed = r->allowed;
 	res->denied = r->denied;
 	res->err = r->err;
-	res->p50_us = (double)hist_quantile(&r->hist, 0.50) / 1e3;
-	res->p99_us = (double)hist_quantile(&r->hist, 0.99) / 1e3;
-	res->p999_us = (double)hist_quantile(&r->hist, 0.999) / 1e3;
+	res->p50_us = (double)bench_hist_quantile(&r->hist, 0.50) / 1e3;
+	res->p99_us = (double)bench_hist_quantile(&r->hist, 0.99) / 1e3;
+	res->p999_us = (double)bench_hist_quantile(&r->hist, 0.999) / 1e3;
 	res->max_us = (double)r->hist.max / 1e3;
 	res->cpu_redis = cpu_per_decision(r->cpu0_redis, cpu_redis, decisions);
 	res->cpu_daemon = cpu_per_decision(r->cpu0_daemon, cpu_daemon, decisions);
