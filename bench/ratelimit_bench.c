@@ -19,11 +19,12 @@
  * work would slow the direct figure more than the daemon figure (whose
  * replies are one short line) and skew the ratio. The RESP subset needed
  * here (one command shape, integer arrays and errors back) is small.
+ *
+ * The command line is in bench_opts.c, the latency histogram in bench_hist.c.
  */
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <netdb.h>
@@ -40,7 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "bench_hist.h"
+#include "bench_opts.h"
 #include "decimal.h"
 #include "keys.h"
 #include "lua_scripts.h"
@@ -48,9 +50,6 @@
 #include "redis_script.h"
 #include "store.h"
 
-#define MAX_CONNECTIONS 100000
-#define MAX_PIPELINE 65536
-#define ZIPF_MAX_KEYS 10000000ULL
 /* After the last request is sent, how long to wait for the replies owed. */
 #define DRAIN_TIMEOUT_NS (10ULL * 1000000000ULL)
 #define TICK_US 10000
@@ -92,107 +91,6 @@ static double rng_unit(uint64_t *s)
 	return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* ---- latency histogram ----
- *
- * Log-linear buckets over nanoseconds, as in HdrHistogram: values below 256
- * have one bucket each; above, each power of two is split into 128 buckets,
- * so a reported value is within 0.8% of the true one. Fixed 34 KiB.
- */
-#define HIST_SUB 128
-#define HIST_MAX_NS ((1ULL << 40) - 1)
-#define HIST_BUCKETS (33 * HIST_SUB + 2 * HIST_SUB)
-
-struct hist {
-	uint64_t counts[HIST_BUCKETS];
-	uint64_t total;
-	uint64_t max;
-};
-
-static unsigned hist_index(uint64_t v)
-{
-	if (v > HIST_MAX_NS)
-		v = HIST_MAX_NS;
-	if (v < 2 * HIST_SUB)
-		return (unsigned)v;
-	unsigned msb = 63u - (unsigned)__builtin_clzll(v);
-	unsigned b = msb - 7u;
-	return b * HIST_SUB + (unsigned)(v >> b);
-}
-
-static uint64_t hist_upper(unsigned idx)
-{
-	if (idx < 2 * HIST_SUB)
-		return idx;
-	unsigned b = idx / HIST_SUB - 1u;
-	uint64_t sub = idx - b * HIST_SUB;
-	return ((sub + 1) << b) - 1;
-}
-
-static void hist_add(struct hist *h, uint64_t v)
-{
-	h->counts[hist_index(v)]++;
-	h->total++;
-	if (v > h->max)
-		h->max = v;
-}
-
-/* The q-quantile in ns (highest value equivalent to the bucket, capped at max). */
-static uint64_t hist_quantile(const struct hist *h, double q)
-{
-	if (!h->total)
-		return 0;
-	uint64_t rank = (uint64_t)ceil(q * (double)h->total);
-	if (rank < 1)
-		rank = 1;
-	uint64_t seen = 0;
-	for (unsigned i = 0; i < HIST_BUCKETS; i++) {
-		seen += h->counts[i];
-		if (seen >= rank) {
-			uint64_t v = hist_upper(i);
-			return v < h->max ? v : h->max;
-		}
-	}
-	return h->max;
-}
-
-/* ---- options ---- */
-
-enum target { TARGET_DIRECT = 1, TARGET_DAEMON = 2 };
-enum keydist { KEYS_UNIFORM, KEYS_ZIPF, KEYS_HOT };
-
-struct opts {
-	int targets; /* TARGET_* bits */
-	int conns;
-	int pipeline;
-	uint64_t requests; /* 0: run for duration */
-	double duration;
-	double warmup;
-	enum keydist dist;
-	uint64_t nkeys;
-	double zipf_s;
-	const char *keys_spec;
-	const char *action;
-	int64_t cost;
-	int cost_given;
-	const char *policy_spec;
-	const char *config_path;
-	const char *prefix;
-	const char *redis_addr;
-	const char *daemon_addr;
-	uint64_t seed;
-	int csv;
-	int csv_header;
-	double rate; /* requests/s over all connections; 0: as fast as possible */
-	int redis_pid, daemon_pid;
-	int flushdb;
-	uint64_t idle; /* extra connections that stay silent */
-	/* derived */
-	struct policy policy;
-	int have_policy;
-	char prefix_buf[KEYS_PREFIX_MAX + 1];
-	char redis_buf[256], daemon_buf[256];
-};
-
 /* ---- results ---- */
 
 struct result {
@@ -227,8 +125,8 @@ struct conn {
 };
 
 struct run {
-	const struct opts *o;
-	enum target target;
+	const struct bench_opts *o;
+	enum bench_opts_target target;
 	struct event_base *base;
 	struct event *tick;
 	struct conn *conns;
@@ -240,7 +138,7 @@ struct run {
 	uint64_t rate_t0;
 	int rr;
 	uint64_t allowed, denied, err;
-	struct hist hist;
+	struct bench_hist hist;
 	uint64_t rng;
 	double *zipf_cdf;
 	/* request bytes around the per-request user / keys */
@@ -605,16 +503,16 @@ static long line_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t 
 
 static size_t user_of(struct run *r, char *user)
 {
-	const struct opts *o = r->o;
+	const struct bench_opts *o = r->o;
 	uint64_t id = 0;
 	switch (o->dist) {
-	case KEYS_HOT:
+	case BENCH_OPTS_KEYS_HOT:
 		id = 0;
 		break;
-	case KEYS_UNIFORM:
+	case BENCH_OPTS_KEYS_UNIFORM:
 		id = rng_next(&r->rng) % o->nkeys;
 		break;
-	case KEYS_ZIPF: {
+	case BENCH_OPTS_KEYS_ZIPF: {
 		double u = rng_unit(&r->rng);
 		size_t lo = 0, hi = (size_t)o->nkeys - 1;
 		while (lo < hi) {
@@ -640,7 +538,7 @@ static size_t build_request(struct run *r, char *p)
 	size_t n = 0;
 	memcpy(p, r->head, r->head_len);
 	n += r->head_len;
-	if (r->target == TARGET_DAEMON) {
+	if (r->target == BENCH_OPTS_TARGET_DAEMON) {
 		memcpy(p + n, user, ul);
 		n += ul;
 	} else {
@@ -664,8 +562,8 @@ static size_t build_request(struct run *r, char *p)
  */
 static void build_templates(struct run *r)
 {
-	const struct opts *o = r->o;
-	if (r->target == TARGET_DAEMON) {
+	const struct bench_opts *o = r->o;
+	if (r->target == BENCH_OPTS_TARGET_DAEMON) {
 		r->head_len = (size_t)snprintf(r->head, sizeof(r->head), "ALLOW ");
 		if (o->cost_given)
 			r->tail_len = (size_t)snprintf(r->tail, sizeof(r->tail), " %s %lld\n",
@@ -707,7 +605,7 @@ static void run_step(struct run *r, uint64_t now);
 
 static int may_issue(struct run *r, uint64_t now)
 {
-	const struct opts *o = r->o;
+	const struct bench_opts *o = r->o;
 	if (r->phase >= PH_DRAIN)
 		return 0;
 	if (o->requests && r->phase == PH_MEASURE && r->issued_measured >= o->requests) {
@@ -797,7 +695,7 @@ static void complete(struct conn *c, uint64_t now, int outcome, const char *why,
 		r->denied++;
 	else
 		note_err(r, why, why_len);
-	hist_add(&r->hist, now - sent);
+	bench_hist_add(&r->hist, now - sent);
 }
 
 /* Daemon reply line: ALLOWED / DENIED with four integers, else an error.
@@ -832,7 +730,7 @@ static int conn_parse(struct conn *c, uint64_t now)
 		size_t left = c->in_len - off;
 		if (c->count == 0)
 			return -1; /* a reply nobody asked for */
-		if (r->target == TARGET_DAEMON) {
+		if (r->target == BENCH_OPTS_TARGET_DAEMON) {
 			const char *nl = memchr(p, '\n', left);
 			if (!nl)
 				break;
@@ -980,8 +878,8 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 
 static int zipf_init(struct run *r)
 {
-	const struct opts *o = r->o;
-	if (o->dist != KEYS_ZIPF)
+	const struct bench_opts *o = r->o;
+	if (o->dist != BENCH_OPTS_KEYS_ZIPF)
 		return 0;
 	r->zipf_cdf = malloc(sizeof(double) * (size_t)o->nkeys);
 	if (!r->zipf_cdf)
@@ -998,7 +896,7 @@ static int zipf_init(struct run *r)
 }
 
 /* Direct mode set-up on a blocking connection: optional FLUSHDB, SCRIPT LOAD. */
-static int redis_prepare(const struct opts *o, int load_script, char *err, size_t errlen)
+static int redis_prepare(const struct bench_opts *o, int load_script, char *err, size_t errlen)
 {
 	int fd = dial(o->redis_addr, err, errlen);
 	if (fd < 0)
@@ -1038,7 +936,7 @@ out:
 }
 
 /* Daemon mode: one PEEK first, so a wrong action or address fails fast. */
-static int daemon_check(const struct opts *o, char *err, size_t errlen)
+static int daemon_check(const struct bench_opts *o, char *err, size_t errlen)
 {
 	int fd = dial(o->daemon_addr, err, errlen);
 	if (fd < 0)
@@ -1079,10 +977,11 @@ static void close_idle_fds(int *fds, uint64_t n)
  * measures how much the target's RSS grew per connection (a round trip on a
  * fresh connection afterwards makes sure the target has accepted them all).
  */
-static int open_idle(const struct opts *o, enum target t, int **fds, uint64_t *n, double *per_conn)
+static int open_idle(const struct bench_opts *o, enum bench_opts_target t, int **fds, uint64_t *n,
+		     double *per_conn)
 {
-	const char *addr = t == TARGET_DIRECT ? o->redis_addr : o->daemon_addr;
-	int pid = t == TARGET_DIRECT ? o->redis_pid : o->daemon_pid;
+	const char *addr = t == BENCH_OPTS_TARGET_DIRECT ? o->redis_addr : o->daemon_addr;
+	int pid = t == BENCH_OPTS_TARGET_DIRECT ? o->redis_pid : o->daemon_pid;
 	char err[512];
 	long long rss0 = proc_rss_kib(pid);
 	*fds = malloc(sizeof(int) * (size_t)o->idle);
@@ -1099,8 +998,8 @@ static int open_idle(const struct opts *o, enum target t, int **fds, uint64_t *n
 		}
 		(*fds)[*n] = fd;
 	}
-	int rc = t == TARGET_DIRECT ? redis_prepare(o, 1, err, sizeof(err))
-				    : daemon_check(o, err, sizeof(err));
+	int rc = t == BENCH_OPTS_TARGET_DIRECT ? redis_prepare(o, 1, err, sizeof(err))
+					       : daemon_check(o, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "ratelimit-bench: after opening idle connections: %s\n", err);
 		return -1;
@@ -1111,17 +1010,17 @@ static int open_idle(const struct opts *o, enum target t, int **fds, uint64_t *n
 	return 0;
 }
 
-static int run_target(const struct opts *o, enum target t, struct result *res)
+static int run_target(const struct bench_opts *o, enum bench_opts_target t, struct result *res)
 {
 	char err[512] = "";
 	memset(res, 0, sizeof(*res));
-	if (t == TARGET_DIRECT || o->flushdb) {
-		if (redis_prepare(o, t == TARGET_DIRECT, err, sizeof(err)) < 0) {
+	if (t == BENCH_OPTS_TARGET_DIRECT || o->flushdb) {
+		if (redis_prepare(o, t == BENCH_OPTS_TARGET_DIRECT, err, sizeof(err)) < 0) {
 			fprintf(stderr, "ratelimit-bench: %s\n", err);
 			return -1;
 		}
 	}
-	if (t == TARGET_DAEMON && daemon_check(o, err, sizeof(err)) < 0) {
+	if (t == BENCH_OPTS_TARGET_DAEMON && daemon_check(o, err, sizeof(err)) < 0) {
 		fprintf(stderr, "ratelimit-bench: %s\n", err);
 		return -1;
 	}
@@ -1151,7 +1050,7 @@ static int run_target(const struct opts *o, enum target t, struct result *res)
 		goto out;
 	}
 	build_templates(r);
-	const char *addr = t == TARGET_DIRECT ? o->redis_addr : o->daemon_addr;
+	const char *addr = t == BENCH_OPTS_TARGET_DIRECT ? o->redis_addr : o->daemon_addr;
 	size_t P = (size_t)o->pipeline;
 	for (int i = 0; i < o->conns; i++) {
 		struct conn *c = &r->conns[i];
@@ -1211,9 +1110,9 @@ static int run_target(const struct opts *o, enum target t, struct result *res)
 	res->allowed = r->allowed;
 	res->denied = r->denied;
 	res->err = r->err;
-	res->p50_us = (double)hist_quantile(&r->hist, 0.50) / 1e3;
-	res->p99_us = (double)hist_quantile(&r->hist, 0.99) / 1e3;
-	res->p999_us = (double)hist_quantile(&r->hist, 0.999) / 1e3;
+	res->p50_us = (double)bench_hist_quantile(&r->hist, 0.50) / 1e3;
+	res->p99_us = (double)bench_hist_quantile(&r->hist, 0.99) / 1e3;
+	res->p999_us = (double)bench_hist_quantile(&r->hist, 0.999) / 1e3;
 	res->max_us = (double)r->hist.max / 1e3;
 	res->cpu_redis = cpu_per_decision(r->cpu0_redis, cpu_redis, decisions);
 	res->cpu_daemon = cpu_per_decision(r->cpu0_daemon, cpu_daemon, decisions);
@@ -1247,441 +1146,11 @@ close_idle:
 	return -1;
 }
 
-/* ---- option parsing ---- */
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: ratelimit-bench [options]\n"
-		"  --target daemon|redis|both   what to drive (default daemon; redis = direct EVALSHA)\n"
-		"  -c, --connections N          connections (default 50)\n"
-		"  -P, --pipeline P             requests in flight per connection (default 16)\n"
-		"  -n, --requests TOTAL         measured requests per target (default: by duration)\n"
-		"  -d, --duration SECONDS       measured time per target (default 5)\n"
-		"      --warmup SECONDS         load before measuring (default 0)\n"
-		"      --latency                1 connection, pipeline 1\n"
-		"      --rate R                 pace to R requests/s in total (default: as fast as possible)\n"
-		"      --keys uniform:K|zipf:K:S|hot   user distribution (default uniform:100000)\n"
-		"      --action NAME            action / policy name (default bench)\n"
-		"      --cost C                 cost per request (default 1, not sent to the daemon)\n"
-		"      --policy SPEC            direct mode policy: \"sliding_window 5/60000 [...]\" or\n"
-		"                               \"funnel CAPACITY COUNT/PERIOD\"; periods in ms or with a unit\n"
-		"      --config FILE            take the policy, prefix and addresses from the daemon's YAML\n"
-		"      --prefix P               key prefix for direct mode (default rl:)\n"
-		"      --redis HOST:PORT|unix:PATH      Redis for direct mode (default 127.0.0.1:6379)\n"
-		"      --daemon HOST:PORT|unix:PATH     ratelimitd (default 127.0.0.1:7379)\n"
-		"      --flushdb                FLUSHDB on --redis before each target (throwaway Redis only)\n"
-		"      --redis-pid PID          report Redis CPU time per decision (from /proc)\n"
-		"      --daemon-pid PID         report ratelimitd CPU time per decision\n"
-		"      --idle-connections N     also hold N silent connections to the target; reports\n"
-		"                               the target's RSS growth per connection (with its --*-pid)\n"
-		"      --seed N                 key sequence seed (default 1)\n"
-		"      --csv                    print one CSV line instead of the report\n"
-		"      --csv-header             print the CSV header line and exit\n"
-		"  -h, --help\n");
-}
-
-static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	if (!*s || *s == '-')
-		return -1;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int parse_double(const char *s, double min, double max, double *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || *end || !(v >= min && v <= max))
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int parse_keys(struct opts *o, const char *s)
-{
-	o->keys_spec = s;
-	if (strcmp(s, "hot") == 0) {
-		o->dist = KEYS_HOT;
-		o->nkeys = 1;
-		return 0;
-	}
-	if (strncmp(s, "uniform:", 8) == 0) {
-		o->dist = KEYS_UNIFORM;
-		return parse_u64(s + 8, 1, UINT64_MAX / 2, &o->nkeys);
-	}
-	if (strncmp(s, "zipf:", 5) == 0) {
-		char k[32];
-		const char *colon = strchr(s + 5, ':');
-		if (!colon || (size_t)(colon - s - 5) >= sizeof(k))
-			return -1;
-		memcpy(k, s + 5, (size_t)(colon - s - 5));
-		k[colon - s - 5] = 0;
-		o->dist = KEYS_ZIPF;
-		return parse_u64(k, 1, ZIPF_MAX_KEYS, &o->nkeys) < 0 ||
-				       parse_double(colon + 1, 0.0, 10.0, &o->zipf_s) < 0
-			       ? -1
-			       : 0;
-	}
-	return -1;
-}
-
-/* "5/60000" (period in ms) or "5/60s" (a unit as in the YAML). */
-static int parse_rate_arg(const char *s, int64_t *count, int64_t *period_ms, const char **err)
-{
-	char buf[64];
-	size_t len = strlen(s);
-	if (len + 3 > sizeof(buf)) {
-		*err = "rate too long";
-		return -1;
-	}
-	memcpy(buf, s, len + 1);
-	if (len && buf[len - 1] >= '0' && buf[len - 1] <= '9') {
-		memcpy(buf + len, "ms", 3);
-		len += 2;
-	}
-	static char why[POLICY_ERR_MAX];
-	if (policy_parse_rate(buf, len, count, period_ms, why, sizeof(why)) < 0) {
-		*err = why;
-		return -1;
-	}
-	return 0;
-}
-
-/* --policy "sliding_window 5/60000 [20/1h ...]" | "funnel 15 30/60000" */
-static int parse_policy_spec(struct opts *o, const char *spec, char *err, size_t errlen)
-{
-	char buf[512];
-	const char *why = NULL;
-	struct policy *p = &o->policy;
-	memset(p, 0, sizeof(*p));
-	p->on_store_error = POLICY_ON_ERROR_INHERIT;
-	if (strlen(spec) >= sizeof(buf)) {
-		snprintf(err, errlen, "--policy: too long");
-		return -1;
-	}
-	strcpy(buf, spec);
-	char *save = NULL, *tok = strtok_r(buf, " \t", &save);
-	if (!tok) {
-		snprintf(err, errlen, "--policy: empty");
-		return -1;
-	}
-	if (strcmp(tok, "funnel") == 0) {
-		p->algo = POLICY_FUNNEL;
-		char *cap = strtok_r(NULL, " \t", &save);
-		char *rate = strtok_r(NULL, " \t", &save);
-		uint64_t c;
-		if (!cap || !rate || strtok_r(NULL, " \t", &save) ||
-		    parse_u64(cap, 1, (uint64_t)POLICY_MAX_COUNT, &c) < 0) {
-			snprintf(err, errlen,
-				 "--policy: expected \"funnel CAPACITY COUNT/PERIOD\"");
-			return -1;
-		}
-		p->nlimits = 1;
-		p->limits[0].capacity = (int64_t)c;
-		if (parse_rate_arg(rate, &p->limits[0].count, &p->limits[0].period_ms, &why) < 0)
-			goto bad;
-	} else if (strcmp(tok, "sliding_window") == 0 || strcmp(tok, "sliding") == 0) {
-		p->algo = POLICY_SLIDING_WINDOW;
-		while ((tok = strtok_r(NULL, " \t", &save))) {
-			if (p->nlimits >= POLICY_MAX_LIMITS) {
-				why = "too many limits (at most 8)";
-				goto bad;
-			}
-			struct policy_limit *l = &p->limits[p->nlimits++];
-			if (parse_rate_arg(tok, &l->count, &l->period_ms, &why) < 0)
-				goto bad;
-			l->capacity = l->count;
-		}
-	} else {
-		snprintf(err, errlen, "--policy: algorithm must be sliding_window or funnel");
-		return -1;
-	}
-	if (policy_validate(p, &why) < 0)
-		goto bad;
-	return 0;
-bad:
-	snprintf(err, errlen, "--policy: %s", why ? why : "invalid");
-	return -1;
-}
-
-/* The first "host:port" listen address of a config, with 0.0.0.0/:: made loopback. */
-static void daemon_addr_from_config(struct opts *o, const struct config *cfg)
-{
-	if (!cfg->nlisten)
-		return;
-	const char *a = cfg->listen[0].address;
-	if (strncmp(a, "0.0.0.0:", 8) == 0)
-		snprintf(o->daemon_buf, sizeof(o->daemon_buf), "127.0.0.1:%s", a + 8);
-	else if (strncmp(a, "[::]:", 5) == 0)
-		snprintf(o->daemon_buf, sizeof(o->daemon_buf), "[::1]:%s", a + 5);
-	else
-		snprintf(o->daemon_buf, sizeof(o->daemon_buf), "%s", a);
-	o->daemon_addr = o->daemon_buf;
-}
-
-enum {
-	OPT_TARGET = 256,
-	OPT_WARMUP,
-	OPT_LATENCY,
-	OPT_RATE,
-	OPT_KEYS,
-	OPT_ACTION,
-	OPT_COST,
-	OPT_POLICY,
-	OPT_CONFIG,
-	OPT_PREFIX,
-	OPT_REDIS,
-	OPT_DAEMON,
-	OPT_FLUSHDB,
-	OPT_REDIS_PID,
-	OPT_DAEMON_PID,
-	OPT_SEED,
-	OPT_CSV,
-	OPT_CSV_HEADER,
-	OPT_IDLE,
-};
-
-static const struct option long_opts[] = {
-	{"target", required_argument, NULL, OPT_TARGET},
-	{"connections", required_argument, NULL, 'c'},
-	{"pipeline", required_argument, NULL, 'P'},
-	{"requests", required_argument, NULL, 'n'},
-	{"duration", required_argument, NULL, 'd'},
-	{"warmup", required_argument, NULL, OPT_WARMUP},
-	{"latency", no_argument, NULL, OPT_LATENCY},
-	{"rate", required_argument, NULL, OPT_RATE},
-	{"keys", required_argument, NULL, OPT_KEYS},
-	{"action", required_argument, NULL, OPT_ACTION},
-	{"cost", required_argument, NULL, OPT_COST},
-	{"policy", required_argument, NULL, OPT_POLICY},
-	{"config", required_argument, NULL, OPT_CONFIG},
-	{"prefix", required_argument, NULL, OPT_PREFIX},
-	{"redis", required_argument, NULL, OPT_REDIS},
-	{"daemon", required_argument, NULL, OPT_DAEMON},
-	{"flushdb", no_argument, NULL, OPT_FLUSHDB},
-	{"redis-pid", required_argument, NULL, OPT_REDIS_PID},
-	{"daemon-pid", required_argument, NULL, OPT_DAEMON_PID},
-	{"seed", required_argument, NULL, OPT_SEED},
-	{"csv", no_argument, NULL, OPT_CSV},
-	{"csv-header", no_argument, NULL, OPT_CSV_HEADER},
-	{"idle-connections", required_argument, NULL, OPT_IDLE},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
-};
-
-static int bad_arg(const char *opt, const char *val)
-{
-	fprintf(stderr, "ratelimit-bench: bad value for %s: %s\n", opt, val);
-	return -1;
-}
-
-/* Fills o from argv; 0 ok, 1 exit 0 (help), -1 usage error. */
-static int parse_args(int argc, char **argv, struct opts *o)
-{
-	uint64_t u;
-	int latency = 0, have_n = 0, have_d = 0;
-	o->targets = TARGET_DAEMON;
-	o->conns = 50;
-	o->pipeline = 16;
-	o->duration = 5;
-	o->dist = KEYS_UNIFORM;
-	o->nkeys = 100000;
-	o->keys_spec = "uniform:100000";
-	o->action = "bench";
-	o->cost = 1;
-	o->seed = 1;
-	int ch;
-	while ((ch = getopt_long(argc, argv, "c:P:n:d:h", long_opts, NULL)) != -1) {
-		switch (ch) {
-		case OPT_TARGET:
-			if (strcmp(optarg, "daemon") == 0)
-				o->targets = TARGET_DAEMON;
-			else if (strcmp(optarg, "redis") == 0 || strcmp(optarg, "direct") == 0)
-				o->targets = TARGET_DIRECT;
-			else if (strcmp(optarg, "both") == 0)
-				o->targets = TARGET_DIRECT | TARGET_DAEMON;
-			else
-				return bad_arg("--target", optarg);
-			break;
-		case 'c':
-			if (parse_u64(optarg, 1, MAX_CONNECTIONS, &u) < 0)
-				return bad_arg("--connections", optarg);
-			o->conns = (int)u;
-			break;
-		case 'P':
-			if (parse_u64(optarg, 1, MAX_PIPELINE, &u) < 0)
-				return bad_arg("--pipeline", optarg);
-			o->pipeline = (int)u;
-			break;
-		case 'n':
-			if (parse_u64(optarg, 1, UINT64_MAX / 2, &o->requests) < 0)
-				return bad_arg("--requests", optarg);
-			have_n = 1;
-			break;
-		case 'd':
-			if (parse_double(optarg, 0.001, 86400, &o->duration) < 0)
-				return bad_arg("--duration", optarg);
-			have_d = 1;
-			break;
-		case OPT_WARMUP:
-			if (parse_double(optarg, 0, 3600, &o->warmup) < 0)
-				return bad_arg("--warmup", optarg);
-			break;
-		case OPT_LATENCY:
-			latency = 1;
-			break;
-		case OPT_RATE:
-			if (parse_double(optarg, 1, 1e9, &o->rate) < 0)
-				return bad_arg("--rate", optarg);
-			break;
-		case OPT_KEYS:
-			if (parse_keys(o, optarg) < 0)
-				return bad_arg("--keys", optarg);
-			break;
-		case OPT_ACTION:
-			if (!policy_name_valid(optarg, strlen(optarg)))
-				return bad_arg("--action", optarg);
-			o->action = optarg;
-			break;
-		case OPT_COST:
-			if (parse_u64(optarg, 1, 2147483647, &u) < 0)
-				return bad_arg("--cost", optarg);
-			o->cost = (int64_t)u;
-			o->cost_given = 1;
-			break;
-		case OPT_POLICY:
-			o->policy_spec = optarg;
-			break;
-		case OPT_CONFIG:
-			o->config_path = optarg;
-			break;
-		case OPT_PREFIX:
-			if (strlen(optarg) > KEYS_PREFIX_MAX || strpbrk(optarg, "{} \t\r\n"))
-				return bad_arg("--prefix", optarg);
-			o->prefix = optarg;
-			break;
-		case OPT_REDIS:
-			o->redis_addr = optarg;
-			break;
-		case OPT_DAEMON:
-			o->daemon_addr = optarg;
-			break;
-		case OPT_FLUSHDB:
-			o->flushdb = 1;
-			break;
-		case OPT_REDIS_PID:
-			if (parse_u64(optarg, 1, INT32_MAX, &u) < 0)
-				return bad_arg("--redis-pid", optarg);
-			o->redis_pid = (int)u;
-			break;
-		case OPT_DAEMON_PID:
-			if (parse_u64(optarg, 1, INT32_MAX, &u) < 0)
-				return bad_arg("--daemon-pid", optarg);
-			o->daemon_pid = (int)u;
-			break;
-		case OPT_SEED:
-			if (parse_u64(optarg, 0, UINT64_MAX, &o->seed) < 0)
-				return bad_arg("--seed", optarg);
-			break;
-		case OPT_CSV:
-			o->csv = 1;
-			break;
-		case OPT_CSV_HEADER:
-			o->csv_header = 1;
-			break;
-		case OPT_IDLE:
-			if (parse_u64(optarg, 0, 1000000, &o->idle) < 0)
-				return bad_arg("--idle-connections", optarg);
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return -1;
-		}
-	}
-	if (optind < argc) {
-		fprintf(stderr, "ratelimit-bench: unexpected argument %s\n", argv[optind]);
-		usage(stderr);
-		return -1;
-	}
-	if (have_n && have_d) {
-		fprintf(stderr, "ratelimit-bench: give -n or -d, not both\n");
-		return -1;
-	}
-	if (have_n)
-		o->duration = 0;
-	if (latency)
-		o->conns = o->pipeline = 1;
-
-	char err[CONFIG_ERR_MAX + 64];
-	if (o->config_path) {
-		struct config *cfg = config_load(o->config_path, err, sizeof(err));
-		if (!cfg) {
-			fprintf(stderr, "ratelimit-bench: %s\n", err);
-			return -1;
-		}
-		const struct policy *p = config_find_policy(cfg, o->action, strlen(o->action));
-		if (p && !o->policy_spec) {
-			o->policy = *p;
-			o->have_policy = 1;
-		}
-		if (!o->prefix) {
-			snprintf(o->prefix_buf, sizeof(o->prefix_buf), "%s", cfg->prefix);
-			o->prefix = o->prefix_buf;
-		}
-		if (!o->redis_addr) {
-			snprintf(o->redis_buf, sizeof(o->redis_buf), "%s", cfg->redis.address);
-			o->redis_addr = o->redis_buf;
-		}
-		if (!o->daemon_addr)
-			daemon_addr_from_config(o, cfg);
-		config_unref(cfg);
-		if (!o->have_policy && !o->policy_spec && (o->targets & TARGET_DIRECT)) {
-			fprintf(stderr, "ratelimit-bench: %s has no policy named %s\n",
-				o->config_path, o->action);
-			return -1;
-		}
-	}
-	if (o->policy_spec) {
-		if (parse_policy_spec(o, o->policy_spec, err, sizeof(err)) < 0) {
-			fprintf(stderr, "ratelimit-bench: %s\n", err);
-			return -1;
-		}
-		o->have_policy = 1;
-	}
-	if ((o->targets & TARGET_DIRECT) && !o->have_policy) {
-		fprintf(stderr, "ratelimit-bench: direct mode needs --policy or --config\n");
-		return -1;
-	}
-	if (o->have_policy) {
-		/* keys carry the action name inside their hash tag */
-		snprintf(o->policy.name, sizeof(o->policy.name), "%s", o->action);
-		o->policy.name_len = strlen(o->action);
-	}
-	if (!o->prefix)
-		o->prefix = "rl:";
-	if (!o->redis_addr)
-		o->redis_addr = "127.0.0.1:6379";
-	if (!o->daemon_addr)
-		o->daemon_addr = "127.0.0.1:7379";
-	return 0;
-}
-
 /* ---- output ---- */
 
-static const char *target_name(enum target t)
+static const char *target_name(enum bench_opts_target t)
 {
-	return t == TARGET_DIRECT ? "direct" : "daemon";
+	return t == BENCH_OPTS_TARGET_DIRECT ? "direct" : "daemon";
 }
 
 static void print_cpu(double v)
@@ -1692,7 +1161,7 @@ static void print_cpu(double v)
 		printf(" %8.2f", v);
 }
 
-static void print_report(const struct opts *o, const struct result res[2])
+static void print_report(const struct bench_opts *o, const struct result res[2])
 {
 	char pol[256] = "";
 	if (o->have_policy) {
@@ -1722,7 +1191,7 @@ static void print_report(const struct opts *o, const struct result res[2])
 		if (!r->ran)
 			continue;
 		printf("%-7s %12.0f %10llu %10llu %7llu %9.1f %9.1f %9.1f %9.1f   %16s",
-		       target_name(i ? TARGET_DAEMON : TARGET_DIRECT), r->dps,
+		       target_name(i ? BENCH_OPTS_TARGET_DAEMON : BENCH_OPTS_TARGET_DIRECT), r->dps,
 		       (unsigned long long)r->allowed, (unsigned long long)r->denied,
 		       (unsigned long long)r->err, r->p50_us, r->p99_us, r->p999_us, r->max_us, "");
 		print_cpu(r->cpu_redis);
@@ -1765,11 +1234,11 @@ static void csv_cpu(double v)
 		printf(",%.3f", v);
 }
 
-static void print_csv(const struct opts *o, const struct result res[2])
+static void print_csv(const struct bench_opts *o, const struct result res[2])
 {
-	const char *t = o->targets == (TARGET_DIRECT | TARGET_DAEMON) ? "both"
-			: o->targets == TARGET_DIRECT		      ? "direct"
-								      : "daemon";
+	const char *t = o->targets == (BENCH_OPTS_TARGET_DIRECT | BENCH_OPTS_TARGET_DAEMON) ? "both"
+			: o->targets == BENCH_OPTS_TARGET_DIRECT ? "direct"
+								 : "daemon";
 	printf("%s,%d,%d,%llu,%g,%g,%g,%s,%s,%lld,%llu", t, o->conns, o->pipeline,
 	       (unsigned long long)o->requests, o->duration, o->warmup, o->rate, o->keys_spec,
 	       o->action, (long long)o->cost, (unsigned long long)o->idle);
@@ -1798,9 +1267,8 @@ static void print_csv(const struct opts *o, const struct result res[2])
 
 int main(int argc, char **argv)
 {
-	struct opts o;
-	memset(&o, 0, sizeof(o));
-	int rc = parse_args(argc, argv, &o);
+	struct bench_opts o;
+	int rc = bench_opts_parse(argc, argv, &o);
 	if (rc)
 		return rc > 0 ? 0 : 2;
 	if (o.csv_header) {
@@ -1817,10 +1285,10 @@ int main(int argc, char **argv)
 	struct result res[2];
 	memset(res, 0, sizeof(res));
 	int failed = 0;
-	if (o.targets & TARGET_DIRECT)
-		failed |= run_target(&o, TARGET_DIRECT, &res[0]) < 0;
-	if (!failed && (o.targets & TARGET_DAEMON))
-		failed |= run_target(&o, TARGET_DAEMON, &res[1]) < 0;
+	if (o.targets & BENCH_OPTS_TARGET_DIRECT)
+		failed |= run_target(&o, BENCH_OPTS_TARGET_DIRECT, &res[0]) < 0;
+	if (!failed && (o.targets & BENCH_OPTS_TARGET_DAEMON))
+		failed |= run_target(&o, BENCH_OPTS_TARGET_DAEMON, &res[1]) < 0;
 	if (failed)
 		return 1;
 	if (o.csv)
