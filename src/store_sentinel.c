@@ -61,7 +61,7 @@ struct store_sentinel {
 	void *watch_arg;
 };
 
-struct sreq {
+struct sentinel_req {
 	struct store_sentinel *s;
 	store_done_fn *done;
 	void *arg;
@@ -72,7 +72,7 @@ struct sreq {
 };
 
 static void sentinel_ask(struct store_sentinel *s);
-static void sreq_send(struct sreq *q);
+static void sentinel_req_send(struct sentinel_req *q);
 
 
 /* ---- the master ---- */
@@ -256,7 +256,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 /* ---- requests ---- */
 
-static void sreq_finish(struct sreq *q, const struct store_result *res)
+static void sentinel_req_finish(struct sentinel_req *q, const struct store_result *res)
 {
 	q->done(q->arg, res);
 	store_retry_free(&q->retry);
@@ -266,28 +266,28 @@ static void sreq_finish(struct sreq *q, const struct store_result *res)
 
 static void retry_cb(void *arg)
 {
-	sreq_send(arg);
+	sentinel_req_send(arg);
 }
 
-static void sreq_done(void *arg, const struct store_result *res)
+static void sentinel_req_done(void *arg, const struct store_result *res)
 {
-	struct sreq *q = arg;
+	struct sentinel_req *q = arg;
 	struct store_sentinel *s = q->s;
 	int moved_on = res->status == STORE_UNAVAILABLE ||
 		       (res->status == STORE_FAILED && (res->error == STORE_ERROR_READONLY ||
 							res->error == STORE_ERROR_MASTERDOWN));
 	if (res->status == STORE_OK || !moved_on || s->closing) {
-		sreq_finish(q, res);
+		sentinel_req_finish(q, res);
 		return;
 	}
 	sentinel_ask(s);
 	int ms = store_retry_delay_ms(q->attempts, RETRY_MIN_MS, RETRY_MAX_MS, q->deadline_us);
 	q->attempts++;
 	if (ms < 0 || store_retry_after(&q->retry, s->evbase, ms) < 0)
-		sreq_finish(q, res);
+		sentinel_req_finish(q, res);
 }
 
-static void sreq_send(struct sreq *q)
+static void sentinel_req_send(struct sentinel_req *q)
 {
 	struct store_sentinel *s = q->s;
 	uint64_t now = clock_mono_us();
@@ -297,19 +297,19 @@ static void sreq_send(struct sreq *q)
 			.detail = s->cur ? "redis did not answer in time"
 					 : "sentinels have not named a master yet",
 		};
-		sreq_finish(q, &res);
+		sentinel_req_finish(q, &res);
 		return;
 	}
 	struct store_request req =
 		store_request_load(&q->sv, (int64_t)((q->deadline_us - now + 999) / 1000));
-	store_submit(s->cur, &req, sreq_done, q);
+	store_submit(s->cur, &req, sentinel_req_done, q);
 }
 
 static void sentinel_submit(struct store *base, const struct store_request *req,
 			    store_done_fn *done, void *arg)
 {
 	struct store_sentinel *s = (struct store_sentinel *)base;
-	struct sreq *q = calloc(1, sizeof(*q));
+	struct sentinel_req *q = calloc(1, sizeof(*q));
 	if (!q) {
 		struct store_result res = {.status = STORE_OVERLOAD, .detail = "out of memory"};
 		done(arg, &res);
@@ -323,7 +323,7 @@ static void sentinel_submit(struct store *base, const struct store_request *req,
 	q->retry.arg = q;
 	q->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
 	store_request_save(&q->sv, req);
-	sreq_send(q);
+	sentinel_req_send(q);
 }
 
 /* ---- store interface ---- */
