@@ -1,14 +1,14 @@
 /*
- * fuzz_proto.c - libFuzzer harness for the line framer, parser and reply
- * formatters (src/proto.c).
+ * fuzz_proto.c - libFuzzer harness for the line protocol's framer, parser,
+ * step (what conn.c calls) and reply formatter (src/proto_line.c).
  *
  * Input: a 4-byte header, then the byte stream a client sends.
  *   bytes 0-1  max_line = 1 + (little-endian u16 % 8192)
  *   bytes 2-3  split point = u16 % (stream length + 1); also seeds the
  *              random chunk sizes of feed (e)
- * The stream goes through a framing loop shaped like conn.c's (accumulate,
- * frame, parse each line, stop after a too-long line or QUIT; a partial last
- * line is not a request) five times:
+ * The stream goes through a loop shaped like conn.c's (accumulate, take
+ * proto_line.parse's step, stop after a too-long line or QUIT; a partial
+ * last line is not a request) five times:
  *   (a) framed in place on the fuzzer's own buffer (ASan sees the framer
  *       read past the input), (b) one write, (c) one byte at a time,
  *   (d) two writes cut at the split point, (e) writes of pseudo-random sizes.
@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "keys.h"
-#include "proto.h"
+#include "proto_line.h"
 
 #define HEADER 4
 #define MAX_LINE_RANGE 8192
@@ -110,7 +110,7 @@ static int ref_cost(const char *s, size_t n, int64_t *out)
 		return -1;
 	for (; i < n; i++)
 		v = v * 10 + (s[i] - '0');
-	if (v < 1 || v > PROTO_COST_MAX)
+	if (v < 1 || v > CMD_COST_MAX)
 		return -1;
 	*out = v;
 	return 0;
@@ -120,7 +120,7 @@ static int ref_cost(const char *s, size_t n, int64_t *out)
 
 struct ref {
 	const char *code; /* NULL: parses */
-	enum proto_verb verb;
+	enum cmd_verb verb;
 	const char *tok[REF_TOKENS];
 	size_t tlen[REF_TOKENS];
 	int ntok; /* REF_TOKENS + 1 means "more than fit" */
@@ -128,8 +128,8 @@ struct ref {
 };
 
 /*
- * Classifies a line (LF excluded) as proto_parse should. Precedence, where
- * the spec leaves it open, follows proto.c: control bytes, then too many
+ * Classifies a line (LF excluded) as proto_line_parse should. Precedence, where
+ * the spec leaves it open, follows proto_line.c: control bytes, then too many
  * tokens (more than 5, whatever the verb), empty, verb, token count, cost,
  * user length.
  */
@@ -170,7 +170,7 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 	size_t vl = r->tlen[0];
 	int n = r->ntok;
 	if (word_eq(v, vl, "ALLOW") || word_eq(v, vl, "PEEK")) {
-		r->verb = word_eq(v, vl, "ALLOW") ? PROTO_ALLOW : PROTO_PEEK;
+		r->verb = word_eq(v, vl, "ALLOW") ? CMD_ALLOW : CMD_PEEK;
 		if (n < 3 || n > 4)
 			r->code = "syntax";
 		else if (n == 4 && ref_cost(r->tok[3], r->tlen[3], &r->cost) < 0)
@@ -178,13 +178,13 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 		else if (r->tlen[1] > KEYS_USER_MAX)
 			r->code = "bad-user";
 	} else if (word_eq(v, vl, "RESET")) {
-		r->verb = PROTO_RESET;
+		r->verb = CMD_RESET;
 		if (n != 3)
 			r->code = "syntax";
 		else if (r->tlen[1] > KEYS_USER_MAX)
 			r->code = "bad-user";
 	} else if (word_eq(v, vl, "PING") || word_eq(v, vl, "QUIT")) {
-		r->verb = word_eq(v, vl, "PING") ? PROTO_PING : PROTO_QUIT;
+		r->verb = word_eq(v, vl, "PING") ? CMD_PING : CMD_QUIT;
 		if (n != 1)
 			r->code = "syntax";
 	} else {
@@ -227,10 +227,16 @@ static const char *read_int(const char *p, const char *lim, int64_t *v, char end
 
 static void check_decision_format(int allowed, const int64_t in[4])
 {
-	char *buf = malloc(PROTO_REPLY_MAX); /* exact size: ASan sees an overflow */
+	char *buf = malloc(PROTO_LINE_REPLY_MAX); /* exact size: ASan sees an overflow */
 	check(buf != NULL, "out of memory");
-	size_t n = proto_format_decision(buf, allowed, in[0], in[1], in[2], in[3]);
-	check(n > 0 && n <= PROTO_REPLY_MAX, "decision reply length");
+	struct cmd_result r = {.kind = CMD_REPLY_DECISION,
+			       .allowed = allowed,
+			       .limit = in[0],
+			       .remaining = in[1],
+			       .retry_after_ms = in[2],
+			       .reset_ms = in[3]};
+	size_t n = proto_line_format(buf, &r);
+	check(n > 0 && n <= PROTO_LINE_REPLY_MAX, "decision reply length");
 	check(buf[n - 1] == '\n' && !memchr(buf, '\n', n - 1), "decision reply is one line");
 	const char *word = allowed ? "ALLOWED " : "DENIED ";
 	size_t wl = strlen(word);
@@ -245,30 +251,39 @@ static void check_decision_format(int allowed, const int64_t in[4])
 	free(buf);
 }
 
-static void check_err_format(const char *code, const char *msg)
+/* As cmd_reply_error does: the message is kept up to CMD_MSG_MAX - 1 bytes. */
+static void check_err_format(enum cmd_error e, const char *msg)
 {
-	char *buf = malloc(PROTO_REPLY_MAX);
+	char *buf = malloc(PROTO_LINE_REPLY_MAX);
 	check(buf != NULL, "out of memory");
-	size_t n = proto_format_err(buf, code, msg);
-	check(n > 0 && n <= PROTO_REPLY_MAX && buf[n - 1] == '\n', "error reply length");
-	size_t cl = strlen(code), ml = strlen(msg);
+	struct cmd_result r = {.kind = CMD_REPLY_ERROR, .error = e};
+	size_t ml = strlen(msg);
+	if (ml >= sizeof(r.msg))
+		ml = sizeof(r.msg) - 1;
+	memcpy(r.msg, msg, ml);
+	msg = r.msg;
+	size_t n = proto_line_format(buf, &r);
+	check(n > 0 && n <= PROTO_LINE_REPLY_MAX && buf[n - 1] == '\n', "error reply length");
+	const char *code = proto_error_code(e);
+	size_t cl = strlen(code);
 	size_t want = 4 + cl + 1 + ml + 1;
-	if (want <= PROTO_REPLY_MAX) {
+	if (want <= PROTO_LINE_REPLY_MAX) {
 		check(n == want, "short error reply is complete");
 		check(memcmp(buf, "ERR ", 4) == 0 && memcmp(buf + 4, code, cl) == 0 &&
 			      buf[4 + cl] == ' ' && memcmp(buf + 5 + cl, msg, ml) == 0,
 		      "error reply text");
 	} else {
-		check(n == PROTO_REPLY_MAX, "long error reply is cut at PROTO_REPLY_MAX");
+		check(n == PROTO_LINE_REPLY_MAX, "long error reply is cut at PROTO_LINE_REPLY_MAX");
 	}
 	free(buf);
 }
 
-static void check_str_format(const char *word)
+static void check_str_format(enum cmd_reply kind, const char *word)
 {
-	char *buf = malloc(PROTO_REPLY_MAX);
+	char *buf = malloc(PROTO_LINE_REPLY_MAX);
 	check(buf != NULL, "out of memory");
-	size_t n = proto_format_str(buf, word);
+	struct cmd_result r = {.kind = kind};
+	size_t n = proto_line_format(buf, &r);
 	size_t wl = strlen(word);
 	check(n == wl + 1 && memcmp(buf, word, wl) == 0 && buf[wl] == '\n', "word reply");
 	free(buf);
@@ -276,10 +291,10 @@ static void check_str_format(const char *word)
 
 /* ---- one line: parse, check, log ---- */
 
-static int known_code(const char *code)
+static int known_code(enum cmd_error code)
 {
-	return code && (!strcmp(code, "syntax") || !strcmp(code, "unknown-command") ||
-			!strcmp(code, "bad-cost") || !strcmp(code, "bad-user"));
+	return code == CMD_ERR_SYNTAX || code == CMD_ERR_UNKNOWN_COMMAND ||
+	       code == CMD_ERR_BAD_COST || code == CMD_ERR_BAD_USER;
 }
 
 static int inside(const char *p, size_t n, const char *line, size_t len)
@@ -288,19 +303,19 @@ static int inside(const char *p, size_t n, const char *line, size_t len)
 }
 
 /* Appends one parse outcome to the log: what the connection would act on. */
-static void log_outcome(struct olog *l, int rc, const struct proto_cmd *cmd,
-			const struct proto_err *err)
+static void log_outcome(struct olog *l, int rc, const struct cmd_request *cmd,
+			const struct proto_error *err)
 {
 	if (rc != 0) {
 		log_bytes(l, "E", 1);
-		log_str(l, err->code ? err->code : "(null)");
+		log_str(l, proto_error_code(err->code));
 		log_str(l, err->msg ? err->msg : "(null)");
 		return;
 	}
 	log_bytes(l, "C", 1);
 	log_u64(l, (uint64_t)cmd->verb);
 	log_u64(l, (uint64_t)cmd->cost);
-	if (cmd->verb == PROTO_ALLOW || cmd->verb == PROTO_PEEK || cmd->verb == PROTO_RESET) {
+	if (cmd->verb == CMD_ALLOW || cmd->verb == CMD_PEEK || cmd->verb == CMD_RESET) {
 		log_u64(l, cmd->user_len);
 		log_bytes(l, cmd->user, cmd->user_len);
 		log_u64(l, cmd->action_len);
@@ -309,29 +324,30 @@ static void log_outcome(struct olog *l, int rc, const struct proto_cmd *cmd,
 }
 
 /* The parser's contract, and agreement with the reference classifier. */
-static void check_outcome(const char *line, size_t n, int rc, const struct proto_cmd *cmd,
-			  const struct proto_err *err)
+static void check_outcome(const char *line, size_t n, int rc, const struct cmd_request *cmd,
+			  const struct proto_error *err)
 {
 	struct ref ref;
 	ref_classify(line, n, &ref);
 	if (rc != 0) {
-		check(rc == -1, "proto_parse returns 0 or -1");
+		check(rc == -1, "proto_line_parse returns 0 or -1");
 		check(known_code(err->code), "error code is a known one");
 		check(err->msg != NULL && err->msg[0] != '\0', "error message is set");
 		for (const char *m = err->msg; *m; m++)
 			check(*m >= 0x20 && *m < 0x7f, "error message is printable");
 		check(ref.code != NULL, "rejected a line the spec accepts");
-		check(!strcmp(err->code, ref.code), "error code differs from the reference");
+		check(!strcmp(proto_error_code(err->code), ref.code),
+		      "error code differs from the reference");
 		return;
 	}
 	check(ref.code == NULL, "parsed a line the spec rejects");
 	check(cmd->verb == ref.verb, "verb differs from the reference");
-	check(cmd->cost >= 1 && cmd->cost <= PROTO_COST_MAX, "cost in 1..2147483647");
+	check(cmd->cost >= 1 && cmd->cost <= CMD_COST_MAX, "cost in 1..2147483647");
 	check(cmd->cost == ref.cost, "cost differs from the reference");
 	switch (cmd->verb) {
-	case PROTO_ALLOW:
-	case PROTO_PEEK:
-	case PROTO_RESET:
+	case CMD_ALLOW:
+	case CMD_PEEK:
+	case CMD_RESET:
 		check(cmd->user_len >= 1 && cmd->user_len <= KEYS_USER_MAX, "user_len 1..512");
 		check(cmd->action_len >= 1, "action_len >= 1");
 		check(inside(cmd->user, cmd->user_len, line, n), "user inside the line");
@@ -339,11 +355,11 @@ static void check_outcome(const char *line, size_t n, int rc, const struct proto
 		/* The reference tokens have no blanks and no control bytes. */
 		check(cmd->user == ref.tok[1] && cmd->user_len == ref.tlen[1], "user token");
 		check(cmd->action == ref.tok[2] && cmd->action_len == ref.tlen[2], "action token");
-		if (cmd->verb == PROTO_RESET)
+		if (cmd->verb == CMD_RESET)
 			check(cmd->cost == 1, "RESET cost is 1");
 		break;
-	case PROTO_PING:
-	case PROTO_QUIT:
+	case CMD_PING:
+	case CMD_QUIT:
 		check(cmd->cost == 1, "PING/QUIT cost is 1");
 		break;
 	default:
@@ -352,8 +368,8 @@ static void check_outcome(const char *line, size_t n, int rc, const struct proto
 }
 
 /* Formats the replies this outcome can lead to, with awkward values. */
-static void check_formats(const char *line, size_t n, int rc, const struct proto_cmd *cmd,
-			  const struct proto_err *err)
+static void check_formats(const char *line, size_t n, int rc, const struct cmd_request *cmd,
+			  const struct proto_error *err)
 {
 	if (rc != 0) {
 		check_err_format(err->code, err->msg);
@@ -370,32 +386,38 @@ static void check_formats(const char *line, size_t n, int rc, const struct proto
 		v[0] = INT64_MIN;
 		v[3] = INT64_MAX;
 	}
-	check_decision_format(cmd->verb == PROTO_ALLOW, v);
+	check_decision_format(cmd->verb == CMD_ALLOW, v);
 	v[0] = cmd->cost;
 	v[1] = -1;
 	v[2] = 0;
 	v[3] = (int64_t)n;
-	check_decision_format(cmd->verb != PROTO_ALLOW, v);
-	if (cmd->verb == PROTO_ALLOW || cmd->verb == PROTO_PEEK) {
+	check_decision_format(cmd->verb != CMD_ALLOW, v);
+	if (cmd->verb == CMD_ALLOW || cmd->verb == CMD_PEEK) {
 		/* The user as an error message: long, arbitrary bytes. */
 		char *msg = malloc(cmd->user_len + 1);
 		check(msg != NULL, "out of memory");
 		memcpy(msg, cmd->user, cmd->user_len);
 		msg[cmd->user_len] = '\0';
-		check_err_format("unknown-action", msg);
+		check_err_format(CMD_ERR_UNKNOWN_ACTION, msg);
 		free(msg);
 	}
-	check_str_format(cmd->verb == PROTO_PING ? "PONG" : cmd->verb == PROTO_QUIT ? "BYE" : "OK");
+	if (cmd->verb == CMD_PING)
+		check_str_format(CMD_REPLY_PONG, "PONG");
+	else if (cmd->verb == CMD_QUIT)
+		check_str_format(CMD_REPLY_BYE, "BYE");
+	else
+		check_str_format(CMD_REPLY_OK, "OK");
 }
 
 /*
  * Parses one line (n bytes at data, LF excluded) and logs the outcome.
- * Returns 1 when the connection would stop (QUIT). With `full`, the line is
+ * Returns 1 when the connection would stop (QUIT); *parsed says whether it
+ * parsed. With `full`, the line is
  * parsed from an exact-size copy (ASan sees any overread), checked and its
  * replies formatted; the other feeds only log, as their logs must equal the
  * fully checked one anyway.
  */
-static int one_line(const char *data, size_t n, struct olog *l, int full)
+static int one_line(const char *data, size_t n, struct olog *l, int full, int *parsed)
 {
 	char *copy = NULL;
 	const char *line = data;
@@ -405,20 +427,21 @@ static int one_line(const char *data, size_t n, struct olog *l, int full)
 		memcpy(copy, data, n);
 		line = copy;
 	}
-	struct proto_cmd cmd;
-	struct proto_err err = {NULL, NULL};
+	struct cmd_request cmd;
+	struct proto_error err = {0, NULL};
 	memset(&cmd, 0xa5, sizeof(cmd));
-	int rc = proto_parse(line, n, &cmd, &err);
+	int rc = proto_line_parse(line, n, &cmd, &err);
 	if (full) {
 		check_outcome(line, n, rc, &cmd, &err);
 		check_formats(line, n, rc, &cmd, &err);
 	}
 	log_outcome(l, rc, &cmd, &err);
 	free(copy);
-	return rc == 0 && cmd.verb == PROTO_QUIT;
+	*parsed = rc == 0;
+	return rc == 0 && cmd.verb == CMD_QUIT;
 }
 
-/* Checks what proto_frame said about buf[0..len) against the bytes. */
+/* Checks what proto_line_frame said about buf[0..len) against the bytes. */
 static void check_frame(const char *buf, size_t len, size_t max_line, long n, size_t consumed)
 {
 	size_t scan = len < max_line + 2 ? len : max_line + 2;
@@ -440,7 +463,7 @@ static void check_frame(const char *buf, size_t len, size_t max_line, long n, si
 			check(len >= max_line + 2, "too-long without LF only past max_line + 1");
 		}
 	} else {
-		check(0, "proto_frame returns >= 0, -1 or -2");
+		check(0, "proto_line_frame returns >= 0, -1 or -2");
 	}
 }
 
@@ -456,17 +479,30 @@ struct conn {
 	struct olog log;
 };
 
-/* conn.c's process_input: frame and parse all complete lines buffered. */
+/* conn.c's process_input: the protocol's step over all complete lines
+ * buffered, checked against the framer and parser it is made of. */
 static void conn_process(struct conn *c)
 {
 	size_t off = 0;
 	while (!c->stopped && off < c->len) {
 		size_t len = c->len - off;
 		size_t want = len < c->max_line + 2 ? len : c->max_line + 2;
+		struct cmd_request req;
+		struct proto_error perr = {0, NULL};
+		size_t used = 0;
+		enum proto_step st =
+			proto_line.parse(c->buf + off, want, c->max_line, &req, &perr, &used);
 		size_t consumed = 0, consumed_all = 0;
-		long n = proto_frame(c->buf + off, want, c->max_line, &consumed);
+		long n = proto_line_frame(c->buf + off, want, c->max_line, &consumed);
+		check((st == PROTO_NEED_MORE) == (n == -1), "the step waits iff no line is there");
+		check((st == PROTO_FATAL) == (n == -2),
+		      "the step gives up iff the line is too long");
+		check(st != PROTO_FATAL || perr.code == CMD_ERR_LINE_TOO_LONG,
+		      "a too-long line is line-too-long");
+		check(n < 0 || used == consumed, "the step drops the line and its LF");
 		if (!c->fast) {
-			long n_all = proto_frame(c->buf + off, len, c->max_line, &consumed_all);
+			long n_all =
+				proto_line_frame(c->buf + off, len, c->max_line, &consumed_all);
 			check(n == n_all && (n < 0 || consumed == consumed_all),
 			      "frame result does not depend on bytes past max_line + 2");
 			check_frame(c->buf + off, want, c->max_line, n, consumed);
@@ -478,8 +514,11 @@ static void conn_process(struct conn *c)
 			c->stopped = 1;
 			break;
 		}
-		if (one_line(c->buf + off, (size_t)n, &c->log, c->full))
+		int parsed;
+		if (one_line(c->buf + off, (size_t)n, &c->log, c->full, &parsed))
 			c->stopped = 1;
+		check(parsed == (st == PROTO_REQUEST), "the step parses as the parser does");
+		check(st != PROTO_REQUEST || req.verb != CMD_QUIT || c->stopped, "QUIT stops");
 		off += consumed;
 	}
 	memmove(c->buf, c->buf + off, c->len - off);
@@ -521,7 +560,7 @@ static void frame_in_place(const char *data, size_t size, size_t max_line, struc
 		size_t len = size - off;
 		size_t want = len < max_line + 2 ? len : max_line + 2;
 		size_t consumed = 0;
-		long n = proto_frame(data + off, want, max_line, &consumed);
+		long n = proto_line_frame(data + off, want, max_line, &consumed);
 		check_frame(data + off, want, max_line, n, consumed);
 		if (n == -1)
 			break;
@@ -530,7 +569,8 @@ static void frame_in_place(const char *data, size_t size, size_t max_line, struc
 			stopped = 1;
 			break;
 		}
-		stopped = one_line(data + off, (size_t)n, l, 0);
+		int parsed;
+		stopped = one_line(data + off, (size_t)n, l, 0, &parsed);
 		off += consumed;
 	}
 	log_bytes(l, "P", 1);

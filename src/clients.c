@@ -132,7 +132,7 @@ void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockadd
 		ssize_t w = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 		(void)w;
 		evutil_closesocket(fd);
-		unsigned long long refused = ++stats.errors[STATS_ERR_TOO_MANY_CLIENTS];
+		unsigned long long refused = ++stats.errors[CMD_ERR_TOO_MANY_CLIENTS];
 		if ((refused & (refused - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
 			log_warn("max_clients (%d) reached; %llu %s refused so far",
 				 cl->ctx.cfg->max_clients, refused,

@@ -1,4 +1,4 @@
-/* cmd.c - executes one parsed request: looks up the policy, asks the store, formats the reply. */
+/* cmd.c - executes one request: looks up the policy, asks the deny cache or the store, fills the result. */
 #include "cmd.h"
 
 #include <stdio.h>
@@ -25,10 +25,35 @@ static void finish(struct cmd_slot *slot)
 		config_unref(cfg);
 }
 
-void cmd_reply_err(struct cmd_slot *slot, const char *code, const char *msg)
+void cmd_reply_error(struct cmd_slot *slot, enum cmd_error e, const char *msg)
 {
-	stats_count_error(code);
-	slot->len = proto_format_err(slot->buf, code, msg);
+	stats_count_error(e);
+	slot->res.kind = CMD_REPLY_ERROR;
+	slot->res.error = e;
+	size_t n = strlen(msg);
+	if (n >= sizeof(slot->res.msg))
+		n = sizeof(slot->res.msg) - 1;
+	memcpy(slot->res.msg, msg, n);
+	slot->res.msg[n] = '\0';
+	finish(slot);
+}
+
+static void reply(struct cmd_slot *slot, enum cmd_reply kind)
+{
+	slot->res.kind = kind;
+	finish(slot);
+}
+
+static void reply_decision(struct cmd_slot *slot, int allowed, int64_t limit, int64_t remaining,
+			   int64_t retry_after_ms, int64_t reset_ms)
+{
+	struct cmd_result *r = &slot->res;
+	r->kind = CMD_REPLY_DECISION;
+	r->allowed = allowed;
+	r->limit = limit;
+	r->remaining = remaining;
+	r->retry_after_ms = retry_after_ms;
+	r->reset_ms = reset_ms;
 	finish(slot);
 }
 
@@ -52,14 +77,12 @@ static void store_done(void *arg, const struct store_result *res)
 				      res->limit, res->remaining, res->retry_after_ms,
 				      res->reset_ms);
 		if (op == STORE_RESET) {
-			slot->len = proto_format_str(slot->buf, "OK");
+			reply(slot, CMD_REPLY_OK);
 		} else {
 			stats_count_decision(slot->cfg, p, STATS_FROM_STORE, res->allowed);
-			slot->len = proto_format_decision(slot->buf, res->allowed, res->limit,
-							  res->remaining, res->retry_after_ms,
-							  res->reset_ms);
+			reply_decision(slot, res->allowed, res->limit, res->remaining,
+				       res->retry_after_ms, res->reset_ms);
 		}
-		finish(slot);
 		return;
 	}
 	stats.store_errors[res->status]++;
@@ -70,54 +93,56 @@ static void store_done(void *arg, const struct store_result *res)
 		 res->detail ? res->detail : "");
 	enum policy_on_error mode = config_on_error(slot->cfg, p);
 	if (op == STORE_RESET || mode == POLICY_ON_ERROR_ERROR) {
-		cmd_reply_err(slot, "store-unavailable", msg);
+		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, msg);
 		return;
 	}
 	int64_t limit = p->limits[0].capacity;
 	if (mode == POLICY_ON_ERROR_ALLOW) {
 		stats_count_decision(slot->cfg, p, STATS_FROM_FALLBACK, 1);
-		slot->len = proto_format_decision(slot->buf, 1, limit, -1, 0, -1);
+		reply_decision(slot, 1, limit, -1, 0, -1);
 	} else {
 		stats_count_decision(slot->cfg, p, STATS_FROM_FALLBACK, 0);
-		slot->len = proto_format_decision(slot->buf, 0, limit, -1, FALLBACK_RETRY_MS, -1);
+		reply_decision(slot, 0, limit, -1, FALLBACK_RETRY_MS, -1);
 	}
-	finish(slot);
 }
 
-void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct proto_cmd *pc,
+void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		 int admin, struct cmd_slot *slot)
 {
 	slot->cfg = NULL;
-	slot->close_after = 0;
-	stats.requests[pc->verb]++;
+	enum store_op op;
+	if ((unsigned)pc->verb < CMD_VERB_N)
+		stats.requests[pc->verb]++;
 	switch (pc->verb) {
-	case PROTO_PING:
-		slot->len = proto_format_str(slot->buf, "PONG");
-		finish(slot);
+	case CMD_PING:
+		reply(slot, CMD_REPLY_PONG);
 		return;
-	case PROTO_QUIT:
-		slot->len = proto_format_str(slot->buf, "BYE");
-		slot->close_after = 1;
-		finish(slot);
+	case CMD_QUIT:
+		reply(slot, CMD_REPLY_BYE);
 		return;
-	case PROTO_RESET:
+	case CMD_RESET:
 		if (!admin) {
-			cmd_reply_err(slot, "forbidden", "RESET needs a listener with admin: true");
+			cmd_reply_error(slot, CMD_ERR_FORBIDDEN,
+					"RESET needs a listener with admin: true");
 			return;
 		}
+		op = STORE_RESET;
 		break;
-	case PROTO_ALLOW:
-	case PROTO_PEEK:
+	case CMD_ALLOW:
+		op = STORE_ALLOW;
 		break;
+	case CMD_PEEK:
+		op = STORE_PEEK;
+		break;
+	default:
+		cmd_reply_error(slot, CMD_ERR_UNKNOWN_COMMAND, "unknown command");
+		return;
 	}
 	const struct policy *p = config_find_policy(cfg, pc->action, pc->action_len);
 	if (!p) {
-		cmd_reply_err(slot, "unknown-action", "no policy for this action");
+		cmd_reply_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
 		return;
 	}
-	enum store_op op = pc->verb == PROTO_ALLOW  ? STORE_ALLOW
-			   : pc->verb == PROTO_PEEK ? STORE_PEEK
-						    : STORE_RESET;
 	slot->policy = p;
 	slot->op = op;
 	slot->deny = NULL;
@@ -133,9 +158,8 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct pro
 		else if (denycache_lookup(env->deny, p->name, p->name_len, pc->user, pc->user_len,
 					  pc->cost, slot->sent_us, &hit)) {
 			stats_count_decision(cfg, p, STATS_FROM_CACHE, 0);
-			slot->len = proto_format_decision(slot->buf, 0, hit.limit, hit.remaining,
-							  hit.retry_after_ms, hit.reset_ms);
-			finish(slot);
+			reply_decision(slot, 0, hit.limit, hit.remaining, hit.retry_after_ms,
+				       hit.reset_ms);
 			return;
 		}
 		slot->deny_epoch = denycache_epoch(env->deny);

@@ -1,4 +1,9 @@
-/* cmd.h - executes one parsed request: command -> policy -> store -> reply line. */
+/*
+ * cmd.h - executes one request, whatever protocol carried it: command ->
+ * policy -> deny cache or store -> result. Requests come in and results go
+ * out protocol-neutral; each protocol (proto.h) parses into a cmd_request
+ * and formats a cmd_result.
+ */
 #ifndef RL_CMD_H
 #define RL_CMD_H
 
@@ -6,12 +11,70 @@
 #include <stdint.h>
 
 #include "keys.h"
-#include "proto.h"
 
 struct config;
 struct denycache;
 struct policy;
 struct store;
+
+enum cmd_verb {
+	CMD_ALLOW,
+	CMD_PEEK,
+	CMD_RESET,
+	CMD_PING,
+	CMD_QUIT,
+};
+#define CMD_VERB_N (CMD_QUIT + 1)
+
+/* The largest cost a request may carry. */
+#define CMD_COST_MAX 2147483647LL
+
+/* One request; user and action point into the caller's bytes, which need
+ * to live only during cmd_execute (what the store needs, it copies). */
+struct cmd_request {
+	enum cmd_verb verb;
+	const char *user;
+	size_t user_len;
+	const char *action;
+	size_t action_len;
+	int64_t cost;
+};
+
+/* Why a request got an error: the codes of proto/protocol.md, in order
+ * (proto_error_code names them). */
+enum cmd_error {
+	CMD_ERR_SYNTAX,
+	CMD_ERR_UNKNOWN_COMMAND,
+	CMD_ERR_UNKNOWN_ACTION,
+	CMD_ERR_BAD_COST,
+	CMD_ERR_BAD_USER,
+	CMD_ERR_LINE_TOO_LONG,
+	CMD_ERR_FORBIDDEN,
+	CMD_ERR_TOO_MANY_CLIENTS,
+	CMD_ERR_STORE_UNAVAILABLE,
+};
+#define CMD_ERR_N (CMD_ERR_STORE_UNAVAILABLE + 1)
+
+enum cmd_reply {
+	CMD_REPLY_DECISION, /* ALLOW, PEEK */
+	CMD_REPLY_OK,	    /* RESET */
+	CMD_REPLY_PONG,	    /* PING */
+	CMD_REPLY_BYE,	    /* QUIT: the connection closes once it is written */
+	CMD_REPLY_ERROR,
+};
+
+/* Longest error message kept, NUL included; protocols may cut it shorter. */
+#define CMD_MSG_MAX 128
+
+struct cmd_result {
+	enum cmd_reply kind;
+	/* CMD_REPLY_DECISION */
+	int allowed;
+	int64_t limit, remaining, retry_after_ms, reset_ms;
+	/* CMD_REPLY_ERROR */
+	enum cmd_error error;
+	char msg[CMD_MSG_MAX];
+};
 
 /* What requests are executed against; owned by the server. */
 struct cmd_env {
@@ -20,13 +83,12 @@ struct cmd_env {
 };
 
 /*
- * Where a request's reply goes. The caller owns the slot; cmd_execute fills
- * buf/len and calls complete(slot) exactly once, possibly before returning.
+ * Where a request's result goes. The caller owns the slot; cmd_execute
+ * fills res and calls complete(slot) exactly once, possibly before
+ * returning.
  */
 struct cmd_slot {
-	char buf[PROTO_REPLY_MAX];
-	size_t len;
-	int close_after;	     /* QUIT: close once this reply is written */
+	struct cmd_result res;
 	struct config *cfg;	     /* held while the store works on it */
 	const struct policy *policy; /* in cfg */
 	int op;			     /* enum store_op */
@@ -40,10 +102,10 @@ struct cmd_slot {
 };
 
 /* admin: the request came through a listener with admin: true. */
-void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct proto_cmd *pc,
+void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *req,
 		 int admin, struct cmd_slot *slot);
 
-/* Fills the slot with an error reply and completes it. */
-void cmd_reply_err(struct cmd_slot *slot, const char *code, const char *msg);
+/* Fills the slot with an error (msg is copied) and completes it. */
+void cmd_reply_error(struct cmd_slot *slot, enum cmd_error e, const char *msg);
 
 #endif

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "log.h"
 #include "proto.h"
+#include "proto_line.h"
 
 /* Requests parsed and not yet written back. */
 #define MAX_PENDING 1024
@@ -46,8 +47,9 @@ struct pending {
 struct conn {
 	struct conn_link link;
 	struct conn_ctx *ctx;
-	evutil_socket_t fd;	 /* -1 once reaped */
-	struct event *rev, *wev; /* wev is armed only while output is queued */
+	const struct proto *proto; /* how requests are framed, parsed and answered */
+	evutil_socket_t fd;	   /* -1 once reaped */
+	struct event *rev, *wev;   /* wev is armed only while output is queued */
 	struct evbuffer *in, *out;
 	struct timeval idle; /* idle_timeout, or 0 */
 	struct pending *head, *tail;
@@ -194,7 +196,6 @@ static struct pending *pending_new(struct conn *c)
 	p->done = 0;
 	p->slot.complete = slot_complete;
 	p->slot.cfg = NULL;
-	p->slot.close_after = 0;
 	if (c->tail)
 		c->tail->next = p;
 	else
@@ -220,15 +221,15 @@ static void flush_replies(struct conn *c)
 	struct evbuffer *out = c->out;
 	char buf[16384];
 	size_t n = 0;
+	const struct proto *proto = c->proto;
 	while (c->head && c->head->done) {
 		struct pending *p = c->head;
-		if (n + p->slot.len > sizeof(buf)) {
+		if (n + proto->reply_max > sizeof(buf)) {
 			evbuffer_add(out, buf, n);
 			n = 0;
 		}
-		memcpy(buf + n, p->slot.buf, p->slot.len);
-		n += p->slot.len;
-		if (p->slot.close_after)
+		n += proto->format(buf + n, &p->slot.res);
+		if (p->slot.res.kind == CMD_REPLY_BYE)
 			c->closing = 1;
 		c->head = p->next;
 		if (!c->head)
@@ -283,10 +284,12 @@ static void process_input(struct conn *c)
 		}
 		size_t want = len < max_line + 2 ? len : max_line + 2;
 		const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)want);
-		size_t consumed = 0;
-		long n = proto_frame(data, want, max_line, &consumed);
-		if (n == -1) {
-			c->closing |= c->eof; /* a partial last line is not a request */
+		struct cmd_request req;
+		struct proto_error perr;
+		size_t used = 0;
+		enum proto_step step = c->proto->parse(data, want, max_line, &req, &perr, &used);
+		if (step == PROTO_NEED_MORE) {
+			c->closing |= c->eof; /* a partial last request is not a request */
 			break;
 		}
 		struct pending *p = pending_new(c);
@@ -295,23 +298,21 @@ static void process_input(struct conn *c)
 			conn_close(c);
 			return;
 		}
-		if (n == -2) {
+		if (step == PROTO_FATAL) {
 			c->closing = 1;
-			cmd_reply_err(&p->slot, "line-too-long", "request line exceeds max_line");
+			cmd_reply_error(&p->slot, perr.code, perr.msg);
 			break;
 		}
-		struct proto_cmd pc;
-		struct proto_err perr;
-		if (proto_parse(data, (size_t)n, &pc, &perr) < 0)
-			cmd_reply_err(&p->slot, perr.code, perr.msg);
-		else {
-			if (pc.verb == PROTO_QUIT)
+		if (step == PROTO_BAD) {
+			cmd_reply_error(&p->slot, perr.code, perr.msg);
+		} else {
+			if (req.verb == CMD_QUIT)
 				c->closing = 1;
-			cmd_execute(cfg, c->ctx->env, &pc, c->admin, &p->slot);
+			cmd_execute(cfg, c->ctx->env, &req, c->admin, &p->slot);
 		}
-		/* The store copied what it needs; the line can go. */
+		/* The store copied what it needs; the request's bytes can go. */
 		if (!c->closed)
-			evbuffer_drain(in, consumed);
+			evbuffer_drain(in, used);
 	}
 	if (!c->closed && !c->dirty && (c->head == NULL || c->head->done)) {
 		c->dirty = 1;
@@ -392,6 +393,7 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, int admin)
 		return NULL;
 	}
 	c->ctx = ctx;
+	c->proto = &proto_line;
 	c->admin = admin;
 	c->fd = fd;
 	evutil_make_socket_nonblocking(fd);

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "listener.h"
 #include "log.h"
+#include "proto.h"
 #include "server.h"
 #include "stats.h"
 #include "store.h"
@@ -57,9 +58,9 @@ static void render(struct metrics *m, struct evbuffer *b)
 	evbuffer_add_printf(b, "ratelimitd_start_time_seconds %.3f\n", stats.start_time);
 
 	family(b, "ratelimitd_requests_total", "counter", "Requests parsed, by command.");
-	for (int v = 0; v < STATS_VERB_N; v++)
+	for (int v = 0; v < CMD_VERB_N; v++)
 		evbuffer_add_printf(b, "ratelimitd_requests_total{command=\"%s\"} %llu\n",
-				    stats_verb_name((enum proto_verb)v), stats.requests[v]);
+				    proto_verb_name((enum cmd_verb)v), stats.requests[v]);
 
 	family(b, "ratelimitd_decisions_total", "counter",
 	       "ALLOW and PEEK answers, by result and by who decided: redis, the local deny "
@@ -110,9 +111,9 @@ static void render(struct metrics *m, struct evbuffer *b)
 				    store_error_name((enum store_error)e), stats.store_failures[e]);
 
 	family(b, "ratelimitd_errors_total", "counter", "ERR replies, by code.");
-	for (int e = 0; e < STATS_ERR_N; e++)
+	for (int e = 0; e < CMD_ERR_N; e++)
 		evbuffer_add_printf(b, "ratelimitd_errors_total{code=\"%s\"} %llu\n",
-				    stats_err_name((enum stats_err)e), stats.errors[e]);
+				    proto_error_code((enum cmd_error)e), stats.errors[e]);
 
 	family(b, "ratelimitd_clients", "gauge", "Clients connected now.");
 	evbuffer_add_printf(b, "ratelimitd_clients %zu\n", server_nclients(m->srv));

@@ -8,26 +8,11 @@
 
 #include <stddef.h>
 
+#include "cmd.h"
 #include "policy.h"
-#include "proto.h"
 #include "store.h"
 
 struct config;
-
-/* The ERR codes of proto/protocol.md, in that order; anything else is "other". */
-enum stats_err {
-	STATS_ERR_SYNTAX,
-	STATS_ERR_UNKNOWN_COMMAND,
-	STATS_ERR_UNKNOWN_ACTION,
-	STATS_ERR_BAD_COST,
-	STATS_ERR_BAD_USER,
-	STATS_ERR_LINE_TOO_LONG,
-	STATS_ERR_FORBIDDEN,
-	STATS_ERR_TOO_MANY_CLIENTS,
-	STATS_ERR_STORE_UNAVAILABLE,
-	STATS_ERR_OTHER,
-	STATS_ERR_N
-};
 
 /* Who decided an ALLOW or PEEK. */
 enum stats_from {
@@ -37,11 +22,10 @@ enum stats_from {
 	STATS_FROM_N
 };
 
-#define STATS_VERB_N (PROTO_QUIT + 1)
 #define STATS_STORE_STATUS_N (STORE_FAILED + 1)
 
 struct stats {
-	unsigned long long requests[STATS_VERB_N]; /* parsed requests, by verb */
+	unsigned long long requests[CMD_VERB_N]; /* parsed requests, by verb */
 	/* ALLOW and PEEK answers: [where from][0 denied, 1 allowed] */
 	unsigned long long decisions[STATS_FROM_N][2];
 	/* store could not decide, by enum store_status (OK unused); answered
@@ -49,7 +33,7 @@ struct stats {
 	unsigned long long store_errors[STATS_STORE_STATUS_N];
 	/* of store_errors[STORE_FAILED]: by kind of error Redis answered */
 	unsigned long long store_failures[STORE_ERROR_N];
-	unsigned long long errors[STATS_ERR_N]; /* ERR replies, by code */
+	unsigned long long errors[CMD_ERR_N]; /* error replies, by code */
 	unsigned long long clients_accepted;
 	unsigned long long reloads_ok, reloads_failed;
 	int restart_pending;	 /* the file changes keys only a restart applies */
@@ -79,9 +63,7 @@ const struct stats_action *stats_action_of(const struct config *cfg, const struc
 /* Frees the per-action table (at exit). */
 void stats_free(void);
 
-void stats_count_error(const char *code);
-const char *stats_err_name(enum stats_err e);
-const char *stats_verb_name(enum proto_verb v);
+void stats_count_error(enum cmd_error e);
 const char *stats_from_name(enum stats_from f);
 
 #endif

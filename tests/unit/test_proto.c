@@ -5,27 +5,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
+#include "proto_line.h"
 
 struct pcase {
 	const char *line;
 	const char *err; /* NULL: parses */
-	enum proto_verb verb;
+	enum cmd_verb verb;
 	const char *user, *action;
 	long long cost;
 };
 
 static const struct pcase cases[] = {
-	{"ALLOW david reply", NULL, PROTO_ALLOW, "david", "reply", 1},
-	{"allow david reply", NULL, PROTO_ALLOW, "david", "reply", 1},
-	{"AlLoW david reply 7", NULL, PROTO_ALLOW, "david", "reply", 7},
-	{"ALLOW david reply\r", NULL, PROTO_ALLOW, "david", "reply", 1},
-	{"  ALLOW   david\treply  ", NULL, PROTO_ALLOW, "david", "reply", 1},
-	{"PEEK 10.0.0.1 login 2147483647", NULL, PROTO_PEEK, "10.0.0.1", "login", 2147483647},
-	{"RESET u a", NULL, PROTO_RESET, "u", "a", 1},
-	{"ping", NULL, PROTO_PING, NULL, NULL, 1},
-	{"QUIT", NULL, PROTO_QUIT, NULL, NULL, 1},
-	{"ALLOW {a}%:\xff\xfe reply", NULL, PROTO_ALLOW, "{a}%:\xff\xfe", "reply", 1},
+	{"ALLOW david reply", NULL, CMD_ALLOW, "david", "reply", 1},
+	{"allow david reply", NULL, CMD_ALLOW, "david", "reply", 1},
+	{"AlLoW david reply 7", NULL, CMD_ALLOW, "david", "reply", 7},
+	{"ALLOW david reply\r", NULL, CMD_ALLOW, "david", "reply", 1},
+	{"  ALLOW   david\treply  ", NULL, CMD_ALLOW, "david", "reply", 1},
+	{"PEEK 10.0.0.1 login 2147483647", NULL, CMD_PEEK, "10.0.0.1", "login", 2147483647},
+	{"RESET u a", NULL, CMD_RESET, "u", "a", 1},
+	{"ping", NULL, CMD_PING, NULL, NULL, 1},
+	{"QUIT", NULL, CMD_QUIT, NULL, NULL, 1},
+	{"ALLOW {a}%:\xff\xfe reply", NULL, CMD_ALLOW, "{a}%:\xff\xfe", "reply", 1},
 	{"", "syntax", 0, NULL, NULL, 0},
 	{"   ", "syntax", 0, NULL, NULL, 0},
 	{"\r", "syntax", 0, NULL, NULL, 0},
@@ -36,8 +36,8 @@ static const struct pcase cases[] = {
 	{"PING x", "syntax", 0, NULL, NULL, 0},
 	{"QUIT now", "syntax", 0, NULL, NULL, 0},
 	{"ALLOW da\rvid reply", "syntax", 0, NULL, NULL, 0},
-	{"ALLOW da\x01vid reply", NULL, PROTO_ALLOW, "da\x01vid", "reply", 1},
-	{"ALLOW \x1b[0m\x7f reply", NULL, PROTO_ALLOW, "\x1b[0m\x7f", "reply", 1},
+	{"ALLOW da\x01vid reply", NULL, CMD_ALLOW, "da\x01vid", "reply", 1},
+	{"ALLOW \x1b[0m\x7f reply", NULL, CMD_ALLOW, "\x1b[0m\x7f", "reply", 1},
 	{"PING\x1b", "unknown-command", 0, NULL, NULL, 0},
 	{"ALLOW a reply \x02", "bad-cost", 0, NULL, NULL, 0},
 	{"ALLOWED david reply", "unknown-command", 0, NULL, NULL, 0},
@@ -49,23 +49,23 @@ static const struct pcase cases[] = {
 	{"ALLOW david reply 2147483648", "bad-cost", 0, NULL, NULL, 0},
 	{"ALLOW david reply 99999999999999999999999999", "bad-cost", 0, NULL, NULL, 0},
 	{"PEEK david reply 1.5", "bad-cost", 0, NULL, NULL, 0},
-	{"ALLOW d r 0000000000000000000000000000000000000000042", NULL, PROTO_ALLOW, "d", "r", 42},
+	{"ALLOW d r 0000000000000000000000000000000000000000042", NULL, CMD_ALLOW, "d", "r", 42},
 	{"ALLOW d r 0000000000000000000000000000000000000000000", "bad-cost", 0, NULL, NULL, 0},
 };
 
 START_TEST(test_parse_table)
 {
 	const struct pcase *c = &cases[_i];
-	struct proto_cmd cmd;
-	struct proto_err err = {0};
-	int rc = proto_parse(c->line, strlen(c->line), &cmd, &err);
+	struct cmd_request cmd;
+	struct proto_error err = {0};
+	int rc = proto_line_parse(c->line, strlen(c->line), &cmd, &err);
 	if (c->err) {
 		ck_assert_msg(rc == -1, "'%s' should fail", c->line);
-		ck_assert_str_eq(err.code, c->err);
+		ck_assert_str_eq(proto_error_code(err.code), c->err);
 		ck_assert(err.msg && err.msg[0]);
 		return;
 	}
-	ck_assert_msg(rc == 0, "'%s' failed: %s %s", c->line, err.code, err.msg);
+	ck_assert_msg(rc == 0, "'%s' failed: %s %s", c->line, proto_error_code(err.code), err.msg);
 	ck_assert_int_eq(cmd.verb, c->verb);
 	ck_assert_int_eq(cmd.cost, c->cost);
 	if (c->user) {
@@ -80,45 +80,45 @@ END_TEST
 START_TEST(test_nul_byte)
 {
 	const char line[] = "ALLOW da\0vid reply";
-	struct proto_cmd cmd;
-	struct proto_err err;
-	ck_assert_int_eq(proto_parse(line, sizeof(line) - 1, &cmd, &err), -1);
-	ck_assert_str_eq(err.code, "syntax");
+	struct cmd_request cmd;
+	struct proto_error err;
+	ck_assert_int_eq(proto_line_parse(line, sizeof(line) - 1, &cmd, &err), -1);
+	ck_assert_int_eq(err.code, CMD_ERR_SYNTAX);
 }
 END_TEST
 
 START_TEST(test_user_length)
 {
 	char line[700];
-	struct proto_cmd cmd;
-	struct proto_err err;
+	struct cmd_request cmd;
+	struct proto_error err;
 	memcpy(line, "ALLOW ", 6);
 	memset(line + 6, 'u', 512);
 	memcpy(line + 518, " a", 2);
-	ck_assert_int_eq(proto_parse(line, 520, &cmd, &err), 0);
+	ck_assert_int_eq(proto_line_parse(line, 520, &cmd, &err), 0);
 	ck_assert_uint_eq(cmd.user_len, 512);
 	memset(line + 6, 'u', 513);
 	memcpy(line + 519, " a", 2);
-	ck_assert_int_eq(proto_parse(line, 521, &cmd, &err), -1);
-	ck_assert_str_eq(err.code, "bad-user");
+	ck_assert_int_eq(proto_line_parse(line, 521, &cmd, &err), -1);
+	ck_assert_int_eq(err.code, CMD_ERR_BAD_USER);
 }
 END_TEST
 
 START_TEST(test_frame)
 {
 	size_t used = 0;
-	ck_assert_int_eq(proto_frame("PING\n", 5, 4096, &used), 4);
+	ck_assert_int_eq(proto_line_frame("PING\n", 5, 4096, &used), 4);
 	ck_assert_uint_eq(used, 5);
-	ck_assert_int_eq(proto_frame("PING\r\nPING\n", 11, 4096, &used), 5);
+	ck_assert_int_eq(proto_line_frame("PING\r\nPING\n", 11, 4096, &used), 5);
 	ck_assert_uint_eq(used, 6);
-	ck_assert_int_eq(proto_frame("PIN", 3, 4096, &used), -1);
+	ck_assert_int_eq(proto_line_frame("PIN", 3, 4096, &used), -1);
 	/* exactly max_line bytes of content is fine, with LF or CRLF */
-	ck_assert_int_eq(proto_frame("abcd\n", 5, 4, &used), 4);
-	ck_assert_int_eq(proto_frame("abcd\r\n", 6, 4, &used), 5);
-	ck_assert_int_eq(proto_frame("abcd\r", 5, 4, &used), -1);
-	ck_assert_int_eq(proto_frame("abcde\n", 6, 4, &used), -2);
-	ck_assert_int_eq(proto_frame("abcdef", 6, 4, &used), -2);
-	ck_assert_int_eq(proto_frame("abcde", 5, 4, &used), -1);
+	ck_assert_int_eq(proto_line_frame("abcd\n", 5, 4, &used), 4);
+	ck_assert_int_eq(proto_line_frame("abcd\r\n", 6, 4, &used), 5);
+	ck_assert_int_eq(proto_line_frame("abcd\r", 5, 4, &used), -1);
+	ck_assert_int_eq(proto_line_frame("abcde\n", 6, 4, &used), -2);
+	ck_assert_int_eq(proto_line_frame("abcdef", 6, 4, &used), -2);
+	ck_assert_int_eq(proto_line_frame("abcde", 5, 4, &used), -1);
 }
 END_TEST
 
@@ -138,7 +138,7 @@ START_TEST(test_frame_split)
 			fed += add;
 			size_t used;
 			long n;
-			while ((n = proto_frame(buf, have, 64, &used)) >= 0) {
+			while ((n = proto_line_frame(buf, have, 64, &used)) >= 0) {
 				lines++;
 				memmove(buf, buf + used, have - used);
 				have -= used;
@@ -153,18 +153,63 @@ START_TEST(test_frame_split)
 }
 END_TEST
 
+static size_t fmt(char *buf, struct cmd_result r)
+{
+	return proto_line_format(buf, &r);
+}
+
 START_TEST(test_format)
 {
-	char buf[PROTO_REPLY_MAX];
-	size_t n = proto_format_decision(buf, 1, 5, 4, 0, 60000);
+	char buf[PROTO_LINE_REPLY_MAX];
+	size_t n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_DECISION,
+						.allowed = 1,
+						.limit = 5,
+						.remaining = 4,
+						.reset_ms = 60000});
 	ck_assert_uint_eq(n, strlen("ALLOWED 5 4 0 60000\n"));
 	ck_assert(memcmp(buf, "ALLOWED 5 4 0 60000\n", n) == 0);
-	n = proto_format_decision(buf, 0, 2147483647, -1, -1, 9223372036854775807LL);
+	n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_DECISION,
+					 .limit = 2147483647,
+					 .remaining = -1,
+					 .retry_after_ms = -1,
+					 .reset_ms = 9223372036854775807LL});
 	ck_assert(memcmp(buf, "DENIED 2147483647 -1 -1 9223372036854775807\n", n) == 0);
-	n = proto_format_err(buf, "bad-cost", "nope");
+	n = fmt(buf, (struct cmd_result){
+			     .kind = CMD_REPLY_ERROR, .error = CMD_ERR_BAD_COST, .msg = "nope"});
 	ck_assert(memcmp(buf, "ERR bad-cost nope\n", n) == 0);
-	n = proto_format_str(buf, "PONG");
+	n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_PONG});
 	ck_assert(memcmp(buf, "PONG\n", n) == 0);
+	n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_OK});
+	ck_assert(memcmp(buf, "OK\n", n) == 0);
+	n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_BYE});
+	ck_assert(memcmp(buf, "BYE\n", n) == 0);
+	/* a long message is cut, the newline kept */
+	struct cmd_result r = {.kind = CMD_REPLY_ERROR, .error = CMD_ERR_STORE_UNAVAILABLE};
+	memset(r.msg, 'x', sizeof(r.msg) - 1);
+	n = fmt(buf, r);
+	ck_assert_uint_eq(n, strlen("ERR store-unavailable ") + sizeof(r.msg) - 1 + 1);
+	ck_assert(n <= PROTO_LINE_REPLY_MAX && buf[n - 1] == '\n');
+}
+END_TEST
+
+/* The step conn.c takes: a request, a bad one, a fatal one, or more bytes. */
+START_TEST(test_step)
+{
+	struct cmd_request req;
+	struct proto_error err;
+	size_t used = 99;
+	ck_assert_int_eq(proto_line.parse("ALLOW a b 3\nPING\n", 17, 64, &req, &err, &used),
+			 PROTO_REQUEST);
+	ck_assert_uint_eq(used, 12);
+	ck_assert_int_eq(req.verb, CMD_ALLOW);
+	ck_assert_int_eq(req.cost, 3);
+	ck_assert_int_eq(proto_line.parse("NOPE\n", 5, 64, &req, &err, &used), PROTO_BAD);
+	ck_assert_uint_eq(used, 5);
+	ck_assert_int_eq(err.code, CMD_ERR_UNKNOWN_COMMAND);
+	ck_assert_int_eq(proto_line.parse("PIN", 3, 64, &req, &err, &used), PROTO_NEED_MORE);
+	ck_assert_int_eq(proto_line.parse("abcdef", 6, 4, &req, &err, &used), PROTO_FATAL);
+	ck_assert_int_eq(err.code, CMD_ERR_LINE_TOO_LONG);
+	ck_assert_str_eq(proto_line.name, "line");
 }
 END_TEST
 
@@ -178,6 +223,7 @@ int main(void)
 	tcase_add_test(tc, test_frame);
 	tcase_add_test(tc, test_frame_split);
 	tcase_add_test(tc, test_format);
+	tcase_add_test(tc, test_step);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

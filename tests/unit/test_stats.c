@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "proto.h"
 #include "stats.h"
 
 static char err[CONFIG_ERR_MAX];
@@ -90,13 +91,16 @@ END_TEST
 START_TEST(test_errors_by_code)
 {
 	memset(&stats, 0, sizeof(stats));
-	stats_count_error("bad-cost");
-	stats_count_error("bad-cost");
-	stats_count_error("no-such-code");
-	ck_assert_uint_eq(stats.errors[STATS_ERR_BAD_COST], 2);
-	ck_assert_uint_eq(stats.errors[STATS_ERR_OTHER], 1);
-	ck_assert_str_eq(stats_err_name(STATS_ERR_STORE_UNAVAILABLE), "store-unavailable");
-	ck_assert_str_eq(stats_verb_name(PROTO_PEEK), "peek");
+	stats_count_error(CMD_ERR_BAD_COST);
+	stats_count_error(CMD_ERR_BAD_COST);
+	stats_count_error((enum cmd_error)CMD_ERR_N); /* out of range: not counted */
+	ck_assert_uint_eq(stats.errors[CMD_ERR_BAD_COST], 2);
+	unsigned long long all = 0;
+	for (int e = 0; e < CMD_ERR_N; e++)
+		all += stats.errors[e];
+	ck_assert_uint_eq(all, 2);
+	ck_assert_str_eq(proto_error_code(CMD_ERR_STORE_UNAVAILABLE), "store-unavailable");
+	ck_assert_str_eq(proto_verb_name(CMD_PEEK), "peek");
 	ck_assert_str_eq(stats_from_name(STATS_FROM_CACHE), "cache");
 }
 END_TEST

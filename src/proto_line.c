@@ -1,0 +1,231 @@
+/* proto_line.c - the line protocol's framer, parser and reply formatter; pure: no I/O, no allocation. */
+#include "proto_line.h"
+
+#include "decimal.h"
+#include "keys.h"
+
+#include <string.h>
+
+static int is_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+long proto_line_frame(const char *buf, size_t len, size_t max_line, size_t *consumed)
+{
+	size_t scan = len < max_line + 2 ? len : max_line + 2;
+	const char *lf = memchr(buf, '\n', scan);
+	if (!lf)
+		return len > max_line + 1 ? -2 : -1;
+	size_t n = (size_t)(lf - buf);
+	size_t content = n > 0 && buf[n - 1] == '\r' ? n - 1 : n;
+	if (content > max_line)
+		return -2;
+	*consumed = n + 1;
+	return (long)n;
+}
+
+static int verb_is(const char *tok, size_t len, const char *verb)
+{
+	size_t vlen = strlen(verb);
+	if (len != vlen)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = tok[i];
+		if (c >= 'a' && c <= 'z')
+			c = (char)(c - 'a' + 'A');
+		if (c != verb[i])
+			return 0;
+	}
+	return 1;
+}
+
+static int parse_cost(const char *s, size_t len, int64_t *out)
+{
+	int64_t v = 0;
+	if (len == 0)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+		if (v > CMD_COST_MAX)
+			return -1;
+	}
+	if (v < 1)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int fail(struct proto_error *err, enum cmd_error code, const char *msg)
+{
+	err->code = code;
+	err->msg = msg;
+	return -1;
+}
+
+#define MAX_TOKENS 5
+
+int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, struct proto_error *err)
+{
+	if (len > 0 && line[len - 1] == '\r')
+		len--;
+	/* A user is any bytes but blanks, CR, LF and NUL: NUL and a CR inside
+	 * the line make the whole request invalid (other bytes, control bytes
+	 * and non-UTF-8 included, may be part of a user). */
+	if (memchr(line, '\0', len))
+		return fail(err, CMD_ERR_SYNTAX, "NUL byte in request");
+	if (memchr(line, '\r', len))
+		return fail(err, CMD_ERR_SYNTAX, "CR inside the line");
+	const char *tok[MAX_TOKENS];
+	size_t tlen[MAX_TOKENS];
+	int ntok = 0;
+	size_t i = 0;
+	while (i < len) {
+		while (i < len && is_blank(line[i]))
+			i++;
+		if (i == len)
+			break;
+		size_t start = i;
+		while (i < len && !is_blank(line[i]))
+			i++;
+		if (ntok == MAX_TOKENS)
+			return fail(err, CMD_ERR_SYNTAX, "too many arguments");
+		tok[ntok] = line + start;
+		tlen[ntok] = i - start;
+		ntok++;
+	}
+	if (ntok == 0)
+		return fail(err, CMD_ERR_SYNTAX, "empty request");
+
+	memset(cmd, 0, sizeof(*cmd));
+	cmd->cost = 1;
+	if (verb_is(tok[0], tlen[0], "ALLOW") || verb_is(tok[0], tlen[0], "PEEK")) {
+		cmd->verb = verb_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
+		if (ntok < 3 || ntok > 4)
+			return fail(err, CMD_ERR_SYNTAX,
+				    cmd->verb == CMD_ALLOW
+					    ? "usage: ALLOW <user> <action> [<cost>]"
+					    : "usage: PEEK <user> <action> [<cost>]");
+		if (ntok == 4 && parse_cost(tok[3], tlen[3], &cmd->cost) < 0)
+			return fail(err, CMD_ERR_BAD_COST,
+				    "cost must be an integer from 1 to 2147483647");
+	} else if (verb_is(tok[0], tlen[0], "RESET")) {
+		cmd->verb = CMD_RESET;
+		if (ntok != 3)
+			return fail(err, CMD_ERR_SYNTAX, "usage: RESET <user> <action>");
+	} else if (verb_is(tok[0], tlen[0], "PING")) {
+		cmd->verb = CMD_PING;
+		if (ntok != 1)
+			return fail(err, CMD_ERR_SYNTAX, "usage: PING");
+		return 0;
+	} else if (verb_is(tok[0], tlen[0], "QUIT")) {
+		cmd->verb = CMD_QUIT;
+		if (ntok != 1)
+			return fail(err, CMD_ERR_SYNTAX, "usage: QUIT");
+		return 0;
+	} else {
+		return fail(err, CMD_ERR_UNKNOWN_COMMAND,
+			    "known commands: ALLOW PEEK RESET PING QUIT");
+	}
+	if (tlen[1] > KEYS_USER_MAX)
+		return fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+	cmd->user = tok[1];
+	cmd->user_len = tlen[1];
+	cmd->action = tok[2];
+	cmd->action_len = tlen[2];
+	return 0;
+}
+
+/* Writes v in decimal; returns bytes written. No sprintf on the hot path. */
+static size_t put_int(char *p, int64_t v)
+{
+	if (v < 0) {
+		*p = '-';
+		return 1 + decimal_put(p + 1, (uint64_t)0 - (uint64_t)v);
+	}
+	return decimal_put(p, (uint64_t)v);
+}
+
+static size_t format_decision(char *buf, const struct cmd_result *r)
+{
+	size_t n;
+	if (r->allowed) {
+		memcpy(buf, "ALLOWED ", 8);
+		n = 8;
+	} else {
+		memcpy(buf, "DENIED ", 7);
+		n = 7;
+	}
+	n += put_int(buf + n, r->limit);
+	buf[n++] = ' ';
+	n += put_int(buf + n, r->remaining);
+	buf[n++] = ' ';
+	n += put_int(buf + n, r->retry_after_ms);
+	buf[n++] = ' ';
+	n += put_int(buf + n, r->reset_ms);
+	buf[n++] = '\n';
+	return n;
+}
+
+static size_t put_str(char *buf, size_t n, const char *s, size_t cap)
+{
+	while (*s && n < cap)
+		buf[n++] = *s++;
+	return n;
+}
+
+static size_t format_word(char *buf, const char *word)
+{
+	size_t n = put_str(buf, 0, word, PROTO_LINE_REPLY_MAX - 1);
+	buf[n++] = '\n';
+	return n;
+}
+
+size_t proto_line_format(char *buf, const struct cmd_result *res)
+{
+	size_t cap = PROTO_LINE_REPLY_MAX - 1, n;
+	switch (res->kind) {
+	case CMD_REPLY_DECISION:
+		return format_decision(buf, res);
+	case CMD_REPLY_OK:
+		return format_word(buf, "OK");
+	case CMD_REPLY_PONG:
+		return format_word(buf, "PONG");
+	case CMD_REPLY_BYE:
+		return format_word(buf, "BYE");
+	case CMD_REPLY_ERROR:
+		break;
+	}
+	n = put_str(buf, 0, "ERR ", cap);
+	n = put_str(buf, n, proto_error_code(res->error), cap);
+	n = put_str(buf, n, " ", cap);
+	n = put_str(buf, n, res->msg, cap);
+	buf[n++] = '\n';
+	return n;
+}
+
+static enum proto_step line_parse(const char *buf, size_t len, size_t max_line,
+				  struct cmd_request *req, struct proto_error *err, size_t *used)
+{
+	size_t consumed = 0;
+	long n = proto_line_frame(buf, len, max_line, &consumed);
+	if (n == -1)
+		return PROTO_NEED_MORE;
+	if (n == -2) {
+		*used = 0;
+		err->code = CMD_ERR_LINE_TOO_LONG;
+		err->msg = "request line exceeds max_line";
+		return PROTO_FATAL;
+	}
+	*used = consumed;
+	return proto_line_parse(buf, (size_t)n, req, err) == 0 ? PROTO_REQUEST : PROTO_BAD;
+}
+
+const struct proto proto_line = {
+	.name = "line",
+	.reply_max = PROTO_LINE_REPLY_MAX,
+	.parse = line_parse,
+	.format = proto_line_format,
+};
