@@ -58,6 +58,9 @@
 /* While Redis refuses decisions, the script's check runs this often, so a
  * fixed ACL is noticed without traffic. */
 #define CHECK_INTERVAL_MS 1000
+/* How long after a fresh connection failed at its first requests a
+ * returning Redis does not cut the pool's backoff (BACKOFF_MAX_MS is 500). */
+#define FAILED_FRESH_US 2000000u
 /* Errors Redis answers to decisions are logged at most this often. */
 #define ERROR_LOG_US 10000000u
 #define MAX_BATCH 64
@@ -78,6 +81,7 @@ struct rconn {
 	uint64_t win_us;
 	unsigned win_n;
 	uint64_t behind_until_us; /* admission bound enforced until then */
+	int decided;		  /* a decision came back since it connected */
 };
 
 struct sreq {
@@ -108,6 +112,9 @@ struct store_redis {
 	uint64_t timer_at;
 	size_t pending;
 	unsigned long long refused; /* answered "overload" at once */
+	/* When a connection that never decided anything was lost with
+	 * requests on it: Redis (or a proxy) accepts us and fails us. */
+	uint64_t failed_fresh_us;
 	struct sreq *free_pool;
 	size_t nfree;
 	int up_logged, down_logged;
@@ -485,9 +492,12 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	if (--rc->batches == 0 && rc->open)
 		redis_conn_kick(&rc->c); /* the held batch may go now */
 	if (!rep) {
+		if (!rc->decided)
+			s->failed_fresh_us = clock_mono_us();
 		batch_fail(s, b, STORE_UNAVAILABLE, "connection to redis lost");
 		return;
 	}
+	rc->decided = 1;
 	uint64_t prev_rx = rc->c.last_rx_us;
 	redis_conn_verified(&rc->c);
 	rconn_measure(rc, b, prev_rx);
@@ -585,6 +595,7 @@ static void rconn_connected(struct redis_conn *c)
 {
 	struct rconn *rc = (struct rconn *)c;
 	/* perhaps another Redis now (a failover): measure it afresh */
+	rc->decided = 0;
 	rc->rate = 0;
 	rc->win_us = 0;
 	rc->win_n = 0;
@@ -599,10 +610,16 @@ static void rconn_verified(struct redis_conn *c)
 		return;
 	log_info("%s connected", s->name);
 	/* Redis is back: the rest of the pool need not wait out its backoff
-	 * (up to half a second) while this connection carries everything. */
-	redis_conn_retry_now(&s->subconn.c);
-	for (int i = 0; i < s->nconns; i++)
-		redis_conn_retry_now(&s->conns[i].c);
+	 * (up to half a second) while this connection carries everything.
+	 * Unless Redis has lately been failing fresh connections at their
+	 * first requests (a proxy that closes on each): cutting everyone's
+	 * backoff on every return would then make a reconnect storm. */
+	uint64_t now = clock_mono_us();
+	if (!s->failed_fresh_us || now - s->failed_fresh_us >= FAILED_FRESH_US) {
+		redis_conn_retry_now(&s->subconn.c);
+		for (int i = 0; i < s->nconns; i++)
+			redis_conn_retry_now(&s->conns[i].c);
+	}
 	s->up_logged = 1;
 	s->down_logged = 0;
 	s->t.setup_err_logged = 0;

@@ -458,6 +458,7 @@ class ReconnectTest(FakeBase):
         n = len(self.fake.accepts) - n0
         # 2 request connections, backoff capped at 500 ms: about 2 x 12 at most
         self.assertLessEqual(n, 2 * 14, "reconnect storm: %d connections in 3 s" % n)
+        print("\n[figures] %d connections in 3 s while every request drops its connection" % n)
 
     def test_log_not_flooded_while_redis_flaps(self):
         """A Redis that accepts and closes every connection for 3 s: the
