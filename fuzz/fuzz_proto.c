@@ -487,19 +487,17 @@ static void conn_process(struct conn *c)
 	while (!c->stopped && off < c->len) {
 		size_t len = c->len - off;
 		size_t want = len < c->max_line + 2 ? len : c->max_line + 2;
-		struct cmd_request req;
-		struct proto_error perr = {0, NULL};
-		size_t used = 0;
-		enum proto_step st =
-			proto_line.parse(c->buf + off, want, c->max_line, &req, &perr, &used);
+		struct proto_parsed got = {0};
+		enum proto_step st = proto_line.parse(c->buf + off, want, c->max_line, &got);
+		const struct cmd_request *req = &got.req;
 		size_t consumed = 0, consumed_all = 0;
 		long n = proto_line_frame(c->buf + off, want, c->max_line, &consumed);
 		check((st == PROTO_NEED_MORE) == (n == -1), "the step waits iff no line is there");
 		check((st == PROTO_FATAL) == (n == -2),
 		      "the step gives up iff the line is too long");
-		check(st != PROTO_FATAL || perr.code == CMD_ERR_LINE_TOO_LONG,
+		check(st != PROTO_FATAL || got.err.code == CMD_ERR_LINE_TOO_LONG,
 		      "a too-long line is line-too-long");
-		check(n < 0 || used == consumed, "the step drops the line and its LF");
+		check(n < 0 || got.used == consumed, "the step drops the line and its LF");
 		if (!c->fast) {
 			long n_all =
 				proto_line_frame(c->buf + off, len, c->max_line, &consumed_all);
@@ -518,7 +516,7 @@ static void conn_process(struct conn *c)
 		if (one_line(c->buf + off, (size_t)n, &c->log, c->full, &parsed))
 			c->stopped = 1;
 		check(parsed == (st == PROTO_REQUEST), "the step parses as the parser does");
-		check(st != PROTO_REQUEST || req.verb != CMD_QUIT || c->stopped, "QUIT stops");
+		check(st != PROTO_REQUEST || req->verb != CMD_QUIT || c->stopped, "QUIT stops");
 		off += consumed;
 	}
 	memmove(c->buf, c->buf + off, c->len - off);

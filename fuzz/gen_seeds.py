@@ -178,6 +178,41 @@ def c_string_literals(path):
     return out
 
 
+# ---- resp: 2-byte header (max_line - 1 as u16 LE), stream ----
+
+def resp_enc(*args):
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
+def resp_seed(name, stream, max_line=4096):
+    write("resp", name, struct.pack("<H", (max_line - 1) % 8192) + stream)
+
+
+def resp_seeds():
+    resp_seed("allow", resp_enc("ALLOW", "david", "reply"))
+    resp_seed("all-verbs", resp_enc("ALLOW", "david", "reply", 3) + resp_enc("PEEK", "d", "r")
+         + resp_enc("RESET", "u", "a") + resp_enc("PING") + resp_enc("PING", "hi")
+         + resp_enc("QUIT"))
+    resp_seed("connect", resp_enc("HELLO", 3) + resp_enc("CLIENT", "SETNAME", "x")
+         + resp_enc("CLIENT", "SETINFO", "LIB-NAME", "redis-py") + resp_enc("SELECT", 0)
+         + resp_enc("SELECT", 5) + resp_enc("AUTH", "pw") + resp_enc("INFO")
+         + resp_enc("COMMAND", "DOCS"))
+    resp_seed("errors", resp_enc("NOPE") + resp_enc("ALLOW", "u") + resp_enc("ALLOW", "", "r")
+         + resp_enc("ALLOW", "u", "r", "0") + resp_enc("CLIENT", "KILL"))
+    resp_seed("binary-user", resp_enc("ALLOW", b"a b\r\n\x00}", "reply"))
+    resp_seed("empty-arrays", b"*0\r\n*-1\r\n" + resp_enc("PING"))
+    resp_seed("huge-array", b"*2147483647\r\n")
+    resp_seed("negative-bulk", b"*1\r\n$-5\r\n")
+    resp_seed("long-bulk", b"*1\r\n$5000\r\n" + b"x" * 100, max_line=64)
+    resp_seed("no-crlf", b"*1\r\n$4\r\nPINGxx")
+    resp_seed("pipeline", b"".join(resp_enc("ALLOW", "u%d" % i, "reply") for i in range(20)),
+         max_line=40)
+
+
 def config_seeds():
     for name, text in CONFIGS.items():
         write("config", name, text if isinstance(text, bytes) else text.encode())
@@ -268,6 +303,7 @@ def reply_seeds():
 
 if __name__ == "__main__":
     proto_seeds()
+    resp_seeds()
     config_seeds()
     reply_seeds()
     for kind in ("proto", "config", "reply"):

@@ -4,8 +4,13 @@
 RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 	libevent-dev libhiredis-dev libyaml-dev libsystemd-dev check
 	redis-server redis-tools netcat-openbsd"
-# Extra packages for the test suite (systemd-analyze comes with systemd).
-RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind"
+# Extra packages for the test suite (systemd-analyze comes with systemd;
+# python3-redis is redis-py, a real client of the RESP tests).
+RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis"
+# Node.js and npm for the Node Redis clients of the RESP tests (npm then
+# fetches the pinned clients from its registry): Debian's, unless a node
+# with its own npm is installed already.
+RL_NODE_PACKAGES="nodejs npm"
 
 rl_say() {
 	printf '%s: %s\n' "${0##*/}" "$*" >&2

@@ -38,6 +38,13 @@ void cmd_reply_error(struct cmd_slot *slot, enum cmd_error e, const char *msg)
 	finish(slot);
 }
 
+void cmd_reply_local(struct cmd_slot *slot, int local)
+{
+	slot->res.kind = CMD_REPLY_LOCAL;
+	slot->res.local = local;
+	finish(slot);
+}
+
 static void reply(struct cmd_slot *slot, enum cmd_reply kind)
 {
 	slot->res.kind = kind;

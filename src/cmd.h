@@ -61,6 +61,7 @@ enum cmd_reply {
 	CMD_REPLY_PONG,	    /* PING */
 	CMD_REPLY_BYE,	    /* QUIT: the connection closes once it is written */
 	CMD_REPLY_ERROR,
+	CMD_REPLY_LOCAL, /* a reply of the protocol's own (PROTO_LOCAL) */
 };
 
 /* Longest error message kept, NUL included; protocols may cut it shorter. */
@@ -74,6 +75,8 @@ struct cmd_result {
 	/* CMD_REPLY_ERROR */
 	enum cmd_error error;
 	char msg[CMD_MSG_MAX];
+	/* CMD_REPLY_LOCAL: which, as the protocol numbers them */
+	int local;
 };
 
 /* What requests are executed against; owned by the server. */
@@ -107,5 +110,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 
 /* Fills the slot with an error (msg is copied) and completes it. */
 void cmd_reply_error(struct cmd_slot *slot, enum cmd_error e, const char *msg);
+/* Completes the slot with a reply of the protocol's own. */
+void cmd_reply_local(struct cmd_slot *slot, int local);
 
 #endif

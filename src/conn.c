@@ -29,6 +29,7 @@
 #include "log.h"
 #include "proto.h"
 #include "proto_line.h"
+#include "proto_resp.h"
 
 /* Requests parsed and not yet written back. */
 #define MAX_PENDING 1024
@@ -47,9 +48,11 @@ struct pending {
 struct conn {
 	struct conn_link link;
 	struct conn_ctx *ctx;
-	const struct proto *proto; /* how requests are framed, parsed and answered */
-	evutil_socket_t fd;	   /* -1 once reaped */
-	struct event *rev, *wev;   /* wev is armed only while output is queued */
+	/* How requests are framed, parsed and answered; NULL until the first
+	 * byte says (a RESP array starts with '*', anything else is a line). */
+	const struct proto *proto;
+	evutil_socket_t fd;	 /* -1 once reaped */
+	struct event *rev, *wev; /* wev is armed only while output is queued */
 	struct evbuffer *in, *out;
 	struct timeval idle; /* idle_timeout, or 0 */
 	struct pending *head, *tail;
@@ -284,13 +287,18 @@ static void process_input(struct conn *c)
 		}
 		size_t want = len < max_line + 2 ? len : max_line + 2;
 		const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)want);
-		struct cmd_request req;
-		struct proto_error perr;
-		size_t used = 0;
-		enum proto_step step = c->proto->parse(data, want, max_line, &req, &perr, &used);
+		if (!c->proto)
+			c->proto = data[0] == '*' ? &proto_resp : &proto_line;
+		struct proto_parsed got;
+		got.used = 0;
+		enum proto_step step = c->proto->parse(data, want, max_line, &got);
 		if (step == PROTO_NEED_MORE) {
 			c->closing |= c->eof; /* a partial last request is not a request */
 			break;
+		}
+		if (step == PROTO_SKIP) {
+			evbuffer_drain(in, got.used);
+			continue;
 		}
 		struct pending *p = pending_new(c);
 		if (!p) {
@@ -298,21 +306,28 @@ static void process_input(struct conn *c)
 			conn_close(c);
 			return;
 		}
-		if (step == PROTO_FATAL) {
+		switch (step) {
+		case PROTO_FATAL:
 			c->closing = 1;
-			cmd_reply_error(&p->slot, perr.code, perr.msg);
+			cmd_reply_error(&p->slot, got.err.code, got.err.msg);
+			break;
+		case PROTO_BAD:
+			cmd_reply_error(&p->slot, got.err.code, got.err.msg);
+			break;
+		case PROTO_LOCAL:
+			cmd_reply_local(&p->slot, got.local);
+			break;
+		default:
+			if (got.req.verb == CMD_QUIT)
+				c->closing = 1;
+			cmd_execute(cfg, c->ctx->env, &got.req, c->admin, &p->slot);
 			break;
 		}
-		if (step == PROTO_BAD) {
-			cmd_reply_error(&p->slot, perr.code, perr.msg);
-		} else {
-			if (req.verb == CMD_QUIT)
-				c->closing = 1;
-			cmd_execute(cfg, c->ctx->env, &req, c->admin, &p->slot);
-		}
+		if (step == PROTO_FATAL)
+			break;
 		/* The store copied what it needs; the request's bytes can go. */
 		if (!c->closed)
-			evbuffer_drain(in, used);
+			evbuffer_drain(in, got.used);
 	}
 	if (!c->closed && !c->dirty && (c->head == NULL || c->head->done)) {
 		c->dirty = 1;
@@ -393,7 +408,6 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, int admin)
 		return NULL;
 	}
 	c->ctx = ctx;
-	c->proto = &proto_line;
 	c->admin = admin;
 	c->fd = fd;
 	evutil_make_socket_nonblocking(fd);

@@ -1,5 +1,13 @@
-/* proto.c - the words every protocol shares: verb names and error codes (proto/protocol.md). */
+/*
+ * proto.c - what every protocol shares: verb names and error codes
+ * (proto/protocol.md), and the small pure helpers their parsers and
+ * formatters use alike.
+ */
 #include "proto.h"
+
+#include <string.h>
+
+#include "decimal.h"
 
 static const char *const verb_names[CMD_VERB_N] = {
 	[CMD_ALLOW] = "allow", [CMD_PEEK] = "peek", [CMD_RESET] = "reset",
@@ -26,4 +34,46 @@ const char *proto_verb_name(enum cmd_verb v)
 const char *proto_error_code(enum cmd_error e)
 {
 	return (unsigned)e < CMD_ERR_N ? error_codes[e] : "other";
+}
+
+int proto_word_is(const char *tok, size_t len, const char *word)
+{
+	size_t wlen = strlen(word);
+	if (len != wlen)
+		return 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = tok[i];
+		if (c >= 'a' && c <= 'z')
+			c = (char)(c - 'a' + 'A');
+		if (c != word[i])
+			return 0;
+	}
+	return 1;
+}
+
+int proto_parse_cost(const char *s, size_t len, int64_t *out)
+{
+	int64_t v = 0;
+	if (len == 0)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+		if (v > CMD_COST_MAX)
+			return -1;
+	}
+	if (v < 1)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+size_t proto_put_int(char *p, int64_t v)
+{
+	if (v < 0) {
+		*p = '-';
+		return 1 + decimal_put(p + 1, (uint64_t)0 - (uint64_t)v);
+	}
+	return decimal_put(p, (uint64_t)v);
 }

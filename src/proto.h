@@ -9,6 +9,7 @@
 #define RL_PROTO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cmd.h"
 
@@ -17,8 +18,10 @@
 /* What the bytes at the start of a connection's input hold. */
 enum proto_step {
 	PROTO_NEED_MORE, /* no whole request yet: read more */
-	PROTO_REQUEST,	 /* a request: execute it, drop *used bytes */
-	PROTO_BAD,	 /* a request that does not parse: answer the error, drop *used bytes */
+	PROTO_REQUEST,	 /* a request: execute it, drop `used` bytes */
+	PROTO_BAD,	 /* a request that does not parse: answer the error, drop `used` */
+	PROTO_LOCAL,	 /* a request the protocol answers itself (`local`), drop `used` */
+	PROTO_SKIP,	 /* no request (RESP's empty array): drop `used`, answer nothing */
 	PROTO_FATAL,	 /* the framing is lost: answer the error, then close */
 };
 
@@ -27,20 +30,35 @@ struct proto_error {
 	const char *msg; /* static */
 };
 
+/* What one step found. */
+struct proto_parsed {
+	size_t used;		/* bytes the request took */
+	struct cmd_request req; /* PROTO_REQUEST; points into the input */
+	struct proto_error err; /* PROTO_BAD, PROTO_FATAL */
+	int local;		/* PROTO_LOCAL: which of the protocol's own replies */
+};
+
 struct proto {
 	const char *name;
 	/* Longest reply format writes. */
 	size_t reply_max;
 	/*
 	 * Looks at buf[0..len), the start of the unparsed input: at most
-	 * max_line + 2 bytes of it (no request may be longer). req points
-	 * into buf.
+	 * max_line + 2 bytes of it (no request may be longer).
 	 */
 	enum proto_step (*parse)(const char *buf, size_t len, size_t max_line,
-				 struct cmd_request *req, struct proto_error *err, size_t *used);
+				 struct proto_parsed *out);
 	/* Writes res's reply to buf (reply_max bytes of room); returns its length. */
 	size_t (*format)(char *buf, const struct cmd_result *res);
 };
+
+/* 1 if tok is word (upper case), in any case. */
+int proto_word_is(const char *tok, size_t len, const char *word);
+/* A cost: decimal digits only, 1 to CMD_COST_MAX (leading zeros allowed). 0 or -1. */
+int proto_parse_cost(const char *s, size_t len, int64_t *out);
+/* Writes v in decimal, '-' first if negative; returns the bytes written.
+ * No sprintf on the hot path. */
+size_t proto_put_int(char *p, int64_t v);
 
 /* "allow", "peek", ...: the metric label of a verb. */
 const char *proto_verb_name(enum cmd_verb v);

@@ -1,7 +1,6 @@
 /* proto_line.c - the line protocol's framer, parser and reply formatter; pure: no I/O, no allocation. */
 #include "proto_line.h"
 
-#include "decimal.h"
 #include "keys.h"
 
 #include <string.h>
@@ -23,39 +22,6 @@ long proto_line_frame(const char *buf, size_t len, size_t max_line, size_t *cons
 		return -2;
 	*consumed = n + 1;
 	return (long)n;
-}
-
-static int verb_is(const char *tok, size_t len, const char *verb)
-{
-	size_t vlen = strlen(verb);
-	if (len != vlen)
-		return 0;
-	for (size_t i = 0; i < len; i++) {
-		char c = tok[i];
-		if (c >= 'a' && c <= 'z')
-			c = (char)(c - 'a' + 'A');
-		if (c != verb[i])
-			return 0;
-	}
-	return 1;
-}
-
-static int parse_cost(const char *s, size_t len, int64_t *out)
-{
-	int64_t v = 0;
-	if (len == 0)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (s[i] - '0');
-		if (v > CMD_COST_MAX)
-			return -1;
-	}
-	if (v < 1)
-		return -1;
-	*out = v;
-	return 0;
 }
 
 static int fail(struct proto_error *err, enum cmd_error code, const char *msg)
@@ -101,26 +67,26 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 
 	memset(cmd, 0, sizeof(*cmd));
 	cmd->cost = 1;
-	if (verb_is(tok[0], tlen[0], "ALLOW") || verb_is(tok[0], tlen[0], "PEEK")) {
-		cmd->verb = verb_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
+	if (proto_word_is(tok[0], tlen[0], "ALLOW") || proto_word_is(tok[0], tlen[0], "PEEK")) {
+		cmd->verb = proto_word_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
 		if (ntok < 3 || ntok > 4)
 			return fail(err, CMD_ERR_SYNTAX,
 				    cmd->verb == CMD_ALLOW
 					    ? "usage: ALLOW <user> <action> [<cost>]"
 					    : "usage: PEEK <user> <action> [<cost>]");
-		if (ntok == 4 && parse_cost(tok[3], tlen[3], &cmd->cost) < 0)
+		if (ntok == 4 && proto_parse_cost(tok[3], tlen[3], &cmd->cost) < 0)
 			return fail(err, CMD_ERR_BAD_COST,
 				    "cost must be an integer from 1 to 2147483647");
-	} else if (verb_is(tok[0], tlen[0], "RESET")) {
+	} else if (proto_word_is(tok[0], tlen[0], "RESET")) {
 		cmd->verb = CMD_RESET;
 		if (ntok != 3)
 			return fail(err, CMD_ERR_SYNTAX, "usage: RESET <user> <action>");
-	} else if (verb_is(tok[0], tlen[0], "PING")) {
+	} else if (proto_word_is(tok[0], tlen[0], "PING")) {
 		cmd->verb = CMD_PING;
 		if (ntok != 1)
 			return fail(err, CMD_ERR_SYNTAX, "usage: PING");
 		return 0;
-	} else if (verb_is(tok[0], tlen[0], "QUIT")) {
+	} else if (proto_word_is(tok[0], tlen[0], "QUIT")) {
 		cmd->verb = CMD_QUIT;
 		if (ntok != 1)
 			return fail(err, CMD_ERR_SYNTAX, "usage: QUIT");
@@ -138,16 +104,6 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 	return 0;
 }
 
-/* Writes v in decimal; returns bytes written. No sprintf on the hot path. */
-static size_t put_int(char *p, int64_t v)
-{
-	if (v < 0) {
-		*p = '-';
-		return 1 + decimal_put(p + 1, (uint64_t)0 - (uint64_t)v);
-	}
-	return decimal_put(p, (uint64_t)v);
-}
-
 static size_t format_decision(char *buf, const struct cmd_result *r)
 {
 	size_t n;
@@ -158,13 +114,13 @@ static size_t format_decision(char *buf, const struct cmd_result *r)
 		memcpy(buf, "DENIED ", 7);
 		n = 7;
 	}
-	n += put_int(buf + n, r->limit);
+	n += proto_put_int(buf + n, r->limit);
 	buf[n++] = ' ';
-	n += put_int(buf + n, r->remaining);
+	n += proto_put_int(buf + n, r->remaining);
 	buf[n++] = ' ';
-	n += put_int(buf + n, r->retry_after_ms);
+	n += proto_put_int(buf + n, r->retry_after_ms);
 	buf[n++] = ' ';
-	n += put_int(buf + n, r->reset_ms);
+	n += proto_put_int(buf + n, r->reset_ms);
 	buf[n++] = '\n';
 	return n;
 }
@@ -196,6 +152,7 @@ size_t proto_line_format(char *buf, const struct cmd_result *res)
 	case CMD_REPLY_BYE:
 		return format_word(buf, "BYE");
 	case CMD_REPLY_ERROR:
+	case CMD_REPLY_LOCAL: /* the line protocol has none */
 		break;
 	}
 	n = put_str(buf, 0, "ERR ", cap);
@@ -207,20 +164,21 @@ size_t proto_line_format(char *buf, const struct cmd_result *res)
 }
 
 static enum proto_step line_parse(const char *buf, size_t len, size_t max_line,
-				  struct cmd_request *req, struct proto_error *err, size_t *used)
+				  struct proto_parsed *out)
 {
 	size_t consumed = 0;
 	long n = proto_line_frame(buf, len, max_line, &consumed);
 	if (n == -1)
 		return PROTO_NEED_MORE;
 	if (n == -2) {
-		*used = 0;
-		err->code = CMD_ERR_LINE_TOO_LONG;
-		err->msg = "request line exceeds max_line";
+		out->used = 0;
+		out->err.code = CMD_ERR_LINE_TOO_LONG;
+		out->err.msg = "request line exceeds max_line";
 		return PROTO_FATAL;
 	}
-	*used = consumed;
-	return proto_line_parse(buf, (size_t)n, req, err) == 0 ? PROTO_REQUEST : PROTO_BAD;
+	out->used = consumed;
+	return proto_line_parse(buf, (size_t)n, &out->req, &out->err) == 0 ? PROTO_REQUEST
+									   : PROTO_BAD;
 }
 
 const struct proto proto_line = {

@@ -13,7 +13,12 @@ The examples are found by parsing the markdown, not copied here. A code block
     reply lines; FORMAT is sent as printf would (\\n \\r \\t \\\\ \\NNN
     octal), the write side is shut as nc does, and the replies must be
     exactly the lines shown, up to the daemon's close;
-  - a config: a fenced ```yaml block, checked with `ratelimitd -t`.
+  - a config: a fenced ```yaml block, checked with `ratelimitd -t`;
+  - a redis-cli session: `$ redis-cli -p PORT ARGS...` lines, each followed
+    by its output lines, run with the real redis-cli;
+  - a program: a fenced ```python block, run as written; it must print the
+    lines its `# -> ...` comments show. (```js blocks are run by
+    test_node.py.)
 
 Requests run against conf/ratelimitd.yaml (its listen and Redis addresses
 swapped for free ports), on a daemon started for the block with an empty
@@ -40,13 +45,15 @@ A shell session's HOST:PORT picks the listener by address.
 import os
 import re
 import socket
+import subprocess
+import sys
 import unittest
 
-from harness import SLOW, SRCDIR, DaemonTest, free_port, run_cli
+from harness import REDIS_CLI, SLOW, SRCDIR, DaemonTest, free_port, run_cli
 from test_golden import match_reply
 
 DOCS = ["README.md", os.path.join("proto", "protocol.md"),
-        os.path.join("docs", "configuration.md")]
+        os.path.join("docs", "configuration.md"), os.path.join("docs", "clients.md")]
 CONF = os.path.join(SRCDIR, "conf", "ratelimitd.yaml")
 
 # The addresses of conf/ratelimitd.yaml, swapped for the test's own.
@@ -56,9 +63,10 @@ CONF_REDIS = "127.0.0.1:6379"
 
 # Fewer than this many examples of a kind means the parser lost some.
 MINIMUM = {
-    "README.md": {"shell": 2, "yaml": 1},
-    "protocol.md": {"transcript": 8, "shell": 3, "yaml": 1},
+    "README.md": {"shell": 2, "yaml": 1, "cli": 1, "python": 1},
+    "protocol.md": {"transcript": 8, "shell": 3, "yaml": 1, "cli": 1},
     "configuration.md": {"yaml": 6},
+    "clients.md": {"cli": 1, "python": 1, "shell": 1, "js": 2},
 }
 
 MINIMAL_CONFIG = {
@@ -69,6 +77,9 @@ MINIMAL_CONFIG = {
 
 MARKER = re.compile(r"^<!--\s*example:(.*?)-->$")
 SHELL = re.compile(r"^\$ printf '([^']*)' \| nc -q1 (\S+) (\d+)$")
+REDIS_CLI_SHELL = re.compile(r"^\$ redis-cli -p (\d+) (.+)$")
+# Debian's python3-redis, when the tests run under another python3
+DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 LONG = re.compile(r"^(.*?)(.)\2*\.\.\. \((\d+) bytes\)$")
 DECISION = re.compile(r"^(ALLOWED|DENIED) (\S+) (\S+) (-?\d+) (-?\d+)$")
 CLOSES = "(the server closes the connection)"
@@ -152,6 +163,10 @@ def classify(b):
         return "skipped"
     if b.info == "yaml" or b.opts.get("yaml"):
         return "yaml"
+    if b.info in ("python", "js"):
+        return b.info
+    if b.body and REDIS_CLI_SHELL.match(b.body[0]):
+        return "cli"
     if any(re.match(r"^[CS]:( |$)", ln) for ln in b.body):
         return "transcript"
     if any(SHELL.match(ln) or "| nc " in ln for ln in b.body):
@@ -231,6 +246,20 @@ def shell_session(b):
     if not replies or any(not r.strip() or r.startswith("$") for r in replies):
         raise ValueError("%s: one command, then its reply lines" % b.where)
     return printf_bytes(m.group(1)), "%s:%s" % (m.group(2), m.group(3)), replies
+
+
+def cli_session(b):
+    """[(port, args, output lines)] of a redis-cli session."""
+    out = []
+    for ln in b.body:
+        m = REDIS_CLI_SHELL.match(ln)
+        if m:
+            out.append((int(m.group(1)), m.group(2).split(), []))
+        elif ln.startswith("$") or not out:
+            raise ValueError("%s: not `$ redis-cli -p PORT ARGS...`: %r" % (b.where, ln))
+        else:
+            out[-1][2].append(ln)
+    return out
 
 
 def all_examples():
@@ -353,6 +382,39 @@ class DocsTest(DaemonTest):
                             "%s:%d: the doc says %r, the daemon %r"
                             % (os.path.relpath(b.path, SRCDIR), b.line + 1 + k, want, have))
 
+    def run_cli(self, b):
+        self.prepare(b)
+        ports = {7379: self.listeners[CONF_CLIENT], 7380: self.listeners[CONF_ADMIN]}
+        ms = self.ms(b)
+        for port, args, want in cli_session(b):
+            self.assertIn(port, ports, "%s: port %d is not in conf/ratelimitd.yaml"
+                          % (b.where, port))
+            r = subprocess.run([REDIS_CLI, "-h", "127.0.0.1", "-p", str(ports[port])] + args,
+                               capture_output=True, timeout=10)
+            have = r.stdout.decode(errors="replace").splitlines()
+            self.assertEqual(len(have), len(want), "%s: %s: the doc shows %r, redis-cli %r"
+                             % (b.where, " ".join(args), want, have))
+            for w, h in zip(want, have):
+                close = (ms and re.match(r"^-?\d+$", w) and re.match(r"^-?\d+$", h)
+                         and int(w) > ms and abs(int(w) - int(h)) <= ms)
+                self.assertTrue(close or w == h, "%s: %s: the doc says %r, redis-cli %r"
+                                % (b.where, " ".join(args), want, have))
+
+    def run_python(self, b):
+        self.prepare(b)
+        code = "\n".join(b.body).replace("7379", str(self.listeners[CONF_CLIENT]))
+        want = re.findall(r"# -> (.*)$", code, re.M)
+        self.assertTrue(want, "%s: no `# -> ...` output to check" % b.where)
+        path = os.path.join(self.tmpdir, "example-%d.py" % b.line)
+        with open(path, "w") as f:
+            f.write(code + "\n")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), DIST_PACKAGES)
+                                            if p)
+        r = subprocess.run([sys.executable, path], capture_output=True, timeout=30, env=env)
+        self.assertEqual(r.returncode, 0, "%s: %s" % (b.where, r.stderr.decode()))
+        self.assertEqual(r.stdout.decode().splitlines(), want, b.where)
+
     def run_yaml(self, b):
         text = "\n".join(b.body) + "\n"
         under = b.opts.get("under")
@@ -378,6 +440,10 @@ class DocsTest(DaemonTest):
                     self.run_shell(b)
                 elif b.kind == "yaml":
                     self.run_yaml(b)
+                elif b.kind == "cli":
+                    self.run_cli(b)
+                elif b.kind == "python":
+                    self.run_python(b)
 
     def test_readme(self):
         self.run_doc("README.md")
@@ -387,6 +453,9 @@ class DocsTest(DaemonTest):
 
     def test_configuration(self):
         self.run_doc("configuration.md")
+
+    def test_clients(self):
+        self.run_doc("clients.md")
 
 
 class ParserTest(unittest.TestCase):
@@ -401,6 +470,8 @@ class ParserTest(unittest.TestCase):
                     transcript_steps(b)
                 elif b.kind == "shell":
                     shell_session(b)
+                elif b.kind == "cli":
+                    cli_session(b)
             for kind, n in MINIMUM[name].items():
                 self.assertGreaterEqual(counts.get(kind, 0), n,
                                         "%s: %s examples found: %r" % (name, kind, counts))

@@ -1,0 +1,280 @@
+/*
+ * proto_resp.c - RESP2 framer, parser and reply formatter; pure: no I/O, no
+ * allocation. A request is an array of bulk strings
+ * ("*3\r\n$5\r\nALLOW\r\n$5\r\ndavid\r\n$5\r\nreply\r\n"); a decision is an
+ * array of five integers. Besides ALLOW, PEEK, RESET, PING and QUIT it
+ * answers what Redis clients send when they connect (HELLO, CLIENT
+ * SETNAME, SELECT 0, AUTH, INFO, COMMAND) the way they can handle.
+ */
+#include "proto_resp.h"
+
+#include <string.h>
+
+#include "keys.h"
+
+/* The protocol's own replies (PROTO_LOCAL, cmd_result.local). */
+enum resp_local {
+	RESP_LOCAL_OK,		/* CLIENT SETNAME/SETINFO, SELECT 0 */
+	RESP_LOCAL_NOPROTO,	/* HELLO: clients fall back to RESP2 */
+	RESP_LOCAL_NOPASS,	/* AUTH: no password is configured */
+	RESP_LOCAL_INFO,	/* INFO: what a client's ready check reads */
+	RESP_LOCAL_EMPTY_ARRAY, /* COMMAND, COMMAND DOCS: nothing to tell */
+	RESP_LOCAL_DB_RANGE,	/* SELECT n, n != 0 */
+};
+
+/* Longest "*<n>\r\n" or "$<n>\r\n" header we read: a sign, 10 digits, CRLF. */
+#define HEADER_MAX 14
+
+#define INFO_TEXT                                                                                  \
+	"# Server\r\nratelimitd_version:" RATELIMITD_VERSION "\r\nredis_mode:standalone\r\n"     \
+	"loading:0\r\n"
+
+static const char *const local_replies[] = {
+	[RESP_LOCAL_OK] = "+OK\r\n",
+	[RESP_LOCAL_NOPROTO] = "-NOPROTO sorry, this protocol version is not supported\r\n",
+	/* Redis's own words: clients (ioredis) recognise them and go on */
+	[RESP_LOCAL_NOPASS] = "-ERR AUTH <password> called without any password configured for "
+			      "the default user. Are you sure your configuration is correct?\r\n",
+	[RESP_LOCAL_INFO] = NULL, /* a bulk string, formatted below */
+	[RESP_LOCAL_EMPTY_ARRAY] = "*0\r\n",
+	[RESP_LOCAL_DB_RANGE] = "-ERR DB index is out of range\r\n",
+};
+
+static enum proto_step fatal(struct proto_parsed *out, enum cmd_error code, const char *msg)
+{
+	out->used = 0;
+	out->err.code = code;
+	out->err.msg = msg;
+	return PROTO_FATAL;
+}
+
+static enum proto_step bad(struct proto_parsed *out, enum cmd_error code, const char *msg)
+{
+	out->err.code = code;
+	out->err.msg = msg;
+	return PROTO_BAD;
+}
+
+static enum proto_step local(struct proto_parsed *out, enum resp_local which)
+{
+	out->local = which;
+	return PROTO_LOCAL;
+}
+
+/*
+ * Reads "<type><integer>\r\n" at buf[*pos]. Returns 1 with *v, 0 when the
+ * CRLF is not there yet, -1 when malformed.
+ */
+static int read_header(const char *buf, size_t len, size_t *pos, char type, long long *v)
+{
+	size_t i = *pos;
+	if (i >= len)
+		return 0;
+	if (buf[i] != type)
+		return -1;
+	i++;
+	int neg = 0;
+	if (i < len && buf[i] == '-') {
+		neg = 1;
+		i++;
+	}
+	long long n = 0;
+	size_t digits = 0;
+	while (i < len && buf[i] >= '0' && buf[i] <= '9') {
+		if (++digits > 10)
+			return -1;
+		n = n * 10 + (buf[i] - '0');
+		i++;
+	}
+	if (i >= len)
+		return i - *pos > HEADER_MAX ? -1 : 0;
+	if (!digits || buf[i] != '\r')
+		return -1;
+	if (i + 1 >= len)
+		return 0;
+	if (buf[i + 1] != '\n')
+		return -1;
+	*pos = i + 2;
+	*v = neg ? -n : n;
+	return 1;
+}
+
+/* What the command in args means. */
+static enum proto_step command(const char *const *arg, const size_t *alen, int n,
+			       struct proto_parsed *out)
+{
+	struct cmd_request *req = &out->req;
+	memset(req, 0, sizeof(*req));
+	req->cost = 1;
+	if (proto_word_is(arg[0], alen[0], "ALLOW") || proto_word_is(arg[0], alen[0], "PEEK")) {
+		req->verb = proto_word_is(arg[0], alen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
+		if (n < 3 || n > 4)
+			return bad(out, CMD_ERR_SYNTAX,
+				   req->verb == CMD_ALLOW ? "usage: ALLOW <user> <action> [<cost>]"
+							  : "usage: PEEK <user> <action> [<cost>]");
+		if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
+			return bad(out, CMD_ERR_BAD_COST,
+				   "cost must be an integer from 1 to 2147483647");
+	} else if (proto_word_is(arg[0], alen[0], "RESET")) {
+		req->verb = CMD_RESET;
+		if (n != 3)
+			return bad(out, CMD_ERR_SYNTAX, "usage: RESET <user> <action>");
+	} else if (proto_word_is(arg[0], alen[0], "PING")) {
+		req->verb = CMD_PING;
+		if (n > 2)
+			return bad(out, CMD_ERR_SYNTAX, "usage: PING [<message>]");
+		return PROTO_REQUEST;
+	} else if (proto_word_is(arg[0], alen[0], "QUIT")) {
+		req->verb = CMD_QUIT;
+		return PROTO_REQUEST;
+	} else if (proto_word_is(arg[0], alen[0], "HELLO")) {
+		return local(out, RESP_LOCAL_NOPROTO);
+	} else if (proto_word_is(arg[0], alen[0], "CLIENT")) {
+		if (n >= 2 && (proto_word_is(arg[1], alen[1], "SETNAME") ||
+			       proto_word_is(arg[1], alen[1], "SETINFO")))
+			return local(out, RESP_LOCAL_OK);
+		return bad(out, CMD_ERR_UNKNOWN_COMMAND, "CLIENT takes only SETNAME and SETINFO");
+	} else if (proto_word_is(arg[0], alen[0], "SELECT")) {
+		if (n != 2)
+			return bad(out, CMD_ERR_SYNTAX, "usage: SELECT 0");
+		return local(out, alen[1] == 1 && arg[1][0] == '0' ? RESP_LOCAL_OK
+								   : RESP_LOCAL_DB_RANGE);
+	} else if (proto_word_is(arg[0], alen[0], "AUTH")) {
+		return local(out, RESP_LOCAL_NOPASS);
+	} else if (proto_word_is(arg[0], alen[0], "INFO")) {
+		return local(out, RESP_LOCAL_INFO);
+	} else if (proto_word_is(arg[0], alen[0], "COMMAND")) {
+		return local(out, RESP_LOCAL_EMPTY_ARRAY);
+	} else {
+		return bad(out, CMD_ERR_UNKNOWN_COMMAND,
+			   "known commands: ALLOW PEEK RESET PING QUIT");
+	}
+	if (alen[1] == 0)
+		return bad(out, CMD_ERR_BAD_USER, "user is empty");
+	if (alen[1] > KEYS_USER_MAX)
+		return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+	req->user = arg[1];
+	req->user_len = alen[1];
+	req->action = arg[2];
+	req->action_len = alen[2];
+	return PROTO_REQUEST;
+}
+
+static enum proto_step resp_parse(const char *buf, size_t len, size_t max_line,
+				  struct proto_parsed *out)
+{
+	/* Beyond this the request cannot be whole: the caller shows no more. */
+	int window_full = len >= max_line + 2;
+	size_t pos = 0;
+	long long n;
+	int r = read_header(buf, len, &pos, '*', &n);
+	if (r < 0)
+		return fatal(out, CMD_ERR_SYNTAX, "Protocol error: expected an array of bulk strings");
+	if (r == 0)
+		goto more;
+	if (n <= 0) { /* an empty or null array is no request (as in Redis) */
+		out->used = pos;
+		return PROTO_SKIP;
+	}
+	if (n > PROTO_RESP_ARGS_MAX)
+		return fatal(out, CMD_ERR_SYNTAX, "Protocol error: too many arguments");
+	const char *arg[PROTO_RESP_ARGS_MAX];
+	size_t alen[PROTO_RESP_ARGS_MAX];
+	for (int i = 0; i < n; i++) {
+		long long bl;
+		r = read_header(buf, len, &pos, '$', &bl);
+		if (r < 0)
+			return fatal(out, CMD_ERR_SYNTAX, "Protocol error: expected a bulk string");
+		if (r == 0)
+			goto more;
+		if (bl < 0 || (unsigned long long)bl > max_line)
+			return fatal(out, bl < 0 ? CMD_ERR_SYNTAX : CMD_ERR_LINE_TOO_LONG,
+				     bl < 0 ? "Protocol error: invalid bulk length"
+					    : "request exceeds max_line");
+		if (len - pos < (size_t)bl + 2)
+			goto more;
+		if (buf[pos + (size_t)bl] != '\r' || buf[pos + (size_t)bl + 1] != '\n')
+			return fatal(out, CMD_ERR_SYNTAX, "Protocol error: bulk string without CRLF");
+		arg[i] = buf + pos;
+		alen[i] = (size_t)bl;
+		pos += (size_t)bl + 2;
+	}
+	out->used = pos;
+	return command(arg, alen, (int)n, out);
+more:
+	if (window_full)
+		return fatal(out, CMD_ERR_LINE_TOO_LONG, "request exceeds max_line");
+	return PROTO_NEED_MORE;
+}
+
+static size_t put(char *buf, size_t n, const char *s, size_t len)
+{
+	memcpy(buf + n, s, len);
+	return n + len;
+}
+
+static size_t put_int_line(char *buf, size_t n, char type, int64_t v)
+{
+	buf[n++] = type;
+	n += proto_put_int(buf + n, v);
+	buf[n++] = '\r';
+	buf[n++] = '\n';
+	return n;
+}
+
+/* An error message cannot hold CR or LF in RESP. */
+static size_t put_text(char *buf, size_t n, const char *s, size_t cap)
+{
+	for (; *s && n < cap; s++)
+		buf[n++] = *s == '\r' || *s == '\n' ? ' ' : *s;
+	return n;
+}
+
+#define REPLY_MAX 256
+
+static size_t resp_format(char *buf, const struct cmd_result *res)
+{
+	size_t n = 0;
+	switch (res->kind) {
+	case CMD_REPLY_DECISION:
+		n = put(buf, n, "*5\r\n", 4);
+		n = put_int_line(buf, n, ':', res->allowed ? 1 : 0);
+		n = put_int_line(buf, n, ':', res->limit);
+		n = put_int_line(buf, n, ':', res->remaining);
+		n = put_int_line(buf, n, ':', res->retry_after_ms);
+		return put_int_line(buf, n, ':', res->reset_ms);
+	case CMD_REPLY_OK:
+	case CMD_REPLY_BYE:
+		return put(buf, n, "+OK\r\n", 5);
+	case CMD_REPLY_PONG:
+		return put(buf, n, "+PONG\r\n", 7);
+	case CMD_REPLY_LOCAL:
+		if (res->local == RESP_LOCAL_INFO) {
+			n = put_int_line(buf, n, '$', (int64_t)(sizeof(INFO_TEXT) - 1));
+			n = put(buf, n, INFO_TEXT, sizeof(INFO_TEXT) - 1);
+			return put(buf, n, "\r\n", 2);
+		}
+		if ((unsigned)res->local < sizeof(local_replies) / sizeof(local_replies[0])) {
+			const char *s = local_replies[res->local];
+			if (s)
+				return put(buf, n, s, strlen(s));
+		}
+		break;
+	case CMD_REPLY_ERROR:
+		break;
+	}
+	size_t cap = REPLY_MAX - 2;
+	n = put_text(buf, 0, "-ERR ", cap);
+	n = put_text(buf, n, res->kind == CMD_REPLY_ERROR ? proto_error_code(res->error) : "syntax",
+		     cap);
+	n = put_text(buf, n, " ", cap);
+	n = put_text(buf, n, res->kind == CMD_REPLY_ERROR ? res->msg : "no such reply", cap);
+	return put(buf, n, "\r\n", 2);
+}
+
+const struct proto proto_resp = {
+	.name = "resp",
+	.reply_max = REPLY_MAX,
+	.parse = resp_parse,
+	.format = resp_format,
+};

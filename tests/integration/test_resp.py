@@ -1,0 +1,248 @@
+"""RESP2 on the daemon's ports, driven by real Redis clients (redis-cli from
+Debian's redis-tools, redis-py from Debian's python3-redis) and by raw
+bytes: decisions to the limit and past it, the connect-time commands
+clients send, pipelining, and hostile framing (an error and a close, never
+an allocation or a hang)."""
+
+import socket
+import subprocess
+import sys
+import time
+import unittest
+
+from harness import REDIS_CLI, DaemonTest, free_port
+import resp
+from resp import RespError
+
+try:
+    import redis
+except ImportError:  # Debian's python3-redis, under another python3
+    sys.path.append("/usr/lib/python3/dist-packages")
+    import redis
+
+POLICIES = {"reply": "3/60s", "big": "100000/60s",
+            "up": "{algorithm: funnel, capacity: 15, rate: 30/60s}"}
+
+
+class RawResp:
+    """A socket speaking RESP2 bytes, for what clients would never send."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def read(self, n=1, timeout=5.0):
+        """n replies, parsed."""
+        out = []
+        end = time.monotonic() + timeout
+        while len(out) < n:
+            r = resp.parse(self.buf)
+            if r is not None:
+                out.append(r[0])
+                self.buf = self.buf[r[1]:]
+                continue
+            self.sock.settimeout(max(0.01, end - time.monotonic()))
+            d = self.sock.recv(65536)
+            if not d:
+                raise EOFError("closed after %d replies; left %r" % (len(out), self.buf))
+            self.buf += d
+        return out
+
+    def closed(self, timeout=2.0):
+        """True when the daemon closes the connection (reading nothing more)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                d = self.sock.recv(65536)
+                if not d:
+                    return True
+                self.buf += d
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+
+
+class RespTest(DaemonTest):
+    def setUp(self):
+        super().setUp()
+        self.redis = self.start_redis()
+        self.port, self.admin_port = free_port(), free_port()
+        self.daemon = self.start_daemon(
+            POLICIES, port=self.port, admin=False, max_line=1024,
+            listen=["127.0.0.1:%d" % self.port,
+                    "{address: \"127.0.0.1:%d\", admin: true}" % self.admin_port])
+
+    def raw(self, port=None):
+        c = RawResp(port or self.port)
+        self.addCleanup(c.close)
+        return c
+
+    def cli(self, *args, port=None):
+        out = subprocess.run([REDIS_CLI, "-h", "127.0.0.1", "-p", str(port or self.port)]
+                             + list(args), capture_output=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out.stdout.decode()
+
+    # -- real clients
+
+    def test_redis_cli_decides_to_the_limit(self):
+        for i in range(3):
+            lines = self.cli("ALLOW", "alice", "reply").split()
+            self.assertEqual(lines[:4], ["1", "3", str(2 - i), "0"], lines)
+        lines = self.cli("ALLOW", "alice", "reply").split()
+        self.assertEqual(lines[:3], ["0", "3", "0"], lines)
+        self.assertGreater(int(lines[3]), 0, "a denial says when to retry: %r" % lines)
+        # the line protocol sees the same state
+        c = self.daemon.client()
+        self.addCleanup(c.close)
+        self.assertTrue(c.request("PEEK alice reply").startswith("DENIED 3 0 "))
+        self.assertEqual(self.cli("PING").strip(), "PONG")
+        self.assertIn("forbidden", self.cli("RESET", "alice", "reply"))
+        self.assertEqual(self.cli("RESET", "alice", "reply", port=self.admin_port).strip(), "OK")
+        self.assertEqual(self.cli("ALLOW", "alice", "reply").split()[:3], ["1", "3", "2"])
+        self.assertIn("unknown-action", self.cli("ALLOW", "alice", "nosuch"))
+        self.assertIn("bad-cost", self.cli("ALLOW", "alice", "reply", "0"))
+
+    def test_redis_cli_interactive_start(self):
+        """redis-cli in a terminal-less session reading commands from stdin,
+        as a person would type them (it sends COMMAND DOCS first)."""
+        out = subprocess.run([REDIS_CLI, "-p", str(self.port)], input=b"PING\nALLOW bob up\n",
+                             capture_output=True, timeout=10)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.decode().split(), ["PONG", "1", "15", "14", "0", "2000"])
+
+    def test_redis_py(self):
+        r = redis.Redis(host="127.0.0.1", port=self.port, client_name="app-1",
+                        socket_timeout=5)
+        self.addCleanup(r.close)
+        self.assertTrue(r.ping())
+        got = [r.execute_command("ALLOW", "carol", "reply") for _ in range(4)]
+        self.assertEqual(got[0], [1, 3, 2, 0, 60000])
+        self.assertEqual([g[0] for g in got], [1, 1, 1, 0])
+        self.assertGreater(got[3][3], 0)
+        self.assertEqual(r.execute_command("PEEK", "carol", "reply", 2)[:3], [0, 3, 0])
+        with self.assertRaises(redis.ResponseError) as e:
+            r.execute_command("ALLOW", "carol", "nosuch")
+        self.assertTrue(str(e.exception).startswith("unknown-action "), str(e.exception))
+        with self.assertRaises(redis.ResponseError) as e:
+            r.execute_command("RESET", "carol", "reply")
+        self.assertTrue(str(e.exception).startswith("forbidden "), str(e.exception))
+        admin = redis.Redis(host="127.0.0.1", port=self.admin_port, socket_timeout=5)
+        self.addCleanup(admin.close)
+        self.assertTrue(admin.execute_command("RESET", "carol", "reply"))
+        self.assertEqual(r.execute_command("ALLOW", "carol", "reply")[:3], [1, 3, 2])
+        # a pipeline of 1,000: in order, each decided once
+        p = r.pipeline(transaction=False)
+        for i in range(1000):
+            p.execute_command("ALLOW", "dave", "big")
+        got = p.execute()
+        self.assertEqual([g[2] for g in got], list(range(99999, 98999, -1)))
+        # what redis-py does for db != 0: refused, clearly
+        with self.assertRaises(redis.ResponseError) as e:
+            redis.Redis(port=self.port, db=1, socket_timeout=5).ping()
+        self.assertIn("DB index is out of range", str(e.exception))
+
+    # -- what clients send on connect
+
+    def test_connect_time_commands(self):
+        c = self.raw()
+        c.send(resp.encode("HELLO", "3") + resp.encode("CLIENT", "SETNAME", "x")
+               + resp.encode("CLIENT", "SETINFO", "LIB-NAME", "y") + resp.encode("SELECT", "0")
+               + resp.encode("AUTH", "secret") + resp.encode("INFO")
+               + resp.encode("COMMAND", "DOCS") + resp.encode("PING", "hello"))
+        hello, setname, setinfo, select, auth, info, docs, ping = c.read(8)
+        self.assertIsInstance(hello, RespError)
+        self.assertTrue(str(hello).startswith("NOPROTO "), hello)
+        self.assertEqual((setname, setinfo, select), ("OK", "OK", "OK"))
+        self.assertIsInstance(auth, RespError)
+        self.assertIn("without any password configured", str(auth))
+        self.assertIn(b"loading:0\r\n", info)
+        self.assertEqual(docs, [])
+        self.assertEqual(ping, "PONG")
+
+    def test_errors_keep_the_connection(self):
+        c = self.raw()
+        c.send(resp.encode("NOPE") + resp.encode("ALLOW", "u") + resp.encode("ALLOW", "", "reply")
+               + resp.encode("ALLOW", "u" * 513, "reply") + resp.encode("CLIENT", "KILL")
+               + resp.encode("ALLOW", "u", "reply", "-1") + resp.encode("PING"))
+        got = c.read(7)
+        codes = [str(g).split()[:2] for g in got[:6]]
+        self.assertEqual(codes, [["ERR", "unknown-command"], ["ERR", "syntax"],
+                                 ["ERR", "bad-user"], ["ERR", "bad-user"],
+                                 ["ERR", "unknown-command"], ["ERR", "bad-cost"]])
+        self.assertEqual(got[6], "PONG")
+
+    def test_binary_user(self):
+        """A user is any bytes in RESP, blanks and CRLF included; a distinct
+        user is a distinct limit."""
+        c = self.raw()
+        for u in (b"a b", b"a\r\nb", b"a}b", b"a"):
+            c.send(resp.encode("ALLOW", u, "reply"))
+            self.assertEqual(c.read()[0][:3], [1, 3, 2], u)
+
+    def test_quit_and_empty_arrays(self):
+        c = self.raw()
+        c.send(b"*0\r\n*-1\r\n" + resp.encode("PING") + resp.encode("QUIT")
+               + resp.encode("PING"))
+        self.assertEqual(c.read(2), ["PONG", "OK"])
+        self.assertTrue(c.closed(), "QUIT closes the connection")
+        self.assertEqual(c.buf, b"", "nothing after QUIT's +OK")
+
+    def test_byte_by_byte(self):
+        c = self.raw()
+        data = resp.encode("ALLOW", "erin", "reply") + resp.encode("PING")
+        for b in data:
+            c.send(bytes([b]))
+        self.assertEqual(c.read(2), [[1, 3, 2, 0, 60000], "PONG"])
+
+    def test_deep_pipeline_backpressure(self):
+        """20,000 requests sent before reading any reply: every one answered
+        in order (reading pauses while replies are owed)."""
+        c = self.raw()
+        n = 20000
+        c.send(b"".join(resp.encode("PEEK", "p%d" % (i % 7), "big") for i in range(n)))
+        got = c.read(n, timeout=60)
+        self.assertTrue(all(g == [1, 100000, 100000, 0, 0] for g in got), got[:3])
+
+    # -- hostile framing: an error, then a close
+
+    def assertFatal(self, data, code):
+        c = self.raw()
+        c.send(data)
+        err = c.read()[0]
+        self.assertIsInstance(err, RespError, data[:40])
+        self.assertEqual(str(err).split()[:2], ["ERR", code], err)
+        self.assertTrue(c.closed(), "closed after %r" % data[:40])
+
+    def test_hostile_framing(self):
+        self.assertFatal(b"*2147483647\r\n", "syntax")
+        self.assertFatal(b"*99999999999\r\n", "syntax")
+        self.assertFatal(b"*1\r\n$-5\r\n", "syntax")
+        self.assertFatal(b"*1\r\n$2147483647\r\n", "line-too-long")
+        self.assertFatal(b"*1\r\n$1025\r\n", "line-too-long")
+        self.assertFatal(b"*2\r\n$4\r\nPING\r\n+OK\r\n", "syntax")
+        self.assertFatal(b"*1\r\n$4\r\nPINGxx", "syntax")
+        self.assertFatal(b"*17\r\n" + b"$1\r\na\r\n" * 17, "syntax")
+        self.assertFatal(b"*1x\r\n", "syntax")
+        # a request that never ends within max_line (1024)
+        self.assertFatal(b"*3\r\n$5\r\nALLOW\r\n$1000\r\n" + b"u" * 1000 + b"\r\n$900\r\n"
+                         + b"r" * 600, "line-too-long")
+        # the daemon still serves others
+        self.assertEqual(self.cli("PING").strip(), "PONG")
+
+    def test_a_line_client_is_not_taken_for_resp(self):
+        c = self.daemon.client()
+        self.addCleanup(c.close)
+        self.assertEqual(c.request("PING"), "PONG")
+        self.assertTrue(c.request("*3").startswith("ERR unknown-command"))
+
+
+if __name__ == "__main__":
+    unittest.main()
