@@ -488,7 +488,7 @@ static void conn_process(struct conn *c)
 		size_t len = c->len - off;
 		size_t want = len < c->max_line + 2 ? len : c->max_line + 2;
 		struct proto_parsed got = {0};
-		enum proto_step st = proto_line.parse(c->buf + off, want, c->max_line, &got);
+		enum proto_step st = proto_line.parse(c->buf + off, want, c->max_line, NULL, &got);
 		const struct cmd_request *req = &got.req;
 		size_t consumed = 0, consumed_all = 0;
 		long n = proto_line_frame(c->buf + off, want, c->max_line, &consumed);

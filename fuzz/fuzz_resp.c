@@ -240,7 +240,7 @@ static void conn_process(struct conn *c)
 		struct proto_parsed got;
 		memset(&got, 0xa5, sizeof(got));
 		got.used = 0;
-		enum proto_step st = proto_resp.parse(w, want, c->max_line, &got);
+		enum proto_step st = proto_resp.parse(w, want, c->max_line, NULL, &got);
 		if (c->full)
 			check_step(w, want, c->max_line, st, &got);
 		if (st == PROTO_NEED_MORE) { /* not logged: how the bytes came decides it */

@@ -1,8 +1,11 @@
-/* addr.c - splitting "host:port" and "[v6]:port" addresses. */
+/* addr.c - splitting "host:port" and "[v6]:port" addresses; IP networks. */
 #include "addr.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 int addr_split(const char *addr, char *host, size_t cap, int *port)
 {
@@ -20,4 +23,99 @@ int addr_split(const char *addr, char *host, size_t cap, int *port)
 	host[hl] = '\0';
 	*port = atoi(colon + 1);
 	return 0;
+}
+
+static const unsigned char v4mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+
+static void ip_set(struct addr_ip *out, int family, const void *bytes)
+{
+	memset(out, 0, sizeof(*out));
+	if (family == AF_INET6 && memcmp(bytes, v4mapped, 12) == 0) {
+		out->family = AF_INET;
+		memcpy(out->bytes, (const unsigned char *)bytes + 12, 4);
+		return;
+	}
+	out->family = family;
+	memcpy(out->bytes, bytes, family == AF_INET ? 4 : 16);
+}
+
+int addr_ip_parse(const char *s, size_t len, struct addr_ip *out)
+{
+	char buf[64];
+	unsigned char bytes[16];
+	if (len == 0 || len >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	if (inet_pton(AF_INET, buf, bytes) == 1) {
+		ip_set(out, AF_INET, bytes);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, buf, bytes) == 1) {
+		ip_set(out, AF_INET6, bytes);
+		return 0;
+	}
+	return -1;
+}
+
+int addr_net_parse(const char *s, size_t len, struct addr_net *out)
+{
+	const char *slash = memchr(s, '/', len);
+	size_t alen = slash ? (size_t)(slash - s) : len;
+	if (addr_ip_parse(s, alen, &out->ip) < 0)
+		return -1;
+	int max = out->ip.family == AF_INET ? 32 : 128;
+	if (!slash) {
+		out->prefix = max;
+		return 0;
+	}
+	const char *p = slash + 1, *end = s + len;
+	if (p == end || end - p > 3)
+		return -1;
+	int v = 0;
+	for (; p < end; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (*p - '0');
+	}
+	/* "::ffff:10.0.0.0/104" is 10.0.0.0/8 */
+	if (out->ip.family == AF_INET && alen && memchr(s, ':', alen))
+		v -= 96;
+	if (v < 0 || v > max)
+		return -1;
+	out->prefix = v;
+	return 0;
+}
+
+int addr_net_match(const struct addr_net *net, const struct addr_ip *ip)
+{
+	if (net->ip.family != ip->family || ip->family == 0)
+		return 0;
+	int full = net->prefix / 8, rest = net->prefix % 8;
+	if (memcmp(net->ip.bytes, ip->bytes, (size_t)full) != 0)
+		return 0;
+	if (rest == 0)
+		return 1;
+	unsigned char mask = (unsigned char)(0xff << (8 - rest));
+	return (net->ip.bytes[full] & mask) == (ip->bytes[full] & mask);
+}
+
+void addr_ip_of(const void *sockaddr, struct addr_ip *out)
+{
+	const struct sockaddr *sa = sockaddr;
+	memset(out, 0, sizeof(*out));
+	if (sa->sa_family == AF_INET)
+		ip_set(out, AF_INET, &((const struct sockaddr_in *)sockaddr)->sin_addr);
+	else if (sa->sa_family == AF_INET6)
+		ip_set(out, AF_INET6, &((const struct sockaddr_in6 *)sockaddr)->sin6_addr);
+}
+
+size_t addr_ip_text(const struct addr_ip *ip, char *buf, size_t cap)
+{
+	if (ip->family == 0 || !inet_ntop(ip->family, ip->bytes, buf, (socklen_t)cap)) {
+		if (cap)
+			buf[0] = '\0';
+		return 0;
+	}
+	return strlen(buf);
 }

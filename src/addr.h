@@ -1,4 +1,4 @@
-/* addr.h - splitting "host:port" and "[v6]:port" addresses. */
+/* addr.h - splitting "host:port" and "[v6]:port" addresses; IP networks. */
 #ifndef RL_ADDR_H
 #define RL_ADDR_H
 
@@ -10,5 +10,27 @@
  * fit in cap bytes.
  */
 int addr_split(const char *addr, char *host, size_t cap, int *port);
+
+/* An IPv4 or IPv6 address (an IPv4-mapped IPv6 address is taken as IPv4). */
+struct addr_ip {
+	int family; /* AF_INET or AF_INET6; 0: none (a unix socket) */
+	unsigned char bytes[16];
+};
+
+/* A network: an address and how many leading bits must match. */
+struct addr_net {
+	struct addr_ip ip;
+	int prefix;
+};
+
+/* Parses "10.1.2.3" or "::1" (no brackets, no port). 0 or -1. */
+int addr_ip_parse(const char *s, size_t len, struct addr_ip *out);
+/* "127.0.0.0/8", "::1/128", or an address alone (all its bits). 0 or -1. */
+int addr_net_parse(const char *s, size_t len, struct addr_net *out);
+int addr_net_match(const struct addr_net *net, const struct addr_ip *ip);
+/* The IP of a socket address (family 0 for anything else). */
+void addr_ip_of(const void *sockaddr, struct addr_ip *out);
+/* Writes ip as text ("10.1.2.3", "::1") to buf (at least 46 bytes); its length. */
+size_t addr_ip_text(const struct addr_ip *ip, char *buf, size_t cap);
 
 #endif

@@ -124,12 +124,21 @@ static void drained_cb(evutil_socket_t fd, short what, void *arg)
 		cl->drained(cl->drained_arg);
 }
 
-void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockaddr *sa, int admin)
+void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockaddr *sa,
+		    const struct conn_port *port)
 {
 	if (cl->n >= (size_t)cl->ctx.cfg->max_clients) {
-		/* Best effort: the socket is fresh, so a short line fits its buffer. */
-		static const char msg[] = "ERR too-many-clients max_clients reached\n";
-		ssize_t w = send(fd, msg, sizeof(msg) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+		/* Best effort: the socket is fresh, so a short reply fits its buffer. */
+		static const char line[] = "ERR too-many-clients max_clients reached\n";
+		static const char http[] =
+			"HTTP/1.1 503 Service Unavailable\r\n"
+			"Content-Type: application/json\r\n"
+			"Content-Length: 61\r\nConnection: close\r\n\r\n"
+			"{\"error\":\"too-many-clients\",\"message\":\"max_clients reached\"}\n";
+		const char *msg = port->protocol == CONFIG_PROTOCOL_HTTP ? http : line;
+		size_t len = port->protocol == CONFIG_PROTOCOL_HTTP ? sizeof(http) - 1
+								    : sizeof(line) - 1;
+		ssize_t w = send(fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		(void)w;
 		evutil_closesocket(fd);
 		unsigned long long refused = ++stats.errors[CMD_ERR_TOO_MANY_CLIENTS];
@@ -143,7 +152,7 @@ void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockadd
 		int one = 1;
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	}
-	struct conn *c = conn_new(&cl->ctx, fd, admin);
+	struct conn *c = conn_new(&cl->ctx, fd, sa, port);
 	if (c)
 		added(cl, c);
 }

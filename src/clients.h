@@ -14,6 +14,7 @@ struct sockaddr;
 struct config;
 struct cmd_env;
 struct clients;
+struct conn_port;
 
 /* Requests run against env and cfg (see clients_set_config). NULL when out of memory. */
 struct clients *clients_new(struct event_base *base, const struct cmd_env *env, struct config *cfg);
@@ -23,8 +24,9 @@ void clients_set_config(struct clients *cl, struct config *cfg);
 size_t clients_count(const struct clients *cl);
 
 /* A connection accepted on a client port (takes fd): refused with ERR
- * too-many-clients at max_clients, else served. admin: admin commands allowed. */
-void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockaddr *sa, int admin);
+ * too-many-clients (HTTP: 503) at max_clients, else served as port says. */
+void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockaddr *sa,
+		    const struct conn_port *port);
 /* Each client is closed once its in-flight replies are written; done(arg)
  * runs from the loop once no client is left. */
 void clients_drain(struct clients *cl, void (*done)(void *arg), void *arg);

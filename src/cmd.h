@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "keys.h"
+#include "policy.h"
 
 struct config;
 struct denycache;
@@ -72,11 +73,20 @@ struct cmd_result {
 	/* CMD_REPLY_DECISION */
 	int allowed;
 	int64_t limit, remaining, retry_after_ms, reset_ms;
+	/* the deciding limit's window (ms) and its policy's name, for
+	 * protocols that announce the policy (HTTP's RateLimit-Policy) */
+	int64_t window_ms;
+	char action[POLICY_NAME_MAX + 1];
 	/* CMD_REPLY_ERROR */
 	enum cmd_error error;
 	char msg[CMD_MSG_MAX];
 	/* CMD_REPLY_LOCAL: which, as the protocol numbers them */
 	int local;
+	/* Set by the connection from the parse, never by cmd: the protocol's
+	 * own note on the request (proto_parsed.tag), and whether the
+	 * connection closes once this reply is written. */
+	int tag;
+	int close_after;
 };
 
 /* What requests are executed against; owned by the server. */

@@ -216,7 +216,97 @@ static int set_mode(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-enum { LK_ADDRESS, LK_ADMIN, LK_MODE, LK_N };
+static int set_protocol(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "line or http", &s, &len) < 0)
+		return -1;
+	if (len == 4 && memcmp(s, "line", 4) == 0)
+		*(enum config_protocol *)dst = CONFIG_PROTOCOL_LINE;
+	else if (len == 4 && memcmp(s, "http", 4) == 0)
+		*(enum config_protocol *)dst = CONFIG_PROTOCOL_HTTP;
+	else
+		return yp_failk(
+			P, P->ev.start_mark, k->name,
+			"unknown protocol: write line (the line protocol and RESP) or http");
+	return 0;
+}
+
+/* An HTTP header name: a token (RFC 9110), at most CONFIG_HEADER_NAME_MAX bytes. */
+static int set_header_name(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "a header name", &s, &len) < 0)
+		return -1;
+	if (len == 0 || len > CONFIG_HEADER_NAME_MAX)
+		return yp_failk(P, P->ev.start_mark, k->name, "a header name of 1 to %d bytes",
+				CONFIG_HEADER_NAME_MAX);
+	for (size_t i = 0; i < len; i++)
+		if (!strchr("!#$%&'*+-.^_`|~", s[i]) && !(s[i] >= '0' && s[i] <= '9') &&
+		    !(s[i] >= 'a' && s[i] <= 'z') && !(s[i] >= 'A' && s[i] <= 'Z'))
+			return yp_failk(P, P->ev.start_mark, k->name,
+					"not a header name (letters, digits, - and the like)");
+	memcpy(dst, s, len);
+	((char *)dst)[len] = '\0';
+	return 0;
+}
+
+static int trusted_entry(struct yparser *P, const struct ykey *k, void *dst, size_t i)
+{
+	struct config_http *h = dst;
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "a network such as 10.0.0.0/8", &s, &len) < 0)
+		return -1;
+	if (i >= CONFIG_TRUSTED_MAX)
+		return 0; /* yp_seq reported it */
+	if (addr_net_parse(s, len, &h->trusted[i]) < 0)
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"not an IP address or network: write 10.0.0.0/8, ::1 ...");
+	h->ntrusted = i + 1;
+	return 0;
+}
+
+static int set_trusted(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct config_http *h = dst;
+	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
+		return yp_failk(P, P->ev.start_mark, k->name, "expected a list of networks");
+	size_t n;
+	h->ntrusted = 0;
+	return yp_seq(P, k, "networks", trusted_entry, h, &n);
+}
+
+static int set_deny_status(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	int64_t v;
+	if (yp_scalar(P, k->name, "an HTTP status", &s, &len) < 0)
+		return -1;
+	if (yp_parse_dec(s, len, 400, 499, &v) < 0)
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"an HTTP status from 400 to 499 (429, or 403 behind nginx)");
+	*(int *)dst = (int)v;
+	return 0;
+}
+
+enum {
+	LK_ADDRESS,
+	LK_ADMIN,
+	LK_MODE,
+	LK_PROTOCOL,
+	LK_USER_HEADER,
+	LK_TRUSTED,
+	LK_DENY_STATUS,
+	LK_LEGACY,
+	LK_N
+};
+
+#define LK_HTTP_KEYS \
+	((1u << LK_USER_HEADER) | (1u << LK_TRUSTED) | (1u << LK_DENY_STATUS) | (1u << LK_LEGACY))
 
 static const struct ykey listen_keys[LK_N] = {
 	[LK_ADDRESS] = {"address", set_address, offsetof(struct config_listen, address), 0, 0,
@@ -224,7 +314,28 @@ static const struct ykey listen_keys[LK_N] = {
 	[LK_ADMIN] = {"admin", yp_set_bool, offsetof(struct config_listen, admin), 0, 0, YP_RELOAD,
 		      NULL},
 	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0, YP_RELOAD, NULL},
+	[LK_PROTOCOL] = {"protocol", set_protocol, offsetof(struct config_listen, protocol), 0, 0,
+			 YP_RELOAD, NULL},
+	[LK_USER_HEADER] = {"user_header", set_header_name,
+			    offsetof(struct config_listen, http.user_header), 0, 0, YP_RELOAD,
+			    NULL},
+	[LK_TRUSTED] = {"trusted_proxies", set_trusted, offsetof(struct config_listen, http), 0,
+			CONFIG_TRUSTED_MAX, YP_RELOAD, NULL},
+	[LK_DENY_STATUS] = {"deny_status", set_deny_status,
+			    offsetof(struct config_listen, http.deny_status), 0, 0, YP_RELOAD,
+			    NULL},
+	[LK_LEGACY] = {"legacy_headers", yp_set_bool,
+		       offsetof(struct config_listen, http.legacy_headers), 0, 0, YP_RELOAD, NULL},
 };
+
+/* The defaults of an HTTP listener: loopback proxies are trusted. */
+static void http_defaults(struct config_http *h)
+{
+	h->deny_status = 429;
+	addr_net_parse("127.0.0.0/8", 11, &h->trusted[0]);
+	addr_net_parse("::1", 3, &h->trusted[1]);
+	h->ntrusted = 2;
+}
 
 static void put_listen(FILE *f, const struct ykey *k, const void *base)
 {
@@ -241,6 +352,8 @@ static void put_listen(FILE *f, const struct ykey *k, const void *base)
 			fputs(" (admin)", f);
 		else if (is_unix)
 			fprintf(f, " (mode %04o)", (unsigned)l->mode);
+		if (l->protocol == CONFIG_PROTOCOL_HTTP)
+			fputs(" (http)", f);
 	}
 	fputc(']', f);
 }
@@ -263,6 +376,7 @@ static int listen_entry(struct yparser *P, const struct ykey *k, void *dst, size
 	memset(l, 0, sizeof(*l));
 	c->nlisten++; /* counted now so free_listen releases a half-read entry */
 	l->mode = CONFIG_DEFAULT_SOCKET_MODE;
+	http_defaults(&l->http);
 	if (P->ev.type != YAML_MAPPING_START_EVENT) {
 		const char *s;
 		size_t len;
@@ -280,6 +394,12 @@ static int listen_entry(struct yparser *P, const struct ykey *k, void *dst, size
 		return yp_fail_section(P, start, "an entry needs an address");
 	if ((seen & (1u << LK_MODE)) && strncmp(l->address, "unix:", 5) != 0)
 		return yp_failk(P, marks[LK_MODE], "mode", "only applies to unix:/path addresses");
+	if (l->protocol != CONFIG_PROTOCOL_HTTP && (seen & LK_HTTP_KEYS)) {
+		for (int i = 0; i < LK_N; i++)
+			if ((LK_HTTP_KEYS & (1u << i)) && (seen & (1u << i)))
+				return yp_failk(P, marks[i], listen_keys[i].name,
+						"only applies with protocol: http");
+	}
 	return 0;
 }
 

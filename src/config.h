@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "addr.h"
 #include "policy.h"
 
 /* meson sets it from sysconfdir: where `meson install` puts the example config */
@@ -40,10 +41,33 @@ struct config_redis {
 	int connections;
 };
 
+/* What a listener speaks. */
+enum config_protocol {
+	CONFIG_PROTOCOL_LINE, /* the line protocol, or RESP2 when the first byte is '*' */
+	CONFIG_PROTOCOL_HTTP,
+};
+
+#define CONFIG_HEADER_NAME_MAX 64
+#define CONFIG_TRUSTED_MAX 32
+
+/* An HTTP listener's options (proto/protocol.md, "HTTP"). */
+struct config_http {
+	/* forward-auth: the user is this request header's value (from a
+	 * trusted proxy); empty: the client's address */
+	char user_header[CONFIG_HEADER_NAME_MAX + 1];
+	/* peers whose X-Forwarded-For / X-Real-IP / user_header are believed */
+	struct addr_net trusted[CONFIG_TRUSTED_MAX];
+	size_t ntrusted;
+	int deny_status;    /* forward-auth's answer to a denial: 429, or 403 for nginx */
+	int legacy_headers; /* also X-RateLimit-Limit, -Remaining, -Reset */
+};
+
 struct config_listen {
 	char *address; /* "host:port" or "unix:/path" */
 	int admin;     /* RESET (and later admin commands) allowed here */
 	int mode;      /* file mode of a unix socket */
+	enum config_protocol protocol;
+	struct config_http http;
 };
 
 #define CONFIG_DEFAULT_SOCKET_MODE 0660

@@ -28,6 +28,7 @@
 #include "config.h"
 #include "log.h"
 #include "proto.h"
+#include "proto_http.h"
 #include "proto_line.h"
 #include "proto_resp.h"
 
@@ -49,8 +50,10 @@ struct conn {
 	struct conn_link link;
 	struct conn_ctx *ctx;
 	/* How requests are framed, parsed and answered; NULL until the first
-	 * byte says (a RESP array starts with '*', anything else is a line). */
+	 * byte says (a RESP array starts with '*', anything else is a line),
+	 * or the listener's protocol (http). */
 	const struct proto *proto;
+	struct proto_conn *pc;	 /* HTTP's: the listener's options, the peer */
 	evutil_socket_t fd;	 /* -1 once reaped */
 	struct event *rev, *wev; /* wev is armed only while output is queued */
 	struct evbuffer *in, *out;
@@ -119,6 +122,7 @@ static void conn_destroy(struct conn *c)
 		pending_release(p);
 		p = next;
 	}
+	free(c->pc);
 	free(c);
 }
 
@@ -232,7 +236,7 @@ static void flush_replies(struct conn *c)
 			n = 0;
 		}
 		n += proto->format(buf + n, &p->slot.res);
-		if (p->slot.res.kind == CMD_REPLY_BYE)
+		if (p->slot.res.kind == CMD_REPLY_BYE || p->slot.res.close_after)
 			c->closing = 1;
 		c->head = p->next;
 		if (!c->head)
@@ -273,6 +277,7 @@ static void process_input(struct conn *c)
 	struct evbuffer *out = c->out;
 	struct config *cfg = c->ctx->cfg;
 	size_t max_line = cfg->max_line;
+	size_t window = max_line + 2;
 
 	while (!c->closing && !c->closed) {
 		if (c->npending >= MAX_PENDING || evbuffer_get_length(out) >= OUT_HIGH) {
@@ -285,13 +290,19 @@ static void process_input(struct conn *c)
 			c->closing |= c->eof;
 			break;
 		}
-		size_t want = len < max_line + 2 ? len : max_line + 2;
+		if (!c->proto) {
+			const char *first = (const char *)evbuffer_pullup(in, 1);
+			c->proto = first[0] == '*' ? &proto_resp : &proto_line;
+		}
+		if (window < c->proto->window_min)
+			window = c->proto->window_min;
+		size_t want = len < window ? len : window;
 		const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)want);
-		if (!c->proto)
-			c->proto = data[0] == '*' ? &proto_resp : &proto_line;
 		struct proto_parsed got;
 		got.used = 0;
-		enum proto_step step = c->proto->parse(data, want, max_line, &got);
+		got.tag = 0;
+		got.close_after = 0;
+		enum proto_step step = c->proto->parse(data, want, max_line, c->pc, &got);
 		if (step == PROTO_NEED_MORE) {
 			c->closing |= c->eof; /* a partial last request is not a request */
 			break;
@@ -306,9 +317,14 @@ static void process_input(struct conn *c)
 			conn_close(c);
 			return;
 		}
+		p->slot.res.tag = got.tag;
+		p->slot.res.close_after = got.close_after;
+		if (got.close_after)
+			c->closing = 1; /* nothing after it is read */
 		switch (step) {
 		case PROTO_FATAL:
 			c->closing = 1;
+			p->slot.res.close_after = 1;
 			cmd_reply_error(&p->slot, got.err.code, got.err.msg);
 			break;
 		case PROTO_BAD:
@@ -400,15 +416,30 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
 		maybe_finish(c);
 }
 
-struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, int admin)
+struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct sockaddr *sa,
+		      const struct conn_port *port)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	if (!c) {
 		evutil_closesocket(fd);
 		return NULL;
 	}
+	if (port->protocol == CONFIG_PROTOCOL_HTTP) {
+		c->pc = calloc(1, sizeof(*c->pc));
+		if (!c->pc) {
+			free(c);
+			evutil_closesocket(fd);
+			return NULL;
+		}
+		c->pc->http = port->http;
+		addr_ip_of(sa, &c->pc->peer);
+		c->pc->peer_trusted = c->pc->peer.family == 0;
+		for (size_t i = 0; i < port->http.ntrusted && !c->pc->peer_trusted; i++)
+			c->pc->peer_trusted = addr_net_match(&port->http.trusted[i], &c->pc->peer);
+		c->proto = &proto_http;
+	}
 	c->ctx = ctx;
-	c->admin = admin;
+	c->admin = port->admin;
 	c->fd = fd;
 	evutil_make_socket_nonblocking(fd);
 	c->rev = event_new(ctx->base, fd, EV_READ | EV_PERSIST, read_cb, c);
@@ -425,6 +456,7 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, int admin)
 		if (c->out)
 			evbuffer_free(c->out);
 		evutil_closesocket(fd);
+		free(c->pc);
 		free(c);
 		return NULL;
 	}

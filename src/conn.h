@@ -4,10 +4,20 @@
 
 #include <event2/util.h>
 
+#include "config.h"
+
 struct event_base;
-struct config;
 struct cmd_env;
 struct conn;
+struct sockaddr;
+
+/* What a listener tells the connections it accepts (copied: a reload may
+ * free the configuration it came from). */
+struct conn_port {
+	int admin; /* the listener allows admin commands */
+	enum config_protocol protocol;
+	struct config_http http;
+};
 
 /*
  * What the connections share with the registry that keeps them (clients.c):
@@ -24,9 +34,10 @@ struct conn_ctx {
 	void (*ready)(struct conn_ctx *ctx, struct conn *c);
 };
 
-/* Takes ownership of fd. NULL (and fd closed) on failure; else the caller
- * links it into its list (conn_link). admin: the listener allows admin commands. */
-struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, int admin);
+/* Takes ownership of fd, accepted from sa on port. NULL (and fd closed) on
+ * failure; else the caller links it into its list (conn_link). */
+struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct sockaddr *sa,
+		      const struct conn_port *port);
 /* Stop reading; close once every reply already owed is written. */
 void conn_drain(struct conn *c);
 /* Drops the client now; replies still owed are discarded when they arrive. */

@@ -11,7 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "addr.h"
 #include "cmd.h"
+#include "config.h"
+#include "keys.h"
+#include "policy.h"
 
 #define PROTO_DEFAULT_MAX_LINE 4096
 
@@ -33,21 +37,40 @@ struct proto_error {
 /* What one step found. */
 struct proto_parsed {
 	size_t used;		/* bytes the request took */
-	struct cmd_request req; /* PROTO_REQUEST; points into the input */
+	struct cmd_request req; /* PROTO_REQUEST; points into the input or pc */
 	struct proto_error err; /* PROTO_BAD, PROTO_FATAL */
 	int local;		/* PROTO_LOCAL: which of the protocol's own replies */
+	int tag;		/* kept with the request for format (cmd_result.tag) */
+	int close_after;	/* close once this request's reply is written */
+};
+
+/*
+ * What a protocol may know of its connection (HTTP's, allocated only for
+ * HTTP connections): the listener's options, the peer, and room to decode
+ * a request's arguments into (valid until the next step).
+ */
+struct proto_conn {
+	struct config_http http;
+	struct addr_ip peer; /* family 0: a unix socket */
+	int peer_trusted;    /* in http.trusted (a unix socket always is) */
+	char user[KEYS_USER_MAX];
+	char action[POLICY_NAME_MAX + 1];
 };
 
 struct proto {
 	const char *name;
 	/* Longest reply format writes. */
 	size_t reply_max;
+	/* The step sees at least this many bytes, whatever max_line says
+	 * (HTTP's headers are longer than a line), 0 for none. */
+	size_t window_min;
 	/*
 	 * Looks at buf[0..len), the start of the unparsed input: at most
-	 * max_line + 2 bytes of it (no request may be longer).
+	 * max(max_line + 2, window_min) bytes of it (no request may be
+	 * longer). pc: NULL but for protocols that need it (HTTP).
 	 */
 	enum proto_step (*parse)(const char *buf, size_t len, size_t max_line,
-				 struct proto_parsed *out);
+				 struct proto_conn *pc, struct proto_parsed *out);
 	/* Writes res's reply to buf (reply_max bytes of room); returns its length. */
 	size_t (*format)(char *buf, const struct cmd_result *res);
 };

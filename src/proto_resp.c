@@ -25,8 +25,8 @@ enum resp_local {
 /* Longest "*<n>\r\n" or "$<n>\r\n" header we read: a sign, 10 digits, CRLF. */
 #define HEADER_MAX 14
 
-#define INFO_TEXT                                                                                  \
-	"# Server\r\nratelimitd_version:" RATELIMITD_VERSION "\r\nredis_mode:standalone\r\n"     \
+#define INFO_TEXT                                                                            \
+	"# Server\r\nratelimitd_version:" RATELIMITD_VERSION "\r\nredis_mode:standalone\r\n" \
 	"loading:0\r\n"
 
 static const char *const local_replies[] = {
@@ -161,15 +161,17 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 }
 
 static enum proto_step resp_parse(const char *buf, size_t len, size_t max_line,
-				  struct proto_parsed *out)
+				  struct proto_conn *pc, struct proto_parsed *out)
 {
+	(void)pc;
 	/* Beyond this the request cannot be whole: the caller shows no more. */
 	int window_full = len >= max_line + 2;
 	size_t pos = 0;
 	long long n;
 	int r = read_header(buf, len, &pos, '*', &n);
 	if (r < 0)
-		return fatal(out, CMD_ERR_SYNTAX, "Protocol error: expected an array of bulk strings");
+		return fatal(out, CMD_ERR_SYNTAX,
+			     "Protocol error: expected an array of bulk strings");
 	if (r == 0)
 		goto more;
 	if (n <= 0) { /* an empty or null array is no request (as in Redis) */
@@ -194,7 +196,8 @@ static enum proto_step resp_parse(const char *buf, size_t len, size_t max_line,
 		if (len - pos < (size_t)bl + 2)
 			goto more;
 		if (buf[pos + (size_t)bl] != '\r' || buf[pos + (size_t)bl + 1] != '\n')
-			return fatal(out, CMD_ERR_SYNTAX, "Protocol error: bulk string without CRLF");
+			return fatal(out, CMD_ERR_SYNTAX,
+				     "Protocol error: bulk string without CRLF");
 		arg[i] = buf + pos;
 		alen[i] = (size_t)bl;
 		pos += (size_t)bl + 2;

@@ -11,6 +11,7 @@
 #include "clients.h"
 #include "cmd.h"
 #include "config.h"
+#include "conn.h"
 #include "denycache.h"
 #include "keys.h"
 #include "listener.h"
@@ -24,7 +25,7 @@
 struct port {
 	struct clients *clients;
 	struct listener *l;
-	int admin;
+	struct conn_port cp;
 };
 
 struct server {
@@ -77,7 +78,7 @@ void server_set_config(struct server *srv, struct config *cfg)
 static void accept_cb(evutil_socket_t fd, const struct sockaddr *sa, void *arg)
 {
 	struct port *p = arg;
-	clients_accept(p->clients, fd, sa, p->admin);
+	clients_accept(p->clients, fd, sa, &p->cp);
 }
 
 static void close_listeners(struct server *srv)
@@ -112,7 +113,9 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 		const struct config_listen *cl = &cfg->listen[i];
 		struct port *p = &srv->ports[srv->nports++];
 		p->clients = srv->clients;
-		p->admin = cl->admin;
+		p->cp.admin = cl->admin;
+		p->cp.protocol = cl->protocol;
+		p->cp.http = cl->http;
 		p->l = listener_new(base, cl->address, cl->mode, accept_cb, p, err, errlen);
 		if (!p->l) {
 			server_free(srv);

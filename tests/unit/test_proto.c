@@ -196,15 +196,16 @@ END_TEST
 START_TEST(test_step)
 {
 	struct proto_parsed got = {.used = 99};
-	ck_assert_int_eq(proto_line.parse("ALLOW a b 3\nPING\n", 17, 64, &got), PROTO_REQUEST);
+	ck_assert_int_eq(proto_line.parse("ALLOW a b 3\nPING\n", 17, 64, NULL, &got),
+			 PROTO_REQUEST);
 	ck_assert_uint_eq(got.used, 12);
 	ck_assert_int_eq(got.req.verb, CMD_ALLOW);
 	ck_assert_int_eq(got.req.cost, 3);
-	ck_assert_int_eq(proto_line.parse("NOPE\n", 5, 64, &got), PROTO_BAD);
+	ck_assert_int_eq(proto_line.parse("NOPE\n", 5, 64, NULL, &got), PROTO_BAD);
 	ck_assert_uint_eq(got.used, 5);
 	ck_assert_int_eq(got.err.code, CMD_ERR_UNKNOWN_COMMAND);
-	ck_assert_int_eq(proto_line.parse("PIN", 3, 64, &got), PROTO_NEED_MORE);
-	ck_assert_int_eq(proto_line.parse("abcdef", 6, 4, &got), PROTO_FATAL);
+	ck_assert_int_eq(proto_line.parse("PIN", 3, 64, NULL, &got), PROTO_NEED_MORE);
+	ck_assert_int_eq(proto_line.parse("abcdef", 6, 4, NULL, &got), PROTO_FATAL);
 	ck_assert_int_eq(got.err.code, CMD_ERR_LINE_TOO_LONG);
 	ck_assert_str_eq(proto_line.name, "line");
 }

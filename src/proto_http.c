@@ -1,0 +1,918 @@
+/*
+ * proto_http.c - HTTP/1.1 framer, parser and reply formatter; pure: no
+ * I/O, no allocation (arguments are decoded into the connection's
+ * proto_conn). Keep-alive and pipelining come from conn.c like for every
+ * protocol: replies in request order, backpressure, bounds.
+ *
+ *   GET|POST /v1/allow?user=U&action=A[&cost=N]  (or a JSON body)
+ *   GET|POST /v1/peek?...
+ *   POST     /v1/reset?user=U&action=A           (admin listeners)
+ *   ANY      /auth/<action>[?cost=N]             (forward-auth: the user is
+ *                                                 the client, see user_of)
+ */
+#include "proto_http.h"
+
+#include <string.h>
+
+/* Where a request came in (cmd_result.tag, low bits). */
+enum http_kind { HTTP_API, HTTP_AUTH };
+
+#define TAG_KIND 0x3
+#define TAG_LEGACY 0x4
+#define TAG_DENY_SHIFT 8
+
+/* Statuses answered without cmd (PROTO_LOCAL: local is the status). */
+#define NOT_FOUND 404
+#define METHOD_NOT_ALLOWED 405
+#define TOO_LARGE 413
+#define BAD_REQUEST 400
+#define NOT_IMPLEMENTED 501
+#define VERSION_NOT_SUPPORTED 505
+
+#define REPLY_MAX 2048
+
+static size_t window_of(size_t max_line)
+{
+	return max_line + 2 > PROTO_HTTP_WINDOW ? max_line + 2 : PROTO_HTTP_WINDOW;
+}
+
+static int lower(int c)
+{
+	return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+}
+
+static int name_is(const char *s, size_t len, const char *name)
+{
+	size_t n = strlen(name);
+	if (len != n)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (lower((unsigned char)s[i]) != lower((unsigned char)name[i]))
+			return 0;
+	return 1;
+}
+
+static int is_tchar(int c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* A comma-separated header value holds `token` (any case). */
+static int has_token(const char *v, size_t len, const char *token)
+{
+	size_t i = 0;
+	while (i < len) {
+		while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		size_t start = i;
+		while (i < len && v[i] != ',' && v[i] != ' ' && v[i] != '\t')
+			i++;
+		if (i > start && name_is(v + start, i - start, token))
+			return 1;
+	}
+	return 0;
+}
+
+static enum proto_step bad(struct proto_parsed *out, enum cmd_error code, const char *msg)
+{
+	out->err.code = code;
+	out->err.msg = msg;
+	return PROTO_BAD;
+}
+
+static enum proto_step local(struct proto_parsed *out, int status, int close_after)
+{
+	out->local = status;
+	out->close_after |= close_after;
+	return PROTO_LOCAL;
+}
+
+static int hexval(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c = lower(c);
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Percent-decodes s (and '+' as a space) into dst; its length, -1 for a
+ * bad escape, -2 when it does not fit in cap. */
+static long pct_decode(const char *s, size_t len, char *dst, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++) {
+		int c = (unsigned char)s[i];
+		if (c == '%') {
+			if (i + 2 >= len)
+				return -1;
+			int h = hexval((unsigned char)s[i + 1]), l = hexval((unsigned char)s[i + 2]);
+			if (h < 0 || l < 0)
+				return -1;
+			c = h * 16 + l;
+			i += 2;
+		} else if (c == '+') {
+			c = ' ';
+		}
+		if (n == cap)
+			return -2;
+		dst[n++] = (char)c;
+	}
+	return (long)n;
+}
+
+/* The arguments of an API request, found in a query string or a JSON body. */
+struct args {
+	const char *user, *action, *cost;
+	size_t user_len, action_len, cost_len;
+	int cost_is_text; /* from a query string: digits as text */
+};
+
+static enum proto_step query_args(const char *q, size_t len, struct proto_conn *pc,
+				  struct args *a, struct proto_parsed *out)
+{
+	size_t i = 0;
+	while (i < len) {
+		size_t start = i;
+		while (i < len && q[i] != '&')
+			i++;
+		const char *kv = q + start, *eq = memchr(kv, '=', i - start);
+		size_t klen = eq ? (size_t)(eq - kv) : i - start;
+		const char *v = eq ? eq + 1 : kv + klen;
+		size_t vlen = (size_t)(q + i - v);
+		i++; /* the '&' */
+		long n;
+		if (name_is(kv, klen, "user")) {
+			n = pct_decode(v, vlen, pc->user, sizeof(pc->user));
+			if (n == -2)
+				return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+			a->user = pc->user;
+			a->user_len = (size_t)n;
+		} else if (name_is(kv, klen, "action")) {
+			n = pct_decode(v, vlen, pc->action, sizeof(pc->action) - 1);
+			if (n == -2)
+				return bad(out, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+			a->action = pc->action;
+			a->action_len = (size_t)n;
+		} else if (name_is(kv, klen, "cost")) {
+			a->cost = v;
+			a->cost_len = vlen;
+			a->cost_is_text = 1;
+			n = 0;
+		} else {
+			n = 0; /* other parameters are the caller's business */
+		}
+		if (n == -1)
+			return bad(out, CMD_ERR_SYNTAX, "bad percent-encoding in the query");
+	}
+	return PROTO_REQUEST;
+}
+
+static size_t json_ws(const char *s, size_t len, size_t i)
+{
+	while (i < len && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+		i++;
+	return i;
+}
+
+static size_t put_utf8(char *dst, unsigned cp)
+{
+	if (cp < 0x80) {
+		dst[0] = (char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		dst[0] = (char)(0xc0 | cp >> 6);
+		dst[1] = (char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		dst[0] = (char)(0xe0 | cp >> 12);
+		dst[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+		dst[2] = (char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	dst[0] = (char)(0xf0 | cp >> 18);
+	dst[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+	dst[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+	dst[3] = (char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
+static int hex4(const char *s, size_t len, size_t i, unsigned *cp)
+{
+	if (i + 4 > len)
+		return -1;
+	unsigned v = 0;
+	for (size_t k = 0; k < 4; k++) {
+		int h = hexval((unsigned char)s[i + k]);
+		if (h < 0)
+			return -1;
+		v = v * 16 + (unsigned)h;
+	}
+	*cp = v;
+	return 0;
+}
+
+/*
+ * A JSON string at s[*i] (its opening quote) decoded into dst (NULL: only
+ * skipped). Its decoded length, -1 when malformed, -2 when longer than cap.
+ */
+static long json_string(const char *s, size_t len, size_t *i, char *dst, size_t cap)
+{
+	size_t k = *i + 1, n = 0;
+	int too_long = 0;
+	while (k < len && s[k] != '"') {
+		unsigned char c = (unsigned char)s[k++];
+		char tmp[4];
+		size_t tl = 1;
+		if (c < 0x20)
+			return -1;
+		tmp[0] = (char)c;
+		if (c == '\\') {
+			if (k >= len)
+				return -1;
+			char e = s[k++];
+			unsigned cp;
+			switch (e) {
+			case '"':
+			case '\\':
+			case '/':
+				tmp[0] = e;
+				break;
+			case 'b':
+				tmp[0] = '\b';
+				break;
+			case 'f':
+				tmp[0] = '\f';
+				break;
+			case 'n':
+				tmp[0] = '\n';
+				break;
+			case 'r':
+				tmp[0] = '\r';
+				break;
+			case 't':
+				tmp[0] = '\t';
+				break;
+			case 'u':
+				if (hex4(s, len, k, &cp) < 0)
+					return -1;
+				k += 4;
+				if (cp >= 0xd800 && cp < 0xdc00) {
+					unsigned lo;
+					if (k + 6 > len || s[k] != '\\' || s[k + 1] != 'u' ||
+					    hex4(s, len, k + 2, &lo) < 0 || lo < 0xdc00 || lo >= 0xe000)
+						return -1;
+					k += 6;
+					cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+				} else if (cp >= 0xdc00 && cp < 0xe000) {
+					return -1;
+				}
+				tl = put_utf8(tmp, cp);
+				break;
+			default:
+				return -1;
+			}
+		}
+		if (n + tl > cap)
+			too_long = 1;
+		else if (dst)
+			memcpy(dst + n, tmp, tl);
+		n += too_long ? 0 : tl;
+	}
+	if (k >= len)
+		return -1;
+	*i = k + 1;
+	return too_long ? -2 : (long)n;
+}
+
+static enum proto_step json_args(const char *s, size_t len, struct proto_conn *pc, struct args *a,
+				 struct proto_parsed *out)
+{
+	size_t i = json_ws(s, len, 0);
+	if (i >= len || s[i] != '{')
+		return bad(out, CMD_ERR_SYNTAX, "the body is not a JSON object");
+	i = json_ws(s, len, i + 1);
+	if (i < len && s[i] == '}') {
+		i++;
+		goto end;
+	}
+	for (;;) {
+		char key[16];
+		if (i >= len || s[i] != '"')
+			return bad(out, CMD_ERR_SYNTAX, "malformed JSON: expected a key");
+		long kl = json_string(s, len, &i, key, sizeof(key));
+		if (kl == -1)
+			return bad(out, CMD_ERR_SYNTAX, "malformed JSON string");
+		i = json_ws(s, len, i);
+		if (i >= len || s[i] != ':')
+			return bad(out, CMD_ERR_SYNTAX, "malformed JSON: expected ':'");
+		i = json_ws(s, len, i + 1);
+		if (i >= len)
+			return bad(out, CMD_ERR_SYNTAX, "malformed JSON: a value is missing");
+		int is_user = kl == 4 && memcmp(key, "user", 4) == 0;
+		int is_action = kl == 6 && memcmp(key, "action", 6) == 0;
+		int is_cost = kl == 4 && memcmp(key, "cost", 4) == 0;
+		if (s[i] == '"') {
+			char *dst = is_user ? pc->user : is_action ? pc->action : NULL;
+			size_t cap = is_user ? sizeof(pc->user) : sizeof(pc->action) - 1;
+			if (is_cost)
+				return bad(out, CMD_ERR_BAD_COST, "cost must be a JSON number");
+			long n = json_string(s, len, &i, dst, cap);
+			if (n == -1)
+				return bad(out, CMD_ERR_SYNTAX, "malformed JSON string");
+			if (n == -2 && is_user)
+				return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+			if (n == -2 && is_action)
+				return bad(out, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+			if (is_user) {
+				a->user = pc->user;
+				a->user_len = (size_t)n;
+			} else if (is_action) {
+				a->action = pc->action;
+				a->action_len = (size_t)n;
+			}
+		} else if ((s[i] >= '0' && s[i] <= '9') || s[i] == '-') {
+			size_t start = i;
+			while (i < len && strchr("0123456789+-.eE", s[i]) && s[i])
+				i++;
+			if (is_cost) {
+				a->cost = s + start;
+				a->cost_len = i - start;
+			} else if (is_user || is_action) {
+				return bad(out, CMD_ERR_SYNTAX, "user and action are JSON strings");
+			}
+		} else {
+			static const char *const words[] = {"true", "false", "null"};
+			size_t w;
+			for (w = 0; w < 3; w++) {
+				size_t wl = strlen(words[w]);
+				if (len - i >= wl && memcmp(s + i, words[w], wl) == 0) {
+					i += wl;
+					break;
+				}
+			}
+			if (w == 3)
+				return bad(out, CMD_ERR_SYNTAX,
+					   "malformed JSON: values are strings, numbers, "
+					   "true, false or null");
+			if (is_user || is_action || is_cost)
+				return bad(out, is_cost ? CMD_ERR_BAD_COST : CMD_ERR_SYNTAX,
+					   "user and action are JSON strings, cost a number");
+		}
+		i = json_ws(s, len, i);
+		if (i < len && s[i] == ',') {
+			i = json_ws(s, len, i + 1);
+			continue;
+		}
+		if (i < len && s[i] == '}') {
+			i++;
+			break;
+		}
+		return bad(out, CMD_ERR_SYNTAX, "malformed JSON: expected ',' or '}'");
+	}
+end:
+	if (json_ws(s, len, i) != len)
+		return bad(out, CMD_ERR_SYNTAX, "malformed JSON: bytes after the object");
+	return PROTO_REQUEST;
+}
+
+/* The request's headers that matter here. */
+struct headers {
+	const char *host, *xff, *real_ip, *user, *connection;
+	size_t xff_len, real_ip_len, user_len, connection_len;
+	int nhost, te, ncl;
+	long long cl;
+};
+
+/*
+ * forward-auth: who the request is about. From a trusted peer (a proxy on
+ * loopback by default): user_header's value if one is configured, else the
+ * client address of X-Forwarded-For (its rightmost address that is not a
+ * trusted proxy) or X-Real-IP. From anyone else: the peer's own address.
+ */
+static enum proto_step user_of(const struct headers *h, struct proto_conn *pc, struct args *a,
+			       struct proto_parsed *out)
+{
+	struct addr_ip ip = pc->peer;
+	if (pc->peer_trusted && pc->http.user_header[0]) {
+		if (!h->user || h->user_len == 0)
+			return bad(out, CMD_ERR_BAD_USER,
+				   "the user header is missing (user_header in the configuration)");
+		if (h->user_len > sizeof(pc->user))
+			return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+		a->user = h->user;
+		a->user_len = h->user_len;
+		return PROTO_REQUEST;
+	}
+	if (pc->peer_trusted && (h->xff || h->real_ip)) {
+		const char *v = h->xff ? h->xff : h->real_ip;
+		size_t len = h->xff ? h->xff_len : h->real_ip_len;
+		int found = 0;
+		size_t end = len;
+		for (;;) {
+			size_t start = end;
+			while (start > 0 && v[start - 1] != ',')
+				start--;
+			size_t s = start, e = end;
+			while (s < e && (v[s] == ' ' || v[s] == '\t'))
+				s++;
+			while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t'))
+				e--;
+			struct addr_ip cand;
+			if (addr_ip_parse(v + s, e - s, &cand) < 0)
+				break;
+			ip = cand;
+			found = 1;
+			int trusted = 0;
+			for (size_t k = 0; k < pc->http.ntrusted && !trusted; k++)
+				trusted = addr_net_match(&pc->http.trusted[k], &cand);
+			if (!trusted || start == 0)
+				break;
+			end = start - 1;
+		}
+		if (!found)
+			return bad(out, CMD_ERR_BAD_USER, "no client address in X-Forwarded-For");
+	}
+	if (ip.family == 0) {
+		memcpy(pc->user, "unix", 4);
+		a->user_len = 4;
+	} else {
+		a->user_len = addr_ip_text(&ip, pc->user, sizeof(pc->user));
+	}
+	a->user = pc->user;
+	return PROTO_REQUEST;
+}
+
+/* Reads the header lines of buf[0..hend): -1 when malformed. */
+static int read_headers(const char *buf, size_t from, size_t hend, const struct proto_conn *pc,
+			struct headers *h)
+{
+	size_t i = from;
+	while (i < hend) {
+		const char *lf = memchr(buf + i, '\n', hend - i);
+		size_t eol = (size_t)(lf - buf), end = eol;
+		if (end > i && buf[end - 1] == '\r')
+			end--;
+		if (end == i)
+			break; /* the empty line */
+		if (buf[i] == ' ' || buf[i] == '\t')
+			return -1; /* obsolete line folding */
+		const char *colon = memchr(buf + i, ':', end - i);
+		if (!colon || colon == buf + i)
+			return -1;
+		size_t nlen = (size_t)(colon - (buf + i));
+		for (size_t k = 0; k < nlen; k++)
+			if (!is_tchar((unsigned char)buf[i + k]))
+				return -1;
+		const char *name = buf + i, *v = colon + 1, *ve = buf + end;
+		while (v < ve && (*v == ' ' || *v == '\t'))
+			v++;
+		while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+			ve--;
+		size_t vlen = (size_t)(ve - v);
+		for (size_t k = 0; k < vlen; k++)
+			if ((unsigned char)v[k] < 0x20 && v[k] != '\t')
+				return -1; /* NUL, CR and other controls */
+		if (name_is(name, nlen, "host")) {
+			h->host = v;
+			h->nhost++;
+		} else if (name_is(name, nlen, "content-length")) {
+			long long n = 0;
+			if (vlen == 0 || vlen > 12)
+				return -1;
+			for (size_t k = 0; k < vlen; k++) {
+				if (v[k] < '0' || v[k] > '9')
+					return -1;
+				n = n * 10 + (v[k] - '0');
+			}
+			if (h->ncl++ && n != h->cl)
+				return -1;
+			h->cl = n;
+		} else if (name_is(name, nlen, "transfer-encoding")) {
+			h->te = 1;
+		} else if (name_is(name, nlen, "connection")) {
+			h->connection = v;
+			h->connection_len = vlen;
+		} else if (name_is(name, nlen, "x-forwarded-for")) {
+			/* of several lines, the last holds the nearest hops */
+			h->xff = v;
+			h->xff_len = vlen;
+		} else if (name_is(name, nlen, "x-real-ip")) {
+			h->real_ip = v;
+			h->real_ip_len = vlen;
+		}
+		if (pc->http.user_header[0] && name_is(name, nlen, pc->http.user_header)) {
+			h->user = v;
+			h->user_len = vlen;
+		}
+		i = eol + 1;
+	}
+	return 0;
+}
+
+/* The end of the header block (just past its empty line), or 0. */
+static size_t headers_end(const char *buf, size_t len)
+{
+	size_t i = 0;
+	while (i < len) {
+		const char *lf = memchr(buf + i, '\n', len - i);
+		if (!lf)
+			return 0;
+		size_t eol = (size_t)(lf - buf);
+		if (eol == i || (eol == i + 1 && buf[i] == '\r'))
+			return i == 0 ? 0 : eol + 1; /* an empty first line is not a request */
+		i = eol + 1;
+	}
+	return 0;
+}
+
+static enum proto_step http_parse(const char *buf, size_t len, size_t max_line,
+				  struct proto_conn *pc, struct proto_parsed *out)
+{
+	/* Blank lines before a request are ignored (RFC 9112 2.2). */
+	size_t skip = 0;
+	while (skip < len && (buf[skip] == '\r' || buf[skip] == '\n'))
+		skip++;
+	if (skip) {
+		out->used = skip;
+		return PROTO_SKIP;
+	}
+	size_t hend = headers_end(buf, len);
+	if (!hend) {
+		if (len >= window_of(max_line)) {
+			out->err.code = CMD_ERR_LINE_TOO_LONG;
+			out->err.msg = "request header fields too large";
+			return PROTO_FATAL;
+		}
+		return PROTO_NEED_MORE;
+	}
+	out->tag = (pc->http.deny_status << TAG_DENY_SHIFT) |
+		   (pc->http.legacy_headers ? TAG_LEGACY : 0) | HTTP_API;
+	out->used = hend;
+	/* the request line: METHOD SP TARGET SP HTTP/1.x */
+	const char *lf = memchr(buf, '\n', hend);
+	size_t rl = (size_t)(lf - buf);
+	if (rl && buf[rl - 1] == '\r')
+		rl--;
+	const char *sp1 = memchr(buf, ' ', rl);
+	const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(buf + rl - sp1 - 1)) : NULL;
+	if (!sp1 || !sp2 || sp1 == buf || sp2 == sp1 + 1)
+		return local(out, BAD_REQUEST, 1);
+	const char *method = buf, *target = sp1 + 1, *version = sp2 + 1;
+	size_t mlen = (size_t)(sp1 - buf), tlen = (size_t)(sp2 - target),
+	       vlen = (size_t)(buf + rl - version);
+	for (size_t k = 0; k < mlen; k++)
+		if (!is_tchar((unsigned char)method[k]))
+			return local(out, BAD_REQUEST, 1);
+	for (size_t k = 0; k < tlen; k++)
+		if ((unsigned char)target[k] <= 0x20 || target[k] == 0x7f)
+			return local(out, BAD_REQUEST, 1);
+	int v11;
+	if (vlen == 8 && memcmp(version, "HTTP/1.1", 8) == 0)
+		v11 = 1;
+	else if (vlen == 8 && memcmp(version, "HTTP/1.0", 8) == 0)
+		v11 = 0;
+	else if (vlen >= 5 && memcmp(version, "HTTP/", 5) == 0)
+		return local(out, VERSION_NOT_SUPPORTED, 1);
+	else
+		return local(out, BAD_REQUEST, 1);
+
+	struct headers h;
+	memset(&h, 0, sizeof(h));
+	if (read_headers(buf, rl + (buf[rl] == '\r' ? 2 : 1), hend, pc, &h) < 0)
+		return local(out, BAD_REQUEST, 1);
+	out->close_after = v11 ? has_token(h.connection, h.connection_len, "close")
+			       : !has_token(h.connection, h.connection_len, "keep-alive");
+	if (h.te)
+		return local(out, NOT_IMPLEMENTED, 1); /* chunked bodies: framing unknown */
+	if (h.cl > PROTO_HTTP_BODY_MAX)
+		return local(out, TOO_LARGE, 1);
+	if (hend + (size_t)h.cl > len) {
+		if (hend + (size_t)h.cl > window_of(max_line))
+			return local(out, TOO_LARGE, 1);
+		out->close_after = 0;
+		out->tag = 0;
+		return PROTO_NEED_MORE;
+	}
+	out->used = hend + (size_t)h.cl;
+	const char *body = buf + hend;
+	size_t blen = (size_t)h.cl;
+	if (v11 && h.nhost != 1)
+		return bad(out, CMD_ERR_SYNTAX, "an HTTP/1.1 request needs one Host header");
+
+	/* the target: an origin-form path and query */
+	const char *q = memchr(target, '?', tlen);
+	size_t plen = q ? (size_t)(q - target) : tlen;
+	size_t qlen = q ? tlen - plen - 1 : 0;
+	if (q)
+		q++;
+	int get = name_is(method, mlen, "GET"), post = name_is(method, mlen, "POST");
+	struct cmd_request *req = &out->req;
+	memset(req, 0, sizeof(*req));
+	req->cost = 1;
+	struct args a;
+	memset(&a, 0, sizeof(a));
+	enum proto_step st;
+	if (plen == 6 && memcmp(target, "/auth/", 6) == 0) {
+		return bad(out, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+	} else if (plen > 6 && memcmp(target, "/auth/", 6) == 0) {
+		out->tag = (out->tag & ~TAG_KIND) | HTTP_AUTH;
+		req->verb = CMD_ALLOW;
+		long n = pct_decode(target + 6, plen - 6, pc->action, sizeof(pc->action) - 1);
+		if (n == -1)
+			return bad(out, CMD_ERR_SYNTAX, "bad percent-encoding in the path");
+		if (n == -2)
+			return bad(out, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+		a.action = pc->action;
+		a.action_len = (size_t)n;
+		st = query_args(q ? q : "", qlen, pc, &a, out);
+		if (st != PROTO_REQUEST)
+			return st;
+		a.user = NULL; /* never from the query: the proxy says who */
+		st = user_of(&h, pc, &a, out);
+		if (st != PROTO_REQUEST)
+			return st;
+	} else if ((plen == 9 && memcmp(target, "/v1/allow", 9) == 0) ||
+		   (plen == 8 && memcmp(target, "/v1/peek", 8) == 0) ||
+		   (plen == 9 && memcmp(target, "/v1/reset", 9) == 0)) {
+		req->verb = target[4] == 'a' ? CMD_ALLOW : target[4] == 'p' ? CMD_PEEK : CMD_RESET;
+		if (req->verb == CMD_RESET ? !post : !(get || post))
+			return local(out, METHOD_NOT_ALLOWED, 0);
+		st = query_args(q ? q : "", qlen, pc, &a, out);
+		if (st == PROTO_REQUEST && post && blen > 0)
+			st = json_args(body, blen, pc, &a, out);
+		if (st != PROTO_REQUEST)
+			return st;
+	} else {
+		return local(out, NOT_FOUND, 0);
+	}
+	if (!a.user || a.user_len == 0)
+		return bad(out, CMD_ERR_BAD_USER, "user is missing or empty");
+	if (a.user_len > KEYS_USER_MAX)
+		return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+	if (!a.action || a.action_len == 0)
+		return bad(out, CMD_ERR_SYNTAX, "action is missing");
+	if (req->verb == CMD_RESET && a.cost)
+		return bad(out, CMD_ERR_SYNTAX, "RESET takes no cost");
+	if (a.cost && proto_parse_cost(a.cost, a.cost_len, &req->cost) < 0)
+		return bad(out, CMD_ERR_BAD_COST, "cost must be an integer from 1 to 2147483647");
+	req->user = a.user;
+	req->user_len = a.user_len;
+	req->action = a.action;
+	req->action_len = a.action_len;
+	return PROTO_REQUEST;
+}
+
+/* ---- replies ---- */
+
+static const char *reason(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 403:
+		return "Forbidden";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 413:
+		return "Content Too Large";
+	case 429:
+		return "Too Many Requests";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 501:
+		return "Not Implemented";
+	case 503:
+		return "Service Unavailable";
+	case 505:
+		return "HTTP Version Not Supported";
+	default:
+		return status < 500 ? "Client Error" : "Server Error";
+	}
+}
+
+static int error_status(enum cmd_error e)
+{
+	switch (e) {
+	case CMD_ERR_SYNTAX:
+	case CMD_ERR_BAD_COST:
+	case CMD_ERR_BAD_USER:
+		return 400;
+	case CMD_ERR_UNKNOWN_ACTION:
+	case CMD_ERR_UNKNOWN_COMMAND:
+		return 404;
+	case CMD_ERR_FORBIDDEN:
+		return 403;
+	case CMD_ERR_LINE_TOO_LONG:
+		return 431;
+	case CMD_ERR_TOO_MANY_CLIENTS:
+	case CMD_ERR_STORE_UNAVAILABLE:
+		return 503;
+	}
+	return 500;
+}
+
+static const char *local_code(int status)
+{
+	switch (status) {
+	case NOT_FOUND:
+		return "not-found";
+	case METHOD_NOT_ALLOWED:
+		return "method-not-allowed";
+	case TOO_LARGE:
+		return "body-too-large";
+	case NOT_IMPLEMENTED:
+		return "not-implemented";
+	case VERSION_NOT_SUPPORTED:
+		return "http-version";
+	default:
+		return "syntax";
+	}
+}
+
+static const char *local_message(int status)
+{
+	switch (status) {
+	case NOT_FOUND:
+		return "endpoints: /v1/allow /v1/peek /v1/reset /auth/<action>";
+	case METHOD_NOT_ALLOWED:
+		return "/v1/allow and /v1/peek take GET or POST, /v1/reset POST";
+	case TOO_LARGE:
+		return "a body is at most 4096 bytes";
+	case NOT_IMPLEMENTED:
+		return "Transfer-Encoding is not supported: send Content-Length";
+	case VERSION_NOT_SUPPORTED:
+		return "HTTP/1.1 or HTTP/1.0 only";
+	default:
+		return "malformed request";
+	}
+}
+
+static size_t put(char *buf, size_t n, const char *s)
+{
+	size_t l = strlen(s);
+	memcpy(buf + n, s, l);
+	return n + l;
+}
+
+static size_t put_int(char *buf, size_t n, int64_t v)
+{
+	return n + proto_put_int(buf + n, v);
+}
+
+/* Whole seconds, rounded up: a client that waits that long is not early. */
+static int64_t ceil_s(int64_t ms)
+{
+	return ms <= 0 ? 0 : (ms + 999) / 1000;
+}
+
+/* A JSON string's content: quotes, backslashes and control bytes escaped. */
+static size_t put_json_text(char *buf, size_t n, const char *s, size_t cap)
+{
+	static const char hex[] = "0123456789abcdef";
+	for (; *s && n + 6 < cap; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\') {
+			buf[n++] = '\\';
+			buf[n++] = (char)c;
+		} else if (c < 0x20 || c == 0x7f) {
+			n = put(buf, n, "\\u00");
+			buf[n++] = hex[c >> 4];
+			buf[n++] = hex[c & 15];
+		} else {
+			buf[n++] = (char)c;
+		}
+	}
+	return n;
+}
+
+/* Status line and the headers every reply has; the body comes after. */
+static size_t head(char *buf, int status, const char *type, size_t body_len, int close)
+{
+	size_t n = put(buf, 0, "HTTP/1.1 ");
+	n = put_int(buf, n, status);
+	n = put(buf, n, " ");
+	n = put(buf, n, reason(status));
+	n = put(buf, n, "\r\n");
+	if (type) {
+		n = put(buf, n, "Content-Type: ");
+		n = put(buf, n, type);
+		n = put(buf, n, "\r\n");
+	}
+	n = put(buf, n, "Content-Length: ");
+	n = put_int(buf, n, (int64_t)body_len);
+	n = put(buf, n, "\r\n");
+	if (close)
+		n = put(buf, n, "Connection: close\r\n");
+	return n;
+}
+
+/* RateLimit-Policy, RateLimit (draft-ietf-httpapi-ratelimit-headers),
+ * Retry-After, and the legacy X-RateLimit-* when asked for. */
+static size_t ratelimit_headers(char *buf, size_t n, const struct cmd_result *r, int legacy)
+{
+	n = put(buf, n, "RateLimit-Policy: \"");
+	n = put(buf, n, r->action);
+	n = put(buf, n, "\";q=");
+	n = put_int(buf, n, r->limit);
+	n = put(buf, n, ";w=");
+	n = put_int(buf, n, ceil_s(r->window_ms));
+	n = put(buf, n, "\r\n");
+	if (r->remaining >= 0) { /* -1: Redis did not say (a fallback) */
+		n = put(buf, n, "RateLimit: \"");
+		n = put(buf, n, r->action);
+		n = put(buf, n, "\";r=");
+		n = put_int(buf, n, r->remaining);
+		n = put(buf, n, ";t=");
+		n = put_int(buf, n, ceil_s(r->reset_ms));
+		n = put(buf, n, "\r\n");
+	}
+	if (!r->allowed && r->retry_after_ms >= 0) {
+		n = put(buf, n, "Retry-After: ");
+		n = put_int(buf, n, ceil_s(r->retry_after_ms));
+		n = put(buf, n, "\r\n");
+	}
+	if (legacy) {
+		n = put(buf, n, "X-RateLimit-Limit: ");
+		n = put_int(buf, n, r->limit);
+		n = put(buf, n, "\r\n");
+		if (r->remaining >= 0) {
+			n = put(buf, n, "X-RateLimit-Remaining: ");
+			n = put_int(buf, n, r->remaining);
+			n = put(buf, n, "\r\nX-RateLimit-Reset: ");
+			n = put_int(buf, n, ceil_s(r->reset_ms));
+			n = put(buf, n, "\r\n");
+		}
+	}
+	return n;
+}
+
+static size_t http_format(char *buf, const struct cmd_result *r)
+{
+	int kind = r->tag & TAG_KIND, legacy = (r->tag & TAG_LEGACY) != 0;
+	int deny = r->tag >> TAG_DENY_SHIFT;
+	char body[REPLY_MAX / 2];
+	size_t bl = 0;
+	size_t n;
+	switch (r->kind) {
+	case CMD_REPLY_DECISION:
+		if (kind == HTTP_AUTH) {
+			n = head(buf, r->allowed ? 200 : deny ? deny : 429, NULL, 0, r->close_after);
+			n = ratelimit_headers(buf, n, r, legacy);
+			return put(buf, n, "\r\n");
+		}
+		bl = put(body, bl, r->allowed ? "{\"allowed\":true" : "{\"allowed\":false");
+		bl = put(body, bl, ",\"limit\":");
+		bl = put_int(body, bl, r->limit);
+		bl = put(body, bl, ",\"remaining\":");
+		bl = put_int(body, bl, r->remaining);
+		bl = put(body, bl, ",\"retry_after_ms\":");
+		bl = put_int(body, bl, r->retry_after_ms);
+		bl = put(body, bl, ",\"reset_ms\":");
+		bl = put_int(body, bl, r->reset_ms);
+		bl = put(body, bl, "}\n");
+		n = head(buf, r->allowed ? 200 : 429, "application/json", bl, r->close_after);
+		n = ratelimit_headers(buf, n, r, legacy);
+		break;
+	case CMD_REPLY_OK:
+	case CMD_REPLY_PONG:
+	case CMD_REPLY_BYE:
+		bl = put(body, bl, "{\"ok\":true}\n");
+		n = head(buf, 200, "application/json", bl, r->close_after);
+		break;
+	case CMD_REPLY_ERROR:
+	case CMD_REPLY_LOCAL:
+	default: {
+		int status = r->kind == CMD_REPLY_ERROR ? error_status(r->error) : r->local;
+		const char *code = r->kind == CMD_REPLY_ERROR ? proto_error_code(r->error)
+							      : local_code(status);
+		const char *msg = r->kind == CMD_REPLY_ERROR ? r->msg : local_message(status);
+		bl = put(body, bl, "{\"error\":\"");
+		bl = put(body, bl, code);
+		bl = put(body, bl, "\",\"message\":\"");
+		bl = put_json_text(body, bl, msg, sizeof(body) - 4);
+		bl = put(body, bl, "\"}\n");
+		n = head(buf, status, "application/json", bl, r->close_after);
+		break;
+	}
+	}
+	n = put(buf, n, "\r\n");
+	memcpy(buf + n, body, bl);
+	return n + bl;
+}
+
+const struct proto proto_http = {
+	.name = "http",
+	.reply_max = REPLY_MAX,
+	.window_min = PROTO_HTTP_WINDOW,
+	.parse = http_parse,
+	.format = http_format,
+};
