@@ -213,6 +213,35 @@ def resp_seeds():
          max_line=40)
 
 
+# ---- http: 4-byte header (max_line - 1 as u16 LE, listener flags, peer), stream ----
+
+def http_seed(name, stream, max_line=4096, flags=2, peer=1):
+    write("http", name, struct.pack("<HBB", (max_line - 1) % 32768, flags, peer) + stream)
+
+
+def http_seeds():
+    get = b"GET /v1/allow?user=alice&action=reply HTTP/1.1\r\nHost: x\r\n\r\n"
+    http_seed("get", get)
+    http_seed("pipeline", get * 3 + b"GET /v1/peek?user=b%20c&action=reply&cost=2 HTTP/1.1\r\n"
+              b"Host: x\r\nConnection: close\r\n\r\n")
+    body = b'{"user": "b\\u00e9\\ud83d\\ude00", "action": "up", "cost": 5}'
+    http_seed("post-json", b"POST /v1/allow HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+              % len(body) + body)
+    http_seed("reset", b"POST /v1/reset?user=u&action=a HTTP/1.1\r\nHost: x\r\n\r\n")
+    http_seed("auth-xff", b"GET /auth/login HTTP/1.1\r\nHost: x\r\n"
+              b"X-Forwarded-For: 203.0.113.9, 10.0.0.1, 127.0.0.1\r\n\r\n", flags=6)
+    http_seed("auth-header", b"GET /auth/login?cost=2 HTTP/1.1\r\nHost: x\r\nX-User: k1\r\n\r\n",
+              flags=11)
+    http_seed("auth-untrusted", b"GET /auth/login HTTP/1.1\r\nHost: x\r\nX-Real-IP: ::1\r\n\r\n",
+              flags=0, peer=2)
+    http_seed("http10", b"GET /v1/allow?user=u&action=a HTTP/1.0\r\n\r\n", peer=0)
+    http_seed("errors", b"DELETE /v1/allow HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\n"
+              b"Host: x\r\n\r\nGET /v1/allow?user=%zz HTTP/1.1\r\nHost: x\r\n\r\n")
+    http_seed("chunked", b"POST /v1/allow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    http_seed("folded", b"GET /v1/allow HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n")
+    http_seed("huge", b"GET /v1/allow HTTP/1.1\r\nX: " + b"a" * 300, max_line=64)
+
+
 def config_seeds():
     for name, text in CONFIGS.items():
         write("config", name, text if isinstance(text, bytes) else text.encode())
@@ -304,6 +333,7 @@ def reply_seeds():
 if __name__ == "__main__":
     proto_seeds()
     resp_seeds()
+    http_seeds()
     config_seeds()
     reply_seeds()
     for kind in ("proto", "config", "reply"):

@@ -5,8 +5,10 @@ RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 	libevent-dev libhiredis-dev libyaml-dev libsystemd-dev check
 	redis-server redis-tools netcat-openbsd"
 # Extra packages for the test suite (systemd-analyze comes with systemd;
-# python3-redis is redis-py, a real client of the RESP tests).
-RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis"
+# python3-redis is redis-py, a real client of the RESP tests; nginx-light
+# (with auth_request) and caddy are the proxies of the forward-auth tests).
+RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
+	nginx-light caddy curl"
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.

@@ -106,7 +106,8 @@ static long pct_decode(const char *s, size_t len, char *dst, size_t cap)
 		if (c == '%') {
 			if (i + 2 >= len)
 				return -1;
-			int h = hexval((unsigned char)s[i + 1]), l = hexval((unsigned char)s[i + 2]);
+			int h = hexval((unsigned char)s[i + 1]),
+			    l = hexval((unsigned char)s[i + 2]);
 			if (h < 0 || l < 0)
 				return -1;
 			c = h * 16 + l;
@@ -128,8 +129,8 @@ struct args {
 	int cost_is_text; /* from a query string: digits as text */
 };
 
-static enum proto_step query_args(const char *q, size_t len, struct proto_conn *pc,
-				  struct args *a, struct proto_parsed *out)
+static enum proto_step query_args(const char *q, size_t len, struct proto_conn *pc, struct args *a,
+				  struct proto_parsed *out)
 {
 	size_t i = 0;
 	while (i < len) {
@@ -151,7 +152,8 @@ static enum proto_step query_args(const char *q, size_t len, struct proto_conn *
 		} else if (name_is(kv, klen, "action")) {
 			n = pct_decode(v, vlen, pc->action, sizeof(pc->action) - 1);
 			if (n == -2)
-				return bad(out, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+				return bad(out, CMD_ERR_UNKNOWN_ACTION,
+					   "no policy for this action");
 			a->action = pc->action;
 			a->action_len = (size_t)n;
 		} else if (name_is(kv, klen, "cost")) {
@@ -262,7 +264,8 @@ static long json_string(const char *s, size_t len, size_t *i, char *dst, size_t 
 				if (cp >= 0xd800 && cp < 0xdc00) {
 					unsigned lo;
 					if (k + 6 > len || s[k] != '\\' || s[k + 1] != 'u' ||
-					    hex4(s, len, k + 2, &lo) < 0 || lo < 0xdc00 || lo >= 0xe000)
+					    hex4(s, len, k + 2, &lo) < 0 || lo < 0xdc00 ||
+					    lo >= 0xe000)
 						return -1;
 					k += 6;
 					cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
@@ -325,7 +328,8 @@ static enum proto_step json_args(const char *s, size_t len, struct proto_conn *p
 			if (n == -2 && is_user)
 				return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
 			if (n == -2 && is_action)
-				return bad(out, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+				return bad(out, CMD_ERR_UNKNOWN_ACTION,
+					   "no policy for this action");
 			if (is_user) {
 				a->user = pc->user;
 				a->user_len = (size_t)n;
@@ -865,7 +869,11 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 	switch (r->kind) {
 	case CMD_REPLY_DECISION:
 		if (kind == HTTP_AUTH) {
-			n = head(buf, r->allowed ? 200 : deny ? deny : 429, NULL, 0, r->close_after);
+			n = head(buf,
+				 r->allowed ? 200
+				 : deny	    ? deny
+					    : 429,
+				 NULL, 0, r->close_after);
 			n = ratelimit_headers(buf, n, r, legacy);
 			return put(buf, n, "\r\n");
 		}

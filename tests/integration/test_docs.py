@@ -18,7 +18,7 @@ The examples are found by parsing the markdown, not copied here. A code block
     by its output lines, run with the real redis-cli;
   - a program: a fenced ```python block, run as written; it must print the
     lines its `# -> ...` comments show. (```js blocks are run by
-    test_node.py.)
+    test_node.py, ```nginx and ```caddy blocks by test_proxies.py.)
 
 Requests run against conf/ratelimitd.yaml (its listen and Redis addresses
 swapped for free ports), on a daemon started for the block with an empty
@@ -53,7 +53,8 @@ from harness import REDIS_CLI, SLOW, SRCDIR, DaemonTest, free_port, run_cli
 from test_golden import match_reply
 
 DOCS = ["README.md", os.path.join("proto", "protocol.md"),
-        os.path.join("docs", "configuration.md"), os.path.join("docs", "clients.md")]
+        os.path.join("docs", "configuration.md"), os.path.join("docs", "clients.md"),
+        os.path.join("docs", "proxies.md")]
 CONF = os.path.join(SRCDIR, "conf", "ratelimitd.yaml")
 
 # The addresses of conf/ratelimitd.yaml, swapped for the test's own.
@@ -67,6 +68,7 @@ MINIMUM = {
     "protocol.md": {"transcript": 8, "shell": 3, "yaml": 1, "cli": 1},
     "configuration.md": {"yaml": 6},
     "clients.md": {"cli": 1, "python": 1, "shell": 1, "js": 2},
+    "proxies.md": {"yaml": 1, "nginx": 1, "caddy": 1},
 }
 
 MINIMAL_CONFIG = {
@@ -163,7 +165,7 @@ def classify(b):
         return "skipped"
     if b.info == "yaml" or b.opts.get("yaml"):
         return "yaml"
-    if b.info in ("python", "js"):
+    if b.info in ("python", "js", "nginx", "caddy"):
         return b.info
     if b.body and REDIS_CLI_SHELL.match(b.body[0]):
         return "cli"
@@ -456,6 +458,9 @@ class DocsTest(DaemonTest):
 
     def test_clients(self):
         self.run_doc("clients.md")
+
+    def test_proxies(self):
+        self.run_doc("proxies.md")
 
 
 class ParserTest(unittest.TestCase):

@@ -1,0 +1,22 @@
+/* fuzz_step.h - the protocol fuzzers' shared loop (fuzz_step.c) and what each protocol gives it. */
+#ifndef RL_FUZZ_STEP_H
+#define RL_FUZZ_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto.h"
+
+/* Given by each protocol's harness. */
+extern const struct proto *const fuzz_proto;
+/* Formats res with fuzz_proto into an exact-size buffer and checks it. */
+void fuzz_check_reply(const struct cmd_result *res);
+
+/* Aborts with what when ok is 0. */
+void check(int ok, const char *what);
+/* The most bytes a step sees (conn.c's rule). */
+size_t fuzz_window(size_t max_line);
+/* Feeds the stream s[0..n) three ways and compares (see fuzz_step.c). */
+void fuzz_run(size_t max_line, struct proto_conn *pc, const char *s, size_t n, uint32_t rnd);
+
+#endif

@@ -1,0 +1,348 @@
+"""HTTP listeners (protocol: http): the JSON API and forward-auth, through
+real sockets, http.client and curl: every status code, the RateLimit
+headers, keep-alive and pipelining, who the user is behind a proxy, and
+malformed or hostile requests (an error, and a close where the framing is
+lost; bounded memory)."""
+
+import http.client
+import json
+import select
+import shutil
+import socket
+import subprocess
+import unittest
+
+from harness import DaemonTest, free_port
+
+POLICIES = {"reply": "3/60s", "big": "100000/60s",
+            "up": "{algorithm: funnel, capacity: 15, rate: 30/60s}",
+            "down": "{limits: [2/60s], on_store_error: error}",
+            "open": "{limits: [2/60s], on_store_error: allow}"}
+CURL = shutil.which("curl") or "/usr/bin/curl"
+
+
+def listen(port, **opts):
+    items = ["address: \"127.0.0.1:%d\"" % port, "protocol: http"]
+    for k, v in opts.items():
+        items.append("%s: %s" % (k, v))
+    return "{%s}" % ", ".join(items)
+
+
+class Raw:
+    """A socket speaking bytes, reading whole HTTP responses."""
+
+    def __init__(self, port, source="127.0.0.1"):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                             source_address=(source, 0))
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def response(self):
+        """(status, {lower-case header: value}, body) of the next response."""
+        while b"\r\n\r\n" not in self.buf:
+            d = self.sock.recv(65536)
+            if not d:
+                raise EOFError("closed; have %r" % self.buf)
+            self.buf += d
+        head, rest = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for ln in lines[1:]:
+            k, v = ln.split(":", 1)
+            headers[k.strip().lower()] = v.strip()
+        n = int(headers.get("content-length", "0"))
+        while len(rest) < n:
+            d = self.sock.recv(65536)
+            if not d:
+                raise EOFError("closed in a body")
+            rest += d
+        self.buf = rest[n:]
+        return status, headers, rest[:n]
+
+    def closed(self, timeout=3.0):
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                d = self.sock.recv(65536)
+                if not d:
+                    return True
+                self.buf += d
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+
+
+class HttpTest(DaemonTest):
+    def setUp(self):
+        super().setUp()
+        self.redis = self.start_redis()
+        self.line = free_port()
+        self.api, self.admin, self.nginx_port, self.strict = (free_port(), free_port(),
+                                                               free_port(), free_port())
+        self.daemon = self.start_daemon(
+            POLICIES, port=self.line, admin=False, max_line=1024,
+            listen=["127.0.0.1:%d" % self.line,
+                    listen(self.api),
+                    listen(self.admin, admin="true", legacy_headers="true",
+                           user_header="X-RateLimit-User"),
+                    listen(self.nginx_port, deny_status=403),
+                    listen(self.strict, trusted_proxies="[127.0.0.1/32]")])
+
+    def raw(self, port, source="127.0.0.1"):
+        c = Raw(port, source)
+        self.addCleanup(c.close)
+        return c
+
+    def get(self, port, path, method="GET", body=None, headers=None, source="127.0.0.1"):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5,
+                                       source_address=(source, 0))
+        self.addCleanup(c.close)
+        c.request(method, path, body=body, headers=headers or {})
+        r = c.getresponse()
+        data = r.read()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+
+    # -- the JSON API
+
+    def test_allow_to_the_limit_and_past_it(self):
+        got = [self.get(self.api, "/v1/allow?user=alice&action=reply") for _ in range(4)]
+        self.assertEqual([g[0] for g in got], [200, 200, 200, 429])
+        st, h, body = got[0]
+        self.assertEqual(json.loads(body), {"allowed": True, "limit": 3, "remaining": 2,
+                                            "retry_after_ms": 0, "reset_ms": 60000})
+        self.assertEqual(h["content-type"], "application/json")
+        self.assertEqual(h["ratelimit-policy"], '"reply";q=3;w=60')
+        self.assertEqual(h["ratelimit"], '"reply";r=2;t=60')
+        self.assertNotIn("retry-after", h)
+        st, h, body = got[3]
+        d = json.loads(body)
+        self.assertFalse(d["allowed"])
+        self.assertGreater(d["retry_after_ms"], 59000)
+        self.assertEqual(h["retry-after"], str((d["retry_after_ms"] + 999) // 1000))
+        self.assertEqual(h["ratelimit"], '"reply";r=0;t=%d' % ((d["reset_ms"] + 999) // 1000))
+        # the other protocols see the same state
+        c = self.daemon.client()
+        self.addCleanup(c.close)
+        self.assertTrue(c.request("PEEK alice reply").startswith("DENIED 3 0 "))
+
+    def test_post_json_peek_cost_and_funnel(self):
+        st, h, body = self.get(self.api, "/v1/allow", "POST",
+                               json.dumps({"user": "b\u00e9b \"x\"", "action": "up", "cost": 5}),
+                               {"Content-Type": "application/json"})
+        self.assertEqual(st, 200, body)
+        self.assertEqual(json.loads(body)["remaining"], 10)
+        self.assertEqual(h["ratelimit-policy"], '"up";q=15;w=30')
+        # the same user by query string (UTF-8, percent-encoded)
+        st, _, body = self.get(self.api, "/v1/peek?user=b%C3%A9b+%22x%22&action=up&cost=11")
+        self.assertEqual((st, json.loads(body)["allowed"]), (429, False))
+        st, _, body = self.get(self.api, "/v1/peek?user=b%C3%A9b+%22x%22&action=up&cost=10")
+        self.assertEqual((st, json.loads(body)["remaining"]), (200, 10), "PEEK takes nothing")
+
+    def test_reset_only_on_admin_listeners(self):
+        for _ in range(3):
+            self.get(self.api, "/v1/allow?user=carol&action=reply")
+        st, _, body = self.get(self.api, "/v1/reset?user=carol&action=reply", "POST")
+        self.assertEqual((st, json.loads(body)["error"]), (403, "forbidden"))
+        st, _, body = self.get(self.admin, "/v1/reset?user=carol&action=reply", "POST")
+        self.assertEqual((st, json.loads(body)), (200, {"ok": True}))
+        self.assertEqual(self.get(self.api, "/v1/allow?user=carol&action=reply")[0], 200)
+        self.assertEqual(self.get(self.admin, "/v1/reset?user=carol&action=reply")[0], 405)
+
+    def test_errors(self):
+        cases = [
+            ("/v1/allow?user=u&action=nosuch", "GET", None, 404, "unknown-action"),
+            ("/v1/allow?user=u&action=reply&cost=0", "GET", None, 400, "bad-cost"),
+            ("/v1/allow?action=reply", "GET", None, 400, "bad-user"),
+            ("/v1/allow?user=u", "GET", None, 400, "syntax"),
+            ("/v1/allow?user=%zz&action=reply", "GET", None, 400, "syntax"),
+            ("/v1/allow?user=" + "u" * 513 + "&action=reply", "GET", None, 400, "bad-user"),
+            ("/v1/allow", "POST", b'{"user": "u", "action": ', 400, "syntax"),
+            ("/v1/allow", "POST", b'{"user": "u", "action": "reply", "cost": "2"}', 400,
+             "bad-cost"),
+            ("/v1/allow", "POST", b'[1]', 400, "syntax"),
+            ("/v1/allow", "DELETE", None, 405, "method-not-allowed"),
+            ("/nope", "GET", None, 404, "not-found"),
+            ("/v1/allow?user=u&action=down", "GET", None, 200, None),
+        ]
+        for path, method, body, status, code in cases:
+            with self.subTest(path=path[:60], method=method):
+                st, h, data = self.get(self.api, path, method, body)
+                self.assertEqual(st, status, data)
+                if code:
+                    self.assertEqual(json.loads(data)["error"], code, data)
+                    self.assertTrue(json.loads(data)["message"])
+
+    def test_store_errors(self):
+        self.redis.stop()
+        st, h, body = self.get(self.api, "/v1/allow?user=u&action=down")
+        self.assertEqual((st, json.loads(body)["error"]), (503, "store-unavailable"), body)
+        st, h, body = self.get(self.api, "/v1/allow?user=u&action=open")
+        self.assertEqual(st, 200, body)
+        self.assertEqual(json.loads(body)["remaining"], -1)
+        self.assertEqual(h["ratelimit-policy"], '"open";q=2;w=60')
+        self.assertNotIn("ratelimit", h, "no remaining to tell when Redis did not decide")
+
+    def test_legacy_headers(self):
+        st, h, _ = self.get(self.admin, "/v1/allow?user=dan&action=reply")
+        self.assertEqual((h["x-ratelimit-limit"], h["x-ratelimit-remaining"],
+                          h["x-ratelimit-reset"]), ("3", "2", "60"))
+        self.assertNotIn("x-ratelimit-limit", self.get(self.api, "/v1/allow?user=d&action=reply")[1])
+
+    def test_curl(self):
+        out = subprocess.run([CURL, "-s", "-i", "http://127.0.0.1:%d/v1/allow?user=eve&action=reply"
+                              % self.api], capture_output=True, timeout=10)
+        text = out.stdout.decode()
+        self.assertTrue(text.startswith("HTTP/1.1 200 OK\r\n"), text)
+        self.assertIn('\r\nRateLimit: "reply";r=2;t=60\r\n', text)
+
+    # -- keep-alive, pipelining, closing
+
+    def test_keep_alive_and_pipelining(self):
+        c = self.raw(self.api)
+        req = b"GET /v1/allow?user=fay&action=big HTTP/1.1\r\nHost: x\r\n\r\n"
+        c.send(req * 50)
+        got = [c.response() for _ in range(50)]
+        self.assertEqual([json.loads(b)["remaining"] for _, _, b in got],
+                         list(range(99999, 99949, -1)))
+        self.assertFalse(c.closed(0.3), "keep-alive: the connection stays open")
+        # Connection: close is honoured, and nothing after it is read
+        c.send(b"GET /v1/peek?user=fay&action=big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+               + req)
+        st, h, _ = c.response()
+        self.assertEqual((st, h.get("connection")), (200, "close"))
+        self.assertTrue(c.closed())
+        self.assertEqual(c.buf, b"")
+
+    def test_http10_closes_unless_keep_alive(self):
+        c = self.raw(self.api)
+        c.send(b"GET /v1/peek?user=g&action=big HTTP/1.0\r\n\r\n")
+        self.assertEqual(c.response()[0], 200)
+        self.assertTrue(c.closed())
+        c = self.raw(self.api)
+        c.send(b"GET /v1/peek?user=g&action=big HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        self.assertEqual(c.response()[0], 200)
+        self.assertFalse(c.closed(0.3))
+
+    # -- hostile or malformed
+
+    def assertClosedWith(self, data, status, port=None):
+        c = self.raw(port or self.api)
+        c.send(data)
+        st, h, body = c.response()
+        self.assertEqual(st, status, (data[:60], body))
+        self.assertEqual(h.get("connection"), "close", data[:60])
+        self.assertTrue(c.closed(), "closed after %r" % data[:60])
+
+    def test_malformed(self):
+        self.assertClosedWith(b"GARBAGE\r\n\r\n", 400)
+        self.assertClosedWith(b"GET /v1/allow HTTP/2.0\r\n\r\n", 505)
+        self.assertClosedWith(b"GET /v1/allow HTTP/1.1\r\nHost: x\r\n folded\r\n\r\n", 400)
+        self.assertClosedWith(b"GET /v1/allow HTTP/1.1\r\nHost: x\r\nBad Name: y\r\n\r\n", 400)
+        self.assertClosedWith(b"POST /v1/allow HTTP/1.1\r\nHost: x\r\n"
+                              b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 501)
+        self.assertClosedWith(b"POST /v1/allow HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n",
+                              413)
+        self.assertClosedWith(b"POST /v1/allow HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n"
+                              b"Content-Length: 2\r\n\r\nab", 400)
+        # no Host: an error, but the framing holds and the connection stays
+        c = self.raw(self.api)
+        c.send(b"GET /v1/peek?user=h&action=big HTTP/1.1\r\n\r\n"
+               b"GET /v1/peek?user=h&action=big HTTP/1.1\r\nHost: x\r\n\r\n")
+        st, _, body = c.response()
+        self.assertEqual((st, json.loads(body)["error"]), (400, "syntax"))
+        self.assertEqual(c.response()[0], 200)
+
+    def test_huge_headers_and_slow_drip(self):
+        """Headers past 16 KiB: 431 and a close, whether sent at once or
+        dripped; the daemon holds no more than that per connection."""
+        self.assertClosedWith(b"GET /v1/allow HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000,
+                              431)
+        c = self.raw(self.api)
+        c.send(b"GET /v1/allow HTTP/1.1\r\nHost: x\r\n")
+        sent = 0
+        try:
+            for _ in range(40):
+                c.send(b"X-Pad: " + b"p" * 500 + b"\r\n")
+                sent += 507
+                # stop once the daemon has answered (it closes after that)
+                if select.select([c.sock], [], [], 0.005)[0]:
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # it answered at 16 KiB and closed: read what it said
+        self.assertGreaterEqual(sent, 16384 - 100, "answered before the window was full")
+        st, h, _ = c.response()
+        self.assertEqual(st, 431)
+        self.assertTrue(c.closed())
+
+    def test_many_connections_each_answered(self):
+        conns = [self.raw(self.api) for _ in range(50)]
+        for i, c in enumerate(conns):
+            c.send(b"GET /v1/allow?user=m%d&action=reply HTTP/1.1\r\nHost: x\r\n\r\n" % i)
+        for c in conns:
+            self.assertEqual(c.response()[0], 200)
+
+    # -- forward-auth
+
+    def test_forward_auth_by_client_address(self):
+        """From a trusted proxy (loopback): the client of X-Forwarded-For
+        (rightmost untrusted) or X-Real-IP; two clients, two limits."""
+        xff = {"X-Forwarded-For": "198.51.100.7, 10.9.9.9, 127.0.0.1"}
+        got = [self.get(self.api, "/auth/reply", headers=xff) for _ in range(4)]
+        self.assertEqual([g[0] for g in got], [200, 200, 200, 429])
+        self.assertEqual(got[0][2], b"", "forward-auth answers carry no body")
+        self.assertEqual(got[3][1]["ratelimit"].split(";")[1], "r=0")
+        self.assertTrue(int(got[3][1]["retry-after"]) > 0)
+        # the client was 10.9.9.9 (the rightmost address that is not a trusted proxy)
+        c = self.daemon.client()
+        self.addCleanup(c.close)
+        self.assertTrue(c.request("PEEK 10.9.9.9 reply").startswith("DENIED"))
+        self.assertTrue(c.request("PEEK 198.51.100.7 reply").startswith("ALLOWED 3 3"))
+        # another client, another limit; X-Real-IP too
+        self.assertEqual(self.get(self.api, "/auth/reply",
+                                  headers={"X-Real-IP": "10.9.9.10"})[0], 200)
+        # no header: the peer itself
+        self.assertEqual(self.get(self.api, "/auth/reply?cost=3")[0], 200)
+        self.assertTrue(c.request("PEEK 127.0.0.1 reply").startswith("DENIED 3 0 "))
+        # the nginx listener denies with 403, Retry-After and all
+        for _ in range(3):
+            self.get(self.nginx_port, "/auth/reply", headers={"X-Real-IP": "10.1.1.1"})
+        st, h, _ = self.get(self.nginx_port, "/auth/reply", headers={"X-Real-IP": "10.1.1.1"})
+        self.assertEqual(st, 403)
+        self.assertIn("retry-after", h)
+
+    def test_forward_auth_untrusted_peer_is_itself(self):
+        """A client reaching the port directly (127.0.0.2, not in
+        trusted_proxies: [127.0.0.1/32]) is counted as itself, whatever
+        X-Forwarded-For says."""
+        for i in range(3):
+            st, _, _ = self.get(self.strict, "/auth/reply", source="127.0.0.2",
+                                headers={"X-Forwarded-For": "203.0.113.%d" % i})
+            self.assertEqual(st, 200)
+        st, _, _ = self.get(self.strict, "/auth/reply", source="127.0.0.2",
+                            headers={"X-Forwarded-For": "203.0.113.99"})
+        self.assertEqual(st, 429)
+        # from the trusted proxy, the header is believed
+        self.assertEqual(self.get(self.strict, "/auth/reply",
+                                  headers={"X-Forwarded-For": "203.0.113.99"})[0], 200)
+
+    def test_forward_auth_user_header(self):
+        h = {"X-RateLimit-User": "api-key-1"}
+        self.assertEqual([self.get(self.admin, "/auth/reply", headers=h)[0] for _ in range(4)],
+                         [200, 200, 200, 429])
+        self.assertEqual(self.get(self.admin, "/auth/reply",
+                                  headers={"X-RateLimit-User": "api-key-2"})[0], 200)
+        st, _, body = self.get(self.admin, "/auth/reply")
+        self.assertEqual(st, 400, body)
+        self.assertEqual(self.get(self.api, "/auth/nosuch")[0], 404)
+        self.assertEqual(self.get(self.api, "/auth/")[0], 404)
+
+
+if __name__ == "__main__":
+    unittest.main()
