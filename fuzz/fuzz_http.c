@@ -68,7 +68,8 @@ void fuzz_check_reply(const struct cmd_result *res)
 	check(i + clen == n, "Content-Length is the body's length");
 	check(closes == (res->close_after != 0), "Connection: close iff the connection closes");
 	if (res->kind == CMD_REPLY_DECISION && (res->tag & 3) == 0)
-		check(clen > 0 && buf[i] == '{' && buf[n - 1] == '\n', "a decision has a JSON body");
+		check(clen > 0 && buf[i] == '{' && buf[n - 1] == '\n',
+		      "a decision has a JSON body");
 	free(buf);
 }
 

@@ -107,8 +107,15 @@ static void check_step(const char *w, size_t len, size_t max_line, const struct 
 	check(got->used > 0 && got->used <= len && got->used <= fuzz_window(max_line),
 	      "request size");
 	const struct cmd_request *r = &got->req;
-	check(r->cost >= 1 && r->cost <= CMD_COST_MAX, "cost in 1..2147483647");
+	check(r->cost >= (r->verb == CMD_THROTTLE ? 0 : 1) && r->cost <= CMD_COST_MAX,
+	      "cost in 1..2147483647 (CL.THROTTLE's quantity from 0)");
 	switch (r->verb) {
+	case CMD_THROTTLE:
+		check(r->max_burst >= 0 && r->count >= 0 && r->period_s >= 0,
+		      "CL.THROTTLE's numbers are not negative");
+		check(r->user_len >= 1 && r->user_len <= KEYS_USER_MAX, "key_len 1..512");
+		check(inside(r->user, r->user_len, w, got->used), "key inside the request");
+		break;
 	case CMD_ALLOW:
 	case CMD_PEEK:
 	case CMD_RESET:
@@ -203,7 +210,12 @@ static void conn_process(struct conn *c)
 		if (st == PROTO_REQUEST) {
 			log_u64(&c->log, (uint64_t)got.req.verb);
 			log_u64(&c->log, (uint64_t)got.req.cost);
-			if (got.req.verb != CMD_PING && got.req.verb != CMD_QUIT) {
+			if (got.req.verb == CMD_THROTTLE) {
+				log_bytes(&c->log, got.req.user, got.req.user_len);
+				log_u64(&c->log, (uint64_t)got.req.max_burst);
+				log_u64(&c->log, (uint64_t)got.req.count);
+				log_u64(&c->log, (uint64_t)got.req.period_s);
+			} else if (got.req.verb != CMD_PING && got.req.verb != CMD_QUIT) {
 				log_bytes(&c->log, got.req.user, got.req.user_len);
 				log_u64(&c->log, got.req.action_len);
 			}

@@ -109,7 +109,8 @@ static void store_done(void *arg, const struct store_result *res)
 		if (op == STORE_RESET) {
 			reply(slot, CMD_REPLY_OK);
 		} else {
-			stats_count_decision(slot->cfg, p, STATS_FROM_STORE, res->allowed);
+			stats_count_decision(slot->own_policy ? NULL : slot->cfg, p,
+					     STATS_FROM_STORE, res->allowed);
 			reply_decision(slot, res->allowed, res->limit, res->remaining,
 				       res->retry_after_ms, res->reset_ms);
 		}
@@ -128,13 +129,20 @@ static void store_done(void *arg, const struct store_result *res)
 	}
 	int64_t limit = p->limits[0].capacity;
 	if (mode == POLICY_ON_ERROR_ALLOW) {
-		stats_count_decision(slot->cfg, p, STATS_FROM_FALLBACK, 1);
+		stats_count_decision(slot->own_policy ? NULL : slot->cfg, p, STATS_FROM_FALLBACK,
+				     1);
 		reply_decision(slot, 1, limit, -1, 0, -1);
 	} else {
-		stats_count_decision(slot->cfg, p, STATS_FROM_FALLBACK, 0);
+		stats_count_decision(slot->own_policy ? NULL : slot->cfg, p, STATS_FROM_FALLBACK,
+				     0);
 		reply_decision(slot, 0, limit, -1, FALLBACK_RETRY_MS, -1);
 	}
 }
+
+static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
+		   const struct policy *p, const struct cmd_request *pc, struct cmd_slot *slot);
+static void throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		     struct cmd_slot *slot);
 
 void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		 int admin, struct cmd_slot *slot)
@@ -164,6 +172,9 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	case CMD_PEEK:
 		op = STORE_PEEK;
 		break;
+	case CMD_THROTTLE:
+		throttle(cfg, env, pc, slot);
+		return;
 	default:
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_COMMAND, "unknown command");
 		return;
@@ -173,12 +184,21 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
 		return;
 	}
+	slot->own_policy = 0;
+	submit(cfg, env, op, p, pc, slot);
+}
+
+static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
+		   const struct policy *p, const struct cmd_request *pc, struct cmd_slot *slot)
+{
 	slot->policy = p;
 	slot->op = op;
 	slot->deny = NULL;
 	slot->sent_us = clock_mono_us();
-	/* The cache is only safe while every daemon's RESETs reach us. */
-	if (env->deny && store_resets_followed(env->store)) {
+	/* The cache is only safe while every daemon's RESETs reach us; a
+	 * throttle's limit comes with each request, so a denial under one
+	 * request's limit says nothing of the next one's. */
+	if (env->deny && !slot->own_policy && store_resets_followed(env->store)) {
 		struct denycache_hit hit;
 		slot->deny = env->deny;
 		denycache_sync(env->deny, store_generation(env->store));
@@ -206,8 +226,55 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		.prefix_len = strlen(cfg->prefix),
 		.user = pc->user,
 		.user_len = pc->user_len,
-		.cost = pc->cost,
+		.cost = pc->cost > 0 ? pc->cost : 1,
 		.timeout_ms = cfg->redis.timeout_ms,
 	};
 	store_submit(env->store, &req, store_done, slot);
+}
+
+/*
+ * CL.THROTTLE key max_burst count period [quantity]: redis-cell's GCRA is
+ * our funnel with capacity max_burst + 1 draining count per period, under
+ * the configured namespace (so its keys never meet a policy's). Off unless
+ * the configuration says so: the caller chooses the limit.
+ */
+static void throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		     struct cmd_slot *slot)
+{
+	const struct config_throttle *t = &cfg->throttle;
+	char msg[CMD_MSG_MAX];
+	if (!t->enabled) {
+		cmd_reply_error(slot, CMD_ERR_UNKNOWN_COMMAND,
+				"CL.THROTTLE is off (throttle: {enabled: true} turns it on)");
+		return;
+	}
+	if (pc->max_burst < 0 || pc->max_burst > t->max_burst) {
+		snprintf(msg, sizeof(msg), "max_burst must be from 0 to %lld (throttle.max_burst)",
+			 (long long)t->max_burst);
+		cmd_reply_error(slot, CMD_ERR_SYNTAX, msg);
+		return;
+	}
+	if (pc->count < 1 || pc->count > POLICY_MAX_COUNT) {
+		cmd_reply_error(slot, CMD_ERR_SYNTAX, "count must be from 1 to 1000000000");
+		return;
+	}
+	if (pc->period_s < 1 || pc->period_s > t->max_period_ms / 1000) {
+		snprintf(msg, sizeof(msg),
+			 "period must be from 1 to %lld seconds (throttle.max_period)",
+			 (long long)(t->max_period_ms / 1000));
+		cmd_reply_error(slot, CMD_ERR_SYNTAX, msg);
+		return;
+	}
+	struct policy *p = &slot->throttle_policy;
+	memset(p, 0, sizeof(*p));
+	p->name_len = strlen(t->namespace);
+	memcpy(p->name, t->namespace, p->name_len + 1);
+	p->algo = POLICY_FUNNEL;
+	p->nlimits = 1;
+	p->limits[0].capacity = pc->max_burst + 1;
+	p->limits[0].count = pc->count;
+	p->limits[0].period_ms = pc->period_s * 1000;
+	p->on_store_error = POLICY_ON_ERROR_INHERIT;
+	slot->own_policy = 1;
+	submit(cfg, env, pc->cost > 0 ? STORE_ALLOW : STORE_PEEK, p, pc, slot);
 }

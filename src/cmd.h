@@ -24,8 +24,9 @@ enum cmd_verb {
 	CMD_RESET,
 	CMD_PING,
 	CMD_QUIT,
+	CMD_THROTTLE, /* redis-cell's CL.THROTTLE: the limit comes with the request */
 };
-#define CMD_VERB_N (CMD_QUIT + 1)
+#define CMD_VERB_N (CMD_THROTTLE + 1)
 
 /* The largest cost a request may carry. */
 #define CMD_COST_MAX 2147483647LL
@@ -38,7 +39,9 @@ struct cmd_request {
 	size_t user_len;
 	const char *action;
 	size_t action_len;
-	int64_t cost;
+	int64_t cost; /* CMD_THROTTLE: 0 looks without taking */
+	/* CMD_THROTTLE: max_burst + 1 units at once, count per period_s seconds */
+	int64_t max_burst, count, period_s;
 };
 
 /* Why a request got an error: the codes of proto/protocol.md, in order
@@ -111,6 +114,8 @@ struct cmd_slot {
 	int64_t cost;
 	size_t user_len;
 	char user[KEYS_USER_MAX];
+	int own_policy;		       /* policy is throttle_policy, not cfg's */
+	struct policy throttle_policy; /* CMD_THROTTLE's, built from the request */
 	void (*complete)(struct cmd_slot *slot);
 };
 

@@ -451,6 +451,48 @@ static int set_metrics(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
+/* A name usable as an action in keys and metrics: [A-Za-z0-9_.-]. */
+static int set_namespace(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "a name", &s, &len) < 0)
+		return -1;
+	if (len == 0 || len > POLICY_NAME_MAX)
+		return yp_failk(P, P->ev.start_mark, k->name, "1 to %d characters",
+				POLICY_NAME_MAX);
+	for (size_t i = 0; i < len; i++)
+		if (!strchr("_.-", s[i]) && !(s[i] >= '0' && s[i] <= '9') &&
+		    !(s[i] >= 'a' && s[i] <= 'z') && !(s[i] >= 'A' && s[i] <= 'Z'))
+			return yp_failk(P, P->ev.start_mark, k->name,
+					"letters, digits, '_', '.' and '-' only");
+	memcpy(dst, s, len);
+	((char *)dst)[len] = '\0';
+	return 0;
+}
+
+enum { HK_ENABLED, HK_NAMESPACE, HK_MAX_BURST, HK_MAX_PERIOD, HK_N };
+
+static const struct ykey throttle_keys[HK_N] = {
+	[HK_ENABLED] = {"enabled", yp_set_bool, offsetof(struct config_throttle, enabled), 0, 0,
+			YP_RELOAD, NULL},
+	[HK_NAMESPACE] = {"namespace", set_namespace, offsetof(struct config_throttle, namespace),
+			  0, 0, YP_RELOAD, NULL},
+	[HK_MAX_BURST] = {"max_burst", yp_set_int64, offsetof(struct config_throttle, max_burst), 0,
+			  POLICY_MAX_COUNT - 1, YP_RELOAD, NULL},
+	[HK_MAX_PERIOD] = {"max_period", yp_set_duration,
+			   offsetof(struct config_throttle, max_period_ms), 1000,
+			   POLICY_MAX_PERIOD_MS, YP_RELOAD, NULL},
+};
+
+static int set_throttle(struct yparser *P, const struct ykey *k, void *dst)
+{
+	unsigned seen;
+	yaml_mark_t marks[HK_N], start;
+	return yp_section(P, k, "expected a mapping", throttle_keys, HK_N, dst, &seen, marks,
+			  &start);
+}
+
 #define UNSET "(none)"
 
 static void put_addrs(FILE *f, const struct config_addrs *a)
@@ -851,6 +893,7 @@ enum {
 	TK_IDLE_TIMEOUT,
 	TK_LOG_LEVEL,
 	TK_METRICS,
+	TK_THROTTLE,
 	TK_POLICIES,
 	TK_N
 };
@@ -872,6 +915,8 @@ static const struct ykey top_keys[TK_N] = {
 	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0,
 			  YP_RELOAD, NULL},
 	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_RELOAD, NULL},
+	[TK_THROTTLE] = {"throttle", set_throttle, offsetof(struct config, throttle), 0, 0,
+			 YP_RELOAD, NULL},
 	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_RELOAD, NULL},
 };
 
@@ -948,6 +993,10 @@ static int config_defaults(struct config *c)
 	c->max_clients = DEFAULT_MAX_CLIENTS;
 	c->idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS;
 	c->log_level = DEFAULT_LOG_LEVEL;
+	memcpy(c->throttle.namespace, "cl.throttle", sizeof("cl.throttle"));
+	c->throttle.max_burst = 100000;
+	c->throttle.max_period_ms = 86400000;
+	http_defaults(&c->listen[0].http);
 	return c->listen[0].address && c->redis.address && c->prefix ? 0 : -1;
 }
 
@@ -963,6 +1012,11 @@ static int parse_stream(struct yparser *P, struct config *c)
 		return -1;
 	if (!(seen & (1u << TK_POLICIES)))
 		yp_fail(P, root, "policies: required, with at least one policy");
+	else if (c->throttle.enabled &&
+		 config_find_policy(c, c->throttle.namespace, strlen(c->throttle.namespace)))
+		yp_fail(P, marks[TK_THROTTLE],
+			"throttle.namespace: %s is a policy's name too: they would share keys",
+			c->throttle.namespace);
 	if (yp_close_document(P) < 0 && P->fatal)
 		return -1;
 	return P->nerr ? -1 : 0;

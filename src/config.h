@@ -62,6 +62,14 @@ struct config_http {
 	int legacy_headers; /* also X-RateLimit-Limit, -Remaining, -Reset */
 };
 
+/* CL.THROTTLE (redis-cell's command over RESP): limits given by the caller. */
+struct config_throttle {
+	int enabled;
+	char namespace[POLICY_NAME_MAX + 1]; /* the action name its keys and metrics use */
+	int64_t max_burst;		     /* largest max_burst */
+	int64_t max_period_ms;		     /* longest period */
+};
+
 struct config_listen {
 	char *address; /* "host:port" or "unix:/path" */
 	int admin;     /* RESET (and later admin commands) allowed here */
@@ -97,6 +105,7 @@ struct config {
 	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
 	int log_level;		 /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
 	char *metrics_listen;	 /* "host:port" of the HTTP metrics endpoint, or NULL */
+	struct config_throttle throttle;
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;
 };

@@ -11,7 +11,7 @@
 
 static const char *const verb_names[CMD_VERB_N] = {
 	[CMD_ALLOW] = "allow", [CMD_PEEK] = "peek", [CMD_RESET] = "reset",
-	[CMD_PING] = "ping",   [CMD_QUIT] = "quit",
+	[CMD_PING] = "ping",   [CMD_QUIT] = "quit", [CMD_THROTTLE] = "throttle",
 };
 
 static const char *const error_codes[CMD_ERR_N] = {

@@ -2,7 +2,8 @@
  * proto_resp.c - RESP2 framer, parser and reply formatter; pure: no I/O, no
  * allocation. A request is an array of bulk strings
  * ("*3\r\n$5\r\nALLOW\r\n$5\r\ndavid\r\n$5\r\nreply\r\n"); a decision is an
- * array of five integers. Besides ALLOW, PEEK, RESET, PING and QUIT it
+ * array of five integers. Besides ALLOW, PEEK, RESET, PING, QUIT and
+ * redis-cell's CL.THROTTLE (when the configuration allows it), it
  * answers what Redis clients send when they connect (HELLO, CLIENT
  * SETNAME, SELECT 0, AUTH, INFO, COMMAND) the way they can handle.
  */
@@ -21,6 +22,11 @@ enum resp_local {
 	RESP_LOCAL_EMPTY_ARRAY, /* COMMAND, COMMAND DOCS: nothing to tell */
 	RESP_LOCAL_DB_RANGE,	/* SELECT n, n != 0 */
 };
+
+/* cmd_result.tag: a CL.THROTTLE, answered in redis-cell's shape; with a
+ * quantity of 0 (a look that never limits). */
+#define TAG_THROTTLE 1
+#define TAG_THROTTLE_PEEK 2
 
 /* Longest "*<n>\r\n" or "$<n>\r\n" header we read: a sign, 10 digits, CRLF. */
 #define HEADER_MAX 14
@@ -99,6 +105,48 @@ static int read_header(const char *buf, size_t len, size_t *pos, char type, long
 	return 1;
 }
 
+/* A non-negative decimal integer of at most 18 digits; -1 otherwise. */
+static int64_t nonneg(const char *s, size_t len)
+{
+	int64_t v = 0;
+	if (len == 0 || len > 18)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v;
+}
+
+/* CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>] */
+static enum proto_step throttle(const char *const *arg, const size_t *alen, int n,
+				struct proto_parsed *out)
+{
+	struct cmd_request *req = &out->req;
+	req->verb = CMD_THROTTLE;
+	if (n < 5 || n > 6)
+		return bad(out, CMD_ERR_SYNTAX,
+			   "usage: CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>]");
+	req->max_burst = nonneg(arg[2], alen[2]);
+	req->count = nonneg(arg[3], alen[3]);
+	req->period_s = nonneg(arg[4], alen[4]);
+	req->cost = n == 6 ? nonneg(arg[5], alen[5]) : 1;
+	if (req->max_burst < 0 || req->count < 0 || req->period_s < 0)
+		return bad(out, CMD_ERR_SYNTAX, "max_burst, count and period are integers");
+	if (req->cost < 0 || req->cost > CMD_COST_MAX)
+		return bad(out, CMD_ERR_BAD_COST,
+			   "quantity must be an integer from 0 to 2147483647");
+	out->tag = TAG_THROTTLE | (req->cost == 0 ? TAG_THROTTLE_PEEK : 0);
+	if (alen[1] == 0)
+		return bad(out, CMD_ERR_BAD_USER, "key is empty");
+	if (alen[1] > KEYS_USER_MAX)
+		return bad(out, CMD_ERR_BAD_USER, "key is longer than 512 bytes");
+	req->user = arg[1];
+	req->user_len = alen[1];
+	return PROTO_REQUEST;
+}
+
 /* What the command in args means. */
 static enum proto_step command(const char *const *arg, const size_t *alen, int n,
 			       struct proto_parsed *out)
@@ -127,6 +175,8 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	} else if (proto_word_is(arg[0], alen[0], "QUIT")) {
 		req->verb = CMD_QUIT;
 		return PROTO_REQUEST;
+	} else if (proto_word_is(arg[0], alen[0], "CL.THROTTLE")) {
+		return throttle(arg, alen, n, out);
 	} else if (proto_word_is(arg[0], alen[0], "HELLO")) {
 		return local(out, RESP_LOCAL_NOPROTO);
 	} else if (proto_word_is(arg[0], alen[0], "CLIENT")) {
@@ -235,12 +285,30 @@ static size_t put_text(char *buf, size_t n, const char *s, size_t cap)
 
 #define REPLY_MAX 256
 
+/*
+ * redis-cell's reply: [limited, limit, remaining, retry_after_s,
+ * reset_after_s], the times in whole seconds cut toward zero as its
+ * num_seconds() does, retry_after -1 unless limited. A fallback's -1 stays.
+ */
+static size_t throttle_reply(char *buf, size_t n, const struct cmd_result *res)
+{
+	int limited = !res->allowed && !(res->tag & TAG_THROTTLE_PEEK);
+	n = put_int_line(buf, n, ':', limited);
+	n = put_int_line(buf, n, ':', res->limit);
+	n = put_int_line(buf, n, ':', res->remaining);
+	n = put_int_line(buf, n, ':',
+			 limited && res->retry_after_ms >= 0 ? res->retry_after_ms / 1000 : -1);
+	return put_int_line(buf, n, ':', res->reset_ms >= 0 ? res->reset_ms / 1000 : -1);
+}
+
 static size_t resp_format(char *buf, const struct cmd_result *res)
 {
 	size_t n = 0;
 	switch (res->kind) {
 	case CMD_REPLY_DECISION:
 		n = put(buf, n, "*5\r\n", 4);
+		if (res->tag & TAG_THROTTLE)
+			return throttle_reply(buf, n, res);
 		n = put_int_line(buf, n, ':', res->allowed ? 1 : 0);
 		n = put_int_line(buf, n, ':', res->limit);
 		n = put_int_line(buf, n, ':', res->remaining);

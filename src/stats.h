@@ -53,7 +53,8 @@ struct stats_action {
 /* At most this many distinct policy names are counted in a process's life. */
 #define STATS_ACTIONS_MAX 65536
 
-/* Counts one ALLOW/PEEK answer for p of cfg, globally and per action. */
+/* Counts one ALLOW/PEEK answer for p of cfg, globally and per action (cfg
+ * NULL: p is no policy of a configuration, CL.THROTTLE's: counted by name). */
 void stats_count_decision(const struct config *cfg, const struct policy *p, enum stats_from from,
 			  int allowed);
 /* cfg is now the running configuration: its policies get O(1) counters. */

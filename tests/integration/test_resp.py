@@ -4,13 +4,14 @@ bytes: decisions to the limit and past it, the connect-time commands
 clients send, pipelining, and hostile framing (an error and a close, never
 an allocation or a hang)."""
 
+import os
 import socket
 import subprocess
 import sys
 import time
 import unittest
 
-from harness import REDIS_CLI, DaemonTest, free_port
+from harness import REDIS_CLI, SRCDIR, DaemonTest, free_port, run_cli
 import resp
 from resp import RespError
 
@@ -237,11 +238,90 @@ class RespTest(DaemonTest):
         # the daemon still serves others
         self.assertEqual(self.cli("PING").strip(), "PONG")
 
+    def test_throttle_off_by_default(self):
+        out = self.cli("CL.THROTTLE", "k", "5", "30", "60")
+        self.assertIn("unknown-command", out)
+        self.assertIn("throttle", out)
+
     def test_a_line_client_is_not_taken_for_resp(self):
         c = self.daemon.client()
         self.addCleanup(c.close)
         self.assertEqual(c.request("PING"), "PONG")
         self.assertTrue(c.request("*3").startswith("ERR unknown-command"))
+
+
+class ThrottleTest(DaemonTest):
+    """CL.THROTTLE with throttle: {enabled: true}: redis-cell's command and
+    reply shape, decided by the funnel in Redis."""
+
+    def setUp(self):
+        super().setUp()
+        self.redis = self.start_redis()
+        self.port = free_port()
+        self.daemon = self.start_daemon(
+            POLICIES, port=self.port,
+            throttle="{enabled: true, max_burst: 1000, max_period: 1h}")
+
+    def cli(self, *args):
+        out = subprocess.run([REDIS_CLI, "-p", str(self.port)] + [str(a) for a in args],
+                             capture_output=True, timeout=10)
+        return out.stdout.decode().split()
+
+    def test_like_redis_cell(self):
+        """max_burst 5, 30 per 60 s (a unit back every 2 s): 6 at once,
+        remaining 5 down to 0, reset_after growing by 2 s a unit; the 7th
+        is limited, retry_after 1 (just under 2 s, cut to whole seconds)."""
+        got = [[int(x) for x in self.cli("CL.THROTTLE", "user123", 5, 30, 60)]
+               for _ in range(7)]
+        self.assertEqual([g[:4] for g in got[:6]], [[0, 6, r, -1] for r in range(5, -1, -1)])
+        self.assertEqual(got[0][4], 2)
+        for k in range(1, 6):  # 2 s more a unit, minus the time gone by
+            self.assertIn(got[k][4], (2 * k + 1, 2 * k + 2), got)
+        self.assertEqual(got[6][:3], [1, 6, 0])
+        self.assertIn(got[6][3], (0, 1), got[6])
+        # quantity 0 looks and never limits; more than the burst never passes
+        self.assertEqual([int(x) for x in self.cli("CL.THROTTLE", "user123", 5, 30, 60, 0)][:4],
+                         [0, 6, 0, -1])
+        self.assertEqual([int(x) for x in self.cli("CL.THROTTLE", "fresh", 5, 30, 60, 7)][:4],
+                         [1, 6, 6, -1])
+        self.assertEqual([int(x) for x in self.cli("CL.THROTTLE", "fresh", 5, 30, 60, 6)][:3],
+                         [0, 6, 0])
+        # its keys live under the namespace, never a policy's
+        self.assertEqual(sorted(self.redis.call("KEYS", "*cl.throttle*")),
+                         [b"rl:{cl.throttle:fresh}:f", b"rl:{cl.throttle:user123}:f"])
+
+    def test_redis_py_and_bounds(self):
+        r = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        self.addCleanup(r.close)
+        self.assertEqual(r.execute_command("CL.THROTTLE", "k", 0, 1, 10), [0, 1, 0, -1, 10])
+        got = r.execute_command("CL.THROTTLE", "k", 0, 1, 10)
+        self.assertEqual(got[:3], [1, 1, 0])
+        self.assertIn(got[3], (9, 10))
+        for args, word in [(("k", 1001, 1, 10), "max_burst"), (("k", 1, 0, 10), "count"),
+                           (("k", 1, 1, 3601), "period"), (("k", 1, 1, 0), "period"),
+                           (("k", -1, 1, 10), "integers"), (("k", 1, 1), "usage")]:
+            with self.subTest(args=args):
+                with self.assertRaises(redis.ResponseError) as e:
+                    r.execute_command("CL.THROTTLE", *args)
+                self.assertIn(word, str(e.exception))
+
+    def test_docs_example(self):
+        """The CL.THROTTLE example of proto/protocol.md, as written."""
+        from test_docs import cli_session, code_blocks
+        blocks = [b for b in code_blocks(os.path.join(SRCDIR, "proto", "protocol.md"))
+                  if b.body and "CL.THROTTLE" in b.body[0]]
+        self.assertEqual(len(blocks), 1)
+        for port, args, want in cli_session(blocks[0]):
+            self.assertEqual(port, 7379)
+            self.assertEqual(self.cli(*args), want)
+
+    def test_namespace_may_not_be_a_policy(self):
+        path = os.path.join(self.tmpdir, "clash.yaml")
+        with open(path, "w") as f:
+            f.write("throttle: {enabled: true, namespace: reply}\npolicies:\n  reply: 5/60s\n")
+        r = run_cli(["-t", "-c", path])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("is a policy's name too", r.stderr)
 
 
 if __name__ == "__main__":
