@@ -9,7 +9,8 @@
 #                                    redis.address are added, REDIS_YAML
 #                                    (indented lines) goes under redis:, so
 #                                    YAML must not have listen: or redis:;
-#                                    sets BP_DAEMON_PORT, BP_DAEMON_PID
+#                                    sets BP_DAEMON_PORT, BP_DAEMON_PID, and
+#                                    BP_HTTP_PORT (a protocol: http listener)
 # bp_cleanup                         stops what was started (call from a trap)
 
 BP_REDIS_PID=
@@ -65,8 +66,10 @@ bp_start_daemon() {
 	local bin=$1 dir=$2 yaml=$3 redis_extra=${4:-}
 	for _ in 1 2 3 4 5; do
 		BP_DAEMON_PORT=$(bp_free_port) || return 1
+		BP_HTTP_PORT=$(bp_free_port) || return 1
 		{
-			printf 'listen: ["127.0.0.1:%s"]\n' "$BP_DAEMON_PORT"
+			printf 'listen: ["127.0.0.1:%s", {address: "127.0.0.1:%s", protocol: http}]\n' \
+				"$BP_DAEMON_PORT" "$BP_HTTP_PORT"
 			printf 'redis:\n  address: 127.0.0.1:%s\n' "$BP_REDIS_PORT"
 			[ -n "$redis_extra" ] && printf '%s\n' "$redis_extra"
 			printf '%s\n' "$yaml"

@@ -19,7 +19,7 @@ enum resp_local {
 	RESP_LOCAL_NOPROTO,	/* HELLO: clients fall back to RESP2 */
 	RESP_LOCAL_NOPASS,	/* AUTH: no password is configured */
 	RESP_LOCAL_INFO,	/* INFO: what a client's ready check reads */
-	RESP_LOCAL_EMPTY_ARRAY, /* COMMAND, COMMAND DOCS: nothing to tell */
+	RESP_LOCAL_EMPTY_ARRAY, /* COMMAND, COMMAND DOCS, CONFIG GET: nothing to tell */
 	RESP_LOCAL_DB_RANGE,	/* SELECT n, n != 0 */
 };
 
@@ -195,6 +195,9 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		return local(out, RESP_LOCAL_INFO);
 	} else if (proto_word_is(arg[0], alen[0], "COMMAND")) {
 		return local(out, RESP_LOCAL_EMPTY_ARRAY);
+	} else if (proto_word_is(arg[0], alen[0], "CONFIG") && n >= 2 &&
+		   proto_word_is(arg[1], alen[1], "GET")) {
+		return local(out, RESP_LOCAL_EMPTY_ARRAY); /* no Redis parameter here */
 	} else {
 		return bad(out, CMD_ERR_UNKNOWN_COMMAND,
 			   "known commands: ALLOW PEEK RESET PING QUIT");
