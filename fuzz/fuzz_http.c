@@ -21,6 +21,7 @@
 #define HEADER 4
 #define MAX_LINE_RANGE 32768
 
+const char *const fuzz_name = "fuzz_http";
 const struct proto *const fuzz_proto = &proto_http;
 
 static int starts(const char *s, size_t n, const char *p)

@@ -25,52 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_log.h"
 #include "keys.h"
 #include "proto_line.h"
 
 #define HEADER 4
 #define MAX_LINE_RANGE 8192
 
-static void check(int ok, const char *what)
-{
-	if (!ok) {
-		fprintf(stderr, "fuzz_proto: invariant violated: %s\n", what);
-		abort();
-	}
-}
-
-/* ---- outcome log: a byte string, so comparing runs is one memcmp ---- */
-
-struct olog {
-	unsigned char *p;
-	size_t len, cap;
-};
-
-static void log_bytes(struct olog *l, const void *p, size_t n)
-{
-	if (l->len + n > l->cap) {
-		size_t cap = l->cap ? l->cap : 256;
-		while (cap < l->len + n)
-			cap *= 2;
-		l->p = realloc(l->p, cap);
-		check(l->p != NULL, "out of memory");
-		l->cap = cap;
-	}
-	memcpy(l->p + l->len, p, n);
-	l->len += n;
-}
-
-static void log_u64(struct olog *l, uint64_t v)
-{
-	log_bytes(l, &v, sizeof(v));
-}
-
-static void log_str(struct olog *l, const char *s)
-{
-	size_t n = strlen(s);
-	log_u64(l, n);
-	log_bytes(l, s, n);
-}
+const char *const fuzz_name = "fuzz_proto";
 
 /* ---- reference classifier, from proto/protocol.md ---- */
 
@@ -575,10 +537,6 @@ static void frame_in_place(const char *data, size_t size, size_t max_line, struc
 	log_u64(l, stopped ? 0 : size - off);
 }
 
-static void same(const struct olog *a, const struct olog *b, const char *what)
-{
-	check(a->len == b->len && (a->len == 0 || memcmp(a->p, b->p, a->len) == 0), what);
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -620,10 +578,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	conn_eof(&chunks);
 
-	same(&in_place, &whole.log, "in-place framing and one write differ");
-	same(&whole.log, &bytes.log, "one write and byte-by-byte differ");
-	same(&whole.log, &cut.log, "one write and a split write differ");
-	same(&whole.log, &chunks.log, "one write and random chunks differ");
+	log_same(&in_place, &whole.log, "in-place framing and one write differ");
+	log_same(&whole.log, &bytes.log, "one write and byte-by-byte differ");
+	log_same(&whole.log, &cut.log, "one write and a split write differ");
+	log_same(&whole.log, &chunks.log, "one write and random chunks differ");
 
 	free(in_place.p);
 	free(whole.log.p);

@@ -17,6 +17,7 @@
 #define HEADER 2
 #define MAX_LINE_RANGE 8192
 
+const char *const fuzz_name = "fuzz_resp";
 const struct proto *const fuzz_proto = &proto_resp;
 
 /* ---- replies: one well-formed RESP2 value ---- */

@@ -11,43 +11,13 @@
  */
 #include "fuzz_step.h"
 
+#include "fuzz_log.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "keys.h"
-
-void check(int ok, const char *what)
-{
-	if (!ok) {
-		fprintf(stderr, "%s: invariant violated: %s\n", fuzz_proto->name, what);
-		abort();
-	}
-}
-
-struct olog {
-	unsigned char *p;
-	size_t len, cap;
-};
-
-static void log_bytes(struct olog *l, const void *p, size_t n)
-{
-	if (l->len + n > l->cap) {
-		size_t cap = l->cap ? l->cap : 256;
-		while (cap < l->len + n)
-			cap *= 2;
-		l->p = realloc(l->p, cap);
-		check(l->p != NULL, "out of memory");
-		l->cap = cap;
-	}
-	memcpy(l->p + l->len, p, n);
-	l->len += n;
-}
-
-static void log_u64(struct olog *l, uint64_t v)
-{
-	log_bytes(l, &v, sizeof(v));
-}
 
 size_t fuzz_window(size_t max_line)
 {
@@ -260,10 +230,6 @@ static void conn_eof(struct conn *c)
 	c->buf = NULL;
 }
 
-static void same(const struct olog *a, const struct olog *b, const char *what)
-{
-	check(a->len == b->len && (a->len == 0 || memcmp(a->p, b->p, a->len) == 0), what);
-}
 
 void fuzz_run(size_t max_line, struct proto_conn *pc, const char *s, size_t n, uint32_t rnd)
 {
@@ -287,8 +253,8 @@ void fuzz_run(size_t max_line, struct proto_conn *pc, const char *s, size_t n, u
 	}
 	conn_eof(&chunks);
 
-	same(&whole.log, &bytes.log, "one write and byte-by-byte differ");
-	same(&whole.log, &chunks.log, "one write and random chunks differ");
+	log_same(&whole.log, &bytes.log, "one write and byte-by-byte differ");
+	log_same(&whole.log, &chunks.log, "one write and random chunks differ");
 	free(whole.log.p);
 	free(bytes.log.p);
 	free(chunks.log.p);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fuzz_log.h"
 #include "proto.h"
 
 /* Given by each protocol's harness. */
@@ -12,8 +13,6 @@ extern const struct proto *const fuzz_proto;
 /* Formats res with fuzz_proto into an exact-size buffer and checks it. */
 void fuzz_check_reply(const struct cmd_result *res);
 
-/* Aborts with what when ok is 0. */
-void check(int ok, const char *what);
 /* The most bytes a step sees (conn.c's rule). */
 size_t fuzz_window(size_t max_line);
 /* Feeds the stream s[0..n) three ways and compares (see fuzz_step.c). */

@@ -583,6 +583,44 @@ class Closed(Exception):
     pass
 
 
+class RawSocket:
+    """A TCP connection for protocols the tests speak byte by byte (RESP,
+    HTTP): send bytes, keep what arrives in buf, tell a close."""
+
+    def __init__(self, port, source="127.0.0.1", timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                             source_address=(source, 0))
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def recv_more(self, timeout=5.0):
+        """Appends what arrives next to buf; EOFError when closed."""
+        self.sock.settimeout(max(0.01, timeout))
+        d = self.sock.recv(65536)
+        if not d:
+            raise EOFError("closed; have %r" % self.buf[-200:])
+        self.buf += d
+
+    def closed(self, timeout=3.0):
+        """True when the peer closes (what it sent first is kept in buf)."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                d = self.sock.recv(65536)
+                if not d:
+                    return True
+                self.buf += d
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+
+
 class Client:
     """A line-protocol client. Replies are returned without the line end."""
 

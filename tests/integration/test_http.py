@@ -8,11 +8,10 @@ import http.client
 import json
 import select
 import shutil
-import socket
 import subprocess
 import unittest
 
-from harness import DaemonTest, free_port
+from harness import DaemonTest, RawSocket, free_port
 
 POLICIES = {"reply": "3/60s", "big": "100000/60s",
             "up": "{algorithm: funnel, capacity: 15, rate: 30/60s}",
@@ -28,27 +27,13 @@ def listen(port, **opts):
     return "{%s}" % ", ".join(items)
 
 
-class Raw:
-    """A socket speaking bytes, reading whole HTTP responses."""
-
-    def __init__(self, port, source="127.0.0.1"):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5,
-                                             source_address=(source, 0))
-        self.buf = b""
-
-    def close(self):
-        self.sock.close()
-
-    def send(self, data):
-        self.sock.sendall(data)
+class Raw(RawSocket):
+    """A socket speaking HTTP bytes, reading whole responses."""
 
     def response(self):
         """(status, {lower-case header: value}, body) of the next response."""
         while b"\r\n\r\n" not in self.buf:
-            d = self.sock.recv(65536)
-            if not d:
-                raise EOFError("closed; have %r" % self.buf)
-            self.buf += d
+            self.recv_more()
         head, rest = self.buf.split(b"\r\n\r\n", 1)
         lines = head.decode("latin-1").split("\r\n")
         status = int(lines[0].split()[1])
@@ -57,26 +42,11 @@ class Raw:
             k, v = ln.split(":", 1)
             headers[k.strip().lower()] = v.strip()
         n = int(headers.get("content-length", "0"))
-        while len(rest) < n:
-            d = self.sock.recv(65536)
-            if not d:
-                raise EOFError("closed in a body")
-            rest += d
-        self.buf = rest[n:]
-        return status, headers, rest[:n]
-
-    def closed(self, timeout=3.0):
-        self.sock.settimeout(timeout)
-        try:
-            while True:
-                d = self.sock.recv(65536)
-                if not d:
-                    return True
-                self.buf += d
-        except socket.timeout:
-            return False
-        except ConnectionResetError:
-            return True
+        self.buf = rest
+        while len(self.buf) < n:
+            self.recv_more()
+        body, self.buf = self.buf[:n], self.buf[n:]
+        return status, headers, body
 
 
 class HttpTest(DaemonTest):

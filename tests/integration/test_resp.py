@@ -5,13 +5,12 @@ clients send, pipelining, and hostile framing (an error and a close, never
 an allocation or a hang)."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
 import unittest
 
-from harness import REDIS_CLI, SRCDIR, DaemonTest, free_port, run_cli
+from harness import REDIS_CLI, SRCDIR, DaemonTest, RawSocket, free_port, run_cli
 import resp
 from resp import RespError
 
@@ -25,18 +24,8 @@ POLICIES = {"reply": "3/60s", "big": "100000/60s",
             "up": "{algorithm: funnel, capacity: 15, rate: 30/60s}"}
 
 
-class RawResp:
+class RawResp(RawSocket):
     """A socket speaking RESP2 bytes, for what clients would never send."""
-
-    def __init__(self, port, timeout=5.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-        self.buf = b""
-
-    def close(self):
-        self.sock.close()
-
-    def send(self, data):
-        self.sock.sendall(data)
 
     def read(self, n=1, timeout=5.0):
         """n replies, parsed."""
@@ -48,26 +37,8 @@ class RawResp:
                 out.append(r[0])
                 self.buf = self.buf[r[1]:]
                 continue
-            self.sock.settimeout(max(0.01, end - time.monotonic()))
-            d = self.sock.recv(65536)
-            if not d:
-                raise EOFError("closed after %d replies; left %r" % (len(out), self.buf))
-            self.buf += d
+            self.recv_more(end - time.monotonic())
         return out
-
-    def closed(self, timeout=2.0):
-        """True when the daemon closes the connection (reading nothing more)."""
-        self.sock.settimeout(timeout)
-        try:
-            while True:
-                d = self.sock.recv(65536)
-                if not d:
-                    return True
-                self.buf += d
-        except socket.timeout:
-            return False
-        except ConnectionResetError:
-            return True
 
 
 class RespTest(DaemonTest):
