@@ -53,9 +53,8 @@ static int resp_value(const char *s, size_t n, size_t *i, int depth)
 	for (; k < end; k++) {
 		if (s[k] < '0' || s[k] > '9')
 			return -1;
-		v = v * 10 + (s[k] - '0');
-		if (v > 1000000000000000000LL)
-			break;
+		if (v < 100000000000000000LL) /* past that, only "too long for a length" matters */
+			v = v * 10 + (s[k] - '0');
 	}
 	if (t == ':')
 		return 0;
