@@ -484,10 +484,7 @@ class ClusterReshardTest(ClusterBase):
         users = [probe] + ["cdu%d" % i for i in range(40)]
         self.assertEqual(c.pipeline(["ALLOW %s reply" % u for u in users]),
                          ["ALLOWED 5 4 0 60000"] * len(users))
-        self.cl.unassign_slot(slot)
-        wait_until(lambda: all(m.cluster_info()["cluster_state"] == "fail"
-                               for m in self.cl.alive_nodes()),
-                   5 * SLOW, interval=0.02, what="cluster_state:fail on every node")
+        self.cl.unassign_slot(slot, timeout=5 * SLOW)
         t0 = time.monotonic()
         c.send(*["ALLOW %s reply" % u for u in users])
         time.sleep(0.3)

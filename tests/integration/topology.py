@@ -391,11 +391,24 @@ class RedisCluster:
         for n in [dst, src] + [m for m in self.masters() if m is not src and m is not dst]:
             n.call("CLUSTER", "SETSLOT", slot, "NODE", dst.node_id)
 
-    def unassign_slot(self, slot):
-        """CLUSTER DELSLOTS on every live node: nobody serves the slot (its
-        keys stay where they are). With full coverage the cluster goes down."""
-        for n in self.alive_nodes():
-            n.call("CLUSTER", "DELSLOTS", slot)
+    def unassign_slot(self, slot, timeout=5.0):
+        """CLUSTER DELSLOTS on every live node until every one says
+        cluster_state:fail: nobody serves the slot (its keys stay where they
+        are). Once is not always enough: a ping the owner sent before its
+        own DELSLOTS, still in flight, makes a node that has already
+        deleted the slot take the owner's claim back, and it keeps it."""
+        def down():
+            ok = True
+            for n in self.alive_nodes():
+                if n.cluster_info()["cluster_state"] == "fail":
+                    continue
+                ok = False
+                try:
+                    n.call("CLUSTER", "DELSLOTS", slot)
+                except RespError:
+                    pass  # already unassigned there: wait for its state to follow
+            return ok
+        wait_until(down, timeout, interval=0.05, what="cluster_state:fail on every node")
 
     def assign_slot(self, slot, node):
         """node serves the slot again; every live node is told at once."""
