@@ -762,8 +762,12 @@ class DaemonTest(unittest.TestCase):
             for p in self._procs:
                 if isinstance(p, Daemon):
                     tail = "\n".join(p.log_lines()[-15:])
-                    sys.stderr.write("\n--- %s: %s stderr (tail) ---\n%s\n"
-                                     % (self.id(), p.name, tail))
+                    # alive or not at the failure: a client that saw a close
+                    # with nothing logged needs to know which it was
+                    rc = p.proc.poll() if p.proc is not None else None
+                    state = "running" if rc is None else "exited with %d" % rc
+                    sys.stderr.write("\n--- %s: %s (%s) stderr (tail) ---\n%s\n"
+                                     % (self.id(), p.name, state, tail))
         for p in reversed(self._procs):
             try:
                 p.stop()
