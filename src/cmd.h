@@ -56,8 +56,9 @@ enum cmd_error {
 	CMD_ERR_FORBIDDEN,
 	CMD_ERR_TOO_MANY_CLIENTS,
 	CMD_ERR_STORE_UNAVAILABLE,
+	CMD_ERR_REQUEST_TIMEOUT, /* a request begun was not whole in time */
 };
-#define CMD_ERR_N (CMD_ERR_STORE_UNAVAILABLE + 1)
+#define CMD_ERR_N (CMD_ERR_REQUEST_TIMEOUT + 1)
 
 enum cmd_reply {
 	CMD_REPLY_DECISION, /* ALLOW, PEEK */

@@ -25,6 +25,7 @@ _Static_assert(CONFIG_ERR_MAX == YP_ERR_MAX && CONFIG_ERRORS_SHOWN == YP_ERRORS_
 #define DEFAULT_MAX_LINE 4096
 #define DEFAULT_MAX_CLIENTS 10000
 #define DEFAULT_IDLE_TIMEOUT_MS 0
+#define DEFAULT_REQUEST_TIMEOUT_MS 10000
 #define DEFAULT_LOG_LEVEL LOG_LEVEL_INFO
 
 /* sizeof(sockaddr_un.sun_path) on Linux, terminating NUL included. */
@@ -891,6 +892,7 @@ enum {
 	TK_MAX_LINE,
 	TK_MAX_CLIENTS,
 	TK_IDLE_TIMEOUT,
+	TK_REQUEST_TIMEOUT,
 	TK_LOG_LEVEL,
 	TK_METRICS,
 	TK_THROTTLE,
@@ -912,6 +914,9 @@ static const struct ykey top_keys[TK_N] = {
 	[TK_IDLE_TIMEOUT] = {"idle_timeout", yp_set_duration,
 			     offsetof(struct config, idle_timeout_ms), 1000, POLICY_MAX_PERIOD_MS,
 			     YP_RELOAD, NULL},
+	[TK_REQUEST_TIMEOUT] = {"request_timeout", yp_set_duration,
+				offsetof(struct config, request_timeout_ms), 100, 3600000,
+				YP_RELOAD, NULL},
 	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0,
 			  YP_RELOAD, NULL},
 	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_RELOAD, NULL},
@@ -992,6 +997,7 @@ static int config_defaults(struct config *c)
 	c->max_line = DEFAULT_MAX_LINE;
 	c->max_clients = DEFAULT_MAX_CLIENTS;
 	c->idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS;
+	c->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS;
 	c->log_level = DEFAULT_LOG_LEVEL;
 	memcpy(c->throttle.namespace, "cl.throttle", sizeof("cl.throttle"));
 	c->throttle.max_burst = 100000;

@@ -103,6 +103,8 @@ struct config {
 	size_t max_line;
 	int max_clients;
 	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
+	/* a request begun must be whole within this (slow senders, slowloris) */
+	int64_t request_timeout_ms;
 	int log_level;		 /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
 	char *metrics_listen;	 /* "host:port" of the HTTP metrics endpoint, or NULL */
 	struct config_throttle throttle;

@@ -56,6 +56,7 @@ struct conn {
 	struct proto_conn *pc;	 /* HTTP's: the listener's options, the peer */
 	evutil_socket_t fd;	 /* -1 once reaped */
 	struct event *rev, *wev; /* wev is armed only while output is queued */
+	struct event *rto;	 /* request_timeout: armed while a request is partial */
 	struct evbuffer *in, *out;
 	struct timeval idle; /* idle_timeout, or 0 */
 	struct pending *head, *tail;
@@ -134,6 +135,7 @@ void conn_close(struct conn *c)
 	c->closing = 1;
 	event_del(c->rev);
 	event_del(c->wev);
+	event_del(c->rto);
 	c->ctx->closed(c->ctx, c);
 }
 
@@ -141,6 +143,7 @@ void conn_reap(struct conn *c)
 {
 	event_free(c->rev);
 	event_free(c->wev);
+	event_free(c->rto);
 	evbuffer_free(c->in);
 	evbuffer_free(c->out);
 	evutil_closesocket(c->fd);
@@ -271,6 +274,52 @@ static void flush_replies(struct conn *c)
 	maybe_finish(c);
 }
 
+/*
+ * request_timeout: the clock runs from the first byte of a request until it
+ * is whole. A client that starts requests and never finishes them (slowloris)
+ * holds a buffer and a descriptor; it gets an error and is closed instead.
+ * Input we left unread (backpressure, closing) is our delay, not the client's.
+ */
+static void request_clock(struct conn *c, int progress)
+{
+	int partial = !c->closing && !c->paused && evbuffer_get_length(c->in) > 0;
+	if (!partial) {
+		event_del(c->rto);
+		return;
+	}
+	if (progress || !evtimer_pending(c->rto, NULL)) {
+		int64_t ms = c->ctx->cfg->request_timeout_ms;
+		struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+		evtimer_add(c->rto, &tv);
+	}
+}
+
+static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct conn *c = arg;
+	if (c->closed || c->closing || c->paused)
+		return;
+	struct pending *p = pending_new(c);
+	if (!p) {
+		conn_close(c);
+		return;
+	}
+	log_debug("closing a client whose request was not whole within request_timeout");
+	c->closing = 1;
+	event_del(c->rev);
+	evbuffer_drain(c->in, evbuffer_get_length(c->in));
+	p->slot.res.tag = 0;
+	p->slot.res.close_after = 1;
+	cmd_reply_error(&p->slot, CMD_ERR_REQUEST_TIMEOUT,
+			"the request was not complete within request_timeout");
+	if (!c->dirty && c->head->done) {
+		c->dirty = 1;
+		c->ctx->ready(c->ctx, c);
+	}
+}
+
 static void process_input(struct conn *c)
 {
 	struct evbuffer *in = c->in;
@@ -278,6 +327,7 @@ static void process_input(struct conn *c)
 	struct config *cfg = c->ctx->cfg;
 	size_t max_line = cfg->max_line;
 	size_t window = max_line + 2;
+	int progress = 0; /* a request was taken: the partial one after it is new */
 
 	while (!c->closing && !c->closed) {
 		if (c->npending >= MAX_PENDING || evbuffer_get_length(out) >= OUT_HIGH) {
@@ -307,6 +357,7 @@ static void process_input(struct conn *c)
 			c->closing |= c->eof; /* a partial last request is not a request */
 			break;
 		}
+		progress = 1;
 		if (step == PROTO_SKIP) {
 			evbuffer_drain(in, got.used);
 			continue;
@@ -345,6 +396,8 @@ static void process_input(struct conn *c)
 		if (!c->closed)
 			evbuffer_drain(in, got.used);
 	}
+	if (!c->closed)
+		request_clock(c, progress);
 	if (!c->closed && !c->dirty && (c->head == NULL || c->head->done)) {
 		c->dirty = 1;
 		c->ctx->ready(c->ctx, c);
@@ -444,13 +497,16 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 	evutil_make_socket_nonblocking(fd);
 	c->rev = event_new(ctx->base, fd, EV_READ | EV_PERSIST, read_cb, c);
 	c->wev = event_new(ctx->base, fd, EV_WRITE | EV_PERSIST, write_cb, c);
+	c->rto = evtimer_new(ctx->base, request_timeout_cb, c);
 	c->in = evbuffer_new();
 	c->out = evbuffer_new();
-	if (!c->rev || !c->wev || !c->in || !c->out) {
+	if (!c->rev || !c->wev || !c->rto || !c->in || !c->out) {
 		if (c->rev)
 			event_free(c->rev);
 		if (c->wev)
 			event_free(c->wev);
+		if (c->rto)
+			event_free(c->rto);
 		if (c->in)
 			evbuffer_free(c->in);
 		if (c->out)

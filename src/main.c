@@ -82,6 +82,9 @@ static void log_changes(const struct config *old, const struct config *new)
 			 (long long)b->timeout_ms);
 	if (old->max_clients != new->max_clients)
 		log_info("reload: max_clients %d -> %d", old->max_clients, new->max_clients);
+	if (old->request_timeout_ms != new->request_timeout_ms)
+		log_info("reload: request_timeout %lldms -> %lldms",
+			 (long long)old->request_timeout_ms, (long long)new->request_timeout_ms);
 	if (old->idle_timeout_ms != new->idle_timeout_ms)
 		log_info("reload: idle_timeout %lldms -> %lldms (for new clients)",
 			 (long long)old->idle_timeout_ms, (long long)new->idle_timeout_ms);

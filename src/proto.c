@@ -24,6 +24,7 @@ static const char *const error_codes[CMD_ERR_N] = {
 	[CMD_ERR_FORBIDDEN] = "forbidden",
 	[CMD_ERR_TOO_MANY_CLIENTS] = "too-many-clients",
 	[CMD_ERR_STORE_UNAVAILABLE] = "store-unavailable",
+	[CMD_ERR_REQUEST_TIMEOUT] = "request-timeout",
 };
 
 const char *proto_verb_name(enum cmd_verb v)

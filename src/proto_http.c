@@ -686,6 +686,8 @@ static const char *reason(int status)
 		return "Not Found";
 	case 405:
 		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
 	case 413:
 		return "Content Too Large";
 	case 429:
@@ -720,6 +722,8 @@ static int error_status(enum cmd_error e)
 	case CMD_ERR_TOO_MANY_CLIENTS:
 	case CMD_ERR_STORE_UNAVAILABLE:
 		return 503;
+	case CMD_ERR_REQUEST_TIMEOUT:
+		return 408;
 	}
 	return 500;
 }

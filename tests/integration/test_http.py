@@ -9,9 +9,10 @@ import json
 import select
 import shutil
 import subprocess
+import time
 import unittest
 
-from harness import DaemonTest, RawSocket, free_port
+from harness import SLOW, DaemonTest, RawSocket, free_port
 
 POLICIES = {"reply": "3/60s", "big": "100000/60s",
             "up": "{algorithm: funnel, capacity: 15, rate: 30/60s}",
@@ -312,6 +313,74 @@ class HttpTest(DaemonTest):
         self.assertEqual(st, 400, body)
         self.assertEqual(self.get(self.api, "/auth/nosuch")[0], 404)
         self.assertEqual(self.get(self.api, "/auth/")[0], 404)
+
+
+class RequestTimeoutTest(DaemonTest):
+    """request_timeout: a request begun must be whole in time (slowloris);
+    dripping bytes does not extend it, finishing requests does."""
+
+    def setUp(self):
+        super().setUp()
+        self.redis = self.start_redis()
+        self.line, self.api = free_port(), free_port()
+        self.daemon = self.start_daemon(
+            POLICIES, port=self.line, admin=False, request_timeout="500ms",
+            listen=["127.0.0.1:%d" % self.line, listen(self.api)])
+
+    def raw(self, port):
+        c = Raw(port)
+        self.addCleanup(c.close)
+        return c
+
+    def drip_until_answered(self, c, data):
+        """Sends data a byte every 50 ms until the daemon answers; the
+        seconds from the first byte to the answer."""
+        t0 = time.monotonic()
+        for b in data:
+            try:
+                c.send(bytes([b]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            if select.select([c.sock], [], [], 0.05)[0]:
+                break
+        else:
+            select.select([c.sock], [], [], 10 * SLOW)
+        return time.monotonic() - t0
+
+    def test_http_drip_gets_408_and_close(self):
+        c = self.raw(self.api)
+        took = self.drip_until_answered(
+            c, b"GET /v1/allow?user=slow&action=reply HTTP/1.1\r\nHost: x\r\n" + b"X: y\r\n" * 40)
+        st, h, body = c.response()
+        self.assertEqual((st, json.loads(body)["error"]), (408, "request-timeout"))
+        self.assertEqual(h.get("connection"), "close")
+        self.assertTrue(c.closed())
+        self.assertGreaterEqual(took, 0.45)
+        # nothing of the dripped request was decided
+        with self.daemon.client() as lc:
+            self.assertTrue(lc.request("PEEK slow reply").startswith("ALLOWED 3 3 "))
+
+    def test_line_drip_gets_error_and_close(self):
+        c = self.raw(self.line)
+        took = self.drip_until_answered(c, b"ALLOW slow reply" + b" " * 100)
+        self.assertTrue(c.closed())
+        self.assertTrue(c.buf.startswith(b"ERR request-timeout "), c.buf)
+        self.assertGreaterEqual(took, 0.45)
+
+    def test_finished_requests_restart_the_clock(self):
+        """Eight requests, each sent in two halves 200 ms apart: 1.6 s on
+        one connection, never a request older than 500 ms; all answered.
+        An idle keep-alive connection is not timed out either."""
+        c = self.raw(self.api)
+        req = b"GET /v1/allow?user=steady&action=big HTTP/1.1\r\nHost: x\r\n\r\n"
+        for _ in range(8):
+            c.send(req[:20])
+            time.sleep(0.2)
+            c.send(req[20:])
+            self.assertEqual(c.response()[0], 200)
+        time.sleep(0.8)
+        c.send(req)
+        self.assertEqual(c.response()[0], 200)
 
 
 if __name__ == "__main__":
