@@ -338,6 +338,21 @@ static void http_defaults(struct config_http *h)
 	h->ntrusted = 2;
 }
 
+/* An HTTP listener's options, all of them: a reload compares this text with
+ * the running one, and they apply only when the listener is made. */
+static void put_http(FILE *f, const struct config_http *h)
+{
+	fprintf(f, " (http, user_header %s, trusted_proxies [",
+		h->user_header[0] ? h->user_header : "-");
+	for (size_t i = 0; i < h->ntrusted; i++) {
+		char ip[64];
+		addr_ip_text(&h->trusted[i].ip, ip, sizeof(ip));
+		fprintf(f, "%s%s/%d", i ? " " : "", ip, h->trusted[i].prefix);
+	}
+	fprintf(f, "], deny_status %d%s)", h->deny_status,
+		h->legacy_headers ? ", legacy_headers" : "");
+}
+
 static void put_listen(FILE *f, const struct ykey *k, const void *base)
 {
 	const struct config *c = base;
@@ -354,7 +369,7 @@ static void put_listen(FILE *f, const struct ykey *k, const void *base)
 		else if (is_unix)
 			fprintf(f, " (mode %04o)", (unsigned)l->mode);
 		if (l->protocol == CONFIG_PROTOCOL_HTTP)
-			fputs(" (http)", f);
+			put_http(f, &l->http);
 	}
 	fputc(']', f);
 }

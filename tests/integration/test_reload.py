@@ -121,6 +121,32 @@ class ReloadTest(DaemonTest):
         with self.assertRaises(OSError):
             socket.create_connection(("127.0.0.1", new_port), timeout=1).close()
 
+    def test_http_listener_options_change_needs_restart(self):
+        """A listener's HTTP options are part of it: changing one is a
+        pending restart, named with both values, not silently ignored."""
+        hport = free_port()
+
+        def http(opts):
+            return "{address: \"127.0.0.1:%d\", protocol: http%s}" % (hport, opts)
+        listen = lambda opts: ["127.0.0.1:%d" % self.port, http(opts)]  # noqa: E731
+        self.daemon = self.start_daemon(config=make_config(
+            listen(""), {"address": self.redis.address}, {"p": "2/60s"}, admin=False),
+            port=self.port)
+        for opts, shown in ((", deny_status: 403", "deny_status 403"),
+                            (", user_header: X-User", "user_header X-User"),
+                            (", trusted_proxies: [10.0.0.0/8]", r"trusted_proxies \[10\.0\.0\.0/8\]"),
+                            (", legacy_headers: true", "legacy_headers")):
+            lines = self.reload_done(make_config(
+                listen(opts), {"address": self.redis.address}, {"p": "2/60s"}, admin=False))
+            warns = [ln for ln in lines if ln.startswith("warn: ")]
+            self.assertEqual(len(warns), 1, lines)
+            self.assertRegex(warns[0], r"^warn: reload: listen differs: running .*deny_status "
+                             r"429\).*, file .*%s.*; restart ratelimitd" % shown)
+        # back to what runs: nothing pending
+        lines = self.reload_done(make_config(
+            listen(""), {"address": self.redis.address}, {"p": "2/60s"}, admin=False))
+        self.assertTrue(any(ln.endswith("no restart pending") for ln in lines), lines)
+
     def test_redis_address_change_needs_restart(self):
         self.start({"p": "2/60s"})
         other = self.start_redis()
