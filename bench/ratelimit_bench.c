@@ -578,9 +578,9 @@ static void build_templates(struct run *r)
 	/* after the keys: the arguments the daemon's store sends for one ALLOW */
 	struct store_saved_request sv = {.op = STORE_ALLOW, .cost = o->cost, .policy = *p};
 	const struct store_saved_request *one = &sv;
-	const char *argv[2 + REDIS_SCRIPT_DECISION_ARGC(POLICY_MAX_LIMITS)];
-	size_t argl[2 + REDIS_SCRIPT_DECISION_ARGC(POLICY_MAX_LIMITS)];
-	char arena[(2 + REDIS_SCRIPT_DECISION_ARGC(POLICY_MAX_LIMITS)) * 24];
+	const char *argv[2 + REDIS_SCRIPT_DECISION_ARGC_MAX];
+	size_t argl[2 + REDIS_SCRIPT_DECISION_ARGC_MAX];
+	char arena[(2 + REDIS_SCRIPT_DECISION_ARGC_MAX) * 24];
 	struct redis_argv a = {.argv = argv, .argl = argl, .arena = arena};
 	redis_script_args(&a, &one, 1);
 	int argc = 3 + p->nlimits + a.argc;

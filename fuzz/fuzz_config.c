@@ -106,8 +106,8 @@ static void check_policy(const struct config *c, size_t i)
 	check(p->name[p->name_len] == '\0', "policy name NUL-terminated");
 	check(policy_name_valid(p->name, p->name_len), "policy name valid");
 	check(policy_validate(p, &why) == 0, "policy validates");
-	check(p->algo == POLICY_SLIDING_WINDOW || p->algo == POLICY_FUNNEL, "algorithm");
-	if (p->algo == POLICY_SLIDING_WINDOW)
+	check((unsigned)p->algo < POLICY_ALGO_N, "algorithm");
+	if (policy_algo_shape(p->algo) == POLICY_SHAPE_WINDOWS)
 		for (int k = 0; k < p->nlimits; k++)
 			check(p->limits[k].capacity == p->limits[k].count,
 			      "sliding window capacity is its count");

@@ -51,31 +51,12 @@ static void reply(struct cmd_slot *slot, enum cmd_reply kind)
 	finish(slot);
 }
 
-/* The window of p's limit of this capacity (the deciding one): a sliding
- * window's period, or the time a funnel takes to drain when full. */
-static int64_t window_of(const struct policy *p, int64_t limit)
-{
-	const struct policy_limit *l = &p->limits[0];
-	for (int i = 0; i < p->nlimits; i++)
-		if (p->limits[i].capacity == limit) {
-			l = &p->limits[i];
-			break;
-		}
-	switch (p->algo) {
-	case POLICY_FUNNEL:
-		return l->count > 0 ? l->capacity * l->period_ms / l->count : l->period_ms;
-	case POLICY_SLIDING_WINDOW:
-		break;
-	}
-	return l->period_ms;
-}
-
 static void reply_decision(struct cmd_slot *slot, int allowed, int64_t limit, int64_t remaining,
 			   int64_t retry_after_ms, int64_t reset_ms)
 {
 	struct cmd_result *r = &slot->res;
 	const struct policy *p = slot->policy;
-	r->window_ms = window_of(p, limit);
+	r->window_ms = policy_window_ms(p, limit);
 	memcpy(r->action, p->name, p->name_len);
 	r->action[p->name_len] = '\0';
 	r->kind = CMD_REPLY_DECISION;

@@ -730,18 +730,17 @@ static int set_rate(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
+/* What an algorithm key may say, for its error message. */
+#define ALGO_NAMES "sliding_window or funnel"
+
 static int set_algorithm(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
-	if (yp_scalar(P, k->name, "sliding_window or funnel", &s, &len) < 0)
+	if (yp_scalar(P, k->name, ALGO_NAMES, &s, &len) < 0)
 		return -1;
-	if (len == 14 && memcmp(s, "sliding_window", 14) == 0)
-		*(enum policy_algo *)dst = POLICY_SLIDING_WINDOW;
-	else if (len == 6 && memcmp(s, "funnel", 6) == 0)
-		*(enum policy_algo *)dst = POLICY_FUNNEL;
-	else
-		return yp_failk(P, P->ev.start_mark, k->name, "must be sliding_window or funnel");
+	if (policy_algo_parse(s, len, (enum policy_algo *)dst) < 0)
+		return yp_failk(P, P->ev.start_mark, k->name, "must be " ALGO_NAMES);
 	return 0;
 }
 
@@ -766,7 +765,8 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 	yaml_mark_t marks[PK_N];
 	if (yp_map(P, name, policy_keys, PK_N, f, &seen, marks) < 0)
 		return -1;
-	if (f->algo == POLICY_FUNNEL) {
+	switch (policy_algo_shape(f->algo)) {
+	case POLICY_SHAPE_RATE:
 		if (seen & (1u << PK_LIMITS))
 			return yp_failk(P, marks[PK_LIMITS], "limits",
 					"a funnel takes capacity and rate, not limits");
@@ -779,15 +779,19 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 		f->limits[0].period_ms = f->rate.period_ms;
 		f->limit_marks[0] = marks[PK_RATE];
 		f->nlimits = 1;
-	} else {
+		break;
+	case POLICY_SHAPE_WINDOWS:
 		if (seen & (1u << PK_CAPACITY))
 			return yp_failk(P, marks[PK_CAPACITY], "capacity",
 					"only a funnel has a capacity (algorithm: funnel)");
 		if (seen & (1u << PK_RATE))
 			return yp_failk(P, marks[PK_RATE], "rate",
-					"only a funnel has a rate; a sliding_window takes limits");
+					"only a funnel has a rate; a %s takes limits",
+					policy_algo_name(f->algo));
 		if (!(seen & (1u << PK_LIMITS)))
-			return yp_fail_section(P, start, "a sliding_window needs limits");
+			return yp_fail_section(P, start, "a %s needs limits",
+					       policy_algo_name(f->algo));
+		break;
 	}
 	return 0;
 }

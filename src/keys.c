@@ -7,13 +7,9 @@
 #include "decimal.h"
 #include "policy.h"
 
-size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct policy *p,
-		  int index, const char *user, size_t user_len)
+size_t keys_tag(char *out, const struct policy *p, const char *user, size_t user_len)
 {
 	size_t n = 0;
-	memcpy(out + n, prefix, prefix_len);
-	n += prefix_len;
-	out[n++] = '{';
 	memcpy(out + n, p->name, p->name_len);
 	n += p->name_len;
 	out[n++] = ':';
@@ -29,13 +25,34 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 			out[n++] = c;
 		}
 	}
+	return n;
+}
+
+size_t keys_reset_channel(char *out, const char *prefix, size_t prefix_len)
+{
+	memcpy(out, prefix, prefix_len);
+	memcpy(out + prefix_len, "reset", 5);
+	return prefix_len + 5;
+}
+
+size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct policy *p,
+		  int index, const char *user, size_t user_len)
+{
+	size_t n = 0;
+	memcpy(out + n, prefix, prefix_len);
+	n += prefix_len;
+	out[n++] = '{';
+	n += keys_tag(out + n, p, user, user_len);
 	out[n++] = '}';
 	out[n++] = ':';
-	if (p->algo == POLICY_FUNNEL) {
+	switch (p->algo) {
+	case POLICY_FUNNEL:
 		out[n++] = 'f';
-	} else {
+		break;
+	case POLICY_SLIDING_WINDOW:
 		out[n++] = 's';
 		n += decimal_put(out + n, (uint64_t)p->limits[index].period_ms);
+		break;
 	}
 	return n;
 }

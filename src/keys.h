@@ -31,6 +31,17 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 		  int index, const char *user, size_t user_len);
 
 /*
+ * The hash tag alone, "<action>:<escaped user>" (no braces): what a RESET
+ * notice carries. At most KEYS_MAX bytes; returns its length.
+ */
+size_t keys_tag(char *out, const struct policy *p, const char *user, size_t user_len);
+
+/* The channel RESET notices of this prefix go to, "<prefix>reset" (at most
+ * KEYS_PREFIX_MAX + 5 bytes; not NUL-terminated); returns its length. */
+size_t keys_reset_channel(char *out, const char *prefix, size_t prefix_len);
+#define KEYS_RESET_CHANNEL_MAX (KEYS_PREFIX_MAX + 5)
+
+/*
  * Splits a hash tag "<action>:<escaped user>" back into the action and the
  * unescaped user (written to user, at least KEYS_USER_MAX bytes). 0, or -1 when the
  * tag is not one keys_build makes.

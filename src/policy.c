@@ -258,7 +258,7 @@ int policy_validate(const struct policy *p, const char **err)
 		*err = "too many limits (at most 8)";
 		return -1;
 	}
-	if (p->algo == POLICY_FUNNEL && p->nlimits != 1) {
+	if (policy_algo_shape(p->algo) == POLICY_SHAPE_RATE && p->nlimits != 1) {
 		*err = "a funnel has exactly one capacity and one rate";
 		return -1;
 	}
@@ -273,12 +273,12 @@ int policy_validate(const struct policy *p, const char **err)
 			*err = "capacity must be an integer from 1 to 1000000000";
 			return -1;
 		}
-		if (p->algo == POLICY_SLIDING_WINDOW) {
-			if (l->count > POLICY_SLIDING_MAX_COUNT) {
-				*err = "a sliding_window limit allows at most 100000 per window "
-				       "(its log keeps one entry per unit); use a funnel";
-				return -1;
-			}
+		if (l->count > policy_algo_max_count(p->algo)) {
+			*err = "a sliding_window limit allows at most 100000 per window "
+			       "(its log keeps one entry per unit); use a funnel";
+			return -1;
+		}
+		if (policy_algo_shape(p->algo) == POLICY_SHAPE_WINDOWS) {
 			for (int j = 0; j < i; j++)
 				if (p->limits[j].period_ms == l->period_ms) {
 					*err = "two limits of one policy have the same window";
@@ -318,7 +318,64 @@ const char *policy_on_error_name(enum policy_on_error e)
 
 const char *policy_algo_name(enum policy_algo a)
 {
-	return a == POLICY_FUNNEL ? "funnel" : "sliding_window";
+	switch (a) {
+	case POLICY_SLIDING_WINDOW:
+		return "sliding_window";
+	case POLICY_FUNNEL:
+		return "funnel";
+	}
+	return "?";
+}
+
+int policy_algo_parse(const char *s, size_t len, enum policy_algo *out)
+{
+	for (int a = 0; a < POLICY_ALGO_N; a++) {
+		const char *name = policy_algo_name((enum policy_algo)a);
+		if (strlen(name) == len && memcmp(name, s, len) == 0) {
+			*out = (enum policy_algo)a;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+enum policy_shape policy_algo_shape(enum policy_algo a)
+{
+	switch (a) {
+	case POLICY_SLIDING_WINDOW:
+		break;
+	case POLICY_FUNNEL:
+		return POLICY_SHAPE_RATE;
+	}
+	return POLICY_SHAPE_WINDOWS;
+}
+
+int64_t policy_algo_max_count(enum policy_algo a)
+{
+	switch (a) {
+	case POLICY_SLIDING_WINDOW:
+		return POLICY_SLIDING_MAX_COUNT;
+	case POLICY_FUNNEL:
+		break;
+	}
+	return POLICY_MAX_COUNT;
+}
+
+int64_t policy_window_ms(const struct policy *p, int64_t limit)
+{
+	const struct policy_limit *l = &p->limits[0];
+	for (int i = 0; i < p->nlimits; i++)
+		if (p->limits[i].capacity == limit) {
+			l = &p->limits[i];
+			break;
+		}
+	switch (p->algo) {
+	case POLICY_FUNNEL:
+		return l->count > 0 ? l->capacity * l->period_ms / l->count : l->period_ms;
+	case POLICY_SLIDING_WINDOW:
+		break;
+	}
+	return l->period_ms;
 }
 
 static size_t format_duration(int64_t ms, char *buf, size_t cap)
@@ -341,11 +398,15 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 		const struct policy_limit *l = &p->limits[i];
 		char d[32];
 		format_duration(l->period_ms, d, sizeof(d));
-		if (p->algo == POLICY_FUNNEL)
+		switch (policy_algo_shape(p->algo)) {
+		case POLICY_SHAPE_RATE:
 			n += (size_t)snprintf(buf + n, cap - n, " capacity %lld rate %lld/%s",
 					      (long long)l->capacity, (long long)l->count, d);
-		else
+			break;
+		case POLICY_SHAPE_WINDOWS:
 			n += (size_t)snprintf(buf + n, cap - n, " %lld/%s", (long long)l->count, d);
+			break;
+		}
 	}
 	if (n < cap && p->on_store_error != POLICY_ON_ERROR_INHERIT)
 		n += (size_t)snprintf(buf + n, cap - n, " on_store_error %s",

@@ -15,7 +15,22 @@
 /* Room for a duration or rate error; longer ones (a wall of digits) are cut. */
 #define POLICY_ERR_MAX 160
 
-enum policy_algo { POLICY_SLIDING_WINDOW = 0, POLICY_FUNNEL = 1 };
+/*
+ * The algorithms. Adding one: an entry here, its cases in the switches the
+ * compiler then points at (policy.c, keys.c, redis_script.c, the C model),
+ * and its function in src/lua/ratelimit.lua.
+ */
+enum policy_algo {
+	POLICY_SLIDING_WINDOW, /* exact sliding log */
+	POLICY_FUNNEL,	       /* GCRA */
+};
+#define POLICY_ALGO_N (POLICY_FUNNEL + 1)
+
+/* How an algorithm's limits are written in a policy. */
+enum policy_shape {
+	POLICY_SHAPE_WINDOWS, /* limits: [COUNT/PERIOD, ...], distinct periods */
+	POLICY_SHAPE_RATE,    /* capacity: N, rate: COUNT/PERIOD; one limit */
+};
 
 /* What to answer when the store cannot decide in time. */
 enum policy_on_error {
@@ -62,6 +77,14 @@ int policy_validate(const struct policy *p, const char **err);
 int policy_parse_on_error(const char *s, size_t len, enum policy_on_error *out);
 const char *policy_on_error_name(enum policy_on_error e);
 const char *policy_algo_name(enum policy_algo a);
+/* The algorithm named s[0..len); 0, or -1 when there is none. */
+int policy_algo_parse(const char *s, size_t len, enum policy_algo *out);
+enum policy_shape policy_algo_shape(enum policy_algo a);
+/* The largest count one limit may have (a log keeps one entry per unit). */
+int64_t policy_algo_max_count(enum policy_algo a);
+/* The window announced for the limit of p whose capacity is `limit` (the
+ * deciding one): its period, or the time a full funnel takes to drain. */
+int64_t policy_window_ms(const struct policy *p, int64_t limit);
 /* Human-readable one-line description, e.g. "sliding_window 3/1s 20/60s". */
 size_t policy_describe(const struct policy *p, char *buf, size_t cap);
 /* 1 if two policies decide identically (used to log what a reload changed). */

@@ -11,12 +11,15 @@ size_t redis_script_argv_max(int max_batch)
 {
 	/* EVALSHA sha numkeys 0 n, then per decision its keys and arguments */
 	return 5 + (size_t)max_batch *
-			   (POLICY_MAX_LIMITS + REDIS_SCRIPT_DECISION_ARGC(POLICY_MAX_LIMITS));
+			   (POLICY_MAX_LIMITS + REDIS_SCRIPT_DECISION_ARGC_MAX);
 }
 
 size_t redis_script_arena_size(int max_batch)
 {
-	return (size_t)max_batch * (POLICY_MAX_LIMITS * (KEYS_MAX + 24) + 4 * 24) + 64;
+	/* keys and numbers; a reset's channel and tag */
+	return (size_t)max_batch * (POLICY_MAX_LIMITS * (KEYS_MAX + 24) + 4 * 24 + KEYS_MAX +
+				    KEYS_RESET_CHANNEL_MAX) +
+	       64;
 }
 
 size_t redis_script_resp_max(int max_batch)
@@ -66,19 +69,41 @@ static const char *op_arg(enum store_op op)
 	return "r";
 }
 
-/* The REDIS_SCRIPT_DECISION_ARGC(p->nlimits) arguments of one decision. */
-static void redis_script_decision(struct redis_argv *a, enum store_op op, int64_t cost,
-				  const struct policy *p)
+/* The script's name of an algorithm (its `algos` table). */
+static const char *algo_arg(enum policy_algo a)
 {
-	redis_argv_add(a, op_arg(op), 1);
-	redis_argv_num(a, cost);
+	switch (a) {
+	case POLICY_SLIDING_WINDOW:
+		return "s";
+	case POLICY_FUNNEL:
+		return "f";
+	}
+	return "?";
+}
+
+/* The REDIS_SCRIPT_DECISION_ARGC(op, nlimits) arguments of one decision. */
+static void redis_script_decision(struct redis_argv *a, const struct store_saved_request *sv)
+{
+	const struct policy *p = &sv->policy;
+	redis_argv_add(a, op_arg(sv->op), 1);
+	redis_argv_num(a, sv->cost);
 	redis_argv_num(a, p->nlimits);
 	for (int i = 0; i < p->nlimits; i++) {
 		const struct policy_limit *l = &p->limits[i];
-		redis_argv_add(a, p->algo == POLICY_FUNNEL ? "f" : "s", 1);
+		redis_argv_add(a, algo_arg(p->algo), 1);
 		redis_argv_num(a, l->capacity);
 		redis_argv_num(a, l->count);
 		redis_argv_num(a, l->period_ms);
+	}
+	if (sv->op == STORE_RESET) {
+		char *s = a->arena + a->arena_used;
+		size_t n = keys_reset_channel(s, sv->prefix, sv->prefix_len);
+		a->arena_used += n;
+		redis_argv_add(a, s, n);
+		s = a->arena + a->arena_used;
+		n = keys_tag(s, p, sv->user, sv->user_len);
+		a->arena_used += n;
+		redis_argv_add(a, s, n);
 	}
 }
 
@@ -87,7 +112,7 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
 	redis_argv_add(a, "0", 1);
 	redis_argv_num(a, n);
 	for (int j = 0; j < n; j++)
-		redis_script_decision(a, reqs[j]->op, reqs[j]->cost, &reqs[j]->policy);
+		redis_script_decision(a, reqs[j]);
 }
 
 void redis_script_call(struct redis_argv *a, const char *cmd, const char *script, size_t script_len,

@@ -13,8 +13,10 @@
 struct policy;
 
 /* Arguments of one decision: op, cost, nlimits, then per limit
- * <s|f> capacity count period_ms (the script's ARGV spec). */
-#define REDIS_SCRIPT_DECISION_ARGC(nlimits) (3 + 4 * (nlimits))
+ * <algorithm> capacity count period_ms, and for a reset its notice's
+ * channel and message (the script's ARGV spec, its decision_argc). */
+#define REDIS_SCRIPT_DECISION_ARGC(op, nlimits) (3 + 4 * (nlimits) + ((op) == STORE_RESET ? 2 : 0))
+#define REDIS_SCRIPT_DECISION_ARGC_MAX REDIS_SCRIPT_DECISION_ARGC(STORE_RESET, POLICY_MAX_LIMITS)
 
 /*
  * The argv of a command being built. Strings are pointed to, not copied;
@@ -47,7 +49,8 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
  * its own keys:
  *
  *   <cmd> <script> <numkeys> <key>... 0 <n> {<a|p|r> <cost> <nlimits>
- *                                          {<s|f> <capacity> <count> <period_ms>}...}...
+ *                                          {<algo> <capacity> <count> <period_ms>}...
+ *                                          [<reset channel> <tag>]}...
  *
  * cmd is "EVALSHA" with the sha, or "EVAL" with the body. With keys_after
  * (a Redis Cluster batch over several slots) numkeys is 0 and the keys come

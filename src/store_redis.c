@@ -857,13 +857,14 @@ static void redis_watch_resets(struct store *base, const char *prefix, store_res
 			redisAsyncDisconnect(s->subconn.c.ac);
 		return;
 	}
-	size_t n = strlen(prefix) + sizeof("reset");
-	char *channel = malloc(n);
+	size_t plen = strlen(prefix);
+	char *channel = malloc(KEYS_RESET_CHANNEL_MAX + 1);
 	if (!channel) {
 		log_error("out of memory: RESET notices from other daemons are not followed");
 		return;
 	}
-	snprintf(channel, n, "%sreset", prefix);
+	channel[keys_reset_channel(channel, prefix, plen < KEYS_PREFIX_MAX ? plen : KEYS_PREFIX_MAX)] =
+		'\0';
 	redis_learn_prefix(s, prefix, strlen(prefix));
 	s->on_reset = fn;
 	s->on_reset_arg = arg;

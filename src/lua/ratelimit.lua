@@ -1,13 +1,15 @@
 -- ratelimit.lua - every ratelimitd decision, atomic inside Redis, in Redis's own clock.
 --
--- The same formulas live in src/limiter.c; tests/vectors.txt checks both.
+-- The same formulas live in tests/model/limiter.c; tests/vectors.txt checks both.
 --
 -- ARGV[1]  now in microseconds; "0" means read Redis TIME (the daemon always
 --          sends 0; tests send fixed times to replay vectors)
 -- ARGV[2]  number of decisions in this call (a batch; each is atomic on its own keys)
--- then per decision:
+-- then per decision (decision_argc says how many):
 --          op ("a" allow, "p" peek, "r" reset), cost, nlimits,
---          and per limit: algo ("s" sliding window, "f" funnel), capacity, count, period_ms
+--          per limit: algo (a key of `algos` below), capacity, count, period_ms,
+--          and for a reset two more: the channel and the message that tell
+--          every daemon of it ("<prefix>reset", the hash tag "<action>:<user>")
 -- KEYS     one key per limit, decision after decision; or, when no KEYS
 --          are given, the same keys as ARGV after the last decision's
 --          arguments (Redis Cluster batches: one call may then decide keys of
@@ -99,11 +101,11 @@ end
 -- microsecond as the last one, or while Redis's clock steps back, is placed
 -- 1 us later), so members "<score>:<i>" never collide. Denied requests write
 -- nothing, so a client that keeps retrying is let in once its window passes.
-local function sliding_check(key, count, period_ms, cost)
+local function sliding_check(key, _, count, period_ms, cost)
   local window = period_ms * 1000
   local cutoff = now - window
   local used = redis.call('ZCOUNT', key, '(' .. fmt(cutoff), '+inf')
-  local r = {key = key, kind = 's', count = count, window = window, cost = cost,
+  local r = {key = key, count = count, window = window, cost = cost,
              used = used, limit = count}
   local newest = nil
   if used > 0 then
@@ -163,7 +165,7 @@ local function funnel_check(key, capacity, count, period_ms, cost)
   local tat = tonumber(redis.call('GET', key))
   if not tat or tat < now then tat = now end
   local new_tat = tat + cost * interval
-  local r = {key = key, kind = 'f', limit = capacity, new_tat = new_tat}
+  local r = {key = key, limit = capacity, new_tat = new_tat}
   -- Times near the epoch are doubles with a 0.25 us step: 1 us of slack (and
   -- 1e-6 of a unit in `remaining`) keeps rounding from flipping a decision.
   if cost > capacity then
@@ -190,6 +192,22 @@ local function funnel_commit(r)
   r.reset = ceil_ms(r.new_tat - now)
 end
 
+-- The algorithms, by the name the daemon sends (src/redis_script.c). check
+-- reads a limit's state and returns r: r.ok, r.limit, r.remaining, r.retry,
+-- r.reset; commit(r) charges the units, only when every limit passed, and
+-- sets r.remaining and r.reset to what they are after it.
+local algos = {
+  s = {check = sliding_check, commit = sliding_commit},
+  f = {check = funnel_check, commit = funnel_commit},
+}
+
+-- How many ARGV a decision starting at ARGV[a] takes.
+local function decision_argc(a)
+  local n = 3 + 4 * tonumber(ARGV[a + 2])
+  if ARGV[a] == 'r' then n = n + 2 end
+  return n
+end
+
 -- The decisions of a batch repeat the same few policy numbers; converting
 -- each once (tonumber is strtod, visible in Redis's profile) is enough.
 local numcache = {}
@@ -205,10 +223,8 @@ local K -- the keys: KEYS, or taken from ARGV (below)
 local function decide(out, op, cost, nlimits, a, k)
   if op == 'r' then
     for i = 0, nlimits - 1 do redis.call('DEL', K[k + i]) end
-    -- Tell every daemon to drop its cached denials for this pair:
-    -- channel "<prefix>reset", message the hash tag "<action>:<escaped user>".
-    local prefix, tag = string.match(K[k], '^(.-){(.-)}')
-    if prefix then redis.call('PUBLISH', prefix .. 'reset', tag) end
+    -- every daemon drops its cached denials for this pair
+    redis.call('PUBLISH', ARGV[a + 4 * nlimits], ARGV[a + 4 * nlimits + 1])
     out[#out + 1] = 1; out[#out + 1] = 0; out[#out + 1] = 0
     out[#out + 1] = 0; out[#out + 1] = 0
     return
@@ -221,12 +237,8 @@ local function decide(out, op, cost, nlimits, a, k)
     local count = num(ARGV[a + 2])
     local period = num(ARGV[a + 3])
     a = a + 4
-    local r
-    if algo == 'f' then
-      r = funnel_check(K[k], capacity, count, period, cost)
-    else
-      r = sliding_check(K[k], count, period, cost)
-    end
+    local r = algos[algo].check(K[k], capacity, count, period, cost)
+    r.algo = algos[algo]
     k = k + 1
     checks[i] = r
     if not r.ok then all_ok = false end
@@ -236,9 +248,7 @@ local function decide(out, op, cost, nlimits, a, k)
   if all_ok then
     for i = 1, nlimits do
       local r = checks[i]
-      if op == 'a' then
-        if r.kind == 'f' then funnel_commit(r) else sliding_commit(r) end
-      end
+      if op == 'a' then r.algo.commit(r) end
       if not bind or r.remaining < bind.remaining then bind = r end
     end
   else
@@ -263,7 +273,7 @@ K = KEYS
 if #KEYS == 0 then
   -- keys follow the decisions' arguments
   local e = 3
-  for _ = 1, n do e = e + 3 + 4 * tonumber(ARGV[e + 2]) end
+  for _ = 1, n do e = e + decision_argc(e) end
   K = {}
   for i = e, #ARGV do K[#K + 1] = ARGV[i] end
 end
@@ -276,6 +286,7 @@ for _ = 1, n do
   local op = ARGV[a]
   local cost = num(ARGV[a + 1])
   local nlimits = num(ARGV[a + 2])
+  local argc = decision_argc(a)
   local before = #out
   -- A key of the wrong type (written by something else) fails only its own
   -- decision, not the whole batch. Checks run before any write, so a failed
@@ -307,7 +318,7 @@ for _ = 1, n do
     out[#out + 1] = code; out[#out + 1] = 0; out[#out + 1] = 0
     out[#out + 1] = 0; out[#out + 1] = 0
   end
-  a = a + 3 + 4 * nlimits
+  a = a + argc
   k = k + nlimits
 end
 if failure then out[#out + 1] = failure end

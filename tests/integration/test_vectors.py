@@ -9,6 +9,11 @@ import unittest
 from harness import SRCDIR, RedisServer
 
 
+# The script's name of each algorithm (src/redis_script.c's algo_arg), and
+# whether its policy line gives a capacity before the rate.
+ALGOS = {"sliding_window": ("s", False), "funnel": ("f", True)}
+
+
 def read_vectors(path):
     scenarios = []
     with open(path) as f:
@@ -18,16 +23,16 @@ def read_vectors(path):
                 continue
             if line.startswith("policy "):
                 tok = line.split()[1:]
-                algo = tok[0]
+                letter, has_capacity = ALGOS[tok[0]]
                 limits = []
-                if algo == "funnel":
+                if has_capacity:
                     cap = int(tok[1])
                     count, period = tok[2].split("/")
-                    limits.append(("f", cap, int(count), int(period)))
+                    limits.append((letter, cap, int(count), int(period)))
                 else:
                     for t in tok[1:]:
                         count, period = t.split("/")
-                        limits.append(("s", int(count), int(count), int(period)))
+                        limits.append((letter, int(count), int(count), int(period)))
                 scenarios.append((limits, []))
                 continue
             left, right = line.split("->")
@@ -59,6 +64,8 @@ class LuaVectors(unittest.TestCase):
                     args = [str(now), "1", op, str(cost), str(len(limits))]
                     for algo, cap, count, period in limits:
                         args += [algo, str(cap), str(count), str(period)]
+                    if op == "r":
+                        args += ["t:reset", "v%d:u" % n]  # the notice's channel, tag
                     got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
                     self.assertEqual(got, want, "vectors.txt:%d" % lineno)
                     checked += 1

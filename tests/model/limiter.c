@@ -138,6 +138,33 @@ static void funnel_commit(struct limiter_state *s, int64_t now, struct check *c)
 	c->reset = ceil_ms(c->new_tat - (double)now);
 }
 
+/* One limit's check: its numbers and, when it passes, what committing writes. */
+static void check_limit(enum policy_algo algo, const struct policy_limit *l,
+			const struct limiter_state *s, int64_t cost, int64_t now, struct check *c)
+{
+	switch (algo) {
+	case POLICY_SLIDING_WINDOW:
+		sliding_check(l, s, cost, now, c);
+		return;
+	case POLICY_FUNNEL:
+		funnel_check(l, s, cost, now, c);
+		return;
+	}
+}
+
+static int commit_limit(enum policy_algo algo, struct limiter_state *s, int64_t cost, int64_t now,
+			struct check *c)
+{
+	switch (algo) {
+	case POLICY_SLIDING_WINDOW:
+		return sliding_commit(s, cost, now, c);
+	case POLICY_FUNNEL:
+		funnel_commit(s, now, c);
+		return 0;
+	}
+	return -1;
+}
+
 int limiter_decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
 		   int64_t cost, int64_t now_us, struct limiter_result *out)
 {
@@ -153,10 +180,7 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 	int all_ok = 1;
 	for (int i = 0; i < p->nlimits; i++) {
 		memset(&checks[i], 0, sizeof(checks[i]));
-		if (p->algo == POLICY_FUNNEL)
-			funnel_check(&p->limits[i], &st[i], cost, now_us, &checks[i]);
-		else
-			sliding_check(&p->limits[i], &st[i], cost, now_us, &checks[i]);
+		check_limit(p->algo, &p->limits[i], &st[i], cost, now_us, &checks[i]);
 		if (!checks[i].ok)
 			all_ok = 0;
 	}
@@ -164,12 +188,8 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 	for (int i = 0; i < p->nlimits; i++) {
 		struct check *c = &checks[i];
 		if (all_ok) {
-			if (op == LIMITER_ALLOW) {
-				if (p->algo == POLICY_FUNNEL)
-					funnel_commit(&st[i], now_us, c);
-				else if (sliding_commit(&st[i], cost, now_us, c) < 0)
-					return -1;
-			}
+			if (op == LIMITER_ALLOW && commit_limit(p->algo, &st[i], cost, now_us, c) < 0)
+				return -1;
 			if (!bind || c->remaining < bind->remaining)
 				bind = c;
 		} else if (!c->ok) {

@@ -40,9 +40,11 @@ static inline int vectors_read(const char *path, void (*on_policy)(const struct 
 			p.on_store_error = POLICY_ON_ERROR_INHERIT;
 			char *save = NULL;
 			char *tok = strtok_r(line + 7, " \n", &save);
-			p.algo = strcmp(tok, "funnel") == 0 ? POLICY_FUNNEL : POLICY_SLIDING_WINDOW;
+			if (!tok || policy_algo_parse(tok, strlen(tok), &p.algo) < 0)
+				goto bad;
+			int rate = policy_algo_shape(p.algo) == POLICY_SHAPE_RATE;
 			long long cap = 0;
-			if (p.algo == POLICY_FUNNEL)
+			if (rate)
 				cap = atoll(strtok_r(NULL, " \n", &save));
 			while ((tok = strtok_r(NULL, " \n", &save))) {
 				long long count, period;
@@ -51,7 +53,7 @@ static inline int vectors_read(const char *path, void (*on_policy)(const struct 
 				struct policy_limit *l = &p.limits[p.nlimits++];
 				l->count = count;
 				l->period_ms = period;
-				l->capacity = p.algo == POLICY_FUNNEL ? cap : count;
+				l->capacity = rate ? cap : count;
 			}
 			on_policy(&p, arg);
 			continue;
