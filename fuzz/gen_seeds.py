@@ -110,6 +110,11 @@ CONFIGS = {
                    "    on_store_error: error\n",
     "all-units.yaml": "redis: {timeout: 60s}\npolicies:\n  a: [1/1ms, 2/1s, 3/1m, 4/1h, 5/1d, 6/366d]\n",
     "limits-string.yaml": "policies:\n  c: {limits: 5/60s}\n",
+    "windows.yaml": "request_timeout: 250ms\npolicies:\n"
+                    "  api: {algorithm: sliding_window_counter, limits: [1000000000/1h, 10/1ms]}\n"
+                    "  s: {algorithm: fixed_window, limits: [100/1s, 20000/1d], on_store_error: deny}\n",
+    "windows-bad.yaml": "policies:\n  a: {algorithm: fixed_window, capacity: 3, rate: 1/1s}\n"
+                        "  b: {algorithm: sliding_window_counter, limits: [1/1s, 2/1000ms]}\n",
     "eight-limits.yaml": "policies:\n  p: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s]\n",
     "nine-limits.yaml": "policies:\n  p: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s, 1/9s]\n",
     "same-window.yaml": "policies:\n  p: [3/1s, 20/1000ms]\n",

@@ -731,7 +731,7 @@ static int set_rate(struct yparser *P, const struct ykey *k, void *dst)
 }
 
 /* What an algorithm key may say, for its error message. */
-#define ALGO_NAMES "sliding_window or funnel"
+#define ALGO_NAMES "sliding_window, sliding_window_counter, fixed_window or funnel"
 
 static int set_algorithm(struct yparser *P, const struct ykey *k, void *dst)
 {

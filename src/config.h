@@ -105,8 +105,8 @@ struct config {
 	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
 	/* a request begun must be whole within this (slow senders, slowloris) */
 	int64_t request_timeout_ms;
-	int log_level;		 /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
-	char *metrics_listen;	 /* "host:port" of the HTTP metrics endpoint, or NULL */
+	int log_level;	      /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
+	char *metrics_listen; /* "host:port" of the HTTP metrics endpoint, or NULL */
 	struct config_throttle throttle;
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;

@@ -53,6 +53,14 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 		out[n++] = 's';
 		n += decimal_put(out + n, (uint64_t)p->limits[index].period_ms);
 		break;
+	case POLICY_FIXED_WINDOW:
+		out[n++] = 'w';
+		n += decimal_put(out + n, (uint64_t)p->limits[index].period_ms);
+		break;
+	case POLICY_SLIDING_COUNTER:
+		out[n++] = 'c';
+		n += decimal_put(out + n, (uint64_t)p->limits[index].period_ms);
+		break;
 	}
 	return n;
 }

@@ -275,7 +275,8 @@ int policy_validate(const struct policy *p, const char **err)
 		}
 		if (l->count > policy_algo_max_count(p->algo)) {
 			*err = "a sliding_window limit allows at most 100000 per window "
-			       "(its log keeps one entry per unit); use a funnel";
+			       "(its log keeps one entry per unit); use sliding_window_counter, "
+			       "fixed_window or a funnel";
 			return -1;
 		}
 		if (policy_algo_shape(p->algo) == POLICY_SHAPE_WINDOWS) {
@@ -323,6 +324,10 @@ const char *policy_algo_name(enum policy_algo a)
 		return "sliding_window";
 	case POLICY_FUNNEL:
 		return "funnel";
+	case POLICY_FIXED_WINDOW:
+		return "fixed_window";
+	case POLICY_SLIDING_COUNTER:
+		return "sliding_window_counter";
 	}
 	return "?";
 }
@@ -343,6 +348,8 @@ enum policy_shape policy_algo_shape(enum policy_algo a)
 {
 	switch (a) {
 	case POLICY_SLIDING_WINDOW:
+	case POLICY_FIXED_WINDOW:
+	case POLICY_SLIDING_COUNTER:
 		break;
 	case POLICY_FUNNEL:
 		return POLICY_SHAPE_RATE;
@@ -356,6 +363,8 @@ int64_t policy_algo_max_count(enum policy_algo a)
 	case POLICY_SLIDING_WINDOW:
 		return POLICY_SLIDING_MAX_COUNT;
 	case POLICY_FUNNEL:
+	case POLICY_FIXED_WINDOW:
+	case POLICY_SLIDING_COUNTER:
 		break;
 	}
 	return POLICY_MAX_COUNT;
@@ -373,6 +382,8 @@ int64_t policy_window_ms(const struct policy *p, int64_t limit)
 	case POLICY_FUNNEL:
 		return l->count > 0 ? l->capacity * l->period_ms / l->count : l->period_ms;
 	case POLICY_SLIDING_WINDOW:
+	case POLICY_FIXED_WINDOW:
+	case POLICY_SLIDING_COUNTER:
 		break;
 	}
 	return l->period_ms;

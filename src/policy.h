@@ -21,10 +21,12 @@
  * and its function in src/lua/ratelimit.lua.
  */
 enum policy_algo {
-	POLICY_SLIDING_WINDOW, /* exact sliding log */
-	POLICY_FUNNEL,	       /* GCRA */
+	POLICY_SLIDING_WINDOW,	/* exact sliding log */
+	POLICY_FUNNEL,		/* GCRA */
+	POLICY_FIXED_WINDOW,	/* a counter per window aligned to the clock */
+	POLICY_SLIDING_COUNTER, /* two fixed windows, the older one weighted */
 };
-#define POLICY_ALGO_N (POLICY_FUNNEL + 1)
+#define POLICY_ALGO_N (POLICY_SLIDING_COUNTER + 1)
 
 /* How an algorithm's limits are written in a policy. */
 enum policy_shape {

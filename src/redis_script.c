@@ -10,8 +10,7 @@
 size_t redis_script_argv_max(int max_batch)
 {
 	/* EVALSHA sha numkeys 0 n, then per decision its keys and arguments */
-	return 5 + (size_t)max_batch *
-			   (POLICY_MAX_LIMITS + REDIS_SCRIPT_DECISION_ARGC_MAX);
+	return 5 + (size_t)max_batch * (POLICY_MAX_LIMITS + REDIS_SCRIPT_DECISION_ARGC_MAX);
 }
 
 size_t redis_script_arena_size(int max_batch)
@@ -77,6 +76,10 @@ static const char *algo_arg(enum policy_algo a)
 		return "s";
 	case POLICY_FUNNEL:
 		return "f";
+	case POLICY_FIXED_WINDOW:
+		return "w";
+	case POLICY_SLIDING_COUNTER:
+		return "c";
 	}
 	return "?";
 }

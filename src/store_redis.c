@@ -863,8 +863,8 @@ static void redis_watch_resets(struct store *base, const char *prefix, store_res
 		log_error("out of memory: RESET notices from other daemons are not followed");
 		return;
 	}
-	channel[keys_reset_channel(channel, prefix, plen < KEYS_PREFIX_MAX ? plen : KEYS_PREFIX_MAX)] =
-		'\0';
+	channel[keys_reset_channel(channel, prefix,
+				   plen < KEYS_PREFIX_MAX ? plen : KEYS_PREFIX_MAX)] = '\0';
 	redis_learn_prefix(s, prefix, strlen(prefix));
 	s->on_reset = fn;
 	s->on_reset_arg = arg;

@@ -192,6 +192,138 @@ local function funnel_commit(r)
   r.reset = ceil_ms(r.new_tat - now)
 end
 
+-- The number of the fixed window of `period` us holding now: windows start at
+-- multiples of the period in Redis's clock. (Products of integers below 2^53
+-- are exact, so the floor is corrected rather than trusted.)
+local function window_of(period)
+  local idx = floor(now / period)
+  if idx * period > now then
+    idx = idx - 1
+  elseif (idx + 1) * period <= now then
+    idx = idx + 1
+  end
+  return idx
+end
+
+-- The numbers of a window key's value "<window number>:<n>[:<n>]", or nil
+-- (no key, or not a value this script writes).
+local function window_value(key)
+  local v = redis.call('GET', key)
+  if not v then return nil end
+  local i, a, b = string.match(v, '^(%d+):(%d+):?(%d*)$')
+  if not i then return nil end
+  return tonumber(i), tonumber(a), tonumber(b) or 0
+end
+
+-- Fixed window: the units allowed in the current window, aligned to the
+-- period in Redis's clock (the seeds' INCR + EXPIRE). The value carries its
+-- window's number, so a count is never read in a later window, whenever
+-- Redis happens to drop the key (its expiry is only for memory).
+local function fixed_check(key, _, count, period_ms, cost)
+  local period = period_ms * 1000
+  local idx = window_of(period)
+  local used = 0
+  local i, c = window_value(key)
+  if i == idx then used = c end
+  local to_end = ceil_ms((idx + 1) * period - now)
+  local r = {key = key, limit = count, used = used, cost = cost, idx = idx, to_end = to_end}
+  if cost > count then
+    r.ok = false
+    r.retry = -1
+  elseif used + cost <= count then
+    r.ok = true
+    r.retry = 0
+  else
+    r.ok = false
+    r.retry = to_end
+  end
+  r.remaining = count - used
+  if used > 0 then r.reset = to_end else r.reset = 0 end
+  return r
+end
+
+local function fixed_commit(r)
+  local used = r.used + r.cost
+  redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(used), 'PX', r.to_end)
+  r.remaining = r.limit - used
+  r.reset = r.to_end
+end
+
+-- Sliding window counter: the units of the current fixed window (cur) and of
+-- the one before (prev), which counts for the part of it still inside the
+-- sliding window that ends now: estimate = cur + weighted(prev, e), e the
+-- whole ms elapsed in the current window. O(1) state for any count.
+local function weighted(n, p, e)
+  return floor(n * (p - e) / p)
+end
+
+-- The first ms e in [lo, p) of a window at which weighted(n, p, e) <= k, or
+-- p when there is none (weighted only falls as e grows: a binary search).
+local function first_ms(n, p, k, lo)
+  if weighted(n, p, lo) <= k then return lo end
+  if weighted(n, p, p - 1) > k then return p end
+  local a, b = lo, p - 1
+  while b - a > 1 do
+    local m = floor((a + b) / 2)
+    if weighted(n, p, m) <= k then b = m else a = m end
+  end
+  return b
+end
+
+-- ms from now until the estimate, with cur units in the current window, is
+-- at most k: later in this window as prev fades, else in the next (where cur
+-- is the previous window), else in the one after, when both are gone.
+local function counter_wait(r, cur, k)
+  local at -- us from the current window's start
+  if cur <= k then
+    local e = first_ms(r.prev, r.p, k - cur, r.e)
+    if e < r.p then at = e * 1000 end
+  end
+  if not at then
+    local e = first_ms(cur, r.p, k, 0)
+    if e < r.p then at = r.period + e * 1000 else at = 2 * r.period end
+  end
+  return ceil_ms(r.start + at - now)
+end
+
+local function counter_check(key, _, count, period_ms, cost)
+  local period = period_ms * 1000
+  local idx = window_of(period)
+  local cur, prev = 0, 0
+  local i, c, p = window_value(key)
+  if i == idx then
+    cur, prev = c, p
+  elseif i == idx - 1 then
+    prev = c
+  end
+  local start = idx * period
+  local e = floor((now - start) / 1000)
+  local est = cur + weighted(prev, period_ms, e)
+  local r = {key = key, limit = count, cur = cur, prev = prev, cost = cost, idx = idx,
+             start = start, period = period, p = period_ms, e = e, est = est}
+  if cost > count then
+    r.ok = false
+    r.retry = -1
+  elseif est + cost <= count then
+    r.ok = true
+    r.retry = 0
+  else
+    r.ok = false
+    r.retry = counter_wait(r, cur, count - cost)
+  end
+  r.remaining = max(0, count - est)
+  r.reset = counter_wait(r, cur, 0)
+  return r
+end
+
+local function counter_commit(r)
+  local cur = r.cur + r.cost
+  redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'PX',
+             ceil_ms(r.start + 2 * r.period - now))
+  r.remaining = max(0, r.limit - r.est - r.cost)
+  r.reset = counter_wait(r, cur, 0)
+end
+
 -- The algorithms, by the name the daemon sends (src/redis_script.c). check
 -- reads a limit's state and returns r: r.ok, r.limit, r.remaining, r.retry,
 -- r.reset; commit(r) charges the units, only when every limit passed, and
@@ -199,6 +331,8 @@ end
 local algos = {
   s = {check = sliding_check, commit = sliding_commit},
   f = {check = funnel_check, commit = funnel_commit},
+  w = {check = fixed_check, commit = fixed_commit},
+  c = {check = counter_check, commit = counter_commit},
 }
 
 -- How many ARGV a decision starting at ARGV[a] takes.

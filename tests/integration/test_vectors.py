@@ -11,7 +11,8 @@ from harness import SRCDIR, RedisServer
 
 # The script's name of each algorithm (src/redis_script.c's algo_arg), and
 # whether its policy line gives a capacity before the rate.
-ALGOS = {"sliding_window": ("s", False), "funnel": ("f", True)}
+ALGOS = {"sliding_window": ("s", False), "funnel": ("f", True),
+         "fixed_window": ("w", False), "sliding_window_counter": ("c", False)}
 
 
 def read_vectors(path):
@@ -70,6 +71,36 @@ class LuaVectors(unittest.TestCase):
                     self.assertEqual(got, want, "vectors.txt:%d" % lineno)
                     checked += 1
         self.assertGreater(checked, 50)
+
+    def test_counter_bounds_in_redis(self):
+        """sliding_window_counter in a real Redis, time injected: a client
+        steadily at 90% of the rate is never denied, and random traffic at
+        twice the rate never gets more than the limit in a window aligned to
+        the counter's buckets. (60 s windows: a key's real TTL outlives any
+        pause of the test.)"""
+        import random
+        limit, period_us = 20, 60000000
+        t0 = 1800000000000000 // period_us * period_us + period_us
+        with self.redis.resp() as r:
+            sha = r.call("SCRIPT", "LOAD", self.script)
+
+            def allow(key, now):
+                return r.call("EVALSHA", sha, "1", key, str(now), "1", "a", "1", "1",
+                              "c", str(limit), str(limit), "60000")
+            gap = period_us * 10 // (9 * limit)  # 90% of the rate
+            denied = [t for t in range(t0, t0 + 40 * period_us, gap)
+                      if allow("p:{steady}:c60000", t)[0] != 1]
+            self.assertEqual(denied, [], "a client at 90% of the rate was denied")
+            rnd = random.Random(7)
+            per_window, now = {}, t0
+            for _ in range(2000):
+                now += rnd.randrange(0, period_us // limit)  # about twice the rate
+                if allow("p:{random}:c60000", now)[0] == 1:
+                    w = now // period_us
+                    per_window[w] = per_window.get(w, 0) + 1
+            self.assertGreater(len(per_window), 30)
+            self.assertLessEqual(max(per_window.values()), limit, per_window)
+            self.assertGreaterEqual(sum(per_window.values()), 0.8 * limit * len(per_window))
 
     def test_batch_matches_single(self):
         """Several decisions in one call decide as they would one by one."""

@@ -23,6 +23,8 @@ struct check {
 	/* funnel */
 	double new_tat;
 	int64_t after_remaining;
+	/* fixed window, counter */
+	int64_t cost, idx, to_end, cur, prev, start, period, p, e, est;
 };
 
 static int64_t min64(int64_t a, int64_t b)
@@ -138,6 +140,131 @@ static void funnel_commit(struct limiter_state *s, int64_t now, struct check *c)
 	c->reset = ceil_ms(c->new_tat - (double)now);
 }
 
+/* The number of the window of `period` us holding now (aligned to the clock). */
+static int64_t window_of(int64_t now, int64_t period)
+{
+	return now / period;
+}
+
+static void fixed_check(const struct policy_limit *l, const struct limiter_state *s, int64_t cost,
+			int64_t now, struct check *c)
+{
+	int64_t period = l->period_ms * 1000;
+	int64_t idx = window_of(now, period);
+	int64_t used = s->has_window && s->window == idx ? s->n : 0;
+	c->to_end = ceil_ms((double)((idx + 1) * period - now));
+	c->limit = l->count;
+	c->used = used;
+	c->cost = cost;
+	c->idx = idx;
+	if (cost > l->count) {
+		c->ok = 0;
+		c->retry = -1;
+	} else if (used + cost <= l->count) {
+		c->ok = 1;
+		c->retry = 0;
+	} else {
+		c->ok = 0;
+		c->retry = c->to_end;
+	}
+	c->remaining = l->count - used;
+	c->reset = used > 0 ? c->to_end : 0;
+}
+
+static void fixed_commit(struct limiter_state *s, struct check *c)
+{
+	s->has_window = 1;
+	s->window = c->idx;
+	s->n = c->used + c->cost;
+	c->remaining = c->limit - s->n;
+	c->reset = c->to_end;
+}
+
+/* The script's floor(n * (p - e) / p), in the same doubles. */
+static int64_t weighted(int64_t n, int64_t p, int64_t e)
+{
+	return (int64_t)floor((double)n * (double)(p - e) / (double)p);
+}
+
+static int64_t first_ms(int64_t n, int64_t p, int64_t k, int64_t lo)
+{
+	if (weighted(n, p, lo) <= k)
+		return lo;
+	if (weighted(n, p, p - 1) > k)
+		return p;
+	int64_t a = lo, b = p - 1;
+	while (b - a > 1) {
+		int64_t m = (a + b) / 2;
+		if (weighted(n, p, m) <= k)
+			b = m;
+		else
+			a = m;
+	}
+	return b;
+}
+
+static int64_t counter_wait(const struct check *c, int64_t cur, int64_t k, int64_t now)
+{
+	int64_t at = -1;
+	if (cur <= k) {
+		int64_t e = first_ms(c->prev, c->p, k - cur, c->e);
+		if (e < c->p)
+			at = e * 1000;
+	}
+	if (at < 0) {
+		int64_t e = first_ms(cur, c->p, k, 0);
+		at = e < c->p ? c->period + e * 1000 : 2 * c->period;
+	}
+	return ceil_ms((double)(c->start + at - now));
+}
+
+static void counter_check(const struct policy_limit *l, const struct limiter_state *s, int64_t cost,
+			  int64_t now, struct check *c)
+{
+	int64_t period = l->period_ms * 1000;
+	int64_t idx = window_of(now, period);
+	int64_t cur = 0, prev = 0;
+	if (s->has_window && s->window == idx) {
+		cur = s->n;
+		prev = s->prev;
+	} else if (s->has_window && s->window == idx - 1) {
+		prev = s->n;
+	}
+	c->limit = l->count;
+	c->cur = cur;
+	c->prev = prev;
+	c->cost = cost;
+	c->idx = idx;
+	c->start = idx * period;
+	c->period = period;
+	c->p = l->period_ms;
+	c->e = (now - c->start) / 1000;
+	c->est = cur + weighted(prev, c->p, c->e);
+	if (cost > l->count) {
+		c->ok = 0;
+		c->retry = -1;
+	} else if (c->est + cost <= l->count) {
+		c->ok = 1;
+		c->retry = 0;
+	} else {
+		c->ok = 0;
+		c->retry = counter_wait(c, cur, l->count - cost, now);
+	}
+	c->remaining = l->count - c->est > 0 ? l->count - c->est : 0;
+	c->reset = counter_wait(c, cur, 0, now);
+}
+
+static void counter_commit(struct limiter_state *s, int64_t now, struct check *c)
+{
+	s->has_window = 1;
+	s->window = c->idx;
+	s->n = c->cur + c->cost;
+	s->prev = c->prev;
+	int64_t left = c->limit - c->est - c->cost;
+	c->remaining = left > 0 ? left : 0;
+	c->reset = counter_wait(c, s->n, 0, now);
+}
+
 /* One limit's check: its numbers and, when it passes, what committing writes. */
 static void check_limit(enum policy_algo algo, const struct policy_limit *l,
 			const struct limiter_state *s, int64_t cost, int64_t now, struct check *c)
@@ -148,6 +275,12 @@ static void check_limit(enum policy_algo algo, const struct policy_limit *l,
 		return;
 	case POLICY_FUNNEL:
 		funnel_check(l, s, cost, now, c);
+		return;
+	case POLICY_FIXED_WINDOW:
+		fixed_check(l, s, cost, now, c);
+		return;
+	case POLICY_SLIDING_COUNTER:
+		counter_check(l, s, cost, now, c);
 		return;
 	}
 }
@@ -161,6 +294,12 @@ static int commit_limit(enum policy_algo algo, struct limiter_state *s, int64_t 
 	case POLICY_FUNNEL:
 		funnel_commit(s, now, c);
 		return 0;
+	case POLICY_FIXED_WINDOW:
+		fixed_commit(s, c);
+		return 0;
+	case POLICY_SLIDING_COUNTER:
+		counter_commit(s, now, c);
+		return 0;
 	}
 	return -1;
 }
@@ -173,6 +312,7 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 		for (int i = 0; i < p->nlimits; i++) {
 			st[i].tat_us = 0;
 			st[i].nlog = 0;
+			st[i].has_window = 0;
 		}
 		*out = (struct limiter_result){.allowed = 1};
 		return 0;
@@ -188,7 +328,8 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 	for (int i = 0; i < p->nlimits; i++) {
 		struct check *c = &checks[i];
 		if (all_ok) {
-			if (op == LIMITER_ALLOW && commit_limit(p->algo, &st[i], cost, now_us, c) < 0)
+			if (op == LIMITER_ALLOW &&
+			    commit_limit(p->algo, &st[i], cost, now_us, c) < 0)
 				return -1;
 			if (!bind || c->remaining < bind->remaining)
 				bind = c;

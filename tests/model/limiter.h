@@ -20,11 +20,14 @@ struct limiter_result {
 	int64_t reset_ms;
 };
 
-/* The state of one limit: a funnel's TAT, or a sliding window's log. */
+/* The state of one limit: a funnel's TAT, a sliding window's log, or a
+ * window key's value "<window>:<n>[:<n>]" (fixed window, counter). */
 struct limiter_state {
 	double tat_us; /* funnel; 0 = empty */
 	int64_t *log;  /* sliding window: one score (us) per unit, ascending */
 	size_t nlog, caplog;
+	int has_window; /* fixed window and counter: the key exists */
+	int64_t window, n, prev;
 };
 
 /*

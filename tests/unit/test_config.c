@@ -221,7 +221,19 @@ static const struct {
 	 "t.yaml:2:22: policies.a.limits: expected a rate such as 5/60s"},
 	/* bad algorithm */
 	{"policies:\n  a: {algorithm: token_bucket, limits: 1/1s}\n",
-	 "t.yaml:2:18: policies.a.algorithm: must be sliding_window or funnel"},
+	 "t.yaml:2:18: policies.a.algorithm: must be sliding_window, sliding_window_counter, "
+	 "fixed_window or funnel"},
+	{"policies:\n  a: {algorithm: fixed_window, limits: 1000000001/1h}\n",
+	 "t.yaml:2:40: policies.a.limits: rate count must be an integer from 1 to 1000000000"},
+	{"policies:\n  a: {algorithm: sliding_window_counter, capacity: 5, limits: 1/1s}\n",
+	 "t.yaml:2:42: policies.a.capacity: only a funnel has a capacity (algorithm: funnel)"},
+	{"policies:\n  a: {algorithm: fixed_window, rate: 1/1s}\n",
+	 "t.yaml:2:32: policies.a.rate: only a funnel has a rate; a fixed_window takes limits"},
+	{"policies:\n  a: {algorithm: sliding_window_counter}\n",
+	 "t.yaml:2:6: policies.a: a sliding_window_counter needs limits"},
+	{"policies:\n  a: {algorithm: fixed_window, limits: [1/1s, 2/1000ms]}\n",
+	 "t.yaml:2:47: policies.a: two limits of one policy have the same window"},
+
 	/* bad policy names */
 	{"policies:\n  a b: 1/1s\n",
 	 "t.yaml:2:3: policy name must be 1 to 64 characters of A-Z a-z 0-9 _ . -"},
@@ -250,7 +262,7 @@ static const struct {
 	 "t.yaml:2:21: policies.a: two limits of one policy have the same window"},
 	{"policies:\n  a: 100001/1h\n",
 	 "t.yaml:2:6: policies.a: a sliding_window limit allows at most 100000 per window "
-	 "(its log keeps one entry per unit); use a funnel"},
+	 "(its log keeps one entry per unit); use sliding_window_counter, fixed_window or a funnel"},
 	{"policies:\n  a: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s, 1/9s]\n",
 	 "t.yaml:2:55: policies.a: too many limits (at most 8)"},
 	/* on_store_error */

@@ -112,6 +112,116 @@ START_TEST(test_funnel_rate)
 }
 END_TEST
 
+/*
+ * Requests every `gap_us` (plus up to `jitter_us` more, seeded) against a
+ * sliding_window_counter of `limit` per `period_ms`, for `windows` windows.
+ * Checks that no window aligned to the counter's own buckets ever allows
+ * more than `limit`, and measures the most allowed in any sliding window
+ * (ending at an allowed request) and the share denied.
+ */
+struct counter_run {
+	int64_t allowed, denied, max_aligned, max_sliding;
+};
+
+static struct counter_run counter_traffic(int64_t limit, int64_t period_ms, int64_t gap_us,
+					  int64_t jitter_us, int64_t burst, int windows,
+					  unsigned seed)
+{
+	struct policy p = make(POLICY_SLIDING_COUNTER, limit, limit, period_ms);
+	struct limiter_state st[1];
+	memset(st, 0, sizeof(st));
+	struct counter_run r = {0};
+	int64_t period = period_ms * 1000, start = 1800000000000LL;
+	int64_t cap = limit * (windows + 2) * 4 + 16;
+	int64_t *at = malloc((size_t)cap * sizeof(*at));
+	ck_assert_ptr_nonnull(at);
+	int64_t n = 0, first = 0, cur_window = -1, in_window = 0;
+	srand(seed);
+	for (int64_t now = start; now < start + windows * period;) {
+		for (int64_t b = 0; b < burst; b++) {
+			struct limiter_result res;
+			ck_assert_int_eq(limiter_decide(&p, st, LIMITER_ALLOW, 1, now, &res), 0);
+			if (!res.allowed) {
+				r.denied++;
+				ck_assert_int_gt(res.retry_after_ms, 0);
+				continue;
+			}
+			r.allowed++;
+			if (now / period != cur_window) {
+				cur_window = now / period;
+				in_window = 0;
+			}
+			if (++in_window > r.max_aligned)
+				r.max_aligned = in_window;
+			ck_assert_int_lt(n, cap);
+			at[n++] = now;
+			while (at[first] <= now - period)
+				first++;
+			if (n - first > r.max_sliding)
+				r.max_sliding = n - first;
+		}
+		now += gap_us + (jitter_us ? rand() % jitter_us : 0);
+	}
+	free(at);
+	return r;
+}
+
+/* sliding_window_counter: never more than the limit in a window aligned to
+ * its buckets; a client at 90% of the rate is never denied; what any
+ * sliding window can see (docs/algorithms.md quotes these figures). */
+START_TEST(test_counter_bounds)
+{
+	/* 100 per second; steady at 90 a second, with and without jitter */
+	struct counter_run r = counter_traffic(100, 1000, 11111, 0, 1, 200, 1);
+	ck_assert_int_eq(r.denied, 0);
+	ck_assert_int_le(r.max_aligned, 100);
+	r = counter_traffic(100, 1000, 10000, 2222, 1, 200, 2);
+	ck_assert_int_eq(r.denied, 0);
+	/* exactly the rate, evenly spaced */
+	r = counter_traffic(100, 1000, 10000, 0, 1, 200, 3);
+	printf("counter 100/1s at exactly the rate: %lld allowed, %lld denied (%.1f%%), "
+	       "most in a sliding second %lld\n",
+	       (long long)r.allowed, (long long)r.denied,
+	       100.0 * (double)r.denied / (double)(r.allowed + r.denied), (long long)r.max_sliding);
+	ck_assert_int_le(r.max_aligned, 100);
+	/* random traffic from half to 3x the rate, and bursts of 50 */
+	int64_t worst = 0;
+	for (unsigned seed = 10; seed < 40; seed++) {
+		int64_t gap = 3333 + (int64_t)(seed % 6) * 3333;
+		if (seed % 3 == 0) /* bursts of 50, about 1.4 times the rate */
+			r = counter_traffic(100, 1000, 200000, 300000, 50, 100, seed);
+		else /* single requests, from half to 3 times the rate */
+			r = counter_traffic(100, 1000, gap / 2, gap, 1, 100, seed);
+		ck_assert_int_le(r.max_aligned, 100);
+		if (r.max_sliding > worst)
+			worst = r.max_sliding;
+	}
+	printf("counter 100/1s, random and bursty traffic (30 runs): at most %lld in any "
+	       "sliding second\n",
+	       (long long)worst);
+	ck_assert_int_le(worst, 200);
+	/* the worst case: a full window's worth at the very end of one window,
+	 * then a request every millisecond through the next one */
+	struct policy p = make(POLICY_SLIDING_COUNTER, 100, 100, 1000);
+	struct limiter_state st[1];
+	memset(st, 0, sizeof(st));
+	int64_t start = 1800000000000LL, in_next = 0;
+	struct limiter_result res;
+	for (int i = 0; i < 100; i++) {
+		limiter_decide(&p, st, LIMITER_ALLOW, 1, start + 999000, &res);
+		ck_assert_int_eq(res.allowed, 1);
+	}
+	for (int64_t ms = 0; ms < 999; ms++) {
+		limiter_decide(&p, st, LIMITER_ALLOW, 1, start + 1000000 + ms * 1000, &res);
+		in_next += res.allowed;
+	}
+	printf("counter 100/1s, 100 at the end of one window then one every ms: %lld more "
+	       "pass in the next, so %lld in the sliding second ending at 1.998 s\n",
+	       (long long)in_next, (long long)(100 + in_next));
+	ck_assert_int_le(100 + in_next, 200); /* two aligned windows, each at most 100 */
+}
+END_TEST
+
 START_TEST(test_peek_consumes_nothing)
 {
 	struct policy p = make(POLICY_SLIDING_WINDOW, 2, 2, 1000);
@@ -138,6 +248,8 @@ int main(void)
 	tcase_add_test(tc, test_sliding_never_exceeds);
 	tcase_add_test(tc, test_funnel_rate);
 	tcase_add_test(tc, test_peek_consumes_nothing);
+	tcase_add_test(tc, test_counter_bounds);
+	tcase_set_timeout(tc, 60); /* the counter's traffic runs, under ASan too */
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
