@@ -51,11 +51,50 @@ static void reply(struct cmd_slot *slot, enum cmd_reply kind)
 	finish(slot);
 }
 
+/*
+ * Shadow mode: a denial is counted (per action) and logged, at most one line
+ * a second with how many were not, and answered ALLOWED. The user is shown
+ * printable and cut short: it comes from the client.
+ */
+static void shadow_denied(struct cmd_slot *slot)
+{
+	static uint64_t last_us;
+	static unsigned long long quiet;
+	const struct policy *p = slot->policy;
+	const char *user = slot->user;
+	size_t user_len = slot->user_len;
+	stats_count_shadow(slot->cfg, p); /* cfg is NULL for a cached denial: found by name */
+	uint64_t now = clock_mono_us();
+	if (last_us && now - last_us < 1000000) {
+		quiet++;
+		return;
+	}
+	char who[65];
+	size_t n = 0;
+	for (size_t i = 0; i < user_len && n < sizeof(who) - 1; i++)
+		who[n++] = user[i] > 0x20 && user[i] < 0x7f ? user[i] : '?';
+	who[n] = '\0';
+	if (quiet)
+		log_info("shadow: %s would be denied for %s%s (and %llu other shadow "
+			 "denials in the last second or more)",
+			 p->name, who, user_len > n ? "..." : "", quiet);
+	else
+		log_info("shadow: %s would be denied for %s%s", p->name, who,
+			 user_len > n ? "..." : "");
+	last_us = now;
+	quiet = 0;
+}
+
 static void reply_decision(struct cmd_slot *slot, int allowed, int64_t limit, int64_t remaining,
 			   int64_t retry_after_ms, int64_t reset_ms)
 {
 	struct cmd_result *r = &slot->res;
 	const struct policy *p = slot->policy;
+	if (!allowed && slot->shadow) {
+		shadow_denied(slot);
+		allowed = 1;
+		retry_after_ms = 0;
+	}
 	r->window_ms = policy_window_ms(p, limit);
 	memcpy(r->action, p->name, p->name_len);
 	r->action[p->name_len] = '\0';
@@ -176,6 +215,11 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	slot->op = op;
 	slot->deny = NULL;
 	slot->sent_us = clock_mono_us();
+	slot->shadow = op != STORE_RESET && !slot->own_policy && config_shadow(cfg, p);
+	if (slot->shadow) {
+		slot->user_len = pc->user_len;
+		memcpy(slot->user, pc->user, pc->user_len);
+	}
 	/* The cache is only safe while every daemon's RESETs reach us; a
 	 * throttle's limit comes with each request, so a denial under one
 	 * request's limit says nothing of the next one's. */

@@ -116,6 +116,7 @@ struct cmd_slot {
 	size_t user_len;
 	char user[KEYS_USER_MAX];
 	int own_policy;		       /* policy is throttle_policy, not cfg's */
+	int shadow;		       /* answer a denial ALLOWED (shadow mode) */
 	struct policy throttle_policy; /* CMD_THROTTLE's, built from the request */
 	void (*complete)(struct cmd_slot *slot);
 };

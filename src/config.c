@@ -60,6 +60,7 @@ struct policy_form {
 	int64_t capacity;
 	struct rate rate;
 	enum policy_on_error on_error;
+	int shadow;
 };
 
 
@@ -744,7 +745,7 @@ static int set_algorithm(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-enum { PK_ALGORITHM, PK_LIMITS, PK_CAPACITY, PK_RATE, PK_ON_ERROR, PK_N };
+enum { PK_ALGORITHM, PK_LIMITS, PK_CAPACITY, PK_RATE, PK_ON_ERROR, PK_SHADOW, PK_N };
 
 static const struct ykey policy_keys[PK_N] = {
 	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0,
@@ -753,6 +754,8 @@ static const struct ykey policy_keys[PK_N] = {
 	[PK_CAPACITY] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
 			 POLICY_MAX_COUNT, YP_RELOAD, NULL},
 	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_RELOAD, NULL},
+	[PK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct policy_form, shadow), 0, 0, YP_RELOAD,
+		       NULL},
 	[PK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct policy_form, on_error), 0,
 			 0, YP_RELOAD, NULL},
 };
@@ -803,6 +806,7 @@ static int parse_policy(struct yparser *P, struct policy *p, const char *name)
 	memset(&f, 0, sizeof(f));
 	f.algo = POLICY_SLIDING_WINDOW;
 	f.on_error = POLICY_ON_ERROR_INHERIT;
+	f.shadow = -1;
 	/* The short forms are the limits key of the mapping form. */
 	struct ykey limits = policy_keys[PK_LIMITS];
 	limits.name = name;
@@ -812,6 +816,7 @@ static int parse_policy(struct yparser *P, struct policy *p, const char *name)
 		return -1;
 	p->algo = f.algo;
 	p->on_store_error = f.on_error;
+	p->shadow = f.shadow;
 	memcpy(p->limits, f.limits, sizeof(p->limits));
 	/* Validate one limit at a time so a bad or repeated window is reported
 	 * at the rate that introduced it. */
@@ -915,6 +920,7 @@ enum {
 	TK_LOG_LEVEL,
 	TK_METRICS,
 	TK_THROTTLE,
+	TK_SHADOW,
 	TK_POLICIES,
 	TK_N
 };
@@ -939,6 +945,8 @@ static const struct ykey top_keys[TK_N] = {
 	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0,
 			  YP_RELOAD, NULL},
 	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_RELOAD, NULL},
+	[TK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct config, shadow), 0, 0, YP_RELOAD,
+		       NULL},
 	[TK_THROTTLE] = {"throttle", set_throttle, offsetof(struct config, throttle), 0, 0,
 			 YP_RELOAD, NULL},
 	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_RELOAD, NULL},
@@ -1175,6 +1183,13 @@ const struct policy *config_find_policy(const struct config *c, const char *name
 			hi = mid;
 	}
 	return NULL;
+}
+
+int config_shadow(const struct config *c, const struct policy *p)
+{
+	if (p && p->shadow >= 0)
+		return p->shadow;
+	return c->shadow;
 }
 
 enum policy_on_error config_on_error(const struct config *c, const struct policy *p)

@@ -103,6 +103,7 @@ struct config {
 	size_t max_line;
 	int max_clients;
 	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
+	int shadow;		 /* every policy in shadow mode unless it says no */
 	/* a request begun must be whole within this (slow senders, slowloris) */
 	int64_t request_timeout_ms;
 	int log_level;	      /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
@@ -146,6 +147,8 @@ int config_restart_diff(const struct config *running, const struct config *file,
 			void (*fn)(const struct config_restart *d, void *arg), void *arg);
 
 const struct policy *config_find_policy(const struct config *c, const char *name, size_t len);
+/* Whether p is in shadow mode under c. */
+int config_shadow(const struct config *c, const struct policy *p);
 /* The on_store_error that applies to p under c. */
 enum policy_on_error config_on_error(const struct config *c, const struct policy *p);
 

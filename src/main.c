@@ -88,6 +88,9 @@ static void log_changes(const struct config *old, const struct config *new)
 	if (old->idle_timeout_ms != new->idle_timeout_ms)
 		log_info("reload: idle_timeout %lldms -> %lldms (for new clients)",
 			 (long long)old->idle_timeout_ms, (long long)new->idle_timeout_ms);
+	if (old->shadow != new->shadow)
+		log_info("reload: shadow %s -> %s", old->shadow ? "true" : "false",
+			 new->shadow ? "true" : "false");
 	if (old->max_line != new->max_line)
 		log_info("reload: max_line %zu -> %zu", old->max_line, new->max_line);
 	if (strcmp(old->prefix, new->prefix) != 0)

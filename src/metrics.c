@@ -94,6 +94,21 @@ static void render(struct metrics *m, struct evbuffer *b)
 		}
 	}
 
+	family(b, "ratelimitd_shadow_denied_total", "counter",
+	       "Denials that shadow mode answered ALLOWED (counted as denied above too).");
+	evbuffer_add_printf(b, "ratelimitd_shadow_denied_total %llu\n", stats.shadow_denied);
+	family(b, "ratelimitd_action_shadow_denied_total", "counter",
+	       "Denials that shadow mode answered ALLOWED, per action of the running "
+	       "configuration.");
+	for (size_t i = 0; i < cfg->npolicies; i++) {
+		const struct policy *p = &cfg->policies[i];
+		const struct stats_action *a = stats_action_of(cfg, p);
+		if (a)
+			evbuffer_add_printf(
+				b, "ratelimitd_action_shadow_denied_total{action=\"%s\"} %llu\n",
+				p->name, a->shadow_denied);
+	}
+
 	family(b, "ratelimitd_store_errors_total", "counter",
 	       "Requests Redis did not decide, by reason; answered per on_store_error "
 	       "(RESET: ERR store-unavailable).");

@@ -422,13 +422,15 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 	if (n < cap && p->on_store_error != POLICY_ON_ERROR_INHERIT)
 		n += (size_t)snprintf(buf + n, cap - n, " on_store_error %s",
 				      policy_on_error_name(p->on_store_error));
+	if (n < cap && p->shadow >= 0)
+		n += (size_t)snprintf(buf + n, cap - n, " shadow %s", p->shadow ? "true" : "false");
 	return n < cap ? n : cap - 1;
 }
 
 int policy_equal(const struct policy *a, const struct policy *b)
 {
 	if (a->algo != b->algo || a->nlimits != b->nlimits ||
-	    a->on_store_error != b->on_store_error)
+	    a->on_store_error != b->on_store_error || a->shadow != b->shadow)
 		return 0;
 	for (int i = 0; i < a->nlimits; i++)
 		if (a->limits[i].capacity != b->limits[i].capacity ||

@@ -60,6 +60,9 @@ struct policy {
 	int nlimits;
 	struct policy_limit limits[POLICY_MAX_LIMITS];
 	enum policy_on_error on_store_error;
+	/* shadow mode: decided and counted, always answered ALLOWED;
+	 * -1: as the configuration's `shadow` says */
+	int shadow;
 };
 
 /*

@@ -115,6 +115,14 @@ void stats_count_decision(const struct config *cfg, const struct policy *p, enum
 		a->decisions[from][allowed]++;
 }
 
+void stats_count_shadow(const struct config *cfg, const struct policy *p)
+{
+	stats.shadow_denied++;
+	struct stats_action *a = action_of(cfg, p);
+	if (a)
+		a->shadow_denied++;
+}
+
 void stats_free(void)
 {
 	for (size_t i = 0; i < table_cap; i++)

@@ -34,6 +34,8 @@ struct stats {
 	/* of store_errors[STORE_FAILED]: by kind of error Redis answered */
 	unsigned long long store_failures[STORE_ERROR_N];
 	unsigned long long errors[CMD_ERR_N]; /* error replies, by code */
+	/* denials a shadow-mode policy answered ALLOWED */
+	unsigned long long shadow_denied;
 	unsigned long long clients_accepted;
 	unsigned long long reloads_ok, reloads_failed;
 	int restart_pending;	 /* the file changes keys only a restart applies */
@@ -46,6 +48,7 @@ extern struct stats stats;
 /* Answers per action (policy name), kept by name across reloads. */
 struct stats_action {
 	unsigned long long decisions[STATS_FROM_N][2]; /* as in struct stats */
+	unsigned long long shadow_denied;
 	size_t name_len;
 	char name[POLICY_NAME_MAX + 1];
 };
@@ -57,6 +60,9 @@ struct stats_action {
  * NULL: p is no policy of a configuration, CL.THROTTLE's: counted by name). */
 void stats_count_decision(const struct config *cfg, const struct policy *p, enum stats_from from,
 			  int allowed);
+/* Counts a denial that shadow mode answered ALLOWED (after counting the
+ * denial itself with stats_count_decision). */
+void stats_count_shadow(const struct config *cfg, const struct policy *p);
 /* cfg is now the running configuration: its policies get O(1) counters. */
 void stats_bind(const struct config *cfg);
 /* The counters of p (of the running configuration), or NULL. */

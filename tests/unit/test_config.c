@@ -229,6 +229,8 @@ static const struct {
 	 "t.yaml:2:42: policies.a.capacity: only a funnel has a capacity (algorithm: funnel)"},
 	{"policies:\n  a: {algorithm: fixed_window, rate: 1/1s}\n",
 	 "t.yaml:2:32: policies.a.rate: only a funnel has a rate; a fixed_window takes limits"},
+	{"policies:\n  a: {limits: 1/1s, shadow: yes}\n",
+	 "t.yaml:2:29: policies.a.shadow: must be true or false"},
 	{"policies:\n  a: {algorithm: sliding_window_counter}\n",
 	 "t.yaml:2:6: policies.a: a sliding_window_counter needs limits"},
 	{"policies:\n  a: {algorithm: fixed_window, limits: [1/1s, 2/1000ms]}\n",
@@ -600,6 +602,30 @@ START_TEST(on_error_inherit)
 }
 END_TEST
 
+START_TEST(shadow_inherit)
+{
+	struct config *c = must_parse("shadow: true\n"
+				      "policies:\n"
+				      "  a: 1/1s\n"
+				      "  b: {limits: [1/1s], shadow: false}\n"
+				      "  w: {algorithm: fixed_window, limits: 1000000000/1d}\n");
+	ck_assert_int_eq(c->shadow, 1);
+	ck_assert_int_eq(find(c, "a")->shadow, -1);
+	ck_assert_int_eq(config_shadow(c, find(c, "a")), 1);
+	ck_assert_int_eq(config_shadow(c, find(c, "b")), 0);
+	ck_assert_int_eq(find(c, "w")->algo, POLICY_FIXED_WINDOW);
+	config_unref(c);
+	c = must_parse("policies:\n  a: {limits: [1/1s], shadow: true}\n  b: 1/1s\n"
+		       "  c: {algorithm: sliding_window_counter, limits: [10/1s, 100/1h]}\n");
+	ck_assert_int_eq(c->shadow, 0);
+	ck_assert_int_eq(config_shadow(c, find(c, "a")), 1);
+	ck_assert_int_eq(config_shadow(c, find(c, "b")), 0);
+	ck_assert_int_eq(find(c, "c")->algo, POLICY_SLIDING_COUNTER);
+	ck_assert_int_eq(find(c, "c")->nlimits, 2);
+	config_unref(c);
+}
+END_TEST
+
 START_TEST(policy_forms)
 {
 	struct config *c =
@@ -823,6 +849,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, restart_diff);
 	tcase_add_test(tc, count_limits);
 	tcase_add_test(tc, on_error_inherit);
+	tcase_add_test(tc, shadow_inherit);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

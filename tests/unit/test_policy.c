@@ -232,6 +232,7 @@ static struct policy sliding(int n, const int64_t *counts, const int64_t *period
 	p.name_len = 1;
 	p.algo = POLICY_SLIDING_WINDOW;
 	p.on_store_error = POLICY_ON_ERROR_INHERIT;
+	p.shadow = -1;
 	p.nlimits = n;
 	for (int i = 0; i < n; i++)
 		p.limits[i] = (struct policy_limit){counts[i], counts[i], periods[i]};
@@ -340,6 +341,11 @@ START_TEST(describe)
 	size_t n = policy_describe(&p, buf, sizeof(buf));
 	ck_assert_str_eq(buf, "sliding_window 3/1s 20/1m");
 	ck_assert_uint_eq(n, strlen(buf));
+	struct policy s = p;
+	s.shadow = 1;
+	policy_describe(&s, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "sliding_window 3/1s 20/1m shadow true");
+	ck_assert(!policy_equal(&p, &s));
 
 	int64_t fc[] = {30};
 	int64_t fw[] = {60000};

@@ -1,0 +1,68 @@
+"""What a policy can say besides its limits: shadow mode (decided and
+counted, always answered ALLOWED), per policy and for the whole file, and
+how a reload turns it on and off."""
+
+import re
+import unittest
+
+from harness import DaemonTest, free_port, make_config, parse_decision, scrape_metrics
+
+
+class ShadowTest(DaemonTest):
+    def start(self, policies, **top):
+        self.mport = free_port()
+        self.daemon = self.start_daemon(policies, metrics='{listen: "127.0.0.1:%d"}' % self.mport,
+                                        **top)
+        self.c = self.daemon.client()
+        self.addCleanup(self.c.close)
+
+    def metric(self, name):
+        return scrape_metrics(self.mport).get(name, 0)
+
+    def test_shadow_policy_decides_counts_and_allows(self):
+        self.redis = self.start_redis()
+        self.start({"sh": "{limits: [2/60s], shadow: true}", "real": "2/60s"})
+        got = [parse_decision(self.c.request("ALLOW u sh")) for _ in range(5)]
+        # always allowed, with the true remaining; nothing to wait for
+        self.assertEqual([v[:4] for v in got],
+                         [("ALLOWED", 2, 1, 0), ("ALLOWED", 2, 0, 0)] + [("ALLOWED", 2, 0, 0)] * 3)
+        # decided as usual: only the two really allowed were recorded
+        self.assertEqual(self.redis.call("ZCARD", "rl:{sh:u}:s60000"), 2)
+        self.assertEqual(self.metric('ratelimitd_action_shadow_denied_total{action="sh"}'), 3)
+        self.assertEqual(self.metric("ratelimitd_shadow_denied_total"), 3)
+        self.assertEqual(self.metric(
+            'ratelimitd_action_decisions_total{action="sh",result="denied"}'), 3)
+        # PEEK says the same; a policy not in shadow mode denies
+        self.assertEqual(parse_decision(self.c.request("PEEK u sh"))[:2], ("ALLOWED", 2))
+        self.c.pipeline(["ALLOW u real"] * 2)
+        self.assertEqual(parse_decision(self.c.request("ALLOW u real"))[0], "DENIED")
+        # logged, but not once per denial
+        lines = [ln for ln in self.daemon.log_lines() if "shadow:" in ln]
+        self.assertGreaterEqual(len(lines), 1)
+        self.assertLess(len(lines), 4, lines)
+        self.assertRegex(lines[0], r"^info: shadow: sh would be denied for u")
+
+    def test_global_shadow_and_opt_out_and_reload(self):
+        self.redis = self.start_redis()
+        self.start({"a": "1/60s", "strict": "{limits: [1/60s], shadow: false}"}, shadow="true")
+        self.assertEqual([parse_decision(self.c.request("ALLOW u a"))[0] for _ in range(3)],
+                         ["ALLOWED"] * 3)
+        self.assertEqual([parse_decision(self.c.request("ALLOW u strict"))[0] for _ in range(2)],
+                         ["ALLOWED", "DENIED"])
+        # the rollout is over: the same limits now deny, from the state kept
+        n = len(self.daemon.log_lines())
+        self.daemon.reload(make_config(["127.0.0.1:%d" % self.daemon.port],
+                                       {"address": self.redis.address},
+                                       {"a": "1/60s", "strict": "1/60s"},
+                                       metrics='{listen: "127.0.0.1:%d"}' % self.mport))
+        self.daemon.wait_log(r"^info: reload: configuration .* loaded", start=n)
+        self.assertEqual(parse_decision(self.c.request("ALLOW u a"))[0], "DENIED")
+        log = "\n".join(self.daemon.log_lines()[n:])
+        self.assertRegex(log, re.compile(r"^info: reload: shadow true -> false$", re.M))
+        self.assertRegex(log, re.compile(r"^info: reload: policy strict changed: "
+                                         r"sliding_window 1/1m$", re.M))
+        self.assertEqual(self.metric('ratelimitd_action_shadow_denied_total{action="a"}'), 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
