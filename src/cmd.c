@@ -222,8 +222,10 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	}
 	/* The cache is only safe while every daemon's RESETs reach us; a
 	 * throttle's limit comes with each request, so a denial under one
-	 * request's limit says nothing of the next one's. */
-	if (env->deny && !slot->own_policy && store_resets_followed(env->store)) {
+	 * request's limit says nothing of the next one's; and a ban must see
+	 * every denial to count it. */
+	if (env->deny && !slot->own_policy && p->ban.after == 0 &&
+	    store_resets_followed(env->store)) {
 		struct denycache_hit hit;
 		slot->deny = env->deny;
 		denycache_sync(env->deny, store_generation(env->store));

@@ -61,6 +61,7 @@ struct policy_form {
 	struct rate rate;
 	enum policy_on_error on_error;
 	int shadow;
+	struct policy_ban ban;
 };
 
 
@@ -745,7 +746,32 @@ static int set_algorithm(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-enum { PK_ALGORITHM, PK_LIMITS, PK_CAPACITY, PK_RATE, PK_ON_ERROR, PK_SHADOW, PK_N };
+enum { BK_AFTER, BK_WITHIN, BK_FOR, BK_N };
+
+static const struct ykey ban_keys[BK_N] = {
+	[BK_AFTER] = {"after", yp_set_int64, offsetof(struct policy_ban, after), 1,
+		      POLICY_BAN_MAX_AFTER, YP_RELOAD, NULL},
+	[BK_WITHIN] = {"within", yp_set_duration, offsetof(struct policy_ban, within_ms), 1,
+		       POLICY_BAN_MAX_WITHIN_MS, YP_RELOAD, NULL},
+	[BK_FOR] = {"for", yp_set_duration, offsetof(struct policy_ban, for_ms), 1,
+		    POLICY_MAX_PERIOD_MS, YP_RELOAD, NULL},
+};
+
+/* ban: {after: N, within: DURATION, for: DURATION}, all three required. */
+static int set_ban(struct yparser *P, const struct ykey *k, void *dst)
+{
+	unsigned seen;
+	yaml_mark_t marks[BK_N], start;
+	if (yp_section(P, k, "expected a mapping {after, within, for}", ban_keys, BK_N, dst, &seen,
+		       marks, &start) < 0)
+		return -1;
+	for (int i = 0; i < BK_N; i++)
+		if (!(seen & (1u << i)))
+			return yp_fail_section(P, start, "a ban needs after, within and for");
+	return 0;
+}
+
+enum { PK_ALGORITHM, PK_LIMITS, PK_CAPACITY, PK_RATE, PK_ON_ERROR, PK_SHADOW, PK_BAN, PK_N };
 
 static const struct ykey policy_keys[PK_N] = {
 	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0,
@@ -756,6 +782,7 @@ static const struct ykey policy_keys[PK_N] = {
 	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_RELOAD, NULL},
 	[PK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct policy_form, shadow), 0, 0, YP_RELOAD,
 		       NULL},
+	[PK_BAN] = {"ban", set_ban, offsetof(struct policy_form, ban), 0, 0, YP_RELOAD, NULL},
 	[PK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct policy_form, on_error), 0,
 			 0, YP_RELOAD, NULL},
 };
@@ -817,6 +844,7 @@ static int parse_policy(struct yparser *P, struct policy *p, const char *name)
 	p->algo = f.algo;
 	p->on_store_error = f.on_error;
 	p->shadow = f.shadow;
+	p->ban = f.ban;
 	memcpy(p->limits, f.limits, sizeof(p->limits));
 	/* Validate one limit at a time so a bad or repeated window is reported
 	 * at the rate that introduced it. */

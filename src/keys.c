@@ -45,6 +45,10 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 	n += keys_tag(out + n, p, user, user_len);
 	out[n++] = '}';
 	out[n++] = ':';
+	if (index == p->nlimits) { /* the ban's (policy_nkeys) */
+		out[n++] = 'b';
+		return n;
+	}
 	switch (p->algo) {
 	case POLICY_FUNNEL:
 		out[n++] = 'f';

@@ -20,7 +20,9 @@ struct policy;
  * Writes the key of limit `index` of policy p for this user into out (not
  * NUL-terminated) and returns its length. The layout is
  *
- *     <prefix>{<action>:<escaped user>}:<s<window_ms> | f>
+ *     <prefix>{<action>:<escaped user>}:<s|w|c><window_ms>    (a window)
+ *     <prefix>{<action>:<escaped user>}:f                     (a funnel)
+ *     <prefix>{<action>:<escaped user>}:b                     (index nlimits: the ban)
  *
  * All keys of one decision share the {...} hash tag, so a Redis Cluster can
  * run the decision's script on one node. Users are escaped ('%' -> "%25",

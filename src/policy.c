@@ -422,6 +422,13 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 	if (n < cap && p->on_store_error != POLICY_ON_ERROR_INHERIT)
 		n += (size_t)snprintf(buf + n, cap - n, " on_store_error %s",
 				      policy_on_error_name(p->on_store_error));
+	if (n < cap && p->ban.after > 0) {
+		char w[32], f[32];
+		format_duration(p->ban.within_ms, w, sizeof(w));
+		format_duration(p->ban.for_ms, f, sizeof(f));
+		n += (size_t)snprintf(buf + n, cap - n, " ban after %lld within %s for %s",
+				      (long long)p->ban.after, w, f);
+	}
 	if (n < cap && p->shadow >= 0)
 		n += (size_t)snprintf(buf + n, cap - n, " shadow %s", p->shadow ? "true" : "false");
 	return n < cap ? n : cap - 1;
@@ -430,7 +437,9 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 int policy_equal(const struct policy *a, const struct policy *b)
 {
 	if (a->algo != b->algo || a->nlimits != b->nlimits ||
-	    a->on_store_error != b->on_store_error || a->shadow != b->shadow)
+	    a->on_store_error != b->on_store_error || a->shadow != b->shadow ||
+	    a->ban.after != b->ban.after || a->ban.within_ms != b->ban.within_ms ||
+	    a->ban.for_ms != b->ban.for_ms)
 		return 0;
 	for (int i = 0; i < a->nlimits; i++)
 		if (a->limits[i].capacity != b->limits[i].capacity ||

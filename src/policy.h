@@ -53,6 +53,15 @@ struct policy_limit {
 	int64_t period_ms;
 };
 
+/* A ban: `after` denials within `within_ms` deny everything for `for_ms`. */
+struct policy_ban {
+	int64_t after; /* 0: no ban */
+	int64_t within_ms;
+	int64_t for_ms;
+};
+#define POLICY_BAN_MAX_AFTER 1000
+#define POLICY_BAN_MAX_WITHIN_MS (24LL * 3600 * 1000)
+
 struct policy {
 	char name[POLICY_NAME_MAX + 1];
 	size_t name_len;
@@ -63,7 +72,14 @@ struct policy {
 	/* shadow mode: decided and counted, always answered ALLOWED;
 	 * -1: as the configuration's `shadow` says */
 	int shadow;
+	struct policy_ban ban;
 };
+
+/* Keys (and script "limits") of one decision: the limits, and the ban's. */
+static inline int policy_nkeys(const struct policy *p)
+{
+	return p->nlimits + (p->ban.after > 0);
+}
 
 /*
  * "250ms", "5s", "2m", "1h", "1d" -> milliseconds. 0, or -1 with a message in

@@ -10,13 +10,13 @@
 size_t redis_script_argv_max(int max_batch)
 {
 	/* EVALSHA sha numkeys 0 n, then per decision its keys and arguments */
-	return 5 + (size_t)max_batch * (POLICY_MAX_LIMITS + REDIS_SCRIPT_DECISION_ARGC_MAX);
+	return 5 + (size_t)max_batch * (POLICY_MAX_LIMITS + 1 + REDIS_SCRIPT_DECISION_ARGC_MAX);
 }
 
 size_t redis_script_arena_size(int max_batch)
 {
 	/* keys and numbers; a reset's channel and tag */
-	return (size_t)max_batch * (POLICY_MAX_LIMITS * (KEYS_MAX + 24) + 4 * 24 + KEYS_MAX +
+	return (size_t)max_batch * ((POLICY_MAX_LIMITS + 1) * (KEYS_MAX + 24) + 4 * 24 + KEYS_MAX +
 				    KEYS_RESET_CHANNEL_MAX) +
 	       64;
 }
@@ -45,14 +45,14 @@ void redis_argv_num(struct redis_argv *a, int64_t v)
 /* Appends the keys of sv's decision, one per limit; returns how many. */
 static int redis_script_keys(struct redis_argv *a, const struct store_saved_request *sv)
 {
-	for (int i = 0; i < sv->policy.nlimits; i++) {
+	for (int i = 0; i < policy_nkeys(&sv->policy); i++) {
 		char *k = a->arena + a->arena_used;
 		size_t kl = keys_build(k, sv->prefix, sv->prefix_len, &sv->policy, i, sv->user,
 				       sv->user_len);
 		a->arena_used += kl;
 		redis_argv_add(a, k, kl);
 	}
-	return sv->policy.nlimits;
+	return policy_nkeys(&sv->policy);
 }
 
 static const char *op_arg(enum store_op op)
@@ -90,13 +90,19 @@ static void redis_script_decision(struct redis_argv *a, const struct store_saved
 	const struct policy *p = &sv->policy;
 	redis_argv_add(a, op_arg(sv->op), 1);
 	redis_argv_num(a, sv->cost);
-	redis_argv_num(a, p->nlimits);
+	redis_argv_num(a, policy_nkeys(p));
 	for (int i = 0; i < p->nlimits; i++) {
 		const struct policy_limit *l = &p->limits[i];
 		redis_argv_add(a, algo_arg(p->algo), 1);
 		redis_argv_num(a, l->capacity);
 		redis_argv_num(a, l->count);
 		redis_argv_num(a, l->period_ms);
+	}
+	if (p->ban.after > 0) { /* the script's "b": one more limit, on its own key */
+		redis_argv_add(a, "b", 1);
+		redis_argv_num(a, p->ban.after);
+		redis_argv_num(a, p->ban.within_ms);
+		redis_argv_num(a, p->ban.for_ms);
 	}
 	if (sv->op == STORE_RESET) {
 		char *s = a->arena + a->arena_used;

@@ -16,7 +16,9 @@ struct policy;
  * <algorithm> capacity count period_ms, and for a reset its notice's
  * channel and message (the script's ARGV spec, its decision_argc). */
 #define REDIS_SCRIPT_DECISION_ARGC(op, nlimits) (3 + 4 * (nlimits) + ((op) == STORE_RESET ? 2 : 0))
-#define REDIS_SCRIPT_DECISION_ARGC_MAX REDIS_SCRIPT_DECISION_ARGC(STORE_RESET, POLICY_MAX_LIMITS)
+/* a ban is one more "limit" (policy_nkeys) */
+#define REDIS_SCRIPT_DECISION_ARGC_MAX \
+	REDIS_SCRIPT_DECISION_ARGC(STORE_RESET, POLICY_MAX_LIMITS + 1)
 
 /*
  * The argv of a command being built. Strings are pointed to, not copied;

@@ -324,6 +324,52 @@ local function counter_commit(r)
   r.reset = counter_wait(r, cur, 0)
 end
 
+-- A policy's ban (`ban: {after, within, for}`), sent as one more "limit" on
+-- its own key, after the real ones: a sorted set of the times of the pair's
+-- recent denials and, once `after` of them fall within `within`, only the
+-- member "ban" scored with the ban's end. While banned, every request is
+-- denied at once and nothing is written.
+local function ban_check(key, after, within_ms, for_ms, _)
+  local r = {key = key, ban = true, after = after, within = within_ms * 1000,
+             for_us = for_ms * 1000, remaining = 0}
+  local untl = redis.call('ZSCORE', key, 'ban')
+  if untl and tonumber(untl) > now then
+    r.ok = false
+    r.banned = true
+    r.retry = ceil_ms(tonumber(untl) - now)
+  else
+    r.ok = true
+    r.retry = 0
+  end
+  r.reset = r.retry
+  return r
+end
+
+local function ban_commit(_)
+end
+
+-- The decision was denied (not by the ban): note it, and ban once `after`
+-- denials fall within `within`. Times are unique members as in the log.
+local function ban_denied(r)
+  redis.call('ZREM', r.key, 'ban')
+  redis.call('ZREMRANGEBYSCORE', r.key, '-inf', fmt(now - r.within))
+  local n = redis.call('ZCARD', r.key) + 1
+  if n >= r.after then
+    redis.call('DEL', r.key)
+    redis.call('ZADD', r.key, fmt(now + r.for_us), 'ban')
+    redis.call('PEXPIRE', r.key, ceil_ms(r.for_us))
+    r.retry = ceil_ms(r.for_us)
+    r.reset = r.retry
+    return true
+  end
+  local score = now
+  local last = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
+  if last[2] and tonumber(last[2]) >= score then score = tonumber(last[2]) + 1 end
+  redis.call('ZADD', r.key, fmt(score), fmt(score))
+  redis.call('PEXPIRE', r.key, ceil_ms(score + r.within - now))
+  return false
+end
+
 -- The algorithms, by the name the daemon sends (src/redis_script.c). check
 -- reads a limit's state and returns r: r.ok, r.limit, r.remaining, r.retry,
 -- r.reset; commit(r) charges the units, only when every limit passed, and
@@ -333,6 +379,7 @@ local algos = {
   f = {check = funnel_check, commit = funnel_commit},
   w = {check = fixed_check, commit = fixed_commit},
   c = {check = counter_check, commit = counter_commit},
+  b = {check = ban_check, commit = ban_commit},
 }
 
 -- How many ARGV a decision starting at ARGV[a] takes.
@@ -379,13 +426,17 @@ local function decide(out, op, cost, nlimits, a, k)
   end
   -- all or nothing: a limit is charged only when every limit passes
   local bind = nil
-  if all_ok then
+  local ban = checks[nlimits].ban and checks[nlimits] or nil
+  if ban and ban.banned then
+    bind = ban
+  elseif all_ok then
     for i = 1, nlimits do
       local r = checks[i]
       if op == 'a' then r.algo.commit(r) end
-      if not bind or r.remaining < bind.remaining then bind = r end
+      if not r.ban and (not bind or r.remaining < bind.remaining) then bind = r end
     end
   else
+    if ban and op == 'a' and ban_denied(ban) then ban.ok = false end
     for i = 1, nlimits do
       local r = checks[i]
       if not r.ok then
@@ -395,6 +446,8 @@ local function decide(out, op, cost, nlimits, a, k)
       end
     end
   end
+  -- a ban answers with the policy's first limit
+  if bind.ban then bind.limit = checks[1].limit end
   if all_ok then out[#out + 1] = 1 else out[#out + 1] = 0 end
   out[#out + 1] = bind.limit
   out[#out + 1] = bind.remaining

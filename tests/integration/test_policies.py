@@ -1,11 +1,14 @@
 """What a policy can say besides its limits: shadow mode (decided and
 counted, always answered ALLOWED), per policy and for the whole file, and
-how a reload turns it on and off."""
+how a reload turns it on and off; bans after repeated denials, shared by
+every daemon on the Redis."""
 
 import re
+import time
 import unittest
 
-from harness import DaemonTest, free_port, make_config, parse_decision, scrape_metrics
+from harness import (DaemonTest, free_port, make_config, parse_decision, scrape_metrics,
+                     wait_until)
 
 
 class ShadowTest(DaemonTest):
@@ -62,6 +65,63 @@ class ShadowTest(DaemonTest):
         self.assertRegex(log, re.compile(r"^info: reload: policy strict changed: "
                                          r"sliding_window 1/1m$", re.M))
         self.assertEqual(self.metric('ratelimitd_action_shadow_denied_total{action="a"}'), 2)
+
+
+class BanTest(DaemonTest):
+    POLICIES = {
+        "login": "{limits: [2/60s], ban: {after: 3, within: 1m, for: 10m}}",
+        "quick": "{limits: [1/200ms], ban: {after: 2, within: 10s, for: 1s}}",
+        "plain": "1/60s",
+    }
+
+    def test_ban_after_repeated_denials_shared_and_reset(self):
+        self.redis = self.start_redis()
+        d1 = self.start_daemon(self.POLICIES, name="rl1")
+        d2 = self.start_daemon(self.POLICIES, name="rl2")
+        c1, c2 = d1.client(), d2.client()
+        self.addCleanup(c1.close)
+        self.addCleanup(c2.close)
+        got = [parse_decision(c1.request("ALLOW mallory login")) for _ in range(4)]
+        self.assertEqual([v[0] for v in got], ["ALLOWED"] * 2 + ["DENIED"] * 2)
+        self.assertLessEqual(got[3][3], 60000)
+        # PEEK is not a denial to count; the third ALLOW denied is, and bans
+        self.assertEqual(parse_decision(c1.request("PEEK mallory login"))[0], "DENIED")
+        v = parse_decision(c2.request("ALLOW mallory login"))
+        self.assertEqual(v[:3], ("DENIED", 2, 0))
+        self.assertTrue(599000 <= v[3] <= 600000 and v[4] == v[3], v)
+        # banned through the other daemon too, and the ban is one key
+        v = parse_decision(c1.request("ALLOW mallory login"))
+        self.assertTrue(598000 <= v[3] <= 600000, v)
+        self.assertTrue(0 < self.redis.call("PTTL", "rl:{login:mallory}:b") <= 600000)
+        # others are not affected; RESET lifts the ban everywhere
+        self.assertEqual(parse_decision(c1.request("ALLOW alice login"))[0], "ALLOWED")
+        self.assertEqual(c1.request("RESET mallory login"), "OK")
+        self.assertEqual(self.redis.keys("rl:{login:mallory}*"), [])
+        wait_until(lambda: c2.request("ALLOW mallory login").startswith("ALLOWED "), 2.0,
+                   what="daemon 2 to see the RESET lift the ban")
+
+    def test_ban_ends(self):
+        self.redis = self.start_redis()
+        d = self.start_daemon(self.POLICIES)
+        c = d.client()
+        self.addCleanup(c.close)
+        self.assertEqual(parse_decision(c.request("ALLOW eve quick"))[0], "ALLOWED")
+        self.assertEqual(parse_decision(c.request("ALLOW eve quick"))[0], "DENIED")
+        v = parse_decision(c.request("ALLOW eve quick"))  # the second denial: banned 1 s
+        t_ban = time.monotonic()
+        self.assertEqual(v[0], "DENIED")
+        self.assertTrue(900 <= v[3] <= 1000, v)
+        # the 200 ms window has passed, the ban has not
+        time.sleep(0.3)
+        v = parse_decision(c.request("ALLOW eve quick"))
+        self.assertEqual(v[0], "DENIED", v)
+        self.assertTrue(1 <= v[3] <= 700, v)
+        time.sleep(max(0, 1.05 - (time.monotonic() - t_ban)))
+        self.assertEqual(parse_decision(c.request("ALLOW eve quick"))[0], "ALLOWED")
+        # a policy without a ban never bans
+        for _ in range(5):
+            c.request("ALLOW eve plain")
+        self.assertEqual(self.redis.keys("rl:{plain:eve}:b"), [])
 
 
 if __name__ == "__main__":

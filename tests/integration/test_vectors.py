@@ -26,6 +26,8 @@ def read_vectors(path):
                 tok = line.split()[1:]
                 letter, has_capacity = ALGOS[tok[0]]
                 limits = []
+                ban = [t for t in tok if t.startswith("ban=")]
+                tok = [t for t in tok if not t.startswith("ban=")]
                 if has_capacity:
                     cap = int(tok[1])
                     count, period = tok[2].split("/")
@@ -34,6 +36,8 @@ def read_vectors(path):
                     for t in tok[1:]:
                         count, period = t.split("/")
                         limits.append((letter, int(count), int(count), int(period)))
+                if ban:  # one more "limit" on its own key, last
+                    limits.append(tuple(["b"] + [int(x) for x in ban[0][4:].split("/")]))
                 scenarios.append((limits, []))
                 continue
             left, right = line.split("->")

@@ -304,15 +304,58 @@ static int commit_limit(enum policy_algo algo, struct limiter_state *s, int64_t 
 	return -1;
 }
 
+/* The ban's key: banned until ban_until, else the times of recent denials. */
+static int ban_banned(const struct limiter_state *s, int64_t now, struct check *c)
+{
+	if (s->ban_until > now) {
+		c->ok = 0;
+		c->retry = ceil_ms((double)(s->ban_until - now));
+		c->reset = c->retry;
+		return 1;
+	}
+	return 0;
+}
+
+/* A denial not caused by the ban: noted; the after-th within `within` bans. */
+static int ban_denied(const struct policy_ban *b, struct limiter_state *s, int64_t now,
+		      struct check *c)
+{
+	s->ban_until = 0;
+	size_t first = first_live(s, now - b->within_ms * 1000);
+	memmove(s->log, s->log + first, (s->nlog - first) * sizeof(int64_t));
+	s->nlog -= first;
+	if ((int64_t)s->nlog + 1 >= b->after) {
+		s->nlog = 0;
+		s->ban_until = now + b->for_ms * 1000;
+		c->ok = 0;
+		c->retry = c->reset = ceil_ms((double)(b->for_ms * 1000));
+		return 0;
+	}
+	int64_t score = now;
+	if (s->nlog && s->log[s->nlog - 1] >= score)
+		score = s->log[s->nlog - 1] + 1;
+	if (s->nlog + 1 > s->caplog) {
+		size_t cap = s->nlog + 16;
+		int64_t *log = realloc(s->log, cap * sizeof(int64_t));
+		if (!log)
+			return -1;
+		s->log = log;
+		s->caplog = cap;
+	}
+	s->log[s->nlog++] = score;
+	return 0;
+}
+
 int limiter_decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
 		   int64_t cost, int64_t now_us, struct limiter_result *out)
 {
-	struct check checks[POLICY_MAX_LIMITS];
+	struct check checks[POLICY_MAX_LIMITS + 1];
 	if (op == LIMITER_RESET) {
-		for (int i = 0; i < p->nlimits; i++) {
+		for (int i = 0; i < policy_nkeys(p); i++) {
 			st[i].tat_us = 0;
 			st[i].nlog = 0;
 			st[i].has_window = 0;
+			st[i].ban_until = 0;
 		}
 		*out = (struct limiter_result){.allowed = 1};
 		return 0;
@@ -324,10 +367,26 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 		if (!checks[i].ok)
 			all_ok = 0;
 	}
+	struct check *ban = NULL;
+	if (p->ban.after > 0) {
+		ban = &checks[p->nlimits];
+		memset(ban, 0, sizeof(*ban));
+		ban->ok = 1;
+		ban->limit = checks[0].limit; /* a ban answers with the first limit */
+		if (ban_banned(&st[p->nlimits], now_us, ban)) {
+			*out = (struct limiter_result){0, ban->limit, 0, ban->retry, ban->reset};
+			return 0;
+		}
+	}
+	if (!all_ok && ban && op == LIMITER_ALLOW &&
+	    ban_denied(&p->ban, &st[p->nlimits], now_us, ban) < 0)
+		return -1;
 	struct check *bind = NULL;
-	for (int i = 0; i < p->nlimits; i++) {
+	for (int i = 0; i < policy_nkeys(p); i++) {
 		struct check *c = &checks[i];
 		if (all_ok) {
+			if (c == ban)
+				continue;
 			if (op == LIMITER_ALLOW &&
 			    commit_limit(p->algo, &st[i], cost, now_us, c) < 0)
 				return -1;

@@ -28,11 +28,13 @@ struct limiter_state {
 	size_t nlog, caplog;
 	int has_window; /* fixed window and counter: the key exists */
 	int64_t window, n, prev;
+	int64_t ban_until; /* a ban's key: banned until then (0: not banned) */
 };
 
 /*
  * Decides `op` for `cost` units at time now_us against the policy's limits,
- * whose states are st[0..p->nlimits-1]. Same semantics as the Lua script.
+ * whose states are st[0..policy_nkeys(p)-1] (the ban's last). Same
+ * semantics as the Lua script.
  * Returns 0, or -1 on allocation failure.
  */
 int limiter_decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,

@@ -229,6 +229,12 @@ static const struct {
 	 "t.yaml:2:42: policies.a.capacity: only a funnel has a capacity (algorithm: funnel)"},
 	{"policies:\n  a: {algorithm: fixed_window, rate: 1/1s}\n",
 	 "t.yaml:2:32: policies.a.rate: only a funnel has a rate; a fixed_window takes limits"},
+	{"policies:\n  a: {limits: [3/1s], ban: {after: 5, within: 1m}}\n",
+	 "t.yaml:2:28: policies.a.ban: a ban needs after, within and for"},
+	{"policies:\n  a: {limits: [3/1s], ban: 5}\n",
+	 "t.yaml:2:28: policies.a.ban: expected a mapping {after, within, for}"},
+	{"policies:\n  a: {limits: [3/1s], ban: {after: 1001, within: 1m, for: 1s}}\n",
+	 "t.yaml:2:36: policies.a.ban.after: must be an integer from 1 to 1000"},
 	{"policies:\n  a: {limits: 1/1s, shadow: yes}\n",
 	 "t.yaml:2:29: policies.a.shadow: must be true or false"},
 	{"policies:\n  a: {algorithm: sliding_window_counter}\n",
@@ -614,6 +620,17 @@ START_TEST(shadow_inherit)
 	ck_assert_int_eq(config_shadow(c, find(c, "a")), 1);
 	ck_assert_int_eq(config_shadow(c, find(c, "b")), 0);
 	ck_assert_int_eq(find(c, "w")->algo, POLICY_FIXED_WINDOW);
+	ck_assert_int_eq(find(c, "w")->ban.after, 0);
+	config_unref(c);
+	c = must_parse(
+		"policies:\n  l: {limits: [3/1s], ban: {for: 15m, after: 10, within: 1m}}\n");
+	ck_assert_int_eq(find(c, "l")->ban.after, 10);
+	ck_assert_int_eq(find(c, "l")->ban.within_ms, 60000);
+	ck_assert_int_eq(find(c, "l")->ban.for_ms, 900000);
+	ck_assert_int_eq(policy_nkeys(find(c, "l")), 2);
+	char d[160];
+	policy_describe(find(c, "l"), d, sizeof(d));
+	ck_assert_str_eq(d, "sliding_window 3/1s ban after 10 within 1m for 15m");
 	config_unref(c);
 	c = must_parse("policies:\n  a: {limits: [1/1s], shadow: true}\n  b: 1/1s\n"
 		       "  c: {algorithm: sliding_window_counter, limits: [10/1s, 100/1h]}\n");

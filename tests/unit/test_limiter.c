@@ -11,7 +11,7 @@
 
 struct run {
 	struct policy p;
-	struct limiter_state st[POLICY_MAX_LIMITS];
+	struct limiter_state st[POLICY_MAX_LIMITS + 1]; /* + a ban's */
 	int failures;
 	int dump; /* print actual results in vector syntax (RL_VECTORS_DUMP=1) */
 };
@@ -19,7 +19,7 @@ struct run {
 static void run_policy(const struct policy *p, void *arg)
 {
 	struct run *r = arg;
-	for (int i = 0; i < POLICY_MAX_LIMITS; i++)
+	for (int i = 0; i < POLICY_MAX_LIMITS + 1; i++)
 		limiter_state_free(&r->st[i]);
 	r->p = *p;
 }
@@ -50,7 +50,7 @@ START_TEST(test_vectors)
 	memset(&r, 0, sizeof(r));
 	r.dump = getenv("RL_VECTORS_DUMP") != NULL;
 	int n = vectors_read(TEST_SRCDIR "/tests/vectors.txt", run_policy, run_step, &r);
-	for (int i = 0; i < POLICY_MAX_LIMITS; i++)
+	for (int i = 0; i < POLICY_MAX_LIMITS + 1; i++)
 		limiter_state_free(&r.st[i]);
 	ck_assert_int_gt(n, 50);
 	ck_assert_int_eq(r.failures, 0);

@@ -47,7 +47,12 @@ static inline int vectors_read(const char *path, void (*on_policy)(const struct 
 			if (rate)
 				cap = atoll(strtok_r(NULL, " \n", &save));
 			while ((tok = strtok_r(NULL, " \n", &save))) {
-				long long count, period;
+				long long count, period, after, within, ban_for;
+				if (sscanf(tok, "ban=%lld/%lld/%lld", &after, &within, &ban_for) ==
+				    3) {
+					p.ban = (struct policy_ban){after, within, ban_for};
+					continue;
+				}
 				if (sscanf(tok, "%lld/%lld", &count, &period) != 2)
 					goto bad;
 				struct policy_limit *l = &p.limits[p.nlimits++];
