@@ -113,7 +113,11 @@ CONFIGS = {
     "windows.yaml": "request_timeout: 250ms\npolicies:\n"
                     "  api: {algorithm: sliding_window_counter, limits: [1000000000/1h, 10/1ms]}\n"
                     "  s: {algorithm: fixed_window, limits: [100/1s, 20000/1d], on_store_error: deny}\n"
-                    "  b: {limits: [3/1s], ban: {after: 10, within: 1m, for: 15m}, shadow: true}\n",
+                    "  b: {limits: [3/1s], ban: {after: 10, within: 1m, for: 15m}, shadow: true}\n"
+                    "  o: {limits: [3/1s], overrides: {a: 5/1s, 'p*': unlimited, '*': blocked,\n"
+                    "      q: {limits: [1/1s, 9/1m]}}}\n"
+                    "  f: {algorithm: funnel, capacity: 2, rate: 1/1s, overrides: {v: {capacity: 9,"
+                    " rate: 3/1s}}}\n",
     "windows-bad.yaml": "policies:\n  a: {algorithm: fixed_window, capacity: 3, rate: 1/1s}\n"
                         "  b: {algorithm: sliding_window_counter, limits: [1/1s, 2/1000ms]}\n",
     "eight-limits.yaml": "policies:\n  p: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s]\n",

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "denycache.h"
 #include "log.h"
+#include "override.h"
 #include "policy.h"
 #include "stats.h"
 #include "store.h"
@@ -161,6 +162,25 @@ static void store_done(void *arg, const struct store_result *res)
 
 static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
 		   const struct policy *p, const struct cmd_request *pc, struct cmd_slot *slot);
+static void shadow_setup(struct cmd_slot *slot, struct config *cfg, enum store_op op,
+			 const struct policy *p, const struct cmd_request *pc);
+
+/* An unlimited or blocked override: answered without the store. Unlimited
+ * is ALLOWED -1 -1 0 -1 (no limit applies); blocked is DENIED with the
+ * policy's first limit and retry_after -1 (never). */
+static void answer_override(struct config *cfg, enum store_op op, const struct policy *p,
+			    const struct cmd_request *pc, struct cmd_slot *slot, int allowed)
+{
+	slot->policy = p;
+	slot->op = op;
+	shadow_setup(slot, cfg, op, p, pc);
+	stats_count_decision(cfg, p, STATS_FROM_OVERRIDE, allowed);
+	if (allowed)
+		reply_decision(slot, 1, -1, -1, 0, -1);
+	else
+		reply_decision(slot, 0, p->limits[0].capacity, 0, -1, -1);
+}
+
 static void throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		     struct cmd_slot *slot);
 
@@ -205,7 +225,37 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		return;
 	}
 	slot->own_policy = 0;
+	/* Only a policy with overrides pays for looking them up. A RESET
+	 * clears the keys the user's limits use. */
+	const struct override *o =
+		p->overrides ? override_find(p->overrides, pc->user, pc->user_len) : NULL;
+	if (o) {
+		switch (o->kind) {
+		case OVERRIDE_LIMITS:
+			p = o->policy;
+			break;
+		case OVERRIDE_UNLIMITED:
+		case OVERRIDE_BLOCKED:
+			if (op != STORE_RESET) {
+				answer_override(cfg, op, p, pc, slot,
+						o->kind == OVERRIDE_UNLIMITED);
+				return;
+			}
+			break;
+		}
+	}
 	submit(cfg, env, op, p, pc, slot);
+}
+
+/* Whether a denial is answered ALLOWED (shadow mode); the user is kept for its log line. */
+static void shadow_setup(struct cmd_slot *slot, struct config *cfg, enum store_op op,
+			 const struct policy *p, const struct cmd_request *pc)
+{
+	slot->shadow = op != STORE_RESET && !slot->own_policy && config_shadow(cfg, p);
+	if (slot->shadow) {
+		slot->user_len = pc->user_len;
+		memcpy(slot->user, pc->user, pc->user_len);
+	}
 }
 
 static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
@@ -215,11 +265,7 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	slot->op = op;
 	slot->deny = NULL;
 	slot->sent_us = clock_mono_us();
-	slot->shadow = op != STORE_RESET && !slot->own_policy && config_shadow(cfg, p);
-	if (slot->shadow) {
-		slot->user_len = pc->user_len;
-		memcpy(slot->user, pc->user, pc->user_len);
-	}
+	shadow_setup(slot, cfg, op, p, pc);
 	/* The cache is only safe while every daemon's RESETs reach us; a
 	 * throttle's limit comes with each request, so a denial under one
 	 * request's limit says nothing of the next one's; and a ban must see

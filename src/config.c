@@ -10,6 +10,7 @@
 #include "config_yaml.h"
 #include "keys.h"
 #include "log.h"
+#include "override.h"
 
 _Static_assert(CONFIG_ERR_MAX == YP_ERR_MAX && CONFIG_ERRORS_SHOWN == YP_ERRORS_SHOWN,
 	       "config.h promises what config_yaml.c gives");
@@ -52,6 +53,8 @@ struct rate {
 	int64_t count, period_ms;
 };
 
+struct override_form;
+
 struct policy_form {
 	enum policy_algo algo;
 	int nlimits;
@@ -62,6 +65,22 @@ struct policy_form {
 	enum policy_on_error on_error;
 	int shadow;
 	struct policy_ban ban;
+	/* overrides as read; made into the policy's override set once its
+	 * algorithm and limits are known */
+	struct override_form *ov;
+	size_t nov, capov;
+	yaml_mark_t ov_mark;
+};
+
+/* One entry under a policy's overrides, as read. */
+struct override_form {
+	char *pattern; /* without a final '*' */
+	size_t len;
+	int prefix;
+	enum override_kind kind;
+	struct policy_form f; /* OVERRIDE_LIMITS: limits, or capacity and rate */
+	unsigned seen;	      /* of them, which were given (1u << PK_...) */
+	yaml_mark_t mark;     /* the value */
 };
 
 
@@ -771,7 +790,19 @@ static int set_ban(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-enum { PK_ALGORITHM, PK_LIMITS, PK_CAPACITY, PK_RATE, PK_ON_ERROR, PK_SHADOW, PK_BAN, PK_N };
+enum {
+	PK_ALGORITHM,
+	PK_LIMITS,
+	PK_CAPACITY,
+	PK_RATE,
+	PK_ON_ERROR,
+	PK_SHADOW,
+	PK_BAN,
+	PK_OVERRIDES,
+	PK_N
+};
+
+static int set_overrides(struct yparser *P, const struct ykey *k, void *dst);
 
 static const struct ykey policy_keys[PK_N] = {
 	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0,
@@ -783,9 +814,206 @@ static const struct ykey policy_keys[PK_N] = {
 	[PK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct policy_form, shadow), 0, 0, YP_RELOAD,
 		       NULL},
 	[PK_BAN] = {"ban", set_ban, offsetof(struct policy_form, ban), 0, 0, YP_RELOAD, NULL},
+	[PK_OVERRIDES] = {"overrides", set_overrides, 0, 0, OVERRIDE_MAX, YP_RELOAD, NULL},
 	[PK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct policy_form, on_error), 0,
 			 0, YP_RELOAD, NULL},
 };
+
+/* The keys an override's mapping may have: the policy's, limits only. */
+static const struct ykey override_keys[3] = {
+	[0] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_RELOAD, NULL},
+	[1] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
+	       POLICY_MAX_COUNT, YP_RELOAD, NULL},
+	[2] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_RELOAD, NULL},
+};
+static const int override_pk[3] = {PK_LIMITS, PK_CAPACITY, PK_RATE};
+
+/* One override: its user (or prefix*) and what applies to it, read as given. */
+static int override_entry(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct policy_form *f = dst;
+	yaml_mark_t km = P->ev.start_mark;
+	(void)k;
+	if (P->ev.type != YAML_SCALAR_EVENT) {
+		yp_fail_section(P, km, "an override's user must be a plain string");
+		return YP_BAD_KEY;
+	}
+	const char *s = (const char *)P->ev.data.scalar.value;
+	size_t len = P->ev.data.scalar.length;
+	int prefix = len > 0 && s[len - 1] == '*';
+	if (prefix)
+		len--;
+	if ((len == 0 && !prefix) || len > KEYS_USER_MAX || memchr(s, '\0', len)) {
+		yp_fail_section(P, km,
+				"an override's user is 1 to %d bytes, or a prefix ending in '*'",
+				KEYS_USER_MAX);
+		return YP_BAD_KEY;
+	}
+	if (yp_grow((void **)&f->ov, &f->capov, f->nov, sizeof(*f->ov)) < 0)
+		return yp_fail_fatal(P, km, "out of memory");
+	struct override_form *o = &f->ov[f->nov];
+	memset(o, 0, sizeof(*o));
+	if (!(o->pattern = malloc(len + 1)))
+		return yp_fail_fatal(P, km, "out of memory");
+	memcpy(o->pattern, s, len);
+	o->pattern[len] = '\0';
+	o->len = len;
+	o->prefix = prefix;
+	f->nov++;
+	if (yp_next(P) < 0)
+		return -1;
+	o->mark = P->ev.start_mark;
+	o->kind = OVERRIDE_LIMITS;
+	/* errors name the user: policies.<name>.overrides.<user> */
+	struct ykey named = override_keys[0];
+	named.name = o->pattern;
+	switch (P->ev.type) {
+	case YAML_SCALAR_EVENT: {
+		const char *v = (const char *)P->ev.data.scalar.value;
+		size_t vl = P->ev.data.scalar.length;
+		if (vl == 9 && memcmp(v, "unlimited", 9) == 0) {
+			o->kind = OVERRIDE_UNLIMITED;
+			return 0;
+		}
+		if (vl == 7 && memcmp(v, "blocked", 7) == 0) {
+			o->kind = OVERRIDE_BLOCKED;
+			return 0;
+		}
+		o->seen = 1u << PK_LIMITS;
+		return set_limits(P, &named, &o->f);
+	}
+	case YAML_SEQUENCE_START_EVENT:
+		o->seen = 1u << PK_LIMITS;
+		return set_limits(P, &named, &o->f);
+	case YAML_MAPPING_START_EVENT: {
+		unsigned seen;
+		yaml_mark_t marks[3];
+		if (yp_map(P, o->pattern, override_keys, 3, &o->f, &seen, marks) < 0)
+			return -1;
+		for (int i = 0; i < 3; i++)
+			if (seen & (1u << i))
+				o->seen |= 1u << override_pk[i];
+		return 0;
+	}
+	default:
+		return yp_failk(P, o->mark, o->pattern,
+				"expected limits, {limits: ...}, {capacity, rate}, unlimited or "
+				"blocked");
+	}
+}
+
+static int set_overrides(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct policy_form *f = dst;
+	if (P->ev.type != YAML_MAPPING_START_EVENT)
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"expected a mapping of users to limits, unlimited or blocked");
+	f->ov_mark = P->ev.start_mark;
+	size_t n;
+	return yp_dict(P, k, "overrides", override_entry, f, &n);
+}
+
+static void override_forms_free(struct policy_form *f)
+{
+	for (size_t i = 0; i < f->nov; i++)
+		free(f->ov[i].pattern);
+	free(f->ov);
+	f->ov = NULL;
+	f->nov = 0;
+}
+
+/* The policy an override's limits make: p with other limits, checked as p's. */
+static int override_policy(struct yparser *P, const struct policy *p, const char *name,
+			   const struct override_form *o, struct policy **out)
+{
+	const struct policy_form *of = &o->f;
+	const char *algo = policy_algo_name(p->algo);
+	char at[POLICY_NAME_MAX + 96]; /* policies.<name>.overrides.<user> */
+	snprintf(at, sizeof(at), "policies.%s.overrides.%.64s%s", name, o->pattern,
+		 o->prefix ? "*" : "");
+	switch (policy_algo_shape(p->algo)) {
+	case POLICY_SHAPE_RATE:
+		if (o->seen & (1u << PK_LIMITS))
+			return yp_fail(P, o->mark,
+				       "%s: a funnel's override is {capacity, "
+				       "rate}",
+				       at);
+		if ((o->seen & ((1u << PK_CAPACITY) | (1u << PK_RATE))) !=
+		    ((1u << PK_CAPACITY) | (1u << PK_RATE)))
+			return yp_fail(P, o->mark,
+				       "%s: a funnel's override needs a capacity "
+				       "and a rate",
+				       at);
+		break;
+	case POLICY_SHAPE_WINDOWS:
+		if (o->seen & ((1u << PK_CAPACITY) | (1u << PK_RATE)))
+			return yp_fail(P, o->mark,
+				       "%s: a %s's override takes limits, not "
+				       "capacity or rate",
+				       at, algo);
+		if (!(o->seen & (1u << PK_LIMITS)) || of->nlimits == 0)
+			return yp_fail(P, o->mark, "%s: limits are required", at);
+		break;
+	}
+	struct policy *d = malloc(sizeof(*d));
+	if (!d)
+		return yp_fail_fatal(P, o->mark, "out of memory");
+	*d = *p;
+	d->overrides = NULL;
+	if (policy_algo_shape(p->algo) == POLICY_SHAPE_RATE) {
+		d->nlimits = 1;
+		d->limits[0] =
+			(struct policy_limit){of->capacity, of->rate.count, of->rate.period_ms};
+	} else {
+		d->nlimits = of->nlimits;
+		memcpy(d->limits, of->limits, sizeof(d->limits));
+	}
+	const char *why;
+	if (policy_validate(d, &why) < 0) {
+		free(d);
+		return yp_fail(P, o->mark, "%s: %s", at, why);
+	}
+	*out = d;
+	return 0;
+}
+
+/* Makes p's override set from what was read. */
+static int make_overrides(struct yparser *P, struct policy *p, const char *name,
+			  const struct policy_form *f)
+{
+	if (f->nov == 0)
+		return 0;
+	struct override_set *set = calloc(1, sizeof(*set));
+	if (!set)
+		return yp_fail_fatal(P, f->ov_mark, "out of memory");
+	int rc = 0;
+	for (size_t i = 0; i < f->nov && rc == 0; i++) {
+		const struct override_form *o = &f->ov[i];
+		struct policy *d = NULL;
+		if (o->kind == OVERRIDE_LIMITS && override_policy(P, p, name, o, &d) < 0) {
+			rc = -1;
+			break;
+		}
+		if (override_add(set, o->pattern, o->len, o->prefix, o->kind, d) < 0)
+			rc = yp_fail_fatal(P, o->mark, "out of memory");
+	}
+	const struct override *dup = NULL;
+	if (rc == 0) {
+		int r = override_finish(set, &dup);
+		if (r < 0)
+			rc = yp_fail_fatal(P, f->ov_mark, "out of memory");
+		else if (r > 0)
+			rc = yp_fail(P, f->ov_mark,
+				     "policies.%s.overrides: \"%.64s%s\" is given twice", name,
+				     dup->pattern, dup->prefix ? "*" : "");
+	}
+	if (rc < 0) {
+		override_set_free(set);
+		return -1;
+	}
+	p->overrides = set;
+	return 0;
+}
 
 /* Mapping form: decides what the gathered keys mean once algorithm is known. */
 static int policy_mapping(struct yparser *P, struct policy_form *f, const char *name)
@@ -826,6 +1054,9 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 	return 0;
 }
 
+static int policy_from_form(struct yparser *P, struct policy *p, const char *name,
+			    const struct policy_form *f);
+
 /* The value of one entry under policies: a rate, a list of rates or a mapping. */
 static int parse_policy(struct yparser *P, struct policy *p, const char *name)
 {
@@ -839,22 +1070,29 @@ static int parse_policy(struct yparser *P, struct policy *p, const char *name)
 	limits.name = name;
 	int rc = P->ev.type == YAML_MAPPING_START_EVENT ? policy_mapping(P, &f, name)
 							: set_limits(P, &limits, &f);
-	if (rc < 0)
-		return -1;
-	p->algo = f.algo;
-	p->on_store_error = f.on_error;
-	p->shadow = f.shadow;
-	p->ban = f.ban;
-	memcpy(p->limits, f.limits, sizeof(p->limits));
+	if (rc == 0)
+		rc = policy_from_form(P, p, name, &f);
+	override_forms_free(&f);
+	return rc;
+}
+
+static int policy_from_form(struct yparser *P, struct policy *p, const char *name,
+			    const struct policy_form *f)
+{
+	p->algo = f->algo;
+	p->on_store_error = f->on_error;
+	p->shadow = f->shadow;
+	p->ban = f->ban;
+	memcpy(p->limits, f->limits, sizeof(p->limits));
 	/* Validate one limit at a time so a bad or repeated window is reported
 	 * at the rate that introduced it. */
-	for (int i = 1; i <= f.nlimits; i++) {
+	for (int i = 1; i <= f->nlimits; i++) {
 		const char *why;
 		p->nlimits = i;
 		if (policy_validate(p, &why) < 0)
-			return yp_fail(P, f.limit_marks[i - 1], "policies.%s: %s", name, why);
+			return yp_fail(P, f->limit_marks[i - 1], "policies.%s: %s", name, why);
 	}
-	return 0;
+	return make_overrides(P, p, name, f);
 }
 
 static int name_cmp(const struct policy *x, const struct policy *y)
@@ -1095,6 +1333,8 @@ static void config_free(struct config *c)
 	free(c->redis.password);
 	free(c->prefix);
 	free(c->metrics_listen);
+	for (size_t i = 0; i < c->npolicies; i++)
+		override_set_free(c->policies[i].overrides);
 	free(c->policies);
 	free(c);
 }
@@ -1114,6 +1354,10 @@ struct config *config_parse(const char *name, const char *buf, size_t len, char 
 			parse_stream(&P, c);
 		}
 	}
+	/* Overrides not handed to c->policies (a file in error) are freed here. */
+	if (!c || !c->policies)
+		for (size_t i = 0; i < R.npol; i++)
+			override_set_free(R.pol[i].p.overrides);
 	free(R.pol);
 	if (yp_end(&P, err, errlen) < 0) {
 		if (c)

@@ -14,6 +14,7 @@
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
+#include "override.h"
 #include "sd.h"
 #include "server.h"
 #include "stats.h"
@@ -103,10 +104,12 @@ static void log_changes(const struct config *old, const struct config *new)
 	for (size_t i = 0; i < new->npolicies; i++) {
 		const struct policy *np = &new->policies[i];
 		const struct policy *op = config_find_policy(old, np->name, np->name_len);
-		policy_describe(np, desc, sizeof(desc));
+		size_t dn = policy_describe(np, desc, sizeof(desc));
+		if (np->overrides && dn < sizeof(desc))
+			snprintf(desc + dn, sizeof(desc) - dn, " overrides %zu", np->overrides->n);
 		if (!op)
 			log_info("reload: policy %s added: %s", np->name, desc);
-		else if (!policy_equal(op, np))
+		else if (!policy_equal(op, np) || !override_set_equal(op->overrides, np->overrides))
 			log_info("reload: policy %s changed: %s", np->name, desc);
 	}
 	for (size_t i = 0; i < old->npolicies; i++) {

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct override_set;
+
 #define POLICY_NAME_MAX 64
 #define POLICY_MAX_LIMITS 8
 /* A sliding-window log keeps one zset member per unit allowed in the window,
@@ -73,6 +75,9 @@ struct policy {
 	 * -1: as the configuration's `shadow` says */
 	int shadow;
 	struct policy_ban ban;
+	/* per-user exceptions (override.h), owned by the configuration; NULL:
+	 * none, and the hot path pays nothing for them */
+	struct override_set *overrides;
 };
 
 /* Keys (and script "limits") of one decision: the limits, and the ban's. */
@@ -108,7 +113,8 @@ int64_t policy_algo_max_count(enum policy_algo a);
 int64_t policy_window_ms(const struct policy *p, int64_t limit);
 /* Human-readable one-line description, e.g. "sliding_window 3/1s 20/60s". */
 size_t policy_describe(const struct policy *p, char *buf, size_t cap);
-/* 1 if two policies decide identically (used to log what a reload changed). */
+/* 1 if two policies' own limits and options are the same (used to log what
+ * a reload changed; their overrides are compared by override_set_equal). */
 int policy_equal(const struct policy *a, const struct policy *b);
 
 #endif

@@ -827,6 +827,8 @@ static size_t head(char *buf, int status, const char *type, size_t body_len, int
  * Retry-After, and the legacy X-RateLimit-* when asked for. */
 static size_t ratelimit_headers(char *buf, size_t n, const struct cmd_result *r, int legacy)
 {
+	if (r->limit < 0) /* an unlimited override: no limit to announce */
+		return n;
 	n = put(buf, n, "RateLimit-Policy: \"");
 	n = put(buf, n, r->action);
 	n = put(buf, n, "\";q=");
@@ -834,7 +836,8 @@ static size_t ratelimit_headers(char *buf, size_t n, const struct cmd_result *r,
 	n = put(buf, n, ";w=");
 	n = put_int(buf, n, ceil_s(r->window_ms));
 	n = put(buf, n, "\r\n");
-	if (r->remaining >= 0) { /* -1: Redis did not say (a fallback) */
+	/* -1: Redis did not say (a fallback), or never (a blocked override) */
+	if (r->remaining >= 0 && r->reset_ms >= 0) {
 		n = put(buf, n, "RateLimit: \"");
 		n = put(buf, n, r->action);
 		n = put(buf, n, "\";r=");
@@ -852,7 +855,7 @@ static size_t ratelimit_headers(char *buf, size_t n, const struct cmd_result *r,
 		n = put(buf, n, "X-RateLimit-Limit: ");
 		n = put_int(buf, n, r->limit);
 		n = put(buf, n, "\r\n");
-		if (r->remaining >= 0) {
+		if (r->remaining >= 0 && r->reset_ms >= 0) {
 			n = put(buf, n, "X-RateLimit-Remaining: ");
 			n = put_int(buf, n, r->remaining);
 			n = put(buf, n, "\r\nX-RateLimit-Reset: ");

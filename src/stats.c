@@ -95,7 +95,8 @@ void stats_bind(const struct config *cfg)
 
 static struct stats_action *action_of(const struct config *cfg, const struct policy *p)
 {
-	if (cfg && cfg == bound_cfg)
+	/* an override's policy is not one of cfg's: found by its name */
+	if (cfg && cfg == bound_cfg && p >= cfg->policies && p < cfg->policies + cfg->npolicies)
 		return bound[p - cfg->policies];
 	return action_get(p->name, p->name_len);
 }
@@ -144,6 +145,7 @@ static const char *const from_names[STATS_FROM_N] = {
 	[STATS_FROM_STORE] = "redis",
 	[STATS_FROM_CACHE] = "cache",
 	[STATS_FROM_FALLBACK] = "fallback",
+	[STATS_FROM_OVERRIDE] = "override",
 };
 
 const char *stats_from_name(enum stats_from f)

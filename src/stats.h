@@ -19,6 +19,7 @@ enum stats_from {
 	STATS_FROM_STORE,    /* Redis */
 	STATS_FROM_CACHE,    /* the local deny cache (a denial only) */
 	STATS_FROM_FALLBACK, /* on_store_error: Redis could not decide */
+	STATS_FROM_OVERRIDE, /* an unlimited or blocked override: nothing to decide */
 	STATS_FROM_N
 };
 

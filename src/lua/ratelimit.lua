@@ -127,7 +127,8 @@ local function sliding_check(key, _, count, period_ms, cost)
                          'WITHSCORES', 'LIMIT', need - 1, 1)
     r.retry = min(period_ms, ceil_ms(tonumber(e[2]) + window - now))
   end
-  r.remaining = count - used
+  -- never below 0: a reload may lower the count under what a key holds
+  r.remaining = max(0, count - used)
   -- entries placed a few us ahead (see above) must not report more than a window
   if newest then r.reset = min(period_ms, ceil_ms(newest + window - now)) else r.reset = 0 end
   r.period_ms = period_ms
@@ -178,7 +179,7 @@ local function funnel_check(key, capacity, count, period_ms, cost)
     r.ok = false
     r.retry = ceil_ms(new_tat - now - tau)
   end
-  r.remaining = floor((tau - (tat - now)) / interval + 1e-6)
+  r.remaining = max(0, floor((tau - (tat - now)) / interval + 1e-6))
   r.reset = ceil_ms(tat - now)
   r.after_remaining = floor((tau - (new_tat - now)) / interval + 1e-6)
   return r
@@ -237,7 +238,8 @@ local function fixed_check(key, _, count, period_ms, cost)
     r.ok = false
     r.retry = to_end
   end
-  r.remaining = count - used
+  -- never below 0: a reload may lower the count under what a key holds
+  r.remaining = max(0, count - used)
   if used > 0 then r.reset = to_end else r.reset = 0 end
   return r
 end

@@ -1,14 +1,15 @@
 """What a policy can say besides its limits: shadow mode (decided and
 counted, always answered ALLOWED), per policy and for the whole file, and
 how a reload turns it on and off; bans after repeated denials, shared by
-every daemon on the Redis."""
+every daemon on the Redis; per-user overrides (other limits, unlimited,
+blocked) over the line protocol and HTTP, and across a reload."""
 
 import re
 import time
 import unittest
 
-from harness import (DaemonTest, free_port, make_config, parse_decision, scrape_metrics,
-                     wait_until)
+from harness import (DaemonTest, free_port, http_get, make_config, parse_decision,
+                     scrape_metrics, wait_until)
 
 
 class ShadowTest(DaemonTest):
@@ -122,6 +123,97 @@ class BanTest(DaemonTest):
         for _ in range(5):
             c.request("ALLOW eve plain")
         self.assertEqual(self.redis.keys("rl:{plain:eve}:b"), [])
+
+
+OVERRIDES = """{limits: [2/1m], overrides: {customer-42: [5/1m], "internal-*": unlimited,
+          abuser-7: blocked, "partner-*": {limits: 3/1m}, "partner-big-*": [4/1m, 100/1h]}}"""
+
+
+class OverridesTest(DaemonTest):
+    def start(self, api=OVERRIDES):
+        self.mport, self.hport = free_port(), free_port()
+        self.port = free_port()
+        self.daemon = self.start_daemon(config=self.config(api), port=self.port)
+        self.c = self.daemon.client()
+        self.addCleanup(self.c.close)
+
+    def config(self, api):
+        return make_config(["127.0.0.1:%d" % self.port,
+                            '{address: "127.0.0.1:%d", protocol: http, admin: true}' % self.hport],
+                           {"address": self.redis.address}, {"api": api, "other": "1/1m"},
+                           admin=False, metrics='{listen: "127.0.0.1:%d"}' % self.mport)
+
+    def run4(self, user):
+        return [self.c.request(x) for x in ["ALLOW %s api" % user] * 3 + ["PEEK %s api" % user]]
+
+    def test_each_kind_and_the_most_specific_wins(self):
+        self.redis = self.start_redis()
+        self.start()
+        allowed = lambda rs: [r.split()[0] for r in rs]  # noqa: E731
+        self.assertEqual(allowed(self.run4("joe")), ["ALLOWED"] * 2 + ["DENIED"] * 2)
+        r = self.run4("customer-42")
+        self.assertEqual([parse_decision(x)[:3] for x in r],
+                         [("ALLOWED", 5, 4), ("ALLOWED", 5, 3), ("ALLOWED", 5, 2),
+                          ("ALLOWED", 5, 2)])
+        self.assertEqual(self.run4("internal-build"), ["ALLOWED -1 -1 0 -1"] * 4)
+        self.assertEqual(self.run4("abuser-7"), ["DENIED 2 0 -1 -1"] * 4)
+        self.assertEqual([parse_decision(x)[1] for x in self.run4("partner-a")], [3] * 4)
+        self.assertEqual([parse_decision(x)[1] for x in self.run4("partner-big-b")], [4] * 4)
+        self.assertEqual([parse_decision(x)[1] for x in self.run4("partner-big")], [3] * 4)
+        # unlimited and blocked store nothing; the others use the usual keys
+        self.assertEqual(sorted(self.redis.keys("rl:*")), sorted([
+            b"rl:{api:joe}:s60000", b"rl:{api:customer-42}:s60000",
+            b"rl:{api:partner-a}:s60000", b"rl:{api:partner-big-b}:s60000",
+            b"rl:{api:partner-big-b}:s3600000", b"rl:{api:partner-big}:s60000"]))
+        # overrides belong to their policy only
+        self.assertEqual(allowed([self.c.request("ALLOW internal-build other")] * 1 +
+                                 [self.c.request("ALLOW internal-build other")]),
+                         ["ALLOWED", "DENIED"])
+        m = scrape_metrics(self.mport)
+        self.assertEqual(m['ratelimitd_decisions_total{result="allowed",source="override"}'], 4)
+        self.assertEqual(m['ratelimitd_decisions_total{result="denied",source="override"}'], 4)
+        # over HTTP: unlimited announces no limit; blocked has no Retry-After
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", self.hport, timeout=5)
+        self.addCleanup(conn.close)
+        conn.request("GET", "/v1/allow?user=internal-1&action=api")
+        r = conn.getresponse()
+        self.assertEqual((r.status, r.read()), (200, b'{"allowed":true,"limit":-1,'
+                         b'"remaining":-1,"retry_after_ms":0,"reset_ms":-1}\n'))
+        self.assertIsNone(r.getheader("RateLimit-Policy"))
+        conn.request("GET", "/auth/api", headers={"X-Forwarded-For": "10.0.0.1"})
+        r = conn.getresponse()
+        r.read()
+        self.assertEqual(r.status, 200)
+        conn.request("GET", "/v1/allow?user=abuser-7&action=api")
+        r = conn.getresponse()
+        self.assertEqual((r.status, r.read()), (429, b'{"allowed":false,"limit":2,'
+                         b'"remaining":0,"retry_after_ms":-1,"reset_ms":-1}\n'))
+        self.assertIsNone(r.getheader("Retry-After"))
+        self.assertEqual(r.getheader("RateLimit-Policy"), '"api";q=2;w=60')
+        self.assertIsNone(r.getheader("RateLimit"))
+
+    def test_reset_and_reload(self):
+        self.redis = self.start_redis()
+        self.start()
+        self.run4("customer-42")
+        self.assertEqual(self.c.request("RESET customer-42 api"), "ERR forbidden "
+                         "RESET needs a listener with admin: true")
+        st, _, _ = http_get(self.hport, "/v1/reset?user=customer-42&action=api", method="POST")
+        self.assertEqual(st, 200)
+        self.assertEqual(self.redis.keys("rl:{api:customer-42}*"), [])
+        self.run4("customer-42")
+        # the override is removed by a reload: the user is back to 2/1m, with
+        # the 3 units already used in the same window (the key is the same)
+        n = len(self.daemon.log_lines())
+        self.daemon.reload(self.config('{limits: [2/1m], overrides: {"internal-*": unlimited}}'))
+        self.daemon.wait_log(r"^info: reload: configuration .* loaded", start=n)
+        log = "\n".join(self.daemon.log_lines()[n:])
+        self.assertRegex(log, re.compile(r"^info: reload: policy api changed: "
+                                         r"sliding_window 2/1m overrides 1$", re.M))
+        self.assertEqual(parse_decision(self.c.request("PEEK customer-42 api"))[:3],
+                         ("DENIED", 2, 0))
+        self.assertEqual(self.c.request("ALLOW abuser-7 api").split()[0], "ALLOWED")
 
 
 if __name__ == "__main__":

@@ -76,7 +76,7 @@ static void sliding_check(const struct policy_limit *l, const struct limiter_sta
 			min64(l->period_ms,
 			      ceil_ms((double)(s->log[first + (size_t)need - 1] + window - now)));
 	}
-	c->remaining = l->count - c->used;
+	c->remaining = l->count - c->used > 0 ? l->count - c->used : 0;
 	c->reset = c->has_newest ? min64(l->period_ms, ceil_ms((double)(c->newest + window - now)))
 				 : 0;
 	c->period_ms = l->period_ms;
@@ -129,6 +129,8 @@ static void funnel_check(const struct policy_limit *l, const struct limiter_stat
 		c->retry = ceil_ms(new_tat - (double)now - tau);
 	}
 	c->remaining = (int64_t)floor((tau - (tat - (double)now)) / interval + 1e-6);
+	if (c->remaining < 0) /* capacity lowered by a reload */
+		c->remaining = 0;
 	c->reset = ceil_ms(tat - (double)now);
 	c->after_remaining = (int64_t)floor((tau - (new_tat - (double)now)) / interval + 1e-6);
 }
@@ -167,7 +169,7 @@ static void fixed_check(const struct policy_limit *l, const struct limiter_state
 		c->ok = 0;
 		c->retry = c->to_end;
 	}
-	c->remaining = l->count - used;
+	c->remaining = l->count - used > 0 ? l->count - used : 0;
 	c->reset = used > 0 ? c->to_end : 0;
 }
 

@@ -1,0 +1,136 @@
+/* override.c - a policy's per-user exceptions: sorted once, found by binary search. */
+#include "override.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int override_add(struct override_set *s, const char *pattern, size_t len, int prefix,
+		 enum override_kind kind, struct policy *policy)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		struct override *v = realloc(s->v, cap * sizeof(*v));
+		if (!v) {
+			free(policy);
+			return -1;
+		}
+		s->v = v;
+		s->cap = cap;
+	}
+	char *copy = malloc(len + 1);
+	if (!copy) {
+		free(policy);
+		return -1;
+	}
+	memcpy(copy, pattern, len);
+	copy[len] = '\0';
+	s->v[s->n++] = (struct override){copy, len, prefix, kind, policy};
+	return 0;
+}
+
+static int bytes_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+	int d = memcmp(a, b, al < bl ? al : bl);
+	if (d)
+		return d;
+	return al < bl ? -1 : al > bl;
+}
+
+/* Exact users first, by bytes; then prefixes, longest first, by bytes. */
+static int order(const void *x, const void *y)
+{
+	const struct override *a = x, *b = y;
+	if (a->prefix != b->prefix)
+		return a->prefix - b->prefix;
+	if (a->prefix && a->len != b->len)
+		return a->len > b->len ? -1 : 1;
+	return bytes_cmp(a->pattern, a->len, b->pattern, b->len);
+}
+
+int override_finish(struct override_set *s, const struct override **dup)
+{
+	if (s->n > 1)
+		qsort(s->v, s->n, sizeof(*s->v), order);
+	s->nexact = 0;
+	while (s->nexact < s->n && !s->v[s->nexact].prefix)
+		s->nexact++;
+	for (size_t i = 1; i < s->n; i++)
+		if (order(&s->v[i - 1], &s->v[i]) == 0) {
+			*dup = &s->v[i];
+			return 1;
+		}
+	free(s->groups);
+	s->groups = malloc((s->n - s->nexact + 1) * sizeof(*s->groups));
+	if (!s->groups)
+		return -1;
+	s->ngroups = 0;
+	for (size_t i = s->nexact; i < s->n; i++)
+		if (i == s->nexact || s->v[i].len != s->v[i - 1].len)
+			s->groups[s->ngroups++] = i;
+	s->groups[s->ngroups] = s->n;
+	return 0;
+}
+
+/* The entry of v[lo..hi) whose pattern is key[0..len), or NULL. */
+static const struct override *search(const struct override *v, size_t lo, size_t hi,
+				     const char *key, size_t len)
+{
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int d = bytes_cmp(v[mid].pattern, v[mid].len, key, len);
+		if (d == 0)
+			return &v[mid];
+		if (d < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+const struct override *override_find(const struct override_set *s, const char *user, size_t len)
+{
+	if (!s || s->n == 0)
+		return NULL;
+	const struct override *o = search(s->v, 0, s->nexact, user, len);
+	if (o)
+		return o;
+	for (size_t g = 0; g < s->ngroups; g++) {
+		size_t plen = s->v[s->groups[g]].len;
+		if (plen > len)
+			continue;
+		o = search(s->v, s->groups[g], s->groups[g + 1], user, plen);
+		if (o)
+			return o;
+	}
+	return NULL;
+}
+
+int override_set_equal(const struct override_set *a, const struct override_set *b)
+{
+	size_t na = a ? a->n : 0, nb = b ? b->n : 0;
+	if (na != nb)
+		return 0;
+	for (size_t i = 0; i < na; i++) {
+		const struct override *x = &a->v[i], *y = &b->v[i];
+		if (x->prefix != y->prefix || x->kind != y->kind ||
+		    bytes_cmp(x->pattern, x->len, y->pattern, y->len) != 0)
+			return 0;
+		if (x->kind == OVERRIDE_LIMITS && !policy_equal(x->policy, y->policy))
+			return 0;
+	}
+	return 1;
+}
+
+void override_set_free(struct override_set *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++) {
+		free(s->v[i].pattern);
+		free(s->v[i].policy);
+	}
+	free(s->v);
+	free(s->groups);
+	free(s);
+}
