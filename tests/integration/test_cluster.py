@@ -267,8 +267,10 @@ class ClusterExactTest(ClusterBase):
         each allowed request saw its own remaining value."""
         self.cluster()
         pol = {"ex": "4/60s", "exf": "{algorithm: funnel, capacity: 3, rate: 1/60s}",
-               "exm": "[2/10s, 5/60s]"}
-        limits = {"ex": (4, 7), "exf": (3, 5), "exm": (2, 4)}  # limit, requests per user
+               "exm": "[2/10s, 5/60s]", "exw": "{algorithm: fixed_window, limits: 4/1d}",
+               "exc": "{algorithm: sliding_window_counter, limits: 3/1d}"}
+        # limit, requests per user
+        limits = {"ex": (4, 7), "exf": (3, 5), "exm": (2, 4), "exw": (4, 6), "exc": (3, 5)}
         ds = [self.cdaemon(pol, name="rl%d" % i,
                            redis_extra={"connections": 1 + i}) for i in range(3)]
         users = ["x%d" % i for i in range(1200)]
@@ -321,9 +323,33 @@ class ClusterExactTest(ClusterBase):
         report("exactness: %d requests, 3 daemons, 36 connections, %.2fs (%.0f/s)"
                % (len(reqs), took, len(reqs) / took))
         where = self.keys_everywhere()
-        self.assertEqual(len(where), len(users) * 4)
+        self.assertEqual(len(where), len(users) * 6)
         self.assertKeysOnOwners(where)
         self.assertEqual(len(set(where.values())), 3)
+
+    def test_bans_and_overrides_on_every_node(self):
+        """A ban is decided on the master owning the pair's slot, with the
+        pair's other keys; overrides need no node at all."""
+        self.cluster()
+        pol = {"b": "{limits: [1/60s], ban: {after: 2, within: 1m, for: 10m}, "
+                    "overrides: {\"vip-*\": unlimited, bad: blocked, more: [3/60s]}}"}
+        d = self.cdaemon(pol)
+        c = self.client(d)
+        users = ["u%d" % i for i in range(60)]
+        got = [c.pipeline(["ALLOW %s b" % u for u in users]) for _ in range(4)]
+        for u, a, d1, d2, banned in zip(users, *got):
+            self.assertDecision(a, "ALLOWED", 1, 0)
+            self.assertDecision(d1, "DENIED", 1, 0, (1, 60000))
+            self.assertDecision(d2, "DENIED", 1, 0, (590000, 600000))  # the second denial bans
+            self.assertDecision(banned, "DENIED", 1, 0, (590000, 600000))
+        where = self.keys_everywhere()
+        self.assertEqual(set(where), {user_key("b", u, s) for u in users for s in ("s60000", "b")})
+        self.assertKeysOnOwners(where)
+        self.assertEqual(len(set(where.values())), 3)
+        got = c.pipeline(["ALLOW vip-1 b", "ALLOW bad b", "ALLOW more b"] * 2)
+        self.assertEqual(got[:2] + got[3:5], ["ALLOWED -1 -1 0 -1", "DENIED 1 0 -1 -1"] * 2)
+        self.assertDecision(got[2], "ALLOWED", 3, 2)
+        self.assertDecision(got[5], "ALLOWED", 3, 1)
 
 
 class ClusterReshardTest(ClusterBase):
