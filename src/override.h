@@ -45,8 +45,7 @@ int override_add(struct override_set *s, const char *pattern, size_t len, int pr
  * *dup one of two overrides of the same pattern. */
 int override_finish(struct override_set *s, const struct override **dup);
 /* The override for this user, or NULL. */
-const struct override *override_find(const struct override_set *s, const char *user,
-				     size_t len);
+const struct override *override_find(const struct override_set *s, const char *user, size_t len);
 int override_set_equal(const struct override_set *a, const struct override_set *b);
 void override_set_free(struct override_set *s);
 

@@ -96,6 +96,19 @@ local function ceil_ms(us)
   return ceil(us / 1000)
 end
 
+-- The verdict the counting algorithms share: never (cost over the limit),
+-- now (it fits), or later: then it returns true and the caller sets r.retry.
+local function verdict(r, cost, limit, used)
+  r.retry = 0
+  if cost > limit then
+    r.ok = false
+    r.retry = -1
+    return false
+  end
+  r.ok = used + cost <= limit
+  return not r.ok
+end
+
 -- Sliding-window log: one zset member per unit allowed, scored by its time in
 -- microseconds. Scores strictly increase per key (a request in the same
 -- microsecond as the last one, or while Redis's clock steps back, is placed
@@ -113,14 +126,7 @@ local function sliding_check(key, _, count, period_ms, cost)
     newest = tonumber(last[2])
   end
   r.newest = newest
-  if cost > count then
-    r.ok = false
-    r.retry = -1
-  elseif used + cost <= count then
-    r.ok = true
-    r.retry = 0
-  else
-    r.ok = false
+  if verdict(r, cost, count, used) then
     -- the oldest live entries must leave the window until cost fits
     local need = used + cost - count
     local e = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(cutoff), '+inf',
@@ -228,16 +234,7 @@ local function fixed_check(key, _, count, period_ms, cost)
   if i == idx then used = c end
   local to_end = ceil_ms((idx + 1) * period - now)
   local r = {key = key, limit = count, used = used, cost = cost, idx = idx, to_end = to_end}
-  if cost > count then
-    r.ok = false
-    r.retry = -1
-  elseif used + cost <= count then
-    r.ok = true
-    r.retry = 0
-  else
-    r.ok = false
-    r.retry = to_end
-  end
+  if verdict(r, cost, count, used) then r.retry = to_end end
   -- never below 0: a reload may lower the count under what a key holds
   r.remaining = max(0, count - used)
   if used > 0 then r.reset = to_end else r.reset = 0 end
@@ -303,16 +300,7 @@ local function counter_check(key, _, count, period_ms, cost)
   local est = cur + weighted(prev, period_ms, e)
   local r = {key = key, limit = count, cur = cur, prev = prev, cost = cost, idx = idx,
              start = start, period = period, p = period_ms, e = e, est = est}
-  if cost > count then
-    r.ok = false
-    r.retry = -1
-  elseif est + cost <= count then
-    r.ok = true
-    r.retry = 0
-  else
-    r.ok = false
-    r.retry = counter_wait(r, cur, count - cost)
-  end
+  if verdict(r, cost, count, est) then r.retry = counter_wait(r, cur, count - cost) end
   r.remaining = max(0, count - est)
   r.reset = counter_wait(r, cur, 0)
   return r

@@ -39,6 +39,19 @@ static int64_t ceil_ms(double us)
 	return (int64_t)ceil(us / 1000);
 }
 
+/* The script's verdict: never, now, or later (returns 1: set c->retry). */
+static int verdict(struct check *c, int64_t cost, int64_t limit, int64_t used)
+{
+	c->retry = 0;
+	if (cost > limit) {
+		c->ok = 0;
+		c->retry = -1;
+		return 0;
+	}
+	c->ok = used + cost <= limit;
+	return !c->ok;
+}
+
 /* Entries with score > cutoff are live. */
 static size_t first_live(const struct limiter_state *s, int64_t cutoff)
 {
@@ -63,14 +76,7 @@ static void sliding_check(const struct policy_limit *l, const struct limiter_sta
 	c->limit = l->count;
 	c->has_newest = c->used > 0;
 	c->newest = c->has_newest ? s->log[s->nlog - 1] : 0;
-	if (cost > l->count) {
-		c->ok = 0;
-		c->retry = -1;
-	} else if (c->used + cost <= l->count) {
-		c->ok = 1;
-		c->retry = 0;
-	} else {
-		c->ok = 0;
+	if (verdict(c, cost, l->count, c->used)) {
 		int64_t need = c->used + cost - l->count;
 		c->retry =
 			min64(l->period_ms,
@@ -159,16 +165,8 @@ static void fixed_check(const struct policy_limit *l, const struct limiter_state
 	c->used = used;
 	c->cost = cost;
 	c->idx = idx;
-	if (cost > l->count) {
-		c->ok = 0;
-		c->retry = -1;
-	} else if (used + cost <= l->count) {
-		c->ok = 1;
-		c->retry = 0;
-	} else {
-		c->ok = 0;
+	if (verdict(c, cost, l->count, used))
 		c->retry = c->to_end;
-	}
 	c->remaining = l->count - used > 0 ? l->count - used : 0;
 	c->reset = used > 0 ? c->to_end : 0;
 }
@@ -242,16 +240,8 @@ static void counter_check(const struct policy_limit *l, const struct limiter_sta
 	c->p = l->period_ms;
 	c->e = (now - c->start) / 1000;
 	c->est = cur + weighted(prev, c->p, c->e);
-	if (cost > l->count) {
-		c->ok = 0;
-		c->retry = -1;
-	} else if (c->est + cost <= l->count) {
-		c->ok = 1;
-		c->retry = 0;
-	} else {
-		c->ok = 0;
+	if (verdict(c, cost, l->count, c->est))
 		c->retry = counter_wait(c, cur, l->count - cost, now);
-	}
 	c->remaining = l->count - c->est > 0 ? l->count - c->est : 0;
 	c->reset = counter_wait(c, cur, 0, now);
 }

@@ -39,7 +39,7 @@ static const char *found(const struct override_set *s, const char *user)
 START_TEST(most_specific_wins)
 {
 	static const char *const p[] = {"partner-*", "partner-big-*", "vip", "partner-big-1",
-					"p*", "vipx"};
+					"p*",	     "vipx"};
 	struct override_set *s = set_of(p, sizeof(p) / sizeof(p[0]));
 	ck_assert_str_eq(found(s, "vip"), "vip");
 	ck_assert_str_eq(found(s, "vipx"), "vipx");
@@ -141,8 +141,7 @@ START_TEST(from_config)
 	ck_assert_int_eq(o->policy->nlimits, 2);
 	ck_assert_int_eq(o->policy->limits[1].count, 20000);
 	ck_assert_ptr_null(o->policy->overrides);
-	ck_assert_int_eq(override_find(api->overrides, "internal-1", 10)->kind,
-			 OVERRIDE_UNLIMITED);
+	ck_assert_int_eq(override_find(api->overrides, "internal-1", 10)->kind, OVERRIDE_UNLIMITED);
 	ck_assert_int_eq(override_find(api->overrides, "abuser", 6)->kind, OVERRIDE_BLOCKED);
 	const struct policy *up = config_find_policy(c, "up", 2);
 	o = override_find(up->overrides, "vip", 3);
