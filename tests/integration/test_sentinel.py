@@ -18,6 +18,8 @@ POLICIES = {
     "reply": "5/60s",
     "big": "100000/60s",
     "strict": "{limits: [100000/60s], on_store_error: deny}",
+    "win": "{algorithm: sliding_window_counter, limits: 3/1d}",
+    "pen": "{limits: [1/1m], ban: {after: 1, within: 1h, for: 1h}}",
 }
 TIMEOUT = 0.3 * SLOW
 BOUND = TIMEOUT + STORE_MARGIN
@@ -109,6 +111,11 @@ class SentinelFailoverTest(SentinelBase):
         self.assertEqual(c.pipeline(["ALLOW cap reply"] * 5)[-1][:9], "ALLOWED 5")
         self.assertTrue(is_real(c.request("ALLOW k0 big")))
         self.assertIn(b"rl:{reply:cap}:s60000", old.keys())
+        # a counter at its limit and a ban, to outlive the failover
+        self.assertEqual([r.split()[0] for r in c.pipeline(["ALLOW cap win"] * 3)],
+                         ["ALLOWED"] * 3)
+        self.assertEqual(c.pipeline(["ALLOW cap pen"] * 2)[1].split()[:4],
+                         ["DENIED", "1", "0", "3600000"])
         ss.wait_replicated()
         lines = ["ALLOW w%d big" % i for i in range(10)] + ["ALLOW s%d strict" % i
                                                              for i in range(5)]
@@ -132,6 +139,8 @@ class SentinelFailoverTest(SentinelBase):
         self.assertLess(down, secs + 2 * SLOW, "the daemon took %.2fs after the switch"
                         % (down - secs))
         self.assertDecision(c.request("PEEK cap reply"), "DENIED", 5, 0)
+        self.assertDecision(c.request("PEEK cap win"), "DENIED", 3, 0)
+        self.assertDecision(c.request("ALLOW cap pen"), "DENIED", 1, 0, (3000000, 3600000))
         self.assertGreater(self.evalsha(new), 0)
         self.assertEqual(c.pipeline(["ALLOW fresh%d reply" % i for i in range(10)]),
                          ["ALLOWED 5 4 0 60000"] * 10)
