@@ -96,9 +96,11 @@ static void reply_decision(struct cmd_slot *slot, int allowed, int64_t limit, in
 		allowed = 1;
 		retry_after_ms = 0;
 	}
-	r->window_ms = policy_window_ms(p, limit);
-	memcpy(r->action, p->name, p->name_len);
-	r->action[p->name_len] = '\0';
+	if (slot->names_policy) {
+		r->window_ms = policy_window_ms(p, limit);
+		memcpy(r->action, p->name, p->name_len);
+		r->action[p->name_len] = '\0';
+	}
 	r->kind = CMD_REPLY_DECISION;
 	r->allowed = allowed;
 	r->limit = limit;

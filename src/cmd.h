@@ -78,7 +78,8 @@ struct cmd_result {
 	int allowed;
 	int64_t limit, remaining, retry_after_ms, reset_ms;
 	/* the deciding limit's window (ms) and its policy's name, for
-	 * protocols that announce the policy (HTTP's RateLimit-Policy) */
+	 * protocols that announce the policy (HTTP's RateLimit-Policy); only
+	 * filled when the slot's names_policy says so */
 	int64_t window_ms;
 	char action[POLICY_NAME_MAX + 1];
 	/* CMD_REPLY_ERROR */
@@ -117,6 +118,7 @@ struct cmd_slot {
 	char user[KEYS_USER_MAX];
 	int own_policy;		       /* policy is throttle_policy, not cfg's */
 	int shadow;		       /* answer a denial ALLOWED (shadow mode) */
+	int names_policy;	       /* fill res.action and res.window_ms (set by the caller) */
 	struct policy throttle_policy; /* CMD_THROTTLE's, built from the request */
 	void (*complete)(struct cmd_slot *slot);
 };

@@ -369,6 +369,7 @@ static void process_input(struct conn *c)
 			return;
 		}
 		p->slot.res.tag = got.tag;
+		p->slot.names_policy = c->proto->names_policy;
 		p->slot.res.close_after = got.close_after;
 		if (got.close_after)
 			c->closing = 1; /* nothing after it is read */

@@ -64,6 +64,9 @@ struct proto {
 	/* The step sees at least this many bytes, whatever max_line says
 	 * (HTTP's headers are longer than a line), 0 for none. */
 	size_t window_min;
+	/* Its replies name the deciding policy and window (cmd_result.action,
+	 * .window_ms), which cmd then fills in (HTTP's RateLimit headers). */
+	int names_policy;
 	/*
 	 * Looks at buf[0..len), the start of the unparsed input: at most
 	 * max(max_line + 2, window_min) bytes of it (no request may be

@@ -928,6 +928,7 @@ const struct proto proto_http = {
 	.name = "http",
 	.reply_max = REPLY_MAX,
 	.window_min = PROTO_HTTP_WINDOW,
+	.names_policy = 1,
 	.parse = http_parse,
 	.format = http_format,
 };
