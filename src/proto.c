@@ -52,7 +52,7 @@ int proto_word_is(const char *tok, size_t len, const char *word)
 	return 1;
 }
 
-int proto_parse_cost(const char *s, size_t len, int64_t *out)
+int proto_parse_uint(const char *s, size_t len, int64_t max, int64_t *out)
 {
 	int64_t v = 0;
 	if (len == 0)
@@ -61,10 +61,17 @@ int proto_parse_cost(const char *s, size_t len, int64_t *out)
 		if (s[i] < '0' || s[i] > '9')
 			return -1;
 		v = v * 10 + (s[i] - '0');
-		if (v > CMD_COST_MAX)
+		if (v > max)
 			return -1;
 	}
-	if (v < 1)
+	*out = v;
+	return 0;
+}
+
+int proto_parse_cost(const char *s, size_t len, int64_t *out)
+{
+	int64_t v;
+	if (proto_parse_uint(s, len, CMD_COST_MAX, &v) < 0 || v < 1)
 		return -1;
 	*out = v;
 	return 0;

@@ -105,18 +105,11 @@ static int read_header(const char *buf, size_t len, size_t *pos, char type, long
 	return 1;
 }
 
-/* A non-negative decimal integer of at most 18 digits; -1 otherwise. */
+/* A non-negative decimal integer below 10^18; -1 otherwise. */
 static int64_t nonneg(const char *s, size_t len)
 {
-	int64_t v = 0;
-	if (len == 0 || len > 18)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		v = v * 10 + (s[i] - '0');
-	}
-	return v;
+	int64_t v;
+	return proto_parse_uint(s, len, 999999999999999999LL, &v) < 0 ? -1 : v;
 }
 
 /* CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>] */
