@@ -77,6 +77,7 @@ struct override_form {
 	char *pattern; /* without a final '*' */
 	size_t len;
 	int prefix;
+	char shown[72]; /* for messages: printable, cut at 64 bytes, with its '*' */
 	enum override_kind kind;
 	struct policy_form f; /* OVERRIDE_LIMITS: limits, or capacity and rate */
 	unsigned seen;	      /* of them, which were given (1u << PK_...) */
@@ -859,6 +860,14 @@ static int override_entry(struct yparser *P, const struct ykey *k, void *dst)
 	o->pattern[len] = '\0';
 	o->len = len;
 	o->prefix = prefix;
+	size_t w = 0; /* a user may hold any bytes; an error line may not */
+	for (size_t i = 0; i < len && w < 64; i++)
+		o->shown[w++] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+	if (len > 64)
+		w += (size_t)snprintf(o->shown + w, sizeof(o->shown) - w, "...");
+	if (prefix)
+		o->shown[w++] = '*';
+	o->shown[w] = '\0';
 	f->nov++;
 	if (yp_next(P) < 0)
 		return -1;
@@ -866,7 +875,7 @@ static int override_entry(struct yparser *P, const struct ykey *k, void *dst)
 	o->kind = OVERRIDE_LIMITS;
 	/* errors name the user: policies.<name>.overrides.<user> */
 	struct ykey named = override_keys[0];
-	named.name = o->pattern;
+	named.name = o->shown;
 	switch (P->ev.type) {
 	case YAML_SCALAR_EVENT: {
 		const char *v = (const char *)P->ev.data.scalar.value;
@@ -888,7 +897,7 @@ static int override_entry(struct yparser *P, const struct ykey *k, void *dst)
 	case YAML_MAPPING_START_EVENT: {
 		unsigned seen;
 		yaml_mark_t marks[3];
-		if (yp_map(P, o->pattern, override_keys, 3, &o->f, &seen, marks) < 0)
+		if (yp_map(P, o->shown, override_keys, 3, &o->f, &seen, marks) < 0)
 			return -1;
 		for (int i = 0; i < 3; i++)
 			if (seen & (1u << i))
@@ -896,7 +905,7 @@ static int override_entry(struct yparser *P, const struct ykey *k, void *dst)
 		return 0;
 	}
 	default:
-		return yp_failk(P, o->mark, o->pattern,
+		return yp_failk(P, o->mark, o->shown,
 				"expected limits, {limits: ...}, {capacity, rate}, unlimited or "
 				"blocked");
 	}
@@ -929,8 +938,7 @@ static int override_policy(struct yparser *P, const struct policy *p, const char
 	const struct policy_form *of = &o->f;
 	const char *algo = policy_algo_name(p->algo);
 	char at[POLICY_NAME_MAX + 96]; /* policies.<name>.overrides.<user> */
-	snprintf(at, sizeof(at), "policies.%s.overrides.%.64s%s", name, o->pattern,
-		 o->prefix ? "*" : "");
+	snprintf(at, sizeof(at), "policies.%s.overrides.%s", name, o->shown);
 	switch (policy_algo_shape(p->algo)) {
 	case POLICY_SHAPE_RATE:
 		if (o->seen & (1u << PK_LIMITS))
@@ -1002,10 +1010,15 @@ static int make_overrides(struct yparser *P, struct policy *p, const char *name,
 		int r = override_finish(set, &dup);
 		if (r < 0)
 			rc = yp_fail_fatal(P, f->ov_mark, "out of memory");
-		else if (r > 0)
-			rc = yp_fail(P, f->ov_mark,
-				     "policies.%s.overrides: \"%.64s%s\" is given twice", name,
-				     dup->pattern, dup->prefix ? "*" : "");
+		else if (r > 0) {
+			const char *shown = "?";
+			for (size_t i = 0; i < f->nov; i++)
+				if (f->ov[i].prefix == dup->prefix && f->ov[i].len == dup->len &&
+				    memcmp(f->ov[i].pattern, dup->pattern, dup->len) == 0)
+					shown = f->ov[i].shown;
+			rc = yp_fail(P, f->ov_mark, "policies.%s.overrides: \"%s\" is given twice",
+				     name, shown);
+		}
 	}
 	if (rc < 0) {
 		override_set_free(set);

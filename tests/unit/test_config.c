@@ -235,6 +235,11 @@ static const struct {
 	 "t.yaml:2:28: policies.a.ban: expected a mapping {after, within, for}"},
 	{"policies:\n  a: {limits: [3/1s], ban: {after: 1001, within: 1m, for: 1s}}\n",
 	 "t.yaml:2:36: policies.a.ban.after: must be an integer from 1 to 1000"},
+	/* an override's user may hold any bytes; its error line may not */
+	{"policies:\n  a: {limits: 1/1s, overrides: {\"x\\ny*\": foo}}\n",
+	 "t.yaml:2:42: policies.a.overrides.x?y*: a rate is COUNT/DURATION, e.g. 5/60s"},
+	{"policies:\n  a: {limits: 1/1s, overrides: {x: 2/1s, y: blocked, x: unlimited}}\n",
+	 "t.yaml:2:32: policies.a.overrides: \"x\" is given twice"},
 	{"policies:\n  a: {limits: 1/1s, shadow: yes}\n",
 	 "t.yaml:2:29: policies.a.shadow: must be true or false"},
 	{"policies:\n  a: {algorithm: sliding_window_counter}\n",
