@@ -876,13 +876,33 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 	switch (r->kind) {
 	case CMD_REPLY_DECISION:
 		if (kind == HTTP_AUTH) {
-			n = head(buf,
-				 r->allowed ? 200
-				 : deny	    ? deny
-					    : 429,
-				 NULL, 0, r->close_after);
+			int status = r->allowed ? 200 : deny ? deny : 429;
+			if (r->allowed) {
+				n = head(buf, status, NULL, 0, r->close_after);
+				n = ratelimit_headers(buf, n, r, legacy);
+				return put(buf, n, "\r\n");
+			}
+			/* A proxy that passes the denial on (Caddy, Traefik) gives the
+			 * client a problem details body (RFC 9457), as the RateLimit
+			 * draft suggests; nginx drops it. */
+			bl = put(body, bl, "{\"type\":\"about:blank\",\"title\":\"");
+			bl = put(body, bl, reason(status));
+			bl = put(body, bl, "\",\"status\":");
+			bl = put_int(body, bl, status);
+			bl = put(body, bl, ",\"detail\":\"");
+			if (r->retry_after_ms >= 0) {
+				bl = put(body, bl, "rate limited; retry after ");
+				bl = put_int(body, bl, ceil_s(r->retry_after_ms));
+				bl = put(body, bl, " s\"");
+			} else {
+				bl = put(body, bl, "rate limited\"");
+			}
+			bl = put(body, bl, ",\"retry_after_ms\":");
+			bl = put_int(body, bl, r->retry_after_ms);
+			bl = put(body, bl, "}\n");
+			n = head(buf, status, "application/problem+json", bl, r->close_after);
 			n = ratelimit_headers(buf, n, r, legacy);
-			return put(buf, n, "\r\n");
+			break;
 		}
 		bl = put(body, bl, r->allowed ? "{\"allowed\":true" : "{\"allowed\":false");
 		bl = put(body, bl, ",\"limit\":");

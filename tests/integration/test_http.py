@@ -267,9 +267,17 @@ class HttpTest(DaemonTest):
         xff = {"X-Forwarded-For": "198.51.100.7, 10.9.9.9, 127.0.0.1"}
         got = [self.get(self.api, "/auth/reply", headers=xff) for _ in range(4)]
         self.assertEqual([g[0] for g in got], [200, 200, 200, 429])
-        self.assertEqual(got[0][2], b"", "forward-auth answers carry no body")
+        self.assertEqual(got[0][2], b"", "an allowing forward-auth answer carries no body")
         self.assertEqual(got[3][1]["ratelimit"].split(";")[1], "r=0")
         self.assertTrue(int(got[3][1]["retry-after"]) > 0)
+        # a denial carries problem details (RFC 9457) for proxies that pass it on
+        self.assertEqual(got[3][1]["content-type"], "application/problem+json")
+        problem = json.loads(got[3][2])
+        self.assertEqual({k: problem[k] for k in ("type", "title", "status")},
+                         {"type": "about:blank", "title": "Too Many Requests", "status": 429})
+        self.assertEqual(problem["detail"],
+                         "rate limited; retry after %s s" % got[3][1]["retry-after"])
+        self.assertTrue(0 < problem["retry_after_ms"] <= 60000, problem)
         # the client was 10.9.9.9 (the rightmost address that is not a trusted proxy)
         c = self.daemon.client()
         self.addCleanup(c.close)

@@ -8,6 +8,7 @@ separately."""
 
 import http.client
 import http.server
+import json
 import os
 import shutil
 import socket
@@ -168,7 +169,10 @@ http://127.0.0.1:%d {
         env = dict(os.environ, HOME=tmp, XDG_DATA_HOME=tmp, XDG_CONFIG_HOME=tmp)
         self.run_proxy([CADDY, "run", "--config", path, "--adapter", "caddyfile"], port, env=env,
                        log=os.path.join(tmp, "caddy.log"))
-        self.check_limits(port)
+        got = self.check_limits(port)
+        # Caddy passes the denial on as it is: status, headers and body
+        self.assertEqual(got[3][1]["content-type"], "application/problem+json")
+        self.assertEqual(json.loads(got[3][2])["status"], 429)
 
 
 if __name__ == "__main__":
