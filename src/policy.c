@@ -379,8 +379,11 @@ int64_t policy_window_ms(const struct policy *p, int64_t limit)
 			break;
 		}
 	switch (p->algo) {
-	case POLICY_FUNNEL:
-		return l->count > 0 ? l->capacity * l->period_ms / l->count : l->period_ms;
+	case POLICY_FUNNEL: {
+		/* capacity * period can pass 2^63: in double, and held below it */
+		double ms = (double)l->capacity * (double)l->period_ms / (double)l->count;
+		return ms < 4e18 ? (int64_t)ms : (int64_t)4e18;
+	}
 	case POLICY_SLIDING_WINDOW:
 	case POLICY_FIXED_WINDOW:
 	case POLICY_SLIDING_COUNTER:

@@ -60,9 +60,10 @@ int proto_parse_uint(const char *s, size_t len, int64_t max, int64_t *out)
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] < '0' || s[i] > '9')
 			return -1;
-		v = v * 10 + (s[i] - '0');
-		if (v > max)
+		int d = s[i] - '0';
+		if (v > (max - d) / 10) /* before the step: it must not overflow */
 			return -1;
+		v = v * 10 + d;
 	}
 	*out = v;
 	return 0;

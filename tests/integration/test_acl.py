@@ -13,7 +13,11 @@ import unittest
 from harness import (SLOW, DaemonTest, free_port, http_get, scrape_metrics, wait_until)
 
 SRCDIR = os.environ.get("RL_SRCDIR", os.path.join(os.path.dirname(__file__), "..", ".."))
-POLICIES = {"reply": "3/60s"}
+POLICIES = {"reply": "3/60s",
+            "win": "{algorithm: fixed_window, limits: 2/1d}",
+            "swc": "{algorithm: sliding_window_counter, limits: 2/1d}",
+            "up": "{algorithm: funnel, capacity: 2, rate: 1/1m}",
+            "pen": "{limits: [1/1m], ban: {after: 1, within: 1m, for: 1h}}"}
 ADMIN_PW = "adm1n-acl-pw"
 USER_PW = "us3r-acl-pw"
 # what the daemon's docs said before the script's own commands were listed
@@ -58,6 +62,14 @@ class AclTest(DaemonTest):
             self.assertDecision(self.c.request("ALLOW alice reply"), "ALLOWED", 3, left)
         self.assertDecision(self.c.request("ALLOW alice reply"), "DENIED", 3, 0,
                             retry=(1, 60000))
+        # every algorithm and a ban decide with the documented rules
+        for action in ("win", "swc", "up"):
+            got = [self.c.request("ALLOW alice %s" % action).split()[0] for _ in range(3)]
+            self.assertEqual(got, ["ALLOWED", "ALLOWED", "DENIED"], action)
+        self.assertDecision(self.c.request("ALLOW alice pen"), "ALLOWED", 1, 0)
+        self.assertDecision(self.c.request("ALLOW alice pen"), "DENIED", 1, 0,
+                            retry=(3590000, 3600000))
+        self.assertEqual(self.c.request("RESET alice pen"), "OK")
         self.assertEqual(self.health(), (200, "ok\n"))
         self.assertEqual(self.metric("ratelimitd_redis_refusing"), 0)
         log = self.daemon.log()

@@ -314,8 +314,10 @@ static int ban_denied(const struct policy_ban *b, struct limiter_state *s, int64
 {
 	s->ban_until = 0;
 	size_t first = first_live(s, now - b->within_ms * 1000);
-	memmove(s->log, s->log + first, (s->nlog - first) * sizeof(int64_t));
-	s->nlog -= first;
+	if (first) {
+		memmove(s->log, s->log + first, (s->nlog - first) * sizeof(int64_t));
+		s->nlog -= first;
+	}
 	if ((int64_t)s->nlog + 1 >= b->after) {
 		s->nlog = 0;
 		s->ban_until = now + b->for_ms * 1000;

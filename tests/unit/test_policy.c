@@ -332,6 +332,23 @@ START_TEST(validate_capacity)
 }
 END_TEST
 
+/* A full funnel's drain time: exact for ordinary numbers, no overflow at the extremes. */
+START_TEST(window_of_a_funnel)
+{
+	struct policy p;
+	memset(&p, 0, sizeof(p));
+	p.algo = POLICY_FUNNEL;
+	p.nlimits = 1;
+	p.limits[0] = (struct policy_limit){15, 30, 60000};
+	ck_assert_int_eq(policy_window_ms(&p, 15), 30000);
+	p.limits[0] = (struct policy_limit){POLICY_MAX_COUNT, 1, POLICY_MAX_PERIOD_MS};
+	ck_assert_int_eq(policy_window_ms(&p, POLICY_MAX_COUNT), 4000000000000000000LL);
+	p.algo = POLICY_FIXED_WINDOW;
+	p.limits[0] = (struct policy_limit){5, 5, 3600000};
+	ck_assert_int_eq(policy_window_ms(&p, 5), 3600000);
+}
+END_TEST
+
 START_TEST(describe)
 {
 	char buf[128];
@@ -441,6 +458,7 @@ static Suite *policy_suite(void)
 
 	tc = tcase_create("describe");
 	tcase_add_test(tc, describe);
+	tcase_add_test(tc, window_of_a_funnel);
 	tcase_add_test(tc, describe_truncates);
 	tcase_add_test(tc, on_error_names);
 	tcase_add_test(tc, equal);

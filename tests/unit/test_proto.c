@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto.h"
 #include "proto_line.h"
 
 struct pcase {
@@ -211,12 +212,35 @@ START_TEST(test_step)
 }
 END_TEST
 
+/* Bounded before each step: no input overflows, whatever the bound. */
+START_TEST(test_parse_uint_bounds)
+{
+	int64_t v = -1;
+	ck_assert_int_eq(proto_parse_uint("92233720368547758090", 20, 999999999999999999LL, &v),
+			 -1);
+	ck_assert_int_eq(proto_parse_uint("92233720368547758080", 20, 999999999999999999LL, &v),
+			 -1);
+	ck_assert_int_eq(proto_parse_uint("999999999999999999", 18, 999999999999999999LL, &v), 0);
+	ck_assert_int_eq(v, 999999999999999999LL);
+	ck_assert_int_eq(proto_parse_uint("9223372036854775807", 19, INT64_MAX, &v), 0);
+	ck_assert_int_eq(v, INT64_MAX);
+	ck_assert_int_eq(proto_parse_uint("9223372036854775808", 19, INT64_MAX, &v), -1);
+	ck_assert_int_eq(proto_parse_uint("000000000000000000000000000042", 30, 100, &v), 0);
+	ck_assert_int_eq(v, 42);
+	ck_assert_int_eq(proto_parse_uint("", 0, 100, &v), -1);
+	ck_assert_int_eq(proto_parse_uint("1x", 2, 100, &v), -1);
+	ck_assert_int_eq(proto_parse_cost("0", 1, &v), -1);
+	ck_assert_int_eq(proto_parse_cost("2147483648", 10, &v), -1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proto");
 	TCase *tc = tcase_create("core");
 	tcase_add_loop_test(tc, test_parse_table, 0, (int)(sizeof(cases) / sizeof(cases[0])));
 	tcase_add_test(tc, test_nul_byte);
+	tcase_add_test(tc, test_parse_uint_bounds);
 	tcase_add_test(tc, test_user_length);
 	tcase_add_test(tc, test_frame);
 	tcase_add_test(tc, test_frame_split);
