@@ -34,6 +34,7 @@ static void usage(FILE *f)
 		"      --prefix P               key prefix for direct mode (default rl:)\n"
 		"      --redis HOST:PORT|unix:PATH      Redis for direct mode (default 127.0.0.1:6379)\n"
 		"      --daemon HOST:PORT|unix:PATH     ratelimitd (default 127.0.0.1:7379)\n"
+		"      --resp                   talk RESP to the daemon (ALLOW as an array), not lines\n"
 		"      --flushdb                FLUSHDB on --redis before each target (throwaway Redis only)\n"
 		"      --redis-pid PID          report Redis CPU time per decision (from /proc)\n"
 		"      --daemon-pid PID         report ratelimitd CPU time per decision\n"
@@ -211,6 +212,7 @@ enum {
 	OPT_CSV,
 	OPT_CSV_HEADER,
 	OPT_IDLE,
+	OPT_RESP,
 };
 
 static const struct option long_opts[] = {
@@ -237,6 +239,7 @@ static const struct option long_opts[] = {
 	{"csv", no_argument, NULL, OPT_CSV},
 	{"csv-header", no_argument, NULL, OPT_CSV_HEADER},
 	{"idle-connections", required_argument, NULL, OPT_IDLE},
+	{"resp", no_argument, NULL, OPT_RESP},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -357,6 +360,9 @@ int bench_opts_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case OPT_CSV:
 			o->csv = 1;
+			break;
+		case OPT_RESP:
+			o->resp = 1;
 			break;
 		case OPT_CSV_HEADER:
 			o->csv_header = 1;

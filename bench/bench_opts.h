@@ -40,6 +40,7 @@ struct bench_opts {
 	int redis_pid, daemon_pid;
 	int flushdb;
 	uint64_t idle; /* extra connections that stay silent */
+	int resp;      /* the daemon target is spoken to in RESP */
 	/* derived */
 	struct policy policy;
 	int have_policy;

@@ -538,7 +538,9 @@ static size_t build_request(struct run *r, char *p)
 	size_t n = 0;
 	memcpy(p, r->head, r->head_len);
 	n += r->head_len;
-	if (r->target == BENCH_OPTS_TARGET_DAEMON) {
+	if (r->target == BENCH_OPTS_TARGET_DAEMON && r->o->resp) {
+		n += put_bulk(p + n, user, ul);
+	} else if (r->target == BENCH_OPTS_TARGET_DAEMON) {
 		memcpy(p + n, user, ul);
 		n += ul;
 	} else {
@@ -563,6 +565,18 @@ static size_t build_request(struct run *r, char *p)
 static void build_templates(struct run *r)
 {
 	const struct bench_opts *o = r->o;
+	if (r->target == BENCH_OPTS_TARGET_DAEMON && o->resp) {
+		/* RESP: *3 (or *4 with a cost) $5 ALLOW $<n> <user> $<n> <action> */
+		size_t n = (size_t)snprintf(r->head, sizeof(r->head), "*%d\r\n", o->cost_given ? 4 : 3);
+		n += put_bulk_str(r->head + n, "ALLOW");
+		r->head_len = n;
+		n = put_bulk_str(r->tail, o->action);
+		if (o->cost_given)
+			n += put_bulk_i64(r->tail + n, o->cost);
+		r->tail_len = n;
+		r->max_req = r->head_len + 24 + 8 + r->tail_len;
+		return;
+	}
 	if (r->target == BENCH_OPTS_TARGET_DAEMON) {
 		r->head_len = (size_t)snprintf(r->head, sizeof(r->head), "ALLOW ");
 		if (o->cost_given)
@@ -730,7 +744,7 @@ static int conn_parse(struct conn *c, uint64_t now)
 		size_t left = c->in_len - off;
 		if (c->count == 0)
 			return -1; /* a reply nobody asked for */
-		if (r->target == BENCH_OPTS_TARGET_DAEMON) {
+		if (r->target == BENCH_OPTS_TARGET_DAEMON && !r->o->resp) {
 			const char *nl = memchr(p, '\n', left);
 			if (!nl)
 				break;
