@@ -567,7 +567,8 @@ static void build_templates(struct run *r)
 	const struct bench_opts *o = r->o;
 	if (r->target == BENCH_OPTS_TARGET_DAEMON && o->resp) {
 		/* RESP: *3 (or *4 with a cost) $5 ALLOW $<n> <user> $<n> <action> */
-		size_t n = (size_t)snprintf(r->head, sizeof(r->head), "*%d\r\n", o->cost_given ? 4 : 3);
+		size_t n = (size_t)snprintf(r->head, sizeof(r->head), "*%d\r\n",
+					    o->cost_given ? 4 : 3);
 		n += put_bulk_str(r->head + n, "ALLOW");
 		r->head_len = n;
 		n = put_bulk_str(r->tail, o->action);
