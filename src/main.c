@@ -274,7 +274,7 @@ int main(int argc, char **argv)
 	d.base = event_base_new();
 	if (!d.base || event_base_priority_init(d.base, 2) < 0)
 		log_fatal("cannot create the event loop");
-	/* Everything runs at priority 1 but reading Redis (redis_conn.c). */
+	/* Everything runs at priority 1 but the RESET notices (redis_conn.c). */
 	d.store = store_new(d.base, &cfg->redis, err, sizeof(err));
 	if (!d.store)
 		log_fatal("redis: %s", err);

@@ -157,12 +157,15 @@ static int ev_attach(redisAsyncContext *ac, struct redis_conn *c, struct event_b
 		free(e);
 		return -1;
 	}
-	/* Redis before clients. RESET notices first: when a loop turn has both
-	 * the notice and a client's request for that pair, the request must see
-	 * the reset. And replies before client input and deadlines: under a
-	 * flood of clients (or a starved CPU) a reply already in the socket is
-	 * taken before its request's deadline fires, not after. */
-	event_priority_set(e->rev, 0);
+	/*
+	 * RESET notices first: when a loop turn has both the notice and a
+	 * client's request for that pair, the request must see the reset. Only
+	 * them: libevent runs a lower priority only in a turn with nothing
+	 * active above it, so replies at priority 0 would starve the clients,
+	 * the writes to Redis and the deadlines while replies keep coming.
+	 */
+	if (c && c->sub)
+		event_priority_set(e->rev, 0);
 	ac->ev.data = e;
 	ac->ev.addRead = ev_add_read;
 	ac->ev.delRead = ev_del_read;
