@@ -8,6 +8,7 @@
 #include "config.h"
 #include "denycache.h"
 #include "log.h"
+#include "multi.h"
 #include "override.h"
 #include "policy.h"
 #include "stats.h"
@@ -57,11 +58,10 @@ static void reply(struct cmd_slot *slot, enum cmd_reply kind)
  * a second with how many were not, and answered ALLOWED. The user is shown
  * printable and cut short: it comes from the client.
  */
-static void shadow_denied(struct cmd_slot *slot)
+void cmd_shadow_denied(struct cmd_slot *slot, const struct policy *p)
 {
 	static uint64_t last_us;
 	static unsigned long long quiet;
-	const struct policy *p = slot->policy;
 	const char *user = slot->user;
 	size_t user_len = slot->user_len;
 	stats_count_shadow(slot->cfg, p); /* cfg is NULL for a cached denial: found by name */
@@ -86,13 +86,13 @@ static void shadow_denied(struct cmd_slot *slot)
 	quiet = 0;
 }
 
-static void reply_decision(struct cmd_slot *slot, int allowed, int64_t limit, int64_t remaining,
-			   int64_t retry_after_ms, int64_t reset_ms)
+void cmd_reply_decision(struct cmd_slot *slot, int allowed, int64_t limit, int64_t remaining,
+			int64_t retry_after_ms, int64_t reset_ms)
 {
 	struct cmd_result *r = &slot->res;
 	const struct policy *p = slot->policy;
 	if (!allowed && slot->shadow) {
-		shadow_denied(slot);
+		cmd_shadow_denied(slot, p);
 		allowed = 1;
 		retry_after_ms = 0;
 	}
@@ -134,19 +134,25 @@ static void store_done(void *arg, const struct store_result *res)
 		} else {
 			stats_count_decision(slot->own_policy ? NULL : slot->cfg, p,
 					     STATS_FROM_STORE, res->allowed);
-			reply_decision(slot, res->allowed, res->limit, res->remaining,
-				       res->retry_after_ms, res->reset_ms);
+			cmd_reply_decision(slot, res->allowed, res->limit, res->remaining,
+					   res->retry_after_ms, res->reset_ms);
 		}
 		return;
 	}
+	cmd_store_failed(slot, res, config_on_error(slot->cfg, p));
+}
+
+void cmd_store_failed(struct cmd_slot *slot, const struct store_result *res,
+		      enum policy_on_error mode)
+{
+	const struct policy *p = slot->policy;
 	stats.store_errors[res->status]++;
 	if (res->status == STORE_FAILED)
 		stats.store_failures[res->error < STORE_ERROR_N ? res->error : STORE_ERROR_OTHER]++;
 	char msg[128];
 	snprintf(msg, sizeof(msg), "store %s: %s", store_status_name(res->status),
 		 res->detail ? res->detail : "");
-	enum policy_on_error mode = config_on_error(slot->cfg, p);
-	if (op == STORE_RESET || mode == POLICY_ON_ERROR_ERROR) {
+	if (slot->op == STORE_RESET || mode == POLICY_ON_ERROR_ERROR) {
 		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, msg);
 		return;
 	}
@@ -154,11 +160,11 @@ static void store_done(void *arg, const struct store_result *res)
 	if (mode == POLICY_ON_ERROR_ALLOW) {
 		stats_count_decision(slot->own_policy ? NULL : slot->cfg, p, STATS_FROM_FALLBACK,
 				     1);
-		reply_decision(slot, 1, limit, -1, 0, -1);
+		cmd_reply_decision(slot, 1, limit, -1, 0, -1);
 	} else {
 		stats_count_decision(slot->own_policy ? NULL : slot->cfg, p, STATS_FROM_FALLBACK,
 				     0);
-		reply_decision(slot, 0, limit, -1, FALLBACK_RETRY_MS, -1);
+		cmd_reply_decision(slot, 0, limit, -1, FALLBACK_RETRY_MS, -1);
 	}
 }
 
@@ -178,9 +184,9 @@ static void answer_override(struct config *cfg, enum store_op op, const struct p
 	shadow_setup(slot, cfg, op, p, pc);
 	stats_count_decision(cfg, p, STATS_FROM_OVERRIDE, allowed);
 	if (allowed)
-		reply_decision(slot, 1, -1, -1, 0, -1);
+		cmd_reply_decision(slot, 1, -1, -1, 0, -1);
 	else
-		reply_decision(slot, 0, p->limits[0].capacity, 0, -1, -1);
+		cmd_reply_decision(slot, 0, p->limits[0].capacity, 0, -1, -1);
 }
 
 static void throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
@@ -190,6 +196,9 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		 int admin, struct cmd_slot *slot)
 {
 	slot->cfg = NULL;
+	slot->multi = NULL;
+	slot->res.multi = 0;
+	slot->res.pair = 0;
 	enum store_op op;
 	if ((unsigned)pc->verb < CMD_VERB_N)
 		stats.requests[pc->verb]++;
@@ -216,6 +225,10 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		break;
 	case CMD_THROTTLE:
 		throttle(cfg, env, pc, slot);
+		return;
+	case CMD_MALLOW:
+	case CMD_MPEEK:
+		multi_execute(cfg, env, pc, slot);
 		return;
 	default:
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_COMMAND, "unknown command");
@@ -283,8 +296,8 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		else if (denycache_lookup(env->deny, p->name, p->name_len, pc->user, pc->user_len,
 					  pc->cost, slot->sent_us, &hit)) {
 			stats_count_decision(cfg, p, STATS_FROM_CACHE, 0);
-			reply_decision(slot, 0, hit.limit, hit.remaining, hit.retry_after_ms,
-				       hit.reset_ms);
+			cmd_reply_decision(slot, 0, hit.limit, hit.remaining, hit.retry_after_ms,
+					   hit.reset_ms);
 			return;
 		}
 		slot->deny_epoch = denycache_epoch(env->deny);

@@ -17,6 +17,7 @@ struct config;
 struct denycache;
 struct policy;
 struct store;
+struct store_result;
 
 enum cmd_verb {
 	CMD_ALLOW,
@@ -25,8 +26,20 @@ enum cmd_verb {
 	CMD_PING,
 	CMD_QUIT,
 	CMD_THROTTLE, /* redis-cell's CL.THROTTLE: the limit comes with the request */
+	CMD_MALLOW,   /* ALLOW over several (user, action) pairs, all or nothing */
+	CMD_MPEEK,
 };
-#define CMD_VERB_N (CMD_THROTTLE + 1)
+#define CMD_VERB_N (CMD_MPEEK + 1)
+
+/* The most pairs one MALLOW or MPEEK may name. */
+#define CMD_PAIRS_MAX 8
+
+struct cmd_pair {
+	const char *user;
+	size_t user_len;
+	const char *action;
+	size_t action_len;
+};
 
 /* The largest cost a request may carry. */
 #define CMD_COST_MAX 2147483647LL
@@ -42,6 +55,10 @@ struct cmd_request {
 	int64_t cost; /* CMD_THROTTLE: 0 looks without taking */
 	/* CMD_THROTTLE: max_burst + 1 units at once, count per period_s seconds */
 	int64_t max_burst, count, period_s;
+	/* CMD_MALLOW, CMD_MPEEK: the pairs, in the request's order (user and
+	 * action above are unused) */
+	int npairs;
+	struct cmd_pair pairs[CMD_PAIRS_MAX];
 };
 
 /* Why a request got an error: the codes of proto/protocol.md, in order
@@ -82,6 +99,10 @@ struct cmd_result {
 	 * filled when the slot's names_policy says so */
 	int64_t window_ms;
 	char action[POLICY_NAME_MAX + 1];
+	/* MALLOW, MPEEK: the reply names the deciding pair (1-based position
+	 * in the request; 0: none decided, a fallback or every pair unlimited) */
+	int multi;
+	int pair;
 	/* CMD_REPLY_ERROR */
 	enum cmd_error error;
 	char msg[CMD_MSG_MAX];
@@ -120,6 +141,7 @@ struct cmd_slot {
 	int shadow;		       /* answer a denial ALLOWED (shadow mode) */
 	int names_policy;	       /* fill res.action and res.window_ms (set by the caller) */
 	struct policy throttle_policy; /* CMD_THROTTLE's, built from the request */
+	struct multi *multi;	       /* MALLOW, MPEEK: while the store decides (multi.c) */
 	void (*complete)(struct cmd_slot *slot);
 };
 
@@ -131,5 +153,16 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 void cmd_reply_error(struct cmd_slot *slot, enum cmd_error e, const char *msg);
 /* Completes the slot with a reply of the protocol's own. */
 void cmd_reply_local(struct cmd_slot *slot, int local);
+
+/* For multi.c: completes the slot with a decision on slot->policy (shadow
+ * mode applied when slot->shadow), releasing slot->cfg if held. */
+void cmd_reply_decision(struct cmd_slot *slot, int allowed, int64_t limit, int64_t remaining,
+			int64_t retry_after_ms, int64_t reset_ms);
+/* Counts and logs a shadow denial by slot->user on policy p. */
+void cmd_shadow_denied(struct cmd_slot *slot, const struct policy *p);
+/* The store could not decide slot->op on slot->policy: counts it and
+ * answers as mode says (an error, or a fallback decision). */
+void cmd_store_failed(struct cmd_slot *slot, const struct store_result *res,
+		      enum policy_on_error mode);
 
 #endif

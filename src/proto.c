@@ -10,8 +10,9 @@
 #include "decimal.h"
 
 static const char *const verb_names[CMD_VERB_N] = {
-	[CMD_ALLOW] = "allow", [CMD_PEEK] = "peek", [CMD_RESET] = "reset",
-	[CMD_PING] = "ping",   [CMD_QUIT] = "quit", [CMD_THROTTLE] = "throttle",
+	[CMD_ALLOW] = "allow",	 [CMD_PEEK] = "peek",	[CMD_RESET] = "reset",
+	[CMD_PING] = "ping",	 [CMD_QUIT] = "quit",	[CMD_THROTTLE] = "throttle",
+	[CMD_MALLOW] = "mallow", [CMD_MPEEK] = "mpeek",
 };
 
 static const char *const error_codes[CMD_ERR_N] = {
@@ -85,4 +86,44 @@ size_t proto_put_int(char *p, int64_t v)
 		return 1 + decimal_put(p + 1, (uint64_t)0 - (uint64_t)v);
 	}
 	return decimal_put(p, (uint64_t)v);
+}
+
+int proto_parse_pairs(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		      struct proto_error *err)
+{
+	int nargs = n - 1;
+	err->code = CMD_ERR_SYNTAX;
+	if (nargs < 2) {
+		err->msg = req->verb == CMD_MALLOW
+				   ? "usage: MALLOW <user> <action> [<user> <action>]... [<cost>]"
+				   : "usage: MPEEK <user> <action> [<user> <action>]... [<cost>]";
+		return -1;
+	}
+	if (nargs > 2 * CMD_PAIRS_MAX + 1) {
+		err->msg = "at most 8 pairs";
+		return -1;
+	}
+	if (nargs % 2 == 1 && proto_parse_cost(arg[n - 1], alen[n - 1], &req->cost) < 0) {
+		err->code = CMD_ERR_BAD_COST;
+		err->msg = "cost must be an integer from 1 to 2147483647";
+		return -1;
+	}
+	req->npairs = nargs / 2;
+	for (int i = 0; i < req->npairs; i++) {
+		const int u = 1 + 2 * i;
+		err->code = CMD_ERR_BAD_USER;
+		if (alen[u] == 0) {
+			err->msg = "user is empty";
+			return -1;
+		}
+		if (alen[u] > KEYS_USER_MAX) {
+			err->msg = "user is longer than 512 bytes";
+			return -1;
+		}
+		req->pairs[i].user = arg[u];
+		req->pairs[i].user_len = alen[u];
+		req->pairs[i].action = arg[u + 1];
+		req->pairs[i].action_len = alen[u + 1];
+	}
+	return 0;
 }

@@ -85,6 +85,11 @@ int proto_word_is(const char *tok, size_t len, const char *word);
 int proto_parse_uint(const char *s, size_t len, int64_t max, int64_t *out);
 /* A cost: decimal digits only, 1 to CMD_COST_MAX (leading zeros allowed). 0 or -1. */
 int proto_parse_cost(const char *s, size_t len, int64_t *out);
+/* MALLOW and MPEEK's arguments arg[1..n): <user> <action> pairs (1 to
+ * CMD_PAIRS_MAX), then a cost when their number is odd; into req (verb set
+ * by the caller; cost 1 unless given). 0, or -1 with err filled. */
+int proto_parse_pairs(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		      struct proto_error *err);
 /* Writes v in decimal, '-' first if negative; returns the bytes written.
  * No sprintf on the hot path. */
 size_t proto_put_int(char *p, int64_t v);

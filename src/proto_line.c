@@ -31,7 +31,8 @@ static int fail(struct proto_error *err, enum cmd_error code, const char *msg)
 	return -1;
 }
 
-#define MAX_TOKENS 5
+/* MALLOW, then up to CMD_PAIRS_MAX pairs and a cost */
+#define MAX_TOKENS (2 + 2 * CMD_PAIRS_MAX)
 
 int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, struct proto_error *err)
 {
@@ -77,6 +78,12 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 		if (ntok == 4 && proto_parse_cost(tok[3], tlen[3], &cmd->cost) < 0)
 			return fail(err, CMD_ERR_BAD_COST,
 				    "cost must be an integer from 1 to 2147483647");
+	} else if (proto_word_is(tok[0], tlen[0], "MALLOW") ||
+		   proto_word_is(tok[0], tlen[0], "MPEEK")) {
+		cmd->verb = proto_word_is(tok[0], tlen[0], "MALLOW") ? CMD_MALLOW : CMD_MPEEK;
+		if (proto_parse_pairs(tok, tlen, ntok, cmd, err) < 0)
+			return -1;
+		return 0;
 	} else if (proto_word_is(tok[0], tlen[0], "RESET")) {
 		cmd->verb = CMD_RESET;
 		if (ntok != 3)
@@ -93,7 +100,7 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 		return 0;
 	} else {
 		return fail(err, CMD_ERR_UNKNOWN_COMMAND,
-			    "known commands: ALLOW PEEK RESET PING QUIT");
+			    "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT");
 	}
 	if (tlen[1] > KEYS_USER_MAX)
 		return fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
@@ -121,6 +128,10 @@ static size_t format_decision(char *buf, const struct cmd_result *r)
 	n += proto_put_int(buf + n, r->retry_after_ms);
 	buf[n++] = ' ';
 	n += proto_put_int(buf + n, r->reset_ms);
+	if (r->multi) {
+		buf[n++] = ' ';
+		n += proto_put_int(buf + n, r->pair);
+	}
 	buf[n++] = '\n';
 	return n;
 }

@@ -156,6 +156,12 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
 			return bad(out, CMD_ERR_BAD_COST,
 				   "cost must be an integer from 1 to 2147483647");
+	} else if (proto_word_is(arg[0], alen[0], "MALLOW") ||
+		   proto_word_is(arg[0], alen[0], "MPEEK")) {
+		req->verb = proto_word_is(arg[0], alen[0], "MALLOW") ? CMD_MALLOW : CMD_MPEEK;
+		if (proto_parse_pairs(arg, alen, n, req, &out->err) < 0)
+			return PROTO_BAD;
+		return PROTO_REQUEST;
 	} else if (proto_word_is(arg[0], alen[0], "RESET")) {
 		req->verb = CMD_RESET;
 		if (n != 3)
@@ -193,7 +199,7 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		return local(out, RESP_LOCAL_EMPTY_ARRAY); /* no Redis parameter here */
 	} else {
 		return bad(out, CMD_ERR_UNKNOWN_COMMAND,
-			   "known commands: ALLOW PEEK RESET PING QUIT");
+			   "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT");
 	}
 	if (alen[1] == 0)
 		return bad(out, CMD_ERR_BAD_USER, "user is empty");
@@ -302,14 +308,16 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 	size_t n = 0;
 	switch (res->kind) {
 	case CMD_REPLY_DECISION:
-		n = put(buf, n, "*5\r\n", 4);
+		/* MALLOW and MPEEK: a sixth integer, the deciding pair */
+		n = put(buf, n, res->multi ? "*6\r\n" : "*5\r\n", 4);
 		if (res->tag & TAG_THROTTLE)
 			return throttle_reply(buf, n, res);
 		n = put_int_line(buf, n, ':', res->allowed ? 1 : 0);
 		n = put_int_line(buf, n, ':', res->limit);
 		n = put_int_line(buf, n, ':', res->remaining);
 		n = put_int_line(buf, n, ':', res->retry_after_ms);
-		return put_int_line(buf, n, ':', res->reset_ms);
+		n = put_int_line(buf, n, ':', res->reset_ms);
+		return res->multi ? put_int_line(buf, n, ':', res->pair) : n;
 	case CMD_REPLY_OK:
 	case CMD_REPLY_BYE:
 		return put(buf, n, "+OK\r\n", 5);

@@ -8,7 +8,7 @@
 #include "proto.h"
 
 /* Most arguments a command may have. */
-#define PROTO_RESP_ARGS_MAX 16
+#define PROTO_RESP_ARGS_MAX 18 /* MALLOW, 8 pairs, a cost */
 
 extern const struct proto proto_resp;
 

@@ -42,17 +42,29 @@ void redis_argv_num(struct redis_argv *a, int64_t v)
 	redis_argv_add(a, p, len);
 }
 
-/* Appends the keys of sv's decision, one per limit; returns how many. */
-static int redis_script_keys(struct redis_argv *a, const struct store_saved_request *sv)
+/* Appends the keys of one pair's limits; returns how many. */
+static int redis_script_pair_keys(struct redis_argv *a, const struct store_saved_request *sv,
+				  const struct policy *p, const char *user, size_t user_len)
 {
-	for (int i = 0; i < policy_nkeys(&sv->policy); i++) {
+	for (int i = 0; i < policy_nkeys(p); i++) {
 		char *k = a->arena + a->arena_used;
-		size_t kl = keys_build(k, sv->prefix, sv->prefix_len, &sv->policy, i, sv->user,
-				       sv->user_len);
+		size_t kl = keys_build(k, sv->prefix, sv->prefix_len, p, i, user, user_len);
 		a->arena_used += kl;
 		redis_argv_add(a, k, kl);
 	}
-	return policy_nkeys(&sv->policy);
+	return policy_nkeys(p);
+}
+
+/* Appends the keys of sv's decision, one per limit, pair after pair; returns how many. */
+static int redis_script_keys(struct redis_argv *a, const struct store_saved_request *sv)
+{
+	if (sv->npairs == 0)
+		return redis_script_pair_keys(a, sv, &sv->policy, sv->user, sv->user_len);
+	int n = 0;
+	for (int j = 0; j < sv->npairs; j++)
+		n += redis_script_pair_keys(a, sv, &sv->pairs[j].policy, sv->pairs[j].user,
+					    sv->pairs[j].user_len);
+	return n;
 }
 
 static const char *op_arg(enum store_op op)
@@ -84,13 +96,9 @@ static const char *algo_arg(enum policy_algo a)
 	return "?";
 }
 
-/* The REDIS_SCRIPT_DECISION_ARGC(op, nlimits) arguments of one decision. */
-static void redis_script_decision(struct redis_argv *a, const struct store_saved_request *sv)
+/* A policy's limits (and its ban, the script's "b", one more limit on its own key). */
+static void redis_script_limits(struct redis_argv *a, const struct policy *p)
 {
-	const struct policy *p = &sv->policy;
-	redis_argv_add(a, op_arg(sv->op), 1);
-	redis_argv_num(a, sv->cost);
-	redis_argv_num(a, policy_nkeys(p));
 	for (int i = 0; i < p->nlimits; i++) {
 		const struct policy_limit *l = &p->limits[i];
 		redis_argv_add(a, algo_arg(p->algo), 1);
@@ -98,12 +106,41 @@ static void redis_script_decision(struct redis_argv *a, const struct store_saved
 		redis_argv_num(a, l->count);
 		redis_argv_num(a, l->period_ms);
 	}
-	if (p->ban.after > 0) { /* the script's "b": one more limit, on its own key */
+	if (p->ban.after > 0) {
 		redis_argv_add(a, "b", 1);
 		redis_argv_num(a, p->ban.after);
 		redis_argv_num(a, p->ban.within_ms);
 		redis_argv_num(a, p->ban.for_ms);
 	}
+}
+
+/* A decision over several pairs: "A" or "P", cost, the number of groups,
+ * then per pair its shadow flag, its number of keys and its limits. */
+static void redis_script_decision_all(struct redis_argv *a, const struct store_saved_request *sv)
+{
+	redis_argv_add(a, sv->op == STORE_ALLOW ? "A" : "P", 1);
+	redis_argv_num(a, sv->cost);
+	redis_argv_num(a, sv->npairs);
+	for (int j = 0; j < sv->npairs; j++) {
+		const struct store_saved_pair *sp = &sv->pairs[j];
+		redis_argv_add(a, sp->shadow ? "1" : "0", 1);
+		redis_argv_num(a, policy_nkeys(&sp->policy));
+		redis_script_limits(a, &sp->policy);
+	}
+}
+
+/* The REDIS_SCRIPT_DECISION_ARGC(op, nlimits) arguments of one decision. */
+static void redis_script_decision(struct redis_argv *a, const struct store_saved_request *sv)
+{
+	const struct policy *p = &sv->policy;
+	if (sv->npairs > 0) {
+		redis_script_decision_all(a, sv);
+		return;
+	}
+	redis_argv_add(a, op_arg(sv->op), 1);
+	redis_argv_num(a, sv->cost);
+	redis_argv_num(a, policy_nkeys(p));
+	redis_script_limits(a, p);
 	if (sv->op == STORE_RESET) {
 		char *s = a->arena + a->arena_used;
 		size_t n = keys_reset_channel(s, sv->prefix, sv->prefix_len);

@@ -37,6 +37,10 @@ struct stats {
 	unsigned long long errors[CMD_ERR_N]; /* error replies, by code */
 	/* denials a shadow-mode policy answered ALLOWED */
 	unsigned long long shadow_denied;
+	/* MALLOWs a Cluster denied in their charge round, after charging
+	 * some of their pairs (another request took the last units between
+	 * its check and its charge) */
+	unsigned long long multi_partial;
 	unsigned long long clients_accepted;
 	unsigned long long reloads_ok, reloads_failed;
 	int restart_pending;	 /* the file changes keys only a restart applies */

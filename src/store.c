@@ -2,6 +2,7 @@
 #include "store.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
@@ -39,16 +40,57 @@ void store_describe(const struct config_redis *cfg, char *buf, size_t len)
 	snprintf(buf, len, "redis %s", cfg->address);
 }
 
-void store_request_save(struct store_saved_request *sv, const struct store_request *req)
+int store_request_save(struct store_saved_request *sv, const struct store_request *req)
 {
 	sv->op = req->op;
 	sv->cost = req->cost;
-	sv->policy = *req->policy;
-	sv->user_len = req->user_len < sizeof(sv->user) ? req->user_len : sizeof(sv->user);
-	memcpy(sv->user, req->user, sv->user_len);
+	sv->npairs = 0;
+	sv->pairs = NULL;
+	sv->view = NULL;
+	sv->user_len = 0;
+	if (req->policy)
+		sv->policy = *req->policy;
+	if (req->user) {
+		sv->user_len = req->user_len < sizeof(sv->user) ? req->user_len : sizeof(sv->user);
+		memcpy(sv->user, req->user, sv->user_len);
+	}
 	sv->prefix_len =
 		req->prefix_len < sizeof(sv->prefix) ? req->prefix_len : sizeof(sv->prefix);
 	memcpy(sv->prefix, req->prefix, sv->prefix_len);
+	if (req->npairs <= 0)
+		return 0;
+	int n = req->npairs < STORE_PAIRS_MAX ? req->npairs : STORE_PAIRS_MAX;
+	sv->pairs = malloc((size_t)n * sizeof(*sv->pairs));
+	sv->view = malloc((size_t)n * sizeof(*sv->view));
+	if (!sv->pairs || !sv->view) {
+		store_request_release(sv);
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		struct store_saved_pair *sp = &sv->pairs[i];
+		const struct store_pair *p = &req->pairs[i];
+		sp->policy = *p->policy;
+		sp->shadow = p->shadow;
+		sp->user_len = p->user_len < sizeof(sp->user) ? p->user_len : sizeof(sp->user);
+		memcpy(sp->user, p->user, sp->user_len);
+		sv->view[i] = (struct store_pair){
+			.policy = &sp->policy,
+			.user = sp->user,
+			.user_len = sp->user_len,
+			.shadow = sp->shadow,
+		};
+	}
+	sv->npairs = n;
+	return 0;
+}
+
+void store_request_release(struct store_saved_request *sv)
+{
+	free(sv->pairs);
+	free(sv->view);
+	sv->pairs = NULL;
+	sv->view = NULL;
+	sv->npairs = 0;
 }
 
 struct store_request store_request_load(const struct store_saved_request *sv, int64_t timeout_ms)
@@ -62,6 +104,8 @@ struct store_request store_request_load(const struct store_saved_request *sv, in
 		.user_len = sv->user_len,
 		.cost = sv->cost,
 		.timeout_ms = timeout_ms,
+		.npairs = sv->npairs,
+		.pairs = sv->view,
 	};
 	return req;
 }
@@ -69,6 +113,11 @@ struct store_request store_request_load(const struct store_saved_request *sv, in
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg)
 {
 	s->ops->submit(s, req, done, arg);
+}
+
+int store_multi(const struct store *s)
+{
+	return s->ops->multi;
 }
 
 size_t store_pending(const struct store *s)

@@ -25,6 +25,17 @@ enum store_status {
 	STORE_FAILED,	   /* the store answered with an error */
 };
 
+/* The most (user, action) pairs one decision may take. */
+#define STORE_PAIRS_MAX 8
+
+/* One pair of a decision over several (store_request.pairs). */
+struct store_pair {
+	const struct policy *policy;
+	const char *user;
+	size_t user_len;
+	int shadow; /* decided and charged when it passes, never denies */
+};
+
 /* Everything is copied during store_submit; nothing needs to outlive the call. */
 struct store_request {
 	enum store_op op;
@@ -35,6 +46,10 @@ struct store_request {
 	size_t user_len;
 	int64_t cost;
 	int64_t timeout_ms;
+	/* npairs > 0: one atomic decision (ALLOW or PEEK) over pairs[0..npairs),
+	 * only for a store whose ops say multi; policy and user are unused. */
+	int npairs;
+	const struct store_pair *pairs;
 };
 
 /*
@@ -70,6 +85,13 @@ enum store_error {
  * A store_request that owns copies of the bytes it points to, for backends
  * that keep a request past store_submit (to retry it elsewhere).
  */
+struct store_saved_pair {
+	struct policy policy;
+	int shadow;
+	size_t user_len;
+	char user[KEYS_USER_MAX];
+};
+
 struct store_saved_request {
 	enum store_op op;
 	int64_t cost;
@@ -77,9 +99,17 @@ struct store_saved_request {
 	size_t user_len, prefix_len;
 	char user[KEYS_USER_MAX];
 	char prefix[KEYS_PREFIX_MAX];
+	/* a decision over several pairs: copies of them (allocated, NULL
+	 * otherwise) and room for the store_pair view store_request_load gives */
+	int npairs;
+	struct store_saved_pair *pairs;
+	struct store_pair *view;
 };
 
-void store_request_save(struct store_saved_request *sv, const struct store_request *req);
+/* 0, or -1 when the copy of a request's pairs cannot be allocated (sv
+ * then holds no pairs). Release what it holds with store_request_release. */
+int store_request_save(struct store_saved_request *sv, const struct store_request *req);
+void store_request_release(struct store_saved_request *sv);
 /* A request pointing into sv (valid while sv is), with timeout_ms set. */
 struct store_request store_request_load(const struct store_saved_request *sv, int64_t timeout_ms);
 
@@ -89,6 +119,9 @@ struct store_result {
 	enum store_error error; /* with STORE_FAILED: what kind of error */
 	int allowed;
 	int64_t limit, remaining, retry_after_ms, reset_ms;
+	/* a decision over several pairs: the one that decided and the first
+	 * shadow one that would have denied (1-based, 0 for none) */
+	int pair, shadow_pair;
 };
 
 /* Called exactly once per submitted request, possibly from inside store_submit. */
@@ -126,6 +159,9 @@ struct store_ops {
 	int (*resets_followed)(const struct store *s);
 	/* Adds this store's connection counts to h. */
 	void (*health)(const struct store *s, struct store_health *h);
+	/* 1 if it decides several pairs in one atomic call (store_request.npairs);
+	 * 0: the caller must ask pair by pair (a Cluster: other slots, other nodes). */
+	int multi;
 };
 
 struct store {
@@ -144,6 +180,7 @@ void store_describe(const struct config_redis *cfg, char *buf, size_t len);
 
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
+int store_multi(const struct store *s);
 unsigned long store_generation(const struct store *s);
 void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);
 int store_resets_followed(const struct store *s);

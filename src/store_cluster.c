@@ -296,6 +296,15 @@ static void cluster_submit(struct store *base, const struct store_request *req, 
 	q->retry.fn = retry_cb;
 	q->retry.arg = q;
 	q->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
+	if (req->npairs > 0) { /* cluster_ops.multi is 0: callers ask pair by pair */
+		struct store_result res = {.status = STORE_FAILED,
+					   .error = STORE_ERROR_OTHER,
+					   .detail = "a cluster decides one pair at a time"};
+		c->pending--;
+		free(q);
+		done(arg, &res);
+		return;
+	}
 	store_request_save(&q->sv, req);
 	char key[KEYS_MAX];
 	size_t kl = keys_build(key, req->prefix, req->prefix_len, req->policy, 0, req->user,
@@ -573,6 +582,7 @@ static const struct store_ops cluster_ops = {
 	.watch_resets = cluster_watch_resets,
 	.resets_followed = cluster_resets_followed,
 	.health = cluster_health,
+	.multi = 0, /* the pairs' keys hash to slots on different masters */
 };
 
 struct store *store_cluster_new(struct event_base *base, const struct config_redis *cfg, char *err,

@@ -64,6 +64,7 @@
 /* Errors Redis answers to decisions are logged at most this often. */
 #define ERROR_LOG_US 10000000u
 #define MAX_BATCH 64
+_Static_assert(STORE_PAIRS_MAX <= MAX_BATCH, "a decision over several pairs fits in a call");
 
 struct store_redis;
 struct sbatch;
@@ -160,12 +161,16 @@ static struct sreq *sreq_get(struct store_redis *s)
 			return NULL;
 	}
 	memset(r, 0, offsetof(struct sreq, sv));
+	r->sv.npairs = 0;
+	r->sv.pairs = NULL;
+	r->sv.view = NULL;
 	r->s = s;
 	return r;
 }
 
 static void sreq_put(struct store_redis *s, struct sreq *r)
 {
+	store_request_release(&r->sv);
 	if (s->nfree >= FREE_POOL_MAX) {
 		free(r);
 		return;
@@ -418,9 +423,12 @@ static void rconn_flush(struct redis_conn *c)
 static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 {
 	struct sbatch *b = rc->open;
-	if (r->how != STORE_NODE_BATCHED) {
+	if (r->how != STORE_NODE_BATCHED || r->sv.npairs > 0) {
 		/* Its own command with declared keys; after ASKING, which applies
-		 * to the next command only (queued now, written at the end of the turn). */
+		 * to the next command only (queued now, written at the end of the
+		 * turn). A decision over several pairs goes alone too: the call's
+		 * room is sized for MAX_BATCH single decisions, and it needs up to
+		 * STORE_PAIRS_MAX of them. */
 		static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
 		if (b)
 			rconn_send_open(rc);
@@ -560,8 +568,10 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		struct sreq *r = b->reqs[j];
 		if (sreq_waiting(r)) { /* else answered already (timed out): drop the late reply */
 			struct store_result res;
-			if (store_reply_decision(rep, (unsigned long)j * 5, &res) < 0 &&
-			    res.error != STORE_ERROR_WRONG_NODE) {
+			int bad = r->sv.npairs > 0
+					  ? store_reply_decision_all(rep, r->sv.npairs, &res)
+					  : store_reply_decision(rep, (unsigned long)j * 5, &res);
+			if (bad < 0 && res.error != STORE_ERROR_WRONG_NODE) {
 				redis_log_error(s, "could not decide", res.detail,
 						strlen(res.detail));
 				/* a key of the wrong type fails one pair; anything else
@@ -698,11 +708,15 @@ static int rconn_admits(struct rconn *rc, int64_t timeout_ms)
  */
 static struct rconn *pick_conn(struct store_redis *s, const struct store_request *req)
 {
+	/* a decision over several pairs goes where its first pair's would */
+	const struct policy *p = req->npairs > 0 ? req->pairs[0].policy : req->policy;
+	const char *user = req->npairs > 0 ? req->pairs[0].user : req->user;
+	size_t user_len = req->npairs > 0 ? req->pairs[0].user_len : req->user_len;
 	uint32_t h = 2166136261u;
-	for (size_t i = 0; i < req->policy->name_len; i++)
-		h = (h ^ (uint8_t)req->policy->name[i]) * 16777619u;
-	for (size_t i = 0; i < req->user_len; i++)
-		h = (h ^ (uint8_t)req->user[i]) * 16777619u;
+	for (size_t i = 0; i < p->name_len; i++)
+		h = (h ^ (uint8_t)p->name[i]) * 16777619u;
+	for (size_t i = 0; i < user_len; i++)
+		h = (h ^ (uint8_t)user[i]) * 16777619u;
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[(h + (uint32_t)i) % (uint32_t)s->nconns];
 		if (rc->c.state != REDIS_CONN_DOWN && rc->c.ac && rconn_admits(rc, req->timeout_ms))
@@ -758,10 +772,16 @@ static void submit(struct store_redis *s, const struct store_request *req, enum 
 		answer_now(done, node_done, arg, &res);
 		return;
 	}
+	if (store_request_save(&r->sv, req) < 0) {
+		sreq_put(s, r);
+		res.status = STORE_OVERLOAD;
+		res.detail = "out of memory";
+		answer_now(done, node_done, arg, &res);
+		return;
+	}
 	r->done = done;
 	r->node_done = node_done;
 	r->arg = arg;
-	store_request_save(&r->sv, req);
 	r->how = how;
 	r->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
 	s->timeout_ms = req->timeout_ms;
@@ -888,6 +908,7 @@ static const struct store_ops redis_ops = {
 	.watch_resets = redis_watch_resets,
 	.resets_followed = redis_resets_followed,
 	.health = redis_health,
+	.multi = 1,
 };
 
 /* ---- knowing that Redis decides ----

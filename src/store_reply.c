@@ -82,8 +82,36 @@ static int fail(struct store_result *out, enum store_error e, const char *why)
 	return -1;
 }
 
+static int decision(const struct redisReply *rep, unsigned long first, unsigned long width,
+		    struct store_result *out);
+
 int store_reply_decision(const struct redisReply *rep, unsigned long first,
 			 struct store_result *out)
+{
+	out->pair = 0;
+	out->shadow_pair = 0;
+	return decision(rep, first, 5, out);
+}
+
+int store_reply_decision_all(const struct redisReply *rep, int npairs, struct store_result *out)
+{
+	out->pair = 0;
+	out->shadow_pair = 0;
+	if (decision(rep, 0, 7, out) < 0)
+		return -1;
+	if (rep->elements < 7)
+		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
+	const redisReply *p = rep->element[5], *sh = rep->element[6];
+	if (!p || p->type != REDIS_REPLY_INTEGER || !sh || sh->type != REDIS_REPLY_INTEGER ||
+	    p->integer < 1 || p->integer > npairs || sh->integer < 0 || sh->integer > npairs)
+		return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
+	out->pair = (int)p->integer;
+	out->shadow_pair = (int)sh->integer;
+	return 0;
+}
+
+static int decision(const struct redisReply *rep, unsigned long first, unsigned long width,
+		    struct store_result *out)
 {
 	if (!rep)
 		return fail(out, STORE_ERROR_REPLY, "no reply from redis");
@@ -102,7 +130,7 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 	if (v[0] == -1) {
 		/* Redis's text of the failure follows the last decision. */
 		const redisReply *why =
-			rep->elements % 5 == 1 ? rep->element[rep->elements - 1] : NULL;
+			rep->elements % width == 1 ? rep->element[rep->elements - 1] : NULL;
 		/* (a text starting with NUL would say nothing: the fuzzer found one) */
 		if (why && why->type == REDIS_REPLY_STRING && why->len > 0 && why->str[0] != '\0')
 			return fail(out, store_reply_error(why->str, why->len), why->str);

@@ -20,6 +20,11 @@ struct store_result;
  */
 int store_reply_decision(const struct redisReply *rep, unsigned long first,
 			 struct store_result *out);
+/* The same for a call deciding one decision over npairs pairs: seven
+ * integers, the five above, then the deciding pair (1 to npairs) and the
+ * first shadow pair that would have denied (0 to npairs): out->pair and
+ * out->shadow_pair. */
+int store_reply_decision_all(const struct redisReply *rep, int npairs, struct store_result *out);
 
 /* Classifies the text of an error reply ("NOPERM ...", "ERR ..."). */
 enum store_error store_reply_error(const char *err, size_t len);

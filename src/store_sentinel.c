@@ -261,6 +261,7 @@ static void sentinel_req_finish(struct sentinel_req *q, const struct store_resul
 	q->done(q->arg, res);
 	store_retry_free(&q->retry);
 	q->s->pending--;
+	store_request_release(&q->sv);
 	free(q);
 }
 
@@ -322,7 +323,11 @@ static void sentinel_submit(struct store *base, const struct store_request *req,
 	q->retry.fn = retry_cb;
 	q->retry.arg = q;
 	q->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
-	store_request_save(&q->sv, req);
+	if (store_request_save(&q->sv, req) < 0) {
+		struct store_result res = {.status = STORE_OVERLOAD, .detail = "out of memory"};
+		sentinel_req_finish(q, &res);
+		return;
+	}
 	sentinel_req_send(q);
 }
 
@@ -409,6 +414,7 @@ static const struct store_ops sentinel_ops = {
 	.watch_resets = sentinel_watch_resets,
 	.resets_followed = sentinel_resets_followed,
 	.health = sentinel_health,
+	.multi = 1, /* one master decides it all */
 };
 
 struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg, char *err,

@@ -9,7 +9,10 @@
 --          op ("a" allow, "p" peek, "r" reset), cost, nlimits,
 --          per limit: algo (a key of `algos` below), capacity, count, period_ms,
 --          and for a reset two more: the channel and the message that tell
---          every daemon of it ("<prefix>reset", the hash tag "<action>:<user>")
+--          every daemon of it ("<prefix>reset", the hash tag "<action>:<user>");
+--          or, for one decision over several (user, action) pairs, op "A"
+--          (allow) or "P" (peek), cost, ngroups, then per group: shadow
+--          (0/1), nlimits, its limits as above (see decide_all)
 -- KEYS     one key per limit, decision after decision; or, when no KEYS
 --          are given, the same keys as ARGV after the last decision's
 --          arguments (Redis Cluster batches: one call may then decide keys of
@@ -21,6 +24,8 @@
 --
 -- Returns five integers per decision:
 --          allowed (1/0), limit, remaining, retry_after_ms (-1: never), reset_ms
+--          (seven for "A" and "P": then the deciding group and the first
+--          shadow group that would have denied, both 1-based, 0 for none)
 --          (allowed is -1 when that decision failed inside Redis, e.g. WRONGTYPE,
 --          and -2 when its keys are not on this cluster node: ask again alone);
 --          when a decision failed (-1), one more element follows the last
@@ -376,11 +381,24 @@ local algos = {
   b = {check = ban_check, commit = ban_commit},
 }
 
--- How many ARGV a decision starting at ARGV[a] takes.
+-- How many ARGV a decision starting at ARGV[a] takes, and how many keys.
+-- A decision over several pairs ("A", "P") has, after op and cost, the
+-- number of groups, then per group: shadow (0/1), nlimits, its limits.
 local function decision_argc(a)
-  local n = 3 + 4 * tonumber(ARGV[a + 2])
-  if ARGV[a] == 'r' then n = n + 2 end
-  return n
+  local op = ARGV[a]
+  if op == 'A' or op == 'P' then
+    local n, nkeys = 3, 0
+    for _ = 1, tonumber(ARGV[a + 2]) do
+      local nl = tonumber(ARGV[a + n + 1])
+      n = n + 2 + 4 * nl
+      nkeys = nkeys + nl
+    end
+    return n, nkeys
+  end
+  local nl = tonumber(ARGV[a + 2])
+  local n = 3 + 4 * nl
+  if op == 'r' then n = n + 2 end
+  return n, nl
 end
 
 -- The decisions of a batch repeat the same few policy numbers; converting
@@ -449,6 +467,97 @@ local function decide(out, op, cost, nlimits, a, k)
   out[#out + 1] = bind.reset
 end
 
+-- One decision over several (user, action) pairs, each a group of limits
+-- (its ban last, if it has one): allowed only if every group allows, and
+-- then every group is charged; denied, nothing is charged. A shadow group
+-- (shadow mode on its policy) is decided and charged when it passes, but
+-- never denies the request; the first one that would have is reported.
+-- Seven integers: the five of a decision, then the deciding group and the
+-- first shadow group that would have denied (1-based; 0 for none).
+local function decide_all(out, op, cost, ngroups, a, k)
+  local groups = {}
+  local real = 0
+  for g = 1, ngroups do
+    local grp = {shadow = ARGV[a] == '1', ok = true}
+    local nl = num(ARGV[a + 1])
+    a = a + 2
+    for i = 1, nl do
+      local algo = algos[ARGV[a]]
+      local r = algo.check(K[k], num(ARGV[a + 1]), num(ARGV[a + 2]), num(ARGV[a + 3]), cost)
+      r.algo = algo
+      r.group = g
+      a = a + 4
+      k = k + 1
+      grp[i] = r
+      if not r.ok then grp.ok = false end
+      if r.ban then grp.ban = r end
+    end
+    grp.n = nl
+    if not grp.shadow then real = real + 1 end
+    groups[g] = grp
+  end
+  -- (the daemon never sends only shadow groups; if it did, none is one)
+  if real == 0 then for g = 1, ngroups do groups[g].shadow = false end end
+  local all_ok, banned = true, nil
+  for g = 1, ngroups do
+    local grp = groups[g]
+    if not grp.shadow then
+      if not grp.ok then all_ok = false end
+      if not banned and grp.ban and grp.ban.banned then banned = grp end
+    end
+  end
+  local bind = nil
+  if banned then
+    bind = banned.ban
+    bind.limit = banned[1].limit
+  elseif all_ok then
+    for g = 1, ngroups do
+      local grp = groups[g]
+      if grp.ok and op == 'A' then
+        for i = 1, grp.n do grp[i].algo.commit(grp[i]) end
+      end
+      if not grp.shadow then
+        for i = 1, grp.n do
+          local r = grp[i]
+          if not r.ban and (not bind or r.remaining < bind.remaining) then bind = r end
+        end
+      end
+    end
+  else
+    for g = 1, ngroups do
+      local grp = groups[g]
+      if not grp.shadow and not grp.ok then
+        if grp.ban and op == 'A' and ban_denied(grp.ban) then
+          grp.ban.ok = false
+          grp.ban.limit = grp[1].limit
+        end
+        for i = 1, grp.n do
+          local r = grp[i]
+          if not r.ok and (not bind or (bind.retry ~= -1 and (r.retry == -1 or r.retry > bind.retry))) then
+            bind = r
+          end
+        end
+      end
+    end
+  end
+  -- shadow groups: a denial is counted by their ban as if enforced
+  local shadow_denied = 0
+  for g = 1, ngroups do
+    local grp = groups[g]
+    if grp.shadow and not grp.ok then
+      if shadow_denied == 0 then shadow_denied = g end
+      if grp.ban and not grp.ban.banned and op == 'A' then ban_denied(grp.ban) end
+    end
+  end
+  if all_ok and not banned then out[#out + 1] = 1 else out[#out + 1] = 0 end
+  out[#out + 1] = bind.limit
+  out[#out + 1] = bind.remaining
+  out[#out + 1] = bind.retry
+  out[#out + 1] = bind.reset
+  out[#out + 1] = bind.group
+  out[#out + 1] = shadow_denied
+end
+
 local n = tonumber(ARGV[2])
 K = KEYS
 if #KEYS == 0 then
@@ -466,13 +575,19 @@ local k = 1
 for _ = 1, n do
   local op = ARGV[a]
   local cost = num(ARGV[a + 1])
-  local nlimits = num(ARGV[a + 2])
-  local argc = decision_argc(a)
+  local argc, nkeys = decision_argc(a)
   local before = #out
+  local width = 5
+  if op == 'A' or op == 'P' then width = 7 end
   -- A key of the wrong type (written by something else) fails only its own
   -- decision, not the whole batch. Checks run before any write, so a failed
   -- decision has changed nothing.
-  local ok, err = pcall(decide, out, op, cost, nlimits, a + 3, k)
+  local ok, err
+  if width == 7 then
+    ok, err = pcall(decide_all, out, op, cost, num(ARGV[a + 2]), a + 3, k)
+  else
+    ok, err = pcall(decide, out, op, cost, nkeys, a + 3, k)
+  end
   if not ok then
     for i = #out, before + 1, -1 do out[i] = nil end
     local e = type(err) == 'table' and tostring(err.err) or tostring(err)
@@ -496,11 +611,11 @@ for _ = 1, n do
     local code = -1
     if string.find(e, 'non local key', 1, true) then code = -2 end
     if code == -1 and not failure then failure = e end
-    out[#out + 1] = code; out[#out + 1] = 0; out[#out + 1] = 0
-    out[#out + 1] = 0; out[#out + 1] = 0
+    out[#out + 1] = code
+    for _ = 2, width do out[#out + 1] = 0 end
   end
   a = a + argc
-  k = k + nlimits
+  k = k + nkeys
 end
 if failure then out[#out + 1] = failure end
 return out

@@ -1,0 +1,400 @@
+/*
+ * multi.c - MALLOW and MPEEK: one decision over several (user, action)
+ * pairs. Each pair is looked up as ALLOW would (policy, overrides, shadow,
+ * deny cache); what is left goes to the store as one atomic call, or, on a
+ * store that cannot (a Cluster), as a check of every pair and then, when all
+ * pass, a charge of every pair.
+ */
+#include "multi.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "config.h"
+#include "denycache.h"
+#include "override.h"
+#include "policy.h"
+#include "stats.h"
+#include "store.h"
+
+_Static_assert(CMD_PAIRS_MAX <= STORE_PAIRS_MAX, "the store takes every pair of a request");
+
+struct multi;
+
+struct multi_pair {
+	struct multi *m;
+	const struct policy *policy; /* what decides: the action's, or its override's */
+	const struct policy *named;  /* the action's: stats, shadow, the deny cache */
+	int index;		     /* 1-based position in the request */
+	int shadow;		     /* never denies (shadow mode, some pairs only) */
+	struct store_result res;     /* a Cluster's answer for this pair alone */
+	size_t user_len;
+	char user[KEYS_USER_MAX];
+};
+
+struct multi {
+	struct cmd_slot *slot;
+	struct store *store;
+	struct denycache *deny; /* NULL: not consulted */
+	enum store_op op;
+	int64_t cost;
+	int64_t timeout_ms;
+	int all_shadow; /* every pair is in shadow mode: a denial is answered ALLOWED */
+	int charging;	/* a Cluster's second round */
+	int outstanding;
+	int n;
+	struct multi_pair pairs[CMD_PAIRS_MAX];
+};
+
+static int same_bytes(const char *a, size_t al, const char *b, size_t bl)
+{
+	return al == bl && memcmp(a, b, al) == 0;
+}
+
+/* Makes pair the one the reply speaks of: its policy, user and position. */
+static void multi_speak_of(struct cmd_slot *slot, const struct multi_pair *mp)
+{
+	slot->policy = mp->policy;
+	slot->res.pair = mp->index;
+	slot->user_len = mp->user_len;
+	memcpy(slot->user, mp->user, mp->user_len);
+}
+
+/* A shadow pair that would have denied: counted and logged under its action. */
+static void multi_shadow_denied(struct cmd_slot *slot, const struct multi_pair *mp)
+{
+	slot->user_len = mp->user_len;
+	memcpy(slot->user, mp->user, mp->user_len);
+	cmd_shadow_denied(slot, mp->named);
+}
+
+static void multi_free(struct cmd_slot *slot)
+{
+	free(slot->multi);
+	slot->multi = NULL;
+}
+
+static void multi_decided(struct multi *m, const struct multi_pair *by, enum stats_from from,
+			  int allowed, int64_t limit, int64_t remaining, int64_t retry_after_ms,
+			  int64_t reset_ms)
+{
+	struct cmd_slot *slot = m->slot;
+	if (m->deny && allowed && m->op == STORE_ALLOW)
+		/* cached denials of these pairs now show a stale remaining */
+		for (int i = 0; i < m->n; i++)
+			denycache_forget(m->deny, m->pairs[i].named->name,
+					 m->pairs[i].named->name_len, m->pairs[i].user,
+					 m->pairs[i].user_len);
+	multi_speak_of(slot, by);
+	slot->shadow = m->all_shadow;
+	stats_count_decision(slot->cfg, by->named, from, allowed);
+	multi_free(slot); /* by is gone: the slot has what the reply needs */
+	cmd_reply_decision(slot, allowed, limit, remaining, retry_after_ms, reset_ms);
+}
+
+/* The store could not decide: the strictest on_store_error of the pairs
+ * answers (error, then deny, then allow), for no pair in particular. */
+static void multi_failed(struct multi *m, const struct store_result *res)
+{
+	struct cmd_slot *slot = m->slot;
+	enum policy_on_error mode = POLICY_ON_ERROR_ALLOW;
+	for (int i = 0; i < m->n; i++) {
+		enum policy_on_error e = config_on_error(slot->cfg, m->pairs[i].named);
+		if (e == POLICY_ON_ERROR_ERROR ||
+		    (e == POLICY_ON_ERROR_DENY && mode == POLICY_ON_ERROR_ALLOW))
+			mode = e;
+	}
+	slot->policy = m->pairs[0].named;
+	slot->res.pair = 0;
+	slot->shadow = m->all_shadow;
+	multi_free(slot);
+	cmd_store_failed(slot, res, mode);
+}
+
+/* ---- one atomic call ---- */
+
+static void multi_done(void *arg, const struct store_result *res)
+{
+	struct multi *m = arg;
+	if (res->status != STORE_OK) {
+		multi_failed(m, res);
+		return;
+	}
+	if (res->pair < 1 || res->pair > m->n || res->shadow_pair < 0 || res->shadow_pair > m->n) {
+		struct store_result bad = {.status = STORE_FAILED,
+					   .error = STORE_ERROR_REPLY,
+					   .detail = "implausible decision from redis"};
+		multi_failed(m, &bad);
+		return;
+	}
+	if (res->shadow_pair > 0)
+		multi_shadow_denied(m->slot, &m->pairs[res->shadow_pair - 1]);
+	multi_decided(m, &m->pairs[res->pair - 1], STATS_FROM_STORE, res->allowed, res->limit,
+		      res->remaining, res->retry_after_ms, res->reset_ms);
+}
+
+static void multi_submit_atomic(struct multi *m, struct config *cfg)
+{
+	struct store_pair pairs[CMD_PAIRS_MAX];
+	for (int i = 0; i < m->n; i++)
+		pairs[i] = (struct store_pair){
+			.policy = m->pairs[i].policy,
+			.user = m->pairs[i].user,
+			.user_len = m->pairs[i].user_len,
+			.shadow = m->pairs[i].shadow,
+		};
+	struct store_request req = {
+		.op = m->op,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.cost = m->cost,
+		.timeout_ms = m->timeout_ms,
+		.npairs = m->n,
+		.pairs = pairs,
+	};
+	store_submit(m->store, &req, multi_done, m);
+}
+
+/* ---- a Cluster: check every pair, then charge every pair ----
+ *
+ * Each pair's keys live in its own slot, maybe on another master, so no one
+ * call can decide them together. The first round PEEKs every pair; a pair
+ * that would deny answers the request and nothing is charged. When all
+ * pass, the second round ALLOWs every pair. Each pair's limit holds exactly
+ * (every charge is its own atomic decision); but a request that another
+ * took the last units from between the two rounds is denied by that pair
+ * while the pairs charged beside it stay charged (counted in
+ * stats.multi_partial). */
+
+static void multi_round(struct multi *m, enum store_op op);
+
+/* The answer of a round, all pairs in: the binding pair as the script
+ * would choose it. */
+static void multi_round_done(struct multi *m)
+{
+	struct cmd_slot *slot = m->slot;
+	const struct multi_pair *bind = NULL, *failed = NULL;
+	int all_ok = 1, shadow_reported = 0;
+	for (int i = 0; i < m->n; i++) {
+		const struct multi_pair *mp = &m->pairs[i];
+		if (mp->res.status != STORE_OK) {
+			if (!failed)
+				failed = mp;
+			continue;
+		}
+		if (mp->shadow) {
+			if (!mp->res.allowed && !m->charging && !shadow_reported) {
+				multi_shadow_denied(slot, mp);
+				shadow_reported = 1;
+			}
+			continue;
+		}
+		if (!mp->res.allowed)
+			all_ok = 0;
+	}
+	if (failed) {
+		struct store_result res = failed->res;
+		res.detail = res.status == STORE_TIMEOUT ? "redis did not answer in time"
+							 : "a pair could not be decided";
+		multi_failed(m, &res);
+		return;
+	}
+	for (int i = 0; i < m->n; i++) {
+		const struct multi_pair *mp = &m->pairs[i];
+		const struct store_result *r = &mp->res;
+		if (mp->shadow)
+			continue;
+		if (all_ok) {
+			if (!bind || r->remaining < bind->res.remaining)
+				bind = mp;
+		} else if (!r->allowed) {
+			if (!bind || (bind->res.retry_after_ms != -1 &&
+				      (r->retry_after_ms == -1 ||
+				       r->retry_after_ms > bind->res.retry_after_ms)))
+				bind = mp;
+		}
+	}
+	if (all_ok && m->op == STORE_ALLOW && !m->charging) {
+		multi_round(m, STORE_ALLOW);
+		return;
+	}
+	if (!all_ok && m->charging)
+		stats.multi_partial++;
+	const struct store_result *r = &bind->res;
+	multi_decided(m, bind, STATS_FROM_STORE, all_ok, r->limit, r->remaining, r->retry_after_ms,
+		      r->reset_ms);
+}
+
+static void multi_pair_done(void *arg, const struct store_result *res)
+{
+	struct multi_pair *mp = arg;
+	struct multi *m = mp->m;
+	mp->res = *res;
+	mp->res.detail = NULL; /* valid only during this call */
+	if (--m->outstanding == 0)
+		multi_round_done(m);
+}
+
+static void multi_round(struct multi *m, enum store_op op)
+{
+	struct cmd_slot *slot = m->slot;
+	struct config *cfg = slot->cfg;
+	struct multi_pair *todo[CMD_PAIRS_MAX];
+	int n = 0;
+	m->charging = op == STORE_ALLOW;
+	for (int i = 0; i < m->n; i++) {
+		struct multi_pair *mp = &m->pairs[i];
+		/* a shadow pair is charged only when it passed, as in the script */
+		if (m->charging && mp->shadow && !mp->res.allowed)
+			continue;
+		todo[n++] = mp;
+	}
+	/* answers may come back inside store_submit: count them all first, and
+	 * touch m no more once the last is submitted */
+	m->outstanding = n;
+	for (int i = 0; i < n; i++) {
+		struct store_request req = {
+			.op = op,
+			.policy = todo[i]->policy,
+			.prefix = cfg->prefix,
+			.prefix_len = strlen(cfg->prefix),
+			.user = todo[i]->user,
+			.user_len = todo[i]->user_len,
+			.cost = m->cost,
+			.timeout_ms = m->timeout_ms,
+		};
+		store_submit(m->store, &req, multi_pair_done, todo[i]);
+	}
+}
+
+/* ---- the request ---- */
+
+/* The pairs' policies, and the first request error, or NULL. */
+static const char *multi_lookup(struct config *cfg, const struct cmd_request *req,
+				const struct policy **named, enum cmd_error *code, char *msg,
+				size_t msglen)
+{
+	for (int i = 0; i < req->npairs; i++) {
+		const struct cmd_pair *a = &req->pairs[i];
+		named[i] = config_find_policy(cfg, a->action, a->action_len);
+		if (!named[i]) {
+			*code = CMD_ERR_UNKNOWN_ACTION;
+			snprintf(msg, msglen, "no policy for the action of pair %d", i + 1);
+			return msg;
+		}
+		for (int j = 0; j < i; j++) {
+			const struct cmd_pair *b = &req->pairs[j];
+			if (same_bytes(a->user, a->user_len, b->user, b->user_len) &&
+			    same_bytes(a->action, a->action_len, b->action, b->action_len)) {
+				*code = CMD_ERR_SYNTAX;
+				snprintf(msg, msglen, "pair %d repeats pair %d", i + 1, j + 1);
+				return msg;
+			}
+		}
+	}
+	return NULL;
+}
+
+void multi_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *req,
+		   struct cmd_slot *slot)
+{
+	const struct policy *named[CMD_PAIRS_MAX];
+	enum cmd_error code = CMD_ERR_SYNTAX;
+	char msg[CMD_MSG_MAX];
+	slot->own_policy = 0;
+	slot->deny = NULL;
+	slot->shadow = 0;
+	slot->op = req->verb == CMD_MALLOW ? STORE_ALLOW : STORE_PEEK;
+	slot->res.multi = 1;
+	if (req->npairs < 1 || req->npairs > CMD_PAIRS_MAX) {
+		cmd_reply_error(slot, CMD_ERR_SYNTAX, "1 to 8 pairs");
+		return;
+	}
+	if (multi_lookup(cfg, req, named, &code, msg, sizeof(msg))) {
+		cmd_reply_error(slot, code, msg);
+		return;
+	}
+	struct multi *m = calloc(1, sizeof(*m));
+	if (!m) {
+		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		return;
+	}
+	m->slot = slot;
+	m->store = env->store;
+	m->op = (enum store_op)slot->op;
+	m->cost = req->cost > 0 ? req->cost : 1;
+	m->timeout_ms = cfg->redis.timeout_ms;
+	slot->multi = m;
+	int nshadow = 0;
+	for (int i = 0; i < req->npairs; i++) {
+		const struct cmd_pair *a = &req->pairs[i];
+		struct multi_pair *mp = &m->pairs[m->n];
+		mp->m = m;
+		mp->named = mp->policy = named[i];
+		mp->index = i + 1;
+		mp->shadow = config_shadow(cfg, named[i]);
+		mp->user_len = a->user_len;
+		memcpy(mp->user, a->user, a->user_len);
+		const struct override *o = named[i]->overrides ? override_find(named[i]->overrides,
+									       a->user, a->user_len)
+							       : NULL;
+		if (o && o->kind == OVERRIDE_UNLIMITED)
+			continue; /* nothing to decide or store */
+		if (o && o->kind == OVERRIDE_BLOCKED) {
+			if (mp->shadow) {
+				multi_shadow_denied(slot, mp);
+				continue;
+			}
+			/* denied whatever the others say: nothing is charged */
+			multi_speak_of(slot, mp);
+			stats_count_decision(cfg, named[i], STATS_FROM_OVERRIDE, 0);
+			multi_free(slot);
+			cmd_reply_decision(slot, 0, named[i]->limits[0].capacity, 0, -1, -1);
+			return;
+		}
+		if (o)
+			mp->policy = o->policy;
+		nshadow += mp->shadow;
+		m->n++;
+	}
+	if (m->n == 0) { /* every pair unlimited (or a blocked shadow pair) */
+		slot->policy = named[0];
+		slot->res.pair = 0;
+		stats_count_decision(cfg, named[0], STATS_FROM_OVERRIDE, 1);
+		multi_free(slot);
+		cmd_reply_decision(slot, 1, -1, -1, 0, -1);
+		return;
+	}
+	if (nshadow == m->n) { /* all in shadow mode: decided as enforced, answered ALLOWED */
+		m->all_shadow = 1;
+		for (int i = 0; i < m->n; i++)
+			m->pairs[i].shadow = 0;
+	}
+	/* A pair with a cached denial denies the request, as it would in Redis
+	 * (the cache holds only denials certain until their retry time). */
+	if (env->deny && store_resets_followed(env->store)) {
+		struct denycache_hit hit;
+		uint64_t now = clock_mono_us();
+		m->deny = env->deny;
+		denycache_sync(env->deny, store_generation(env->store));
+		for (int i = 0; i < m->n; i++) {
+			const struct multi_pair *mp = &m->pairs[i];
+			if (mp->shadow || mp->policy->ban.after > 0)
+				continue;
+			if (denycache_lookup(env->deny, mp->named->name, mp->named->name_len,
+					     mp->user, mp->user_len, m->cost, now, &hit)) {
+				multi_decided(m, mp, STATS_FROM_CACHE, 0, hit.limit, hit.remaining,
+					      hit.retry_after_ms, hit.reset_ms);
+				return;
+			}
+		}
+	}
+	config_ref(cfg);
+	slot->cfg = cfg;
+	if (store_multi(env->store))
+		multi_submit_atomic(m, cfg);
+	else
+		multi_round(m, STORE_PEEK);
+}

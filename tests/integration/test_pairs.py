@@ -1,0 +1,210 @@
+"""Several (user, action) pairs in one decision (MALLOW, MPEEK): allowed
+only if every pair allows, charged to all of them or to none, the reply
+naming the deciding pair; over the line protocol and RESP (redis-py); with
+shadow mode, overrides and bans per pair; exact with three daemons sharing a
+real Redis. The Cluster's check-then-charge is in test_cluster.py, Sentinel
+in test_sentinel.py."""
+
+import random
+import re
+import sys
+import threading
+import unittest
+
+try:
+    import redis as redis_py
+except ImportError:  # Debian's python3-redis, under another python3
+    sys.path.append("/usr/lib/python3/dist-packages")
+    import redis as redis_py
+
+from harness import SLOW, Client, DaemonTest, free_port, scrape_metrics
+
+LOGIN = {"login": "3/60s", "login_ip": "5/60s", "login_all": "100/60s"}
+PAIR_REPLY = re.compile(r"^(ALLOWED|DENIED) (-?\d+) (-?\d+) (-?\d+) (-?\d+) (\d+)$")
+
+
+def parse_pairs(reply):
+    """'DENIED 3 0 60000 60000 1' -> ('DENIED', 3, 0, 60000, 60000, 1)."""
+    m = PAIR_REPLY.match(reply)
+    if not m:
+        raise AssertionError("not a MALLOW reply: %r" % reply)
+    return (m.group(1),) + tuple(int(m.group(i)) for i in range(2, 7))
+
+
+class PairsTest(DaemonTest):
+    def start(self, policies=LOGIN, **top):
+        self.redis = self.start_redis()
+        self.mport = free_port()
+        self.daemon = self.start_daemon(policies, metrics='{listen: "127.0.0.1:%d"}' % self.mport,
+                                        **top)
+        self.c = self.daemon.client()
+        self.addCleanup(self.c.close)
+
+    def card(self, action, user, suffix="s60000"):
+        return self.redis.call("ZCARD", "rl:{%s:%s}:%s" % (action, user, suffix))
+
+    def test_all_or_nothing_and_the_deciding_pair(self):
+        self.start()
+        req = "MALLOW alice login 1.2.3.4 login_ip - login_all"
+        got = [parse_pairs(self.c.request(req)) for _ in range(4)]
+        # the account's limit binds (smallest remaining), then denies
+        self.assertEqual([g[:3] + g[5:] for g in got],
+                         [("ALLOWED", 3, 2, 1), ("ALLOWED", 3, 1, 1), ("ALLOWED", 3, 0, 1),
+                          ("DENIED", 3, 0, 1)])
+        self.assertTrue(59000 <= got[3][3] <= 60000, got[3])
+        # the denial charged nothing: the address and everyone hold 3
+        self.assertEqual((self.card("login", "alice"), self.card("login_ip", "1.2.3.4"),
+                          self.card("login_all", "-")), (3, 3, 3))
+        # another account from the same address: the address's limit (5) decides
+        got = [parse_pairs(self.c.request("MALLOW bob login 1.2.3.4 login_ip - login_all"))
+               for _ in range(3)]
+        self.assertEqual([g[:3] + g[5:] for g in got],
+                         [("ALLOWED", 5, 1, 2), ("ALLOWED", 5, 0, 2), ("DENIED", 5, 0, 2)])
+        self.assertEqual((self.card("login", "bob"), self.card("login_ip", "1.2.3.4"),
+                          self.card("login_all", "-")), (2, 5, 5))
+        # MPEEK answers the same way and charges nothing; a cost applies to every pair
+        self.assertEqual(parse_pairs(self.c.request("MPEEK carol login - login_all"))[:3] +
+                         parse_pairs(self.c.request("MPEEK carol login - login_all"))[5:],
+                         ("ALLOWED", 3, 3, 1))
+        self.assertEqual(self.card("login", "carol"), 0)
+        g = parse_pairs(self.c.request("MALLOW carol login - login_all 3"))
+        self.assertEqual(g[:3] + g[5:], ("ALLOWED", 3, 0, 1))
+        self.assertEqual((self.card("login", "carol"), self.card("login_all", "-")), (3, 8))
+        g = parse_pairs(self.c.request("MALLOW dave login - login_all 4"))
+        self.assertEqual(g[:4] + g[5:], ("DENIED", 3, 3, -1, 1))  # never: cost over the limit
+        # a single ALLOW sees the same keys
+        self.assertEqual(self.c.request("PEEK - login_all").split()[:3], ["ALLOWED", "100", "92"])
+        # counted once, under the deciding pair's action
+        m = scrape_metrics(self.mport)
+        self.assertEqual(m['ratelimitd_requests_total{command="mallow"}'], 9)
+        self.assertEqual(m['ratelimitd_requests_total{command="mpeek"}'], 2)
+
+    def test_request_errors(self):
+        self.start()
+        cases = {
+            "MALLOW a": "ERR syntax usage: MALLOW <user> <action> [<user> <action>]... "
+                              "[<cost>]",
+            "MPEEK": "ERR syntax usage: MPEEK <user> <action> [<user> <action>]... [<cost>]",
+            "MALLOW a login b nope": "ERR unknown-action no policy for the action of pair 2",
+            "MALLOW a login b login_ip a login": "ERR syntax pair 3 repeats pair 1",
+            "MALLOW a login b login_ip 0": "ERR bad-cost cost must be an integer from 1 to "
+                                           "2147483647",
+            "MALLOW a login b login_ip x": "ERR bad-cost cost must be an integer from 1 to "
+                                           "2147483647",
+            "MALLOW " + " ".join("u%d login" % i for i in range(9)): "ERR syntax too many "
+                                                                     "arguments",
+        }
+        got = self.c.pipeline(list(cases))
+        self.assertEqual(dict(zip(cases, got)), cases)
+        # one pair and eight pairs are fine; nothing was written by the errors
+        self.assertEqual(self.c.request("MPEEK a login"), "ALLOWED 3 3 0 0 1")
+        self.assertEqual(self.redis.keys("rl:*"), [])
+        g = parse_pairs(self.c.request("MALLOW " + " ".join("u%d login" % i for i in range(8))))
+        self.assertEqual(g[:3], ("ALLOWED", 3, 2))
+        self.assertEqual(len(self.redis.keys("rl:*")), 8)
+        # old requests are unchanged
+        self.assertEqual(self.c.request("ALLOW a login b"), "ERR bad-cost cost must be an "
+                         "integer from 1 to 2147483647")
+        self.assertEqual(self.c.request("ALLOW a login 1 2").split()[:2], ["ERR", "syntax"])
+
+    def test_resp_with_redis_py(self):
+        self.start()
+        r = redis_py.Redis(host="127.0.0.1", port=self.daemon.port, socket_timeout=5 * SLOW)
+        self.addCleanup(r.close)
+        got = [r.execute_command("MALLOW", "éve", "login", "10.0.0.1", "login_ip")
+               for _ in range(4)]
+        self.assertEqual([g[:3] + g[5:] for g in got],
+                         [[1, 3, 2, 1], [1, 3, 1, 1], [1, 3, 0, 1], [0, 3, 0, 1]])
+        self.assertEqual(r.execute_command("MPEEK", "x", "login", "10.0.0.1", "login_ip", "2")[:3],
+                         [1, 5, 2])
+        with self.assertRaisesRegex(redis_py.ResponseError, "^syntax pair 2 repeats pair 1$"):
+            r.execute_command("MALLOW", "x", "login", "x", "login")
+        # what the pipeline of a Redis client makes of it
+        p = r.pipeline(transaction=False)
+        p.execute_command("MALLOW", "y", "login", "10.0.0.1", "login_ip")
+        p.execute_command("ALLOW", "y", "login")
+        self.assertEqual([v[0] for v in p.execute()], [1, 1])
+
+    def test_shadow_overrides_and_bans_per_pair(self):
+        self.start({
+            "acct": "{limits: [2/60s], overrides: {vip: unlimited, bad: blocked}}",
+            "trial": "{limits: [1/60s], shadow: true}",
+            "ip": "{limits: [1/60s], ban: {after: 2, within: 1m, for: 10m}}",
+        })
+        # a shadow pair that would deny does not deny; it is counted
+        got = [parse_pairs(self.c.request("MALLOW u1 acct u1 trial")) for _ in range(3)]
+        self.assertEqual([g[0] for g in got], ["ALLOWED", "ALLOWED", "DENIED"])
+        self.assertEqual(got[1][5], 1)
+        self.assertEqual(self.card("trial", "u1"), 1)  # charged only when it passed
+        # (the third is counted too: the account denied it, and trial would have)
+        m = scrape_metrics(self.mport)
+        self.assertEqual(m['ratelimitd_action_shadow_denied_total{action="trial"}'], 2)
+        self.assertTrue(any("shadow: trial would be denied for u1" in ln
+                            for ln in self.daemon.log_lines()))
+        # an unlimited pair is left out; a blocked one denies without Redis
+        self.assertEqual(parse_pairs(self.c.request("MALLOW vip acct 9.9.9.9 ip"))[:3] +
+                         (self.card("acct", "vip"),), ("ALLOWED", 1, 0, 0))
+        self.assertEqual(self.c.request("MALLOW 8.8.8.8 ip bad acct"), "DENIED 2 0 -1 -1 2")
+        self.assertEqual(self.card("ip", "8.8.8.8"), 0)
+        self.assertEqual(self.c.request("MALLOW vip acct"), "ALLOWED -1 -1 0 -1 0")
+        # a ban counts the denials its pair caused: two, then banned 10 min
+        got = [parse_pairs(self.c.request("MALLOW u%d acct 9.9.9.9 ip" % i)) for i in (2, 3, 4)]
+        self.assertEqual([(g[0], g[5]) for g in got], [("DENIED", 2)] * 3)
+        self.assertTrue(599000 <= got[1][3] <= 600000, got)
+        self.assertTrue(599000 <= got[2][3] <= 600000, got)
+        # the account pairs were never charged
+        self.assertEqual([self.card("acct", "u%d" % i) for i in (2, 3, 4)], [0, 0, 0])
+
+    def test_three_daemons_exact(self):
+        """8 accounts on 4 addresses, 8 logins each, through 3 daemons and 12
+        connections at once: per account 4, per address 6, for everyone 15.
+        Exactly 15 pass (the users' and addresses' room adds to more), no
+        account or address passes its limit, and every key holds exactly
+        the requests allowed with it: a denial charged nothing anywhere."""
+        self.redis = self.start_redis()
+        pol = {"acct": "4/60s", "addr": "6/60s", "all": "15/60s"}
+        ds = [self.start_daemon(pol, name="rl%d" % i) for i in range(3)]
+        reqs = ["MALLOW a%d acct 10.0.0.%d addr - all" % (u, u // 2) for u in range(8)] * 8
+        random.Random(7).shuffle(reqs)
+        shares = [reqs[i::12] for i in range(12)]
+        results, errors, lock = [], [], threading.Lock()
+        barrier = threading.Barrier(12)
+
+        def run(i):
+            try:
+                with Client(port=ds[i % 3].port, timeout=20 * SLOW) as c:
+                    c.request("PING")
+                    barrier.wait(20)
+                    out = []
+                    for ln in shares[i]:  # one at a time: the others interleave
+                        out.append((ln, c.request(ln)))
+                with lock:
+                    results.extend(out)
+            except BaseException as e:  # noqa: BLE001
+                with lock:
+                    errors.append(repr(e))
+        ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(12)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60 * SLOW)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), 64)
+        allowed = [ln for ln, r in results if parse_pairs(r)[0] == "ALLOWED"]
+        self.assertEqual(len(allowed), 15)
+        per_acct, per_addr = {}, {}
+        for ln in allowed:
+            w = ln.split()
+            per_acct[w[1]] = per_acct.get(w[1], 0) + 1
+            per_addr[w[3]] = per_addr.get(w[3], 0) + 1
+        self.assertLessEqual(max(per_acct.values()), 4)
+        self.assertLessEqual(max(per_addr.values()), 6)
+        for u in range(8):
+            self.assertEqual(self.card("acct", "a%d" % u), per_acct.get("a%d" % u, 0))
+        for a in range(4):
+            self.assertEqual(self.card("addr", "10.0.0.%d" % a), per_addr.get("10.0.0.%d" % a, 0))
+        self.assertEqual(self.card("all", "-"), 15)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
