@@ -15,35 +15,54 @@ ALGOS = {"sliding_window": ("s", False), "funnel": ("f", True),
          "fixed_window": ("w", False), "sliding_window_counter": ("c", False)}
 
 
+def parse_policy(tok):
+    """The script's limits of a policy written "ALGORITHM [CAPACITY]
+    COUNT/PERIOD_MS ... [ban=AFTER/WITHIN_MS/FOR_MS]": (algo, capacity,
+    count, period_ms), the ban's last."""
+    letter, has_capacity = ALGOS[tok[0]]
+    limits = []
+    ban = [t for t in tok if t.startswith("ban=")]
+    tok = [t for t in tok if not t.startswith("ban=")]
+    if has_capacity:
+        cap = int(tok[1])
+        count, period = tok[2].split("/")
+        limits.append((letter, cap, int(count), int(period)))
+    else:
+        for t in tok[1:]:
+            count, period = t.split("/")
+            limits.append((letter, int(count), int(count), int(period)))
+    if ban:  # one more "limit" on its own key, last
+        limits.append(tuple(["b"] + [int(x) for x in ban[0][4:].split("/")]))
+    return limits
+
+
 def read_vectors(path):
+    """Scenarios (multi, groups, steps), groups a list of (shadow, limits): a
+    "policy" scenario has one group and decides with a/p/r; a "multi" one
+    (the script's decide_all) has a group per "group" line and decides with
+    A/P."""
     scenarios = []
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             line = line.strip()
             if not line or line.startswith("#"):
                 continue
-            if line.startswith("policy "):
-                tok = line.split()[1:]
-                letter, has_capacity = ALGOS[tok[0]]
-                limits = []
-                ban = [t for t in tok if t.startswith("ban=")]
-                tok = [t for t in tok if not t.startswith("ban=")]
-                if has_capacity:
-                    cap = int(tok[1])
-                    count, period = tok[2].split("/")
-                    limits.append((letter, cap, int(count), int(period)))
-                else:
-                    for t in tok[1:]:
-                        count, period = t.split("/")
-                        limits.append((letter, int(count), int(count), int(period)))
-                if ban:  # one more "limit" on its own key, last
-                    limits.append(tuple(["b"] + [int(x) for x in ban[0][4:].split("/")]))
-                scenarios.append((limits, []))
+            tok = line.split()
+            if tok[0] == "policy":
+                scenarios.append((False, [(False, parse_policy(tok[1:]))], []))
+                continue
+            if tok[0] == "multi":
+                scenarios.append((True, [], []))
+                continue
+            if tok[0] == "group":
+                assert scenarios and scenarios[-1][0], "line %d: group outside multi" % lineno
+                shadow = tok[1] == "shadow"
+                scenarios[-1][1].append((shadow, parse_policy(tok[2 if shadow else 1:])))
                 continue
             left, right = line.split("->")
             now, op, cost = left.split()
             want = [int(x) for x in right.split()]
-            scenarios[-1][1].append((lineno, int(now), op, int(cost), want))
+            scenarios[-1][2].append((lineno, int(now), op, int(cost), want))
     return scenarios
 
 
@@ -63,12 +82,25 @@ class LuaVectors(unittest.TestCase):
         checked = 0
         with self.redis.resp() as r:
             sha = r.call("SCRIPT", "LOAD", self.script)
-            for n, (limits, steps) in enumerate(scenarios):
-                keys = ["t:{v%d}:%d" % (n, i) for i in range(len(limits))]
+            for n, (multi, groups, steps) in enumerate(scenarios):
+                # every group on keys of its own, in one hash tag per scenario
+                keys = ["t:{v%d}:%d:%d" % (n, g, i)
+                        for g, (_, limits) in enumerate(groups) for i in range(len(limits))]
                 for lineno, now, op, cost, want in steps:
-                    args = [str(now), "1", op, str(cost), str(len(limits))]
-                    for algo, cap, count, period in limits:
-                        args += [algo, str(cap), str(count), str(period)]
+                    ops = ("A", "P") if multi else ("a", "p", "r")
+                    self.assertIn(op, ops, "vectors.txt:%d" % lineno)
+                    args = [str(now), "1", op, str(cost)]
+                    if multi:  # decide_all: per group shadow, nlimits, limits
+                        args.append(str(len(groups)))
+                        for shadow, limits in groups:
+                            args += ["1" if shadow else "0", str(len(limits))]
+                            for limit in limits:
+                                args += [str(x) for x in limit]
+                    else:
+                        limits = groups[0][1]
+                        args.append(str(len(limits)))
+                        for limit in limits:
+                            args += [str(x) for x in limit]
                     if op == "r":
                         args += ["t:reset", "v%d:u" % n]  # the notice's channel, tag
                     got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)

@@ -340,10 +340,64 @@ static int ban_denied(const struct policy_ban *b, struct limiter_state *s, int64
 	return 0;
 }
 
+/* One policy's checks: its limits', then its ban's (ok unless banned now). */
+struct group {
+	struct check c[POLICY_MAX_LIMITS + 1];
+	struct check *ban; /* NULL: no ban */
+	int ok, banned;
+};
+
+static void check_group(const struct policy *p, const struct limiter_state *st, int64_t cost,
+			int64_t now, struct group *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->ok = 1;
+	for (int i = 0; i < p->nlimits; i++) {
+		check_limit(p->algo, &p->limits[i], &st[i], cost, now, &g->c[i]);
+		if (!g->c[i].ok)
+			g->ok = 0;
+	}
+	if (p->ban.after > 0) {
+		g->ban = &g->c[p->nlimits];
+		g->ban->ok = 1;
+		g->ban->limit = g->c[0].limit; /* a ban answers with the first limit */
+		g->banned = ban_banned(&st[p->nlimits], now, g->ban);
+		if (g->banned)
+			g->ok = 0;
+	}
+}
+
+/* Charges every limit of a group that passed (a ban has nothing to charge). */
+static int commit_group(const struct policy *p, struct limiter_state *st, int64_t cost, int64_t now,
+			struct group *g)
+{
+	for (int i = 0; i < p->nlimits; i++)
+		if (commit_limit(p->algo, &st[i], cost, now, &g->c[i]) < 0)
+			return -1;
+	return 0;
+}
+
+/* Whether c answers for the decision rather than bind (the first of equals
+ * stays): allowed, the smallest remaining of the limits (not the ban);
+ * denied, the longest wait of the failing ones, -1 (never) above all. */
+static int binds(int allowed, const struct check *c, const struct check *ban,
+		 const struct check *bind)
+{
+	if (allowed)
+		return c != ban && (!bind || c->remaining < bind->remaining);
+	return !c->ok &&
+	       (!bind || (bind->retry != -1 && (c->retry == -1 || c->retry > bind->retry)));
+}
+
+static void result_of(int allowed, const struct check *bind, struct limiter_result *out)
+{
+	*out = (struct limiter_result){allowed, bind->limit, bind->remaining, bind->retry,
+				       bind->reset};
+}
+
 int limiter_decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
 		   int64_t cost, int64_t now_us, struct limiter_result *out)
 {
-	struct check checks[POLICY_MAX_LIMITS + 1];
 	if (op == LIMITER_RESET) {
 		for (int i = 0; i < policy_nkeys(p); i++) {
 			st[i].tat_us = 0;
@@ -354,50 +408,103 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 		*out = (struct limiter_result){.allowed = 1};
 		return 0;
 	}
-	int all_ok = 1;
-	for (int i = 0; i < p->nlimits; i++) {
-		memset(&checks[i], 0, sizeof(checks[i]));
-		check_limit(p->algo, &p->limits[i], &st[i], cost, now_us, &checks[i]);
-		if (!checks[i].ok)
-			all_ok = 0;
+	struct group g;
+	check_group(p, st, cost, now_us, &g);
+	if (g.banned) {
+		result_of(0, g.ban, out);
+		return 0;
 	}
-	struct check *ban = NULL;
-	if (p->ban.after > 0) {
-		ban = &checks[p->nlimits];
-		memset(ban, 0, sizeof(*ban));
-		ban->ok = 1;
-		ban->limit = checks[0].limit; /* a ban answers with the first limit */
-		if (ban_banned(&st[p->nlimits], now_us, ban)) {
-			*out = (struct limiter_result){0, ban->limit, 0, ban->retry, ban->reset};
-			return 0;
-		}
-	}
-	if (!all_ok && ban && op == LIMITER_ALLOW &&
-	    ban_denied(&p->ban, &st[p->nlimits], now_us, ban) < 0)
+	if (!g.ok && g.ban && op == LIMITER_ALLOW &&
+	    ban_denied(&p->ban, &st[p->nlimits], now_us, g.ban) < 0)
+		return -1;
+	if (g.ok && op == LIMITER_ALLOW && commit_group(p, st, cost, now_us, &g) < 0)
 		return -1;
 	struct check *bind = NULL;
-	for (int i = 0; i < policy_nkeys(p); i++) {
-		struct check *c = &checks[i];
-		if (all_ok) {
-			if (c == ban)
+	for (int i = 0; i < policy_nkeys(p); i++)
+		if (binds(g.ok, &g.c[i], g.ban, bind))
+			bind = &g.c[i];
+	result_of(g.ok, bind, out);
+	return 0;
+}
+
+int limiter_decide_all(const struct policy *const *policies, const int *shadow,
+		       struct limiter_state *const *states, int ngroups, enum limiter_op op,
+		       int64_t cost, int64_t now_us, struct limiter_result *out, int *group,
+		       int *shadow_group)
+{
+	if (ngroups < 1 || op == LIMITER_RESET)
+		return -1;
+	struct group *g = calloc((size_t)ngroups, sizeof(*g));
+	int *sh = calloc((size_t)ngroups, sizeof(*sh));
+	int rc = -1;
+	if (!g || !sh)
+		goto out;
+	int real = 0;
+	for (int i = 0; i < ngroups; i++) {
+		check_group(policies[i], states[i], cost, now_us, &g[i]);
+		real += !shadow[i];
+	}
+	/* only shadow groups (the daemon never sends that): none is one */
+	for (int i = 0; i < ngroups; i++)
+		sh[i] = real > 0 && shadow[i];
+	int all_ok = 1, banned = -1;
+	for (int i = 0; i < ngroups; i++) {
+		if (sh[i])
+			continue;
+		if (!g[i].ok)
+			all_ok = 0;
+		if (banned < 0 && g[i].banned)
+			banned = i;
+	}
+	struct check *bind = NULL;
+	int bind_group = 0;
+	if (banned >= 0) {
+		bind = g[banned].ban;
+		bind_group = banned;
+	} else {
+		for (int i = 0; i < ngroups; i++) {
+			const struct policy *p = policies[i];
+			if (all_ok && g[i].ok && op == LIMITER_ALLOW &&
+			    commit_group(p, states[i], cost, now_us, &g[i]) < 0)
+				goto out;
+			if (!all_ok && !sh[i] && !g[i].ok && g[i].ban && op == LIMITER_ALLOW &&
+			    ban_denied(&p->ban, &states[i][p->nlimits], now_us, g[i].ban) < 0)
+				goto out;
+			if (sh[i])
 				continue;
-			if (op == LIMITER_ALLOW &&
-			    commit_limit(p->algo, &st[i], cost, now_us, c) < 0)
-				return -1;
-			if (!bind || c->remaining < bind->remaining)
-				bind = c;
-		} else if (!c->ok) {
-			if (!bind ||
-			    (bind->retry != -1 && (c->retry == -1 || c->retry > bind->retry)))
-				bind = c;
+			/* only the real groups answer */
+			for (int j = 0; j < policy_nkeys(p); j++) {
+				if (binds(all_ok, &g[i].c[j], g[i].ban, bind)) {
+					bind = &g[i].c[j];
+					bind_group = i;
+				}
+			}
 		}
 	}
-	out->allowed = all_ok;
-	out->limit = bind->limit;
-	out->remaining = bind->remaining;
-	out->retry_after_ms = bind->retry;
-	out->reset_ms = bind->reset;
-	return 0;
+	/* a shadow group that fails is reported, and its ban counts the denial
+	 * as if it were enforced, whatever the real groups decided */
+	*shadow_group = 0;
+	for (int i = 0; i < ngroups; i++) {
+		const struct policy *p = policies[i];
+		if (!sh[i] || g[i].ok)
+			continue;
+		if (!*shadow_group)
+			*shadow_group = i + 1;
+		if (g[i].ban && !g[i].banned && op == LIMITER_ALLOW &&
+		    ban_denied(&p->ban, &states[i][p->nlimits], now_us, g[i].ban) < 0)
+			goto out;
+	}
+	/* no limit to answer with (a group of none, or only a ban): the
+	 * script fails such a decision (-1) too */
+	if (!bind)
+		goto out;
+	result_of(all_ok && banned < 0, bind, out);
+	*group = bind_group + 1;
+	rc = 0;
+out:
+	free(g);
+	free(sh);
+	return rc;
 }
 
 void limiter_state_free(struct limiter_state *st)

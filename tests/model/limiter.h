@@ -39,6 +39,20 @@ struct limiter_state {
  */
 int limiter_decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
 		   int64_t cost, int64_t now_us, struct limiter_result *out);
+/*
+ * One decision over several (user, action) pairs, as the script's
+ * decide_all ("A" for LIMITER_ALLOW, "P" for LIMITER_PEEK): group g is
+ * policies[g] on states[g][0..policy_nkeys(policies[g])-1]; a shadow group
+ * (shadow[g] != 0) is decided and charged when it passes but never denies.
+ * Sets *group to the deciding group and *shadow_group to the first shadow
+ * group that would have denied (1-based, 0 for none).
+ * Returns 0, or -1 on allocation failure, a bad op or ngroups, or no limit
+ * to answer with (which the script fails too).
+ */
+int limiter_decide_all(const struct policy *const *policies, const int *shadow,
+		       struct limiter_state *const *states, int ngroups, enum limiter_op op,
+		       int64_t cost, int64_t now_us, struct limiter_result *out, int *group,
+		       int *shadow_group);
 void limiter_state_free(struct limiter_state *st);
 
 #endif

@@ -9,38 +9,84 @@
 #include "policy.h"
 #include "vectors.h"
 
+/* The most groups a multi scenario may have (the daemon's STORE_PAIRS_MAX). */
+#define GROUPS_MAX 8
+
 struct run {
-	struct policy p;
-	struct limiter_state st[POLICY_MAX_LIMITS + 1]; /* + a ban's */
+	/* a "policy" scenario is group 0 alone; a "multi" one has ngroups */
+	struct policy p[GROUPS_MAX];
+	int shadow[GROUPS_MAX];
+	struct limiter_state st[GROUPS_MAX][POLICY_MAX_LIMITS + 1]; /* + a ban's */
+	int ngroups;
 	int failures;
 	int dump; /* print actual results in vector syntax (RL_VECTORS_DUMP=1) */
 };
 
+static void run_clear(struct run *r)
+{
+	for (int g = 0; g < GROUPS_MAX; g++)
+		for (int i = 0; i < POLICY_MAX_LIMITS + 1; i++)
+			limiter_state_free(&r->st[g][i]);
+	r->ngroups = 0;
+}
+
 static void run_policy(const struct policy *p, void *arg)
 {
 	struct run *r = arg;
-	for (int i = 0; i < POLICY_MAX_LIMITS + 1; i++)
-		limiter_state_free(&r->st[i]);
-	r->p = *p;
+	run_clear(r);
+	r->p[0] = *p;
+	r->shadow[0] = 0;
+	r->ngroups = 1;
+}
+
+static void run_multi(void *arg)
+{
+	run_clear(arg);
+}
+
+static void run_group(const struct policy *p, int shadow, void *arg)
+{
+	struct run *r = arg;
+	ck_assert_int_lt(r->ngroups, GROUPS_MAX);
+	r->p[r->ngroups] = *p;
+	r->shadow[r->ngroups++] = shadow;
 }
 
 static void run_step(const struct vector_step *s, void *arg)
 {
 	struct run *r = arg;
 	struct limiter_result got;
-	ck_assert_int_eq(limiter_decide(&r->p, r->st, s->op, s->cost, s->now_us, &got), 0);
+	int group = 0, shadow_group = 0;
+	if (s->multi) {
+		const struct policy *ps[GROUPS_MAX];
+		struct limiter_state *sts[GROUPS_MAX];
+		for (int g = 0; g < r->ngroups; g++) {
+			ps[g] = &r->p[g];
+			sts[g] = r->st[g];
+		}
+		int rc = limiter_decide_all(ps, r->shadow, sts, r->ngroups, s->op, s->cost,
+					    s->now_us, &got, &group, &shadow_group);
+		ck_assert_int_eq(rc, 0);
+	} else {
+		int rc = limiter_decide(&r->p[0], r->st[0], s->op, s->cost, s->now_us, &got);
+		ck_assert_int_eq(rc, 0);
+	}
+	char tail[32] = "";
+	if (s->multi)
+		snprintf(tail, sizeof(tail), " %d %d", group, shadow_group);
 	if (r->dump)
-		printf("%lld %c %lld -> %d %lld %lld %lld %lld\n", (long long)s->now_us,
-		       "apr"[s->op], (long long)s -> cost, got.allowed, (long long)got.limit,
-		       (long long)got.remaining, (long long)got.retry_after_ms,
-		       (long long)got.reset_ms);
+		printf("%lld %c %lld -> %d %lld %lld %lld %lld%s\n", (long long)s->now_us,
+		       (s->multi ? "AP" : "apr")[s->op], (long long)s->cost, got.allowed,
+		       (long long)got.limit, (long long)got.remaining,
+		       (long long)got.retry_after_ms, (long long)got.reset_ms, tail);
 	if (got.allowed != s->want.allowed || got.limit != s->want.limit ||
 	    got.remaining != s->want.remaining || got.retry_after_ms != s->want.retry_after_ms ||
-	    got.reset_ms != s->want.reset_ms) {
+	    got.reset_ms != s->want.reset_ms || group != s->want_group ||
+	    shadow_group != s->want_shadow_group) {
 		r->failures++;
-		fprintf(stderr, "vectors.txt:%d: got %d %lld %lld %lld %lld\n", s->line,
+		fprintf(stderr, "vectors.txt:%d: got %d %lld %lld %lld %lld%s\n", s->line,
 			got.allowed, (long long)got.limit, (long long)got.remaining,
-			(long long)got.retry_after_ms, (long long)got.reset_ms);
+			(long long)got.retry_after_ms, (long long)got.reset_ms, tail);
 	}
 }
 
@@ -49,9 +95,9 @@ START_TEST(test_vectors)
 	struct run r;
 	memset(&r, 0, sizeof(r));
 	r.dump = getenv("RL_VECTORS_DUMP") != NULL;
-	int n = vectors_read(TEST_SRCDIR "/tests/vectors.txt", run_policy, run_step, &r);
-	for (int i = 0; i < POLICY_MAX_LIMITS + 1; i++)
-		limiter_state_free(&r.st[i]);
+	const struct vector_calls calls = {run_policy, run_multi, run_group, run_step};
+	int n = vectors_read(TEST_SRCDIR "/tests/vectors.txt", &calls, &r);
+	run_clear(&r);
 	ck_assert_int_gt(n, 50);
 	ck_assert_int_eq(r.failures, 0);
 }

@@ -16,64 +16,113 @@ struct vector_step {
 	enum limiter_op op;
 	int64_t cost;
 	struct limiter_result want;
+	/* a decision over several groups (ops A and P, in a "multi" scenario):
+	 * the deciding group and the first shadow group that would have denied */
+	int multi;
+	int want_group, want_shadow_group;
 };
 
-/* Calls on_policy for each "policy" line and on_step for each decision line.
- * Returns the number of decision lines, or -1 on a malformed file. */
-static inline int vectors_read(const char *path, void (*on_policy)(const struct policy *, void *),
-			       void (*on_step)(const struct vector_step *, void *), void *arg)
+/* What vectors_read calls back: a "policy" line, a "multi" line, each
+ * "group" line of a multi scenario, and each decision line. */
+struct vector_calls {
+	void (*policy)(const struct policy *p, void *arg);
+	void (*multi)(void *arg);
+	void (*group)(const struct policy *p, int shadow, void *arg);
+	void (*step)(const struct vector_step *s, void *arg);
+};
+
+/* A policy written "ALGORITHM [CAPACITY] COUNT/PERIOD_MS ... [ban=A/W/F]",
+ * the tokens left in strtok_r's save. 0, or -1 when malformed. */
+static inline int vector_policy(char **save, struct policy *p)
+{
+	memset(p, 0, sizeof(*p));
+	strcpy(p->name, "v");
+	p->name_len = 1;
+	p->on_store_error = POLICY_ON_ERROR_INHERIT;
+	char *tok = strtok_r(NULL, " \n", save);
+	if (!tok || policy_algo_parse(tok, strlen(tok), &p->algo) < 0)
+		return -1;
+	int rate = policy_algo_shape(p->algo) == POLICY_SHAPE_RATE;
+	long long cap = 0;
+	if (rate) {
+		if (!(tok = strtok_r(NULL, " \n", save)))
+			return -1;
+		cap = atoll(tok);
+	}
+	while ((tok = strtok_r(NULL, " \n", save))) {
+		long long count, period, after, within, ban_for;
+		if (sscanf(tok, "ban=%lld/%lld/%lld", &after, &within, &ban_for) == 3) {
+			p->ban = (struct policy_ban){after, within, ban_for};
+			continue;
+		}
+		if (p->nlimits == POLICY_MAX_LIMITS ||
+		    sscanf(tok, "%lld/%lld", &count, &period) != 2)
+			return -1;
+		struct policy_limit *l = &p->limits[p->nlimits++];
+		l->count = count;
+		l->period_ms = period;
+		l->capacity = rate ? cap : count;
+	}
+	return p->nlimits > 0 ? 0 : -1;
+}
+
+/* Calls back for each line (see struct vector_calls). Returns the number of
+ * decision lines, or -1 on a malformed file. */
+static inline int vectors_read(const char *path, const struct vector_calls *calls, void *arg)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
 		return -1;
 	char line[512];
-	int lineno = 0, steps = 0;
+	int lineno = 0, steps = 0, multi = 0;
 	while (fgets(line, sizeof(line), f)) {
 		lineno++;
 		if (line[0] == '#' || line[0] == '\n')
 			continue;
-		if (strncmp(line, "policy ", 7) == 0) {
-			struct policy p;
-			memset(&p, 0, sizeof(p));
-			strcpy(p.name, "v");
-			p.name_len = 1;
-			p.on_store_error = POLICY_ON_ERROR_INHERIT;
-			char *save = NULL;
-			char *tok = strtok_r(line + 7, " \n", &save);
-			if (!tok || policy_algo_parse(tok, strlen(tok), &p.algo) < 0)
+		struct policy p;
+		char *save = NULL;
+		char *word = strtok_r(line, " \n", &save);
+		if (!word)
+			goto bad;
+		if (strcmp(word, "policy") == 0) {
+			if (vector_policy(&save, &p) < 0)
 				goto bad;
-			int rate = policy_algo_shape(p.algo) == POLICY_SHAPE_RATE;
-			long long cap = 0;
-			if (rate)
-				cap = atoll(strtok_r(NULL, " \n", &save));
-			while ((tok = strtok_r(NULL, " \n", &save))) {
-				long long count, period, after, within, ban_for;
-				if (sscanf(tok, "ban=%lld/%lld/%lld", &after, &within, &ban_for) ==
-				    3) {
-					p.ban = (struct policy_ban){after, within, ban_for};
-					continue;
-				}
-				if (sscanf(tok, "%lld/%lld", &count, &period) != 2)
-					goto bad;
-				struct policy_limit *l = &p.limits[p.nlimits++];
-				l->count = count;
-				l->period_ms = period;
-				l->capacity = rate ? cap : count;
-			}
-			on_policy(&p, arg);
+			multi = 0;
+			calls->policy(&p, arg);
 			continue;
 		}
-		struct vector_step s = {.line = lineno};
-		long long now, cost, a, lim, rem, retry, reset;
+		if (strcmp(word, "multi") == 0) {
+			multi = 1;
+			calls->multi(arg);
+			continue;
+		}
+		if (strcmp(word, "group") == 0) {
+			int shadow = strncmp(save, "shadow ", 7) == 0;
+			if (shadow)
+				strtok_r(NULL, " \n", &save);
+			if (!multi || vector_policy(&save, &p) < 0)
+				goto bad;
+			calls->group(&p, shadow, arg);
+			continue;
+		}
+		struct vector_step s = {.line = lineno, .multi = multi};
+		long long now = atoll(word), cost, a, lim, rem, retry, reset;
+		int group = 0, shadow_group = 0;
 		char op;
-		if (sscanf(line, "%lld %c %lld -> %lld %lld %lld %lld %lld", &now, &op, &cost, &a,
-			   &lim, &rem, &retry, &reset) != 8)
+		int n = sscanf(save, " %c %lld -> %lld %lld %lld %lld %lld %d %d", &op, &cost, &a,
+			       &lim, &rem, &retry, &reset, &group, &shadow_group);
+		/* a multi scenario decides with A or P and answers 7 numbers; the
+		 * letters are in the order of enum limiter_op */
+		const char *ops = multi ? "AP" : "apr";
+		if (n != (multi ? 9 : 7) || op == '\0' || !strchr(ops, op))
 			goto bad;
 		s.now_us = now;
-		s.op = op == 'a' ? LIMITER_ALLOW : op == 'p' ? LIMITER_PEEK : LIMITER_RESET;
+		s.op = (enum limiter_op)(strchr(ops, op) - ops);
 		s.cost = cost;
 		s.want = (struct limiter_result){(int)a, lim, rem, retry, reset};
-		on_step(&s, arg);
+		s.want_group = group;
+		s.want_shadow_group = shadow_group;
+		calls->step(&s, arg);
 		steps++;
 	}
 	fclose(f);
