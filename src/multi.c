@@ -29,7 +29,8 @@ struct multi_pair {
 	const struct policy *named;  /* the action's: stats, shadow, the deny cache */
 	int index;		     /* 1-based position in the request */
 	int shadow;		     /* never denies (shadow mode, some pairs only) */
-	struct store_result res;     /* a Cluster's answer for this pair alone */
+	/* a Cluster's answers for this pair alone (details dropped) */
+	struct store_result check, res;
 	size_t user_len;
 	char user[KEYS_USER_MAX];
 };
@@ -41,9 +42,11 @@ struct multi {
 	enum store_op op;
 	int64_t cost;
 	int64_t timeout_ms;
-	int all_shadow; /* every pair is in shadow mode: a denial is answered ALLOWED */
-	int charging;	/* a Cluster's second round */
-	int outstanding;
+	int all_shadow;	 /* every pair is in shadow mode: a denial is answered ALLOWED */
+	int outstanding; /* a Cluster's checks not answered yet */
+	/* a Cluster's charges: pairs[order[0..norder)], next the one under way */
+	int order[CMD_PAIRS_MAX];
+	int norder, next;
 	int n;
 	struct multi_pair pairs[CMD_PAIRS_MAX];
 };
@@ -157,115 +160,186 @@ static void multi_submit_atomic(struct multi *m, struct config *cfg)
 	store_submit(m->store, &req, multi_done, m);
 }
 
-/* ---- a Cluster: check every pair, then charge every pair ----
+/* ---- a Cluster: check every pair, then charge them one by one ----
  *
  * Each pair's keys live in its own slot, maybe on another master, so no one
- * call can decide them together. The first round PEEKs every pair; a pair
- * that would deny answers the request and nothing is charged. When all
- * pass, the second round ALLOWs every pair. Each pair's limit holds exactly
- * (every charge is its own atomic decision); but a request that another
- * took the last units from between the two rounds is denied by that pair
- * while the pairs charged beside it stay charged (counted in
- * stats.multi_partial). */
+ * call can decide them together. First every pair is checked at once
+ * (PEEK): a pair that would deny answers the request, and nothing is
+ * charged. When all pass, the pairs are charged (ALLOW) one after another,
+ * the one with the least room first, stopping at the first denial. Each
+ * pair's limit holds exactly: every charge is its own atomic decision. A
+ * request that another took the last units from between its check and its
+ * charge is denied, usually by the first pair charged, with nothing else
+ * charged; only when a later pair denies do the pairs charged before it
+ * stay charged (counted in stats.multi_partial). */
 
-static void multi_round(struct multi *m, enum store_op op);
-
-/* The answer of a round, all pairs in: the binding pair as the script
- * would choose it. */
-static void multi_round_done(struct multi *m)
+/* The pair a decision binds to among results r[] of the enforced pairs, as
+ * the script chooses it: allowed, the least remaining; denied, the longest
+ * retry (-1, never, longest of all); the first one wins a tie. */
+static struct multi_pair *multi_bind(struct multi *m, int allowed, int charged)
 {
-	struct cmd_slot *slot = m->slot;
-	const struct multi_pair *bind = NULL, *failed = NULL;
-	int all_ok = 1, shadow_reported = 0;
+	struct multi_pair *bind = NULL;
 	for (int i = 0; i < m->n; i++) {
-		const struct multi_pair *mp = &m->pairs[i];
-		if (mp->res.status != STORE_OK) {
-			if (!failed)
-				failed = mp;
-			continue;
-		}
-		if (mp->shadow) {
-			if (!mp->res.allowed && !m->charging && !shadow_reported) {
-				multi_shadow_denied(slot, mp);
-				shadow_reported = 1;
-			}
-			continue;
-		}
-		if (!mp->res.allowed)
-			all_ok = 0;
-	}
-	if (failed) {
-		struct store_result res = failed->res;
-		res.detail = res.status == STORE_TIMEOUT ? "redis did not answer in time"
-							 : "a pair could not be decided";
-		multi_failed(m, &res);
-		return;
-	}
-	for (int i = 0; i < m->n; i++) {
-		const struct multi_pair *mp = &m->pairs[i];
-		const struct store_result *r = &mp->res;
+		struct multi_pair *mp = &m->pairs[i];
+		const struct store_result *r = charged ? &mp->res : &mp->check;
+		const struct store_result *b = bind ? (charged ? &bind->res : &bind->check) : NULL;
 		if (mp->shadow)
 			continue;
-		if (all_ok) {
-			if (!bind || r->remaining < bind->res.remaining)
+		if (allowed) {
+			if (!b || r->remaining < b->remaining)
 				bind = mp;
 		} else if (!r->allowed) {
-			if (!bind || (bind->res.retry_after_ms != -1 &&
-				      (r->retry_after_ms == -1 ||
-				       r->retry_after_ms > bind->res.retry_after_ms)))
+			if (!b ||
+			    (b->retry_after_ms != -1 &&
+			     (r->retry_after_ms == -1 || r->retry_after_ms > b->retry_after_ms)))
 				bind = mp;
 		}
 	}
-	if (all_ok && m->op == STORE_ALLOW && !m->charging) {
-		multi_round(m, STORE_ALLOW);
-		return;
-	}
-	if (!all_ok && m->charging)
-		stats.multi_partial++;
-	const struct store_result *r = &bind->res;
-	multi_decided(m, bind, STATS_FROM_STORE, all_ok, r->limit, r->remaining, r->retry_after_ms,
-		      r->reset_ms);
+	return bind;
 }
 
-static void multi_pair_done(void *arg, const struct store_result *res)
+static void multi_charge_next(struct multi *m);
+
+static void multi_charge_done(void *arg, const struct store_result *res)
 {
 	struct multi_pair *mp = arg;
 	struct multi *m = mp->m;
 	mp->res = *res;
 	mp->res.detail = NULL; /* valid only during this call */
-	if (--m->outstanding == 0)
-		multi_round_done(m);
+	if (res->status != STORE_OK) {
+		if (m->next > 0)
+			stats.multi_partial++;
+		multi_failed(m, res);
+		return;
+	}
+	if (!res->allowed && !mp->shadow) {
+		if (m->next > 0)
+			stats.multi_partial++;
+		multi_decided(m, mp, STATS_FROM_STORE, 0, res->limit, res->remaining,
+			      res->retry_after_ms, res->reset_ms);
+		return;
+	}
+	m->next++;
+	multi_charge_next(m);
 }
 
-static void multi_round(struct multi *m, enum store_op op)
+/* Charges the next pair, or answers once every pair is charged. An answer
+ * may come back inside store_submit: nothing touches m after it. */
+static void multi_charge_next(struct multi *m)
 {
-	struct cmd_slot *slot = m->slot;
-	struct config *cfg = slot->cfg;
-	struct multi_pair *todo[CMD_PAIRS_MAX];
-	int n = 0;
-	m->charging = op == STORE_ALLOW;
-	for (int i = 0; i < m->n; i++) {
-		struct multi_pair *mp = &m->pairs[i];
-		/* a shadow pair is charged only when it passed, as in the script */
-		if (m->charging && mp->shadow && !mp->res.allowed)
-			continue;
-		todo[n++] = mp;
+	if (m->next == m->norder) {
+		struct multi_pair *bind = multi_bind(m, 1, 1);
+		multi_decided(m, bind, STATS_FROM_STORE, 1, bind->res.limit, bind->res.remaining,
+			      bind->res.retry_after_ms, bind->res.reset_ms);
+		return;
 	}
+	struct multi_pair *mp = &m->pairs[m->order[m->next]];
+	struct config *cfg = m->slot->cfg;
+	struct store_request req = {
+		.op = STORE_ALLOW,
+		.policy = mp->policy,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.user = mp->user,
+		.user_len = mp->user_len,
+		.cost = m->cost,
+		.timeout_ms = m->timeout_ms,
+	};
+	store_submit(m->store, &req, multi_charge_done, mp);
+}
+
+/* Whether a has more room left than b, as a share of its limit. */
+static int multi_roomier(const struct store_result *a, const struct store_result *b)
+{
+	/* remaining <= limit <= 1e9 (a funnel's capacity too): no overflow */
+	return (double)a->remaining * (double)b->limit > (double)b->remaining * (double)a->limit;
+}
+
+/* Every pair checked. */
+static void multi_checked(struct multi *m)
+{
+	const struct multi_pair *failed = NULL;
+	int all_ok = 1, shadow_reported = 0;
+	for (int i = 0; i < m->n; i++) {
+		const struct multi_pair *mp = &m->pairs[i];
+		if (mp->check.status != STORE_OK) {
+			if (!failed)
+				failed = mp;
+		} else if (mp->shadow) {
+			if (!mp->check.allowed && !shadow_reported) {
+				multi_shadow_denied(m->slot, mp);
+				shadow_reported = 1;
+			}
+		} else if (!mp->check.allowed) {
+			all_ok = 0;
+		}
+	}
+	if (failed) {
+		struct store_result res = failed->check;
+		res.detail = res.status == STORE_TIMEOUT ? "redis did not answer in time"
+							 : "a pair could not be decided";
+		multi_failed(m, &res);
+		return;
+	}
+	if (!all_ok || m->op == STORE_PEEK) {
+		struct multi_pair *bind = multi_bind(m, all_ok, 0);
+		const struct store_result *r = &bind->check;
+		multi_decided(m, bind, STATS_FROM_STORE, all_ok, r->limit, r->remaining,
+			      r->retry_after_ms, r->reset_ms);
+		return;
+	}
+	/* the least room first, as a share of the limit: where a race is most
+	 * likely lost (a key shared by many, near its end) */
+	m->norder = 0;
+	for (int i = 0; i < m->n; i++) {
+		if (m->pairs[i].shadow)
+			continue;
+		int k = m->norder++;
+		while (k > 0 &&
+		       multi_roomier(&m->pairs[m->order[k - 1]].check, &m->pairs[i].check)) {
+			m->order[k] = m->order[k - 1];
+			k--;
+		}
+		m->order[k] = i;
+	}
+	for (int i = 0; i < m->n; i++) /* a shadow pair is charged when it passed */
+		if (m->pairs[i].shadow && m->pairs[i].check.allowed)
+			m->order[m->norder++] = i;
+	m->next = 0;
+	multi_charge_next(m);
+}
+
+static void multi_check_done(void *arg, const struct store_result *res)
+{
+	struct multi_pair *mp = arg;
+	struct multi *m = mp->m;
+	mp->check = *res;
+	mp->check.detail = NULL; /* valid only during this call */
+	if (--m->outstanding == 0)
+		multi_checked(m);
+}
+
+static void multi_check(struct multi *m, struct config *cfg)
+{
+	int n = m->n;
+	struct multi_pair *pairs[CMD_PAIRS_MAX];
+	for (int i = 0; i < n; i++)
+		pairs[i] = &m->pairs[i];
 	/* answers may come back inside store_submit: count them all first, and
 	 * touch m no more once the last is submitted */
 	m->outstanding = n;
 	for (int i = 0; i < n; i++) {
 		struct store_request req = {
-			.op = op,
-			.policy = todo[i]->policy,
+			.op = STORE_PEEK,
+			.policy = pairs[i]->policy,
 			.prefix = cfg->prefix,
 			.prefix_len = strlen(cfg->prefix),
-			.user = todo[i]->user,
-			.user_len = todo[i]->user_len,
+			.user = pairs[i]->user,
+			.user_len = pairs[i]->user_len,
 			.cost = m->cost,
 			.timeout_ms = m->timeout_ms,
 		};
-		store_submit(m->store, &req, multi_pair_done, todo[i]);
+		store_submit(m->store, &req, multi_check_done, pairs[i]);
 	}
 }
 
@@ -396,5 +470,5 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	if (store_multi(env->store))
 		multi_submit_atomic(m, cfg);
 	else
-		multi_round(m, STORE_PEEK);
+		multi_check(m, cfg);
 }

@@ -352,6 +352,107 @@ class ClusterExactTest(ClusterBase):
         self.assertDecision(got[5], "ALLOWED", 3, 1)
 
 
+class ClusterPairsTest(ClusterBase):
+    """MALLOW on a Cluster: the pairs' keys live on different masters, so
+    the daemon checks every pair (PEEK), then charges every pair (ALLOW).
+    Guaranteed: no key ever passes its limit; a request a check denies
+    charges nothing; only a request that loses a race between its check
+    and its charge leaves charges behind (ratelimitd_multi_partial_total)."""
+
+    def zcard(self, action, user, suffix="s60000"):
+        key = user_key(action, user, suffix)
+        with self.cl.owner(key_slot(key)).resp() as r:
+            return r.call("ZCARD", key)
+
+    def test_check_then_charge_across_masters(self):
+        self.cluster()
+        mport = free_port()
+        d = self.cdaemon({"acct": "3/60s", "addr": "5/60s", "all": "100/60s"},
+                         metrics='{listen: "127.0.0.1:%d"}' % mport)
+        c = self.client(d)
+        # three pairs on three masters
+        owners = self.cl.owner_map()
+        used = {owners[user_slot("all", "-")]}
+        alice = next(u for u in ("alice%d" % i for i in range(100))
+                     if owners[user_slot("acct", u)] not in used)
+        used.add(owners[user_slot("acct", alice)])
+        ip = next(a for a in ("1.2.3.%d" % i for i in range(100))
+                  if owners[user_slot("addr", a)] not in used)
+        bob = next(u for u in ("bob%d" % i for i in range(100))
+                   if owners[user_slot("acct", u)] != owners[user_slot("addr", ip)])
+        got = [c.request("MALLOW %s acct %s addr - all" % (alice, ip)) for _ in range(4)]
+        self.assertEqual([g.split()[0] + " " + g.split()[-1] for g in got],
+                         ["ALLOWED 1"] * 3 + ["DENIED 1"])
+        self.assertEqual((self.zcard("acct", alice), self.zcard("addr", ip),
+                          self.zcard("all", "-")), (3, 3, 3))
+        got = [c.request("MALLOW %s acct %s addr - all" % (bob, ip)) for _ in range(3)]
+        self.assertEqual([g.split()[0] + " " + g.split()[-1] for g in got],
+                         ["ALLOWED 2", "ALLOWED 2", "DENIED 2"])
+        self.assertEqual((self.zcard("acct", bob), self.zcard("addr", ip),
+                          self.zcard("all", "-")), (2, 5, 5))
+        self.assertEqual(c.request("MPEEK carol acct - all"), "ALLOWED 3 3 0 0 1")
+        self.assertEqual(scrape_metrics(mport)["ratelimitd_multi_partial_total"], 0)
+
+    def test_three_daemons_never_over_any_limit(self):
+        """16 accounts on 8 addresses, 6 logins each, through 3 daemons and
+        12 connections at once (per account 3, per address 5, for everyone
+        20): no key passes its limit, each key holds at least what was
+        allowed with it, and whatever it holds beyond that is a partial
+        charge the metric counts."""
+        self.cluster()
+        mports = [free_port() for _ in range(3)]
+        pol = {"acct": "3/60s", "addr": "5/60s", "all": "20/60s"}
+        ds = [self.cdaemon(pol, name="rl%d" % i,
+                           metrics='{listen: "127.0.0.1:%d"}' % mports[i]) for i in range(3)]
+        reqs = ["MALLOW a%d acct 10.0.0.%d addr - all" % (u, u // 2) for u in range(16)] * 6
+        import random
+        random.Random(11).shuffle(reqs)
+        shares = [reqs[i::12] for i in range(12)]
+        results, errors, lock = [], [], threading.Lock()
+        barrier = threading.Barrier(12)
+
+        def run(i):
+            try:
+                with Client(port=ds[i % 3].port, timeout=20 * SLOW) as c:
+                    c.request("PING")
+                    barrier.wait(20)
+                    out = [(ln, c.request(ln)) for ln in shares[i]]
+                with lock:
+                    results.extend(out)
+            except BaseException as e:  # noqa: BLE001
+                with lock:
+                    errors.append(repr(e))
+        ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(12)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60 * SLOW)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), len(reqs))
+        # every reply decided by Redis: a pair named, no fallback's -1
+        bad = [(ln, r) for ln, r in results
+               if not re.match(r"^(ALLOWED|DENIED) \d+ \d+ -?\d+ \d+ [123]$", r)]
+        self.assertEqual(bad[:5], [])
+        allowed = [ln.split() for ln, r in results if r.startswith("ALLOWED ")]
+        per = {}
+        for w in allowed:
+            for key in (("acct", w[1]), ("addr", w[3]), ("all", "-")):
+                per[key] = per.get(key, 0) + 1
+        partial = sum(scrape_metrics(p)["ratelimitd_multi_partial_total"] for p in mports)
+        extra = 0
+        for key, lim in [(("acct", "a%d" % u), 3) for u in range(16)] + \
+                        [(("addr", "10.0.0.%d" % a), 5) for a in range(8)] + [(("all", "-"), 20)]:
+            held = self.zcard(*key)
+            self.assertLessEqual(held, lim, key)
+            self.assertGreaterEqual(held, per.get(key, 0), key)
+            extra += held - per.get(key, 0)
+        # a partial charge leaves at most two of its three pairs charged
+        self.assertLessEqual(extra, 2 * partial, (extra, partial))
+        self.assertGreater(len(allowed), 0)
+        report("MALLOW on a cluster: %d of %d allowed, %d partial charges"
+               % (len(allowed), len(reqs), partial))
+
+
 class ClusterReshardTest(ClusterBase):
     def test_live_resharding_under_traffic(self):
         """300 slots (holding hot users) move from one master to another by

@@ -203,7 +203,8 @@ class RespTest(DaemonTest):
         self.assertFatal(b"*1\r\n$1025\r\n", "line-too-long")
         self.assertFatal(b"*2\r\n$4\r\nPING\r\n+OK\r\n", "syntax")
         self.assertFatal(b"*1\r\n$4\r\nPINGxx", "syntax")
-        self.assertFatal(b"*17\r\n" + b"$1\r\na\r\n" * 17, "syntax")
+        # more arguments than the longest command (MALLOW, 8 pairs, a cost)
+        self.assertFatal(b"*19\r\n" + b"$1\r\na\r\n" * 19, "syntax")
         self.assertFatal(b"*1x\r\n", "syntax")
         # a request that never ends within max_line (1024)
         self.assertFatal(b"*3\r\n$5\r\nALLOW\r\n$1000\r\n" + b"u" * 1000 + b"\r\n$900\r\n"
