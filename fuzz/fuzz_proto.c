@@ -78,7 +78,7 @@ static int ref_cost(const char *s, size_t n, int64_t *out)
 	return 0;
 }
 
-#define REF_TOKENS 8
+#define REF_TOKENS 20
 
 struct ref {
 	const char *code; /* NULL: parses */
@@ -92,7 +92,7 @@ struct ref {
 /*
  * Classifies a line (LF excluded) as proto_line_parse should. Precedence, where
  * the spec leaves it open, follows proto_line.c: control bytes, then too many
- * tokens (more than 5, whatever the verb), empty, verb, token count, cost,
+ * tokens (more than 18, whatever the verb), empty, verb, token count, cost,
  * user length.
  */
 static void ref_classify(const char *line, size_t len, struct ref *r)
@@ -124,7 +124,7 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 		if (r->ntok <= REF_TOKENS)
 			r->ntok++;
 	}
-	if (r->ntok == 0 || r->ntok > 5) {
+	if (r->ntok == 0 || r->ntok > 2 + 2 * CMD_PAIRS_MAX) {
 		r->code = "syntax";
 		return;
 	}
@@ -139,6 +139,23 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 			r->code = "bad-cost";
 		else if (r->tlen[1] > KEYS_USER_MAX)
 			r->code = "bad-user";
+	} else if (word_eq(v, vl, "MALLOW") || word_eq(v, vl, "MPEEK")) {
+		/* pairs, then a cost when the arguments are odd in number; the
+		 * cost is judged before the users */
+		r->verb = word_eq(v, vl, "MALLOW") ? CMD_MALLOW : CMD_MPEEK;
+		if (n < 3) {
+			r->code = "syntax";
+			return;
+		}
+		if ((n - 1) % 2 == 1 && ref_cost(r->tok[n - 1], r->tlen[n - 1], &r->cost) < 0) {
+			r->code = "bad-cost";
+			return;
+		}
+		for (int i = 1; i + 1 < n; i += 2)
+			if (r->tlen[i] > KEYS_USER_MAX) {
+				r->code = "bad-user";
+				return;
+			}
 	} else if (word_eq(v, vl, "RESET")) {
 		r->verb = CMD_RESET;
 		if (n != 3)
@@ -187,7 +204,8 @@ static const char *read_int(const char *p, const char *lim, int64_t *v, char end
 	return p + 1;
 }
 
-static void check_decision_format(int allowed, const int64_t in[4])
+/* pair: -1 for ALLOW's reply, else MALLOW's, which names the deciding pair */
+static void check_decision_format(int allowed, const int64_t in[4], int pair)
 {
 	char *buf = malloc(PROTO_LINE_REPLY_MAX); /* exact size: ASan sees an overflow */
 	check(buf != NULL, "out of memory");
@@ -196,7 +214,9 @@ static void check_decision_format(int allowed, const int64_t in[4])
 			       .limit = in[0],
 			       .remaining = in[1],
 			       .retry_after_ms = in[2],
-			       .reset_ms = in[3]};
+			       .reset_ms = in[3],
+			       .multi = pair >= 0,
+			       .pair = pair};
 	size_t n = proto_line_format(buf, &r);
 	check(n > 0 && n <= PROTO_LINE_REPLY_MAX, "decision reply length");
 	check(buf[n - 1] == '\n' && !memchr(buf, '\n', n - 1), "decision reply is one line");
@@ -206,8 +226,13 @@ static void check_decision_format(int allowed, const int64_t in[4])
 	const char *p = buf + wl, *lim = buf + n;
 	for (int i = 0; i < 4; i++) {
 		int64_t v;
-		p = read_int(p, lim, &v, i < 3 ? ' ' : '\n');
+		p = read_int(p, lim, &v, i < 3 || pair >= 0 ? ' ' : '\n');
 		check(p != NULL && v == in[i], "decision reply fields round-trip");
+	}
+	if (pair >= 0) {
+		int64_t v;
+		p = read_int(p, lim, &v, '\n');
+		check(p != NULL && v == pair, "the deciding pair round-trips");
 	}
 	check(p == lim, "decision reply has nothing after the fields");
 	free(buf);
@@ -283,6 +308,15 @@ static void log_outcome(struct olog *l, int rc, const struct cmd_request *cmd,
 		log_u64(l, cmd->action_len);
 		log_bytes(l, cmd->action, cmd->action_len);
 	}
+	if (cmd->verb == CMD_MALLOW || cmd->verb == CMD_MPEEK) {
+		log_u64(l, (uint64_t)cmd->npairs);
+		for (int i = 0; i < cmd->npairs && i < CMD_PAIRS_MAX; i++) {
+			log_u64(l, cmd->pairs[i].user_len);
+			log_bytes(l, cmd->pairs[i].user, cmd->pairs[i].user_len);
+			log_u64(l, cmd->pairs[i].action_len);
+			log_bytes(l, cmd->pairs[i].action, cmd->pairs[i].action_len);
+		}
+	}
 }
 
 /* The parser's contract, and agreement with the reference classifier. */
@@ -324,6 +358,21 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 	case CMD_QUIT:
 		check(cmd->cost == 1, "PING/QUIT cost is 1");
 		break;
+	case CMD_MALLOW:
+	case CMD_MPEEK:
+		check(cmd->npairs >= 1 && cmd->npairs <= CMD_PAIRS_MAX, "1 to 8 pairs");
+		check(cmd->npairs == (ref.ntok - 1) / 2, "pairs: every two arguments");
+		for (int i = 0; i < cmd->npairs; i++) {
+			const struct cmd_pair *pr = &cmd->pairs[i];
+			check(pr->user_len >= 1 && pr->user_len <= KEYS_USER_MAX,
+			      "user_len 1..512");
+			check(pr->user == ref.tok[1 + 2 * i] && pr->user_len == ref.tlen[1 + 2 * i],
+			      "pair user token");
+			check(pr->action == ref.tok[2 + 2 * i] &&
+				      pr->action_len == ref.tlen[2 + 2 * i],
+			      "pair action token");
+		}
+		break;
 	default:
 		check(0, "unknown verb");
 	}
@@ -348,12 +397,13 @@ static void check_formats(const char *line, size_t n, int rc, const struct cmd_r
 		v[0] = INT64_MIN;
 		v[3] = INT64_MAX;
 	}
-	check_decision_format(cmd->verb == CMD_ALLOW, v);
+	int pair = cmd->verb == CMD_MALLOW || cmd->verb == CMD_MPEEK ? cmd->npairs : -1;
+	check_decision_format(cmd->verb == CMD_ALLOW, v, pair);
 	v[0] = cmd->cost;
 	v[1] = -1;
 	v[2] = 0;
 	v[3] = (int64_t)n;
-	check_decision_format(cmd->verb != CMD_ALLOW, v);
+	check_decision_format(cmd->verb != CMD_ALLOW, v, pair);
 	if (cmd->verb == CMD_ALLOW || cmd->verb == CMD_PEEK) {
 		/* The user as an error message: long, arbitrary bytes. */
 		char *msg = malloc(cmd->user_len + 1);

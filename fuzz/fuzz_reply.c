@@ -99,6 +99,36 @@ static void decode(const redisReply *rep, unsigned long first)
 	}
 }
 
+/* A decision over npairs pairs: the five integers, then the deciding pair
+ * (1..npairs) and the first shadow pair that would have denied (0..npairs). */
+static void decode_pairs(const redisReply *rep, int npairs)
+{
+	struct store_result res;
+	memset(&res, 0xa5, sizeof(res));
+	int rc = store_reply_decision_all(rep, npairs, &res);
+	long long v[5];
+	int want = reference(rep, 0, v);
+	if (want == 0) {
+		const redisReply *p = rep->elements >= 7 ? rep->element[5] : NULL;
+		const redisReply *sh = rep->elements >= 7 ? rep->element[6] : NULL;
+		want = p && sh && p->type == REDIS_REPLY_INTEGER &&
+				       sh->type == REDIS_REPLY_INTEGER && p->integer >= 1 &&
+				       p->integer <= npairs && sh->integer >= 0 &&
+				       sh->integer <= npairs
+			       ? 0
+			       : -1;
+	}
+	check(rc == want, "verdict of a decision over pairs differs from the reference");
+	if (rc == 0) {
+		check(res.status == STORE_OK, "rc 0 means STORE_OK");
+		check(res.pair >= 1 && res.pair <= npairs, "the deciding pair is one of them");
+		check(res.shadow_pair >= 0 && res.shadow_pair <= npairs, "shadow pair in range");
+	} else {
+		check(res.status == STORE_FAILED, "rc -1 means STORE_FAILED");
+		check(res.detail != NULL && res.detail[0] != '\0', "a failure says why");
+	}
+}
+
 /* Error texts are classified once, in store_reply.c: any bytes, any length. */
 static void classify(const redisReply *rep)
 {
@@ -123,6 +153,8 @@ static void decode_all(const redisReply *rep, int depth)
 	classify(rep);
 	decode(rep, 0);
 	decode(rep, 5);
+	decode_pairs(rep, 1);
+	decode_pairs(rep, 3);
 	if (RL_FUZZ_WRAPPING_FIRST) {
 		decode(rep, ULONG_MAX);
 		decode(rep, ULONG_MAX - 2);

@@ -84,7 +84,8 @@ void fuzz_check_reply(const struct cmd_result *res)
 	size_t i = 0;
 	check(resp_value(buf, n, &i, 0) == 0 && i == n, "a reply is one RESP2 value");
 	if (res->kind == CMD_REPLY_DECISION)
-		check(buf[0] == '*' && buf[1] == '5', "a decision is an array of 5");
+		check(buf[0] == '*' && buf[1] == (res->multi ? '6' : '5'),
+		      "a decision is an array of 5 (6 for MALLOW: the deciding pair)");
 	if (res->kind == CMD_REPLY_ERROR)
 		check(buf[0] == '-' && memcmp(buf, "-ERR ", 5) == 0, "an error is -ERR code msg");
 	free(buf);

@@ -99,6 +99,20 @@ static void check_step(const char *w, size_t len, size_t max_line, const struct 
 					    sizeof(pc->action) - 1)),
 		      "action inside the request");
 		break;
+	case CMD_MALLOW:
+	case CMD_MPEEK:
+		check(r->npairs >= 1 && r->npairs <= CMD_PAIRS_MAX, "1 to 8 pairs");
+		for (int i = 0; i < r->npairs; i++) {
+			const struct cmd_pair *p = &r->pairs[i];
+			check(p->user_len >= 1 && p->user_len <= KEYS_USER_MAX, "user_len 1..512");
+			check(inside(p->user, p->user_len, w, got->used),
+			      "user inside the request");
+			check(inside(p->action, p->action_len, w, got->used),
+			      "action inside the request");
+		}
+		res.multi = 1;
+		res.pair = r->npairs;
+		break;
 	case CMD_PING:
 	case CMD_QUIT:
 		break;
@@ -185,6 +199,11 @@ static void conn_process(struct conn *c)
 				log_u64(&c->log, (uint64_t)got.req.max_burst);
 				log_u64(&c->log, (uint64_t)got.req.count);
 				log_u64(&c->log, (uint64_t)got.req.period_s);
+			} else if (got.req.verb == CMD_MALLOW || got.req.verb == CMD_MPEEK) {
+				log_u64(&c->log, (uint64_t)got.req.npairs);
+				for (int i = 0; i < got.req.npairs; i++)
+					log_bytes(&c->log, got.req.pairs[i].user,
+						  got.req.pairs[i].user_len);
 			} else if (got.req.verb != CMD_PING && got.req.verb != CMD_QUIT) {
 				log_bytes(&c->log, got.req.user, got.req.user_len);
 				log_u64(&c->log, got.req.action_len);

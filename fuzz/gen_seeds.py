@@ -76,6 +76,10 @@ def proto_seeds():
     proto("arity", b"ALLOW\nALLOW a\nALLOW a b c d\nALLOW a b c d e f\nRESET a b 1\n"
           b"PING x\nQUIT now\nPEEK a\n")
     proto("unknown", b"GET x\nALLOWED a b\nHELLO\nALLO a b\nPINGS\n")
+    proto("pairs", b"MALLOW alice login 1.2.3.4 login_ip - login_all\nMPEEK a b c d 3\n"
+          b"mallow a b\nMALLOW a\nMALLOW a b a b\nMALLOW a b c d 0\n"
+          + b"MALLOW " + b" ".join(b"u%d a" % i for i in range(8)) + b" 9\n"
+          + b"MALLOW " + b" ".join(b"u%d a" % i for i in range(9)) + b"\n", split=11)
     proto("bad-cost", b"ALLOW d r 0\nALLOW d r -1\nALLOW d r +5\nALLOW d r 1x\n"
           b"ALLOW d r 2147483648\nALLOW d r 99999999999999999999999999\nPEEK d r 1.5\n"
           b"ALLOW d r 0005\nALLOW d r 2147483647\nALLOW d r 00000000002147483647\n")
@@ -216,6 +220,9 @@ def resp_seeds():
     resp_seed("throttle", resp_enc("CL.THROTTLE", "user123", 15, 30, 60)
               + resp_enc("CL.THROTTLE", "k", 0, 1, 1, 0) + resp_enc("cl.throttle", "k", "-1", 1, 1)
               + resp_enc("CL.THROTTLE", "k", 1))
+    resp_seed("pairs", resp_enc("MALLOW", "alice", "login", "1.2.3.4", "login_ip", "-", "all")
+              + resp_enc("MPEEK", "a", "b", "", "d", 2) + resp_enc("MALLOW", "a")
+              + resp_enc("MALLOW", *(["u", "a"] * 8 + [5])))
     resp_seed("binary-user", resp_enc("ALLOW", b"a b\r\n\x00}", "reply"))
     resp_seed("empty-arrays", b"*0\r\n*-1\r\n" + resp_enc("PING"))
     resp_seed("huge-array", b"*2147483647\r\n")
@@ -309,6 +316,10 @@ def reply_seeds():
     reply("int-overflow", b"*5\r\n:1\r\n:99999999999999999999\r\n:1\r\n:0\r\n:0\r\n")
     reply("short-array", resp([1, 5, 4, 0]))
     reply("long-array", resp([1, 5, 4, 0, 60000, 7]))
+    reply("pairs-allowed", resp([1, 3, 2, 0, 1000, 1, 0]))
+    reply("pairs-denied-shadow", resp([0, 10, 9, -1, 1000, 2, 3]))
+    reply("pairs-bad-pair", resp([1, 3, 2, 0, 1000, 0, 0], [1, 3, 2, 0, 1000, 4, 9]))
+    reply("pairs-failed-text", resp([-1, 0, 0, 0, 0, 0, 0, b"WRONGTYPE Operation"]))
     reply("empty-array", resp([]))
     reply("nil-element", resp([1, None, 4, 0, 1]))
     reply("string-element", resp([1, b"5", 4, 0, 1]))

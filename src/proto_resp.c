@@ -308,10 +308,10 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 	size_t n = 0;
 	switch (res->kind) {
 	case CMD_REPLY_DECISION:
+		if (res->tag & TAG_THROTTLE)
+			return throttle_reply(buf, put(buf, n, "*5\r\n", 4), res);
 		/* MALLOW and MPEEK: a sixth integer, the deciding pair */
 		n = put(buf, n, res->multi ? "*6\r\n" : "*5\r\n", 4);
-		if (res->tag & TAG_THROTTLE)
-			return throttle_reply(buf, n, res);
 		n = put_int_line(buf, n, ':', res->allowed ? 1 : 0);
 		n = put_int_line(buf, n, ':', res->limit);
 		n = put_int_line(buf, n, ':', res->remaining);

@@ -116,6 +116,10 @@ class SentinelFailoverTest(SentinelBase):
                          ["ALLOWED"] * 3)
         self.assertEqual(c.pipeline(["ALLOW cap pen"] * 2)[1].split()[:4],
                          ["DENIED", "1", "0", "3600000"])
+        # several pairs in one call on the master: the counter binds, then denies
+        got = [c.request("MALLOW multi reply multi win") for _ in range(4)]
+        self.assertEqual([g.split()[0] + " " + g.split()[-1] for g in got],
+                         ["ALLOWED 2"] * 3 + ["DENIED 2"])
         ss.wait_replicated()
         lines = ["ALLOW w%d big" % i for i in range(10)] + ["ALLOW s%d strict" % i
                                                              for i in range(5)]
@@ -141,6 +145,10 @@ class SentinelFailoverTest(SentinelBase):
         self.assertDecision(c.request("PEEK cap reply"), "DENIED", 5, 0)
         self.assertDecision(c.request("PEEK cap win"), "DENIED", 3, 0)
         self.assertDecision(c.request("ALLOW cap pen"), "DENIED", 1, 0, (3000000, 3600000))
+        # the pairs' state survived together, and a denial still charges nothing
+        self.assertEqual(c.request("MALLOW multi reply multi win").split()[::5],
+                         ["DENIED", "2"])
+        self.assertDecision(c.request("PEEK multi reply"), "ALLOWED", 5, 2)
         self.assertGreater(self.evalsha(new), 0)
         self.assertEqual(c.pipeline(["ALLOW fresh%d reply" % i for i in range(10)]),
                          ["ALLOWED 5 4 0 60000"] * 10)

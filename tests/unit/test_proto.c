@@ -2,6 +2,7 @@
 #include <check.h>
 
 #include "runner.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -159,6 +160,47 @@ static size_t fmt(char *buf, struct cmd_result r)
 	return proto_line_format(buf, &r);
 }
 
+/* MALLOW, MPEEK: pairs, then a cost when the arguments are odd in number. */
+START_TEST(test_parse_pairs)
+{
+	struct cmd_request cmd;
+	struct proto_error err = {0};
+	const char *l = "mallow alice login 1.2.3.4 login_ip - login_all 3";
+	ck_assert_int_eq(proto_line_parse(l, strlen(l), &cmd, &err), 0);
+	ck_assert_int_eq(cmd.verb, CMD_MALLOW);
+	ck_assert_int_eq(cmd.npairs, 3);
+	ck_assert_int_eq(cmd.cost, 3);
+	ck_assert(cmd.pairs[1].user_len == 7 && memcmp(cmd.pairs[1].user, "1.2.3.4", 7) == 0);
+	ck_assert(cmd.pairs[2].action_len == 9 && memcmp(cmd.pairs[2].action, "login_all", 9) == 0);
+	l = "MPEEK 5 6";
+	ck_assert_int_eq(proto_line_parse(l, strlen(l), &cmd, &err), 0);
+	ck_assert(cmd.verb == CMD_MPEEK && cmd.npairs == 1 && cmd.cost == 1);
+	ck_assert(cmd.pairs[0].user_len == 1 && cmd.pairs[0].user[0] == '5');
+	/* 8 pairs and a cost are the most; one token more is too many */
+	char line[256] = "MALLOW";
+	for (int i = 0; i < 8; i++)
+		snprintf(line + strlen(line), sizeof(line) - strlen(line), " u%d a", i);
+	strcat(line, " 2");
+	ck_assert_int_eq(proto_line_parse(line, strlen(line), &cmd, &err), 0);
+	ck_assert(cmd.npairs == 8 && cmd.cost == 2);
+	strcat(line, " x");
+	ck_assert_int_eq(proto_line_parse(line, strlen(line), &cmd, &err), -1);
+	ck_assert_str_eq(proto_error_code(err.code), "syntax");
+	static const struct {
+		const char *line, *code;
+	} bad[] = {{"MALLOW", "syntax"},
+		   {"MALLOW a", "syntax"},
+		   {"MALLOW a b 0", "bad-cost"},
+		   {"MALLOW a b c d x", "bad-cost"},
+		   {"MPEEK a b c", "bad-cost"}};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(proto_line_parse(bad[i].line, strlen(bad[i].line), &cmd, &err),
+				 -1);
+		ck_assert_str_eq(proto_error_code(err.code), bad[i].code);
+	}
+}
+END_TEST
+
 START_TEST(test_format)
 {
 	char buf[PROTO_LINE_REPLY_MAX];
@@ -175,6 +217,15 @@ START_TEST(test_format)
 					 .retry_after_ms = -1,
 					 .reset_ms = 9223372036854775807LL});
 	ck_assert(memcmp(buf, "DENIED 2147483647 -1 -1 9223372036854775807\n", n) == 0);
+	/* MALLOW's reply names the deciding pair */
+	n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_DECISION,
+					 .limit = 10,
+					 .remaining = 9,
+					 .retry_after_ms = -1,
+					 .reset_ms = 1000,
+					 .multi = 1,
+					 .pair = 2});
+	ck_assert(memcmp(buf, "DENIED 10 9 -1 1000 2\n", n) == 0);
 	n = fmt(buf, (struct cmd_result){
 			     .kind = CMD_REPLY_ERROR, .error = CMD_ERR_BAD_COST, .msg = "nope"});
 	ck_assert(memcmp(buf, "ERR bad-cost nope\n", n) == 0);
@@ -240,6 +291,7 @@ int main(void)
 	TCase *tc = tcase_create("core");
 	tcase_add_loop_test(tc, test_parse_table, 0, (int)(sizeof(cases) / sizeof(cases[0])));
 	tcase_add_test(tc, test_nul_byte);
+	tcase_add_test(tc, test_parse_pairs);
 	tcase_add_test(tc, test_parse_uint_bounds);
 	tcase_add_test(tc, test_user_length);
 	tcase_add_test(tc, test_frame);
