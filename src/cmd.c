@@ -146,6 +146,7 @@ void cmd_store_failed(struct cmd_slot *slot, const struct store_result *res,
 		      enum policy_on_error mode)
 {
 	const struct policy *p = slot->policy;
+	slot->res.refused = res->status == STORE_OVERLOAD;
 	stats.store_errors[res->status]++;
 	if (res->status == STORE_FAILED)
 		stats.store_failures[res->error < STORE_ERROR_N ? res->error : STORE_ERROR_OTHER]++;

@@ -108,6 +108,10 @@ struct cmd_result {
 	char msg[CMD_MSG_MAX];
 	/* CMD_REPLY_LOCAL: which, as the protocol numbers them */
 	int local;
+	/* The store refused it at once, too busy to decide it in time (store
+	 * overload), whatever the reply says: the connection then slows its
+	 * reading (conn.c). */
+	int refused;
 	/* Set by the connection from the parse, never by cmd: the protocol's
 	 * own note on the request (proto_parsed.tag), and whether the
 	 * connection closes once this reply is written. */

@@ -38,6 +38,17 @@
 #define OUT_HIGH (256 * 1024)
 #define OUT_LOW (64 * 1024)
 #define READ_CHUNK 16384
+/*
+ * A client whose requests the store refused (store overload) is not read
+ * again for COOL_MS, and then not before the requests it had admitted are
+ * answered (checked every COOL_MS / 4, for at most COOL_MAX_MS). Refusing
+ * is cheap but not free: a client pool that resends each refusal at once
+ * (hundreds of thousands a second) would otherwise take the CPU the daemon
+ * needs to read Redis's replies, and the requests it did admit would miss
+ * their deadline. What it sends meanwhile waits in the socket.
+ */
+#define COOL_MS 10
+#define COOL_MAX_MS 1000
 
 struct pending {
 	struct cmd_slot slot; /* first: complete() gets this pointer */
@@ -57,6 +68,9 @@ struct conn {
 	evutil_socket_t fd;	 /* -1 once reaped */
 	struct event *rev, *wev; /* wev is armed only while output is queued */
 	struct event *rto;	 /* request_timeout: armed while a request is partial */
+	struct event *cool;	 /* reading held after a refusal (COOL_MS) */
+	int cooling;		 /* reading stopped by cool */
+	int cooled_ms;		 /* how long so far */
 	struct evbuffer *in, *out;
 	struct timeval idle; /* idle_timeout, or 0 */
 	struct pending *head, *tail;
@@ -136,6 +150,7 @@ void conn_close(struct conn *c)
 	event_del(c->rev);
 	event_del(c->wev);
 	event_del(c->rto);
+	event_del(c->cool);
 	c->ctx->closed(c->ctx, c);
 }
 
@@ -144,6 +159,7 @@ void conn_reap(struct conn *c)
 	event_free(c->rev);
 	event_free(c->wev);
 	event_free(c->rto);
+	event_free(c->cool);
 	evbuffer_free(c->in);
 	evbuffer_free(c->out);
 	evutil_closesocket(c->fd);
@@ -206,6 +222,7 @@ static struct pending *pending_new(struct conn *c)
 	p->done = 0;
 	p->slot.complete = slot_complete;
 	p->slot.cfg = NULL;
+	p->slot.res.refused = 0;
 	if (c->tail)
 		c->tail->next = p;
 	else
@@ -218,7 +235,43 @@ static struct pending *pending_new(struct conn *c)
 
 static void read_on(struct conn *c)
 {
-	event_add(c->rev, c->idle.tv_sec || c->idle.tv_usec ? &c->idle : NULL);
+	if (!c->cooling)
+		event_add(c->rev, c->idle.tv_sec || c->idle.tv_usec ? &c->idle : NULL);
+}
+
+static void cool_arm(struct conn *c, int ms)
+{
+	struct timeval tv = {.tv_sec = 0, .tv_usec = ms * 1000};
+	c->cooled_ms += ms;
+	evtimer_add(c->cool, &tv);
+}
+
+/* The store refused requests of c: hold its reading (COOL_MS above). */
+static void cool_start(struct conn *c)
+{
+	if (c->cooling || c->closing || c->closed)
+		return;
+	c->cooling = 1;
+	c->cooled_ms = 0;
+	event_del(c->rev);
+	cool_arm(c, COOL_MS);
+}
+
+static void cool_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct conn *c = arg;
+	if (c->closed)
+		return;
+	if (c->inflight > 0 && c->cooled_ms < COOL_MAX_MS) {
+		cool_arm(c, COOL_MS / 4);
+		return;
+	}
+	c->cooling = 0;
+	if (!c->paused && !c->eof && !c->closing)
+		read_on(c);
+	process_input(c);
 }
 
 /*
@@ -282,7 +335,7 @@ static void flush_replies(struct conn *c)
  */
 static void request_clock(struct conn *c, int progress)
 {
-	int partial = !c->closing && !c->paused && evbuffer_get_length(c->in) > 0;
+	int partial = !c->closing && !c->paused && !c->cooling && evbuffer_get_length(c->in) > 0;
 	if (!partial) {
 		event_del(c->rto);
 		return;
@@ -299,7 +352,7 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct conn *c = arg;
-	if (c->closed || c->closing || c->paused)
+	if (c->closed || c->closing || c->paused || c->cooling)
 		return;
 	struct pending *p = pending_new(c);
 	if (!p) {
@@ -328,8 +381,9 @@ static void process_input(struct conn *c)
 	size_t max_line = cfg->max_line;
 	size_t window = max_line + 2;
 	int progress = 0; /* a request was taken: the partial one after it is new */
+	int refused = 0;
 
-	while (!c->closing && !c->closed) {
+	while (!c->closing && !c->closed && !c->cooling) {
 		if (c->npending >= MAX_PENDING || evbuffer_get_length(out) >= OUT_HIGH) {
 			c->paused = 1;
 			event_del(c->rev);
@@ -389,6 +443,8 @@ static void process_input(struct conn *c)
 			if (got.req.verb == CMD_QUIT)
 				c->closing = 1;
 			cmd_execute(cfg, c->ctx->env, &got.req, c->admin, &p->slot);
+			/* answered already (p stays queued until written) */
+			refused |= p->done && p->slot.res.refused;
 			break;
 		}
 		if (step == PROTO_FATAL)
@@ -397,6 +453,8 @@ static void process_input(struct conn *c)
 		if (!c->closed)
 			evbuffer_drain(in, got.used);
 	}
+	if (refused)
+		cool_start(c);
 	if (!c->closed)
 		request_clock(c, progress);
 	if (!c->closed && !c->dirty && (c->head == NULL || c->head->done)) {
@@ -499,15 +557,18 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 	c->rev = event_new(ctx->base, fd, EV_READ | EV_PERSIST, read_cb, c);
 	c->wev = event_new(ctx->base, fd, EV_WRITE | EV_PERSIST, write_cb, c);
 	c->rto = evtimer_new(ctx->base, request_timeout_cb, c);
+	c->cool = evtimer_new(ctx->base, cool_cb, c);
 	c->in = evbuffer_new();
 	c->out = evbuffer_new();
-	if (!c->rev || !c->wev || !c->rto || !c->in || !c->out) {
+	if (!c->rev || !c->wev || !c->rto || !c->cool || !c->in || !c->out) {
 		if (c->rev)
 			event_free(c->rev);
 		if (c->wev)
 			event_free(c->wev);
 		if (c->rto)
 			event_free(c->rto);
+		if (c->cool)
+			event_free(c->cool);
 		if (c->in)
 			evbuffer_free(c->in);
 		if (c->out)
