@@ -28,7 +28,8 @@ static void usage(FILE *f)
 		"      --keys uniform:K|zipf:K:S|hot   user distribution (default uniform:100000)\n"
 		"      --action NAME            action / policy name (default bench)\n"
 		"      --cost C                 cost per request (default 1, not sent to the daemon)\n"
-		"      --policy SPEC            direct mode policy: \"sliding_window 5/60000 [...]\" or\n"
+		"      --policy SPEC            direct mode policy: \"sliding_window 5/60000 [...]\"\n"
+		"                               (or fixed_window, sliding_window_counter) or\n"
 		"                               \"funnel CAPACITY COUNT/PERIOD\"; periods in ms or with a unit\n"
 		"      --config FILE            take the policy, prefix and addresses from the daemon's YAML\n"
 		"      --prefix P               key prefix for direct mode (default rl:)\n"
@@ -120,7 +121,8 @@ static int parse_rate_arg(const char *s, int64_t *count, int64_t *period_ms, con
 	return 0;
 }
 
-/* --policy "sliding_window 5/60000 [20/1h ...]" | "funnel 15 30/60000" */
+/* --policy "sliding_window 5/60000 [20/1h ...]" (or fixed_window,
+ * sliding_window_counter) | "funnel 15 30/60000" */
 static int parse_policy_spec(struct bench_opts *o, const char *spec, char *err, size_t errlen)
 {
 	char buf[512];
@@ -153,8 +155,10 @@ static int parse_policy_spec(struct bench_opts *o, const char *spec, char *err, 
 		p->limits[0].capacity = (int64_t)c;
 		if (parse_rate_arg(rate, &p->limits[0].count, &p->limits[0].period_ms, &why) < 0)
 			goto bad;
-	} else if (strcmp(tok, "sliding_window") == 0 || strcmp(tok, "sliding") == 0) {
-		p->algo = POLICY_SLIDING_WINDOW;
+	} else if (strcmp(tok, "sliding") == 0 ||
+		   policy_algo_parse(tok, strlen(tok), &p->algo) == 0) {
+		if (strcmp(tok, "sliding") == 0)
+			p->algo = POLICY_SLIDING_WINDOW;
 		while ((tok = strtok_r(NULL, " \t", &save))) {
 			if (p->nlimits >= POLICY_MAX_LIMITS) {
 				why = "too many limits (at most 8)";
@@ -166,7 +170,8 @@ static int parse_policy_spec(struct bench_opts *o, const char *spec, char *err, 
 			l->capacity = l->count;
 		}
 	} else {
-		snprintf(err, errlen, "--policy: algorithm must be sliding_window or funnel");
+		snprintf(err, errlen, "--policy: algorithm must be sliding_window, fixed_window, "
+				      "sliding_window_counter or funnel");
 		return -1;
 	}
 	if (policy_validate(p, &why) < 0)
