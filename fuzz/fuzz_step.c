@@ -105,9 +105,14 @@ static void check_step(const char *w, size_t len, size_t max_line, const struct 
 		for (int i = 0; i < r->npairs; i++) {
 			const struct cmd_pair *p = &r->pairs[i];
 			check(p->user_len >= 1 && p->user_len <= KEYS_USER_MAX, "user_len 1..512");
-			check(inside(p->user, p->user_len, w, got->used),
+			/* in the request's bytes, or decoded into the connection's room */
+			check(inside(p->user, p->user_len, w, got->used) ||
+				      (pc && inside(p->user, p->user_len, pc->pair_user[i],
+						    KEYS_USER_MAX)),
 			      "user inside the request");
-			check(inside(p->action, p->action_len, w, got->used),
+			check(inside(p->action, p->action_len, w, got->used) ||
+				      (pc && inside(p->action, p->action_len, pc->pair_action[i],
+						    POLICY_NAME_MAX)),
 			      "action inside the request");
 		}
 		res.multi = 1;

@@ -254,6 +254,12 @@ def http_seeds():
               flags=11)
     http_seed("auth-untrusted", b"GET /auth/login HTTP/1.1\r\nHost: x\r\nX-Real-IP: ::1\r\n\r\n",
               flags=0, peer=2)
+    http_seed("pairs", b"GET /v1/mallow?user=alice&action=login&user=1.2.3.4&action=login_ip"
+              b"&cost=2 HTTP/1.1\r\nHost: x\r\n\r\nPOST /v1/mpeek?user=%41&action=a HTTP/1.1\r\n"
+              b"Host: x\r\nContent-Length: 0\r\n\r\nGET /v1/mallow?user=a HTTP/1.1\r\n"
+              b"Host: x\r\n\r\nGET /v1/mallow?" + b"&".join(b"user=u%d&action=a" % i
+                                                          for i in range(9))
+              + b" HTTP/1.1\r\nHost: x\r\n\r\n")
     http_seed("http10", b"GET /v1/allow?user=u&action=a HTTP/1.0\r\n\r\n", peer=0)
     http_seed("errors", b"DELETE /v1/allow HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\n"
               b"Host: x\r\n\r\nGET /v1/allow?user=%zz HTTP/1.1\r\nHost: x\r\n\r\n")

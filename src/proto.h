@@ -55,6 +55,9 @@ struct proto_conn {
 	int peer_trusted;    /* in http.trusted (a unix socket always is) */
 	char user[KEYS_USER_MAX];
 	char action[POLICY_NAME_MAX + 1];
+	/* /v1/mallow's pairs, decoded */
+	char pair_user[CMD_PAIRS_MAX][KEYS_USER_MAX];
+	char pair_action[CMD_PAIRS_MAX][POLICY_NAME_MAX + 1];
 };
 
 struct proto {

@@ -6,6 +6,9 @@
  *
  *   GET|POST /v1/allow?user=U&action=A[&cost=N]  (or a JSON body)
  *   GET|POST /v1/peek?...
+ *   GET|POST /v1/mallow?user=U1&action=A1&user=U2&action=A2...[&cost=N]
+ *   GET|POST /v1/mpeek?...                       (pairs: the i-th user with
+ *                                                 the i-th action)
  *   POST     /v1/reset?user=U&action=A           (admin listeners)
  *   ANY      /auth/<action>[?cost=N]             (forward-auth: the user is
  *                                                 the client, see user_of)
@@ -167,6 +170,61 @@ static enum proto_step query_args(const char *q, size_t len, struct proto_conn *
 		if (n == -1)
 			return bad(out, CMD_ERR_SYNTAX, "bad percent-encoding in the query");
 	}
+	return PROTO_REQUEST;
+}
+
+/* /v1/mallow, /v1/mpeek: user and action parameters paired in order, into
+ * the connection's room for pairs. */
+static enum proto_step query_pairs(const char *q, size_t len, struct proto_conn *pc,
+				   struct cmd_request *req, struct proto_parsed *out)
+{
+	int nu = 0, na = 0;
+	const char *cost = NULL;
+	size_t cost_len = 0, i = 0;
+	while (i < len) {
+		size_t start = i;
+		while (i < len && q[i] != '&')
+			i++;
+		const char *kv = q + start, *eq = memchr(kv, '=', i - start);
+		size_t klen = eq ? (size_t)(eq - kv) : i - start;
+		const char *v = eq ? eq + 1 : kv + klen;
+		size_t vlen = (size_t)(q + i - v);
+		i++; /* the '&' */
+		int is_user = name_is(kv, klen, "user"), is_action = name_is(kv, klen, "action");
+		long n = 0;
+		if ((is_user && nu == CMD_PAIRS_MAX) || (is_action && na == CMD_PAIRS_MAX))
+			return bad(out, CMD_ERR_SYNTAX, "at most 8 pairs");
+		if (is_user) {
+			n = pct_decode(v, vlen, pc->pair_user[nu], KEYS_USER_MAX);
+			if (n == -2)
+				return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+			if (n == 0)
+				return bad(out, CMD_ERR_BAD_USER, "user is missing or empty");
+			if (n > 0) {
+				req->pairs[nu].user = pc->pair_user[nu];
+				req->pairs[nu++].user_len = (size_t)n;
+			}
+		} else if (is_action) {
+			n = pct_decode(v, vlen, pc->pair_action[na], POLICY_NAME_MAX);
+			if (n == -2)
+				return bad(out, CMD_ERR_UNKNOWN_ACTION,
+					   "no policy for this action");
+			if (n >= 0) {
+				req->pairs[na].action = pc->pair_action[na];
+				req->pairs[na++].action_len = (size_t)n;
+			}
+		} else if (name_is(kv, klen, "cost")) {
+			cost = v;
+			cost_len = vlen;
+		}
+		if (n == -1)
+			return bad(out, CMD_ERR_SYNTAX, "bad percent-encoding in the query");
+	}
+	if (nu == 0 || nu != na)
+		return bad(out, CMD_ERR_SYNTAX, "pairs of user and action parameters, 1 to 8");
+	if (cost && proto_parse_cost(cost, cost_len, &req->cost) < 0)
+		return bad(out, CMD_ERR_BAD_COST, "cost must be an integer from 1 to 2147483647");
+	req->npairs = nu;
 	return PROTO_REQUEST;
 }
 
@@ -638,6 +696,14 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line,
 		st = user_of(&h, pc, &a, out);
 		if (st != PROTO_REQUEST)
 			return st;
+	} else if ((plen == 10 && memcmp(target, "/v1/mallow", 10) == 0) ||
+		   (plen == 9 && memcmp(target, "/v1/mpeek", 9) == 0)) {
+		req->verb = target[5] == 'a' ? CMD_MALLOW : CMD_MPEEK;
+		if (!(get || post))
+			return local(out, METHOD_NOT_ALLOWED, 0);
+		if (post && blen > 0)
+			return bad(out, CMD_ERR_SYNTAX, "the pairs go in the query string");
+		return query_pairs(q ? q : "", qlen, pc, req, out);
 	} else if ((plen == 9 && memcmp(target, "/v1/allow", 9) == 0) ||
 		   (plen == 8 && memcmp(target, "/v1/peek", 8) == 0) ||
 		   (plen == 9 && memcmp(target, "/v1/reset", 9) == 0)) {
@@ -750,9 +816,10 @@ static const char *local_message(int status)
 {
 	switch (status) {
 	case NOT_FOUND:
-		return "endpoints: /v1/allow /v1/peek /v1/reset /auth/<action>";
+		return "endpoints: /v1/allow /v1/peek /v1/mallow /v1/mpeek /v1/reset /auth/<action>";
 	case METHOD_NOT_ALLOWED:
-		return "/v1/allow and /v1/peek take GET or POST, /v1/reset POST";
+		return "/v1/allow, /v1/peek, /v1/mallow and /v1/mpeek take GET or POST, /v1/reset "
+		       "POST";
 	case TOO_LARGE:
 		return "a body is at most 4096 bytes";
 	case NOT_IMPLEMENTED:
@@ -913,6 +980,10 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 		bl = put_int(body, bl, r->retry_after_ms);
 		bl = put(body, bl, ",\"reset_ms\":");
 		bl = put_int(body, bl, r->reset_ms);
+		if (r->multi) { /* MALLOW: the deciding pair, 1-based */
+			bl = put(body, bl, ",\"pair\":");
+			bl = put_int(body, bl, r->pair);
+		}
 		bl = put(body, bl, "}\n");
 		n = head(buf, r->allowed ? 200 : 429, "application/json", bl, r->close_after);
 		n = ratelimit_headers(buf, n, r, legacy);

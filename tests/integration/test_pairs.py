@@ -17,7 +17,10 @@ except ImportError:  # Debian's python3-redis, under another python3
     sys.path.append("/usr/lib/python3/dist-packages")
     import redis as redis_py
 
-from harness import SLOW, Client, DaemonTest, free_port, scrape_metrics
+import http.client
+import json
+
+from harness import SLOW, Client, DaemonTest, free_port, make_config, scrape_metrics
 
 LOGIN = {"login": "3/60s", "login_ip": "5/60s", "login_all": "100/60s"}
 PAIR_REPLY = re.compile(r"^(ALLOWED|DENIED) (-?\d+) (-?\d+) (-?\d+) (-?\d+) (\d+)$")
@@ -154,6 +157,50 @@ class PairsTest(DaemonTest):
         self.assertTrue(599000 <= got[2][3] <= 600000, got)
         # the account pairs were never charged
         self.assertEqual([self.card("acct", "u%d" % i) for i in (2, 3, 4)], [0, 0, 0])
+
+    def test_http(self):
+        """GET or POST /v1/mallow and /v1/mpeek: the i-th user with the i-th
+        action; 429 when denied, the JSON naming the deciding pair, the
+        RateLimit headers of its policy."""
+        self.redis = self.start_redis()
+        port, hport = free_port(), free_port()
+        self.daemon = self.start_daemon(config=make_config(
+            ["127.0.0.1:%d" % port, '{address: "127.0.0.1:%d", protocol: http}' % hport],
+            {"address": self.redis.address}, LOGIN, admin=False), port=port)
+
+        def get(path, method="GET"):
+            conn = http.client.HTTPConnection("127.0.0.1", hport, timeout=5 * SLOW)
+            try:
+                conn.request(method, path)
+                r = conn.getresponse()
+                return r.status, dict(r.getheaders()), r.read().decode()
+            finally:
+                conn.close()
+        q = "/v1/mallow?user=al%69ce&action=login&user=1.2.3.4&action=login_ip"
+        got = [get(q, "POST" if i % 2 else "GET") for i in range(4)]
+        self.assertEqual([g[0] for g in got], [200, 200, 200, 429])
+        body = json.loads(got[3][2])
+        self.assertEqual((body["allowed"], body["limit"], body["remaining"], body["pair"]),
+                         (False, 3, 0, 1))
+        self.assertEqual(got[3][1]["RateLimit-Policy"], '"login";q=3;w=60')
+        self.assertIn("Retry-After", got[3][1])
+        self.assertEqual((self.card("login", "alice"), self.card("login_ip", "1.2.3.4")), (3, 3))
+        # a cost; MPEEK; the same keys as the line protocol
+        st, _, b = get("/v1/mpeek?user=bob&action=login&user=1.2.3.4&action=login_ip&cost=2")
+        self.assertEqual((st, json.loads(b)["remaining"], json.loads(b)["pair"]), (200, 2, 2))
+        errors = {
+            "/v1/mallow?user=a": (400, "syntax"),
+            "/v1/mallow?user=a&action=login&user=b": (400, "syntax"),
+            "/v1/mallow?user=&action=login": (400, "bad-user"),
+            "/v1/mallow?user=a&action=nope": (404, "unknown-action"),
+            "/v1/mallow?user=a&action=login&cost=0": (400, "bad-cost"),
+            "/v1/mallow?" + "&".join("user=u%d&action=login" % i for i in range(9)):
+                (400, "syntax"),
+        }
+        for path, (status, code) in errors.items():
+            st, _, b = get(path)
+            self.assertEqual((st, json.loads(b)["error"]), (status, code), path)
+        self.assertEqual(get("/v1/mallow?user=a&action=login", "DELETE")[0], 405)
 
     def test_three_daemons_exact(self):
         """8 accounts on 4 addresses, 8 logins each, through 3 daemons and 12
