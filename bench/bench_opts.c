@@ -170,8 +170,9 @@ static int parse_policy_spec(struct bench_opts *o, const char *spec, char *err, 
 			l->capacity = l->count;
 		}
 	} else {
-		snprintf(err, errlen, "--policy: algorithm must be sliding_window, fixed_window, "
-				      "sliding_window_counter or funnel");
+		snprintf(err, errlen,
+			 "--policy: algorithm must be sliding_window, fixed_window, "
+			 "sliding_window_counter or funnel");
 		return -1;
 	}
 	if (policy_validate(p, &why) < 0)
