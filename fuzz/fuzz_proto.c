@@ -27,6 +27,8 @@
 
 #include "fuzz_log.h"
 #include "keys.h"
+#include "policy.h"
+#include "proto.h"
 #include "proto_line.h"
 
 #define HEADER 4
@@ -156,6 +158,28 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 				r->code = "bad-user";
 				return;
 			}
+	} else if (word_eq(v, vl, "OVERRIDES")) {
+		int64_t idx;
+		r->verb = CMD_OVERRIDES;
+		if (n != 2 || proto_parse_uint(r->tok[1], r->tlen[1], INT32_MAX, &idx) < 0)
+			r->code = "syntax";
+	} else if (word_eq(v, vl, "OVERRIDE")) {
+		int64_t ms;
+		r->verb = CMD_OVERRIDE;
+		if (n < 4 || n > 5)
+			r->code = "syntax";
+		else if (n == 5 &&
+			 (policy_parse_duration(r->tok[4], r->tlen[4], &ms, NULL, 0) < 0 ||
+			  ms < 1000 || ms > 366LL * 24 * 3600 * 1000))
+			r->code = "syntax";
+		else if (r->tlen[1] > KEYS_USER_MAX)
+			r->code = "bad-user";
+	} else if (word_eq(v, vl, "UNOVERRIDE")) {
+		r->verb = CMD_UNOVERRIDE;
+		if (n != 3)
+			r->code = "syntax";
+		else if (r->tlen[1] > KEYS_USER_MAX)
+			r->code = "bad-user";
 	} else if (word_eq(v, vl, "RESET")) {
 		r->verb = CMD_RESET;
 		if (n != 3)
@@ -357,6 +381,18 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 	case CMD_PING:
 	case CMD_QUIT:
 		check(cmd->cost == 1, "PING/QUIT cost is 1");
+		break;
+	case CMD_OVERRIDE:
+	case CMD_UNOVERRIDE:
+		check(cmd->user == ref.tok[1] && cmd->user_len == ref.tlen[1], "user token");
+		check(cmd->action == ref.tok[2] && cmd->action_len == ref.tlen[2], "action token");
+		if (cmd->verb == CMD_OVERRIDE)
+			check(cmd->spec == ref.tok[3] && cmd->spec_len == ref.tlen[3],
+			      "spec token");
+		check(cmd->ttl_ms == 0 || (cmd->ttl_ms >= 1000 && ref.ntok == 5), "ttl");
+		break;
+	case CMD_OVERRIDES:
+		check(cmd->index >= 0 && cmd->index <= INT32_MAX, "index in range");
 		break;
 	case CMD_MALLOW:
 	case CMD_MPEEK:

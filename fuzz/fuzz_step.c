@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "keys.h"
+#include "override_live.h"
+#include "policy.h"
 
 size_t fuzz_window(size_t max_line)
 {
@@ -99,6 +101,18 @@ static void check_step(const char *w, size_t len, size_t max_line, const struct 
 					    sizeof(pc->action) - 1)),
 		      "action inside the request");
 		break;
+	case CMD_OVERRIDE:
+	case CMD_UNOVERRIDE:
+		check(r->user_len >= 1 && r->user_len <= KEYS_USER_MAX, "user_len 1..512");
+		check(inside(r->user, r->user_len, w, got->used), "user inside the request");
+		check(inside(r->action, r->action_len, w, got->used), "action inside the request");
+		if (r->verb == CMD_OVERRIDE)
+			check(inside(r->spec, r->spec_len, w, got->used),
+			      "spec inside the request");
+		break;
+	case CMD_OVERRIDES:
+		check(r->index >= 0 && r->index <= INT32_MAX, "index in range");
+		break;
 	case CMD_MALLOW:
 	case CMD_MPEEK:
 		check(r->npairs >= 1 && r->npairs <= CMD_PAIRS_MAX, "1 to 8 pairs");
@@ -136,6 +150,26 @@ static void check_step(const char *w, size_t len, size_t max_line, const struct 
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		res.kind = kinds[k];
 		fuzz_check_reply(&res);
+	}
+	/* OVERRIDES: the longest item there can be, and the end */
+	{
+		struct cmd_item *it = malloc(sizeof(*it) + KEYS_USER_MAX + POLICY_NAME_MAX +
+					     OVERRIDE_LIVE_SPEC_MAX);
+		check(it != NULL, "out of memory");
+		it->index = INT32_MAX;
+		it->ttl_ms = INT64_MAX;
+		it->ulen = KEYS_USER_MAX;
+		it->alen = POLICY_NAME_MAX;
+		it->spec_len = OVERRIDE_LIVE_SPEC_MAX;
+		memset(it->text, 'x', it->ulen + it->alen + it->spec_len);
+		res.kind = CMD_REPLY_ITEM;
+		res.item = it;
+		res.multi = 0;
+		fuzz_check_reply(&res);
+		res.item = NULL;
+		res.limit = INT64_MAX;
+		fuzz_check_reply(&res);
+		free(it);
 	}
 	res.kind = CMD_REPLY_ERROR;
 	res.error = CMD_ERR_STORE_UNAVAILABLE;
@@ -209,6 +243,8 @@ static void conn_process(struct conn *c)
 				for (int i = 0; i < got.req.npairs; i++)
 					log_bytes(&c->log, got.req.pairs[i].user,
 						  got.req.pairs[i].user_len);
+			} else if (got.req.verb == CMD_OVERRIDES) {
+				log_u64(&c->log, (uint64_t)got.req.index);
 			} else if (got.req.verb != CMD_PING && got.req.verb != CMD_QUIT) {
 				log_bytes(&c->log, got.req.user, got.req.user_len);
 				log_u64(&c->log, got.req.action_len);

@@ -76,6 +76,9 @@ def proto_seeds():
     proto("arity", b"ALLOW\nALLOW a\nALLOW a b c d\nALLOW a b c d e f\nRESET a b 1\n"
           b"PING x\nQUIT now\nPEEK a\n")
     proto("unknown", b"GET x\nALLOWED a b\nHELLO\nALLO a b\nPINGS\n")
+    proto("overrides", b"OVERRIDE bob reply unlimited\nOVERRIDE eve reply blocked 1h\n"
+          b"OVERRIDE c up 15,30/1m 90s\nOVERRIDE x y 5/1m 0s\nOVERRIDE x y\nUNOVERRIDE bob reply\n"
+          b"OVERRIDES 0\nOVERRIDES 2147483648\nOVERRIDES x\nunoverride a\n", split=17)
     proto("pairs", b"MALLOW alice login 1.2.3.4 login_ip - login_all\nMPEEK a b c d 3\n"
           b"mallow a b\nMALLOW a\nMALLOW a b a b\nMALLOW a b c d 0\n"
           + b"MALLOW " + b" ".join(b"u%d a" % i for i in range(8)) + b" 9\n"
@@ -220,6 +223,9 @@ def resp_seeds():
     resp_seed("throttle", resp_enc("CL.THROTTLE", "user123", 15, 30, 60)
               + resp_enc("CL.THROTTLE", "k", 0, 1, 1, 0) + resp_enc("cl.throttle", "k", "-1", 1, 1)
               + resp_enc("CL.THROTTLE", "k", 1))
+    resp_seed("overrides", resp_enc("OVERRIDE", "bob", "reply", "unlimited", "1h")
+              + resp_enc("UNOVERRIDE", "bob", "reply") + resp_enc("OVERRIDES", 0)
+              + resp_enc("OVERRIDE", "", "r", "blocked") + resp_enc("OVERRIDES", "-1"))
     resp_seed("pairs", resp_enc("MALLOW", "alice", "login", "1.2.3.4", "login_ip", "-", "all")
               + resp_enc("MPEEK", "a", "b", "", "d", 2) + resp_enc("MALLOW", "a")
               + resp_enc("MALLOW", *(["u", "a"] * 8 + [5])))

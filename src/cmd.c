@@ -2,6 +2,7 @@
 #include "cmd.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
@@ -10,6 +11,7 @@
 #include "log.h"
 #include "multi.h"
 #include "override.h"
+#include "override_live.h"
 #include "policy.h"
 #include "stats.h"
 #include "store.h"
@@ -193,11 +195,103 @@ static void answer_override(struct config *cfg, enum store_op op, const struct p
 static void throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		     struct cmd_slot *slot);
 
+const struct override *cmd_find_override(const struct cmd_env *env, const struct policy *p,
+					 const char *user, size_t ulen)
+{
+	/* one set at run time wins over the file's */
+	const struct override *o = override_live_find(env->live, p, user, ulen);
+	if (!o && p->overrides)
+		o = override_find(p->overrides, user, ulen);
+	return o;
+}
+
+void cmd_result_release(struct cmd_result *res)
+{
+	free(res->item);
+	res->item = NULL;
+}
+
+static void live_done(void *arg, const char *why)
+{
+	struct cmd_slot *slot = arg;
+	if (why) {
+		char msg[CMD_MSG_MAX];
+		snprintf(msg, sizeof(msg), "redis: %s", why);
+		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, msg);
+		return;
+	}
+	reply(slot, CMD_REPLY_OK);
+}
+
+/* OVERRIDE, UNOVERRIDE, OVERRIDES (admin listeners). */
+static void live_command(struct config *cfg, const struct cmd_env *env,
+			 const struct cmd_request *pc, struct cmd_slot *slot)
+{
+	if (!env->live) {
+		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory at start");
+		return;
+	}
+	if (pc->verb == CMD_OVERRIDES) {
+		struct override_live_item it;
+		slot->res.item = NULL;
+		if (override_live_nth(env->live, (size_t)pc->index, &it) < 0) {
+			slot->res.limit = (int64_t)override_live_count(env->live);
+			reply(slot, CMD_REPLY_ITEM);
+			return;
+		}
+		struct cmd_item *item = malloc(sizeof(*item) + it.ulen + it.alen + it.spec_len);
+		if (!item) {
+			cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+			return;
+		}
+		item->index = pc->index;
+		item->ttl_ms = it.ttl_ms;
+		item->ulen = it.ulen;
+		item->alen = it.alen;
+		item->spec_len = it.spec_len;
+		memcpy(item->text, it.user, it.ulen);
+		memcpy(item->text + it.ulen, it.action, it.alen);
+		memcpy(item->text + it.ulen + it.alen, it.spec, it.spec_len);
+		slot->res.item = item;
+		reply(slot, CMD_REPLY_ITEM);
+		return;
+	}
+	if (!policy_name_valid(pc->action, pc->action_len)) {
+		cmd_reply_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+		return;
+	}
+	if (pc->verb == CMD_OVERRIDE) {
+		const struct policy *p = config_find_policy(cfg, pc->action, pc->action_len);
+		if (pc->spec_len > OVERRIDE_LIVE_SPEC_MAX) {
+			cmd_reply_error(slot, CMD_ERR_SYNTAX, "an override is at most 256 bytes");
+			return;
+		}
+		if (!p) {
+			cmd_reply_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+			return;
+		}
+		enum override_kind kind;
+		struct policy *built;
+		char err[CMD_MSG_MAX];
+		if (override_spec_parse(p, pc->spec, pc->spec_len, &kind, &built, err,
+					sizeof(err)) < 0) {
+			cmd_reply_error(slot, CMD_ERR_SYNTAX, err);
+			return;
+		}
+		free(built);
+	}
+	/* answered once Redis has it (every daemon then applies it) */
+	override_live_put(env->live, pc->action, pc->action_len, pc->user, pc->user_len,
+			  pc->verb == CMD_OVERRIDE ? pc->spec : NULL, pc->spec_len, pc->ttl_ms,
+			  live_done, slot);
+}
+
 void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		 int admin, struct cmd_slot *slot)
 {
 	slot->cfg = NULL;
 	slot->multi = NULL;
+	slot->overridden = 0;
 	slot->res.multi = 0;
 	slot->res.pair = 0;
 	enum store_op op;
@@ -231,6 +325,16 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	case CMD_MPEEK:
 		multi_execute(cfg, env, pc, slot);
 		return;
+	case CMD_OVERRIDE:
+	case CMD_UNOVERRIDE:
+	case CMD_OVERRIDES:
+		if (!admin) {
+			cmd_reply_error(slot, CMD_ERR_FORBIDDEN,
+					"overrides need a listener with admin: true");
+			return;
+		}
+		live_command(cfg, env, pc, slot);
+		return;
 	default:
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_COMMAND, "unknown command");
 		return;
@@ -243,12 +347,12 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	slot->own_policy = 0;
 	/* Only a policy with overrides pays for looking them up. A RESET
 	 * clears the keys the user's limits use. */
-	const struct override *o =
-		p->overrides ? override_find(p->overrides, pc->user, pc->user_len) : NULL;
+	const struct override *o = cmd_find_override(env, p, pc->user, pc->user_len);
 	if (o) {
 		switch (o->kind) {
 		case OVERRIDE_LIMITS:
 			p = o->policy;
+			slot->overridden = 1;
 			break;
 		case OVERRIDE_UNLIMITED:
 		case OVERRIDE_BLOCKED:
@@ -284,9 +388,10 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	shadow_setup(slot, cfg, op, p, pc);
 	/* The cache is only safe while every daemon's RESETs reach us; a
 	 * throttle's limit comes with each request, so a denial under one
-	 * request's limit says nothing of the next one's; and a ban must see
-	 * every denial to count it. */
-	if (env->deny && !slot->own_policy && p->ban.after == 0 &&
+	 * request's limit says nothing of the next one's; a ban must see
+	 * every denial to count it; and an override's limits may end (a
+	 * run-time one expires) while its denial would still be cached. */
+	if (env->deny && !slot->own_policy && !slot->overridden && p->ban.after == 0 &&
 	    store_resets_followed(env->store)) {
 		struct denycache_hit hit;
 		slot->deny = env->deny;

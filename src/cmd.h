@@ -18,6 +18,7 @@ struct denycache;
 struct policy;
 struct store;
 struct store_result;
+struct override_live;
 
 enum cmd_verb {
 	CMD_ALLOW,
@@ -28,8 +29,11 @@ enum cmd_verb {
 	CMD_THROTTLE, /* redis-cell's CL.THROTTLE: the limit comes with the request */
 	CMD_MALLOW,   /* ALLOW over several (user, action) pairs, all or nothing */
 	CMD_MPEEK,
+	CMD_OVERRIDE,	/* admin: set a run-time override (override_live.h) */
+	CMD_UNOVERRIDE, /* admin: clear one */
+	CMD_OVERRIDES,	/* admin: the index-th one in force */
 };
-#define CMD_VERB_N (CMD_MPEEK + 1)
+#define CMD_VERB_N (CMD_OVERRIDES + 1)
 
 /* The most pairs one MALLOW or MPEEK may name. */
 #define CMD_PAIRS_MAX 8
@@ -59,6 +63,12 @@ struct cmd_request {
 	 * action above are unused) */
 	int npairs;
 	struct cmd_pair pairs[CMD_PAIRS_MAX];
+	/* CMD_OVERRIDE: what (override_spec_parse's), for how long (0: no
+	 * expiry); CMD_OVERRIDES: which */
+	const char *spec;
+	size_t spec_len;
+	int64_t ttl_ms;
+	int64_t index;
 };
 
 /* Why a request got an error: the codes of proto/protocol.md, in order
@@ -84,6 +94,15 @@ enum cmd_reply {
 	CMD_REPLY_BYE,	    /* QUIT: the connection closes once it is written */
 	CMD_REPLY_ERROR,
 	CMD_REPLY_LOCAL, /* a reply of the protocol's own (PROTO_LOCAL) */
+	CMD_REPLY_ITEM,	 /* OVERRIDES: an override (item), or the end (item NULL) */
+};
+
+/* One run-time override as OVERRIDES shows it; text holds user, action and
+ * spec, one after the other. */
+struct cmd_item {
+	int64_t index, ttl_ms; /* ttl -1: no expiry */
+	size_t ulen, alen, spec_len;
+	char text[];
 };
 
 /* Longest error message kept, NUL included; protocols may cut it shorter. */
@@ -108,6 +127,9 @@ struct cmd_result {
 	char msg[CMD_MSG_MAX];
 	/* CMD_REPLY_LOCAL: which, as the protocol numbers them */
 	int local;
+	/* CMD_REPLY_ITEM: owned by the result (cmd_result_release); NULL for
+	 * the end, with the number in force in `limit` */
+	struct cmd_item *item;
 	/* The store refused it at once, too busy to decide it in time (store
 	 * overload), whatever the reply says: the connection then slows its
 	 * reading (conn.c). */
@@ -122,7 +144,8 @@ struct cmd_result {
 /* What requests are executed against; owned by the server. */
 struct cmd_env {
 	struct store *store;
-	struct denycache *deny; /* NULL: no local deny cache */
+	struct denycache *deny;	    /* NULL: no local deny cache */
+	struct override_live *live; /* run-time overrides; NULL: none */
 };
 
 /*
@@ -142,6 +165,7 @@ struct cmd_slot {
 	size_t user_len;
 	char user[KEYS_USER_MAX];
 	int own_policy;		       /* policy is throttle_policy, not cfg's */
+	int overridden;		       /* policy is an override's limits */
 	int shadow;		       /* answer a denial ALLOWED (shadow mode) */
 	int names_policy;	       /* fill res.action and res.window_ms (set by the caller) */
 	struct policy throttle_policy; /* CMD_THROTTLE's, built from the request */
@@ -152,6 +176,13 @@ struct cmd_slot {
 /* admin: the request came through a listener with admin: true. */
 void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *req,
 		 int admin, struct cmd_slot *slot);
+
+/* The override of (p, user): a run-time one (env->live) first, then p's own. */
+const struct override *cmd_find_override(const struct cmd_env *env, const struct policy *p,
+					 const char *user, size_t ulen);
+
+/* Frees what a result owns (an OVERRIDES item); before a slot is reused. */
+void cmd_result_release(struct cmd_result *res);
 
 /* Fills the slot with an error (msg is copied) and completes it. */
 void cmd_reply_error(struct cmd_slot *slot, enum cmd_error e, const char *msg);

@@ -102,6 +102,7 @@ static struct pending *pending_alloc(void)
 
 static void pending_release(struct pending *p)
 {
+	cmd_result_release(&p->slot.res);
 	if (npool >= POOL_MAX) {
 		free(p);
 		return;
@@ -223,6 +224,7 @@ static struct pending *pending_new(struct conn *c)
 	p->slot.complete = slot_complete;
 	p->slot.cfg = NULL;
 	p->slot.res.refused = 0;
+	p->slot.res.item = NULL;
 	if (c->tail)
 		c->tail->next = p;
 	else
@@ -282,7 +284,7 @@ static void cool_cb(evutil_socket_t fd, short what, void *arg)
 static void flush_replies(struct conn *c)
 {
 	struct evbuffer *out = c->out;
-	char buf[16384];
+	char buf[65536]; /* room for a burst of replies, sent by one send() */
 	size_t n = 0;
 	const struct proto *proto = c->proto;
 	while (c->head && c->head->done) {

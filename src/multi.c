@@ -411,9 +411,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 		mp->shadow = config_shadow(cfg, named[i]);
 		mp->user_len = a->user_len;
 		memcpy(mp->user, a->user, a->user_len);
-		const struct override *o = named[i]->overrides ? override_find(named[i]->overrides,
-									       a->user, a->user_len)
-							       : NULL;
+		const struct override *o = cmd_find_override(env, named[i], a->user, a->user_len);
 		if (o && o->kind == OVERRIDE_UNLIMITED)
 			continue; /* nothing to decide or store */
 		if (o && o->kind == OVERRIDE_BLOCKED) {
@@ -455,8 +453,8 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 		denycache_sync(env->deny, store_generation(env->store));
 		for (int i = 0; i < m->n; i++) {
 			const struct multi_pair *mp = &m->pairs[i];
-			if (mp->shadow || mp->policy->ban.after > 0)
-				continue;
+			if (mp->shadow || mp->policy->ban.after > 0 || mp->policy != mp->named)
+				continue; /* (an override's limits: see submit in cmd.c) */
 			if (denycache_lookup(env->deny, mp->named->name, mp->named->name_len,
 					     mp->user, mp->user_len, m->cost, now, &hit)) {
 				multi_decided(m, mp, STATS_FROM_CACHE, 0, hit.limit, hit.remaining,

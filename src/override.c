@@ -1,6 +1,7 @@
 /* override.c - a policy's per-user exceptions: sorted once, found by binary search. */
 #include "override.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -133,4 +134,83 @@ void override_set_free(struct override_set *s)
 	free(s->v);
 	free(s->groups);
 	free(s);
+}
+
+static int fail_spec(char *err, size_t errlen, const char *why)
+{
+	snprintf(err, errlen, "%s", why);
+	return -1;
+}
+
+int override_spec_parse(const struct policy *p, const char *spec, size_t len,
+			enum override_kind *kind, struct policy **policy, char *err, size_t errlen)
+{
+	*policy = NULL;
+	if (len == 9 && memcmp(spec, "unlimited", 9) == 0) {
+		*kind = OVERRIDE_UNLIMITED;
+		return 0;
+	}
+	if (len == 7 && memcmp(spec, "blocked", 7) == 0) {
+		*kind = OVERRIDE_BLOCKED;
+		return 0;
+	}
+	struct policy d = *p;
+	d.overrides = NULL;
+	d.nlimits = 0;
+	memset(d.limits, 0, sizeof(d.limits));
+	int funnel = policy_algo_shape(p->algo) == POLICY_SHAPE_RATE;
+	size_t i = 0;
+	while (i <= len) {
+		size_t start = i;
+		while (i < len && spec[i] != ',')
+			i++;
+		const char *tok = spec + start;
+		size_t tl = i - start;
+		i++; /* the ',' (or past the end) */
+		char why[160];
+		if (funnel && d.nlimits == 0 && d.limits[0].capacity == 0) {
+			/* the capacity: 1 to POLICY_MAX_COUNT */
+			int64_t c = 0;
+			for (size_t k = 0; k < tl; k++) {
+				if (tok[k] < '0' || tok[k] > '9' || c > POLICY_MAX_COUNT)
+					return fail_spec(err, errlen,
+							 "a funnel's override is CAPACITY,RATE "
+							 "(15,30/1m), unlimited or blocked");
+				c = c * 10 + (tok[k] - '0');
+			}
+			if (tl == 0 || c < 1 || c > POLICY_MAX_COUNT)
+				return fail_spec(err, errlen,
+						 "a funnel's capacity is 1 to 1000000000");
+			d.limits[0].capacity = c;
+			continue;
+		}
+		if (d.nlimits == (funnel ? 1 : POLICY_MAX_LIMITS))
+			return fail_spec(err, errlen,
+					 funnel ? "a funnel's override is CAPACITY,RATE (15,30/1m)"
+						: "at most 8 limits");
+		struct policy_limit *l = &d.limits[d.nlimits];
+		if (policy_parse_rate(tok, tl, &l->count, &l->period_ms, why, sizeof(why)) < 0) {
+			snprintf(err, errlen, "%s; an override is unlimited, blocked or %s", why,
+				 funnel ? "CAPACITY,RATE (15,30/1m)"
+					: "RATE[,RATE]... (5/1m,100/1h)");
+			return -1;
+		}
+		if (!funnel)
+			l->capacity = l->count;
+		d.nlimits++;
+	}
+	if (d.nlimits == 0)
+		return fail_spec(err, errlen,
+				 funnel ? "a funnel's override is CAPACITY,RATE"
+					: "an override needs a rate");
+	const char *why;
+	if (policy_validate(&d, &why) < 0)
+		return fail_spec(err, errlen, why);
+	struct policy *out = malloc(sizeof(*out));
+	if (!out)
+		return fail_spec(err, errlen, "out of memory");
+	*out = d;
+	*policy = out;
+	*kind = OVERRIDE_LIMITS;
+	return 0;
 }

@@ -37,6 +37,16 @@ struct override_set {
 	size_t ngroups;
 };
 
+/*
+ * A run-time override's spec for policy p (OVERRIDE, proto/protocol.md):
+ * "unlimited", "blocked", or other limits in p's shape: "RATE[,RATE]..."
+ * ("5/1m,100/1h") for a window algorithm, "CAPACITY,RATE" ("15,30/1m") for
+ * a funnel. Pure. 0 with *kind and, for OVERRIDE_LIMITS, *policy (p with
+ * those limits, allocated: the caller frees it); -1 with a one-line err.
+ */
+int override_spec_parse(const struct policy *p, const char *spec, size_t len,
+			enum override_kind *kind, struct policy **policy, char *err, size_t errlen);
+
 /* Adds one; pattern is copied, policy (OVERRIDE_LIMITS) is taken over.
  * 0, or -1 out of memory (policy is then freed). */
 int override_add(struct override_set *s, const char *pattern, size_t len, int prefix,

@@ -8,11 +8,15 @@
 #include <string.h>
 
 #include "decimal.h"
+#include "policy.h"
 
 static const char *const verb_names[CMD_VERB_N] = {
-	[CMD_ALLOW] = "allow",	 [CMD_PEEK] = "peek",	[CMD_RESET] = "reset",
-	[CMD_PING] = "ping",	 [CMD_QUIT] = "quit",	[CMD_THROTTLE] = "throttle",
-	[CMD_MALLOW] = "mallow", [CMD_MPEEK] = "mpeek",
+	[CMD_ALLOW] = "allow",	       [CMD_PEEK] = "peek",
+	[CMD_RESET] = "reset",	       [CMD_PING] = "ping",
+	[CMD_QUIT] = "quit",	       [CMD_THROTTLE] = "throttle",
+	[CMD_MALLOW] = "mallow",       [CMD_MPEEK] = "mpeek",
+	[CMD_OVERRIDE] = "override",   [CMD_UNOVERRIDE] = "unoverride",
+	[CMD_OVERRIDES] = "overrides",
 };
 
 static const char *const error_codes[CMD_ERR_N] = {
@@ -125,5 +129,14 @@ int proto_parse_pairs(const char *const *arg, const size_t *alen, int n, struct 
 		req->pairs[i].action = arg[u + 1];
 		req->pairs[i].action_len = alen[u + 1];
 	}
+	return 0;
+}
+
+int proto_parse_ttl(const char *s, size_t len, int64_t *ms)
+{
+	/* a duration as the configuration writes one, 1 s to 366 days */
+	if (policy_parse_duration(s, len, ms, NULL, 0) < 0 || *ms < 1000 ||
+	    *ms > 366LL * 24 * 3600 * 1000)
+		return -1;
 	return 0;
 }

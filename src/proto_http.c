@@ -994,10 +994,13 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 		bl = put(body, bl, "{\"ok\":true}\n");
 		n = head(buf, 200, "application/json", bl, r->close_after);
 		break;
+	case CMD_REPLY_ITEM: /* OVERRIDES has no HTTP endpoint */
 	case CMD_REPLY_ERROR:
 	case CMD_REPLY_LOCAL:
 	default: {
-		int status = r->kind == CMD_REPLY_ERROR ? error_status(r->error) : r->local;
+		int status = r->kind == CMD_REPLY_ERROR	  ? error_status(r->error)
+			     : r->kind == CMD_REPLY_LOCAL ? r->local
+							  : 500;
 		const char *code = r->kind == CMD_REPLY_ERROR ? proto_error_code(r->error)
 							      : local_code(status);
 		const char *msg = r->kind == CMD_REPLY_ERROR ? r->msg : local_message(status);

@@ -3,6 +3,7 @@
 
 #include "keys.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static int is_blank(char c)
@@ -84,6 +85,26 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 		if (proto_parse_pairs(tok, tlen, ntok, cmd, err) < 0)
 			return -1;
 		return 0;
+	} else if (proto_word_is(tok[0], tlen[0], "OVERRIDES")) {
+		cmd->verb = CMD_OVERRIDES;
+		if (ntok != 2 || proto_parse_uint(tok[1], tlen[1], INT32_MAX, &cmd->index) < 0)
+			return fail(err, CMD_ERR_SYNTAX, "usage: OVERRIDES <index> (from 0)");
+		return 0;
+	} else if (proto_word_is(tok[0], tlen[0], "OVERRIDE")) {
+		cmd->verb = CMD_OVERRIDE;
+		if (ntok < 4 || ntok > 5)
+			return fail(
+				err, CMD_ERR_SYNTAX,
+				"usage: OVERRIDE <user> <action> unlimited|blocked|<limits> [<ttl>]");
+		cmd->spec = tok[3];
+		cmd->spec_len = tlen[3];
+		if (ntok == 5 && proto_parse_ttl(tok[4], tlen[4], &cmd->ttl_ms) < 0)
+			return fail(err, CMD_ERR_SYNTAX,
+				    "the ttl is a duration from 1s to 366d: 90s, 1h, 7d");
+	} else if (proto_word_is(tok[0], tlen[0], "UNOVERRIDE")) {
+		cmd->verb = CMD_UNOVERRIDE;
+		if (ntok != 3)
+			return fail(err, CMD_ERR_SYNTAX, "usage: UNOVERRIDE <user> <action>");
 	} else if (proto_word_is(tok[0], tlen[0], "RESET")) {
 		cmd->verb = CMD_RESET;
 		if (ntok != 3)
@@ -100,7 +121,8 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 		return 0;
 	} else {
 		return fail(err, CMD_ERR_UNKNOWN_COMMAND,
-			    "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT");
+			    "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT OVERRIDE "
+			    "UNOVERRIDE OVERRIDES");
 	}
 	if (tlen[1] > KEYS_USER_MAX)
 		return fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
@@ -150,10 +172,39 @@ static size_t format_word(char *buf, const char *word)
 	return n;
 }
 
+/* OVERRIDE <index> <user> <action> <spec> <ttl_ms>, or END <count> */
+static size_t format_item(char *buf, const struct cmd_result *res)
+{
+	const struct cmd_item *it = res->item;
+	size_t n;
+	if (!it) {
+		memcpy(buf, "END ", 4);
+		n = 4 + proto_put_int(buf + 4, res->limit);
+		buf[n++] = '\n';
+		return n;
+	}
+	memcpy(buf, "OVERRIDE ", 9);
+	n = 9 + proto_put_int(buf + 9, it->index);
+	const char *t = it->text;
+	size_t parts[3] = {it->ulen, it->alen, it->spec_len};
+	for (int i = 0; i < 3; i++) {
+		buf[n++] = ' ';
+		memcpy(buf + n, t, parts[i]);
+		n += parts[i];
+		t += parts[i];
+	}
+	buf[n++] = ' ';
+	n += proto_put_int(buf + n, it->ttl_ms);
+	buf[n++] = '\n';
+	return n;
+}
+
 size_t proto_line_format(char *buf, const struct cmd_result *res)
 {
 	size_t cap = PROTO_LINE_REPLY_MAX - 1, n;
 	switch (res->kind) {
+	case CMD_REPLY_ITEM:
+		return format_item(buf, res);
 	case CMD_REPLY_DECISION:
 		return format_decision(buf, res);
 	case CMD_REPLY_OK:

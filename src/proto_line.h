@@ -10,7 +10,8 @@
 #include "proto.h"
 
 /* Longest reply line, newline included. */
-#define PROTO_LINE_REPLY_MAX 160
+/* an OVERRIDES item: a user (512), an action (64), a spec (256), numbers */
+#define PROTO_LINE_REPLY_MAX 1024
 
 extern const struct proto proto_line;
 

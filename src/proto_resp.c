@@ -162,6 +162,26 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		if (proto_parse_pairs(arg, alen, n, req, &out->err) < 0)
 			return PROTO_BAD;
 		return PROTO_REQUEST;
+	} else if (proto_word_is(arg[0], alen[0], "OVERRIDES")) {
+		req->verb = CMD_OVERRIDES;
+		if (n != 2 || proto_parse_uint(arg[1], alen[1], INT32_MAX, &req->index) < 0)
+			return bad(out, CMD_ERR_SYNTAX, "usage: OVERRIDES <index> (from 0)");
+		return PROTO_REQUEST;
+	} else if (proto_word_is(arg[0], alen[0], "OVERRIDE")) {
+		req->verb = CMD_OVERRIDE;
+		if (n < 4 || n > 5)
+			return bad(
+				out, CMD_ERR_SYNTAX,
+				"usage: OVERRIDE <user> <action> unlimited|blocked|<limits> [<ttl>]");
+		req->spec = arg[3];
+		req->spec_len = alen[3];
+		if (n == 5 && proto_parse_ttl(arg[4], alen[4], &req->ttl_ms) < 0)
+			return bad(out, CMD_ERR_SYNTAX,
+				   "the ttl is a duration from 1s to 366d: 90s, 1h, 7d");
+	} else if (proto_word_is(arg[0], alen[0], "UNOVERRIDE")) {
+		req->verb = CMD_UNOVERRIDE;
+		if (n != 3)
+			return bad(out, CMD_ERR_SYNTAX, "usage: UNOVERRIDE <user> <action>");
 	} else if (proto_word_is(arg[0], alen[0], "RESET")) {
 		req->verb = CMD_RESET;
 		if (n != 3)
@@ -199,7 +219,8 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		return local(out, RESP_LOCAL_EMPTY_ARRAY); /* no Redis parameter here */
 	} else {
 		return bad(out, CMD_ERR_UNKNOWN_COMMAND,
-			   "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT");
+			   "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT OVERRIDE "
+			   "UNOVERRIDE OVERRIDES");
 	}
 	if (alen[1] == 0)
 		return bad(out, CMD_ERR_BAD_USER, "user is empty");
@@ -285,7 +306,8 @@ static size_t put_text(char *buf, size_t n, const char *s, size_t cap)
 	return n;
 }
 
-#define REPLY_MAX 256
+/* an OVERRIDES item: a user (512), an action (64), a spec (256), headers */
+#define REPLY_MAX 1024
 
 /*
  * redis-cell's reply: [limited, limit, remaining, retry_after_s,
@@ -318,6 +340,22 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 		n = put_int_line(buf, n, ':', res->retry_after_ms);
 		n = put_int_line(buf, n, ':', res->reset_ms);
 		return res->multi ? put_int_line(buf, n, ':', res->pair) : n;
+	case CMD_REPLY_ITEM: /* [index, user, action, spec, ttl_ms]; the end: [] */
+		if (!res->item)
+			return put(buf, n, "*0\r\n", 4);
+		n = put(buf, n, "*5\r\n", 4);
+		n = put_int_line(buf, n, ':', res->item->index);
+		{
+			const char *t = res->item->text;
+			size_t parts[3] = {res->item->ulen, res->item->alen, res->item->spec_len};
+			for (int i = 0; i < 3; i++) {
+				n = put_int_line(buf, n, '$', (int64_t)parts[i]);
+				n = put(buf, n, t, parts[i]);
+				n = put(buf, n, "\r\n", 2);
+				t += parts[i];
+			}
+		}
+		return put_int_line(buf, n, ':', res->item->ttl_ms);
 	case CMD_REPLY_OK:
 	case CMD_REPLY_BYE:
 		return put(buf, n, "+OK\r\n", 5);

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "clients.h"
 #include "cmd.h"
@@ -15,6 +16,8 @@
 #include "denycache.h"
 #include "keys.h"
 #include "listener.h"
+#include "log.h"
+#include "override_live.h"
 #include "stats.h"
 #include "store.h"
 
@@ -51,13 +54,25 @@ size_t server_nclients(const struct server *srv)
 	return clients_count(srv->clients);
 }
 
-/* A RESET made through any daemon: our cached denials for that pair are wrong now. */
+/* A RESET made through any daemon: our cached denials for that pair are
+ * wrong now. Or a run-time override changed: read it again, and its pair's
+ * cached denials were decided under other limits. */
 static void reset_notice(void *arg, const char *tag, size_t len)
 {
 	struct server *srv = arg;
 	const char *action;
 	size_t alen, ulen;
 	char user[KEYS_USER_MAX];
+	size_t nl = sizeof(OVERRIDE_LIVE_NOTICE) - 1;
+	if (len > nl && memcmp(tag, OVERRIDE_LIVE_NOTICE, nl) == 0) {
+		const char *field = tag + nl, *sep = memchr(field, '\n', len - nl);
+		if (srv->env.live)
+			override_live_notice(srv->env.live, tag, len);
+		if (srv->env.deny && sep)
+			denycache_reset_pair(srv->env.deny, field, (size_t)(sep - field), sep + 1,
+					     len - nl - (size_t)(sep - field) - 1);
+		return;
+	}
 	if (srv->env.deny && keys_parse_tag(tag, len, &action, &alen, user, &ulen) == 0)
 		denycache_reset_pair(srv->env.deny, action, alen, user, ulen);
 }
@@ -72,6 +87,8 @@ void server_set_config(struct server *srv, struct config *cfg)
 	/* Denials were decided under the old policies. */
 	if (srv->env.deny)
 		denycache_clear(srv->env.deny);
+	if (srv->env.live)
+		override_live_set_config(srv->env.live, cfg);
 	store_watch_resets(srv->env.store, cfg->prefix, reset_notice, srv);
 }
 
@@ -98,6 +115,9 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	}
 	srv->env.store = store;
 	srv->env.deny = denycache_new(DENY_CACHE_ENTRIES);
+	srv->env.live = override_live_new(base, store, cfg);
+	if (!srv->env.live)
+		log_error("out of memory: run-time overrides are off");
 	store_watch_resets(store, cfg->prefix, reset_notice, srv);
 	config_ref(cfg);
 	srv->cfg = cfg;
@@ -142,5 +162,6 @@ void server_free(struct server *srv)
 	free(srv->ports);
 	config_unref(srv->cfg);
 	denycache_free(srv->env.deny);
+	override_live_free(srv->env.live);
 	free(srv);
 }

@@ -115,6 +115,11 @@ void store_submit(struct store *s, const struct store_request *req, store_done_f
 	s->ops->submit(s, req, done, arg);
 }
 
+void store_call(struct store *s, const struct store_call *c, store_call_fn *done, void *arg)
+{
+	s->ops->call(s, c, done, arg);
+}
+
 int store_multi(const struct store *s)
 {
 	return s->ops->multi;

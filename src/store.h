@@ -129,6 +129,24 @@ typedef void store_done_fn(void *arg, const struct store_result *res);
 
 typedef void store_reset_fn(void *arg, const char *tag, size_t len);
 
+/*
+ * A command for Redis itself, no decision (the admin's run-time overrides):
+ * argv as is, on the Redis holding key (a Cluster's master for its slot;
+ * the store's Redis otherwise), answered within timeout_ms.
+ */
+struct store_call {
+	const char *key;
+	size_t key_len;
+	int argc;
+	const char **argv;
+	const size_t *argvlen;
+	int64_t timeout_ms;
+};
+struct redisReply;
+/* Called exactly once, possibly from inside store_call: Redis's reply
+ * (valid during the call; an error reply is a reply), or NULL with why. */
+typedef void store_call_fn(void *arg, const struct redisReply *reply, const char *why);
+
 /* What a backend tells of its connections, for the metrics endpoint. */
 struct store_health {
 	unsigned conns;		       /* request connections kept, on every node */
@@ -159,6 +177,7 @@ struct store_ops {
 	int (*resets_followed)(const struct store *s);
 	/* Adds this store's connection counts to h. */
 	void (*health)(const struct store *s, struct store_health *h);
+	void (*call)(struct store *s, const struct store_call *c, store_call_fn *done, void *arg);
 	/* 1 if it decides several pairs in one atomic call (store_request.npairs);
 	 * 0: the caller must ask pair by pair (a Cluster: other slots, other nodes). */
 	int multi;
@@ -181,6 +200,7 @@ void store_describe(const struct config_redis *cfg, char *buf, size_t len);
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
 int store_multi(const struct store *s);
+void store_call(struct store *s, const struct store_call *c, store_call_fn *done, void *arg);
 unsigned long store_generation(const struct store *s);
 void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);
 int store_resets_followed(const struct store *s);

@@ -574,6 +574,20 @@ static void cluster_free(struct store *base)
 	free(c);
 }
 
+/* A command that is no decision goes to the master of its key's slot; a
+ * redirect comes back as Redis's error, for the caller to try again. */
+static void cluster_call(struct store *base, const struct store_call *sc, store_call_fn *done,
+			 void *arg)
+{
+	struct store_cluster *c = (struct store_cluster *)base;
+	int node = c->slots[keys_slot(sc->key, sc->key_len)];
+	if (c->closing || node < 0 || !c->nodes[node].st) {
+		done(arg, NULL, "the cluster's slot map does not name the key's master yet");
+		return;
+	}
+	store_call(c->nodes[node].st, sc, done, arg);
+}
+
 static const struct store_ops cluster_ops = {
 	.submit = cluster_submit,
 	.free = cluster_free,
@@ -582,6 +596,7 @@ static const struct store_ops cluster_ops = {
 	.watch_resets = cluster_watch_resets,
 	.resets_followed = cluster_resets_followed,
 	.health = cluster_health,
+	.call = cluster_call,
 	.multi = 0, /* the pairs' keys hash to slots on different masters */
 };
 

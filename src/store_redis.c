@@ -900,6 +900,77 @@ static void redis_watch_resets(struct store *base, const char *prefix, store_res
 	redis_conn_restart(&s->subconn.c);
 }
 
+/* ---- commands that are no decision (store_call) ---- */
+
+/* One command in flight: answered once, by its reply or its deadline; freed
+ * by hiredis's callback, which always comes (NULL on disconnect). */
+struct rcall {
+	store_call_fn *done;
+	void *arg;
+	struct event *timer;
+	int answered;
+};
+
+static void rcall_answer(struct rcall *c, const struct redisReply *reply, const char *why)
+{
+	if (c->answered)
+		return;
+	c->answered = 1;
+	event_del(c->timer);
+	c->done(c->arg, reply, why);
+}
+
+static void rcall_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+	(void)ac;
+	struct rcall *c = privdata;
+	rcall_answer(c, reply, reply ? NULL : "connection to redis lost");
+	event_free(c->timer);
+	free(c);
+}
+
+static void rcall_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	rcall_answer(arg, NULL, "redis did not answer in time");
+}
+
+static void redis_call(struct store *base, const struct store_call *sc, store_call_fn *done,
+		       void *arg)
+{
+	struct store_redis *s = (struct store_redis *)base;
+	struct rconn *rc = NULL;
+	for (int i = 0; i < s->nconns && !rc; i++)
+		if (s->conns[i].c.state == REDIS_CONN_UP && s->conns[i].c.ac)
+			rc = &s->conns[i];
+	if (!rc || s->t.closing) {
+		done(arg, NULL, "redis is not connected");
+		return;
+	}
+	struct rcall *c = calloc(1, sizeof(*c));
+	if (c)
+		c->timer = evtimer_new(s->t.base, rcall_timeout, c);
+	if (!c || !c->timer) {
+		free(c);
+		done(arg, NULL, "out of memory");
+		return;
+	}
+	c->done = done;
+	c->arg = arg;
+	if (redisAsyncCommandArgv(rc->c.ac, rcall_cb, c, sc->argc, sc->argv, sc->argvlen) !=
+	    REDIS_OK) {
+		event_free(c->timer);
+		free(c);
+		done(arg, NULL, "redis connection is closing");
+		return;
+	}
+	struct timeval tv = {.tv_sec = sc->timeout_ms / 1000,
+			     .tv_usec = (sc->timeout_ms % 1000) * 1000};
+	evtimer_add(c->timer, &tv);
+	redis_conn_kick(&rc->c);
+}
+
 static const struct store_ops redis_ops = {
 	.submit = redis_submit,
 	.free = redis_free,
@@ -908,6 +979,7 @@ static const struct store_ops redis_ops = {
 	.watch_resets = redis_watch_resets,
 	.resets_followed = redis_resets_followed,
 	.health = redis_health,
+	.call = redis_call,
 	.multi = 1,
 };
 

@@ -406,6 +406,17 @@ static void sentinel_free(struct store *base)
 	free(s);
 }
 
+static void sentinel_call(struct store *base, const struct store_call *sc, store_call_fn *done,
+			  void *arg)
+{
+	struct store_sentinel *s = (struct store_sentinel *)base;
+	if (!s->cur) {
+		done(arg, NULL, "sentinels have not named a master yet");
+		return;
+	}
+	store_call(s->cur, sc, done, arg);
+}
+
 static const struct store_ops sentinel_ops = {
 	.submit = sentinel_submit,
 	.free = sentinel_free,
@@ -414,6 +425,7 @@ static const struct store_ops sentinel_ops = {
 	.watch_resets = sentinel_watch_resets,
 	.resets_followed = sentinel_resets_followed,
 	.health = sentinel_health,
+	.call = sentinel_call,
 	.multi = 1, /* one master decides it all */
 };
 

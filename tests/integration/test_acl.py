@@ -70,6 +70,12 @@ class AclTest(DaemonTest):
         self.assertDecision(self.c.request("ALLOW alice pen"), "DENIED", 1, 0,
                             retry=(3590000, 3600000))
         self.assertEqual(self.c.request("RESET alice pen"), "OK")
+        # run-time overrides: set, read back at start by the daemon, cleared
+        self.assertEqual(self.c.request("OVERRIDE bob reply unlimited"), "OK")
+        self.assertEqual(self.c.request("ALLOW bob reply"), "ALLOWED -1 -1 0 -1")
+        self.assertEqual(self.c.request("OVERRIDES 0").split()[:4],
+                         ["OVERRIDE", "0", "bob", "reply"])
+        self.assertEqual(self.c.request("UNOVERRIDE bob reply"), "OK")
         self.assertEqual(self.health(), (200, "ok\n"))
         self.assertEqual(self.metric("ratelimitd_redis_refusing"), 0)
         log = self.daemon.log()

@@ -216,5 +216,129 @@ class OverridesTest(DaemonTest):
         self.assertEqual(self.c.request("ALLOW abuser-7 api").split()[0], "ALLOWED")
 
 
+LIVE = {"api": "{limits: [2/1m], overrides: {static-vip: [5/1m]}}",
+        "up": "{algorithm: funnel, capacity: 3, rate: 1/1m}"}
+
+
+class LiveOverridesTest(DaemonTest):
+    """OVERRIDE, UNOVERRIDE and OVERRIDES on an admin listener: kept in
+    Redis (the hash rl:overrides), shared by every daemon on it, kept across
+    daemon restarts and reloads, with an optional expiry."""
+
+    def admin(self, d):
+        c = d.client()
+        self.addCleanup(c.close)
+        return c
+
+    def listing(self, c):
+        out = []
+        for i in range(100):
+            r = c.request("OVERRIDES %d" % i)
+            if r.startswith("END "):
+                self.assertEqual(int(r.split()[1]), len(out))
+                return out
+            w = r.split()
+            self.assertEqual((w[0], int(w[1])), ("OVERRIDE", i), r)
+            out.append((w[2], w[3], w[4], int(w[5])))
+        self.fail("no END")
+
+    def test_set_list_clear_and_errors(self):
+        self.redis = self.start_redis()
+        d = self.start_daemon(LIVE)
+        c = self.admin(d)
+        ok = c.pipeline(["OVERRIDE bob api unlimited", "OVERRIDE eve api blocked 1h",
+                         "OVERRIDE carol api 4/1m,10/1h", "OVERRIDE cap up 5,1/1s",
+                         "OVERRIDE static-vip api blocked"])
+        self.assertEqual(ok, ["OK"] * 5)
+        # answered once Redis has it: applied here from the next request on
+        self.assertEqual(c.request("ALLOW bob api"), "ALLOWED -1 -1 0 -1")
+        self.assertEqual(c.request("ALLOW eve api"), "DENIED 2 0 -1 -1")
+        self.assertEqual(parse_decision(c.request("ALLOW carol api"))[:3], ("ALLOWED", 4, 3))
+        self.assertEqual(parse_decision(c.request("ALLOW cap up"))[:3], ("ALLOWED", 5, 4))
+        # a run-time override wins over the file's
+        self.assertEqual(c.request("ALLOW static-vip api"), "DENIED 2 0 -1 -1")
+        got = self.listing(c)
+        self.assertEqual([g[:3] for g in got],
+                         [("bob", "api", "unlimited"), ("carol", "api", "4/1m,10/1h"),
+                          ("eve", "api", "blocked"), ("static-vip", "api", "blocked"),
+                          ("cap", "up", "5,1/1s")])
+        self.assertTrue(3590000 <= got[2][3] <= 3600000, got)
+        self.assertEqual([g[3] for g in got if g[0] != "eve"], [-1] * 4)
+        self.assertEqual(self.redis.call("HLEN", "rl:overrides"), 5)
+        # cleared: the file's override and the policy are back
+        self.assertEqual(c.pipeline(["UNOVERRIDE static-vip api", "UNOVERRIDE bob api",
+                                     "UNOVERRIDE nobody api"]), ["OK"] * 3)
+        self.assertEqual(parse_decision(c.request("ALLOW static-vip api"))[:2], ("ALLOWED", 5))
+        self.assertEqual(parse_decision(c.request("ALLOW bob api"))[:2], ("ALLOWED", 2))
+        self.assertEqual(len(self.listing(c)), 3)
+        errors = {
+            "OVERRIDE x api 5/1m 0s": "ERR syntax the ttl is a duration from 1s to 366d: "
+                                      "90s, 1h, 7d",
+            "OVERRIDE x nope unlimited": "ERR unknown-action no policy for this action",
+            "OVERRIDE x up 5/1m": "ERR syntax a funnel's override is CAPACITY,RATE "
+                                  "(15,30/1m), unlimited or blocked",
+            "OVERRIDE x api": "ERR syntax usage: OVERRIDE <user> <action> "
+                              "unlimited|blocked|<limits> [<ttl>]",
+            "OVERRIDES x": "ERR syntax usage: OVERRIDES <index> (from 0)",
+        }
+        got = c.pipeline(list(errors))
+        self.assertEqual(dict(zip(errors, got)), errors)
+        self.assertEqual(c.request("OVERRIDE x api 5/1m,5/1m").split()[:2], ["ERR", "syntax"])
+        # only on admin listeners
+        port2 = free_port()
+        d2 = self.start_daemon(LIVE, name="rl2", port=port2, admin=False)
+        c2 = d2.client()
+        self.addCleanup(c2.close)
+        self.assertEqual(c2.request("OVERRIDE z api unlimited"),
+                         "ERR forbidden overrides need a listener with admin: true")
+        # but that daemon applies them, read from Redis as soon as it answers
+        wait_until(lambda: c2.request("PEEK eve api") == "DENIED 2 0 -1 -1", 2.0,
+                   what="daemon 2 to read the overrides")
+
+    def test_shared_expiring_and_kept_across_restart_and_reload(self):
+        self.redis = self.start_redis()
+        d1 = self.start_daemon(LIVE, name="rl1")
+        d2 = self.start_daemon(LIVE, name="rl2")
+        c1, c2 = self.admin(d1), self.admin(d2)
+        # set through one daemon, applied by the other within moments
+        self.assertEqual(c1.request("OVERRIDE mallory api blocked"), "OK")
+        wait_until(lambda: c2.request("ALLOW mallory api") == "DENIED 2 0 -1 -1", 2.0,
+                   what="daemon 2 to apply the override")
+        self.assertEqual(c2.request("UNOVERRIDE mallory api"), "OK")
+        wait_until(lambda: c1.request("PEEK mallory api").startswith("ALLOWED 2 "), 2.0,
+                   what="daemon 1 to see it cleared")
+        # an expiry: the override's denials are not kept past it (no deny cache)
+        self.assertEqual(c1.request("OVERRIDE temp api 1/1h 1s"), "OK")
+        t0 = time.monotonic()
+        self.assertEqual(parse_decision(c1.request("ALLOW temp api"))[:2], ("ALLOWED", 1))
+        self.assertEqual(parse_decision(c1.request("ALLOW temp api"))[0], "DENIED")
+        time.sleep(max(0, 1.1 - (time.monotonic() - t0)))
+        self.assertEqual(parse_decision(c1.request("ALLOW temp api"))[:2], ("ALLOWED", 2))
+        wait_until(lambda: self.redis.call("HEXISTS", "rl:overrides", "api\ntemp") == 0
+                   or c2.request("OVERRIDES 0") == "END 0", 2.0, what="the expired one to go")
+        # kept across a restart: the hash is read again at start
+        self.assertEqual(c1.request("OVERRIDE vip api unlimited"), "OK")
+        c2.close()
+        d2.stop()
+        d2.start()
+        c2 = self.admin(d2)
+        wait_until(lambda: c2.request("ALLOW vip api") == "ALLOWED -1 -1 0 -1", 2.0,
+                   what="the restarted daemon to load the override")
+        # and across a reload, on the new policy: limits are rebuilt on it
+        self.assertEqual(c1.request("OVERRIDE lim api 3/1m"), "OK")
+        n = len(d1.log_lines())
+        d1.reload(make_config(["127.0.0.1:%d" % d1.port], {"address": self.redis.address},
+                              {"api": "[2/1m, 100/1d]", "up": LIVE["up"]}))
+        d1.wait_log(r"^info: reload: configuration .* loaded", start=n)
+        self.assertEqual(c1.request("ALLOW vip api"), "ALLOWED -1 -1 0 -1")
+        self.assertEqual(parse_decision(c1.request("ALLOW lim api"))[:3], ("ALLOWED", 3, 2))
+        # a Redis that lost everything (restarted empty) loses them too: the
+        # hash is the source of truth, read again when the connection returns
+        self.redis.stop()
+        self.redis.start()
+        wait_until(lambda: c1.request("ALLOW vip api").startswith("ALLOWED 2 "), 5.0,
+                   what="daemon 1 to read the empty hash again")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -118,6 +118,47 @@ START_TEST(many)
 END_TEST
 
 /* From the file: the policy an override makes keeps the policy's name and options. */
+/* A run-time override's spec, for a window policy and a funnel. */
+START_TEST(spec_parse)
+{
+	struct policy win = {
+		.name = "api", .name_len = 3, .algo = POLICY_FIXED_WINDOW, .nlimits = 1};
+	win.limits[0] = (struct policy_limit){10, 10, 60000};
+	struct policy fun = {.name = "up", .name_len = 2, .algo = POLICY_FUNNEL, .nlimits = 1};
+	fun.limits[0] = (struct policy_limit){15, 30, 60000};
+	enum override_kind k;
+	struct policy *p;
+	char err[200];
+#define SPEC(pol, s) override_spec_parse(pol, s, strlen(s), &k, &p, err, sizeof(err))
+	ck_assert_int_eq(SPEC(&win, "unlimited"), 0);
+	ck_assert(k == OVERRIDE_UNLIMITED && p == NULL);
+	ck_assert_int_eq(SPEC(&fun, "blocked"), 0);
+	ck_assert(k == OVERRIDE_BLOCKED && p == NULL);
+	ck_assert_int_eq(SPEC(&win, "100/1m,5000/1d"), 0);
+	ck_assert(k == OVERRIDE_LIMITS && p && p->algo == POLICY_FIXED_WINDOW && p->nlimits == 2);
+	ck_assert(p->limits[1].count == 5000 && p->limits[1].capacity == 5000 &&
+		  p->limits[1].period_ms == 86400000 && strcmp(p->name, "api") == 0);
+	free(p);
+	ck_assert_int_eq(SPEC(&fun, "30,60/1m"), 0);
+	ck_assert(p && p->nlimits == 1 && p->limits[0].capacity == 30 && p->limits[0].count == 60 &&
+		  p->limits[0].period_ms == 60000);
+	free(p);
+	static const char *const bad_win[] = {"",     "5",	   "5/1m,", ",5/1m",	"5/1m,5/1m",
+					      "x/1m", "Unlimited", "0/1m",  "5/1m 6/1h"};
+	for (size_t i = 0; i < sizeof(bad_win) / sizeof(bad_win[0]); i++) {
+		ck_assert_msg(SPEC(&win, bad_win[i]) == -1, "'%s' parsed", bad_win[i]);
+		ck_assert(p == NULL && err[0]);
+	}
+	static const char *const bad_fun[] = {
+		"", "30", "30,", "60/1m", "0,60/1m", "30,60/1m,1/1s", "x,60/1m"};
+	for (size_t i = 0; i < sizeof(bad_fun) / sizeof(bad_fun[0]); i++) {
+		ck_assert_msg(SPEC(&fun, bad_fun[i]) == -1, "'%s' parsed", bad_fun[i]);
+		ck_assert(p == NULL && err[0]);
+	}
+#undef SPEC
+}
+END_TEST
+
 START_TEST(from_config)
 {
 	char err[512];
@@ -160,6 +201,7 @@ int main(void)
 	tcase_add_test(tc, duplicates_and_equality);
 	tcase_add_test(tc, many);
 	tcase_add_test(tc, from_config);
+	tcase_add_test(tc, spec_parse);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -1,0 +1,561 @@
+/*
+ * override_live.c - run-time overrides (see override_live.h).
+ *
+ * In Redis: the hash <prefix>overrides, field "<action>\n<user>", value
+ * "<until_ms> <spec>" (until in Redis's clock, 0 for never). Each change is
+ * one script (the hash, then a notice "!o<field>" on the RESET channel), so
+ * every daemon subscribed sees it and reads that field again; a daemon
+ * reads the whole hash when its subscription (re)starts or Redis may have
+ * restarted (store generation), since notices may have been missed.
+ * Expired fields are dropped from the hash by whoever loads it.
+ *
+ * Here: the fields in force, sorted by bytes, found by binary search.
+ */
+#include "override_live.h"
+
+#include <event2/event.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "config.h"
+#include "keys.h"
+#include "log.h"
+#include "policy.h"
+#include "store.h"
+
+/* How often the mirror checks whether it must read the hash again. */
+#define TICK_MS 250
+#define TICK_FIRST_MS 10
+#define CALL_TIMEOUT_MS 5000
+#define SPEC_MAX OVERRIDE_LIVE_SPEC_MAX
+
+/* Redis's clock in ms: TIME as one number. */
+#define LUA_NOW "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
+
+/* {now, field, value or nil}, as lua_get: the daemon that made the change
+ * applies it at once, before its notice comes back */
+static const char lua_put[] =
+	LUA_NOW "local v = false "
+		"if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else "
+		"local untl = 0 "
+		"if tonumber(ARGV[3]) > 0 then untl = now + tonumber(ARGV[3]) end "
+		"v = string.format('%.0f', untl) .. ' ' .. ARGV[2] "
+		"redis.call('HSET', KEYS[1], ARGV[1], v) "
+		"end "
+		"redis.call('PUBLISH', ARGV[4], ARGV[5] .. ARGV[1]) "
+		"return {string.format('%.0f', now), ARGV[1], v}";
+static const char lua_load[] =
+	LUA_NOW "local all = redis.call('HGETALL', KEYS[1]) "
+		"local out = {string.format('%.0f', now)} "
+		"for i = 1, #all, 2 do "
+		"local untl = tonumber(string.match(all[i + 1], '^(%d+) ')) "
+		"if untl and untl ~= 0 and untl <= now then redis.call('HDEL', KEYS[1], all[i]) "
+		"else out[#out + 1] = all[i] out[#out + 1] = all[i + 1] end "
+		"end "
+		"return out";
+/* the reply carries the field back: {now, field, value or nil} */
+static const char lua_get[] = LUA_NOW "return {string.format('%.0f', now), ARGV[1], "
+				      "redis.call('HGET', KEYS[1], ARGV[1])}";
+
+struct entry {
+	struct override o; /* pattern: the field; policy: OVERRIDE_LIMITS's, owned */
+	size_t alen;	   /* the action is pattern[0..alen) */
+	int inert;	   /* no such action, or a spec its policy no longer takes */
+	int64_t until_ms;  /* Redis's clock; 0: never */
+	size_t spec_len;
+	char spec[];
+};
+
+struct call;
+
+struct override_live {
+	struct event_base *base;
+	struct store *store;
+	struct config *cfg;
+	struct entry **v; /* sorted by field */
+	size_t n, cap;
+	int64_t offset_ms; /* Redis's clock minus ours */
+	struct event *tick;
+	int loaded, loading;
+	int load_followed;    /* notices were followed when the hash was last read */
+	char load_error[128]; /* why the last read failed, logged once */
+	unsigned long loaded_gen;
+	size_t hash_len, channel_len;
+	char hash[KEYS_PREFIX_MAX + 16];
+	char channel[KEYS_RESET_CHANNEL_MAX + 1];
+	struct call *calls; /* in flight: cut loose when l is freed */
+};
+
+enum call_kind { CALL_LOAD, CALL_GET, CALL_PUT };
+
+struct call {
+	struct override_live *l; /* NULL once l is freed */
+	struct call *prev, *next;
+	enum call_kind kind;
+	override_live_done_fn *done; /* CALL_PUT */
+	void *arg;
+};
+
+static int64_t real_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t redis_now_ms(const struct override_live *l)
+{
+	return real_ms() + l->offset_ms;
+}
+
+static int field_cmp(const struct entry *e, const char *a, size_t alen, const char *u, size_t ulen)
+{
+	/* the field is action '\n' user; compare without building it */
+	size_t el = e->o.len, fl = alen + 1 + ulen;
+	const char *p = e->o.pattern;
+	size_t k = 0;
+	for (; k < el && k < fl; k++) {
+		unsigned char x = (unsigned char)p[k];
+		unsigned char y = (unsigned char)(k < alen    ? a[k]
+						  : k == alen ? '\n'
+							      : u[k - alen - 1]);
+		if (x != y)
+			return x < y ? -1 : 1;
+	}
+	return el < fl ? -1 : el > fl;
+}
+
+/* Where (action, user) is or would go. */
+static size_t find_at(const struct override_live *l, const char *a, size_t alen, const char *u,
+		      size_t ulen, int *found)
+{
+	size_t lo = 0, hi = l->n;
+	*found = 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = field_cmp(l->v[mid], a, alen, u, ulen);
+		if (c == 0) {
+			*found = 1;
+			return mid;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void entry_free(struct entry *e)
+{
+	if (!e)
+		return;
+	free(e->o.policy);
+	free((char *)e->o.pattern);
+	free(e);
+}
+
+/* Makes e's override for the policy of its action in cfg. */
+static void entry_bind(struct entry *e, const struct config *cfg)
+{
+	free(e->o.policy);
+	e->o.policy = NULL;
+	e->inert = 1;
+	const struct policy *p = cfg ? config_find_policy(cfg, e->o.pattern, e->alen) : NULL;
+	if (!p)
+		return;
+	char err[200];
+	if (override_spec_parse(p, e->spec, e->spec_len, &e->o.kind, &e->o.policy, err,
+				sizeof(err)) < 0) {
+		log_warn("override for %.*s: %s (spec %.*s); not applied", (int)e->alen,
+			 e->o.pattern, err, (int)e->spec_len, e->spec);
+		return;
+	}
+	e->inert = 0;
+}
+
+static void remove_at(struct override_live *l, size_t i)
+{
+	entry_free(l->v[i]);
+	memmove(l->v + i, l->v + i + 1, (l->n - i - 1) * sizeof(*l->v));
+	l->n--;
+}
+
+/* Field and value as Redis has them; value NULL: the field is gone. */
+static void apply(struct override_live *l, const char *field, size_t flen, const char *value,
+		  size_t vlen)
+{
+	const char *nl = memchr(field, '\n', flen);
+	if (!nl)
+		return; /* not a field this file writes */
+	size_t alen = (size_t)(nl - field);
+	const char *user = nl + 1;
+	size_t ulen = flen - alen - 1;
+	int found;
+	size_t at = find_at(l, field, alen, user, ulen, &found);
+	int64_t until = 0;
+	const char *sp = value ? memchr(value, ' ', vlen) : NULL;
+	if (sp) {
+		for (const char *c = value; c < sp; c++) {
+			if (*c < '0' || *c > '9' || until > INT64_MAX / 10 - 10) {
+				sp = NULL;
+				break;
+			}
+			until = until * 10 + (*c - '0');
+		}
+	}
+	size_t spec_len = sp ? vlen - (size_t)(sp + 1 - value) : 0;
+	if (!sp || spec_len == 0 || spec_len > SPEC_MAX || ulen == 0 || ulen > KEYS_USER_MAX ||
+	    (until != 0 && until <= redis_now_ms(l))) {
+		if (found)
+			remove_at(l, at);
+		return;
+	}
+	if (!found && l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		struct entry **v = realloc(l->v, cap * sizeof(*v));
+		if (!v) {
+			log_error("out of memory: a run-time override is not applied");
+			return;
+		}
+		l->v = v;
+		l->cap = cap;
+	}
+	struct entry *e = calloc(1, sizeof(*e) + spec_len + 1);
+	char *pattern = malloc(flen + 1);
+	if (!e || !pattern) {
+		free(e);
+		free(pattern);
+		log_error("out of memory: a run-time override is not applied");
+		return;
+	}
+	memcpy(pattern, field, flen);
+	pattern[flen] = '\0';
+	e->o.pattern = pattern;
+	e->o.len = flen;
+	e->alen = alen;
+	e->until_ms = until;
+	e->spec_len = spec_len;
+	memcpy(e->spec, sp + 1, spec_len);
+	entry_bind(e, l->cfg);
+	if (found) {
+		entry_free(l->v[at]);
+	} else {
+		memmove(l->v + at + 1, l->v + at, (l->n - at) * sizeof(*l->v));
+		l->n++;
+	}
+	l->v[at] = e;
+}
+
+/* ---- Redis ---- */
+
+static void call_done(void *arg, const struct redisReply *reply, const char *why);
+
+static struct call *call_new(struct override_live *l, enum call_kind kind)
+{
+	struct call *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->l = l;
+	c->kind = kind;
+	c->next = l->calls;
+	if (l->calls)
+		l->calls->prev = c;
+	l->calls = c;
+	return c;
+}
+
+static void call_unlink(struct call *c)
+{
+	if (!c->l)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		c->l->calls = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+}
+
+static void eval(struct override_live *l, struct call *c, const char *script, int nargs,
+		 const char **args, const size_t *lens)
+{
+	const char *argv[10] = {"EVAL", script, "1", l->hash};
+	size_t argl[10] = {4, strlen(script), 1, l->hash_len};
+	for (int i = 0; i < nargs; i++) {
+		argv[4 + i] = args[i];
+		argl[4 + i] = lens[i];
+	}
+	struct store_call sc = {
+		.key = l->hash,
+		.key_len = l->hash_len,
+		.argc = 4 + nargs,
+		.argv = argv,
+		.argvlen = argl,
+		.timeout_ms = CALL_TIMEOUT_MS,
+	};
+	store_call(l->store, &sc, call_done, c);
+}
+
+/* Redis's now, the first element of a load or get reply. */
+static int learn_clock(struct override_live *l, const struct redisReply *r)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !r->element[0] ||
+	    r->element[0]->type != REDIS_REPLY_STRING)
+		return -1;
+	long long now = atoll(r->element[0]->str);
+	if (now <= 0)
+		return -1;
+	l->offset_ms = now - real_ms();
+	return 0;
+}
+
+static void loaded(struct override_live *l, const struct redisReply *r)
+{
+	if (learn_clock(l, r) < 0 || (r->elements - 1) % 2 != 0) {
+		log_warn("overrides: unexpected reply reading %s; run-time overrides unchanged",
+			 l->hash);
+		return;
+	}
+	for (size_t i = 0; i < l->n; i++)
+		entry_free(l->v[i]);
+	l->n = 0;
+	for (size_t i = 1; i + 1 < r->elements; i += 2) {
+		const redisReply *f = r->element[i], *v = r->element[i + 1];
+		if (f && v && f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+			apply(l, f->str, f->len, v->str, v->len);
+	}
+	l->loaded = 1;
+	log_debug("overrides: %zu run-time overrides read from redis", l->n);
+}
+
+static void call_done(void *arg, const struct redisReply *reply, const char *why)
+{
+	struct call *c = arg;
+	struct override_live *l = c->l;
+	call_unlink(c);
+	if (reply && reply->type == REDIS_REPLY_ERROR)
+		why = reply->str;
+	switch (c->kind) {
+	case CALL_LOAD:
+		if (l) {
+			l->loading = 0;
+			if (!why) {
+				loaded(l, reply);
+				l->load_error[0] = '\0';
+			} else if (strncmp(l->load_error, why, sizeof(l->load_error) - 1) != 0) {
+				/* once per cause, not at every retry */
+				log_warn("overrides: cannot read %s: %s (retrying)", l->hash, why);
+				snprintf(l->load_error, sizeof(l->load_error), "%s", why);
+			}
+		}
+		break;
+	case CALL_GET:
+	case CALL_PUT:
+		if (l && !why && learn_clock(l, reply) == 0 && reply->elements == 3) {
+			const redisReply *f = reply->element[1], *v = reply->element[2];
+			if (f && f->type == REDIS_REPLY_STRING)
+				apply(l, f->str, f->len,
+				      v && v->type == REDIS_REPLY_STRING ? v->str : NULL,
+				      v && v->type == REDIS_REPLY_STRING ? v->len : 0);
+		} else if (l && why && c->kind == CALL_GET) {
+			log_warn("overrides: cannot read a changed override: %s", why);
+			l->loaded = 0; /* read them all again */
+		}
+		/* the admin's request is still in flight (its client waits for it) */
+		if (c->kind == CALL_PUT && c->done)
+			c->done(c->arg, why);
+		break;
+	}
+	free(c);
+}
+
+static void load(struct override_live *l, int followed)
+{
+	struct call *c = call_new(l, CALL_LOAD);
+	if (!c)
+		return;
+	l->loading = 1;
+	l->load_followed = followed;
+	l->loaded_gen = store_generation(l->store);
+	eval(l, c, lua_load, 0, NULL, NULL);
+}
+
+static void tick_arm(struct override_live *l)
+{
+	/* often until the hash is read: a daemon starting applies the
+	 * overrides as soon as Redis answers */
+	int ms = l->loaded ? TICK_MS : TICK_FIRST_MS;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = ms * 1000};
+	evtimer_add(l->tick, &tv);
+}
+
+static void tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct override_live *l = arg;
+	int followed = store_resets_followed(l->store);
+	/* Read the hash at start (as soon as Redis answers), once notices are
+	 * followed if they were not when it was read (a change in between
+	 * would be missed), and whenever Redis may have restarted. */
+	if (!l->loading && (!l->loaded || (followed && !l->load_followed) ||
+			    store_generation(l->store) != l->loaded_gen))
+		load(l, followed);
+	/* expired ones go (Redis drops them at the next load) */
+	int64_t now = redis_now_ms(l);
+	for (size_t i = l->n; i-- > 0;)
+		if (l->v[i]->until_ms && l->v[i]->until_ms <= now)
+			remove_at(l, i);
+	tick_arm(l);
+}
+
+/* ---- interface ---- */
+
+static void set_names(struct override_live *l, const struct config *cfg)
+{
+	size_t plen = strlen(cfg->prefix);
+	if (plen > KEYS_PREFIX_MAX)
+		plen = KEYS_PREFIX_MAX;
+	memcpy(l->hash, cfg->prefix, plen);
+	memcpy(l->hash + plen, "overrides", 9);
+	l->hash_len = plen + 9;
+	l->channel_len = keys_reset_channel(l->channel, cfg->prefix, plen);
+}
+
+struct override_live *override_live_new(struct event_base *base, struct store *store,
+					struct config *cfg)
+{
+	struct override_live *l = calloc(1, sizeof(*l));
+	if (!l)
+		return NULL;
+	l->base = base;
+	l->store = store;
+	l->tick = evtimer_new(base, tick_cb, l);
+	if (!l->tick) {
+		free(l);
+		return NULL;
+	}
+	override_live_set_config(l, cfg);
+	tick_arm(l);
+	return l;
+}
+
+void override_live_free(struct override_live *l)
+{
+	if (!l)
+		return;
+	for (struct call *c = l->calls; c; c = c->next)
+		c->l = NULL; /* their replies find nothing to update */
+	event_free(l->tick);
+	for (size_t i = 0; i < l->n; i++)
+		entry_free(l->v[i]);
+	free(l->v);
+	if (l->cfg)
+		config_unref(l->cfg);
+	free(l);
+}
+
+void override_live_set_config(struct override_live *l, struct config *cfg)
+{
+	config_ref(cfg);
+	int renamed = !l->cfg || strcmp(l->cfg->prefix, cfg->prefix) != 0;
+	if (l->cfg)
+		config_unref(l->cfg);
+	l->cfg = cfg;
+	set_names(l, cfg);
+	if (renamed) { /* another hash: read it */
+		for (size_t i = 0; i < l->n; i++)
+			entry_free(l->v[i]);
+		l->n = 0;
+		l->loaded = 0;
+		return;
+	}
+	for (size_t i = 0; i < l->n; i++)
+		entry_bind(l->v[i], cfg);
+}
+
+const struct override *override_live_find(const struct override_live *l, const struct policy *p,
+					  const char *user, size_t ulen)
+{
+	if (!l || l->n == 0)
+		return NULL;
+	int found;
+	size_t at = find_at(l, p->name, p->name_len, user, ulen, &found);
+	if (!found)
+		return NULL;
+	const struct entry *e = l->v[at];
+	if (e->inert || (e->until_ms && e->until_ms <= redis_now_ms(l)))
+		return NULL;
+	return &e->o;
+}
+
+void override_live_notice(struct override_live *l, const char *msg, size_t len)
+{
+	size_t nl = sizeof(OVERRIDE_LIVE_NOTICE) - 1;
+	if (len <= nl || memcmp(msg, OVERRIDE_LIVE_NOTICE, nl) != 0)
+		return;
+	struct call *c = call_new(l, CALL_GET);
+	if (!c) {
+		l->loaded = 0;
+		return;
+	}
+	const char *args[1] = {msg + nl};
+	size_t lens[1] = {len - nl};
+	eval(l, c, lua_get, 1, args, lens);
+}
+
+void override_live_put(struct override_live *l, const char *action, size_t alen, const char *user,
+		       size_t ulen, const char *spec, size_t spec_len, int64_t ttl_ms,
+		       override_live_done_fn *done, void *arg)
+{
+	char field[POLICY_NAME_MAX + 1 + KEYS_USER_MAX];
+	char ttl[24];
+	if (alen > POLICY_NAME_MAX || ulen > KEYS_USER_MAX || spec_len > SPEC_MAX) {
+		done(arg, "too long");
+		return;
+	}
+	memcpy(field, action, alen);
+	field[alen] = '\n';
+	memcpy(field + alen + 1, user, ulen);
+	int tl = snprintf(ttl, sizeof(ttl), "%lld", (long long)(ttl_ms > 0 ? ttl_ms : 0));
+	struct call *c = call_new(l, CALL_PUT);
+	if (!c) {
+		done(arg, "out of memory");
+		return;
+	}
+	c->done = done;
+	c->arg = arg;
+	const char *args[5] = {field, spec ? spec : "", ttl, l->channel, OVERRIDE_LIVE_NOTICE};
+	size_t lens[5] = {alen + 1 + ulen, spec ? spec_len : 0, (size_t)tl, l->channel_len,
+			  sizeof(OVERRIDE_LIVE_NOTICE) - 1};
+	eval(l, c, lua_put, 5, args, lens);
+}
+
+size_t override_live_count(const struct override_live *l)
+{
+	return l ? l->n : 0;
+}
+
+int override_live_nth(const struct override_live *l, size_t i, struct override_live_item *it)
+{
+	if (!l || i >= l->n)
+		return -1;
+	const struct entry *e = l->v[i];
+	it->action = e->o.pattern;
+	it->alen = e->alen;
+	it->user = e->o.pattern + e->alen + 1;
+	it->ulen = e->o.len - e->alen - 1;
+	it->spec = e->spec;
+	it->spec_len = e->spec_len;
+	if (e->until_ms) {
+		int64_t left = e->until_ms - redis_now_ms(l);
+		it->ttl_ms = left > 0 ? left : 0;
+	} else {
+		it->ttl_ms = -1;
+	}
+	return 0;
+}
