@@ -9,8 +9,9 @@
 #                                    redis.address are added, REDIS_YAML
 #                                    (indented lines) goes under redis:, so
 #                                    YAML must not have listen: or redis:;
-#                                    sets BP_DAEMON_PORT, BP_DAEMON_PID, and
+#                                    sets BP_DAEMON_PORT, BP_DAEMON_PID,
 #                                    BP_HTTP_PORT (a protocol: http listener)
+#                                    and BP_ADMIN_PORT (admin: true)
 # bp_cleanup                         stops what was started (call from a trap)
 
 BP_REDIS_PID=
@@ -67,9 +68,10 @@ bp_start_daemon() {
 	for _ in 1 2 3 4 5; do
 		BP_DAEMON_PORT=$(bp_free_port) || return 1
 		BP_HTTP_PORT=$(bp_free_port) || return 1
+		BP_ADMIN_PORT=$(bp_free_port) || return 1
 		{
-			printf 'listen: ["127.0.0.1:%s", {address: "127.0.0.1:%s", protocol: http}]\n' \
-				"$BP_DAEMON_PORT" "$BP_HTTP_PORT"
+			printf 'listen: ["127.0.0.1:%s", {address: "127.0.0.1:%s", protocol: http}, {address: "127.0.0.1:%s", admin: true}]\n' \
+				"$BP_DAEMON_PORT" "$BP_HTTP_PORT" "$BP_ADMIN_PORT"
 			printf 'redis:\n  address: 127.0.0.1:%s\n' "$BP_REDIS_PORT"
 			[ -n "$redis_extra" ] && printf '%s\n' "$redis_extra"
 			printf '%s\n' "$yaml"

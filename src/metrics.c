@@ -97,6 +97,9 @@ static void render(struct metrics *m, struct evbuffer *b)
 	family(b, "ratelimitd_shadow_denied_total", "counter",
 	       "Denials that shadow mode answered ALLOWED (counted as denied above too).");
 	evbuffer_add_printf(b, "ratelimitd_shadow_denied_total %llu\n", stats.shadow_denied);
+	family(b, "ratelimitd_overrides_live", "gauge",
+	       "Run-time overrides (OVERRIDE) in force, as this daemon mirrors them from Redis.");
+	evbuffer_add_printf(b, "ratelimitd_overrides_live %zu\n", server_noverrides(m->srv));
 	family(b, "ratelimitd_multi_partial_total", "counter",
 	       "MALLOWs a Redis Cluster denied after charging some of their pairs "
 	       "(another request took the last units between check and charge)");

@@ -54,6 +54,11 @@ size_t server_nclients(const struct server *srv)
 	return clients_count(srv->clients);
 }
 
+size_t server_noverrides(const struct server *srv)
+{
+	return override_live_count(srv->env.live);
+}
+
 /* A RESET made through any daemon: our cached denials for that pair are
  * wrong now. Or a run-time override changed: read it again, and its pair's
  * cached denials were decided under other limits. */

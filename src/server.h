@@ -23,6 +23,8 @@ struct store *server_store(const struct server *srv);
  * done(arg) runs from the loop once no client is left. */
 void server_drain(struct server *srv, void (*done)(void *arg), void *arg);
 size_t server_nclients(const struct server *srv);
+/* Run-time overrides in force (override_live.h). */
+size_t server_noverrides(const struct server *srv);
 void server_free(struct server *srv);
 
 #endif

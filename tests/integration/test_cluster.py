@@ -393,6 +393,26 @@ class ClusterPairsTest(ClusterBase):
         self.assertEqual(c.request("MPEEK carol acct - all"), "ALLOWED 3 3 0 0 1")
         self.assertEqual(scrape_metrics(mport)["ratelimitd_multi_partial_total"], 0)
 
+    def test_live_overrides_on_a_cluster(self):
+        """The overrides' hash lives on its slot's master; every daemon reads
+        it, and applies a change made through another."""
+        self.cluster()
+        d1, d2 = self.cdaemon(name="rl1"), self.cdaemon(name="rl2")
+        c1, c2 = self.client(d1), self.client(d2)
+        self.assertEqual(c1.request("OVERRIDE vip reply unlimited 1h"), "OK")
+        self.assertEqual(c1.request("OVERRIDE bad login blocked"), "OK")
+        wait_until(lambda: c2.request("ALLOW vip reply") == "ALLOWED -1 -1 0 -1", 3 * SLOW,
+                   what="daemon 2 to apply the override")
+        wait_until(lambda: c2.request("ALLOW bad login") == "DENIED 3 0 -1 -1", 3 * SLOW,
+                   what="daemon 2 to apply the second override")
+        owner = self.cl.owner(key_slot(b"rl:overrides"))
+        with owner.resp() as r:
+            self.assertEqual(r.call("HLEN", "rl:overrides"), 2)
+        self.assertEqual(c2.request("OVERRIDES 0").split()[:4], ["OVERRIDE", "0", "bad", "login"])
+        self.assertEqual(c2.request("UNOVERRIDE vip reply"), "OK")
+        wait_until(lambda: c1.request("PEEK vip reply").startswith("ALLOWED 5 "), 3 * SLOW,
+                   what="daemon 1 to see it cleared")
+
     def test_three_daemons_never_over_any_limit(self):
         """16 accounts on 8 addresses, 6 logins each, through 3 daemons and
         12 connections at once (per account 3, per address 5, for everyone

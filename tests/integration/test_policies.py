@@ -244,7 +244,8 @@ class LiveOverridesTest(DaemonTest):
 
     def test_set_list_clear_and_errors(self):
         self.redis = self.start_redis()
-        d = self.start_daemon(LIVE)
+        self.mport = free_port()
+        d = self.start_daemon(LIVE, metrics='{listen: "127.0.0.1:%d"}' % self.mport)
         c = self.admin(d)
         ok = c.pipeline(["OVERRIDE bob api unlimited", "OVERRIDE eve api blocked 1h",
                          "OVERRIDE carol api 4/1m,10/1h", "OVERRIDE cap up 5,1/1s",
@@ -265,6 +266,7 @@ class LiveOverridesTest(DaemonTest):
         self.assertTrue(3590000 <= got[2][3] <= 3600000, got)
         self.assertEqual([g[3] for g in got if g[0] != "eve"], [-1] * 4)
         self.assertEqual(self.redis.call("HLEN", "rl:overrides"), 5)
+        self.assertEqual(scrape_metrics(self.mport)["ratelimitd_overrides_live"], 5)
         # cleared: the file's override and the policy are back
         self.assertEqual(c.pipeline(["UNOVERRIDE static-vip api", "UNOVERRIDE bob api",
                                      "UNOVERRIDE nobody api"]), ["OK"] * 3)

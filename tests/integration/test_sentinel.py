@@ -264,6 +264,30 @@ class SentinelReadonlyTest(SentinelBase):
 
 
 class SentinelMiscTest(SentinelBase):
+    def test_live_overrides_on_the_master_survive_failover(self):
+        """A run-time override is written to the master the sentinels name,
+        read by every daemon, and replicated: after a failover the new
+        master still has it, and a daemon started then applies it."""
+        ss = self.sentinels(replicas=1)
+        d1, d2 = self.sdaemon(name="rl1"), self.sdaemon(name="rl2")
+        c1, c2 = self.client(d1), self.client(d2)
+        self.wait_decisions(c1)
+        self.wait_decisions(c2)
+        self.assertEqual(c1.request("OVERRIDE mallory reply blocked"), "OK")
+        wait_until(lambda: c2.request("PEEK mallory reply") == "DENIED 5 0 -1 -1", 3 * SLOW,
+                   what="daemon 2 to apply the override")
+        old = ss.current_master()
+        ss.wait_replicated()
+        ss.kill_master()
+        ss.wait_failover(old)
+        d3 = self.sdaemon(name="rl3")
+        c3 = self.client(d3)
+        wait_until(lambda: c3.request("ALLOW mallory reply") == "DENIED 5 0 -1 -1", 10 * SLOW,
+                   what="a daemon started after the failover to apply it")
+        self.assertEqual(c3.request("UNOVERRIDE mallory reply"), "OK")
+        wait_until(lambda: c1.request("PEEK mallory reply").startswith("ALLOWED 5 "), 5 * SLOW,
+                   what="daemon 1 to see it cleared")
+
     def test_first_sentinel_unreachable(self):
         """A dead address first in the list: the daemon asks the others."""
         ss = self.sentinels(replicas=1)
