@@ -351,7 +351,8 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	if (o) {
 		switch (o->kind) {
 		case OVERRIDE_LIMITS:
-			p = o->policy;
+			slot->policy_copy = *o->policy;
+			p = &slot->policy_copy;
 			slot->overridden = 1;
 			break;
 		case OVERRIDE_UNLIMITED:
@@ -459,7 +460,7 @@ static void throttle(struct config *cfg, const struct cmd_env *env, const struct
 		cmd_reply_error(slot, CMD_ERR_SYNTAX, msg);
 		return;
 	}
-	struct policy *p = &slot->throttle_policy;
+	struct policy *p = &slot->policy_copy;
 	memset(p, 0, sizeof(*p));
 	p->name_len = strlen(t->namespace);
 	memcpy(p->name, t->namespace, p->name_len + 1);

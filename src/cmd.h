@@ -164,12 +164,14 @@ struct cmd_slot {
 	int64_t cost;
 	size_t user_len;
 	char user[KEYS_USER_MAX];
-	int own_policy;		       /* policy is throttle_policy, not cfg's */
-	int overridden;		       /* policy is an override's limits */
-	int shadow;		       /* answer a denial ALLOWED (shadow mode) */
-	int names_policy;	       /* fill res.action and res.window_ms (set by the caller) */
-	struct policy throttle_policy; /* CMD_THROTTLE's, built from the request */
-	struct multi *multi;	       /* MALLOW, MPEEK: while the store decides (multi.c) */
+	int own_policy;	  /* policy is CMD_THROTTLE's (policy_copy), not cfg's */
+	int overridden;	  /* policy is an override's limits */
+	int shadow;	  /* answer a denial ALLOWED (shadow mode) */
+	int names_policy; /* fill res.action and res.window_ms (set by the caller) */
+	/* CMD_THROTTLE's policy, built from the request; or an override's
+	 * limits, copied: a run-time one may change while the store decides */
+	struct policy policy_copy;
+	struct multi *multi; /* MALLOW, MPEEK: while the store decides (multi.c) */
 	void (*complete)(struct cmd_slot *slot);
 };
 

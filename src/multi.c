@@ -25,7 +25,8 @@ struct multi;
 
 struct multi_pair {
 	struct multi *m;
-	const struct policy *policy; /* what decides: the action's, or its override's */
+	const struct policy *policy; /* what decides: the action's, or own */
+	struct policy own;	     /* an override's limits, copied (a run-time one may change) */
 	const struct policy *named;  /* the action's: stats, shadow, the deny cache */
 	int index;		     /* 1-based position in the request */
 	int shadow;		     /* never denies (shadow mode, some pairs only) */
@@ -59,7 +60,13 @@ static int same_bytes(const char *a, size_t al, const char *b, size_t bl)
 /* Makes pair the one the reply speaks of: its policy, user and position. */
 static void multi_speak_of(struct cmd_slot *slot, const struct multi_pair *mp)
 {
-	slot->policy = mp->policy;
+	/* the slot outlives the multi: an override's copy moves into it */
+	if (mp->policy == &mp->own) {
+		slot->policy_copy = mp->own;
+		slot->policy = &slot->policy_copy;
+	} else {
+		slot->policy = mp->policy;
+	}
 	slot->res.pair = mp->index;
 	slot->user_len = mp->user_len;
 	memcpy(slot->user, mp->user, mp->user_len);
@@ -426,8 +433,10 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 			cmd_reply_decision(slot, 0, named[i]->limits[0].capacity, 0, -1, -1);
 			return;
 		}
-		if (o)
-			mp->policy = o->policy;
+		if (o) {
+			mp->own = *o->policy;
+			mp->policy = &mp->own;
+		}
 		nshadow += mp->shadow;
 		m->n++;
 	}

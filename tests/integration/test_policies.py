@@ -297,6 +297,25 @@ class LiveOverridesTest(DaemonTest):
         wait_until(lambda: c2.request("PEEK eve api") == "DENIED 2 0 -1 -1", 2.0,
                    what="daemon 2 to read the overrides")
 
+    def test_changed_while_decisions_are_in_flight(self):
+        """An override changed (through another daemon, whose notice makes
+        this one replace it) while decisions under its limits wait on Redis:
+        each decision keeps the limits it started with (ASan caught a use
+        after free here)."""
+        self.redis = self.start_redis()
+        d1, d2 = self.start_daemon(LIVE, name="rl1"), self.start_daemon(LIVE, name="rl2")
+        c1, a2 = self.admin(d1), self.admin(d2)
+        self.assertEqual(c1.request("OVERRIDE x api 1000/1m"), "OK")
+        for k in range(20):
+            c1.send(*["ALLOW x api"] * 50)
+            a2.send("OVERRIDE x api %d/1m" % (1000 + k))
+            got = c1.readlines(50, timeout=10)
+            self.assertEqual([parse_decision(g)[0] for g in got], ["ALLOWED"] * 50)
+            self.assertEqual(a2.readline(timeout=10), "OK")
+        self.assertTrue(d1.running())
+        wait_until(lambda: parse_decision(c1.request("PEEK x api"))[1] == 1019, 2.0,
+                   what="the last override to apply")
+
     def test_shared_expiring_and_kept_across_restart_and_reload(self):
         self.redis = self.start_redis()
         d1 = self.start_daemon(LIVE, name="rl1")
