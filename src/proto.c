@@ -140,3 +140,48 @@ int proto_parse_ttl(const char *s, size_t len, int64_t *ms)
 		return -1;
 	return 0;
 }
+
+static int admin_fail(struct proto_error *err, enum cmd_error code, const char *msg)
+{
+	err->code = code;
+	err->msg = msg;
+	return -1;
+}
+
+int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
+			  struct cmd_request *req, struct proto_error *err)
+{
+	if (proto_word_is(arg[0], alen[0], "OVERRIDES")) {
+		req->verb = CMD_OVERRIDES;
+		if (n != 2 || proto_parse_uint(arg[1], alen[1], INT32_MAX, &req->index) < 0)
+			return admin_fail(err, CMD_ERR_SYNTAX, "usage: OVERRIDES <index> (from 0)");
+		return 0;
+	}
+	if (proto_word_is(arg[0], alen[0], "OVERRIDE")) {
+		req->verb = CMD_OVERRIDE;
+		if (n < 4 || n > 5)
+			return admin_fail(err, CMD_ERR_SYNTAX,
+					  "usage: OVERRIDE <user> <action> "
+					  "unlimited|blocked|<limits> [<ttl>]");
+		req->spec = arg[3];
+		req->spec_len = alen[3];
+		if (n == 5 && proto_parse_ttl(arg[4], alen[4], &req->ttl_ms) < 0)
+			return admin_fail(err, CMD_ERR_SYNTAX,
+					  "the ttl is a duration from 1s to 366d: 90s, 1h, 7d");
+	} else if (proto_word_is(arg[0], alen[0], "UNOVERRIDE")) {
+		req->verb = CMD_UNOVERRIDE;
+		if (n != 3)
+			return admin_fail(err, CMD_ERR_SYNTAX, "usage: UNOVERRIDE <user> <action>");
+	} else {
+		return 1;
+	}
+	if (alen[1] == 0)
+		return admin_fail(err, CMD_ERR_BAD_USER, "user is empty");
+	if (alen[1] > KEYS_USER_MAX)
+		return admin_fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+	req->user = arg[1];
+	req->user_len = alen[1];
+	req->action = arg[2];
+	req->action_len = alen[2];
+	return 0;
+}

@@ -93,6 +93,10 @@ int proto_parse_cost(const char *s, size_t len, int64_t *out);
  * by the caller; cost 1 unless given). 0, or -1 with err filled. */
 int proto_parse_pairs(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		      struct proto_error *err);
+/* OVERRIDE, UNOVERRIDE, OVERRIDES from arg[0..n) (arg[0] the verb): 0 with
+ * req filled, -1 with err, or 1 when arg[0] is none of them. */
+int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
+			  struct cmd_request *req, struct proto_error *err);
 /* OVERRIDE's ttl: a duration ("90s", "1h", "7d"), 1 s to 366 days. 0 or -1. */
 int proto_parse_ttl(const char *s, size_t len, int64_t *ms);
 /* Writes v in decimal, '-' first if negative; returns the bytes written.

@@ -132,19 +132,30 @@ struct args {
 	int cost_is_text; /* from a query string: digits as text */
 };
 
+/* The next key=value of a query string from *i on: 0 past the end. */
+static int query_next(const char *q, size_t len, size_t *i, const char **k, size_t *klen,
+		      const char **v, size_t *vlen)
+{
+	if (*i >= len)
+		return 0;
+	size_t start = *i;
+	while (*i < len && q[*i] != '&')
+		(*i)++;
+	const char *kv = q + start, *eq = memchr(kv, '=', *i - start);
+	*k = kv;
+	*klen = eq ? (size_t)(eq - kv) : *i - start;
+	*v = eq ? eq + 1 : kv + *klen;
+	*vlen = (size_t)(q + *i - *v);
+	(*i)++; /* the '&' */
+	return 1;
+}
+
 static enum proto_step query_args(const char *q, size_t len, struct proto_conn *pc, struct args *a,
 				  struct proto_parsed *out)
 {
-	size_t i = 0;
-	while (i < len) {
-		size_t start = i;
-		while (i < len && q[i] != '&')
-			i++;
-		const char *kv = q + start, *eq = memchr(kv, '=', i - start);
-		size_t klen = eq ? (size_t)(eq - kv) : i - start;
-		const char *v = eq ? eq + 1 : kv + klen;
-		size_t vlen = (size_t)(q + i - v);
-		i++; /* the '&' */
+	size_t i = 0, klen, vlen;
+	const char *kv, *v;
+	while (query_next(q, len, &i, &kv, &klen, &v, &vlen)) {
 		long n;
 		if (name_is(kv, klen, "user")) {
 			n = pct_decode(v, vlen, pc->user, sizeof(pc->user));
@@ -179,17 +190,9 @@ static enum proto_step query_pairs(const char *q, size_t len, struct proto_conn 
 				   struct cmd_request *req, struct proto_parsed *out)
 {
 	int nu = 0, na = 0;
-	const char *cost = NULL;
-	size_t cost_len = 0, i = 0;
-	while (i < len) {
-		size_t start = i;
-		while (i < len && q[i] != '&')
-			i++;
-		const char *kv = q + start, *eq = memchr(kv, '=', i - start);
-		size_t klen = eq ? (size_t)(eq - kv) : i - start;
-		const char *v = eq ? eq + 1 : kv + klen;
-		size_t vlen = (size_t)(q + i - v);
-		i++; /* the '&' */
+	const char *cost = NULL, *kv, *v;
+	size_t cost_len = 0, i = 0, klen, vlen;
+	while (query_next(q, len, &i, &kv, &klen, &v, &vlen)) {
 		int is_user = name_is(kv, klen, "user"), is_action = name_is(kv, klen, "action");
 		long n = 0;
 		if ((is_user && nu == CMD_PAIRS_MAX) || (is_action && na == CMD_PAIRS_MAX))

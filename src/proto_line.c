@@ -69,6 +69,9 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 
 	memset(cmd, 0, sizeof(*cmd));
 	cmd->cost = 1;
+	int admin = proto_parse_overrides(tok, tlen, ntok, cmd, err);
+	if (admin != 1)
+		return admin;
 	if (proto_word_is(tok[0], tlen[0], "ALLOW") || proto_word_is(tok[0], tlen[0], "PEEK")) {
 		cmd->verb = proto_word_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
 		if (ntok < 3 || ntok > 4)
@@ -85,26 +88,6 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 		if (proto_parse_pairs(tok, tlen, ntok, cmd, err) < 0)
 			return -1;
 		return 0;
-	} else if (proto_word_is(tok[0], tlen[0], "OVERRIDES")) {
-		cmd->verb = CMD_OVERRIDES;
-		if (ntok != 2 || proto_parse_uint(tok[1], tlen[1], INT32_MAX, &cmd->index) < 0)
-			return fail(err, CMD_ERR_SYNTAX, "usage: OVERRIDES <index> (from 0)");
-		return 0;
-	} else if (proto_word_is(tok[0], tlen[0], "OVERRIDE")) {
-		cmd->verb = CMD_OVERRIDE;
-		if (ntok < 4 || ntok > 5)
-			return fail(
-				err, CMD_ERR_SYNTAX,
-				"usage: OVERRIDE <user> <action> unlimited|blocked|<limits> [<ttl>]");
-		cmd->spec = tok[3];
-		cmd->spec_len = tlen[3];
-		if (ntok == 5 && proto_parse_ttl(tok[4], tlen[4], &cmd->ttl_ms) < 0)
-			return fail(err, CMD_ERR_SYNTAX,
-				    "the ttl is a duration from 1s to 366d: 90s, 1h, 7d");
-	} else if (proto_word_is(tok[0], tlen[0], "UNOVERRIDE")) {
-		cmd->verb = CMD_UNOVERRIDE;
-		if (ntok != 3)
-			return fail(err, CMD_ERR_SYNTAX, "usage: UNOVERRIDE <user> <action>");
 	} else if (proto_word_is(tok[0], tlen[0], "RESET")) {
 		cmd->verb = CMD_RESET;
 		if (ntok != 3)

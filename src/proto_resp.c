@@ -147,6 +147,9 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	struct cmd_request *req = &out->req;
 	memset(req, 0, sizeof(*req));
 	req->cost = 1;
+	int admin = proto_parse_overrides(arg, alen, n, req, &out->err);
+	if (admin != 1)
+		return admin == 0 ? PROTO_REQUEST : PROTO_BAD;
 	if (proto_word_is(arg[0], alen[0], "ALLOW") || proto_word_is(arg[0], alen[0], "PEEK")) {
 		req->verb = proto_word_is(arg[0], alen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
 		if (n < 3 || n > 4)
@@ -162,26 +165,6 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		if (proto_parse_pairs(arg, alen, n, req, &out->err) < 0)
 			return PROTO_BAD;
 		return PROTO_REQUEST;
-	} else if (proto_word_is(arg[0], alen[0], "OVERRIDES")) {
-		req->verb = CMD_OVERRIDES;
-		if (n != 2 || proto_parse_uint(arg[1], alen[1], INT32_MAX, &req->index) < 0)
-			return bad(out, CMD_ERR_SYNTAX, "usage: OVERRIDES <index> (from 0)");
-		return PROTO_REQUEST;
-	} else if (proto_word_is(arg[0], alen[0], "OVERRIDE")) {
-		req->verb = CMD_OVERRIDE;
-		if (n < 4 || n > 5)
-			return bad(
-				out, CMD_ERR_SYNTAX,
-				"usage: OVERRIDE <user> <action> unlimited|blocked|<limits> [<ttl>]");
-		req->spec = arg[3];
-		req->spec_len = alen[3];
-		if (n == 5 && proto_parse_ttl(arg[4], alen[4], &req->ttl_ms) < 0)
-			return bad(out, CMD_ERR_SYNTAX,
-				   "the ttl is a duration from 1s to 366d: 90s, 1h, 7d");
-	} else if (proto_word_is(arg[0], alen[0], "UNOVERRIDE")) {
-		req->verb = CMD_UNOVERRIDE;
-		if (n != 3)
-			return bad(out, CMD_ERR_SYNTAX, "usage: UNOVERRIDE <user> <action>");
 	} else if (proto_word_is(arg[0], alen[0], "RESET")) {
 		req->verb = CMD_RESET;
 		if (n != 3)

@@ -726,6 +726,33 @@ class Client:
         return self.eof and not self.buf.strip()
 
 
+def race(ports, shares, timeout):
+    """shares[i] (request lines) sent one at a time over connection i, to
+    ports[i % len(ports)], every connection starting at once: the others
+    interleave. Returns ([(line, reply)...], [errors])."""
+    import threading
+    results, errors, lock = [], [], threading.Lock()
+    barrier = threading.Barrier(len(shares))
+
+    def run(i):
+        try:
+            with Client(port=ports[i % len(ports)], timeout=timeout) as c:
+                c.request("PING")
+                barrier.wait(timeout)
+                out = [(ln, c.request(ln)) for ln in shares[i]]
+            with lock:
+                results.extend(out)
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            with lock:
+                errors.append(repr(e))
+    ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(len(shares))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(3 * timeout)
+    return results, errors
+
+
 def parse_decision(reply):
     """'ALLOWED 5 4 0 60000' -> ('ALLOWED', 5, 4, 0, 60000); AssertionError otherwise."""
     m = DECISION.match(reply)

@@ -10,7 +10,7 @@ import time
 import unittest
 
 from harness import (SLOW, STORE_MARGIN, Client, DaemonTest, commandstats, free_port, is_real,
-                     parse_decision, run_cli, scrape_metrics, wait_until)
+                     parse_decision, race, run_cli, scrape_metrics, wait_until)
 from load import Traffic
 from slots import NSLOTS, key_slot, user_key, user_slot, users_in_slots
 from topology import add_cluster, cluster_config, errorstats
@@ -428,25 +428,7 @@ class ClusterPairsTest(ClusterBase):
         import random
         random.Random(11).shuffle(reqs)
         shares = [reqs[i::12] for i in range(12)]
-        results, errors, lock = [], [], threading.Lock()
-        barrier = threading.Barrier(12)
-
-        def run(i):
-            try:
-                with Client(port=ds[i % 3].port, timeout=20 * SLOW) as c:
-                    c.request("PING")
-                    barrier.wait(20)
-                    out = [(ln, c.request(ln)) for ln in shares[i]]
-                with lock:
-                    results.extend(out)
-            except BaseException as e:  # noqa: BLE001
-                with lock:
-                    errors.append(repr(e))
-        ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(12)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(60 * SLOW)
+        results, errors = race([d.port for d in ds], shares, 20 * SLOW)
         self.assertEqual(errors, [])
         self.assertEqual(len(results), len(reqs))
         # every reply decided by Redis: a pair named, no fallback's -1

@@ -8,7 +8,6 @@ in test_sentinel.py."""
 import random
 import re
 import sys
-import threading
 import unittest
 
 try:
@@ -20,7 +19,7 @@ except ImportError:  # Debian's python3-redis, under another python3
 import http.client
 import json
 
-from harness import SLOW, Client, DaemonTest, free_port, make_config, scrape_metrics
+from harness import SLOW, DaemonTest, free_port, make_config, race, scrape_metrics
 
 LOGIN = {"login": "3/60s", "login_ip": "5/60s", "login_all": "100/60s"}
 PAIR_REPLY = re.compile(r"^(ALLOWED|DENIED) (-?\d+) (-?\d+) (-?\d+) (-?\d+) (\d+)$")
@@ -214,27 +213,7 @@ class PairsTest(DaemonTest):
         reqs = ["MALLOW a%d acct 10.0.0.%d addr - all" % (u, u // 2) for u in range(8)] * 8
         random.Random(7).shuffle(reqs)
         shares = [reqs[i::12] for i in range(12)]
-        results, errors, lock = [], [], threading.Lock()
-        barrier = threading.Barrier(12)
-
-        def run(i):
-            try:
-                with Client(port=ds[i % 3].port, timeout=20 * SLOW) as c:
-                    c.request("PING")
-                    barrier.wait(20)
-                    out = []
-                    for ln in shares[i]:  # one at a time: the others interleave
-                        out.append((ln, c.request(ln)))
-                with lock:
-                    results.extend(out)
-            except BaseException as e:  # noqa: BLE001
-                with lock:
-                    errors.append(repr(e))
-        ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(12)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(60 * SLOW)
+        results, errors = race([d.port for d in ds], shares, 20 * SLOW)
         self.assertEqual(errors, [])
         self.assertEqual(len(results), 64)
         allowed = [ln for ln, r in results if parse_pairs(r)[0] == "ALLOWED"]
