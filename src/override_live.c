@@ -32,34 +32,6 @@
 #define CALL_TIMEOUT_MS 5000
 #define SPEC_MAX OVERRIDE_LIVE_SPEC_MAX
 
-/* Redis's clock in ms: TIME as one number. */
-#define LUA_NOW "local t = redis.call('TIME') local now = t[1] * 1000 + math.floor(t[2] / 1000) "
-
-/* {now, field, value or nil}, as lua_get: the daemon that made the change
- * applies it at once, before its notice comes back */
-static const char lua_put[] =
-	LUA_NOW "local v = false "
-		"if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else "
-		"local untl = 0 "
-		"if tonumber(ARGV[3]) > 0 then untl = now + tonumber(ARGV[3]) end "
-		"v = string.format('%.0f', untl) .. ' ' .. ARGV[2] "
-		"redis.call('HSET', KEYS[1], ARGV[1], v) "
-		"end "
-		"redis.call('PUBLISH', ARGV[4], ARGV[5] .. ARGV[1]) "
-		"return {string.format('%.0f', now), ARGV[1], v}";
-static const char lua_load[] =
-	LUA_NOW "local all = redis.call('HGETALL', KEYS[1]) "
-		"local out = {string.format('%.0f', now)} "
-		"for i = 1, #all, 2 do "
-		"local untl = tonumber(string.match(all[i + 1], '^(%d+) ')) "
-		"if untl and untl ~= 0 and untl <= now then redis.call('HDEL', KEYS[1], all[i]) "
-		"else out[#out + 1] = all[i] out[#out + 1] = all[i + 1] end "
-		"end "
-		"return out";
-/* the reply carries the field back: {now, field, value or nil} */
-static const char lua_get[] = LUA_NOW "return {string.format('%.0f', now), ARGV[1], "
-				      "redis.call('HGET', KEYS[1], ARGV[1])}";
-
 struct entry {
 	struct override o; /* pattern: the field; policy: OVERRIDE_LIMITS's, owned */
 	size_t alen;	   /* the action is pattern[0..alen) */
@@ -280,19 +252,22 @@ static void call_unlink(struct call *c)
 		c->next->prev = c->prev;
 }
 
-static void eval(struct override_live *l, struct call *c, const char *script, int nargs,
-		 const char **args, const size_t *lens)
+/* Runs the decision script's override mode (src/lua/ratelimit.lua) on the
+ * hash: EVALSHA, like every decision, so nothing else is sent to Redis. */
+static void run_mode(struct override_live *l, struct call *c, const char *mode, int nargs,
+		     const char **args, const size_t *lens)
 {
-	const char *argv[10] = {"EVAL", script, "1", l->hash};
-	size_t argl[10] = {4, strlen(script), 1, l->hash_len};
+	const char *argv[10] = {l->hash, "0", mode};
+	size_t argl[10] = {l->hash_len, 1, strlen(mode)};
 	for (int i = 0; i < nargs; i++) {
-		argv[4 + i] = args[i];
-		argl[4 + i] = lens[i];
+		argv[3 + i] = args[i];
+		argl[3 + i] = lens[i];
 	}
 	struct store_call sc = {
 		.key = l->hash,
 		.key_len = l->hash_len,
-		.argc = 4 + nargs,
+		.script = 1,
+		.argc = 3 + nargs,
 		.argv = argv,
 		.argvlen = argl,
 		.timeout_ms = CALL_TIMEOUT_MS,
@@ -381,7 +356,7 @@ static void load(struct override_live *l, int followed)
 	l->loading = 1;
 	l->load_followed = followed;
 	l->loaded_gen = store_generation(l->store);
-	eval(l, c, lua_load, 0, NULL, NULL);
+	run_mode(l, c, "oload", 0, NULL, NULL);
 }
 
 static void tick_arm(struct override_live *l)
@@ -505,7 +480,7 @@ void override_live_notice(struct override_live *l, const char *msg, size_t len)
 	}
 	const char *args[1] = {msg + nl};
 	size_t lens[1] = {len - nl};
-	eval(l, c, lua_get, 1, args, lens);
+	run_mode(l, c, "oget", 1, args, lens);
 }
 
 void override_live_put(struct override_live *l, const char *action, size_t alen, const char *user,
@@ -532,7 +507,7 @@ void override_live_put(struct override_live *l, const char *action, size_t alen,
 	const char *args[5] = {field, spec ? spec : "", ttl, l->channel, OVERRIDE_LIVE_NOTICE};
 	size_t lens[5] = {alen + 1 + ulen, spec ? spec_len : 0, (size_t)tl, l->channel_len,
 			  sizeof(OVERRIDE_LIVE_NOTICE) - 1};
-	eval(l, c, lua_put, 5, args, lens);
+	run_mode(l, c, "oput", 5, args, lens);
 }
 
 size_t override_live_count(const struct override_live *l)

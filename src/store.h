@@ -132,12 +132,16 @@ typedef void store_reset_fn(void *arg, const char *tag, size_t len);
 /*
  * A command for Redis itself, no decision (the admin's run-time overrides):
  * argv as is, on the Redis holding key (a Cluster's master for its slot;
- * the store's Redis otherwise), answered within timeout_ms.
+ * the store's Redis otherwise), answered within timeout_ms. With script,
+ * argv are one key and then arguments of the decision script, run as
+ * EVALSHA <its sha> 1 argv... (the script loaded for the decisions).
  */
+#define STORE_CALL_ARGS_MAX 16
 struct store_call {
 	const char *key;
 	size_t key_len;
-	int argc;
+	int script;
+	int argc; /* at most STORE_CALL_ARGS_MAX */
 	const char **argv;
 	const size_t *argvlen;
 	int64_t timeout_ms;

@@ -958,8 +958,23 @@ static void redis_call(struct store *base, const struct store_call *sc, store_ca
 	}
 	c->done = done;
 	c->arg = arg;
-	if (redisAsyncCommandArgv(rc->c.ac, rcall_cb, c, sc->argc, sc->argv, sc->argvlen) !=
-	    REDIS_OK) {
+	const char *argv[STORE_CALL_ARGS_MAX + 3];
+	size_t argl[STORE_CALL_ARGS_MAX + 3];
+	int argc = 0;
+	if (sc->script) {
+		argv[0] = "EVALSHA";
+		argv[1] = s->t.script_sha;
+		argv[2] = "1";
+		argl[0] = 7;
+		argl[1] = 40;
+		argl[2] = 1;
+		argc = 3;
+	}
+	for (int i = 0; i < sc->argc && i < STORE_CALL_ARGS_MAX; i++, argc++) {
+		argv[argc] = sc->argv[i];
+		argl[argc] = sc->argvlen[i];
+	}
+	if (redisAsyncCommandArgv(rc->c.ac, rcall_cb, c, argc, argv, argl) != REDIS_OK) {
 		event_free(c->timer);
 		free(c);
 		done(arg, NULL, "redis connection is closing");

@@ -85,6 +85,49 @@ if ARGV[2] == 'check' then
   return check(ARGV[3])
 end
 
+-- Run-time overrides (src/override_live.c), with ARGV[2] one of the modes
+-- below: the hash KEYS[1], field "<action>\n<user>", value
+-- "<until_ms> <spec>" (until in Redis's clock, 0 for never). Each answers
+-- Redis's now (ms) first, so the daemon learns the clock expiries use.
+if ARGV[2] == 'oload' or ARGV[2] == 'oget' or ARGV[2] == 'oput' then
+  local t = redis.call('TIME')
+  local now = t[1] * 1000 + math.floor(t[2] / 1000)
+  local snow = string.format('%.0f', now)
+  if ARGV[2] == 'oload' then
+    -- everything in force; expired fields are dropped on the way
+    local all = redis.call('HGETALL', KEYS[1])
+    local out = {snow}
+    for i = 1, #all, 2 do
+      local untl = tonumber(string.match(all[i + 1], '^(%d+) '))
+      if untl and untl ~= 0 and untl <= now then
+        redis.call('HDEL', KEYS[1], all[i])
+      else
+        out[#out + 1] = all[i]
+        out[#out + 1] = all[i + 1]
+      end
+    end
+    return out
+  end
+  -- oget ARGV[3] = field; oput ARGV[3] = field, ARGV[4] = spec ('' clears),
+  -- ARGV[5] = ttl ms (0: none), ARGV[6] = the channel, ARGV[7] = the
+  -- notice's prefix. Both answer {now, field, value or nil}.
+  local v = false
+  if ARGV[2] == 'oget' then
+    v = redis.call('HGET', KEYS[1], ARGV[3])
+  else
+    if ARGV[4] == '' then
+      redis.call('HDEL', KEYS[1], ARGV[3])
+    else
+      local untl = 0
+      if tonumber(ARGV[5]) > 0 then untl = now + tonumber(ARGV[5]) end
+      v = string.format('%.0f', untl) .. ' ' .. ARGV[4]
+      redis.call('HSET', KEYS[1], ARGV[3], v)
+    end
+    redis.call('PUBLISH', ARGV[6], ARGV[7] .. ARGV[3])
+  end
+  return {snow, ARGV[3], v}
+end
+
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')
