@@ -43,12 +43,13 @@
 /* While a connection is behind (a request on it timed out, or this bound
  * refused one, within BEHIND_US), it holds no more requests than Redis
  * decides within half of their timeout at the rate it was measured, and
- * never fewer than ADMIT_MIN_BATCHES full batches: one in Redis and one
- * waiting behind it is what measuring the rate again needs. More would
- * not do: Redis is shared by the whole pool, so a floor of 512 each (as
- * it was) outlasts a 50 ms timeout on 2 connections once a decision costs
- * Redis 50 us (8 limits do). */
-#define ADMIT_MIN_BATCHES 2
+ * never fewer than ADMIT_MIN: two small batches, one in Redis and one
+ * waiting behind it, which is what measuring the rate again needs. More
+ * would not do: the measured rate is what the daemon gets done, its own
+ * delays included, and a floor of two full batches (128) outlasted a 50 ms
+ * timeout when a starved daemon (ASan, two busy cores) decided 800 a
+ * second; 512 (as it was before) did once a decision cost Redis 50 us. */
+#define ADMIT_MIN 16
 #define RATE_WINDOW_US 10000u
 #define BEHIND_US 1000000u
 /* A connection owing replies that has received nothing for this long (and
@@ -686,7 +687,7 @@ static int rconn_admits(struct rconn *rc, int64_t timeout_ms)
 {
 	if (rc->queued >= MAX_INFLIGHT_PER_CONN)
 		return 0;
-	if (rc->queued < ADMIT_MIN_BATCHES * (unsigned)rc->s->max_batch || rc->rate <= 0 ||
+	if (rc->queued < ADMIT_MIN || rc->rate <= 0 ||
 	    rc->behind_until_us == 0)
 		return 1;
 	uint64_t now = clock_mono_us();
