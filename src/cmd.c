@@ -260,6 +260,11 @@ static void live_command(struct config *cfg, const struct cmd_env *env,
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
 		return;
 	}
+	if (!override_live_user_valid(pc->user, pc->user_len)) {
+		cmd_reply_error(slot, CMD_ERR_BAD_USER,
+				"an override's user has no blank, CR, LF or NUL byte");
+		return;
+	}
 	if (pc->verb == CMD_OVERRIDE) {
 		const struct policy *p = config_find_policy(cfg, pc->action, pc->action_len);
 		if (pc->spec_len > OVERRIDE_LIVE_SPEC_MAX) {

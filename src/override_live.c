@@ -51,7 +51,8 @@ struct override_live {
 	size_t n, cap;
 	int64_t offset_ms; /* Redis's clock minus ours */
 	struct event *tick;
-	int loaded, loading;
+	int loaded, loading, ever_loaded;
+	unsigned epoch;	      /* bumped when the prefix (the hash) changes */
 	int load_followed;    /* notices were followed when the hash was last read */
 	char load_error[128]; /* why the last read failed, logged once */
 	unsigned long loaded_gen;
@@ -65,6 +66,7 @@ enum call_kind { CALL_LOAD, CALL_GET, CALL_PUT };
 
 struct call {
 	struct override_live *l; /* NULL once l is freed */
+	unsigned epoch;		 /* l's when sent: a reply of an older one is about another hash */
 	struct call *prev, *next;
 	enum call_kind kind;
 	override_live_done_fn *done; /* CALL_PUT */
@@ -166,6 +168,10 @@ static void apply(struct override_live *l, const char *field, size_t flen, const
 	size_t alen = (size_t)(nl - field);
 	const char *user = nl + 1;
 	size_t ulen = flen - alen - 1;
+	/* anything in the hash is checked as a request would be: others
+	 * than this file may write to Redis, and OVERRIDES shows both */
+	if (!policy_name_valid(field, alen) || !override_live_user_valid(user, ulen))
+		return;
 	int found;
 	size_t at = find_at(l, field, alen, user, ulen, &found);
 	int64_t until = 0;
@@ -232,6 +238,7 @@ static struct call *call_new(struct override_live *l, enum call_kind kind)
 	if (!c)
 		return NULL;
 	c->l = l;
+	c->epoch = l->epoch;
 	c->kind = kind;
 	c->next = l->calls;
 	if (l->calls)
@@ -288,12 +295,12 @@ static int learn_clock(struct override_live *l, const struct redisReply *r)
 	return 0;
 }
 
-static void loaded(struct override_live *l, const struct redisReply *r)
+static int loaded(struct override_live *l, const struct redisReply *r)
 {
 	if (learn_clock(l, r) < 0 || (r->elements - 1) % 2 != 0) {
 		log_warn("overrides: unexpected reply reading %s; run-time overrides unchanged",
 			 l->hash);
-		return;
+		return -1;
 	}
 	for (size_t i = 0; i < l->n; i++)
 		entry_free(l->v[i]);
@@ -304,7 +311,9 @@ static void loaded(struct override_live *l, const struct redisReply *r)
 			apply(l, f->str, f->len, v->str, v->len);
 	}
 	l->loaded = 1;
+	l->ever_loaded = 1;
 	log_debug("overrides: %zu run-time overrides read from redis", l->n);
+	return 0;
 }
 
 static void call_done(void *arg, const struct redisReply *reply, const char *why)
@@ -312,20 +321,25 @@ static void call_done(void *arg, const struct redisReply *reply, const char *why
 	struct call *c = arg;
 	struct override_live *l = c->l;
 	call_unlink(c);
+	if (l && c->epoch != l->epoch)
+		l = NULL; /* the prefix changed since: not about the hash in use */
 	if (reply && reply->type == REDIS_REPLY_ERROR)
 		why = reply->str;
 	switch (c->kind) {
 	case CALL_LOAD:
 		if (l) {
 			l->loading = 0;
-			if (!why) {
-				loaded(l, reply);
+			if (!why && loaded(l, reply) == 0) {
 				l->load_error[0] = '\0';
+			} else if (!why) {
+				l->loaded = 0; /* read it again */
 			} else if (strncmp(l->load_error, why, sizeof(l->load_error) - 1) != 0) {
 				/* once per cause, not at every retry */
 				log_warn("overrides: cannot read %s: %s (retrying)", l->hash, why);
 				snprintf(l->load_error, sizeof(l->load_error), "%s", why);
 			}
+			if (why)
+				l->loaded = 0; /* read it again: it may have changed meanwhile */
 		}
 		break;
 	case CALL_GET:
@@ -363,7 +377,7 @@ static void tick_arm(struct override_live *l)
 {
 	/* often until the hash is read: a daemon starting applies the
 	 * overrides as soon as Redis answers */
-	int ms = l->loaded ? TICK_MS : TICK_FIRST_MS;
+	int ms = l->ever_loaded ? TICK_MS : TICK_FIRST_MS;
 	struct timeval tv = {.tv_sec = 0, .tv_usec = ms * 1000};
 	evtimer_add(l->tick, &tv);
 }
@@ -442,11 +456,13 @@ void override_live_set_config(struct override_live *l, struct config *cfg)
 		config_unref(l->cfg);
 	l->cfg = cfg;
 	set_names(l, cfg);
-	if (renamed) { /* another hash: read it */
+	if (renamed) { /* another hash: read it; replies about the old one are dropped */
 		for (size_t i = 0; i < l->n; i++)
 			entry_free(l->v[i]);
 		l->n = 0;
 		l->loaded = 0;
+		l->loading = 0;
+		l->epoch++;
 		return;
 	}
 	for (size_t i = 0; i < l->n; i++)
@@ -533,4 +549,15 @@ int override_live_nth(const struct override_live *l, size_t i, struct override_l
 		it->ttl_ms = -1;
 	}
 	return 0;
+}
+
+int override_live_user_valid(const char *user, size_t ulen)
+{
+	if (ulen == 0 || ulen > KEYS_USER_MAX)
+		return 0;
+	for (size_t i = 0; i < ulen; i++)
+		if (user[i] == ' ' || user[i] == '\t' || user[i] == '\r' || user[i] == '\n' ||
+		    user[i] == '\0')
+			return 0;
+	return 1;
 }

@@ -48,6 +48,11 @@ void override_live_put(struct override_live *l, const char *action, size_t alen,
 		       size_t ulen, const char *spec, size_t spec_len, int64_t ttl_ms,
 		       override_live_done_fn *done, void *arg);
 
+/* Whether a run-time override may name user: what the line protocol can
+ * carry (1 to 512 bytes, no blank, CR, LF or NUL), so OVERRIDES shows it
+ * on one line whatever protocol set it. */
+int override_live_user_valid(const char *user, size_t ulen);
+
 /* The i-th override in force (by action, then user), for OVERRIDES. */
 struct override_live_item {
 	const char *action, *user, *spec;

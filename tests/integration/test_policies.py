@@ -286,6 +286,21 @@ class LiveOverridesTest(DaemonTest):
         got = c.pipeline(list(errors))
         self.assertEqual(dict(zip(errors, got)), errors)
         self.assertEqual(c.request("OVERRIDE x api 5/1m,5/1m").split()[:2], ["ERR", "syntax"])
+        # a user the line protocol could not show on one line, through RESP
+        from harness import Resp
+        with Resp(port=d.port) as r:
+            with self.assertRaisesRegex(Exception, "bad-user"):
+                r.call("OVERRIDE", "a b", "api", "blocked")
+        # fields written to Redis by someone else are checked like requests:
+        # an action too long to be one, a user with a newline, are left out
+        n = len(self.listing(c))
+        for field in ("a" * 300 + "\nbob", "api\nx\ny"):
+            self.redis.call("HSET", "rl:overrides", field, "0 unlimited")
+            self.redis.call("PUBLISH", "rl:reset", "!o" + field)
+        self.assertEqual(c.request("OVERRIDE sync api blocked"), "OK")
+        time.sleep(0.2)
+        self.assertEqual(len(self.listing(c)), n + 1)
+        self.assertTrue(d.running())
         # only on admin listeners
         port2 = free_port()
         d2 = self.start_daemon(LIVE, name="rl2", port=port2, admin=False)
