@@ -687,8 +687,7 @@ static int rconn_admits(struct rconn *rc, int64_t timeout_ms)
 {
 	if (rc->queued >= MAX_INFLIGHT_PER_CONN)
 		return 0;
-	if (rc->queued < ADMIT_MIN || rc->rate <= 0 ||
-	    rc->behind_until_us == 0)
+	if (rc->queued < ADMIT_MIN || rc->rate <= 0 || rc->behind_until_us == 0)
 		return 1;
 	uint64_t now = clock_mono_us();
 	if (now >= rc->behind_until_us) {
