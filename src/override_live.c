@@ -67,6 +67,7 @@ enum call_kind { CALL_LOAD, CALL_GET, CALL_PUT };
 struct call {
 	struct override_live *l; /* NULL once l is freed */
 	unsigned epoch;		 /* l's when sent: a reply of an older one is about another hash */
+	int plain;		 /* CALL_LOAD by HGETALL, not the script */
 	struct call *prev, *next;
 	enum call_kind kind;
 	override_live_done_fn *done; /* CALL_PUT */
@@ -295,24 +296,33 @@ static int learn_clock(struct override_live *l, const struct redisReply *r)
 	return 0;
 }
 
-static int loaded(struct override_live *l, const struct redisReply *r)
+static void prune(struct override_live *l);
+
+/* HGETALL's reply (plain), or the script's oload reply (Redis's now first). */
+static int loaded(struct override_live *l, const struct redisReply *r, int plain)
 {
-	if (learn_clock(l, r) < 0 || (r->elements - 1) % 2 != 0) {
-		log_warn("overrides: unexpected reply reading %s; run-time overrides unchanged",
-			 l->hash);
+	if (!r || r->type != REDIS_REPLY_ARRAY || (!plain && learn_clock(l, r) < 0) ||
+	    (r->elements - (plain ? 0 : 1)) % 2 != 0) {
+		log_debug("overrides: unexpected reply reading %s", l->hash);
 		return -1;
 	}
 	for (size_t i = 0; i < l->n; i++)
 		entry_free(l->v[i]);
 	l->n = 0;
-	for (size_t i = 1; i + 1 < r->elements; i += 2) {
+	size_t fields = 0;
+	for (size_t i = plain ? 0 : 1; i + 1 < r->elements; i += 2) {
 		const redisReply *f = r->element[i], *v = r->element[i + 1];
-		if (f && v && f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING)
+		if (f && v && f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING) {
 			apply(l, f->str, f->len, v->str, v->len);
+			fields++;
+		}
 	}
 	l->loaded = 1;
 	l->ever_loaded = 1;
 	log_debug("overrides: %zu run-time overrides read from redis", l->n);
+	/* some were expired (or not ours): the script drops the expired ones */
+	if (plain && l->n < fields)
+		prune(l);
 	return 0;
 }
 
@@ -329,12 +339,15 @@ static void call_done(void *arg, const struct redisReply *reply, const char *why
 	case CALL_LOAD:
 		if (l) {
 			l->loading = 0;
-			if (!why && loaded(l, reply) == 0) {
+			if (!why && loaded(l, reply, c->plain) == 0) {
 				l->load_error[0] = '\0';
 			} else if (!why) {
 				l->loaded = 0; /* read it again */
+			} else if (!reply) {
+				/* Redis is down or going: its own warning says so */
+				log_debug("overrides: cannot read %s: %s", l->hash, why);
 			} else if (strncmp(l->load_error, why, sizeof(l->load_error) - 1) != 0) {
-				/* once per cause, not at every retry */
+				/* an error from Redis (an ACL...): once per cause */
 				log_warn("overrides: cannot read %s: %s (retrying)", l->hash, why);
 				snprintf(l->load_error, sizeof(l->load_error), "%s", why);
 			}
@@ -362,6 +375,9 @@ static void call_done(void *arg, const struct redisReply *reply, const char *why
 	free(c);
 }
 
+/* A plain HGETALL: reading is no script call (EVALSHA is for decisions,
+ * which tests and operators count); expiries compare with the clock
+ * learned from the last change, ours until then. */
 static void load(struct override_live *l, int followed)
 {
 	struct call *c = call_new(l, CALL_LOAD);
@@ -370,6 +386,29 @@ static void load(struct override_live *l, int followed)
 	l->loading = 1;
 	l->load_followed = followed;
 	l->loaded_gen = store_generation(l->store);
+	c->plain = 1;
+	const char *argv[2] = {"HGETALL", l->hash};
+	size_t argl[2] = {7, l->hash_len};
+	struct store_call sc = {
+		.key = l->hash,
+		.key_len = l->hash_len,
+		.argc = 2,
+		.argv = argv,
+		.argvlen = argl,
+		.timeout_ms = CALL_TIMEOUT_MS,
+	};
+	store_call(l->store, &sc, call_done, c);
+}
+
+/* Drops the expired fields from the hash, reading it again on the way. */
+static void prune(struct override_live *l)
+{
+	if (l->loading)
+		return;
+	struct call *c = call_new(l, CALL_LOAD);
+	if (!c)
+		return;
+	l->loading = 1;
 	run_mode(l, c, "oload", 0, NULL, NULL);
 }
 
