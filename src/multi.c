@@ -207,6 +207,25 @@ static struct multi_pair *multi_bind(struct multi *m, int allowed, int charged)
 
 static void multi_charge_next(struct multi *m);
 
+/* One pair alone, as ALLOW or PEEK would ask for it; done gets mp. Reads
+ * m only before submitting (the answer may come back inside). */
+static void multi_submit_pair(struct multi *m, struct multi_pair *mp, enum store_op op,
+			      store_done_fn *done)
+{
+	const struct config *cfg = m->slot->cfg;
+	struct store_request req = {
+		.op = op,
+		.policy = mp->policy,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.user = mp->user,
+		.user_len = mp->user_len,
+		.cost = m->cost,
+		.timeout_ms = m->timeout_ms,
+	};
+	store_submit(m->store, &req, done, mp);
+}
+
 static void multi_charge_done(void *arg, const struct store_result *res)
 {
 	struct multi_pair *mp = arg;
@@ -240,19 +259,7 @@ static void multi_charge_next(struct multi *m)
 			      bind->res.retry_after_ms, bind->res.reset_ms);
 		return;
 	}
-	struct multi_pair *mp = &m->pairs[m->order[m->next]];
-	struct config *cfg = m->slot->cfg;
-	struct store_request req = {
-		.op = STORE_ALLOW,
-		.policy = mp->policy,
-		.prefix = cfg->prefix,
-		.prefix_len = strlen(cfg->prefix),
-		.user = mp->user,
-		.user_len = mp->user_len,
-		.cost = m->cost,
-		.timeout_ms = m->timeout_ms,
-	};
-	store_submit(m->store, &req, multi_charge_done, mp);
+	multi_submit_pair(m, &m->pairs[m->order[m->next]], STORE_ALLOW, multi_charge_done);
 }
 
 /* Whether a has more room left than b, as a share of its limit. */
@@ -326,7 +333,7 @@ static void multi_check_done(void *arg, const struct store_result *res)
 		multi_checked(m);
 }
 
-static void multi_check(struct multi *m, struct config *cfg)
+static void multi_check(struct multi *m)
 {
 	int n = m->n;
 	struct multi_pair *pairs[CMD_PAIRS_MAX];
@@ -335,19 +342,8 @@ static void multi_check(struct multi *m, struct config *cfg)
 	/* answers may come back inside store_submit: count them all first, and
 	 * touch m no more once the last is submitted */
 	m->outstanding = n;
-	for (int i = 0; i < n; i++) {
-		struct store_request req = {
-			.op = STORE_PEEK,
-			.policy = pairs[i]->policy,
-			.prefix = cfg->prefix,
-			.prefix_len = strlen(cfg->prefix),
-			.user = pairs[i]->user,
-			.user_len = pairs[i]->user_len,
-			.cost = m->cost,
-			.timeout_ms = m->timeout_ms,
-		};
-		store_submit(m->store, &req, multi_check_done, pairs[i]);
-	}
+	for (int i = 0; i < n; i++)
+		multi_submit_pair(m, pairs[i], STORE_PEEK, multi_check_done);
 }
 
 /* ---- the request ---- */
@@ -477,5 +473,5 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	if (store_multi(env->store))
 		multi_submit_atomic(m, cfg);
 	else
-		multi_check(m, cfg);
+		multi_check(m);
 }
