@@ -247,8 +247,7 @@ void redis_conn_verified(struct redis_conn *c)
 {
 	c->verified = 1;
 	c->last_rx_us = clock_mono_us();
-	if (!c->sub)
-		c->t->ops->verified(c);
+	c->t->ops->verified(c);
 }
 
 static void conn_lost(struct redis_conn *c, const char *why)

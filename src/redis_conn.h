@@ -20,7 +20,8 @@ struct redis_conn;
 struct redis_conn_ops {
 	/* TCP is up; setup is queued. */
 	void (*connected)(struct redis_conn *c);
-	/* A request connection got a good reply (after redis_conn_verified). */
+	/* c got a good reply (after redis_conn_verified; for the subscriber,
+	 * its SUBSCRIBE was confirmed). */
 	void (*verified)(struct redis_conn *c);
 	/* The script is loaded: c may decide (and be checked). */
 	void (*ready)(struct redis_conn *c);

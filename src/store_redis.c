@@ -613,24 +613,36 @@ static void rconn_connected(struct redis_conn *c)
 	rc->behind_until_us = 0;
 }
 
-/* Redis answered on a request connection: it works. Logged once per outage, on the way up. */
+/* Redis is back: the rest of the pool need not wait out its backoff (up
+ * to half a second) while one connection carries everything. Unless Redis
+ * has lately been failing fresh connections at their first requests (a
+ * proxy that closes on each): cutting everyone's backoff on every return
+ * would then make a reconnect storm. */
+static void rconn_retry_pool(struct store_redis *s)
+{
+	uint64_t now = clock_mono_us();
+	if (s->failed_fresh_us && now - s->failed_fresh_us < FAILED_FRESH_US)
+		return;
+	redis_conn_retry_now(&s->subconn.c);
+	for (int i = 0; i < s->nconns; i++)
+		redis_conn_retry_now(&s->conns[i].c);
+}
+
+/* Redis answered on a connection: it works. Whichever connection's backoff
+ * ends first (the RESET subscriber's too) brings the pool back; "connected"
+ * is logged once per outage, when a request connection is back. */
 static void rconn_verified(struct redis_conn *c)
 {
 	struct store_redis *s = ((struct rconn *)c)->s;
+	if (c->sub) {
+		if (!s->up_logged)
+			rconn_retry_pool(s);
+		return;
+	}
 	if (s->up_logged)
 		return;
 	log_info("%s connected", s->name);
-	/* Redis is back: the rest of the pool need not wait out its backoff
-	 * (up to half a second) while this connection carries everything.
-	 * Unless Redis has lately been failing fresh connections at their
-	 * first requests (a proxy that closes on each): cutting everyone's
-	 * backoff on every return would then make a reconnect storm. */
-	uint64_t now = clock_mono_us();
-	if (!s->failed_fresh_us || now - s->failed_fresh_us >= FAILED_FRESH_US) {
-		redis_conn_retry_now(&s->subconn.c);
-		for (int i = 0; i < s->nconns; i++)
-			redis_conn_retry_now(&s->conns[i].c);
-	}
+	rconn_retry_pool(s);
 	s->up_logged = 1;
 	s->down_logged = 0;
 	s->t.setup_err_logged = 0;
