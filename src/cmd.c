@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "config.h"
 #include "denycache.h"
+#include "local.h"
 #include "log.h"
 #include "multi.h"
 #include "override.h"
@@ -131,11 +132,14 @@ static void store_done(void *arg, const struct store_result *res)
 				      slot->user, slot->user_len, slot->cost, slot->sent_us,
 				      res->limit, res->remaining, res->retry_after_ms,
 				      res->reset_ms);
+		local_redis_back(slot->local);
 		if (op == STORE_RESET) {
 			reply(slot, CMD_REPLY_OK);
 		} else {
 			stats_count_decision(slot->own_policy ? NULL : slot->cfg, p,
-					     STATS_FROM_STORE, res->allowed);
+					     slot->from_memory ? STATS_FROM_MEMORY
+							       : STATS_FROM_STORE,
+					     res->allowed);
 			cmd_reply_decision(slot, res->allowed, res->limit, res->remaining,
 					   res->retry_after_ms, res->reset_ms);
 		}
@@ -155,7 +159,29 @@ void cmd_store_failed(struct cmd_slot *slot, const struct store_result *res,
 	char msg[128];
 	snprintf(msg, sizeof(msg), "store %s: %s", store_status_name(res->status),
 		 res->detail ? res->detail : "");
-	if (slot->op == STORE_RESET || mode == POLICY_ON_ERROR_ERROR) {
+	if (mode == POLICY_ON_ERROR_LOCAL && slot->local && slot->op != STORE_RESET && slot->cfg) {
+		struct store_request req = {
+			.op = (enum store_op)slot->op,
+			.policy = p,
+			.prefix = slot->cfg->prefix,
+			.prefix_len = strlen(slot->cfg->prefix),
+			.user = slot->user,
+			.user_len = slot->user_len,
+			.cost = slot->cost > 0 ? slot->cost : 1,
+		};
+		struct store_result lr;
+		local_decide(slot->local, &req, slot->cfg->local_share, msg, &lr);
+		if (lr.status == STORE_OK) {
+			stats_count_decision(slot->own_policy ? NULL : slot->cfg, p,
+					     STATS_FROM_LOCAL, lr.allowed);
+			cmd_reply_decision(slot, lr.allowed, lr.limit, lr.remaining,
+					   lr.retry_after_ms, lr.reset_ms);
+			return;
+		}
+		mode = POLICY_ON_ERROR_ERROR; /* out of memory: say so */
+	}
+	if (slot->op == STORE_RESET || mode == POLICY_ON_ERROR_ERROR ||
+	    mode == POLICY_ON_ERROR_LOCAL) {
 		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, msg);
 		return;
 	}
@@ -194,6 +220,11 @@ static void answer_override(struct config *cfg, enum store_op op, const struct p
 
 static void throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		     struct cmd_slot *slot);
+
+int cmd_store_source(const struct store *s)
+{
+	return store_local(s) ? STATS_FROM_MEMORY : STATS_FROM_STORE;
+}
 
 const struct override *cmd_find_override(const struct cmd_env *env, const struct policy *p,
 					 const char *user, size_t ulen)
@@ -391,7 +422,17 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	slot->op = op;
 	slot->deny = NULL;
 	slot->sent_us = clock_mono_us();
+	slot->from_memory = store_local(env->store);
 	shadow_setup(slot, cfg, op, p, pc);
+	/* Redis failing, the local fallback decides on what Redis would have */
+	slot->local = NULL;
+	if (env->local && op != STORE_RESET &&
+	    config_on_error(cfg, slot->own_policy ? NULL : p) == POLICY_ON_ERROR_LOCAL) {
+		slot->local = env->local;
+		slot->cost = pc->cost > 0 ? pc->cost : 1;
+		slot->user_len = pc->user_len;
+		memcpy(slot->user, pc->user, pc->user_len);
+	}
 	/* The cache is only safe while every daemon's RESETs reach us; a
 	 * throttle's limit comes with each request, so a denial under one
 	 * request's limit says nothing of the next one's; a ban must see

@@ -19,6 +19,7 @@ struct policy;
 struct store;
 struct store_result;
 struct override_live;
+struct local;
 
 enum cmd_verb {
 	CMD_ALLOW,
@@ -146,6 +147,7 @@ struct cmd_env {
 	struct store *store;
 	struct denycache *deny;	    /* NULL: no local deny cache */
 	struct override_live *live; /* run-time overrides; NULL: none */
+	struct local *local;	    /* on_store_error: local; NULL: out of memory */
 };
 
 /*
@@ -172,6 +174,9 @@ struct cmd_slot {
 	 * limits, copied: a run-time one may change while the store decides */
 	struct policy policy_copy;
 	struct multi *multi; /* MALLOW, MPEEK: while the store decides (multi.c) */
+	/* on_store_error: local may decide it (user and cost are kept then) */
+	struct local *local;
+	int from_memory; /* the store is the memory store (store: memory) */
 	void (*complete)(struct cmd_slot *slot);
 };
 
@@ -197,6 +202,8 @@ void cmd_reply_decision(struct cmd_slot *slot, int allowed, int64_t limit, int64
 			int64_t retry_after_ms, int64_t reset_ms);
 /* Counts and logs a shadow denial by slot->user on policy p. */
 void cmd_shadow_denied(struct cmd_slot *slot, const struct policy *p);
+/* Where a decision the store made came from, for the metrics. */
+int cmd_store_source(const struct store *s);
 /* The store could not decide slot->op on slot->policy: counts it and
  * answers as mode says (an error, or a fallback decision). */
 void cmd_store_failed(struct cmd_slot *slot, const struct store_result *res,

@@ -183,11 +183,77 @@ static int set_on_error(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
-	if (yp_scalar(P, k->name, "allow, deny or error", &s, &len) < 0)
+	if (yp_scalar(P, k->name, "allow, deny, error or local", &s, &len) < 0)
 		return -1;
 	if (policy_parse_on_error(s, len, (enum policy_on_error *)dst) < 0)
-		return yp_failk(P, P->ev.start_mark, k->name, "must be allow, deny or error");
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"must be allow, deny, error or local");
 	return 0;
+}
+
+/* A share of a limit, 0 < x <= 1, written as a decimal ("0.5", "1"). */
+static int set_share(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "a number above 0, at most 1", &s, &len) < 0)
+		return -1;
+	int digits = 0, dots = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] >= '0' && s[i] <= '9')
+			digits++;
+		else if (s[i] == '.' && dots++ == 0)
+			continue;
+		else
+			digits = -1000;
+	}
+	/* libyaml NUL-terminates scalars: strtod stops at the end */
+	double v = digits > 0 && digits <= 12 ? strtod(s, NULL) : -1;
+	if (!(v > 0 && v <= 1))
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"must be a number above 0 and at most 1, such as 0.5");
+	*(double *)dst = v;
+	return 0;
+}
+
+static const char *const store_names[] = {
+	[CONFIG_STORE_REDIS] = "redis",
+	[CONFIG_STORE_MEMORY] = "memory",
+};
+
+static int set_store(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "redis or memory", &s, &len) < 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(store_names) / sizeof(store_names[0]); i++) {
+		if (strlen(store_names[i]) == len && memcmp(store_names[i], s, len) == 0) {
+			*(enum config_store *)dst = (enum config_store)i;
+			return 0;
+		}
+	}
+	return yp_failk(P, P->ev.start_mark, k->name, "must be redis or memory");
+}
+
+static void put_store(FILE *f, const struct ykey *k, const void *base)
+{
+	fputs(store_names[*(const enum config_store *)((const char *)base + k->offset)], f);
+}
+
+enum { MEMK_MAX_KEYS, MEMK_N };
+
+static const struct ykey memory_keys[MEMK_N] = {
+	[MEMK_MAX_KEYS] = {"max_keys", yp_set_int, offsetof(struct config_memory, max_keys), 1000,
+			   1000000000, YP_RESTART, yp_put_int},
+};
+
+static int set_memory(struct yparser *P, const struct ykey *k, void *dst)
+{
+	unsigned seen;
+	yaml_mark_t marks[MEMK_N], start;
+	return yp_section(P, k, "expected a mapping", memory_keys, MEMK_N, dst, &seen, marks,
+			  &start);
 }
 
 static int set_log_level(struct yparser *P, const struct ykey *k, void *dst)
@@ -1189,9 +1255,12 @@ static int set_policies(struct yparser *P, const struct ykey *k, void *dst)
 
 enum {
 	TK_LISTEN,
+	TK_STORE,
+	TK_MEMORY,
 	TK_REDIS,
 	TK_PREFIX,
 	TK_ON_ERROR,
+	TK_LOCAL_SHARE,
 	TK_MAX_LINE,
 	TK_MAX_CLIENTS,
 	TK_IDLE_TIMEOUT,
@@ -1206,11 +1275,17 @@ enum {
 
 static const struct ykey top_keys[TK_N] = {
 	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0, YP_RESTART, put_listen},
+	[TK_STORE] = {"store", set_store, offsetof(struct config, store), 0, 0, YP_RESTART,
+		      put_store},
+	[TK_MEMORY] = {"memory", set_memory, offsetof(struct config, memory), 0, 0, YP_RELOAD,
+		       NULL},
 	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0, YP_RELOAD, NULL},
 	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0, YP_RELOAD,
 		       NULL},
 	[TK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct config, on_store_error), 0,
 			 0, YP_RELOAD, NULL},
+	[TK_LOCAL_SHARE] = {"local_share", set_share, offsetof(struct config, local_share), 0, 0,
+			    YP_RELOAD, NULL},
 	[TK_MAX_LINE] = {"max_line", yp_set_size, offsetof(struct config, max_line), 64, 1048576,
 			 YP_RELOAD, NULL},
 	[TK_MAX_CLIENTS] = {"max_clients", yp_set_int, offsetof(struct config, max_clients), 1,
@@ -1240,6 +1315,7 @@ static const struct {
 	{"", top_keys, TK_N, 0},
 	{"metrics.", metrics_keys, MK_N, 0},
 	{"redis.", redis_keys, RK_N, offsetof(struct config, redis)},
+	{"memory.", memory_keys, MEMK_N, offsetof(struct config, memory)},
 };
 
 /* k's value in the struct at base, as text; malloc'd, NULL when out of memory. */
@@ -1294,6 +1370,9 @@ static int config_defaults(struct config *c)
 	c->nlisten = 1;
 	c->listen[0].address = strdup(DEFAULT_LISTEN);
 	c->listen[0].mode = CONFIG_DEFAULT_SOCKET_MODE;
+	c->store = CONFIG_STORE_REDIS;
+	c->local_share = 1;
+	c->memory.max_keys = CONFIG_MEMORY_MAX_KEYS_DEFAULT;
 	c->redis.address = strdup(DEFAULT_REDIS_ADDRESS);
 	c->redis.database = DEFAULT_REDIS_DATABASE;
 	c->redis.timeout_ms = DEFAULT_REDIS_TIMEOUT_MS;
@@ -1322,6 +1401,14 @@ static int parse_stream(struct yparser *P, struct config *c)
 	yaml_mark_t marks[TK_N];
 	if (yp_map(P, NULL, top_keys, TK_N, c, &seen, marks) < 0 && P->fatal)
 		return -1;
+	if (c->store == CONFIG_STORE_MEMORY && (seen & (1u << TK_REDIS)))
+		yp_fail(P, marks[TK_REDIS],
+			"redis: not used with store: memory (state lives in this daemon); remove "
+			"it, or write store: redis");
+	else if (c->store == CONFIG_STORE_REDIS && (seen & (1u << TK_MEMORY)) &&
+		 !config_uses_local(c))
+		yp_fail(P, marks[TK_MEMORY],
+			"memory: only used with store: memory or on_store_error: local; remove it");
 	if (!(seen & (1u << TK_POLICIES)))
 		yp_fail(P, root, "policies: required, with at least one policy");
 	else if (c->throttle.enabled &&
@@ -1475,6 +1562,16 @@ int config_shadow(const struct config *c, const struct policy *p)
 	if (p && p->shadow >= 0)
 		return p->shadow;
 	return c->shadow;
+}
+
+int config_uses_local(const struct config *c)
+{
+	if (c->on_store_error == POLICY_ON_ERROR_LOCAL)
+		return 1;
+	for (size_t i = 0; i < c->npolicies; i++)
+		if (c->policies[i].on_store_error == POLICY_ON_ERROR_LOCAL)
+			return 1;
+	return 0;
 }
 
 enum policy_on_error config_on_error(const struct config *c, const struct policy *p)

@@ -22,6 +22,18 @@ enum config_redis_mode {
 	CONFIG_REDIS_SENTINEL, /* the master `sentinel_master` as told by `sentinels` */
 };
 
+/* Where the limits' state lives. */
+enum config_store {
+	CONFIG_STORE_REDIS,  /* in Redis (redis:), shared by every daemon on it */
+	CONFIG_STORE_MEMORY, /* in this daemon's memory (memory:), no Redis at all */
+};
+
+/* The memory store's bounds (store: memory). */
+struct config_memory {
+	int max_keys; /* keys kept; the least recently used one goes first */
+};
+#define CONFIG_MEMORY_MAX_KEYS_DEFAULT 1000000
+
 /* A list of "host:port" addresses. */
 struct config_addrs {
 	char **addr;
@@ -97,9 +109,12 @@ struct config {
 	char *path;
 	struct config_listen *listen;
 	size_t nlisten;
+	enum config_store store;
+	struct config_memory memory;
 	struct config_redis redis;
 	char *prefix;
 	enum policy_on_error on_store_error; /* never INHERIT here */
+	double local_share;		     /* on_store_error: local: the share of each limit */
 	size_t max_line;
 	int max_clients;
 	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
@@ -150,6 +165,8 @@ const struct policy *config_find_policy(const struct config *c, const char *name
 /* Whether p is in shadow mode under c. */
 int config_shadow(const struct config *c, const struct policy *p);
 /* The on_store_error that applies to p under c. */
+/* 1 if on_store_error: local applies anywhere (top level or a policy). */
+int config_uses_local(const struct config *c);
 enum policy_on_error config_on_error(const struct config *c, const struct policy *p);
 
 #endif

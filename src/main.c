@@ -275,7 +275,7 @@ int main(int argc, char **argv)
 	if (!d.base || event_base_priority_init(d.base, 2) < 0)
 		log_fatal("cannot create the event loop");
 	/* Everything runs at priority 1 but the RESET notices (redis_conn.c). */
-	d.store = store_new(d.base, &cfg->redis, err, sizeof(err));
+	d.store = store_new(d.base, cfg, err, sizeof(err));
 	if (!d.store)
 		log_fatal("redis: %s", err);
 	d.srv = server_new(d.base, cfg, d.store, err, sizeof(err));
@@ -302,7 +302,7 @@ int main(int argc, char **argv)
 		n += (size_t)snprintf(listening + n, sizeof(listening) - n, "%s%s", i ? " " : "",
 				      cfg->listen[i].address);
 	char redis[300];
-	store_describe(&cfg->redis, redis, sizeof(redis));
+	store_describe(cfg, redis, sizeof(redis));
 	log_info("ratelimitd %s ready, listening on %s (%zu %s, %s)%s%s", RATELIMITD_VERSION,
 		 listening, cfg->npolicies, log_plural(cfg->npolicies, "policy", "policies"), redis,
 		 cfg->metrics_listen ? "; metrics on http://" : "",

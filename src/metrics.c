@@ -19,11 +19,13 @@
 #include "addr.h"
 #include "config.h"
 #include "listener.h"
+#include "local.h"
 #include "log.h"
 #include "proto.h"
 #include "server.h"
 #include "stats.h"
 #include "store.h"
+#include "store_memory.h"
 
 /* A scrape is one short GET; anything bigger is not one. */
 #define METRICS_MAX_HEADERS 8192
@@ -64,7 +66,8 @@ static void render(struct metrics *m, struct evbuffer *b)
 
 	family(b, "ratelimitd_decisions_total", "counter",
 	       "ALLOW and PEEK answers, by result and by who decided: redis, the local deny "
-	       "cache, or the on_store_error fallback.");
+	       "cache, the on_store_error fallback, an override, the memory store (store: "
+	       "memory), or this daemon while Redis could not (on_store_error: local).");
 	for (int f = 0; f < STATS_FROM_N; f++)
 		for (int a = 1; a >= 0; a--) {
 			if (f == STATS_FROM_CACHE && a == 1)
@@ -163,6 +166,27 @@ static void render(struct metrics *m, struct evbuffer *b)
 	       "Connections to Redis that were up and were lost.");
 	evbuffer_add_printf(b, "ratelimitd_redis_connections_lost_total %llu\n", h.conns_lost);
 
+	family(b, "ratelimitd_local_active", "gauge",
+	       "1 while decisions are made in this daemon because Redis cannot "
+	       "(on_store_error: local), else 0.");
+	evbuffer_add_printf(b, "ratelimitd_local_active %d\n", local_active(server_local(m->srv)));
+	struct store_memory_stats ms;
+	if (store_memory_stats(store, &ms) == 0) {
+		family(b, "ratelimitd_memory_keys", "gauge",
+		       "Keys the memory store holds now (store: memory).");
+		evbuffer_add_printf(b, "ratelimitd_memory_keys %zu\n", ms.keys);
+		family(b, "ratelimitd_memory_bytes", "gauge",
+		       "Memory those keys take, as allocated (an estimate).");
+		evbuffer_add_printf(b, "ratelimitd_memory_bytes %zu\n", ms.bytes);
+		family(b, "ratelimitd_memory_evicted_total", "counter",
+		       "Keys dropped, least recently used first, because memory.max_keys was "
+		       "reached (their limits started afresh).");
+		evbuffer_add_printf(b, "ratelimitd_memory_evicted_total %llu\n", ms.evicted);
+		family(b, "ratelimitd_memory_expired_total", "counter",
+		       "Keys dropped when Redis would have expired them.");
+		evbuffer_add_printf(b, "ratelimitd_memory_expired_total %llu\n", ms.expired);
+	}
+
 	family(b, "ratelimitd_reloads_total", "counter", "Configuration reloads, by result.");
 	evbuffer_add_printf(b, "ratelimitd_reloads_total{result=\"ok\"} %llu\n", stats.reloads_ok);
 	evbuffer_add_printf(b, "ratelimitd_reloads_total{result=\"failed\"} %llu\n",
@@ -207,6 +231,19 @@ static void request_cb(struct evhttp_request *req, void *arg)
 			evbuffer_add_printf(body, "stopping\n");
 			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,
 				   "text/plain");
+		} else if (h.memory) {
+			evbuffer_add_printf(body, "ok\n");
+			reply_text(req, HTTP_OK, "OK", body, "text/plain");
+		} else if ((h.conns_up == 0 || h.refusing || local_active(server_local(m->srv))) &&
+			   server_config(m->srv)->on_store_error == POLICY_ON_ERROR_LOCAL) {
+			/* every daemon decides alone: taking this one out helps nobody */
+			evbuffer_add_printf(body,
+					    "degraded: %s; deciding locally (on_store_error: "
+					    "local)\n",
+					    h.conns_up == 0 ? "redis unavailable"
+					    : h.refusing    ? "redis refuses decisions"
+							    : "redis does not answer in time");
+			reply_text(req, HTTP_OK, "OK", body, "text/plain");
 		} else if (h.conns_up == 0) {
 			evbuffer_add_printf(body, "redis unavailable\n");
 			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,

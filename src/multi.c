@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "config.h"
 #include "denycache.h"
+#include "local.h"
 #include "override.h"
 #include "policy.h"
 #include "stats.h"
@@ -39,6 +40,7 @@ struct multi_pair {
 struct multi {
 	struct cmd_slot *slot;
 	struct store *store;
+	struct local *local;	/* on_store_error: local (local.h) */
 	struct denycache *deny; /* NULL: not consulted */
 	enum store_op op;
 	int64_t cost;
@@ -91,6 +93,8 @@ static void multi_decided(struct multi *m, const struct multi_pair *by, enum sta
 			  int64_t reset_ms)
 {
 	struct cmd_slot *slot = m->slot;
+	if (from == STATS_FROM_STORE)
+		local_redis_back(m->local); /* Redis decides again */
 	if (m->deny && allowed && m->op == STORE_ALLOW)
 		/* cached denials of these pairs now show a stale remaining */
 		for (int i = 0; i < m->n; i++)
@@ -104,17 +108,71 @@ static void multi_decided(struct multi *m, const struct multi_pair *by, enum sta
 	cmd_reply_decision(slot, allowed, limit, remaining, retry_after_ms, reset_ms);
 }
 
+/* How strict an on_store_error answer is, for the pairs' strictest. */
+static int strictness(enum policy_on_error e)
+{
+	switch (e) {
+	case POLICY_ON_ERROR_ERROR:
+		return 3;
+	case POLICY_ON_ERROR_DENY:
+		return 2;
+	case POLICY_ON_ERROR_LOCAL:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void multi_decided(struct multi *m, const struct multi_pair *by, enum stats_from from,
+			  int allowed, int64_t limit, int64_t remaining, int64_t retry_after_ms,
+			  int64_t reset_ms);
+
+/* on_store_error: local: every pair decided at once in this daemon's memory. */
+static int multi_local(struct multi *m, const char *why)
+{
+	struct cmd_slot *slot = m->slot;
+	struct store_pair pairs[CMD_PAIRS_MAX];
+	for (int i = 0; i < m->n; i++)
+		pairs[i] = (struct store_pair){m->pairs[i].policy, m->pairs[i].user,
+					       m->pairs[i].user_len, m->pairs[i].shadow};
+	struct store_request req = {
+		.op = m->op,
+		.prefix = slot->cfg->prefix,
+		.prefix_len = strlen(slot->cfg->prefix),
+		.cost = m->cost,
+		.npairs = m->n,
+		.pairs = pairs,
+	};
+	struct store_result res;
+	local_decide(m->local, &req, slot->cfg->local_share, why, &res);
+	if (res.status != STORE_OK || res.pair < 1 || res.pair > m->n)
+		return -1;
+	if (res.shadow_pair > 0 && res.shadow_pair <= m->n)
+		multi_shadow_denied(slot, &m->pairs[res.shadow_pair - 1]);
+	multi_decided(m, &m->pairs[res.pair - 1], STATS_FROM_LOCAL, res.allowed, res.limit,
+		      res.remaining, res.retry_after_ms, res.reset_ms);
+	return 0;
+}
+
 /* The store could not decide: the strictest on_store_error of the pairs
- * answers (error, then deny, then allow), for no pair in particular. */
+ * answers (error, then deny, then local, then allow); but local, for
+ * no pair in particular. */
 static void multi_failed(struct multi *m, const struct store_result *res)
 {
 	struct cmd_slot *slot = m->slot;
 	enum policy_on_error mode = POLICY_ON_ERROR_ALLOW;
 	for (int i = 0; i < m->n; i++) {
 		enum policy_on_error e = config_on_error(slot->cfg, m->pairs[i].named);
-		if (e == POLICY_ON_ERROR_ERROR ||
-		    (e == POLICY_ON_ERROR_DENY && mode == POLICY_ON_ERROR_ALLOW))
+		if (strictness(e) > strictness(mode))
 			mode = e;
+	}
+	if (mode == POLICY_ON_ERROR_LOCAL && m->local) {
+		char why[128];
+		snprintf(why, sizeof(why), "store %s: %s", store_status_name(res->status),
+			 res->detail ? res->detail : "");
+		if (multi_local(m, why) == 0)
+			return;
+		mode = POLICY_ON_ERROR_ERROR; /* out of memory: say so */
 	}
 	slot->policy = m->pairs[0].named;
 	slot->res.pair = 0;
@@ -141,8 +199,8 @@ static void multi_done(void *arg, const struct store_result *res)
 	}
 	if (res->shadow_pair > 0)
 		multi_shadow_denied(m->slot, &m->pairs[res->shadow_pair - 1]);
-	multi_decided(m, &m->pairs[res->pair - 1], STATS_FROM_STORE, res->allowed, res->limit,
-		      res->remaining, res->retry_after_ms, res->reset_ms);
+	multi_decided(m, &m->pairs[res->pair - 1], cmd_store_source(m->store), res->allowed,
+		      res->limit, res->remaining, res->retry_after_ms, res->reset_ms);
 }
 
 static void multi_submit_atomic(struct multi *m, struct config *cfg)
@@ -400,6 +458,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	}
 	m->slot = slot;
 	m->store = env->store;
+	m->local = env->local;
 	m->op = (enum store_op)slot->op;
 	m->cost = req->cost > 0 ? req->cost : 1;
 	m->timeout_ms = cfg->redis.timeout_ms;

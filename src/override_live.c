@@ -426,7 +426,11 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct override_live *l = arg;
-	int followed = store_resets_followed(l->store);
+	if (store_local(l->store)) { /* nothing to read: they live here only */
+		l->loaded = l->ever_loaded = 1;
+		l->load_followed = 1;
+	}
+	int followed = store_resets_followed(l->store) || store_local(l->store);
 	/* Read the hash at start (as soon as Redis answers), once notices are
 	 * followed if they were not when it was read (a change in between
 	 * would be missed), and whenever Redis may have restarted. */
@@ -552,6 +556,17 @@ void override_live_put(struct override_live *l, const char *action, size_t alen,
 	field[alen] = '\n';
 	memcpy(field + alen + 1, user, ulen);
 	int tl = snprintf(ttl, sizeof(ttl), "%lld", (long long)(ttl_ms > 0 ? ttl_ms : 0));
+	if (store_local(l->store)) {
+		/* no Redis (store: memory): this daemon's alone, gone when it stops */
+		char value[24 + 1 + SPEC_MAX];
+		int vl = spec ? snprintf(value, sizeof(value), "%lld %.*s",
+					 (long long)(ttl_ms > 0 ? redis_now_ms(l) + ttl_ms : 0),
+					 (int)spec_len, spec)
+			      : 0;
+		apply(l, field, alen + 1 + ulen, spec ? value : NULL, (size_t)vl);
+		done(arg, NULL);
+		return;
+	}
 	struct call *c = call_new(l, CALL_PUT);
 	if (!c) {
 		done(arg, "out of memory");

@@ -4,7 +4,8 @@
  * shared by every daemon on the Redis and kept across restarts; each daemon
  * mirrors it in memory, so a decision looks an override up without asking
  * Redis (and pays nothing while there is none), and follows changes through
- * notices on the RESET channel.
+ * notices on the RESET channel. With the memory store (no Redis) they
+ * live in this daemon only, until it stops.
  */
 #ifndef RL_OVERRIDE_LIVE_H
 #define RL_OVERRIDE_LIVE_H

@@ -298,6 +298,8 @@ int policy_parse_on_error(const char *s, size_t len, enum policy_on_error *out)
 		*out = POLICY_ON_ERROR_DENY;
 	else if (len == 5 && memcmp(s, "error", 5) == 0)
 		*out = POLICY_ON_ERROR_ERROR;
+	else if (len == 5 && memcmp(s, "local", 5) == 0)
+		*out = POLICY_ON_ERROR_LOCAL;
 	else
 		return -1;
 	return 0;
@@ -312,6 +314,8 @@ const char *policy_on_error_name(enum policy_on_error e)
 		return "deny";
 	case POLICY_ON_ERROR_ERROR:
 		return "error";
+	case POLICY_ON_ERROR_LOCAL:
+		return "local";
 	default:
 		return "inherit";
 	}

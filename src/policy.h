@@ -42,6 +42,7 @@ enum policy_on_error {
 	POLICY_ON_ERROR_ALLOW = 0,
 	POLICY_ON_ERROR_DENY = 1,
 	POLICY_ON_ERROR_ERROR = 2,
+	POLICY_ON_ERROR_LOCAL = 3, /* decide in this daemon's memory (local.h) */
 };
 
 /*

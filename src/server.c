@@ -15,6 +15,7 @@
 #include "conn.h"
 #include "denycache.h"
 #include "keys.h"
+#include "local.h"
 #include "listener.h"
 #include "log.h"
 #include "override_live.h"
@@ -42,6 +43,11 @@ struct server {
 struct config *server_config(const struct server *srv)
 {
 	return srv->cfg;
+}
+
+struct local *server_local(const struct server *srv)
+{
+	return srv->env.local;
 }
 
 struct store *server_store(const struct server *srv)
@@ -123,6 +129,11 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	srv->env.live = override_live_new(base, store, cfg);
 	if (!srv->env.live)
 		log_error("out of memory: run-time overrides are off");
+	/* made whatever the file says now: a reload may turn it on */
+	char lerr[128];
+	srv->env.local = local_new(base, cfg, lerr, sizeof(lerr));
+	if (!srv->env.local)
+		log_error("%s: on_store_error: local answers as error", lerr);
 	store_watch_resets(store, cfg->prefix, reset_notice, srv);
 	config_ref(cfg);
 	srv->cfg = cfg;
@@ -168,5 +179,6 @@ void server_free(struct server *srv)
 	config_unref(srv->cfg);
 	denycache_free(srv->env.deny);
 	override_live_free(srv->env.live);
+	local_free(srv->env.local);
 	free(srv);
 }

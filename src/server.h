@@ -10,6 +10,7 @@
 struct event_base;
 struct config;
 struct store;
+struct local;
 struct server;
 
 /* Binds every listen address of cfg (takes a reference). NULL with err on failure. */
@@ -19,6 +20,8 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 void server_set_config(struct server *srv, struct config *cfg);
 struct config *server_config(const struct server *srv);
 struct store *server_store(const struct server *srv);
+/* The local fallback (on_store_error: local); NULL when out of memory. */
+struct local *server_local(const struct server *srv);
 /* Stops accepting; each client is closed once its in-flight replies are written.
  * done(arg) runs from the loop once no client is left. */
 void server_drain(struct server *srv, void (*done)(void *arg), void *arg);

@@ -142,10 +142,12 @@ void stats_count_error(enum cmd_error e)
 }
 
 static const char *const from_names[STATS_FROM_N] = {
-	[STATS_FROM_STORE] = "redis",
-	[STATS_FROM_CACHE] = "cache",
-	[STATS_FROM_FALLBACK] = "fallback",
-	[STATS_FROM_OVERRIDE] = "override",
+	[STATS_FROM_STORE] = "redis",	    /* Redis decided */
+	[STATS_FROM_CACHE] = "cache",	    /* a cached denial */
+	[STATS_FROM_FALLBACK] = "fallback", /* on_store_error allow or deny */
+	[STATS_FROM_OVERRIDE] = "override", /* unlimited or blocked */
+	[STATS_FROM_MEMORY] = "memory",	    /* store: memory */
+	[STATS_FROM_LOCAL] = "local",	    /* on_store_error: local */
 };
 
 const char *stats_from_name(enum stats_from f)

@@ -20,6 +20,8 @@ enum stats_from {
 	STATS_FROM_CACHE,    /* the local deny cache (a denial only) */
 	STATS_FROM_FALLBACK, /* on_store_error: Redis could not decide */
 	STATS_FROM_OVERRIDE, /* an unlimited or blocked override: nothing to decide */
+	STATS_FROM_MEMORY,   /* the memory store (store: memory) */
+	STATS_FROM_LOCAL,    /* on_store_error: local: this daemon, while Redis could not */
 	STATS_FROM_N
 };
 

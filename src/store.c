@@ -7,12 +7,16 @@
 
 #include "config.h"
 #include "store_cluster.h"
+#include "store_memory.h"
 #include "store_redis.h"
 #include "store_sentinel.h"
 
-struct store *store_new(struct event_base *base, const struct config_redis *cfg, char *err,
+struct store *store_new(struct event_base *base, const struct config *config, char *err,
 			size_t errlen)
 {
+	if (config->store == CONFIG_STORE_MEMORY)
+		return store_memory_new(base, &config->memory, err, errlen);
+	const struct config_redis *cfg = &config->redis;
 	switch (cfg->mode) {
 	case CONFIG_REDIS_CLUSTER:
 		return store_cluster_new(base, cfg, err, errlen);
@@ -24,8 +28,13 @@ struct store *store_new(struct event_base *base, const struct config_redis *cfg,
 	return store_redis_new(base, cfg, err, errlen);
 }
 
-void store_describe(const struct config_redis *cfg, char *buf, size_t len)
+void store_describe(const struct config *config, char *buf, size_t len)
 {
+	if (config->store == CONFIG_STORE_MEMORY) {
+		snprintf(buf, len, "memory (at most %d keys)", config->memory.max_keys);
+		return;
+	}
+	const struct config_redis *cfg = &config->redis;
 	switch (cfg->mode) {
 	case CONFIG_REDIS_CLUSTER:
 		snprintf(buf, len, "redis cluster via %s%s", cfg->cluster.addr[0],
@@ -123,6 +132,11 @@ void store_call(struct store *s, const struct store_call *c, store_call_fn *done
 int store_multi(const struct store *s)
 {
 	return s->ops->multi;
+}
+
+int store_local(const struct store *s)
+{
+	return s->ops->local;
 }
 
 size_t store_pending(const struct store *s)

@@ -13,7 +13,7 @@
 #include "policy.h"
 
 struct event_base;
-struct config_redis;
+struct config;
 
 enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET };
 
@@ -160,6 +160,7 @@ struct store_health {
 	 * (the first one's; valid until the loop turns). */
 	unsigned refusing;
 	const char *refusal;
+	int memory; /* decides in this daemon's memory: needs no connection */
 };
 
 struct store;
@@ -185,6 +186,9 @@ struct store_ops {
 	/* 1 if it decides several pairs in one atomic call (store_request.npairs);
 	 * 0: the caller must ask pair by pair (a Cluster: other slots, other nodes). */
 	int multi;
+	/* 1 if the state is this daemon's alone (the memory store): no Redis to
+	 * call, nobody to share run-time overrides or RESETs with. */
+	int local;
 };
 
 struct store {
@@ -192,18 +196,20 @@ struct store {
 };
 
 /*
- * The backend cfg->mode names (one Redis, a Cluster, a Sentinel-watched
- * master), connecting in the background. NULL with err only for a
+ * The backend cfg names (memory; one Redis, a Cluster, a Sentinel-watched
+ * master, connecting in the background). NULL with err only for a
  * configuration it cannot use.
  */
-struct store *store_new(struct event_base *base, const struct config_redis *cfg, char *err,
+struct store *store_new(struct event_base *base, const struct config *cfg, char *err,
 			size_t errlen);
-/* "redis 127.0.0.1:6379", "redis cluster via ...": where cfg decides, for logs. */
-void store_describe(const struct config_redis *cfg, char *buf, size_t len);
+/* "redis 127.0.0.1:6379", "redis cluster via ...", "memory": where cfg
+ * decides, for logs. */
+void store_describe(const struct config *cfg, char *buf, size_t len);
 
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
 int store_multi(const struct store *s);
+int store_local(const struct store *s);
 void store_call(struct store *s, const struct store_call *c, store_call_fn *done, void *arg);
 unsigned long store_generation(const struct store *s);
 void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);

@@ -1,6 +1,7 @@
 -- ratelimit.lua - every ratelimitd decision, atomic inside Redis, in Redis's own clock.
 --
--- The same formulas live in tests/model/limiter.c; tests/vectors.txt checks both.
+-- The same formulas live in src/limiter.c (the memory store); tests/vectors.txt
+-- checks both, and tests/integration/test_memory.py compares them at random.
 --
 -- ARGV[1]  now in microseconds; "0" means read Redis TIME (the daemon always
 --          sends 0; tests send fixed times to replay vectors)

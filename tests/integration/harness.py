@@ -882,6 +882,22 @@ class DaemonTest(unittest.TestCase):
                 self.assertEqual(got, want, "%s in reply %r" % (name, reply))
         return v
 
+    def assertConfigChecks(self, cases, name="t.yaml"):
+        """cases: (YAML text, None or an expected part of the error): each
+        through `ratelimitd -t` in a file called name: OK, or exit 1 with
+        that error."""
+        path = os.path.join(self.tmpdir, name)
+        for text, want in cases:
+            with open(path, "w") as f:
+                f.write(text)
+            p = run_cli(["-t", "-c", path])
+            if want is None:
+                self.assertEqual((p.returncode, p.stdout.strip()), (0, "configuration OK"),
+                                 "%s\n%s" % (p.stderr, text))
+            else:
+                self.assertEqual(p.returncode, 1, text)
+                self.assertIn(want, p.stderr, text)
+
     def assertLogClean(self, daemon):
         """Every stderr line is `LEVEL: message`."""
         bad = [ln for ln in daemon.log_lines() if not LOG_LINE.match(ln)]

@@ -66,6 +66,28 @@ def read_vectors(path):
     return scenarios
 
 
+def script_call(tag, multi, groups, now, op, cost):
+    """(KEYS, ARGV) of the decision script for one decision of a scenario:
+    every group on keys of its own, in one hash tag, time injected."""
+    keys = ["t:{%s}:%d:%d" % (tag, g, i)
+            for g, (_, limits) in enumerate(groups) for i in range(len(limits))]
+    args = [str(now), "1", op, str(cost)]
+    if multi:  # decide_all: per group shadow, nlimits, limits
+        args.append(str(len(groups)))
+        for shadow, limits in groups:
+            args += ["1" if shadow else "0", str(len(limits))]
+            for limit in limits:
+                args += [str(x) for x in limit]
+    else:
+        limits = groups[0][1]
+        args.append(str(len(limits)))
+        for limit in limits:
+            args += [str(x) for x in limit]
+    if op == "r":
+        args += ["t:reset", "%s:u" % tag]  # the notice's channel, tag
+    return keys, args
+
+
 class LuaVectors(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="rl-vectors-")
@@ -83,26 +105,10 @@ class LuaVectors(unittest.TestCase):
         with self.redis.resp() as r:
             sha = r.call("SCRIPT", "LOAD", self.script)
             for n, (multi, groups, steps) in enumerate(scenarios):
-                # every group on keys of its own, in one hash tag per scenario
-                keys = ["t:{v%d}:%d:%d" % (n, g, i)
-                        for g, (_, limits) in enumerate(groups) for i in range(len(limits))]
                 for lineno, now, op, cost, want in steps:
                     ops = ("A", "P") if multi else ("a", "p", "r")
                     self.assertIn(op, ops, "vectors.txt:%d" % lineno)
-                    args = [str(now), "1", op, str(cost)]
-                    if multi:  # decide_all: per group shadow, nlimits, limits
-                        args.append(str(len(groups)))
-                        for shadow, limits in groups:
-                            args += ["1" if shadow else "0", str(len(limits))]
-                            for limit in limits:
-                                args += [str(x) for x in limit]
-                    else:
-                        limits = groups[0][1]
-                        args.append(str(len(limits)))
-                        for limit in limits:
-                            args += [str(x) for x in limit]
-                    if op == "r":
-                        args += ["t:reset", "v%d:u" % n]  # the notice's channel, tag
+                    keys, args = script_call("v%d" % n, multi, groups, now, op, cost)
                     got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
                     self.assertEqual(got, want, "vectors.txt:%d" % lineno)
                     checked += 1

@@ -280,9 +280,9 @@ static const struct {
 	 "t.yaml:2:55: policies.a: too many limits (at most 8)"},
 	/* on_store_error */
 	{"policies:\n  a: {limits: 1/1s, on_store_error: maybe}\n",
-	 "t.yaml:2:37: policies.a.on_store_error: must be allow, deny or error"},
+	 "t.yaml:2:37: policies.a.on_store_error: must be allow, deny, error or local"},
 	{"on_store_error: inherit\npolicies: {a: 1/1s}\n",
-	 "t.yaml:1:17: on_store_error: must be allow, deny or error"},
+	 "t.yaml:1:17: on_store_error: must be allow, deny, error or local"},
 	/* prefix */
 	{"prefix: \"rl:{x}\"\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:9: prefix: must not contain '{', '}', whitespace or control characters"},

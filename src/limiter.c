@@ -1,10 +1,11 @@
 /*
- * limiter.c - the C model of the decision script src/lua/ratelimit.lua, a
- * test oracle: not part of the daemon, which decides only in Redis. `now` is
- * passed in and state is kept in memory. Every formula mirrors the script
- * line for line (same doubles, same rounding), so the decisions in
- * tests/vectors.txt check both: this model in tests/unit/test_limiter.c,
- * the script in a real Redis in tests/integration/test_vectors.py.
+ * limiter.c - the decision script src/lua/ratelimit.lua in C: the memory
+ * store's algorithms (store_memory.c) and the tests' oracle. `now` is passed
+ * in and state is kept in memory. Every formula mirrors the script line for
+ * line (same doubles, same rounding), so the decisions in tests/vectors.txt
+ * check both: this file in tests/unit/test_limiter.c, the script in a real
+ * Redis in tests/integration/test_vectors.py; tests/integration/test_memory.py
+ * compares the two on random sequences.
  */
 #include "limiter.h"
 
@@ -37,6 +38,12 @@ static int64_t ceil_ms(double us)
 	if (us <= 0)
 		return 0;
 	return (int64_t)ceil(us / 1000);
+}
+
+/* When Redis drops a key the script set to expire in ttl_ms (PEXPIRE, SET PX). */
+static int64_t expire_at(int64_t now, int64_t ttl_ms)
+{
+	return now + ttl_ms * 1000;
 }
 
 /* The script's verdict: never, now, or later (returns 1: set c->retry). */
@@ -110,6 +117,7 @@ static int sliding_commit(struct limiter_state *s, int64_t cost, int64_t now, st
 		s->log[s->nlog++] = score;
 	c->remaining = c->limit - c->used - cost;
 	c->reset = min64(c->period_ms, ceil_ms((double)(score + c->window - now)));
+	s->expire_us = expire_at(now, ceil_ms((double)(score + c->window - now)));
 	return 0;
 }
 
@@ -144,6 +152,8 @@ static void funnel_check(const struct policy_limit *l, const struct limiter_stat
 static void funnel_commit(struct limiter_state *s, int64_t now, struct check *c)
 {
 	s->tat_us = c->new_tat;
+	int64_t ttl = ceil_ms(c->new_tat - (double)now);
+	s->expire_us = expire_at(now, ttl > 1 ? ttl : 1);
 	c->remaining = c->after_remaining;
 	c->reset = ceil_ms(c->new_tat - (double)now);
 }
@@ -171,8 +181,9 @@ static void fixed_check(const struct policy_limit *l, const struct limiter_state
 	c->reset = used > 0 ? c->to_end : 0;
 }
 
-static void fixed_commit(struct limiter_state *s, struct check *c)
+static void fixed_commit(struct limiter_state *s, int64_t now, struct check *c)
 {
+	s->expire_us = expire_at(now, c->to_end);
 	s->has_window = 1;
 	s->window = c->idx;
 	s->n = c->used + c->cost;
@@ -252,6 +263,7 @@ static void counter_commit(struct limiter_state *s, int64_t now, struct check *c
 	s->window = c->idx;
 	s->n = c->cur + c->cost;
 	s->prev = c->prev;
+	s->expire_us = expire_at(now, ceil_ms((double)(c->start + 2 * c->period - now)));
 	int64_t left = c->limit - c->est - c->cost;
 	c->remaining = left > 0 ? left : 0;
 	c->reset = counter_wait(c, s->n, 0, now);
@@ -287,7 +299,7 @@ static int commit_limit(enum policy_algo algo, struct limiter_state *s, int64_t 
 		funnel_commit(s, now, c);
 		return 0;
 	case POLICY_FIXED_WINDOW:
-		fixed_commit(s, c);
+		fixed_commit(s, now, c);
 		return 0;
 	case POLICY_SLIDING_COUNTER:
 		counter_commit(s, now, c);
@@ -321,6 +333,7 @@ static int ban_denied(const struct policy_ban *b, struct limiter_state *s, int64
 	if ((int64_t)s->nlog + 1 >= b->after) {
 		s->nlog = 0;
 		s->ban_until = now + b->for_ms * 1000;
+		s->expire_us = expire_at(now, ceil_ms((double)(b->for_ms * 1000)));
 		c->ok = 0;
 		c->retry = c->reset = ceil_ms((double)(b->for_ms * 1000));
 		return 0;
@@ -337,6 +350,7 @@ static int ban_denied(const struct policy_ban *b, struct limiter_state *s, int64
 		s->caplog = cap;
 	}
 	s->log[s->nlog++] = score;
+	s->expire_us = expire_at(now, ceil_ms((double)(score + b->within_ms * 1000 - now)));
 	return 0;
 }
 
@@ -404,6 +418,7 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 			st[i].nlog = 0;
 			st[i].has_window = 0;
 			st[i].ban_until = 0;
+			st[i].expire_us = 0;
 		}
 		*out = (struct limiter_result){.allowed = 1};
 		return 0;

@@ -1,6 +1,7 @@
 /*
- * limiter.h - the C model of src/lua/ratelimit.lua (the tests' oracle, see
- * limiter.c), with the clock passed in and state in memory.
+ * limiter.h - the algorithms of src/lua/ratelimit.lua in C (the memory
+ * store's, and the tests' oracle; see limiter.c), with the clock passed in
+ * and state in memory.
  */
 #ifndef RL_LIMITER_H
 #define RL_LIMITER_H
@@ -29,6 +30,9 @@ struct limiter_state {
 	int has_window; /* fixed window and counter: the key exists */
 	int64_t window, n, prev;
 	int64_t ban_until; /* a ban's key: banned until then (0: not banned) */
+	/* when Redis would drop the key (us, on now's clock): set by whatever
+	 * writes it as the script sets its expiry; 0 once RESET */
+	int64_t expire_us;
 };
 
 /*

@@ -1,0 +1,186 @@
+/*
+ * fuzz_memory.c - the memory store (src/store_memory.c) against limiter.c on
+ * plain state arrays, which never expire or evict: bytes in, a sequence of
+ * decisions (op, user, policy, cost, time step) out, both must answer alike
+ * on every one. A key the store drops when Redis would have must never
+ * change a decision, and the table, heap and LRU list must never lose or
+ * corrupt a state (ASan/UBSan watch the memory). Few users, so max_keys is
+ * never reached here; a second store with a tiny max_keys takes the same
+ * sequence over many users, for eviction's paths (no comparison there).
+ *
+ * Each decision is 8 bytes: op, user, policy, cost, then a little-endian
+ * time step in microseconds (scaled up by its top bits: from 1 us to hours).
+ * Op 7 decides 2 to 4 pairs at once (MALLOW), some in shadow mode.
+ */
+#include <event2/event.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "limiter.h"
+#include "policy.h"
+#include "store.h"
+#include "store_memory.h"
+
+#define USERS 6
+#define NPOL 6
+#define CROWD 400 /* the evicting store's users */
+
+static struct policy pol[NPOL];
+
+static void limit(struct policy *p, int i, int64_t cap, int64_t count, int64_t period_ms)
+{
+	p->limits[i] = (struct policy_limit){cap, count, period_ms};
+	if (p->nlimits <= i)
+		p->nlimits = i + 1;
+}
+
+static void make_policies(void)
+{
+	for (int i = 0; i < NPOL; i++) {
+		memset(&pol[i], 0, sizeof(pol[i]));
+		snprintf(pol[i].name, sizeof(pol[i].name), "p%d", i);
+		pol[i].name_len = strlen(pol[i].name);
+	}
+	pol[0].algo = POLICY_SLIDING_WINDOW;
+	limit(&pol[0], 0, 3, 3, 1000);
+	limit(&pol[0], 1, 10, 10, 60000);
+	pol[1].algo = POLICY_FUNNEL;
+	limit(&pol[1], 0, 4, 2, 1000);
+	pol[2].algo = POLICY_FIXED_WINDOW;
+	limit(&pol[2], 0, 5, 5, 100);
+	limit(&pol[2], 1, 7, 7, 3600000);
+	pol[3].algo = POLICY_SLIDING_COUNTER;
+	limit(&pol[3], 0, 4, 4, 250);
+	pol[4].algo = POLICY_SLIDING_WINDOW;
+	limit(&pol[4], 0, 2, 2, 500);
+	pol[4].ban = (struct policy_ban){2, 1000, 3000};
+	pol[5].algo = POLICY_FUNNEL;
+	limit(&pol[5], 0, 1, 1, 7);
+	pol[5].ban = (struct policy_ban){1, 50, 20};
+}
+
+struct clock {
+	int64_t now;
+};
+
+static int64_t clock_now(void *arg)
+{
+	return ((struct clock *)arg)->now;
+}
+
+static void copy_result(void *arg, const struct store_result *res)
+{
+	*(struct store_result *)arg = *res;
+}
+
+static struct event_base *base;
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (!base) {
+		base = event_base_new();
+		make_policies();
+	}
+	char err[64];
+	struct config_memory big = {100000}, tiny = {1000};
+	struct store *s = store_memory_new(base, &big, err, sizeof(err));
+	struct store *crowd = store_memory_new(base, &tiny, err, sizeof(err));
+	if (!s || !crowd)
+		abort();
+	struct clock clk = {1700000000000000LL};
+	store_memory_set_clock(s, clock_now, &clk);
+	store_memory_set_clock(crowd, clock_now, &clk);
+	static struct limiter_state st[USERS][NPOL][POLICY_MAX_LIMITS + 1];
+	memset(st, 0, sizeof(st));
+
+	for (size_t at = 0; at + 8 <= size; at += 8) {
+		const uint8_t *d = data + at;
+		uint32_t step = (uint32_t)d[4] | (uint32_t)d[5] << 8 | (uint32_t)d[6] << 16 |
+				(uint32_t)d[7] << 24;
+		clk.now += (int64_t)(step & 0x3fffffff) << (2 * (step >> 30)) >> 6;
+		int u = d[1] % USERS, pi = d[2] % NPOL;
+		int64_t cost = 1 + d[3] % 12;
+		enum store_op op = d[0] % 8 == 0 ? STORE_RESET : d[0] % 8 < 3 ? STORE_PEEK : STORE_ALLOW;
+		char user[8];
+		snprintf(user, sizeof(user), "u%d", u);
+		struct store_request req = {
+			.op = op,
+			.policy = &pol[pi],
+			.prefix = "rl:",
+			.prefix_len = 3,
+			.user = user,
+			.user_len = strlen(user),
+			.cost = cost,
+			.timeout_ms = 50,
+		};
+		/* op 7: several pairs at once (policies pi, pi+1, ...), as MALLOW */
+		int npairs = d[0] % 8 == 7 ? 2 + d[3] % 3 : 0;
+		struct store_pair pairs[4];
+		const struct policy *gp[4];
+		struct limiter_state *gs[4];
+		int shadow[4] = {0, 0, 0, 0}, group = 0, shadow_group = 0;
+		for (int i = 0; i < npairs; i++) {
+			int q = (pi + i) % NPOL;
+			shadow[i] = i > 0 && (d[1] >> (4 + i)) & 1;
+			pairs[i] = (struct store_pair){&pol[q], user, strlen(user), shadow[i]};
+			gp[i] = &pol[q];
+			gs[i] = st[u][q];
+		}
+		if (npairs) {
+			req.op = op = STORE_ALLOW;
+			req.npairs = npairs;
+			req.pairs = pairs;
+		}
+		struct store_result got = {.status = STORE_FAILED};
+		s->ops->submit(s, &req, copy_result, &got);
+		if (got.status != STORE_OK)
+			abort();
+		struct limiter_result want;
+		static const enum limiter_op lop[] = {[STORE_ALLOW] = LIMITER_ALLOW,
+						      [STORE_PEEK] = LIMITER_PEEK,
+						      [STORE_RESET] = LIMITER_RESET};
+		int rc = npairs ? limiter_decide_all(gp, shadow, gs, npairs, LIMITER_ALLOW, cost,
+						     clk.now, &want, &group, &shadow_group)
+				: limiter_decide(&pol[pi], st[u][pi], lop[op], cost, clk.now, &want);
+		if (rc < 0 || (npairs && (got.pair != group || got.shadow_pair != shadow_group)))
+			abort();
+		if (got.allowed != want.allowed || got.limit != want.limit ||
+		    got.remaining != want.remaining || got.retry_after_ms != want.retry_after_ms ||
+		    got.reset_ms != want.reset_ms) {
+			fprintf(stderr,
+				"decision %zu (policy %d, user %d, op %d, cost %lld): store %d %lld "
+				"%lld %lld %lld, limiter %d %lld %lld %lld %lld\n",
+				at / 8, pi, u, (int)op, (long long)cost, got.allowed,
+				(long long)got.limit, (long long)got.remaining,
+				(long long)got.retry_after_ms, (long long)got.reset_ms, want.allowed,
+				(long long)want.limit, (long long)want.remaining,
+				(long long)want.retry_after_ms, (long long)want.reset_ms);
+			abort();
+		}
+		/* the crowd: many users, max_keys reached over and over */
+		char many[16];
+		snprintf(many, sizeof(many), "c%u", (unsigned)(d[1] | d[3] << 8) % CROWD);
+		req.user = many;
+		req.user_len = strlen(many);
+		for (int i = 0; i < npairs; i++) {
+			pairs[i].user = many;
+			pairs[i].user_len = req.user_len;
+		}
+		crowd->ops->submit(crowd, &req, copy_result, &got);
+		struct store_memory_stats cs;
+		if (got.status != STORE_OK || store_memory_stats(crowd, &cs) < 0 || cs.keys > 1000)
+			abort();
+	}
+	/* the sweep, once, over whatever has expired by now */
+	event_base_loop(base, EVLOOP_NONBLOCK);
+	s->ops->free(s);
+	crowd->ops->free(crowd);
+	for (int u = 0; u < USERS; u++)
+		for (int p = 0; p < NPOL; p++)
+			for (int i = 0; i < POLICY_MAX_LIMITS + 1; i++)
+				limiter_state_free(&st[u][p][i]);
+	return 0;
+}
