@@ -103,7 +103,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		clk.now += (int64_t)(step & 0x3fffffff) << (2 * (step >> 30)) >> 6;
 		int u = d[1] % USERS, pi = d[2] % NPOL;
 		int64_t cost = 1 + d[3] % 12;
-		enum store_op op = d[0] % 8 == 0 ? STORE_RESET : d[0] % 8 < 3 ? STORE_PEEK : STORE_ALLOW;
+		enum store_op op = d[0] % 8 == 0  ? STORE_RESET
+				   : d[0] % 8 < 3 ? STORE_PEEK
+						  : STORE_ALLOW;
 		char user[8];
 		snprintf(user, sizeof(user), "u%d", u);
 		struct store_request req = {
@@ -142,9 +144,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		static const enum limiter_op lop[] = {[STORE_ALLOW] = LIMITER_ALLOW,
 						      [STORE_PEEK] = LIMITER_PEEK,
 						      [STORE_RESET] = LIMITER_RESET};
-		int rc = npairs ? limiter_decide_all(gp, shadow, gs, npairs, LIMITER_ALLOW, cost,
-						     clk.now, &want, &group, &shadow_group)
-				: limiter_decide(&pol[pi], st[u][pi], lop[op], cost, clk.now, &want);
+		int rc =
+			npairs ? limiter_decide_all(gp, shadow, gs, npairs, LIMITER_ALLOW, cost,
+						    clk.now, &want, &group, &shadow_group)
+			       : limiter_decide(&pol[pi], st[u][pi], lop[op], cost, clk.now, &want);
 		if (rc < 0 || (npairs && (got.pair != group || got.shadow_pair != shadow_group)))
 			abort();
 		if (got.allowed != want.allowed || got.limit != want.limit ||
@@ -155,8 +158,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				"%lld %lld %lld, limiter %d %lld %lld %lld %lld\n",
 				at / 8, pi, u, (int)op, (long long)cost, got.allowed,
 				(long long)got.limit, (long long)got.remaining,
-				(long long)got.retry_after_ms, (long long)got.reset_ms, want.allowed,
-				(long long)want.limit, (long long)want.remaining,
+				(long long)got.retry_after_ms, (long long)got.reset_ms,
+				want.allowed, (long long)want.limit, (long long)want.remaining,
 				(long long)want.retry_after_ms, (long long)want.reset_ms);
 			abort();
 		}

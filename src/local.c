@@ -23,8 +23,7 @@ struct local {
 	unsigned long long decided; /* locally, since the switch */
 };
 
-struct local *local_new(struct event_base *base, const struct config *cfg, char *err,
-			size_t errlen)
+struct local *local_new(struct event_base *base, const struct config *cfg, char *err, size_t errlen)
 {
 	struct local *l = calloc(1, sizeof(*l));
 	if (!l) {

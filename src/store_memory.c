@@ -41,9 +41,9 @@
 #define DECISION_KEYS (STORE_PAIRS_MAX * (POLICY_MAX_LIMITS + 1))
 
 struct mentry {
-	struct mentry *hnext;	     /* same bucket */
+	struct mentry *hnext;	      /* same bucket */
 	struct mentry *older, *newer; /* use order */
-	size_t heap_at;		     /* index in the expiry heap */
+	size_t heap_at;		      /* index in the expiry heap */
 	uint64_t hash;
 	struct limiter_state st;
 	size_t key_len;
@@ -187,8 +187,8 @@ static void entry_remove(struct store_memory *s, struct mentry *e)
 	free(e);
 }
 
-static struct mentry *entry_find(struct store_memory *s, const char *key, size_t len,
-				 uint64_t hash, int64_t now)
+static struct mentry *entry_find(struct store_memory *s, const char *key, size_t len, uint64_t hash,
+				 int64_t now)
 {
 	for (struct mentry *e = *bucket_of(s, hash); e; e = e->hnext) {
 		if (e->hash != hash || e->key_len != len || memcmp(e->key, key, len) != 0)
@@ -307,8 +307,8 @@ struct decision {
  * one window, and a pair given twice, so this is a bug caught, not a
  * decision). */
 static int load_group(struct store_memory *s, struct decision *d, int g, const char *prefix,
-		      size_t prefix_len, const struct policy *p, const char *user,
-		      size_t user_len, int64_t now)
+		      size_t prefix_len, const struct policy *p, const char *user, size_t user_len,
+		      int64_t now)
 {
 	d->policies[g] = p;
 	d->states[g] = d->st[g];
@@ -455,7 +455,8 @@ static void sweep_arm(struct store_memory *s, int64_t now)
 		us = s->heap[0]->st.expire_us - now;
 	if (us < 1000)
 		us = 1000;
-	struct timeval tv = {.tv_sec = (time_t)(us / 1000000), .tv_usec = (suseconds_t)(us % 1000000)};
+	struct timeval tv = {.tv_sec = (time_t)(us / 1000000),
+			     .tv_usec = (suseconds_t)(us % 1000000)};
 	evtimer_add(s->sweep, &tv);
 }
 
@@ -548,8 +549,8 @@ static int64_t wall_offset_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 - (int64_t)clock_mono_us();
 }
 
-struct store *store_memory_new(struct event_base *base, const struct config_memory *cfg,
-			       char *err, size_t errlen)
+struct store *store_memory_new(struct event_base *base, const struct config_memory *cfg, char *err,
+			       size_t errlen)
 {
 	struct store_memory *s = calloc(1, sizeof(*s));
 	if (!s)

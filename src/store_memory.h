@@ -14,8 +14,8 @@ struct event_base;
 struct config_memory;
 struct store;
 
-struct store *store_memory_new(struct event_base *base, const struct config_memory *cfg,
-			       char *err, size_t errlen);
+struct store *store_memory_new(struct event_base *base, const struct config_memory *cfg, char *err,
+			       size_t errlen);
 
 /* The clock decisions and expiries use (microseconds); by default the
  * monotonic clock, started at the wall clock's time so that fixed windows

@@ -83,7 +83,8 @@ REDIS_CLI_SHELL = re.compile(r"^\$ redis-cli -p (\d+) (.+)$")
 # Debian's python3-redis, when the tests run under another python3
 DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 LONG = re.compile(r"^(.*?)(.)\2*\.\.\. \((\d+) bytes\)$")
-DECISION = re.compile(r"^(ALLOWED|DENIED) (\S+) (\S+) (-?\d+) (-?\d+)$")
+# a decision, and MALLOW's deciding pair after it
+DECISION = re.compile(r"^(ALLOWED|DENIED) (\S+) (\S+) (-?\d+) (-?\d+)( \d+)?$")
 CLOSES = "(the server closes the connection)"
 
 
@@ -214,7 +215,7 @@ def reply_pattern(doc_reply, ms):
         v = int(parts[k])
         if v > 0:
             parts[k] = "{%d..%d}" % (max(1, v - ms), v + ms)
-    return " ".join(parts)
+    return " ".join(parts) + (m.group(6) or "")
 
 
 def transcript_steps(b):

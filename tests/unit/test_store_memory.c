@@ -110,8 +110,8 @@ static void check_reply(struct store_replay *r, const struct vector_step *s,
 	    got->retry_after_ms != s->want.retry_after_ms || got->reset_ms != s->want.reset_ms ||
 	    group != s->want_group || shadow_group != s->want_shadow_group) {
 		vector_failures++;
-		fprintf(stderr, "vectors.txt:%d: store got %d %lld %lld %lld %lld %d %d\n",
-			s->line, got->allowed, (long long)got->limit, (long long)got->remaining,
+		fprintf(stderr, "vectors.txt:%d: store got %d %lld %lld %lld %lld %d %d\n", s->line,
+			got->allowed, (long long)got->limit, (long long)got->remaining,
 			(long long)got->retry_after_ms, (long long)got->reset_ms, group,
 			shadow_group);
 	}
