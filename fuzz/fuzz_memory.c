@@ -124,6 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		const struct policy *gp[4];
 		struct limiter_state *gs[4];
 		int shadow[4] = {0, 0, 0, 0}, group = 0, shadow_group = 0;
+		struct limiter_group want_groups[4];
 		for (int i = 0; i < npairs; i++) {
 			int q = (pi + i) % NPOL;
 			shadow[i] = i > 0 && (d[1] >> (4 + i)) & 1;
@@ -146,10 +147,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						      [STORE_RESET] = LIMITER_RESET};
 		int rc =
 			npairs ? limiter_decide_all(gp, shadow, gs, npairs, LIMITER_ALLOW, cost,
-						    clk.now, &want, &group, &shadow_group)
+						    clk.now, &want, &group, &shadow_group,
+						    want_groups)
 			       : limiter_decide(&pol[pi], st[u][pi], lop[op], cost, clk.now, &want);
 		if (rc < 0 || (npairs && (got.pair != group || got.shadow_pair != shadow_group)))
 			abort();
+		/* each pair's own figures, as the script returns them */
+		if (npairs && got.ngroups != npairs)
+			abort();
+		for (int g = 0; npairs && g < npairs; g++)
+			if (got.groups[g].allowed != want_groups[g].ok ||
+			    got.groups[g].remaining != want_groups[g].remaining ||
+			    got.groups[g].reset_ms != want_groups[g].reset_ms)
+				abort();
 		if (got.allowed != want.allowed || got.limit != want.limit ||
 		    got.remaining != want.remaining || got.retry_after_ms != want.retry_after_ms ||
 		    got.reset_ms != want.reset_ms) {

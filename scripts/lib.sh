@@ -3,12 +3,15 @@
 # Debian packages needed to build the daemon and run it against a local Redis.
 RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 	libevent-dev libhiredis-dev libyaml-dev libsystemd-dev check
+	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
 	redis-server redis-tools netcat-openbsd"
 # Extra packages for the test suite (systemd-analyze comes with systemd;
 # python3-redis is redis-py, a real client of the RESP tests; nginx-light
-# (with auth_request) and caddy are the proxies of the forward-auth tests).
+# (with auth_request) and caddy are the proxies of the forward-auth tests;
+# python3-grpcio and python3-protobuf the gRPC client of it-grpc, and
+# nghttp2-client's h2load scripts/bench's gRPC load).
 RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
-	nginx-light caddy curl"
+	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client"
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.

@@ -375,7 +375,8 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_COMMAND, "unknown command");
 		return;
 	}
-	const struct policy *p = config_find_policy(cfg, pc->action, pc->action_len);
+	const struct policy *p =
+		pc->policy ? pc->policy : config_find_policy(cfg, pc->action, pc->action_len);
 	if (!p) {
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
 		return;
@@ -468,7 +469,9 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		.user = pc->user,
 		.user_len = pc->user_len,
 		.cost = pc->cost > 0 ? pc->cost : 1,
-		.timeout_ms = cfg->redis.timeout_ms,
+		.timeout_ms = pc->timeout_ms > 0 && pc->timeout_ms < cfg->redis.timeout_ms
+				      ? pc->timeout_ms
+				      : cfg->redis.timeout_ms,
 	};
 	store_submit(env->store, &req, store_done, slot);
 }

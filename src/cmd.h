@@ -44,6 +44,18 @@ struct cmd_pair {
 	size_t user_len;
 	const char *action;
 	size_t action_len;
+	/* the pair's policy when the caller has it (gRPC's envoy rules, which
+	 * are not the configuration's policies; it lives until the request is
+	 * answered); NULL: the action's */
+	const struct policy *policy;
+};
+
+/* One pair's own result in a MALLOW or MPEEK (gRPC answers each
+ * descriptor): known only when the store told it. */
+struct cmd_pair_result {
+	int known;
+	int allowed; /* this pair alone would allow */
+	int64_t remaining, reset_ms;
 };
 
 /* The largest cost a request may carry. */
@@ -70,6 +82,12 @@ struct cmd_request {
 	size_t spec_len;
 	int64_t ttl_ms;
 	int64_t index;
+	/* the caller's deadline (gRPC's grpc-timeout), when shorter than
+	 * redis.timeout; 0: none */
+	int64_t timeout_ms;
+	/* ALLOW, PEEK: the policy when the caller has it (gRPC's envoy rules,
+	 * living until the request is answered); NULL: the action's */
+	const struct policy *policy;
 };
 
 /* Why a request got an error: the codes of proto/protocol.md, in order
@@ -123,6 +141,8 @@ struct cmd_result {
 	 * in the request; 0: none decided, a fallback or every pair unlimited) */
 	int multi;
 	int pair;
+	/* each pair's own figures, by position in the request */
+	struct cmd_pair_result pairs[CMD_PAIRS_MAX];
 	/* CMD_REPLY_ERROR */
 	enum cmd_error error;
 	char msg[CMD_MSG_MAX];

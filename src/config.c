@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "config_yaml.h"
+#include "envoy_rules.h"
 #include "keys.h"
 #include "log.h"
 #include "override.h"
@@ -309,16 +310,18 @@ static int set_protocol(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
-	if (yp_scalar(P, k->name, "line or http", &s, &len) < 0)
+	if (yp_scalar(P, k->name, "line, http or grpc", &s, &len) < 0)
 		return -1;
 	if (len == 4 && memcmp(s, "line", 4) == 0)
 		*(enum config_protocol *)dst = CONFIG_PROTOCOL_LINE;
 	else if (len == 4 && memcmp(s, "http", 4) == 0)
 		*(enum config_protocol *)dst = CONFIG_PROTOCOL_HTTP;
+	else if (len == 4 && memcmp(s, "grpc", 4) == 0)
+		*(enum config_protocol *)dst = CONFIG_PROTOCOL_GRPC;
 	else
-		return yp_failk(
-			P, P->ev.start_mark, k->name,
-			"unknown protocol: write line (the line protocol and RESP) or http");
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"unknown protocol: write line (the line protocol and RESP), http "
+				"or grpc (Envoy's rate limit service)");
 	return 0;
 }
 
@@ -520,6 +523,52 @@ static int set_listen(struct yparser *P, const struct ykey *k, void *dst)
 		return -1;
 	if (c->nlisten == 0)
 		return yp_failk(P, start, k->name, "at least one address is required");
+	return 0;
+}
+
+enum { EK_CONFIG, EK_ALGORITHM, EK_HEADERS, EK_N };
+
+static int set_algorithm(struct yparser *P, const struct ykey *k, void *dst);
+
+static int set_envoy_headers(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "none, ratelimit or x-ratelimit", &s, &len) < 0)
+		return -1;
+	enum config_envoy_headers *h = dst;
+	if (len == 4 && memcmp(s, "none", 4) == 0)
+		*h = CONFIG_ENVOY_HEADERS_NONE;
+	else if (len == 9 && memcmp(s, "ratelimit", 9) == 0)
+		*h = CONFIG_ENVOY_HEADERS_RATELIMIT;
+	else if (len == 11 && memcmp(s, "x-ratelimit", 11) == 0)
+		*h = CONFIG_ENVOY_HEADERS_XRATELIMIT;
+	else
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"expected none, ratelimit (RateLimit-Limit, ...) or x-ratelimit "
+				"(X-RateLimit-Limit, ...)");
+	return 0;
+}
+
+static const struct ykey envoy_keys[EK_N] = {
+	[EK_CONFIG] = {"config", yp_set_string, offsetof(struct config_envoy, config), 0, 0,
+		       YP_RELOAD, NULL},
+	[EK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct config_envoy, algorithm), 0,
+			  0, YP_RELOAD, NULL},
+	[EK_HEADERS] = {"response_headers", set_envoy_headers,
+			offsetof(struct config_envoy, headers), 0, 0, YP_RELOAD, NULL},
+};
+
+static int set_envoy(struct yparser *P, const struct ykey *k, void *dst)
+{
+	unsigned seen;
+	yaml_mark_t marks[EK_N], start;
+	if (yp_section(P, k, "expected a mapping", envoy_keys, EK_N, dst, &seen, marks, &start) < 0)
+		return -1;
+	if (!(seen & (1u << EK_CONFIG)))
+		return yp_fail_section(P, start,
+				       "needs config: a file or directory of envoyproxy/ratelimit "
+				       "configuration");
 	return 0;
 }
 
@@ -1269,6 +1318,7 @@ enum {
 	TK_METRICS,
 	TK_THROTTLE,
 	TK_SHADOW,
+	TK_ENVOY,
 	TK_POLICIES,
 	TK_N
 };
@@ -1303,6 +1353,7 @@ static const struct ykey top_keys[TK_N] = {
 		       NULL},
 	[TK_THROTTLE] = {"throttle", set_throttle, offsetof(struct config, throttle), 0, 0,
 			 YP_RELOAD, NULL},
+	[TK_ENVOY] = {"envoy", set_envoy, offsetof(struct config, envoy), 0, 0, YP_RELOAD, NULL},
 	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_RELOAD, NULL},
 };
 
@@ -1387,6 +1438,7 @@ static int config_defaults(struct config *c)
 	memcpy(c->throttle.namespace, "cl.throttle", sizeof("cl.throttle"));
 	c->throttle.max_burst = 100000;
 	c->throttle.max_period_ms = 86400000;
+	c->envoy.algorithm = POLICY_FIXED_WINDOW;
 	http_defaults(&c->listen[0].http);
 	return c->listen[0].address && c->redis.address && c->prefix ? 0 : -1;
 }
@@ -1409,8 +1461,9 @@ static int parse_stream(struct yparser *P, struct config *c)
 		 !config_uses_local(c))
 		yp_fail(P, marks[TK_MEMORY],
 			"memory: only used with store: memory or on_store_error: local; remove it");
-	if (!(seen & (1u << TK_POLICIES)))
-		yp_fail(P, root, "policies: required, with at least one policy");
+	if (!(seen & (1u << TK_POLICIES)) && !(seen & (1u << TK_ENVOY)))
+		yp_fail(P, root,
+			"policies: required, with at least one policy (or envoy: with rules)");
 	else if (c->throttle.enabled &&
 		 config_find_policy(c, c->throttle.namespace, strlen(c->throttle.namespace)))
 		yp_fail(P, marks[TK_THROTTLE],
@@ -1433,10 +1486,30 @@ static void config_free(struct config *c)
 	free(c->redis.password);
 	free(c->prefix);
 	free(c->metrics_listen);
+	free(c->envoy.config);
+	envoy_rules_free(c->envoy.rules);
 	for (size_t i = 0; i < c->npolicies; i++)
 		override_set_free(c->policies[i].overrides);
 	free(c->policies);
 	free(c);
+}
+
+/* envoy.config's files, a path relative to the configuration file's directory. */
+static int load_envoy(struct config *c, const char *name, char *err, size_t errlen)
+{
+	const char *path = c->envoy.config;
+	char *full = NULL;
+	const char *slash = strrchr(name, '/');
+	if (path[0] != '/' && slash) {
+		if (asprintf(&full, "%.*s/%s", (int)(slash - name), name, path) < 0) {
+			snprintf(err, errlen, "%s: out of memory", name);
+			return -1;
+		}
+		path = full;
+	}
+	c->envoy.rules = envoy_rules_load(path, c->envoy.algorithm, err, errlen);
+	free(full);
+	return c->envoy.rules ? 0 : -1;
 }
 
 struct config *config_parse(const char *name, const char *buf, size_t len, char *err, size_t errlen)
@@ -1470,45 +1543,17 @@ struct config *config_parse(const char *name, const char *buf, size_t len, char 
 
 struct config *config_load(const char *path, char *err, size_t errlen)
 {
-	struct config *c = NULL;
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		goto fail_errno;
-	for (;;) {
-		if (len == cap) {
-			/* The buffer stops one byte past the limit: filling it means too large. */
-			if (cap > CONFIG_FILE_MAX) {
-				snprintf(err, errlen, "%s: cannot read: larger than %d bytes", path,
-					 CONFIG_FILE_MAX);
-				goto out;
-			}
-			size_t ncap = cap ? cap * 2 : 4096;
-			if (ncap > CONFIG_FILE_MAX)
-				ncap = CONFIG_FILE_MAX + 1;
-			char *p = realloc(buf, ncap);
-			if (!p)
-				goto fail_errno;
-			buf = p;
-			cap = ncap;
-		}
-		size_t n = fread(buf + len, 1, cap - len, f);
-		len += n;
-		if (n == 0) {
-			if (ferror(f))
-				goto fail_errno;
-			break;
-		}
-	}
-	c = config_parse(path, buf, len, err, errlen);
-	goto out;
-fail_errno:
-	snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
-out:
-	if (f)
-		fclose(f);
+	char *buf;
+	size_t len;
+	if (yp_read_file(path, CONFIG_FILE_MAX, &buf, &len, err, errlen) < 0)
+		return NULL;
+	struct config *c = config_parse(path, buf, len, err, errlen);
 	free(buf);
+	/* the envoy rules' files: here, so that config_parse reads no file */
+	if (c && c->envoy.config && load_envoy(c, path, err, errlen) < 0) {
+		config_free(c);
+		return NULL;
+	}
 	return c;
 }
 
@@ -1535,7 +1580,19 @@ void config_unref(struct config *c)
 	config_free(c);
 }
 
+static const struct policy *find_own_policy(const struct config *c, const char *name, size_t len);
+
 const struct policy *config_find_policy(const struct config *c, const char *name, size_t len)
+{
+	const struct policy *p = find_own_policy(c, name, len);
+	/* then an envoy rule's (named "<path>-<8 hex digits>"; a policy of
+	 * the file with the very same name comes first) */
+	if (!p && c && name && len)
+		p = envoy_find_policy(c->envoy.rules, name, len);
+	return p;
+}
+
+static const struct policy *find_own_policy(const struct config *c, const char *name, size_t len)
 {
 	if (!c || !name || len == 0 || len > POLICY_NAME_MAX)
 		return NULL;

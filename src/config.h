@@ -57,6 +57,7 @@ struct config_redis {
 enum config_protocol {
 	CONFIG_PROTOCOL_LINE, /* the line protocol, or RESP2 when the first byte is '*' */
 	CONFIG_PROTOCOL_HTTP,
+	CONFIG_PROTOCOL_GRPC, /* gRPC over h2c: Envoy's rate limit service (grpc.c) */
 };
 
 #define CONFIG_HEADER_NAME_MAX 64
@@ -80,6 +81,21 @@ struct config_throttle {
 	char namespace[POLICY_NAME_MAX + 1]; /* the action name its keys and metrics use */
 	int64_t max_burst;		     /* largest max_burst */
 	int64_t max_period_ms;		     /* longest period */
+};
+
+/* What the gRPC front end adds to its answers (envoy.response_headers). */
+enum config_envoy_headers {
+	CONFIG_ENVOY_HEADERS_NONE,
+	CONFIG_ENVOY_HEADERS_RATELIMIT,	 /* RateLimit-Limit, -Remaining, -Reset */
+	CONFIG_ENVOY_HEADERS_XRATELIMIT, /* X-RateLimit-Limit, -Remaining, -Reset */
+};
+
+/* envoyproxy/ratelimit's configuration files (envoy_rules.h). */
+struct config_envoy {
+	char *config; /* a file or a directory, as written */
+	enum policy_algo algorithm;
+	enum config_envoy_headers headers;
+	struct envoy_rules *rules; /* loaded; NULL when no config */
 };
 
 struct config_listen {
@@ -124,6 +140,7 @@ struct config {
 	int log_level;	      /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
 	char *metrics_listen; /* "host:port" of the HTTP metrics endpoint, or NULL */
 	struct config_throttle throttle;
+	struct config_envoy envoy;
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;
 };
@@ -137,7 +154,8 @@ struct config {
  * "FILE: cannot read: reason". err is cut short to fit errlen.
  */
 struct config *config_load(const char *path, char *err, size_t errlen);
-/* Same from memory; `name` stands for the file in error messages. */
+/* Same from memory; `name` stands for the file in error messages. Reads
+ * no other file: envoy.config's rules are loaded by config_load only. */
 struct config *config_parse(const char *name, const char *buf, size_t len, char *err,
 			    size_t errlen);
 /* Logs each line of a config_load error at error level, after `context`. */

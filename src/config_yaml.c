@@ -1,10 +1,14 @@
 /* config_yaml.c - the YAML engine under config.c: events, key tables, setters, collected errors. */
 #include "config_yaml.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "policy.h"
 
@@ -581,6 +585,65 @@ int yp_dict(struct yparser *P, const struct ykey *k, const char *noun,
 		if (rc < 0 && yp_skip_to(P, depth) < 0)
 			return -1;
 	}
+}
+
+int yp_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen)
+{
+	char *b = NULL;
+	size_t n = 0, cap = 0;
+	/* O_NONBLOCK: opening a FIFO would wait for a writer */
+	FILE *f = NULL;
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		goto fail_errno;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* a FIFO or a device would block the loop or never end */
+		close(fd);
+		snprintf(err, errlen, "%s: cannot read: not a regular file", path);
+		goto fail;
+	}
+	f = fdopen(fd, "rb");
+	if (!f) {
+		close(fd);
+		goto fail_errno;
+	}
+	for (;;) {
+		if (n == cap) {
+			/* The buffer stops one byte past the limit: filling it means too large. */
+			if (cap > max) {
+				snprintf(err, errlen, "%s: cannot read: larger than %zu bytes",
+					 path, max);
+				goto fail;
+			}
+			size_t ncap = cap ? cap * 2 : 4096;
+			if (ncap > max)
+				ncap = max + 1;
+			char *p = realloc(b, ncap);
+			if (!p)
+				goto fail_errno;
+			b = p;
+			cap = ncap;
+		}
+		size_t got = fread(b + n, 1, cap - n, f);
+		n += got;
+		if (got == 0) {
+			if (ferror(f))
+				goto fail_errno;
+			break;
+		}
+	}
+	fclose(f);
+	*buf = b;
+	*len = n;
+	return 0;
+fail_errno:
+	snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno ? errno : EIO));
+fail:
+	if (f)
+		fclose(f);
+	free(b);
+	return -1;
 }
 
 int yp_begin(struct yparser *P, const char *name, const char *buf, size_t len)

@@ -70,6 +70,9 @@ struct ykey {
 	void (*put)(FILE *f, const struct ykey *k, const void *base);
 };
 
+/* Reads the whole file at path (at most max bytes) into *buf (malloc'd,
+ * the caller frees it). 0, or -1 with "PATH: cannot read: why" in err. */
+int yp_read_file(const char *path, size_t max, char **buf, size_t *len, char *err, size_t errlen);
 /* Starts reading buf (len bytes; `name` stands for the file in messages).
  * -1 when out of memory (recorded as an error). */
 int yp_begin(struct yparser *P, const char *name, const char *buf, size_t len);

@@ -26,6 +26,7 @@
 
 #include "cmd.h"
 #include "config.h"
+#include "grpc.h"
 #include "log.h"
 #include "proto.h"
 #include "proto_http.h"
@@ -64,7 +65,10 @@ struct conn {
 	 * byte says (a RESP array starts with '*', anything else is a line),
 	 * or the listener's protocol (http). */
 	const struct proto *proto;
-	struct proto_conn *pc;	 /* HTTP's: the listener's options, the peer */
+	struct proto_conn *pc; /* HTTP's: the listener's options, the peer */
+	/* gRPC's (protocol: grpc): HTTP/2 streams answered in any order; the
+	 * pending list and proto are then unused */
+	struct grpc_session *grpc;
 	evutil_socket_t fd;	 /* -1 once reaped */
 	struct event *rev, *wev; /* wev is armed only while output is queued */
 	struct event *rto;	 /* request_timeout: armed while a request is partial */
@@ -114,6 +118,7 @@ static void pending_release(struct pending *p)
 
 void conn_pool_free(void)
 {
+	grpc_pool_free();
 	while (pool) {
 		struct pending *p = pool;
 		pool = p->next;
@@ -138,6 +143,7 @@ static void conn_destroy(struct conn *c)
 		pending_release(p);
 		p = next;
 	}
+	grpc_session_free(c->grpc); /* calls in flight finish into nothing */
 	free(c->pc);
 	free(c);
 }
@@ -185,9 +191,15 @@ static void conn_finish(struct conn *c)
 	conn_close(c);
 }
 
+/* Replies still owed to the client. */
+static int owes(const struct conn *c)
+{
+	return c->npending || (c->grpc && grpc_session_calls(c->grpc));
+}
+
 static void maybe_finish(struct conn *c)
 {
-	if (c->closed || !c->closing || c->npending)
+	if (c->closed || !c->closing || owes(c))
 		return;
 	if (evbuffer_get_length(c->out) == 0)
 		conn_finish(c);
@@ -266,7 +278,8 @@ static void cool_cb(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 	if (c->closed)
 		return;
-	if (c->inflight > 0 && c->cooled_ms < COOL_MAX_MS) {
+	if ((c->inflight > 0 || (c->grpc && grpc_session_calls(c->grpc))) &&
+	    c->cooled_ms < COOL_MAX_MS) {
 		cool_arm(c, COOL_MS / 4);
 		return;
 	}
@@ -281,8 +294,80 @@ static void cool_cb(evutil_socket_t fd, short what, void *arg)
  * before them: no EV_WRITE round trip through the loop. What the socket does
  * not take is queued, and EV_WRITE armed until it is written.
  */
+static void send_out(struct conn *c)
+{
+	if (evbuffer_write(c->out, c->fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR) {
+		conn_close(c);
+		return;
+	}
+	if (evbuffer_get_length(c->out))
+		event_add(c->wev, NULL);
+}
+
+/* gRPC: what the session has to say goes out; reading resumes when the
+ * client has taken enough of it. */
+static void flush_grpc(struct conn *c)
+{
+	/* frames are gathered here and sent by one send() when nothing is
+	 * queued before them, as flush_replies does: no evbuffer chain per
+	 * frame */
+	static uint8_t buf[65536];
+	size_t n = 0;
+	for (;;) {
+		const uint8_t *data;
+		ssize_t k = grpc_session_next(c->grpc, &data);
+		if (k < 0)
+			c->closing = 1;
+		if (k <= 0)
+			break;
+		if (evbuffer_get_length(c->out) == 0 && n + (size_t)k <= sizeof(buf)) {
+			memcpy(buf + n, data, (size_t)k);
+			n += (size_t)k;
+			continue;
+		}
+		if ((n && evbuffer_add(c->out, buf, n) != 0) ||
+		    evbuffer_add(c->out, data, (size_t)k) != 0) {
+			conn_close(c);
+			return;
+		}
+		n = 0;
+	}
+	if (n) {
+		ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		size_t off = w > 0 ? (size_t)w : 0;
+		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			conn_close(c);
+			return;
+		}
+		if (off < n && evbuffer_add(c->out, buf + off, n - off) != 0) {
+			conn_close(c);
+			return;
+		}
+	}
+	if (evbuffer_get_length(c->out))
+		send_out(c);
+	if (c->closed)
+		return;
+	if (grpc_session_over(c->grpc))
+		c->closing = 1;
+	if (grpc_session_take_refused(c->grpc))
+		cool_start(c);
+	if (c->paused && !c->closing && evbuffer_get_length(c->out) < OUT_HIGH) {
+		c->paused = 0;
+		if (!c->eof)
+			read_on(c);
+		process_input(c);
+	}
+	maybe_finish(c);
+}
+
 static void flush_replies(struct conn *c)
 {
+	if (c->grpc) {
+		flush_grpc(c);
+		return;
+	}
 	struct evbuffer *out = c->out;
 	char buf[65536]; /* room for a burst of replies, sent by one send() */
 	size_t n = 0;
@@ -337,7 +422,9 @@ static void flush_replies(struct conn *c)
  */
 static void request_clock(struct conn *c, int progress)
 {
-	int partial = !c->closing && !c->paused && !c->cooling && evbuffer_get_length(c->in) > 0;
+	int partial =
+		!c->closing && !c->paused && !c->cooling &&
+		(c->grpc ? grpc_session_partial(c->grpc) > 0 : evbuffer_get_length(c->in) > 0);
 	if (!partial) {
 		event_del(c->rto);
 		return;
@@ -356,6 +443,14 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 	if (c->closed || c->closing || c->paused || c->cooling)
 		return;
+	if (c->grpc) {
+		/* a stream begun and not whole: HTTP/2 has no reply for the
+		 * connection as a whole, so it just ends */
+		log_debug("closing a gRPC client whose call was not whole within "
+			  "request_timeout");
+		conn_close(c);
+		return;
+	}
 	struct pending *p = pending_new(c);
 	if (!p) {
 		conn_close(c);
@@ -375,8 +470,45 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/* gRPC: every byte received goes to the session (nghttp2 keeps partial
+ * frames itself); output waiting too long holds reading. */
+static void process_grpc(struct conn *c)
+{
+	struct evbuffer *in = c->in;
+	size_t len = evbuffer_get_length(in);
+	if (c->closing || c->closed || c->cooling)
+		return;
+	if (evbuffer_get_length(c->out) >= OUT_HIGH) {
+		c->paused = 1;
+		event_del(c->rev);
+		return;
+	}
+	if (len) {
+		const uint8_t *data = evbuffer_pullup(in, (ev_ssize_t)len);
+		int rc = data ? grpc_session_input(c->grpc, data, len) : -1;
+		evbuffer_drain(in, len);
+		if (rc < 0) {
+			c->closing = 1; /* the GOAWAY goes out, then the connection closes */
+			event_del(c->rev);
+		}
+	}
+	if (c->eof)
+		c->closing = 1;
+	if (grpc_session_take_refused(c->grpc))
+		cool_start(c);
+	request_clock(c, len > 0);
+	if (!c->dirty && !c->closed) {
+		c->dirty = 1;
+		c->ctx->ready(c->ctx, c);
+	}
+}
+
 static void process_input(struct conn *c)
 {
+	if (c->grpc) {
+		process_grpc(c);
+		return;
+	}
 	struct evbuffer *in = c->in;
 	struct evbuffer *out = c->out;
 	struct config *cfg = c->ctx->cfg;
@@ -479,7 +611,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	if (what & EV_TIMEOUT) {
 		/* idle_timeout: only a client that owes us nothing and sends nothing is idle */
-		if (c->npending == 0) {
+		if (!owes(c)) {
 			log_debug("closing idle client");
 			conn_close(c);
 		}
@@ -530,6 +662,16 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
 		maybe_finish(c);
 }
 
+/* The gRPC session has output: written at the end of the loop turn. */
+static void grpc_ready(void *arg)
+{
+	struct conn *c = arg;
+	if (!c->closed && !c->dirty) {
+		c->dirty = 1;
+		c->ctx->ready(c->ctx, c);
+	}
+}
+
 struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct sockaddr *sa,
 		      const struct conn_port *port)
 {
@@ -551,6 +693,20 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 		for (size_t i = 0; i < port->http.ntrusted && !c->pc->peer_trusted; i++)
 			c->pc->peer_trusted = addr_net_match(&port->http.trusted[i], &c->pc->peer);
 		c->proto = &proto_http;
+	} else if (port->protocol == CONFIG_PROTOCOL_GRPC) {
+		struct grpc_host host = {
+			.cfg = &ctx->cfg,
+			.env = ctx->env,
+			.admin = port->admin,
+			.ready = grpc_ready,
+			.arg = c,
+		};
+		c->grpc = grpc_session_new(&host);
+		if (!c->grpc) {
+			free(c);
+			evutil_closesocket(fd);
+			return NULL;
+		}
 	}
 	c->ctx = ctx;
 	c->admin = port->admin;
@@ -576,6 +732,7 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 		if (c->out)
 			evbuffer_free(c->out);
 		evutil_closesocket(fd);
+		grpc_session_free(c->grpc);
 		free(c->pc);
 		free(c);
 		return NULL;
@@ -591,6 +748,8 @@ void conn_drain(struct conn *c)
 {
 	if (c->closed)
 		return;
+	if (c->grpc)
+		grpc_session_drain(c->grpc); /* GOAWAY: open calls are answered */
 	c->closing = 1;
 	event_del(c->rev);
 	maybe_finish(c);

@@ -47,7 +47,8 @@ void conn_close(struct conn *c);
 void conn_flush(struct conn *c);
 void conn_reap(struct conn *c);
 
-/* Frees the recycled request slots; at exit, after the store is freed. */
+/* Frees the recycled request slots (and gRPC's streams); at exit, after
+ * the store is freed. */
 void conn_pool_free(void);
 
 /* The owner's list of clients threads through each conn. */

@@ -445,7 +445,7 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 int limiter_decide_all(const struct policy *const *policies, const int *shadow,
 		       struct limiter_state *const *states, int ngroups, enum limiter_op op,
 		       int64_t cost, int64_t now_us, struct limiter_result *out, int *group,
-		       int *shadow_group)
+		       int *shadow_group, struct limiter_group *groups)
 {
 	if (ngroups < 1 || op == LIMITER_RESET)
 		return -1;
@@ -515,6 +515,19 @@ int limiter_decide_all(const struct policy *const *policies, const int *shadow,
 		goto out;
 	result_of(all_ok && banned < 0, bind, out);
 	*group = bind_group + 1;
+	for (int i = 0; groups && i < ngroups; i++) {
+		const struct policy *p = policies[i];
+		/* a ban in force: before this call, or turned on by it */
+		if (g[i].ban && (g[i].banned || !g[i].ban->ok)) {
+			groups[i] = (struct limiter_group){0, 0, g[i].ban->reset};
+			continue;
+		}
+		const struct check *b = NULL;
+		for (int j = 0; j < p->nlimits; j++)
+			if (!b || g[i].c[j].remaining < b->remaining)
+				b = &g[i].c[j];
+		groups[i] = (struct limiter_group){g[i].ok, b->remaining, b->reset};
+	}
 	rc = 0;
 out:
 	free(g);

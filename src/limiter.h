@@ -21,6 +21,14 @@ struct limiter_result {
 	int64_t reset_ms;
 };
 
+/* One group's own figures in a decision over several: whether it passed,
+ * and the remaining and reset of its tightest limit (a ban in force: 0 and
+ * its end). */
+struct limiter_group {
+	int ok;
+	int64_t remaining, reset_ms;
+};
+
 /* The state of one limit: a funnel's TAT, a sliding window's log, or a
  * window key's value "<window>:<n>[:<n>]" (fixed window, counter). */
 struct limiter_state {
@@ -49,14 +57,15 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
  * policies[g] on states[g][0..policy_nkeys(policies[g])-1]; a shadow group
  * (shadow[g] != 0) is decided and charged when it passes but never denies.
  * Sets *group to the deciding group and *shadow_group to the first shadow
- * group that would have denied (1-based, 0 for none).
+ * group that would have denied (1-based, 0 for none), and, when groups is
+ * not NULL, groups[g] to group g's own figures as the script returns them.
  * Returns 0, or -1 on allocation failure, a bad op or ngroups, or no limit
  * to answer with (which the script fails too).
  */
 int limiter_decide_all(const struct policy *const *policies, const int *shadow,
 		       struct limiter_state *const *states, int ngroups, enum limiter_op op,
 		       int64_t cost, int64_t now_us, struct limiter_result *out, int *group,
-		       int *shadow_group);
+		       int *shadow_group, struct limiter_group *groups);
 void limiter_state_free(struct limiter_state *st);
 
 #endif

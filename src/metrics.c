@@ -18,6 +18,7 @@
 
 #include "addr.h"
 #include "config.h"
+#include "envoy_rules.h"
 #include "listener.h"
 #include "local.h"
 #include "log.h"
@@ -41,6 +42,23 @@ struct metrics {
 static void family(struct evbuffer *b, const char *name, const char *type, const char *help)
 {
 	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One action's decisions, allowed and denied. */
+static void put_action(struct evbuffer *b, const struct policy *p, const struct stats_action *a)
+{
+	if (!a)
+		return;
+	for (int r = 1; r >= 0; r--) {
+		unsigned long long n = 0;
+		for (int f = 0; f < STATS_FROM_N; f++)
+			n += a->decisions[f][r];
+		evbuffer_add_printf(
+			b,
+			"ratelimitd_action_decisions_total{action=\"%s\",result=\"%s\"} "
+			"%llu\n",
+			p->name, r ? "allowed" : "denied", n);
+	}
 }
 
 static void render(struct metrics *m, struct evbuffer *b)
@@ -81,21 +99,13 @@ static void render(struct metrics *m, struct evbuffer *b)
 	family(b, "ratelimitd_action_decisions_total", "counter",
 	       "ALLOW and PEEK answers per action (policy) of the running configuration, by "
 	       "result, whoever decided.");
-	for (size_t i = 0; i < cfg->npolicies; i++) {
-		const struct policy *p = &cfg->policies[i];
-		const struct stats_action *a = stats_action_of(cfg, p);
-		if (!a)
-			continue;
-		for (int r = 1; r >= 0; r--) {
-			unsigned long long n = 0;
-			for (int f = 0; f < STATS_FROM_N; f++)
-				n += a->decisions[f][r];
-			evbuffer_add_printf(
-				b,
-				"ratelimitd_action_decisions_total{action=\"%s\",result=\"%s\"} %llu\n",
-				p->name, r ? "allowed" : "denied", n);
-		}
-	}
+	for (size_t i = 0; i < cfg->npolicies; i++)
+		put_action(b, &cfg->policies[i], stats_action_of(cfg, &cfg->policies[i]));
+	/* envoy rules: only those used so far (there may be thousands) */
+	const struct envoy_rules *er = cfg->envoy.rules;
+	for (size_t i = 0; er && i < er->nnames; i++)
+		put_action(b, er->by_name[i],
+			   stats_action_find(er->by_name[i]->name, er->by_name[i]->name_len));
 
 	family(b, "ratelimitd_shadow_denied_total", "counter",
 	       "Denials that shadow mode answered ALLOWED (counted as denied above too).");
@@ -146,6 +156,11 @@ static void render(struct metrics *m, struct evbuffer *b)
 	       "Client connections accepted (those refused by max_clients are in "
 	       "ratelimitd_errors_total{code=\"too-many-clients\"}).");
 	evbuffer_add_printf(b, "ratelimitd_clients_accepted_total %llu\n", stats.clients_accepted);
+
+	family(b, "ratelimitd_envoy_unknown_domain_total", "counter",
+	       "gRPC ShouldRateLimit calls for a domain no envoy rule file has (answered OK).");
+	evbuffer_add_printf(b, "ratelimitd_envoy_unknown_domain_total %llu\n",
+			    stats.envoy_unknown_domain);
 
 	family(b, "ratelimitd_store_pending", "gauge", "Requests waiting on Redis now.");
 	evbuffer_add_printf(b, "ratelimitd_store_pending %zu\n", store_pending(store));
@@ -225,31 +240,26 @@ static void request_cb(struct evhttp_request *req, void *arg)
 		render(m, body);
 		reply_text(req, HTTP_OK, "OK", body, "text/plain; version=0.0.4; charset=utf-8");
 	} else if (path && strcmp(path, "/health") == 0) {
-		struct store_health h;
-		store_health(server_store(m->srv), &h);
+		const char *why, *refusal;
+		enum store_verdict v =
+			store_verdict(server_store(m->srv), server_config(m->srv)->on_store_error,
+				      local_active(server_local(m->srv)), &why, &refusal);
 		if (m->stopping) {
 			evbuffer_add_printf(body, "stopping\n");
 			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,
 				   "text/plain");
-		} else if (h.memory) {
-			evbuffer_add_printf(body, "ok\n");
-			reply_text(req, HTTP_OK, "OK", body, "text/plain");
-		} else if ((h.conns_up == 0 || h.refusing || local_active(server_local(m->srv))) &&
-			   server_config(m->srv)->on_store_error == POLICY_ON_ERROR_LOCAL) {
+		} else if (v == STORE_VERDICT_DEGRADED) {
 			/* every daemon decides alone: taking this one out helps nobody */
 			evbuffer_add_printf(body,
 					    "degraded: %s; deciding locally (on_store_error: "
 					    "local)\n",
-					    h.conns_up == 0 ? "redis unavailable"
-					    : h.refusing    ? "redis refuses decisions"
-							    : "redis does not answer in time");
+					    why);
 			reply_text(req, HTTP_OK, "OK", body, "text/plain");
-		} else if (h.conns_up == 0) {
-			evbuffer_add_printf(body, "redis unavailable\n");
-			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,
-				   "text/plain");
-		} else if (h.refusing) {
-			evbuffer_add_printf(body, "redis refuses decisions: %s\n", h.refusal);
+		} else if (v == STORE_VERDICT_DOWN) {
+			if (refusal)
+				evbuffer_add_printf(body, "%s: %s\n", why, refusal);
+			else
+				evbuffer_add_printf(body, "%s\n", why);
 			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,
 				   "text/plain");
 		} else {

@@ -7,6 +7,7 @@
  */
 #include "multi.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,7 @@ struct multi_pair {
 	int shadow;		     /* never denies (shadow mode, some pairs only) */
 	/* a Cluster's answers for this pair alone (details dropped) */
 	struct store_result check, res;
+	int checked, charged; /* check and res hold answers */
 	size_t user_len;
 	char user[KEYS_USER_MAX];
 };
@@ -80,6 +82,25 @@ static void multi_shadow_denied(struct cmd_slot *slot, const struct multi_pair *
 	slot->user_len = mp->user_len;
 	memcpy(slot->user, mp->user, mp->user_len);
 	cmd_shadow_denied(slot, mp->named);
+}
+
+/* Each pair's own figures into the reply (gRPC answers each descriptor):
+ * from the atomic decision's groups (res), or, res NULL, from a Cluster's
+ * answers for each pair. */
+static void multi_pair_figures(struct multi *m, const struct store_result *res)
+{
+	for (int i = 0; i < m->n; i++) {
+		const struct multi_pair *mp = &m->pairs[i];
+		struct cmd_pair_result *pr = &m->slot->res.pairs[mp->index - 1];
+		if (res && res->ngroups == m->n) {
+			*pr = (struct cmd_pair_result){1, res->groups[i].allowed,
+						       res->groups[i].remaining,
+						       res->groups[i].reset_ms};
+		} else if (!res && (mp->charged || mp->checked)) {
+			const struct store_result *r = mp->charged ? &mp->res : &mp->check;
+			*pr = (struct cmd_pair_result){1, r->allowed, r->remaining, r->reset_ms};
+		}
+	}
 }
 
 static void multi_free(struct cmd_slot *slot)
@@ -149,6 +170,7 @@ static int multi_local(struct multi *m, const char *why)
 		return -1;
 	if (res.shadow_pair > 0 && res.shadow_pair <= m->n)
 		multi_shadow_denied(slot, &m->pairs[res.shadow_pair - 1]);
+	multi_pair_figures(m, &res);
 	multi_decided(m, &m->pairs[res.pair - 1], STATS_FROM_LOCAL, res.allowed, res.limit,
 		      res.remaining, res.retry_after_ms, res.reset_ms);
 	return 0;
@@ -199,6 +221,7 @@ static void multi_done(void *arg, const struct store_result *res)
 	}
 	if (res->shadow_pair > 0)
 		multi_shadow_denied(m->slot, &m->pairs[res->shadow_pair - 1]);
+	multi_pair_figures(m, res);
 	multi_decided(m, &m->pairs[res->pair - 1], cmd_store_source(m->store), res->allowed,
 		      res->limit, res->remaining, res->retry_after_ms, res->reset_ms);
 }
@@ -290,6 +313,7 @@ static void multi_charge_done(void *arg, const struct store_result *res)
 	struct multi *m = mp->m;
 	mp->res = *res;
 	mp->res.detail = NULL; /* valid only during this call */
+	mp->charged = res->status == STORE_OK;
 	if (res->status != STORE_OK) {
 		if (m->next > 0)
 			stats.multi_partial++;
@@ -299,6 +323,7 @@ static void multi_charge_done(void *arg, const struct store_result *res)
 	if (!res->allowed && !mp->shadow) {
 		if (m->next > 0)
 			stats.multi_partial++;
+		multi_pair_figures(m, NULL);
 		multi_decided(m, mp, STATS_FROM_STORE, 0, res->limit, res->remaining,
 			      res->retry_after_ms, res->reset_ms);
 		return;
@@ -313,6 +338,7 @@ static void multi_charge_next(struct multi *m)
 {
 	if (m->next == m->norder) {
 		struct multi_pair *bind = multi_bind(m, 1, 1);
+		multi_pair_figures(m, NULL);
 		multi_decided(m, bind, STATS_FROM_STORE, 1, bind->res.limit, bind->res.remaining,
 			      bind->res.retry_after_ms, bind->res.reset_ms);
 		return;
@@ -356,6 +382,7 @@ static void multi_checked(struct multi *m)
 	if (!all_ok || m->op == STORE_PEEK) {
 		struct multi_pair *bind = multi_bind(m, all_ok, 0);
 		const struct store_result *r = &bind->check;
+		multi_pair_figures(m, NULL);
 		multi_decided(m, bind, STATS_FROM_STORE, all_ok, r->limit, r->remaining,
 			      r->retry_after_ms, r->reset_ms);
 		return;
@@ -387,6 +414,7 @@ static void multi_check_done(void *arg, const struct store_result *res)
 	struct multi *m = mp->m;
 	mp->check = *res;
 	mp->check.detail = NULL; /* valid only during this call */
+	mp->checked = res->status == STORE_OK;
 	if (--m->outstanding == 0)
 		multi_checked(m);
 }
@@ -413,7 +441,8 @@ static const char *multi_lookup(struct config *cfg, const struct cmd_request *re
 {
 	for (int i = 0; i < req->npairs; i++) {
 		const struct cmd_pair *a = &req->pairs[i];
-		named[i] = config_find_policy(cfg, a->action, a->action_len);
+		named[i] =
+			a->policy ? a->policy : config_find_policy(cfg, a->action, a->action_len);
 		if (!named[i]) {
 			*code = CMD_ERR_UNKNOWN_ACTION;
 			snprintf(msg, msglen, "no policy for the action of pair %d", i + 1);
@@ -421,8 +450,10 @@ static const char *multi_lookup(struct config *cfg, const struct cmd_request *re
 		}
 		for (int j = 0; j < i; j++) {
 			const struct cmd_pair *b = &req->pairs[j];
+			/* the same keys twice (a given policy may share its name
+			 * with another of a different window: gRPC's overrides) */
 			if (same_bytes(a->user, a->user_len, b->user, b->user_len) &&
-			    same_bytes(a->action, a->action_len, b->action, b->action_len)) {
+			    named[i] == named[j]) {
 				*code = CMD_ERR_SYNTAX;
 				snprintf(msg, msglen, "pair %d repeats pair %d", i + 1, j + 1);
 				return msg;
@@ -451,7 +482,12 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 		cmd_reply_error(slot, code, msg);
 		return;
 	}
-	struct multi *m = calloc(1, sizeof(*m));
+	/* only the head is cleared: each pair taken is set in full below (the
+	 * pairs are most of its ten kilobytes, and clearing them showed in
+	 * profiles) */
+	struct multi *m = malloc(sizeof(*m));
+	if (m)
+		memset(m, 0, offsetof(struct multi, pairs));
 	if (!m) {
 		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
 		return;
@@ -461,13 +497,18 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	m->local = env->local;
 	m->op = (enum store_op)slot->op;
 	m->cost = req->cost > 0 ? req->cost : 1;
-	m->timeout_ms = cfg->redis.timeout_ms;
+	m->timeout_ms = req->timeout_ms > 0 && req->timeout_ms < cfg->redis.timeout_ms
+				? req->timeout_ms
+				: cfg->redis.timeout_ms;
+	for (int i = 0; i < CMD_PAIRS_MAX; i++)
+		slot->res.pairs[i].known = 0;
 	slot->multi = m;
 	int nshadow = 0;
 	for (int i = 0; i < req->npairs; i++) {
 		const struct cmd_pair *a = &req->pairs[i];
 		struct multi_pair *mp = &m->pairs[m->n];
 		mp->m = m;
+		mp->checked = mp->charged = 0;
 		mp->named = mp->policy = named[i];
 		mp->index = i + 1;
 		mp->shadow = config_shadow(cfg, named[i]);

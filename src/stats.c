@@ -101,6 +101,11 @@ static struct stats_action *action_of(const struct config *cfg, const struct pol
 	return action_get(p->name, p->name_len);
 }
 
+const struct stats_action *stats_action_find(const char *name, size_t len)
+{
+	return table_cap ? *slot_for(table, table_cap, name, len) : NULL;
+}
+
 const struct stats_action *stats_action_of(const struct config *cfg, const struct policy *p)
 {
 	return action_of(cfg, p);

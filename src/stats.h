@@ -44,6 +44,8 @@ struct stats {
 	 * its check and its charge) */
 	unsigned long long multi_partial;
 	unsigned long long clients_accepted;
+	/* gRPC ShouldRateLimit calls for a domain no envoy rule file has */
+	unsigned long long envoy_unknown_domain;
 	unsigned long long reloads_ok, reloads_failed;
 	int restart_pending;	 /* the file changes keys only a restart applies */
 	double start_time;	 /* wall clock, seconds since the epoch */
@@ -74,6 +76,9 @@ void stats_count_shadow(const struct config *cfg, const struct policy *p);
 void stats_bind(const struct config *cfg);
 /* The counters of p (of the running configuration), or NULL. */
 const struct stats_action *stats_action_of(const struct config *cfg, const struct policy *p);
+/* The counters of name if it was ever counted, or NULL (creates nothing:
+ * for listing rules that may never be used, such as envoy rules). */
+const struct stats_action *stats_action_find(const char *name, size_t len);
 /* Frees the per-action table (at exit). */
 void stats_free(void);
 

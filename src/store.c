@@ -160,6 +160,29 @@ void store_health(const struct store *s, struct store_health *h)
 	store_health_add(s, h);
 }
 
+enum store_verdict store_verdict(const struct store *s, enum policy_on_error mode, int local_active,
+				 const char **why, const char **refusal)
+{
+	struct store_health h;
+	store_health(s, &h);
+	*why = "";
+	*refusal = h.refusing ? h.refusal : NULL;
+	if (h.memory)
+		return STORE_VERDICT_OK;
+	if (h.conns_up == 0)
+		*why = "redis unavailable";
+	else if (h.refusing)
+		*why = "redis refuses decisions";
+	else if (local_active)
+		*why = "redis does not answer in time";
+	else
+		return STORE_VERDICT_OK;
+	if (mode == POLICY_ON_ERROR_LOCAL)
+		return STORE_VERDICT_DEGRADED;
+	/* without local, an answer in time is up to each request's deadline */
+	return local_active && h.conns_up && !h.refusing ? STORE_VERDICT_OK : STORE_VERDICT_DOWN;
+}
+
 void store_health_add(const struct store *s, struct store_health *h)
 {
 	s->ops->health(s, h);

@@ -122,6 +122,12 @@ struct store_result {
 	/* a decision over several pairs: the one that decided and the first
 	 * shadow one that would have denied (1-based, 0 for none) */
 	int pair, shadow_pair;
+	/* and each pair's own figures (ngroups: 0 when not told) */
+	int ngroups;
+	struct store_group {
+		int allowed;
+		int64_t remaining, reset_ms;
+	} groups[STORE_PAIRS_MAX];
 };
 
 /* Called exactly once per submitted request, possibly from inside store_submit. */
@@ -216,6 +222,18 @@ void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn,
 int store_resets_followed(const struct store *s);
 /* Fills h (zeroed first). */
 void store_health(const struct store *s, struct store_health *h);
+
+/* Whether the daemon can decide, as /health and gRPC's health service say it. */
+enum store_verdict {
+	STORE_VERDICT_OK,	/* the store decides */
+	STORE_VERDICT_DEGRADED, /* it does not, and this daemon decides alone (on_store_error: local) */
+	STORE_VERDICT_DOWN,	/* it does not: decisions are fallbacks or errors */
+};
+/* mode: the top-level on_store_error; local_active: local.h's. *why: what
+ * is wrong ("" when OK; static); *refusal: Redis's error when it refuses
+ * decisions (valid until the loop turns), else NULL. */
+enum store_verdict store_verdict(const struct store *s, enum policy_on_error mode, int local_active,
+				 const char **why, const char **refusal);
 /* Adds s's counts to h without zeroing it: for a backend made of others. */
 void store_health_add(const struct store *s, struct store_health *h);
 void store_free(struct store *s);

@@ -296,6 +296,7 @@ struct decision {
 	struct limiter_state *states[STORE_PAIRS_MAX];
 	struct dkey keys[STORE_PAIRS_MAX][POLICY_MAX_LIMITS + 1];
 	int nkeys[STORE_PAIRS_MAX]; /* loaded so far */
+	struct limiter_group groups[STORE_PAIRS_MAX];
 };
 
 /* Why decide() failed. */
@@ -409,7 +410,8 @@ static int decide(struct store_memory *s, const struct store_request *req, int64
 		}
 		if (rc == 0)
 			rc = limiter_decide_all(d->policies, d->shadow, d->states, d->ngroups, op,
-						req->cost, now, &r, &res->pair, &res->shadow_pair);
+						req->cost, now, &r, &res->pair, &res->shadow_pair,
+						d->groups);
 	} else {
 		d->ngroups = 1;
 		rc = load_group(s, d, 0, req->prefix, req->prefix_len, req->policy, req->user,
@@ -421,8 +423,13 @@ static int decide(struct store_memory *s, const struct store_request *req, int64
 	for (int g = 0; g < d->ngroups; g++)
 		if (store_group(s, d, g, now) < 0 && rc == 0)
 			rc = DECIDE_NOMEM;
-	if (rc == 0)
+	if (rc == 0) {
 		fill_result(res, &r);
+		for (int g = 0; req->npairs > 0 && g < d->ngroups; g++)
+			res->groups[g] = (struct store_group){
+				d->groups[g].ok, d->groups[g].remaining, d->groups[g].reset_ms};
+		res->ngroups = req->npairs > 0 ? d->ngroups : 0;
+	}
 	return rc;
 }
 

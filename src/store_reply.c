@@ -90,6 +90,7 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 {
 	out->pair = 0;
 	out->shadow_pair = 0;
+	out->ngroups = 0;
 	return decision(rep, first, 5, out);
 }
 
@@ -97,9 +98,13 @@ int store_reply_decision_all(const struct redisReply *rep, int npairs, struct st
 {
 	out->pair = 0;
 	out->shadow_pair = 0;
-	if (decision(rep, 0, 7, out) < 0)
+	out->ngroups = 0;
+	unsigned long width = 7 + 3 * (unsigned long)npairs;
+	if (npairs < 1 || npairs > STORE_PAIRS_MAX)
+		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
+	if (decision(rep, 0, width, out) < 0)
 		return -1;
-	if (rep->elements < 7)
+	if (rep->elements < width)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 	const redisReply *p = rep->element[5], *sh = rep->element[6];
 	if (!p || p->type != REDIS_REPLY_INTEGER || !sh || sh->type != REDIS_REPLY_INTEGER ||
@@ -107,6 +112,20 @@ int store_reply_decision_all(const struct redisReply *rep, int npairs, struct st
 		return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
 	out->pair = (int)p->integer;
 	out->shadow_pair = (int)sh->integer;
+	for (int g = 0; g < npairs; g++) {
+		int64_t v[3];
+		for (int i = 0; i < 3; i++) {
+			const redisReply *e =
+				rep->element[7 + 3 * (unsigned long)g + (unsigned long)i];
+			if (!e || e->type != REDIS_REPLY_INTEGER)
+				return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
+			v[i] = e->integer;
+		}
+		if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[2] < 0)
+			return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
+		out->groups[g] = (struct store_group){(int)v[0], v[1], v[2]};
+	}
+	out->ngroups = npairs;
 	return 0;
 }
 

@@ -23,7 +23,7 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first,
 /* The same for a call deciding one decision over npairs pairs: seven
  * integers, the five above, then the deciding pair (1 to npairs) and the
  * first shadow pair that would have denied (0 to npairs): out->pair and
- * out->shadow_pair. */
+ * out->shadow_pair; then three per pair, its own figures (out->groups). */
 int store_reply_decision_all(const struct redisReply *rep, int npairs, struct store_result *out);
 
 /* Classifies the text of an error reply ("NOPERM ...", "ERR ..."). */

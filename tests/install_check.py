@@ -39,9 +39,11 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, "meson install failed:\n%s%s" % (r.stdout, r.stderr))
 
     def expected(self):
-        docs = ["README.md", "NEWS.md", "proto/protocol.md"] + [
+        docs = ["README.md", "NEWS.md", "proto/protocol.md", "proto/grpc.md"] + [
             os.path.relpath(p, ARGS.srcdir)
-            for p in glob.glob(os.path.join(ARGS.srcdir, "docs", "*.md"))]
+            for p in glob.glob(os.path.join(ARGS.srcdir, "docs", "*.md")) +
+            glob.glob(os.path.join(ARGS.srcdir, "proto", "grpc", "**", "*.proto"),
+                      recursive=True)]
         out = {os.path.join(ARGS.sbindir, "ratelimitd"), ARGS.config}
         out.update(os.path.join(ARGS.docdir, d) for d in docs)
         if ARGS.unitdir != "no":

@@ -25,8 +25,9 @@
 --
 -- Returns five integers per decision:
 --          allowed (1/0), limit, remaining, retry_after_ms (-1: never), reset_ms
---          (seven for "A" and "P": then the deciding group and the first
---          shadow group that would have denied, both 1-based, 0 for none)
+--          (for "A" and "P": then the deciding group and the first shadow
+--          group that would have denied, both 1-based, 0 for none, then
+--          three per group: passed (1/0), remaining, reset_ms; see decide_all)
 --          (allowed is -1 when that decision failed inside Redis, e.g. WRONGTYPE,
 --          and -2 when its keys are not on this cluster node: ask again alone);
 --          when a decision failed (-1), one more element follows the last
@@ -517,7 +518,8 @@ end
 -- (shadow mode on its policy) is decided and charged when it passes, but
 -- never denies the request; the first one that would have is reported.
 -- Seven integers: the five of a decision, then the deciding group and the
--- first shadow group that would have denied (1-based; 0 for none).
+-- first shadow group that would have denied (1-based; 0 for none); then
+-- three per group (see the end).
 local function decide_all(out, op, cost, ngroups, a, k)
   local groups = {}
   local real = 0
@@ -573,6 +575,7 @@ local function decide_all(out, op, cost, ngroups, a, k)
       if not grp.shadow and not grp.ok then
         if grp.ban and op == 'A' and ban_denied(grp.ban) then
           grp.ban.ok = false
+          grp.ban.triggered = true
           grp.ban.limit = grp[1].limit
         end
         for i = 1, grp.n do
@@ -590,7 +593,9 @@ local function decide_all(out, op, cost, ngroups, a, k)
     local grp = groups[g]
     if grp.shadow and not grp.ok then
       if shadow_denied == 0 then shadow_denied = g end
-      if grp.ban and not grp.ban.banned and op == 'A' then ban_denied(grp.ban) end
+      if grp.ban and not grp.ban.banned and op == 'A' and ban_denied(grp.ban) then
+        grp.ban.triggered = true
+      end
     end
   end
   if all_ok and not banned then out[#out + 1] = 1 else out[#out + 1] = 0 end
@@ -600,6 +605,26 @@ local function decide_all(out, op, cost, ngroups, a, k)
   out[#out + 1] = bind.reset
   out[#out + 1] = bind.group
   out[#out + 1] = shadow_denied
+  -- then three per group, its own figures (gRPC answers each descriptor):
+  -- whether it passed, and the remaining and reset of its tightest limit
+  -- (after the charge, if charged); a ban in force: 0, 0 and its end
+  for g = 1, ngroups do
+    local grp = groups[g]
+    if grp.ban and (grp.ban.banned or grp.ban.triggered) then
+      out[#out + 1] = 0
+      out[#out + 1] = 0
+      out[#out + 1] = grp.ban.reset
+    else
+      local b = nil
+      for i = 1, grp.n do
+        local r = grp[i]
+        if not r.ban and (not b or r.remaining < b.remaining) then b = r end
+      end
+      if grp.ok then out[#out + 1] = 1 else out[#out + 1] = 0 end
+      out[#out + 1] = b.remaining
+      out[#out + 1] = b.reset
+    end
+  end
 end
 
 local n = tonumber(ARGV[2])
@@ -622,12 +647,12 @@ for _ = 1, n do
   local argc, nkeys = decision_argc(a)
   local before = #out
   local width = 5
-  if op == 'A' or op == 'P' then width = 7 end
+  if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) end
   -- A key of the wrong type (written by something else) fails only its own
   -- decision, not the whole batch. Checks run before any write, so a failed
   -- decision has changed nothing.
   local ok, err
-  if width == 7 then
+  if op == 'A' or op == 'P' then
     ok, err = pcall(decide_all, out, op, cost, num(ARGV[a + 2]), a + 3, k)
   else
     ok, err = pcall(decide, out, op, cost, nkeys, a + 3, k)

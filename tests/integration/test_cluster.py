@@ -455,6 +455,81 @@ class ClusterPairsTest(ClusterBase):
                % (len(allowed), len(reqs), partial))
 
 
+class ClusterGrpcTest(ClusterBase):
+    """Envoy's ShouldRateLimit on a Cluster: three daemons, gRPC clients
+    racing, rules of an envoyproxy/ratelimit file. One descriptor per call
+    is one ALLOW: exactly the limit passes. Two per call are checked, then
+    charged, pair by pair (the masters differ): no key ever passes its
+    limit."""
+
+    RULES = ("domain: web\ndescriptors:\n"
+             "  - {key: user, rate_limit: {unit: minute, requests_per_unit: 7}}\n"
+             "  - {key: remote_address, rate_limit: {unit: minute, requests_per_unit: 5,\n"
+             "     algorithm: sliding_window}}\n")
+
+    def gdaemon(self, name):
+        from harness import make_config
+        from topology import cluster_redis_opts
+        rules = os.path.join(self.tmpdir, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write(self.RULES)
+        port, gport = free_port(), free_port()
+        cfg = make_config(['{address: "127.0.0.1:%d", admin: true}' % port,
+                           '{address: "127.0.0.1:%d", protocol: grpc}' % gport],
+                          cluster_redis_opts(self.cl, timeout="1s"), {"x": "1/1s"},
+                          admin=False, envoy="{config: %s}" % rules)
+        d = self.start_daemon(config=cfg, port=port, name=name)
+        d.gport = gport
+        return d
+
+    def test_three_daemons_exact(self):
+        from rls_client import RlsClient, overall
+        self.cluster()
+        ds = [self.gdaemon("rl%d" % i) for i in range(3)]
+        results = []
+        lock = threading.Lock()
+
+        def worker(port, calls):
+            c = RlsClient(port)
+            try:
+                for descs in calls:
+                    r = c.call("web", descs, timeout=10 * SLOW)
+                    with lock:
+                        results.append((descs, overall(r)))
+            finally:
+                c.close()
+
+        one = [[[("user", "u%d" % (i % 4))]] for i in range(48)]       # 12 calls per user
+        two = [[[("user", "v%d" % (i % 3))], [("remote_address", "10.0.0.%d" % (i % 2))]]
+               for i in range(48)]
+        calls = one + two
+        import random
+        random.Random(5).shuffle(calls)
+        threads = [threading.Thread(target=worker, args=(ds[i % 3].gport, calls[i::6]))
+                   for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(len(results), len(calls))
+        ok = [d for d, o in results if o == "OK"]
+        per = {}
+        for descs in ok:
+            for d in descs:
+                per[d[0]] = per.get(d[0], 0) + 1
+        # one descriptor: exactly 7 per user
+        for u in range(4):
+            self.assertEqual(per.get(("user", "u%d" % u), 0), 7, per)
+        # two: never over 7 per user, 5 per address; and the two-descriptor
+        # calls allowed are at least what one address (of two) can take
+        for v in range(3):
+            self.assertLessEqual(per.get(("user", "v%d" % v), 0), 7, per)
+        for a in range(2):
+            self.assertLessEqual(per.get(("remote_address", "10.0.0.%d" % a), 0), 5, per)
+        self.assertGreaterEqual(sum(1 for d in ok if len(d) == 2), 5)
+        self.assertKeysOnOwners(self.keys_everywhere())
+
+
 class ClusterReshardTest(ClusterBase):
     def test_live_resharding_under_traffic(self):
         """300 slots (holding hot users) move from one master to another by

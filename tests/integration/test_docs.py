@@ -37,6 +37,10 @@ before a block (blank lines between allowed) changes this:
     under=KEY        the config is the body of KEY (indented under it)
     wrap             the config is a fragment: completed with the listen,
                      redis and policies of a minimal config where missing
+    envoy-rules      the config is an envoyproxy/ratelimit rules file (docs/envoy.md):
+                     checked through a daemon config whose envoy.config it is
+    envoy-daemon     a daemon config naming /etc/ratelimit/config: checked with a
+                     rules file there instead
     skip=REASON      not run (the count of examples run is checked)
 
 A shell session's HOST:PORT picks the listener by address.
@@ -54,7 +58,7 @@ from test_golden import match_reply
 
 DOCS = ["README.md", os.path.join("proto", "protocol.md"),
         os.path.join("docs", "configuration.md"), os.path.join("docs", "clients.md"),
-        os.path.join("docs", "proxies.md")]
+        os.path.join("docs", "proxies.md"), os.path.join("docs", "envoy.md")]
 CONF = os.path.join(SRCDIR, "conf", "ratelimitd.yaml")
 
 # The addresses of conf/ratelimitd.yaml, swapped for the test's own.
@@ -69,6 +73,7 @@ MINIMUM = {
     "configuration.md": {"yaml": 7},
     "clients.md": {"cli": 1, "python": 2, "shell": 1, "js": 2},
     "proxies.md": {"yaml": 1, "nginx": 1, "caddy": 1},
+    "envoy.md": {"yaml": 3},
 }
 
 MINIMAL_CONFIG = {
@@ -104,7 +109,7 @@ def parse_opts(text):
         k, _, v = word.partition("=")
         opts[k] = v or True
     unknown = set(opts) - {"listener", "redis", "continue", "ms", "yaml", "under", "wrap",
-                           "skip"}
+                           "skip", "envoy-rules", "envoy-daemon"}
     if unknown:
         raise ValueError("unknown example option(s) %s" % sorted(unknown))
     return opts
@@ -420,6 +425,17 @@ class DocsTest(DaemonTest):
 
     def run_yaml(self, b):
         text = "\n".join(b.body) + "\n"
+        if b.opts.get("envoy-rules"):
+            with open(os.path.join(self.tmpdir, "rules-%d.yaml" % b.line), "w") as f:
+                f.write(text)
+            text = ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
+                    "envoy: {config: rules-%d.yaml}\n" % b.line)
+        elif b.opts.get("envoy-daemon"):
+            self.assertIn("/etc/ratelimit/config", text, b.where)
+            rules = os.path.join(self.tmpdir, "rules.yaml")
+            with open(rules, "w") as f:
+                f.write("domain: d\ndescriptors:\n  - {key: k}\n")
+            text = text.replace("/etc/ratelimit/config", rules)
         under = b.opts.get("under")
         if under:
             text = "%s:\n%s" % (under, "".join("  " + ln + "\n" for ln in b.body))
@@ -464,6 +480,9 @@ class DocsTest(DaemonTest):
 
     def test_proxies(self):
         self.run_doc("proxies.md")
+
+    def test_envoy(self):
+        self.run_doc("envoy.md")
 
 
 class ParserTest(unittest.TestCase):

@@ -29,8 +29,13 @@ static void print_reply(struct store_replay *r, const struct vector_step *s,
 	}
 	printf("%d %lld %lld %lld %lld", res->allowed, (long long)res->limit,
 	       (long long)res->remaining, (long long)res->retry_after_ms, (long long)res->reset_ms);
-	if (s->multi)
+	if (s->multi) {
 		printf(" %d %d", res->pair, res->shadow_pair);
+		for (int g = 0; g < res->ngroups; g++)
+			printf(" %d %lld %lld", res->groups[g].allowed,
+			       (long long)res->groups[g].remaining,
+			       (long long)res->groups[g].reset_ms);
+	}
 	printf("\n");
 }
 

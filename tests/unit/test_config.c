@@ -361,7 +361,8 @@ static const struct {
 	/* policies required and non-empty */
 	{"policies: {}\n", "t.yaml:1:11: policies: at least one policy is required"},
 	{"policies:\n", "t.yaml:1:10: policies: expected a mapping of policy names to limits"},
-	{"prefix: x\n", "t.yaml:1:1: policies: required, with at least one policy"},
+	{"prefix: x\n",
+	 "t.yaml:1:1: policies: required, with at least one policy (or envoy: with rules)"},
 	/* YAML syntax errors, at libyaml's position */
 	{"policies:\n  a: [1/1s\n", "t.yaml:3:1: YAML syntax error: while parsing a flow sequence, "
 				    "did not find expected ',' or ']'"},
@@ -390,8 +391,9 @@ static const struct {
 	/* anchors, aliases, complex keys */
 	{"policies:\n  a: &r 1/1s\n  b: *r\n", "t.yaml:2:6: YAML anchors are not supported"},
 	{"policies:\n  a: *r\n", "t.yaml:2:6: YAML aliases are not supported"},
-	{"? [policies]\n: 1\n", "t.yaml:1:3: a key must be a plain string\n"
-				"t.yaml:1:1: policies: required, with at least one policy"},
+	{"? [policies]\n: 1\n",
+	 "t.yaml:1:3: a key must be a plain string\n"
+	 "t.yaml:1:1: policies: required, with at least one policy (or envoy: with rules)"},
 	{"policies:\n  [a]: 1/1s\n", "t.yaml:2:3: a policy name must be a plain string"},
 	/* a duration without its unit, in a rate and alone */
 	{"policies:\n  reply: 5/60\n",

@@ -65,7 +65,7 @@ static void run_step(const struct vector_step *s, void *arg)
 			sts[g] = r->st[g];
 		}
 		int rc = limiter_decide_all(ps, r->shadow, sts, r->ngroups, s->op, s->cost,
-					    s->now_us, &got, &group, &shadow_group);
+					    s->now_us, &got, &group, &shadow_group, NULL);
 		ck_assert_int_eq(rc, 0);
 	} else {
 		int rc = limiter_decide(&r->p[0], r->st[0], s->op, s->cost, s->now_us, &got);

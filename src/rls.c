@@ -1,0 +1,448 @@
+/*
+ * rls.c - Envoy's ShouldRateLimit, pure: request bytes to a plan, the plan
+ * and the decision to response bytes (rls.h).
+ *
+ * Each descriptor is looked up in the envoy rules of the request's domain
+ * (envoy_rules.h), or takes the limit it carries; the descriptors with a
+ * limit become the pairs of one MALLOW (all or nothing: OVER_LIMIT charges
+ * none of them). A rule is a policy; its user is the descriptor's entries,
+ * so every distinct set of values has its own counter, as in
+ * envoyproxy/ratelimit.
+ */
+#include "rls.h"
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config.h"
+#include "grpc_pb.h"
+
+typedef Envoy__Service__Ratelimit__V3__RateLimitRequest RlsRequest;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse RlsResponse;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus RlsStatus;
+typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit RlsLimit;
+typedef Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor RlsDescriptor;
+typedef Envoy__Config__Core__V3__HeaderValue RlsHeader;
+
+/* What unpacking one request may take: a request of GRPC_MAX_MESSAGE
+ * (64 KiB) of tiny entries unpacks to about 20 times its size. */
+#define RLS_UNPACK_MAX (2 * 1024 * 1024)
+
+/* protobuf-c unpacks into this arena, emptied before each request: the
+ * daemon has one thread, and nothing unpacked outlives rls_plan. */
+static struct {
+	size_t used;
+	_Alignas(16) unsigned char buf[RLS_UNPACK_MAX];
+} arena;
+
+static void *arena_alloc(void *data, size_t size)
+{
+	(void)data;
+	size = (size + 15) & ~(size_t)15;
+	if (size > sizeof(arena.buf) - arena.used)
+		return NULL; /* unpack fails: RESOURCE_EXHAUSTED */
+	void *p = arena.buf + arena.used;
+	arena.used += size;
+	return p;
+}
+
+static void arena_free(void *data, void *ptr)
+{
+	(void)data;
+	(void)ptr;
+}
+
+/* ---- the descriptors' users ---- */
+
+static size_t put_escaped(char *out, size_t at, size_t cap, const char *s, int *fits)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		int plain = *p > 0x20 && *p < 0x7F && *p != '%' && *p != '|' && *p != '=';
+		if (at + (plain ? 1 : 3) > cap) {
+			*fits = 0;
+			return at;
+		}
+		if (plain) {
+			out[at++] = (char)*p;
+		} else {
+			out[at++] = '%';
+			out[at++] = hex[*p >> 4];
+			out[at++] = hex[*p & 15];
+		}
+	}
+	return at;
+}
+
+/*
+ * The user of a descriptor: its entries as "key=value|key=value", with
+ * '%', '|', '=', spaces and control bytes escaped, so distinct entries
+ * never share a counter. Longer than KEYS_USER_MAX: the first part and a
+ * hash of the whole (keyed with nothing secret: a collision only merges
+ * two counters, and finding one takes 2^32 tries).
+ */
+static size_t descriptor_user(const RlsDescriptor *d, char *out)
+{
+	char whole[8192];
+	size_t n = 0;
+	int fits = 1;
+	for (size_t i = 0; i < d->n_entries && fits; i++) {
+		if (i && n < sizeof(whole))
+			whole[n++] = '|';
+		n = put_escaped(whole, n, sizeof(whole), d->entries[i]->key, &fits);
+		if (fits && n < sizeof(whole))
+			whole[n++] = '=';
+		n = put_escaped(whole, n, sizeof(whole), d->entries[i]->value, &fits);
+	}
+	if (fits && n <= KEYS_USER_MAX) {
+		memcpy(out, whole, n);
+		return n;
+	}
+	/* FNV-1a 64 over every byte of every entry, not only what fit */
+	uint64_t h = 14695981039346656037ull;
+	for (size_t i = 0; i < d->n_entries; i++)
+		for (int part = 0; part < 2; part++) {
+			const char *s = part ? d->entries[i]->value : d->entries[i]->key;
+			for (; *s; s++)
+				h = (h ^ (unsigned char)*s) * 1099511628211ull;
+			h = (h ^ 0xFF) * 1099511628211ull;
+		}
+	size_t keep = KEYS_USER_MAX - 18;
+	memcpy(out, whole, keep);
+	snprintf(out + keep, 19, "#%016llx", (unsigned long long)h);
+	return keep + 17;
+}
+
+/* ---- the answer ---- */
+
+static RlsLimit *status_limit(RlsLimit *l, const struct envoy_limit *el)
+{
+	envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(l);
+	l->requests_per_unit = el->requests_per_unit;
+	l->unit = (Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit__Unit)el->unit;
+	l->name = el->name ? el->name : (char *)"";
+	return l;
+}
+
+/* Seconds until the fixed window of unit ends (never 0), as
+ * envoyproxy/ratelimit reports a window's reset. */
+static int64_t window_left_s(const struct envoy_limit *el, int64_t now_s)
+{
+	int64_t d = envoy_unit_seconds(el->unit);
+	return d > 0 ? d - now_s % d : 0;
+}
+
+struct answer {
+	RlsResponse resp;
+	RlsStatus st[RLS_MAX_DESCRIPTORS];
+	RlsStatus *stp[RLS_MAX_DESCRIPTORS];
+	RlsLimit lim[RLS_MAX_DESCRIPTORS];
+	Google__Protobuf__Duration reset[RLS_MAX_DESCRIPTORS];
+	RlsHeader hdr[4];
+	RlsHeader *hdrp[4];
+	char hval[4][24];
+};
+
+static void add_header(struct answer *a, const char *name, int64_t v)
+{
+	size_t i = a->resp.n_response_headers_to_add++;
+	envoy__config__core__v3__header_value__init(&a->hdr[i]);
+	snprintf(a->hval[i], sizeof(a->hval[i]), "%lld", (long long)v);
+	a->hdr[i].key = (char *)name;
+	a->hdr[i].value = a->hval[i];
+	a->hdrp[i] = &a->hdr[i];
+}
+
+/* Whether status s speaks for the headers rather than than: over the limit
+ * first, then the least remaining. */
+static int tighter(const RlsStatus *s, const RlsStatus *than)
+{
+	int s_over =
+		s->code == ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+	int t_over =
+		than->code == ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+	if (s_over != t_over)
+		return s_over;
+	return s->limit_remaining < than->limit_remaining;
+}
+
+size_t rls_encode(const struct rls_plan *plan, const struct cmd_result *res, int allowed,
+		  int headers, int64_t now_s, uint8_t *buf)
+{
+	static struct answer a; /* one thread: nothing of it outlives the call */
+	int hdr_at = -1;	/* the status the headers speak of */
+	envoy__service__ratelimit__v3__rate_limit_response__init(&a.resp);
+	a.resp.overall_code =
+		allowed ? ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK
+			: ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+	for (int i = 0; i < plan->n; i++) {
+		const struct rls_desc *d = &plan->d[i];
+		RlsStatus *s = &a.st[i];
+		envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(s);
+		a.stp[i] = s;
+		s->code = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK;
+		switch (d->kind) {
+		case RLS_NONE:
+			continue;
+		case RLS_UNLIMITED:
+			s->limit_remaining = UINT32_MAX;
+			continue;
+		case RLS_ZERO:
+		case RLS_COUNTED:
+			break;
+		}
+		s->current_limit = status_limit(&a.lim[i], d->limit);
+		google__protobuf__duration__init(&a.reset[i]);
+		s->duration_until_reset = &a.reset[i];
+		int over;
+		int64_t remaining, reset_ms;
+		const struct cmd_pair_result *pr =
+			d->kind == RLS_COUNTED && res ? &res->pairs[d->pair - 1] : NULL;
+		if (d->kind == RLS_ZERO) {
+			over = d->cost > 0;
+			remaining = 0;
+			reset_ms = window_left_s(d->limit, now_s) * 1000;
+		} else if (pr && pr->known) {
+			over = !pr->allowed;
+			remaining = pr->remaining;
+			reset_ms = pr->reset_ms;
+		} else if (res && res->pair == d->pair && res->limit >= 0) {
+			/* the pair the decision speaks of */
+			over = !res->allowed;
+			remaining = res->remaining;
+			reset_ms = res->reset_ms;
+		} else {
+			/* a fallback decision (the store could not decide) */
+			over = !allowed;
+			remaining = 0;
+			reset_ms = 0;
+		}
+		if (over && d->limit->shadow)
+			over = 0; /* shadow_mode: reported OK, remaining as it is */
+		if (over)
+			s->code =
+				ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+		s->limit_remaining = remaining < 0	      ? 0
+				     : remaining > UINT32_MAX ? UINT32_MAX
+							      : (uint32_t)remaining;
+		/* when what the key holds is gone (a fixed window's end, in
+		 * the store's clock); a window not begun: a whole unit away */
+		a.reset[i].seconds =
+			reset_ms > 0 ? (reset_ms + 999) / 1000 : window_left_s(d->limit, now_s);
+		if (hdr_at < 0 || tighter(s, &a.st[hdr_at]))
+			hdr_at = i;
+	}
+	a.resp.n_statuses = (size_t)plan->n;
+	a.resp.statuses = a.stp;
+	a.resp.response_headers_to_add = a.hdrp;
+	if (hdr_at >= 0 && headers != CONFIG_ENVOY_HEADERS_NONE) {
+		int x = headers == CONFIG_ENVOY_HEADERS_XRATELIMIT;
+		const RlsStatus *s = &a.st[hdr_at];
+		add_header(&a, x ? "X-RateLimit-Limit" : "RateLimit-Limit",
+			   s->current_limit->requests_per_unit);
+		add_header(&a, x ? "X-RateLimit-Remaining" : "RateLimit-Remaining",
+			   s->limit_remaining);
+		add_header(&a, x ? "X-RateLimit-Reset" : "RateLimit-Reset",
+			   s->duration_until_reset->seconds);
+		if (!allowed && res && res->retry_after_ms > 0)
+			add_header(&a, "Retry-After", (res->retry_after_ms + 999) / 1000);
+	}
+	/* at most 64 statuses of at most 128 bytes (a name is at most 64), 4 headers */
+	return protobuf_c_message_pack(&a.resp.base, buf);
+}
+
+/* The limit a descriptor carries, as a limit of its own; NULL with why. */
+static const char *own_limit(struct rls_plan *plan, struct rls_desc *d, const RlsDescriptor *in,
+			     const char *domain, enum policy_algo algo)
+{
+	if (plan->nown == RLS_MAX_OWN)
+		return "at most 16 descriptors with a limit of their own per request";
+	struct envoy_limit *l = &plan->own[plan->nown];
+	int unit = in->limit->unit;
+	memset(l, 0, sizeof(*l));
+	/* envoy.type.v3.RateLimitUnit: SECOND (1) to YEAR (6), numbered as ours */
+	if (unit < ENVOY_UNIT_SECOND || unit > ENVOY_UNIT_YEAR)
+		return "a descriptor's limit needs a unit (SECOND to YEAR)";
+	if (in->limit->requests_per_unit > POLICY_MAX_COUNT)
+		return "a descriptor's limit allows at most 1000000000 per unit";
+	l->unit = (enum envoy_unit)unit;
+	l->requests_per_unit = in->limit->requests_per_unit;
+	struct policy *p = &l->policy;
+	/* one name per domain: the window (part of each key) tells the limits apart */
+	uint32_t h = 2166136261u;
+	for (const char *s = domain; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	snprintf(p->name, sizeof(p->name), "envoy-override-%08x", h);
+	p->name_len = strlen(p->name);
+	p->algo = algo;
+	p->nlimits = 1;
+	p->on_store_error = POLICY_ON_ERROR_INHERIT;
+	p->shadow = -1;
+	int64_t n = l->requests_per_unit;
+	p->limits[0] = (struct policy_limit){n, n, envoy_unit_seconds(l->unit) * 1000};
+	if (n > 0) {
+		const char *why;
+		if (policy_validate(p, &why) < 0)
+			return why;
+	}
+	d->limit = l;
+	d->own = ++plan->nown;
+	return NULL;
+}
+
+/* Drops every limit another matched limit of the request replaces. */
+static void apply_replaces(struct rls_plan *rc)
+{
+	for (int i = 0; i < rc->n; i++) {
+		const struct envoy_limit *a = rc->d[i].limit;
+		if (!a || !a->nreplaces)
+			continue;
+		for (int j = 0; j < rc->n; j++) {
+			const struct envoy_limit *b = rc->d[j].limit;
+			if (!b || !b->name)
+				continue;
+			for (size_t r = 0; r < a->nreplaces; r++)
+				if (strcmp(a->replaces[r], b->name) == 0)
+					rc->d[j].kind = RLS_NONE;
+		}
+	}
+}
+
+
+int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rls_plan *plan,
+	     enum grpc_status *status, const char **why)
+{
+	ProtobufCAllocator alloc = {arena_alloc, arena_free, NULL};
+	arena.used = 0;
+	static char users[CMD_PAIRS_MAX][KEYS_USER_MAX];
+	plan->n = plan->npairs = plan->nown = 0;
+	plan->unknown_domain = plan->zero_over = 0;
+	plan->cost = 0;
+	RlsRequest *req =
+		envoy__service__ratelimit__v3__rate_limit_request__unpack(&alloc, len, msg);
+	*status = GRPC_INVALID_ARGUMENT;
+	if (!req) {
+		if (arena.used + 4096 > sizeof(arena.buf))
+			*status = GRPC_RESOURCE_EXHAUSTED;
+		*why = "cannot decode the RateLimitRequest";
+		return -1;
+	}
+	if (!req->domain[0]) {
+		*why = "rate limit domain must not be empty";
+		return -1;
+	}
+	if (req->n_descriptors == 0) {
+		*why = "rate limit descriptor list must not be empty";
+		return -1;
+	}
+	if (req->n_descriptors > RLS_MAX_DESCRIPTORS) {
+		*why = "too many descriptors (at most 64)";
+		return -1;
+	}
+	const struct envoy_domain *dom =
+		envoy_domain_find(cfg->envoy.rules, req->domain, strlen(req->domain));
+	plan->unknown_domain = !dom;
+	plan->n = (int)req->n_descriptors;
+	for (int i = 0; i < plan->n; i++) {
+		const RlsDescriptor *in = req->descriptors[i];
+		struct rls_desc *d = &plan->d[i];
+		d->kind = RLS_NONE;
+		d->limit = NULL;
+		d->own = 0;
+		d->pair = 0;
+		if (in->n_entries == 0 || in->n_entries > ENVOY_MAX_DEPTH) {
+			*why = "a descriptor has 1 to 16 entries";
+			return -1;
+		}
+		if (!dom)
+			continue; /* an unknown domain limits nothing (its overrides neither) */
+		if (in->limit) {
+			*why = own_limit(plan, d, in, req->domain, cfg->envoy.algorithm);
+			if (*why)
+				return -1;
+		} else {
+			struct envoy_entry e[ENVOY_MAX_DEPTH];
+			for (size_t j = 0; j < in->n_entries; j++)
+				e[j] = (struct envoy_entry){
+					in->entries[j]->key, strlen(in->entries[j]->key),
+					in->entries[j]->value, strlen(in->entries[j]->value)};
+			d->limit = envoy_lookup(dom, e, in->n_entries);
+		}
+		if (!d->limit)
+			continue;
+		d->cost = in->hits_addend ? in->hits_addend->value
+					  : (req->hits_addend ? req->hits_addend : 1);
+		d->kind = d->limit->unlimited		     ? RLS_UNLIMITED
+			  : d->limit->requests_per_unit == 0 ? RLS_ZERO
+							     : RLS_COUNTED;
+	}
+	apply_replaces(plan);
+	/* the pairs of the decision: one per distinct (rule, user) */
+	int have_cost = 0;
+	for (int i = 0; i < plan->n; i++) {
+		struct rls_desc *d = &plan->d[i];
+		if (d->kind == RLS_ZERO)
+			plan->zero_over |= d->cost > 0 && !config_shadow(cfg, &d->limit->policy);
+		if (d->kind != RLS_COUNTED)
+			continue;
+		if (have_cost && d->cost != plan->cost) {
+			*why = "descriptors with different hits_addend in one request are not "
+			       "supported";
+			return -1;
+		}
+		plan->cost = d->cost;
+		have_cost = 1;
+		char user[KEYS_USER_MAX];
+		size_t ulen = descriptor_user(req->descriptors[i], user);
+		for (int p = 0; p < plan->npairs && !d->pair; p++) {
+			const struct rls_desc *o = &plan->d[plan->pair_desc[p]];
+			/* the same keys: one rule (or overrides of one unit) and user */
+			int same_limit = o->limit == d->limit ||
+					 (o->own && d->own && o->limit->unit == d->limit->unit);
+			if (same_limit && plan->user_len[p] == ulen &&
+			    memcmp(plan->user[p], user, ulen) == 0)
+				d->pair = p + 1; /* decided once, for both */
+		}
+		if (d->pair)
+			continue;
+		if (plan->npairs == CMD_PAIRS_MAX) {
+			*why = "at most 8 limited descriptors per request";
+			return -1;
+		}
+		int p = plan->npairs++;
+		memcpy(users[p], user, ulen);
+		plan->user[p] = users[p];
+		plan->user_len[p] = ulen;
+		plan->pair_desc[p] = i;
+		d->pair = p + 1;
+	}
+	return 0;
+}
+
+void rls_request(const struct rls_plan *plan, struct cmd_request *req)
+{
+	memset(req, 0, sizeof(*req));
+	/* hits_addend 0, or a limit of 0 that denies anyway: look, take nothing */
+	req->verb = plan->cost && !plan->zero_over ? CMD_MALLOW : CMD_MPEEK;
+	req->cost = plan->cost == 0		? 1
+		    : plan->cost > CMD_COST_MAX ? CMD_COST_MAX
+						: (int64_t)plan->cost;
+	if (plan->npairs == 1) {
+		/* one pair: a plain ALLOW or PEEK, the cheapest path there is */
+		const struct policy *pol = &plan->d[plan->pair_desc[0]].limit->policy;
+		req->verb = req->verb == CMD_MALLOW ? CMD_ALLOW : CMD_PEEK;
+		req->user = plan->user[0];
+		req->user_len = plan->user_len[0];
+		req->action = pol->name;
+		req->action_len = pol->name_len;
+		req->policy = pol;
+		return;
+	}
+	req->npairs = plan->npairs;
+	for (int p = 0; p < plan->npairs; p++) {
+		const struct policy *pol = &plan->d[plan->pair_desc[p]].limit->policy;
+		req->pairs[p] = (struct cmd_pair){plan->user[p], plan->user_len[p], pol->name,
+						  pol->name_len, pol};
+	}
+}

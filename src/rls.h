@@ -1,0 +1,86 @@
+/*
+ * rls.h - Envoy's ShouldRateLimit, pure: a RateLimitRequest's bytes and
+ * the envoy rules in, a plan out (what limit each descriptor has, and the
+ * pairs to decide together); the plan and the decision in, the
+ * RateLimitResponse's bytes out. No I/O and no heap (protobuf-c unpacks
+ * into a static arena); fuzzed by fuzz/fuzz_rls.c. grpc_rls.c runs the plan.
+ */
+#ifndef RL_RLS_H
+#define RL_RLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmd.h"
+#include "envoy_rules.h"
+#include "keys.h"
+#include "proto_grpc.h"
+
+struct config;
+
+/* The most descriptors one request may carry. */
+#define RLS_MAX_DESCRIPTORS 64
+/* The longest answer rls_encode writes. */
+#define RLS_ANSWER_MAX (RLS_MAX_DESCRIPTORS * 128 + 512)
+
+/* What became of one descriptor. */
+enum rls_kind {
+	RLS_NONE,      /* no rule (or replaced, or an unknown domain): OK */
+	RLS_UNLIMITED, /* unlimited: OK, remaining 2^32 - 1 */
+	RLS_ZERO,      /* requests_per_unit 0: over the limit at any cost */
+	RLS_COUNTED,   /* a pair of the decision */
+};
+
+/* The most descriptors of one request that carry their own limit. */
+#define RLS_MAX_OWN 16
+
+struct rls_desc {
+	enum rls_kind kind;
+	const struct envoy_limit *limit; /* the rule's, or one of the plan's own */
+	int own;			 /* limit is plan->own[own - 1]; 0: a rule's */
+	int pair;			 /* RLS_COUNTED: 1-based position among the pairs */
+	uint64_t cost;
+};
+
+struct rls_plan {
+	int n;
+	struct rls_desc d[RLS_MAX_DESCRIPTORS];
+	int unknown_domain;
+	/* the decision: pairs, all with one cost (0: look without taking) */
+	int npairs;
+	uint64_t cost;
+	int pair_desc[CMD_PAIRS_MAX]; /* the first descriptor of each pair */
+	/* the pairs' users: in a static area, valid until the next rls_plan
+	 * (the store copies them when asked) */
+	size_t user_len[CMD_PAIRS_MAX];
+	const char *user[CMD_PAIRS_MAX];
+	/* the limits descriptors carry (RateLimitOverride) */
+	int nown;
+	struct envoy_limit own[RLS_MAX_OWN];
+	/* a requests_per_unit 0 limit denies, whatever the pairs say (they
+	 * are only looked at, for their statuses) */
+	int zero_over;
+};
+
+/*
+ * Decodes msg[0..len) against cfg's envoy rules into plan. 0, or -1 with
+ * the gRPC status and a message (static) for the caller to answer.
+ */
+int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rls_plan *plan,
+	     enum grpc_status *status, const char **why);
+
+/* The pairs of the plan as a MALLOW (MPEEK for cost 0, or when a zero
+ * limit denies anyway); one pair as an ALLOW (PEEK). */
+void rls_request(const struct rls_plan *plan, struct cmd_request *req);
+
+/*
+ * Writes the RateLimitResponse for plan into buf (RLS_ANSWER_MAX bytes):
+ * res is the decision's result (NULL when the plan decided alone), allowed
+ * the overall answer, now_s the wall clock (a window's reset when the
+ * store did not tell), headers what envoy.response_headers asks for.
+ * Returns the length.
+ */
+size_t rls_encode(const struct rls_plan *plan, const struct cmd_result *res, int allowed,
+		  int headers, int64_t now_s, uint8_t *buf);
+
+#endif

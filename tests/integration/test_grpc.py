@@ -1,0 +1,493 @@
+"""Envoy's rate limit service over gRPC (protocol: grpc) with a real gRPC
+client (python3-grpcio) and envoyproxy/ratelimit's configuration files:
+decisions, all-or-nothing descriptors, unknown domains, shadow mode,
+unlimited, replaces, limits carried by the request, hits_addend, a
+directory of domains and its reload, Redis down per on_store_error within
+grpc-timeout, health, errors, the wire format checked byte by byte, and
+exactness across three daemons."""
+
+import os
+import signal
+import socket
+import threading
+import time
+import unittest
+
+from harness import SLOW, DaemonTest, free_port, scrape_metrics, wait_until
+from rls_client import (PREFACE, RlsClient, call_headers, classes, frame, grpc, headers,
+                        overall, raw_call, read_frames, request, statuses)
+
+RULES = """\
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 3}
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: 5}
+  - key: path
+    value: /login
+    rate_limit: {unit: minute, requests_per_unit: 2, name: login}
+  - key: path
+    value: /admin*
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: path
+    value: /health
+  - key: plan
+    value: free
+    descriptors:
+      - key: user
+        rate_limit: {unit: day, requests_per_unit: 4}
+  - key: watch
+    shadow_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: vip
+    rate_limit: {unlimited: true}
+  - key: banned
+    rate_limit: {unit: second, requests_per_unit: 0}
+  - key: tenant
+    rate_limit: {unit: minute, requests_per_unit: 10, name: tenant}
+  - key: premium
+    rate_limit: {unit: minute, requests_per_unit: 100, replaces: [{name: tenant}]}
+"""
+
+
+class GrpcTest(DaemonTest):
+    def start(self, rules=RULES, on_store_error="allow", headers="ratelimit", redis=True,
+              name="rl", envoy_path=None, **top):
+        if redis and not hasattr(self, "redis"):
+            self.redis = self.start_redis()
+        if envoy_path is None:
+            envoy_path = os.path.join(self.tmpdir, "rules.yaml")
+            with open(envoy_path, "w") as f:
+                f.write(rules)
+        port, gport, mport = free_port(), free_port(), free_port()
+        listen = ["{address: 127.0.0.1:%d, admin: true}" % port,
+                  "{address: 127.0.0.1:%d, protocol: grpc}" % gport]
+        lines = ["listen:"] + ["  - %s" % a for a in listen]
+        if redis:
+            lines += ["redis: {address: %s, timeout: %s}" % (self.redis.address,
+                                                             top.pop("redis_timeout", "1s"))]
+        else:
+            lines += ["store: memory"]
+        lines += ["on_store_error: %s" % on_store_error,
+                  "metrics: {listen: 127.0.0.1:%d}" % mport,
+                  "envoy: {config: %s, response_headers: %s}" % (envoy_path, headers)]
+        lines += ["%s: %s" % kv for kv in top.items()]
+        d = self.start_daemon(config="\n".join(lines) + "\n", port=port, name=name)
+        d.gport, d.mport = gport, mport
+        c = RlsClient(gport)
+        self.addCleanup(c.close)
+        return d, c
+
+    def test_ok_until_the_limit_then_over_limit(self):
+        d, c = self.start()
+        got = [c.call("web", [[("remote_address", "10.0.0.1")]]) for _ in range(4)]
+        self.assertEqual([overall(r) for r in got], ["OK", "OK", "OK", "OVER_LIMIT"])
+        st = [statuses(r)[0] for r in got]
+        self.assertEqual([s[:3] for s in st], [("OK", 3, 2), ("OK", 3, 1), ("OK", 3, 0),
+                                              ("OVER_LIMIT", 3, 0)])
+        # a fixed window aligned to the minute: its end, in seconds
+        for s in st:
+            self.assertTrue(1 <= s[3] <= 60, s)
+        self.assertEqual(got[0].statuses[0].current_limit.unit, 2)  # MINUTE
+        h = dict(headers(got[3]))
+        self.assertEqual((h["RateLimit-Limit"], h["RateLimit-Remaining"]), ("3", "0"))
+        self.assertTrue(1 <= int(h["Retry-After"]) <= 60, h)
+        self.assertEqual(h["RateLimit-Reset"], str(st[3][3]))
+        # another address has its own counter; the denial charged nothing
+        self.assertEqual(statuses(c.call("web", [[("remote_address", "10.0.0.2")]]))[0][:3],
+                         ("OK", 3, 2))
+        keys = self.redis.keys("rl:*")
+        self.assertEqual(len(keys), 2, keys)
+        self.assertTrue(all(b"remote_address=10.0.0." in k for k in keys), keys)
+
+    def test_descriptors_are_all_or_nothing(self):
+        d, c = self.start()
+        both = [[("remote_address", "10.1.1.1")], [("path", "/login")]]
+        got = [c.call("web", both) for _ in range(3)]
+        self.assertEqual([overall(r) for r in got], ["OK", "OK", "OVER_LIMIT"])
+        # each descriptor's own figures; the address was not charged by the denial
+        self.assertEqual([[s[:3] for s in statuses(r)] for r in got],
+                         [[("OK", 3, 2), ("OK", 2, 1)], [("OK", 3, 1), ("OK", 2, 0)],
+                          [("OK", 3, 1), ("OVER_LIMIT", 2, 0)]])
+        self.assertEqual(got[0].statuses[1].current_limit.name, "login")
+        # the headers speak of the status that is over
+        self.assertEqual(dict(headers(got[2]))["RateLimit-Limit"], "2")
+        self.assertEqual(statuses(c.call("web", [[("remote_address", "10.1.1.1")]]))[0][:3],
+                         ("OK", 3, 0))
+
+    def test_lookup_rules(self):
+        """envoyproxy/ratelimit's: exact value, then wildcard, then the key
+        alone; the limit where the last entry lands; no limit is OK."""
+        d, c = self.start(redis=False)
+        cases = [
+            ([("path", "/login")], ("OK", 2, 1)),       # exact
+            ([("path", "/admin/users")], ("OK", 1, 0)),  # wildcard
+            ([("path", "/health")], ("OK", None, 0)),    # exact, no limit: whitelisted
+            ([("path", "/other")], ("OK", None, 0)),     # no key-only rule for path
+            ([("plan", "free"), ("user", "u1")], ("OK", 4, 3)),
+            ([("plan", "free")], ("OK", None, 0)),       # lands on a node with no limit
+            ([("plan", "paid"), ("user", "u1")], ("OK", None, 0)),
+            ([("user", "u1"), ("plan", "free")], ("OK", None, 0)),  # order matters
+            ([("user", "u1")], ("OK", 5, 4)),            # key alone
+        ]
+        for entries, want in cases:
+            self.assertEqual(statuses(c.call("web", [entries]))[0][:3], want, entries)
+        self.assertEqual(c.call("web", [[("plan", "free"), ("user", "u1")]]).statuses[0]
+                         .current_limit.unit, 4)  # DAY
+
+    def test_unknown_domain_is_ok_and_counted(self):
+        d, c = self.start(redis=False)
+        r = c.call("nosuch", [[("remote_address", "1.1.1.1")],
+                              {"entries": [("x", "y")], "limit": (1, 1)}])
+        self.assertEqual((overall(r), statuses(r)), ("OK", [("OK", None, 0, None)] * 2))
+        m = scrape_metrics(d.mport)
+        self.assertEqual(m["ratelimitd_envoy_unknown_domain_total"], 1)
+
+    def test_shadow_unlimited_zero_and_replaces(self):
+        d, c = self.start()
+        # shadow_mode: decided and counted, never over
+        got = [c.call("web", [[("watch", "w")]]) for _ in range(3)]
+        self.assertEqual([overall(r) for r in got], ["OK"] * 3)
+        self.assertEqual([statuses(r)[0][:3] for r in got], [("OK", 1, 0)] * 3)
+        m = scrape_metrics(d.mport)
+        self.assertEqual(m["ratelimitd_shadow_denied_total"], 2)
+        # unlimited: OK with 2^32 - 1 remaining, nothing stored
+        r = c.call("web", [[("vip", "v")]])
+        self.assertEqual(statuses(r), [("OK", None, 4294967295, None)])
+        # requests_per_unit 0 denies, and charges no other descriptor
+        r = c.call("web", [[("banned", "b")], [("remote_address", "10.9.9.9")]])
+        self.assertEqual((overall(r), [s[:3] for s in statuses(r)]),
+                         ("OVER_LIMIT", [("OVER_LIMIT", 0, 0), ("OK", 3, 3)]))
+        self.assertEqual(self.redis.keys("rl:*remote_address=10.9.9.9*"), [])
+        # replaces: premium's limit replaces tenant's when both match
+        r = c.call("web", [[("tenant", "t1")], [("premium", "t1")]])
+        self.assertEqual([s[:3] for s in statuses(r)], [("OK", None, 0), ("OK", 100, 99)])
+        r = c.call("web", [[("tenant", "t1")]])
+        self.assertEqual(statuses(r)[0][:3], ("OK", 10, 9))
+
+    def test_other_front_ends_share_the_counters(self):
+        """A rule's policy name (in the metrics) works on the line protocol:
+        PEEK sees what gRPC charged, RESET on the admin port empties it."""
+        d, c = self.start()
+        c.call("web", [[("user", "bob")]])
+        c.call("web", [[("user", "bob")]])
+        names = [k for k in scrape_metrics(d.mport)
+                 if k.startswith("ratelimitd_action_decisions_total{action=\"web.user-")
+                 and k.endswith("result=\"allowed\"}")]
+        self.assertEqual(len(names), 1, names)
+        name = names[0].split('"')[1]
+        with d.client() as line:
+            self.assertEqual(line.request("PEEK user=bob %s" % name).split()[:3],
+                             ["ALLOWED", "5", "3"])
+            self.assertEqual(line.request("RESET user=bob %s" % name), "OK")
+        self.assertEqual(statuses(c.call("web", [[("user", "bob")]]))[0][:3], ("OK", 5, 4))
+
+    def test_limits_carried_by_the_request_and_hits_addend(self):
+        d, c = self.start(redis=False)
+        lim = {"entries": [("api_key", "k1")], "limit": (5, 2)}  # 5 per MINUTE
+        r = c.call("web", [lim], hits_addend=2)
+        self.assertEqual(statuses(r)[0][:3], ("OK", 5, 3))
+        r = c.call("web", [lim], hits_addend=4)
+        self.assertEqual((overall(r), statuses(r)[0][:3]), ("OVER_LIMIT", ("OVER_LIMIT", 5, 3)))
+        # hits_addend 0 in a descriptor: looks, takes nothing
+        r = c.call("web", [dict(lim, hits_addend=0)])
+        self.assertEqual(statuses(r)[0][:3], ("OK", 5, 3))
+        r = c.call("web", [dict(lim, hits_addend=3)])
+        self.assertEqual(statuses(r)[0][:3], ("OK", 5, 0))
+        # a limit without a unit is refused
+        with self.assertRaises(grpc.RpcError) as e:
+            c.call("web", [{"entries": [("a", "b")], "limit": (5, 0)}])
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+
+    def test_directory_of_domains_and_reload(self):
+        rules = os.path.join(self.tmpdir, "rules.d")
+        os.mkdir(rules)
+        for dom, n in (("a", 1), ("b", 2)):
+            with open(os.path.join(rules, dom + ".yaml"), "w") as f:
+                f.write("domain: %s\ndescriptors:\n  - key: k\n"
+                        "    rate_limit: {unit: minute, requests_per_unit: %d}\n" % (dom, n))
+        with open(os.path.join(rules, "README"), "w") as f:
+            f.write("not yaml: ignored\n")
+        d, c = self.start(envoy_path=rules, redis=False)
+        self.assertEqual(statuses(c.call("a", [[("k", "x")]]))[0][:3], ("OK", 1, 0))
+        self.assertEqual(statuses(c.call("b", [[("k", "x")]]))[0][:3], ("OK", 2, 1))
+        # a file in error: the reload keeps the old rules, and says where
+        with open(os.path.join(rules, "b.yaml"), "w") as f:
+            f.write("domain: b\ndescriptors:\n  - key: k\n"
+                    "    rate_limit: {unit: fortnight, requests_per_unit: 2}\n")
+        n = len(d.log_lines())
+        d.signal(signal.SIGHUP)
+        line = d.wait_log(r"b\.yaml:4:\d+: .*invalid rate limit unit 'fortnight'", start=n)
+        self.assertIn("rules.d/b.yaml:4:", line)
+        self.assertEqual(statuses(c.call("b", [[("k", "x")]]))[0][:3], ("OK", 2, 0))
+        # a good one: the counters of unchanged rules stay
+        with open(os.path.join(rules, "b.yaml"), "w") as f:
+            f.write("domain: b\ndescriptors:\n  - key: k\n"
+                    "    rate_limit: {unit: minute, requests_per_unit: 2}\n"
+                    "  - key: j\n    rate_limit: {unit: minute, requests_per_unit: 7}\n")
+        n = len(d.log_lines())
+        d.signal(signal.SIGHUP)
+        d.wait_log(r"configuration .* loaded", start=n)
+        self.assertEqual(overall(c.call("b", [[("k", "x")]])), "OVER_LIMIT")
+        self.assertEqual(statuses(c.call("b", [[("j", "x")]]))[0][:3], ("OK", 7, 6))
+        self.assertEqual(statuses(c.call("a", [[("k", "y")]]))[0][:3], ("OK", 1, 0))
+
+    def test_config_errors(self):
+        rules = os.path.join(self.tmpdir, "r.yaml")
+        cases = [
+            ("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n", None),
+            ("descriptors:\n  - key: k\n", "config file cannot have empty domain"),
+            ("domain: d\ndescriptors:\n  - value: v\n", "descriptor has empty key"),
+            ("domain: d\ndescriptors:\n  - key: k\n  - key: k\n",
+             "r.yaml:4:5: duplicate descriptor composite key 'd.k'"),
+            ("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, "
+             "unit: second}\n", "should not specify rate limit unit when unlimited"),
+            ("domain: d\ndescriptors:\n  - key: k\n    ratelimit: {unit: second}\n",
+             "unknown key"),
+            ("domain: d\ndescriptors:\n  - key: k\n    quota_mode: true\n",
+             "quota_mode: is not supported"),
+            ("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, "
+             "requests_per_unit: 200000, algorithm: sliding_window}\n",
+             "at most 100000 per window"),
+            ("domain: d\nalgorithm: funnel\ndescriptors:\n  - key: k\n    rate_limit: "
+             "{unit: second, requests_per_unit: 5}\n", None),
+        ]
+        for text, want in cases:
+            with open(rules, "w") as f:
+                f.write(text)
+            conf = ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
+                    "envoy: {config: r.yaml}\n")
+            self.assertConfigChecks([(conf, want)])
+        os.mkfifo(os.path.join(self.tmpdir, "fifo.yaml"))
+        self.assertConfigChecks([
+            ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
+             "envoy: {config: nosuch.yaml}\n", "nosuch.yaml: cannot read"),
+            # a FIFO would block the loading (and the daemon's loop on SIGHUP)
+            ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
+             "envoy: {config: fifo.yaml}\n", "fifo.yaml: cannot read: not a regular file"),
+            ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
+             "envoy: {config: r.yaml, response_headers: maybe}\n",
+             "envoy.response_headers: expected none"),
+        ])
+
+    def test_redis_down_answers_within_grpc_timeout(self):
+        """Redis hung (SIGSTOP): each call is answered per on_store_error
+        within its grpc-timeout (200 ms here), not redis.timeout (5 s)."""
+        for mode, want in (("allow", "OK"), ("deny", "OVER_LIMIT"), ("error", None)):
+            with self.subTest(mode=mode):
+                if hasattr(self, "redis"):
+                    del self.redis
+                d, c = self.start(on_store_error=mode, name="rl-" + mode,
+                                  redis_timeout="5s")
+                self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+                s = socket.create_connection(("127.0.0.1", d.gport), timeout=10)
+                s.sendall(PREFACE + frame(4, 0, 0))
+                msg = request("web", [[("user", "u")]]).SerializeToString()
+                self.redis.sigstop()
+                try:
+                    t0 = time.monotonic()
+                    frames, body = raw_call(s, msg, extra=[(b"grpc-timeout", b"200m")])
+                    took = time.monotonic() - t0
+                finally:
+                    self.redis.sigcont()
+                    s.close()
+                ours = [f for f in frames if f[2] == 1]
+                if want is None:
+                    # an error: one HEADERS frame that ends the stream (trailers only)
+                    self.assertEqual([(f[0], f[1] & 1) for f in ours], [(1, 1)])
+                else:
+                    self.assertEqual(overall(classes()["Response"].FromString(body)), want)
+                self.assertLess(took, 0.2 + 0.5 * SLOW, took)
+                d.stop()
+
+    def test_health(self):
+        d, c = self.start()
+        H = type(c.check())
+        self.assertEqual(c.check().status, H.SERVING)
+        self.assertEqual(c.check("ratelimit").status, H.SERVING)
+        with self.assertRaises(grpc.RpcError) as e:
+            c.check("other")
+        self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+        self.redis.stop()
+        wait_until(lambda: c.check().status == H.NOT_SERVING, 5 * SLOW, what="NOT_SERVING")
+
+    def test_bad_calls_get_grpc_errors(self):
+        d, c = self.start(redis=False)
+        for desc, want in ((lambda: c.call("", [[("a", "b")]]), "INVALID_ARGUMENT"),
+                           (lambda: c.call("web", []), "INVALID_ARGUMENT"),
+                           (lambda: c.raw(b"\xff\xff\xff", timeout=5), "INVALID_ARGUMENT"),
+                           (lambda: c.channel.unary_unary("/x.Y/Z")(b"", timeout=5),
+                            "UNIMPLEMENTED")):
+            with self.assertRaises(grpc.RpcError) as e:
+                desc()
+            self.assertEqual(e.exception.code().name, want)
+        # too large: RESOURCE_EXHAUSTED; compressed: UNIMPLEMENTED
+        with self.assertRaises(grpc.RpcError) as e:
+            c.raw(b"\x0a" + b"\xff" * 70000, timeout=5)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.RESOURCE_EXHAUSTED)
+        with self.assertRaises(grpc.RpcError) as e:
+            c.rls(request("web", [[("user", "u")]]), timeout=5,
+                  compression=grpc.Compression.Gzip)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        # health's Watch is not served
+        with self.assertRaises(grpc.RpcError) as e:
+            c.channel.unary_unary("/grpc.health.v1.Health/Watch")(b"", timeout=5)
+        self.assertEqual(e.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+        # and the daemon goes on
+        self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+
+    def test_wire_format(self):
+        """A request written byte by byte with Envoy's field numbers, and
+        the answer read byte by byte: no .proto of ours in between."""
+        d, c = self.start(redis=False)
+
+        def ld(field, payload):  # length-delimited field
+            return bytes([field << 3 | 2, len(payload)]) + payload
+
+        entry = ld(1, b"user") + ld(2, b"wire")
+        desc = ld(1, entry)
+        req = ld(1, b"web") + ld(2, desc) + bytes([3 << 3, 2])  # hits_addend 2
+        resp = c.raw(req, timeout=5)
+        # overall_code (1) OK (1), then statuses (2): code OK, current_limit
+        # {requests_per_unit 5, unit HOUR (3)}, limit_remaining 3, duration
+        self.assertEqual(resp[:2], bytes([1 << 3, 1]))
+        self.assertEqual(resp[2], 2 << 3 | 2)
+        status = resp[4:4 + resp[3]]
+        self.assertEqual(status[:2], bytes([1 << 3, 1]))
+        self.assertEqual(status[2:8], ld(2, bytes([1 << 3, 5, 2 << 3, 3])))
+        self.assertEqual(status[8:10], bytes([3 << 3, 3]))
+        self.assertEqual(status[10], 4 << 3 | 2)
+
+    def test_exact_across_three_daemons(self):
+        self.redis = self.start_redis()
+        clients = [self.start(name="rl%d" % i)[1] for i in range(3)]
+        allowed = []
+        lock = threading.Lock()
+
+        def worker(c):
+            for _ in range(20):
+                r = c.call("web", [[("user", "shared")], [("remote_address", "10.5.5.5")]])
+                with lock:
+                    allowed.append(overall(r) == "OK")
+
+        threads = [threading.Thread(target=worker, args=(c,)) for c in clients for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        # the address's 3 per minute bind: exactly 3 of 120, and the user's
+        # counter was charged only for those
+        self.assertEqual(sum(allowed), 3)
+        r = clients[0].call("web", [[("user", "shared")]])
+        self.assertEqual(statuses(r)[0][:3], ("OK", 5, 1))
+
+    def test_frames_that_are_not_http2_close_the_connection(self):
+        d, c = self.start(redis=False)
+        s = socket.create_connection(("127.0.0.1", d.gport), timeout=5)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while True:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        s.close()
+        # our SETTINGS, then a GOAWAY (frame type 7), then the close
+        types, at = [], 0
+        while at + 9 <= len(data):
+            n = int.from_bytes(data[at:at + 3], "big")
+            types.append(data[at + 3])
+            at += 9 + n
+        self.assertEqual(types, [4, 7], data)
+        self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+
+    def test_rapid_reset_flood_ends_the_connection(self):
+        """Streams opened and reset at once (CVE-2023-44487): within
+        nghttp2's burst of 1000 the connection lives on; past it, a GOAWAY
+        (INTERNAL_ERROR, nghttp2's choice) and a close. The daemon serves
+        others meanwhile."""
+        d, c = self.start(redis=False)
+
+        def resets(first, n):
+            return b"".join(frame(1, 4, sid, call_headers()) +
+                            frame(3, 0, sid, (8).to_bytes(4, "big"))  # RST_STREAM CANCEL
+                            for sid in range(first, first + 2 * n, 2))
+
+        msg = request("web", [[("user", "u")]]).SerializeToString()
+        s = socket.create_connection(("127.0.0.1", d.gport), timeout=10 * SLOW)
+        s.sendall(PREFACE + frame(4, 0, 0) + resets(1, 500))
+        frames, body = raw_call(s, msg, stream=1001)
+        self.assertEqual(overall(classes()["Response"].FromString(body)), "OK")
+        self.assertNotIn(7, [f[0] for f in frames])
+        s.close()
+
+        s = socket.create_connection(("127.0.0.1", d.gport), timeout=10 * SLOW)
+        try:
+            s.sendall(PREFACE + frame(4, 0, 0) + resets(1, 3000))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # closed while sending: what this test wants
+        frames = []
+        try:
+            frames = read_frames(s)
+        except (ConnectionResetError, socket.timeout):
+            pass
+        s.close()
+        goaway = [f for f in frames if f[0] == 7]
+        self.assertEqual(len(goaway), 1, [f[:3] for f in frames][-5:])
+        self.assertEqual(int.from_bytes(goaway[0][3][4:8], "big"), 2)
+        self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+
+    def test_request_bodies_held_per_connection_are_bounded(self):
+        """Calls waiting on a hung Redis hold their messages: past 256 KiB
+        on one connection, the next ones get RESOURCE_EXHAUSTED at once."""
+        d, c = self.start(redis_timeout="2s")
+        big = "v" * 60000  # a 60 kB value: the user is hashed, the call goes to Redis
+        self.redis.sigstop()
+        try:
+            futs = [c.rls.future(request("web", [[("user", big + str(i))]]), timeout=20)
+                    for i in range(8)]
+            got = []
+            for f in futs:
+                try:
+                    got.append(overall(f.result()))
+                except grpc.RpcError as e:
+                    got.append(e.code().name)
+        finally:
+            self.redis.sigcont()
+        # about 4 x 64 kB (the buffers grow by doubling) fit, the rest is refused
+        n = got.count("OK")
+        self.assertIn(n, (3, 4), got)
+        self.assertEqual(got.count("RESOURCE_EXHAUSTED"), 8 - n, got)
+        self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+
+    def test_sigterm_answers_calls_in_flight(self):
+        d, c = self.start(redis_timeout="2s")
+        self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+        self.redis.sigstop()
+        try:
+            fut = c.rls.future(request("web", [[("user", "u")]]), timeout=10)
+            time.sleep(0.2)  # the call reaches the daemon and waits on Redis
+            d.signal(signal.SIGTERM)
+            # answered per on_store_error (allow) at redis.timeout, not dropped
+            self.assertEqual(overall(fut.result()), "OK")
+        finally:
+            self.redis.sigcont()
+        d.wait_exit(10 * SLOW)
+
+    def test_a_call_never_finished_is_closed_after_request_timeout(self):
+        d, c = self.start(redis=False, request_timeout="500ms")
+        s = socket.create_connection(("127.0.0.1", d.gport), timeout=10 * SLOW)
+        # HEADERS of a call (literal fields, no Huffman), no DATA, no END_STREAM
+        s.sendall(PREFACE + frame(4, 0, 0) + frame(1, 4, 1, call_headers()))
+        t0 = time.monotonic()
+        while s.recv(4096):
+            pass
+        took = time.monotonic() - t0
+        s.close()
+        self.assertTrue(0.4 < took < 0.5 + 2 * SLOW, took)
+        self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+
+
+if __name__ == "__main__":
+    unittest.main()
