@@ -1461,6 +1461,14 @@ static int parse_stream(struct yparser *P, struct config *c)
 		 !config_uses_local(c))
 		yp_fail(P, marks[TK_MEMORY],
 			"memory: only used with store: memory or on_store_error: local; remove it");
+	for (size_t i = 0; i < c->nlisten && !(seen & (1u << TK_ENVOY)); i++)
+		if (c->listen[i].protocol == CONFIG_PROTOCOL_GRPC) {
+			/* without rules every call would be answered OK: say so */
+			yp_fail(P, marks[TK_LISTEN],
+				"listen: protocol: grpc needs envoy: {config: FILE_OR_DIR}, the "
+				"rules its calls are decided by");
+			break;
+		}
 	if (!(seen & (1u << TK_POLICIES)) && !(seen & (1u << TK_ENVOY)))
 		yp_fail(P, root,
 			"policies: required, with at least one policy (or envoy: with rules)");

@@ -263,6 +263,9 @@ class GrpcTest(DaemonTest):
         self.assertConfigChecks([
             ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
              "envoy: {config: nosuch.yaml}\n", "nosuch.yaml: cannot read"),
+            # a gRPC listener without rules would allow every call: an error
+            ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
+             "policies: {a: 1/1s}\n", "protocol: grpc needs envoy: {config: FILE_OR_DIR}"),
             # a FIFO would block the loading (and the daemon's loop on SIGHUP)
             ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
              "envoy: {config: fifo.yaml}\n", "fifo.yaml: cannot read: not a regular file"),
