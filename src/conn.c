@@ -128,6 +128,7 @@ void conn_pool_free(void)
 }
 
 static void process_input(struct conn *c);
+static void request_clock(struct conn *c, int progress);
 static void flush_replies(struct conn *c);
 
 struct conn_link *conn_link(struct conn *c)
@@ -305,6 +306,16 @@ static void send_out(struct conn *c)
 		event_add(c->wev, NULL);
 }
 
+/* gRPC: the session is over (or failed): nothing more is read, and what
+ * was received is dropped (a client that sends without reading must not
+ * grow our input). */
+static void grpc_stop_reading(struct conn *c)
+{
+	c->closing = 1;
+	event_del(c->rev);
+	evbuffer_drain(c->in, evbuffer_get_length(c->in));
+}
+
 /* gRPC: what the session has to say goes out; reading resumes when the
  * client has taken enough of it. */
 static void flush_grpc(struct conn *c)
@@ -318,7 +329,7 @@ static void flush_grpc(struct conn *c)
 		const uint8_t *data;
 		ssize_t k = grpc_session_next(c->grpc, &data);
 		if (k < 0)
-			c->closing = 1;
+			grpc_stop_reading(c);
 		if (k <= 0)
 			break;
 		if (evbuffer_get_length(c->out) == 0 && n + (size_t)k <= sizeof(buf)) {
@@ -350,9 +361,10 @@ static void flush_grpc(struct conn *c)
 	if (c->closed)
 		return;
 	if (grpc_session_over(c->grpc))
-		c->closing = 1;
+		grpc_stop_reading(c);
 	if (grpc_session_take_refused(c->grpc))
 		cool_start(c);
+	request_clock(c, 0); /* a stream reset meanwhile is no longer partial */
 	if (c->paused && !c->closing && evbuffer_get_length(c->out) < OUT_HIGH) {
 		c->paused = 0;
 		if (!c->eof)
@@ -444,6 +456,8 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->closed || c->closing || c->paused || c->cooling)
 		return;
 	if (c->grpc) {
+		if (grpc_session_partial(c->grpc) == 0)
+			return; /* what was partial ended meanwhile */
 		/* a stream begun and not whole: HTTP/2 has no reply for the
 		 * connection as a whole, so it just ends */
 		log_debug("closing a gRPC client whose call was not whole within "
@@ -748,9 +762,15 @@ void conn_drain(struct conn *c)
 {
 	if (c->closed)
 		return;
-	if (c->grpc)
-		grpc_session_drain(c->grpc); /* GOAWAY: open calls are answered */
 	c->closing = 1;
+	if (c->grpc) {
+		/* GOAWAY: the calls taken are answered; sent now, before the
+		 * close an idle connection would otherwise get at once */
+		grpc_session_drain(c->grpc);
+		event_del(c->rev);
+		flush_grpc(c);
+		return;
+	}
 	event_del(c->rev);
 	maybe_finish(c);
 }

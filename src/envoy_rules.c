@@ -582,10 +582,10 @@ static int finish_level(struct finish *fin, struct envoy_node *n, size_t path_le
 			fin->r->nlimits++;
 			make_name(&c->limit->policy, fin->path, len - 1, h);
 		}
+		/* a path past the buffer is cut (the name uses its first 55
+		 * bytes; the hash covers it all) */
 		if (finish_level(fin, c, len, h) < 0)
 			rc = -1;
-		if (!fits)
-			break; /* deeper than any real tree: ENVOY_MAX_DEPTH says so */
 	}
 	return rc;
 }
@@ -867,20 +867,20 @@ static const struct envoy_node *child_exact(const struct envoy_node *n, const ch
 	return NULL;
 }
 
-/* The longest "key_value" looked up; longer entries match no exact or
- * wildcard name (a name is at most a YAML scalar, but a request's entry
- * is bounded here so that the lookup needs no allocation). */
-#define COMPOSITE_MAX 4096
+/* Room for "key_value" of any entry: a request's message is at most
+ * ENVOY_ENTRY_MAX bytes (gRPC's GRPC_MAX_MESSAGE); static, one thread. */
+static char fk[ENVOY_ENTRY_MAX + 2];
 
 const struct envoy_limit *envoy_lookup(const struct envoy_domain *d, const struct envoy_entry *e,
 				       size_t n)
 {
 	const struct envoy_node *level = d->root;
-	char fk[COMPOSITE_MAX];
 	for (size_t i = 0; i < n; i++) {
 		const struct envoy_node *next = NULL;
 		size_t fl = e[i].key_len + 1 + e[i].value_len;
-		if (fl <= sizeof(fk)) {
+		if (fl > sizeof(fk))
+			return NULL; /* cannot be (envoy_entry_fits): no entry is longer */
+		{
 			memcpy(fk, e[i].key, e[i].key_len);
 			fk[e[i].key_len] = '_';
 			memcpy(fk + e[i].key_len + 1, e[i].value, e[i].value_len);

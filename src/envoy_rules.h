@@ -72,6 +72,10 @@ struct envoy_entry {
 /* The longest rate_limit.name (it goes into every answer). */
 #define ENVOY_NAME_MAX 64
 
+/* The longest key plus value of an entry looked up (a request's whole
+ * message is no longer). */
+#define ENVOY_ENTRY_MAX (64 * 1024)
+
 /* The most entries a descriptor may have (deeper trees are an error). */
 #define ENVOY_MAX_DEPTH 16
 

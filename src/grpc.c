@@ -21,10 +21,11 @@
 #include "config.h"
 #include "log.h"
 
-/* RST_STREAMs a client may cause per second before the session ends
- * (nghttp2's rapid-reset guard: a burst, then a rate). */
-#define GRPC_RESET_BURST 1000
-#define GRPC_RESET_RATE 100
+/* RST_STREAMs a client may send per second before the session ends
+ * (nghttp2's rapid-reset guard: a burst, then a rate). Envoy cancels
+ * calls that pass its timeout: during a stall of ours, many at once. */
+#define GRPC_RESET_BURST 10000
+#define GRPC_RESET_RATE 1000
 
 /* Call states are recycled per method (one thread): a state is kilobytes,
  * and allocating and freeing one per call showed in profiles. */
@@ -65,10 +66,11 @@ struct grpc_stream {
 	int32_t id;
 	const struct grpc_method *method; /* NULL: unknown path */
 	int post, grpc_type;		  /* :method POST, content-type application/grpc */
-	int bad_timeout;
+	int bad_timeout, has_timeout;
 	int identity_only; /* grpc-encoding absent or identity */
 	int too_big;	   /* the body passed GRPC_MAX_MESSAGE + prefix */
 	int started;	   /* the call was handed to its method */
+	int cap_counted;   /* cap is counted in the session's buffered */
 	int answered;	   /* ... and it answered */
 	int gone;	   /* the HTTP/2 stream is closed */
 	int64_t timeout_ms;
@@ -142,7 +144,8 @@ static void stream_unlink(struct grpc_stream *st)
 static void stream_free(struct grpc_stream *st)
 {
 	stream_unlink(st);
-	st->s->buffered -= st->cap;
+	if (st->cap_counted)
+		st->s->buffered -= st->cap;
 	if (st->call.cfg)
 		config_unref(st->call.cfg);
 	if (st->method)
@@ -353,6 +356,7 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
 	} else if (name_is(name, namelen, "grpc-timeout")) {
 		st->bad_timeout =
 			grpc_timeout_parse((const char *)value, valuelen, &st->timeout_ms) < 0;
+		st->has_timeout = 1;
 	} else if (name_is(name, namelen, "grpc-encoding")) {
 		st->identity_only = valuelen == 8 && memcmp(value, "identity", 8) == 0;
 	}
@@ -382,17 +386,27 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_id, 
 		st->body = st->body_inline;
 		st->cap = sizeof(st->body_inline);
 		s->buffered += st->cap;
+		st->cap_counted = 1;
 	}
 	if (st->len + len > st->cap) {
 		size_t cap = st->cap ? st->cap * 2 : 1024;
 		while (cap < st->len + len)
 			cap *= 2;
 		uint8_t *b = st->body == st->body_inline ? malloc(cap) : realloc(st->body, cap);
-		if (!b)
-			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+		if (!b) {
+			/* answered RESOURCE_EXHAUSTED at the end of the stream */
+			st->too_big = 1;
+			s->buffered -= st->cap;
+			if (st->body != st->body_inline)
+				free(st->body);
+			st->body = NULL;
+			st->len = st->cap = 0;
+			return 0;
+		}
 		if (st->body == st->body_inline)
 			memcpy(b, st->body_inline, st->len);
 		s->buffered += cap - st->cap;
+		st->cap_counted = 1;
 		st->body = b;
 		st->cap = cap;
 	}
@@ -440,6 +454,11 @@ static void stream_request(struct grpc_session *s, struct grpc_stream *st)
 		stream_refuse(st, GRPC_INVALID_ARGUMENT, "malformed grpc-timeout");
 		return;
 	}
+	if (st->has_timeout && st->timeout_ms == 0) {
+		stream_refuse(st, GRPC_DEADLINE_EXCEEDED,
+			      "grpc-timeout 0: the deadline has passed");
+		return;
+	}
 	if (!st->identity_only) {
 		stream_refuse(st, GRPC_UNIMPLEMENTED,
 			      "grpc-encoding not accepted (grpc-accept-encoding: identity)");
@@ -480,6 +499,11 @@ static void stream_request(struct grpc_session *s, struct grpc_stream *st)
 	};
 	config_ref(st->call.cfg);
 	st->started = 1;
+	/* the body is whole: it no longer counts against what the
+	 * connection may hold while bodies arrive (the calls in flight are
+	 * bounded by the streams) */
+	s->buffered -= st->cap;
+	st->cap_counted = 0;
 	s->calls++;
 	st->method->start(&st->call);
 	/* the method may have answered already (and the stream be freed) */

@@ -45,7 +45,8 @@ static void rls_complete(struct cmd_slot *slot)
 		grpc_call_refused(rc->call);
 	switch (res->kind) {
 	case CMD_REPLY_DECISION:
-		rls_answer(rc, res, res->allowed && !rc->plan.zero_over);
+		/* a look (hits_addend 0) is never over: nothing was taken */
+		rls_answer(rc, res, (res->allowed || rc->plan.cost == 0) && !rc->plan.zero_over);
 		break;
 	case CMD_REPLY_ERROR:
 		grpc_call_fail(rc->call,

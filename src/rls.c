@@ -16,7 +16,11 @@
 #include <string.h>
 
 #include "config.h"
+#include "grpc.h"
 #include "grpc_pb.h"
+
+/* envoy_lookup joins an entry's key and value in a buffer that size */
+_Static_assert(GRPC_MAX_MESSAGE <= ENVOY_ENTRY_MAX, "an entry always fits");
 
 typedef Envoy__Service__Ratelimit__V3__RateLimitRequest RlsRequest;
 typedef Envoy__Service__Ratelimit__V3__RateLimitResponse RlsResponse;
@@ -212,6 +216,12 @@ size_t rls_encode(const struct rls_plan *plan, const struct cmd_result *res, int
 			over = !res->allowed;
 			remaining = res->remaining;
 			reset_ms = res->reset_ms;
+		} else if (res && res->pair > 0) {
+			/* decided by another pair (a cached denial): this one was
+			 * not looked at */
+			over = 0;
+			remaining = 0;
+			reset_ms = 0;
 		} else {
 			/* a fallback decision (the store could not decide) */
 			over = !allowed;
@@ -220,6 +230,8 @@ size_t rls_encode(const struct rls_plan *plan, const struct cmd_result *res, int
 		}
 		if (over && d->limit->shadow)
 			over = 0; /* shadow_mode: reported OK, remaining as it is */
+		if (d->kind == RLS_COUNTED && plan->cost == 0)
+			over = 0; /* a look (hits_addend 0) takes nothing: never over */
 		if (over)
 			s->code =
 				ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
@@ -269,10 +281,15 @@ static const char *own_limit(struct rls_plan *plan, struct rls_desc *d, const Rl
 	l->unit = (enum envoy_unit)unit;
 	l->requests_per_unit = in->limit->requests_per_unit;
 	struct policy *p = &l->policy;
-	/* one name per domain: the window (part of each key) tells the limits apart */
+	/* one name per domain, unit and count: two limits carried for the
+	 * same entries never share a key (a funnel's has no window in it),
+	 * nor a cached denial */
 	uint32_t h = 2166136261u;
 	for (const char *s = domain; *s; s++)
 		h = (h ^ (unsigned char)*s) * 16777619u;
+	uint32_t extra[2] = {(uint32_t)unit, in->limit->requests_per_unit};
+	for (size_t i = 0; i < sizeof(extra); i++)
+		h = (h ^ ((const unsigned char *)extra)[i]) * 16777619u;
 	snprintf(p->name, sizeof(p->name), "envoy-override-%08x", h);
 	p->name_len = strlen(p->name);
 	p->algo = algo;
@@ -398,8 +415,10 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 		for (int p = 0; p < plan->npairs && !d->pair; p++) {
 			const struct rls_desc *o = &plan->d[plan->pair_desc[p]];
 			/* the same keys: one rule (or overrides of one unit) and user */
-			int same_limit = o->limit == d->limit ||
-					 (o->own && d->own && o->limit->unit == d->limit->unit);
+			int same_limit =
+				o->limit == d->limit ||
+				(o->own && d->own && o->limit->unit == d->limit->unit &&
+				 o->limit->requests_per_unit == d->limit->requests_per_unit);
 			if (same_limit && plan->user_len[p] == ulen &&
 			    memcmp(plan->user[p], user, ulen) == 0)
 				d->pair = p + 1; /* decided once, for both */

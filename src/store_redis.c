@@ -796,7 +796,10 @@ static void submit(struct store_redis *s, const struct store_request *req, enum 
 	r->arg = arg;
 	r->how = how;
 	r->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
-	s->timeout_ms = req->timeout_ms;
+	/* the longest deadline seen: a gRPC call's shorter one must not make
+	 * the stall check (twice this) cut a connection that is only slow */
+	if (req->timeout_ms > s->timeout_ms)
+		s->timeout_ms = req->timeout_ms;
 	deadline_insert(s, r);
 	rconn_enqueue(rc, r);
 }

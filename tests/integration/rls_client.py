@@ -134,18 +134,23 @@ def call_headers(path=RLS_METHOD, extra=()):
                             (b"content-type", b"application/grpc")] + list(extra))
 
 
-def read_frames(sock, until_end_of=None):
+_pending = {}
+
+
+def read_frames(sock, until_end_of=None, stop=None):
     """Frames (type, flags, stream, payload) until the stream until_end_of
-    ends (END_STREAM), or the connection closes."""
-    buf, frames = b"", []
+    ends (END_STREAM), stop(frame) is true, or the connection closes.
+    Bytes read past the last frame returned wait for the next call."""
+    buf, frames = _pending.pop(sock.fileno(), b""), []
     while True:
         while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[:3], "big"):
             n = int.from_bytes(buf[:3], "big")
             f = (buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n])
             frames.append(f)
             buf = buf[9 + n:]
-            if until_end_of is not None and f[2] == until_end_of and f[0] in (0, 1) \
-                    and f[1] & 1:
+            if (until_end_of is not None and f[2] == until_end_of and f[0] in (0, 1)
+                    and f[1] & 1) or (stop is not None and stop(f)):
+                _pending[sock.fileno()] = buf
                 return frames
         chunk = sock.recv(65536)
         if not chunk:

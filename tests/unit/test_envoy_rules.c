@@ -96,6 +96,14 @@ START_TEST(test_lookup_table)
 			      (long long)cases[i].want);
 	const char *kv[] = {"k1", "v1"};
 	ck_assert_int_eq(lookup(r, "other", kv, 1), -2); /* unknown domain */
+	/* a value of 60 kB (a long path) still meets the wildcards: a limit
+	 * cannot be escaped by sending a long value */
+	static char longv[60001];
+	memset(longv, 'z', sizeof(longv) - 1);
+	longv[0] = 'a';
+	longv[1] = 'b';
+	const char *lkv[] = {"k1", longv};
+	ck_assert_int_eq(lookup(r, "d", lkv, 1), 30);
 	envoy_rules_free(r);
 }
 END_TEST
