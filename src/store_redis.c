@@ -120,7 +120,7 @@ struct store_redis {
 	struct sreq *free_pool;
 	size_t nfree;
 	int up_logged, down_logged;
-	int64_t timeout_ms; /* of the last request: sizes the stall check */
+	int64_t timeout_ms; /* the longest deadline seen: sizes the stall check */
 	char name[300];	    /* "redis 127.0.0.1:6379" or "redis unix:/path", for logs */
 	/* Redis is up but answers decisions with errors (an ACL without what
 	 * the script needs, maxmemory, LOADING...): reported by health, cleared
