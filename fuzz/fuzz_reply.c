@@ -100,7 +100,8 @@ static void decode(const redisReply *rep, unsigned long first)
 }
 
 /* A decision over npairs pairs: the five integers, then the deciding pair
- * (1..npairs) and the first shadow pair that would have denied (0..npairs). */
+ * (1..npairs) and the first shadow pair that would have denied (0..npairs),
+ * then three per pair (its own figures). */
 static void decode_pairs(const redisReply *rep, int npairs)
 {
 	struct store_result res;
@@ -108,21 +109,36 @@ static void decode_pairs(const redisReply *rep, int npairs)
 	int rc = store_reply_decision_all(rep, npairs, &res);
 	long long v[5];
 	int want = reference(rep, 0, v);
+	unsigned long width = 7 + 3 * (unsigned long)npairs;
 	if (want == 0) {
-		const redisReply *p = rep->elements >= 7 ? rep->element[5] : NULL;
-		const redisReply *sh = rep->elements >= 7 ? rep->element[6] : NULL;
+		const redisReply *p = rep->elements >= width ? rep->element[5] : NULL;
+		const redisReply *sh = rep->elements >= width ? rep->element[6] : NULL;
 		want = p && sh && p->type == REDIS_REPLY_INTEGER &&
 				       sh->type == REDIS_REPLY_INTEGER && p->integer >= 1 &&
 				       p->integer <= npairs && sh->integer >= 0 &&
 				       sh->integer <= npairs
 			       ? 0
 			       : -1;
+		/* then three per pair: passed (0/1), remaining, reset (>= 0) */
+		for (unsigned long i = 7; want == 0 && i < width; i++) {
+			const redisReply *e = rep->element[i];
+			want = e && e->type == REDIS_REPLY_INTEGER && e->integer >= 0 &&
+					       ((i - 7) % 3 != 0 || e->integer <= 1)
+				       ? 0
+				       : -1;
+		}
 	}
 	check(rc == want, "verdict of a decision over pairs differs from the reference");
 	if (rc == 0) {
 		check(res.status == STORE_OK, "rc 0 means STORE_OK");
 		check(res.pair >= 1 && res.pair <= npairs, "the deciding pair is one of them");
 		check(res.shadow_pair >= 0 && res.shadow_pair <= npairs, "shadow pair in range");
+		check(res.ngroups == npairs, "each pair's own figures");
+		for (int g = 0; g < npairs; g++)
+			check(res.groups[g].allowed == rep->element[7 + 3 * g]->integer &&
+				      res.groups[g].remaining == rep->element[8 + 3 * g]->integer &&
+				      res.groups[g].reset_ms == rep->element[9 + 3 * g]->integer,
+			      "a pair's figures are its three integers");
 	} else {
 		check(res.status == STORE_FAILED, "rc -1 means STORE_FAILED");
 		check(res.detail != NULL && res.detail[0] != '\0', "a failure says why");
