@@ -3,7 +3,7 @@
 # Debian packages needed to build the daemon and run it against a local Redis.
 RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 	libevent-dev libhiredis-dev libyaml-dev libsystemd-dev check
-	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler
+	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler scdoc
 	redis-server redis-tools netcat-openbsd"
 # Extra packages for the test suite (systemd-analyze comes with systemd;
 # python3-redis is redis-py, a real client of the RESP tests; nginx-light

@@ -1357,6 +1357,36 @@ static const struct ykey top_keys[TK_N] = {
 	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_RELOAD, NULL},
 };
 
+/* Every table of keys and where in the file it sits: config_key_paths. */
+static const struct {
+	const char *at;
+	const struct ykey *keys;
+	size_t nkeys;
+} key_tables[] = {
+	{"", top_keys, TK_N},
+	{"listen[].", listen_keys, LK_N},
+	{"memory.", memory_keys, MEMK_N},
+	{"redis.", redis_keys, RK_N},
+	{"redis.sentinel.", sentinel_keys, SK_N},
+	{"metrics.", metrics_keys, MK_N},
+	{"throttle.", throttle_keys, HK_N},
+	{"envoy.", envoy_keys, EK_N},
+	{"policies.NAME.", policy_keys, PK_N},
+	{"policies.NAME.ban.", ban_keys, BK_N},
+	{"policies.NAME.overrides.USER.", override_keys, 3},
+};
+
+void config_key_paths(void (*fn)(const char *path, void *arg), void *arg)
+{
+	for (size_t t = 0; t < sizeof(key_tables) / sizeof(key_tables[0]); t++)
+		for (size_t k = 0; k < key_tables[t].nkeys; k++) {
+			char path[128];
+			snprintf(path, sizeof(path), "%s%s", key_tables[t].at,
+				 key_tables[t].keys[k].name);
+			fn(path, arg);
+		}
+}
+
 /* The tables a reload compares, each with the offset of its values in a snapshot. */
 static const struct {
 	const char *section;

@@ -158,6 +158,10 @@ struct config *config_load(const char *path, char *err, size_t errlen);
  * no other file: envoy.config's rules are loaded by config_load only. */
 struct config *config_parse(const char *name, const char *buf, size_t len, char *err,
 			    size_t errlen);
+/* Calls fn with the path of every key a file may hold, as the manual
+ * writes them: "redis.timeout", "listen[].address", "policies.NAME.ban.for"
+ * (a list's entries [], a name of the file's own NAME or USER). */
+void config_key_paths(void (*fn)(const char *path, void *arg), void *arg);
 /* Logs each line of a config_load error at error level, after `context`. */
 void config_log_errors(const char *context, const char *err);
 void config_ref(struct config *c);

@@ -42,7 +42,8 @@ static void usage(FILE *f)
 		   "  -c, --config FILE  configuration file (default " CONFIG_DEFAULT_PATH ")\n"
 		   "  -t, --test         check the configuration and exit\n"
 		   "  -V, --version      print the version and exit\n"
-		   "  -h, --help         print this help and exit\n");
+		   "  -h, --help         print this help and exit\n"
+		   "  --config-keys      list every key a configuration file may hold and exit\n");
 }
 
 /*
@@ -215,6 +216,12 @@ static void raise_nofile(void)
 		log_debug("open files limit: %llu", (unsigned long long)rl.rlim_cur);
 }
 
+static void print_key(const char *path, void *arg)
+{
+	(void)arg;
+	printf("%s\n", path);
+}
+
 int main(int argc, char **argv)
 {
 	const char *path = CONFIG_DEFAULT_PATH;
@@ -224,6 +231,7 @@ int main(int argc, char **argv)
 		{"test", no_argument, NULL, 't'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
+		{"config-keys", no_argument, NULL, 'K'},
 		{NULL, 0, NULL, 0},
 	};
 	int opt;
@@ -240,6 +248,9 @@ int main(int argc, char **argv)
 			return 0;
 		case 'h':
 			usage(stdout);
+			return 0;
+		case 'K':
+			config_key_paths(print_key, NULL);
 			return 0;
 		default:
 			usage(stderr);

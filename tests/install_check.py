@@ -48,6 +48,9 @@ class InstallTest(unittest.TestCase):
         out.update(os.path.join(ARGS.docdir, d) for d in docs)
         if ARGS.unitdir != "no":
             out.add(os.path.join(ARGS.unitdir, "ratelimitd.service"))
+        if ARGS.mandir != "no":
+            out.update(os.path.join(ARGS.mandir, "man" + page[-1], page)
+                       for page in ("ratelimitd.8", "ratelimitd.yaml.5"))
         return out
 
     def installed(self):
@@ -121,7 +124,7 @@ class InstallTest(unittest.TestCase):
 def main():
     global ARGS
     p = argparse.ArgumentParser()
-    for a in ("meson", "builddir", "srcdir", "sbindir", "config", "unitdir", "docdir",
+    for a in ("meson", "builddir", "srcdir", "sbindir", "config", "unitdir", "docdir", "mandir",
               "verify"):
         p.add_argument("--" + a, required=True)
     ARGS, rest = p.parse_known_args()

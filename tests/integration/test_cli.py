@@ -72,6 +72,24 @@ class CliTest(DaemonTest):
         self.assertEqual(r.returncode, 0)
         self.assertEqual(r.stdout, "ratelimitd %s\n" % project_version())
 
+    def test_man_page_documents_exactly_the_keys_the_parser_takes(self):
+        """man/ratelimitd.yaml.5.scd has a heading line *PATH* for every key
+        `ratelimitd --config-keys` lists from the parser's tables, and none
+        other: the manual cannot drift from the code."""
+        r = run_cli(["--config-keys"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        parser = r.stdout.split()
+        self.assertEqual(len(parser), len(set(parser)))
+        self.assertIn("redis.timeout", parser)
+        self.assertIn("policies.NAME.ban.for", parser)
+        with open(os.path.join(SRCDIR, "man", "ratelimitd.yaml.5.scd")) as f:
+            text = f.read()
+        # the key sections: from the first key heading to the example
+        keys = text.split("# TOP-LEVEL KEYS", 1)[1].split("# EXAMPLE", 1)[0]
+        documented = re.findall(r"^\*([A-Za-z_.\[\]]+)\*$", keys, re.M)
+        self.assertEqual(len(documented), len(set(documented)), "a key documented twice")
+        self.assertEqual(sorted(documented), sorted(parser))
+
     def test_long_version(self):
         r = run_cli(["--version"])
         self.assertEqual((r.returncode, r.stderr), (0, ""))
