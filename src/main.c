@@ -227,12 +227,9 @@ int main(int argc, char **argv)
 	const char *path = CONFIG_DEFAULT_PATH;
 	int test_only = 0;
 	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"test", no_argument, NULL, 't'},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{"config-keys", no_argument, NULL, 'K'},
-		{NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'}, {"test", no_argument, NULL, 't'},
+		{"version", no_argument, NULL, 'V'},	  {"help", no_argument, NULL, 'h'},
+		{"config-keys", no_argument, NULL, 'K'},  {NULL, 0, NULL, 0},
 	};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "c:tVh", longopts, NULL)) != -1) {
