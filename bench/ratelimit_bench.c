@@ -45,6 +45,7 @@
 #include "bench_opts.h"
 #include "decimal.h"
 #include "keys.h"
+#include "line_reply.h"
 #include "lua_scripts.h"
 #include "policy.h"
 #include "redis_script.h"
@@ -713,26 +714,16 @@ static void complete(struct conn *c, uint64_t now, int outcome, const char *why,
 	bench_hist_add(&r->hist, now - sent);
 }
 
-/* Daemon reply line: ALLOWED / DENIED with four integers, else an error.
- * A fallback reply (remaining -1: Redis did not decide) counts as an error. */
+/* Daemon reply line: ALLOWED / DENIED (1 / 0), else an error (-1). A
+ * fallback reply (remaining -1: Redis did not decide) counts as an error. */
 static int line_decision(const char *p, size_t len)
 {
-	int allowed;
-	size_t i;
-	if (len > 8 && memcmp(p, "ALLOWED ", 8) == 0) {
-		allowed = 1;
-		i = 8;
-	} else if (len > 7 && memcmp(p, "DENIED ", 7) == 0) {
-		allowed = 0;
-		i = 7;
-	} else {
+	struct line_reply r;
+	if (line_reply_parse(p, len, &r) < 0 || line_reply_is_fallback(&r))
 		return -1;
-	}
-	while (i < len && p[i] >= '0' && p[i] <= '9')
-		i++;
-	if (i + 3 < len && p[i] == ' ' && p[i + 1] == '-' && p[i + 2] == '1' && p[i + 3] == ' ')
-		return -1;
-	return allowed;
+	if (r.kind == LINE_REPLY_ALLOWED)
+		return 1;
+	return r.kind == LINE_REPLY_DENIED ? 0 : -1;
 }
 
 /* Parses every complete reply in c->in; returns -1 on a protocol error. */

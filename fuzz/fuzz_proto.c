@@ -18,7 +18,9 @@
  * the line) and checked against the parser's contract and a small reference
  * classifier written from the protocol spec, the framing result is checked
  * against the bytes in (b), (d) and (e), and the replies each line can lead to
- * are formatted and parsed back. Any violation aborts.
+ * are formatted and parsed back, by hand and by line_reply_parse (the
+ * client side, src/line_reply.c), which also takes every input line as a
+ * reply. Any violation aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 
 #include "fuzz_log.h"
 #include "keys.h"
+#include "line_reply.h"
 #include "policy.h"
 #include "proto.h"
 #include "proto_line.h"
@@ -259,6 +262,19 @@ static void check_decision_format(int allowed, const int64_t in[4], int pair)
 		check(p != NULL && v == pair, "the deciding pair round-trips");
 	}
 	check(p == lim, "decision reply has nothing after the fields");
+	/* the client's parser: exactly what the daemon can send, values kept */
+	struct line_reply lr;
+	int ok = line_reply_parse(buf, n - 1, &lr) == 0;
+	int sendable = in[0] >= 0 && in[1] >= -1 && in[2] >= -1 && in[3] >= -1;
+	check(ok == sendable, "line_reply takes exactly the decisions the daemon sends");
+	if (ok) {
+		check(lr.kind == (allowed ? LINE_REPLY_ALLOWED : LINE_REPLY_DENIED),
+		      "line_reply: decision word");
+		check(lr.limit == in[0] && lr.remaining == in[1] && lr.retry_after_ms == in[2] &&
+			      lr.reset_ms == in[3] && lr.pair == (pair >= 0 ? pair : -1),
+		      "line_reply: decision fields round-trip");
+		check(line_reply_is_fallback(&lr) == (in[1] < 0), "line_reply: fallback");
+	}
 	free(buf);
 }
 
@@ -283,6 +299,12 @@ static void check_err_format(enum cmd_error e, const char *msg)
 		check(memcmp(buf, "ERR ", 4) == 0 && memcmp(buf + 4, code, cl) == 0 &&
 			      buf[4 + cl] == ' ' && memcmp(buf + 5 + cl, msg, ml) == 0,
 		      "error reply text");
+		struct line_reply lr;
+		/* a message is one line's text: never a CR or LF (users have none) */
+		check(line_reply_parse(buf, n - 1, &lr) == 0 && lr.kind == LINE_REPLY_ERR &&
+			      lr.code.len == cl && memcmp(lr.code.p, code, cl) == 0 &&
+			      lr.message.len == ml && (!ml || memcmp(lr.message.p, msg, ml) == 0),
+		      "line_reply: error reply round-trips");
 	} else {
 		check(n == PROTO_LINE_REPLY_MAX, "long error reply is cut at PROTO_LINE_REPLY_MAX");
 	}
@@ -297,7 +319,58 @@ static void check_str_format(enum cmd_reply kind, const char *word)
 	size_t n = proto_line_format(buf, &r);
 	size_t wl = strlen(word);
 	check(n == wl + 1 && memcmp(buf, word, wl) == 0 && buf[wl] == '\n', "word reply");
+	struct line_reply lr;
+	enum line_reply_kind want = kind == CMD_REPLY_PONG  ? LINE_REPLY_PONG
+				    : kind == CMD_REPLY_BYE ? LINE_REPLY_BYE
+							    : LINE_REPLY_OK;
+	check(line_reply_parse(buf, n - 1, &lr) == 0 && lr.kind == want, "line_reply: word reply");
 	free(buf);
+}
+
+/* Any line as a reply (a daemon, or something else, answering ratelimitctl):
+ * what line_reply_parse takes points into the line and reads back as sent. */
+static void check_line_reply(const char *line, size_t n)
+{
+	struct line_reply r;
+	if (line_reply_parse(line, n, &r) < 0)
+		return;
+	const struct line_reply_str *strs[] = {&r.code, &r.message, &r.user, &r.action, &r.spec};
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+		check(strs[i]->len == 0 ||
+			      (strs[i]->p >= line && strs[i]->p + strs[i]->len <= line + n),
+		      "line_reply: strings point into the line");
+	size_t len = n && line[n - 1] == '\r' ? n - 1 : n;
+	check(!memchr(line, '\n', len) && !memchr(line, '\r', len), "line_reply: one line");
+	switch (r.kind) {
+	case LINE_REPLY_ALLOWED:
+	case LINE_REPLY_DENIED:
+		check(r.limit >= 0 && r.remaining >= -1 && r.retry_after_ms >= -1 &&
+			      r.reset_ms >= -1 && r.pair >= -1,
+		      "line_reply: decision ranges");
+		check(len >= 6 && memcmp(line, r.kind == LINE_REPLY_ALLOWED ? "ALLOWED" : "DENIED",
+					 r.kind == LINE_REPLY_ALLOWED ? 7 : 6) == 0,
+		      "line_reply: decision word");
+		break;
+	case LINE_REPLY_ERR:
+		check(r.code.len > 0 && !memchr(r.code.p, ' ', r.code.len) && r.code.p == line + 4,
+		      "line_reply: error code is the second word");
+		break;
+	case LINE_REPLY_OVERRIDE:
+		check(r.index >= 0 && r.ttl_ms >= -1 && r.user.len && r.action.len && r.spec.len,
+		      "line_reply: override item");
+		break;
+	case LINE_REPLY_END:
+		check(r.index >= 0, "line_reply: END count");
+		break;
+	case LINE_REPLY_OK:
+	case LINE_REPLY_PONG:
+	case LINE_REPLY_BYE:
+		check(len == (r.kind == LINE_REPLY_PONG	 ? 4u
+			      : r.kind == LINE_REPLY_BYE ? 3u
+							 : 2u),
+		      "line_reply: a word alone");
+		break;
+	}
 }
 
 /* ---- one line: parse, check, log ---- */
@@ -482,6 +555,7 @@ static int one_line(const char *data, size_t n, struct olog *l, int full, int *p
 	if (full) {
 		check_outcome(line, n, rc, &cmd, &err);
 		check_formats(line, n, rc, &cmd, &err);
+		check_line_reply(line, n);
 	}
 	log_outcome(l, rc, &cmd, &err);
 	free(copy);

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "override.h"
+#include "pidfile.h"
 #include "sd.h"
 #include "server.h"
 #include "stats.h"
@@ -38,12 +39,14 @@ struct daemon {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ratelimitd [-c FILE] [-t] [-V] [-h]\n"
-		   "  -c, --config FILE  configuration file (default " CONFIG_DEFAULT_PATH ")\n"
-		   "  -t, --test         check the configuration and exit\n"
-		   "  -V, --version      print the version and exit\n"
-		   "  -h, --help         print this help and exit\n"
-		   "  --config-keys      list every key a configuration file may hold and exit\n");
+	fprintf(f,
+		"usage: ratelimitd [-c FILE] [-p FILE] [-t] [-V] [-h]\n"
+		"  -c, --config FILE  configuration file (default " CONFIG_DEFAULT_PATH ")\n"
+		"  -p, --pid-file FILE  write the pid there once listening (ratelimitctl reload)\n"
+		"  -t, --test         check the configuration and exit\n"
+		"  -V, --version      print the version and exit\n"
+		"  -h, --help         print this help and exit\n"
+		"  --config-keys      list every key a configuration file may hold and exit\n");
 }
 
 /*
@@ -225,17 +228,25 @@ static void print_key(const char *path, void *arg)
 int main(int argc, char **argv)
 {
 	const char *path = CONFIG_DEFAULT_PATH;
+	const char *pid_file = NULL;
 	int test_only = 0;
 	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'}, {"test", no_argument, NULL, 't'},
-		{"version", no_argument, NULL, 'V'},	  {"help", no_argument, NULL, 'h'},
-		{"config-keys", no_argument, NULL, 'K'},  {NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},
+		{"test", no_argument, NULL, 't'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{"config-keys", no_argument, NULL, 'K'},
+		{"pid-file", required_argument, NULL, 'p'},
+		{NULL, 0, NULL, 0},
 	};
 	int opt;
-	while ((opt = getopt_long(argc, argv, "c:tVh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "c:p:tVh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
 			path = optarg;
+			break;
+		case 'p':
+			pid_file = optarg;
 			break;
 		case 't':
 			test_only = 1;
@@ -316,6 +327,8 @@ int main(int argc, char **argv)
 		 cfg->metrics_listen ? "; metrics on http://" : "",
 		 cfg->metrics_listen ? cfg->metrics_listen : "");
 	d.running = cfg; /* the server holds its own reference to the current file */
+	if (pid_file && pidfile_write(pid_file, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
 	sd_notify_ready("serving");
 
 	event_base_dispatch(d.base);
@@ -331,6 +344,8 @@ int main(int argc, char **argv)
 	event_free(sig_int);
 	event_free(d.drain_timeout);
 	event_base_free(d.base);
+	if (pid_file)
+		pidfile_remove(pid_file);
 	log_info("exiting");
 	return 0;
 }

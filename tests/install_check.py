@@ -44,13 +44,17 @@ class InstallTest(unittest.TestCase):
             for p in glob.glob(os.path.join(ARGS.srcdir, "docs", "*.md")) +
             glob.glob(os.path.join(ARGS.srcdir, "proto", "grpc", "**", "*.proto"),
                       recursive=True)]
-        out = {os.path.join(ARGS.sbindir, "ratelimitd"), ARGS.config}
+        out = {os.path.join(ARGS.sbindir, "ratelimitd"), ARGS.config,
+               os.path.join(ARGS.bindir, "ratelimitctl"),
+               os.path.join(ARGS.bindir, "ratelimit-bench"),
+               os.path.join(ARGS.completionsdir, "ratelimitctl")}
         out.update(os.path.join(ARGS.docdir, d) for d in docs)
         if ARGS.unitdir != "no":
             out.add(os.path.join(ARGS.unitdir, "ratelimitd.service"))
         if ARGS.mandir != "no":
             out.update(os.path.join(ARGS.mandir, "man" + page[-1], page)
-                       for page in ("ratelimitd.8", "ratelimitd.yaml.5"))
+                       for page in ("ratelimitd.8", "ratelimitd.yaml.5", "ratelimitctl.1",
+                                    "ratelimit-bench.1"))
         return out
 
     def installed(self):
@@ -69,9 +73,12 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(sorted(self.installed()), sorted(self.expected()))
 
         binary = os.path.join(ARGS.sbindir, "ratelimitd")
-        self.assertTrue(os.path.isabs(binary), binary)
-        self.assertTrue(os.access(under(self.root, binary), os.X_OK), binary)
-        for d in self.expected() - {binary}:
+        programs = {binary, os.path.join(ARGS.bindir, "ratelimitctl"),
+                    os.path.join(ARGS.bindir, "ratelimit-bench")}
+        for prog in programs:
+            self.assertTrue(os.path.isabs(prog), prog)
+            self.assertTrue(os.access(under(self.root, prog), os.X_OK), prog)
+        for d in self.expected() - programs:
             self.assertFalse(os.stat(under(self.root, d)).st_mode & 0o111,
                              "%s must not be executable" % d)
         # the installed files are the sources, not stale copies
@@ -90,10 +97,18 @@ class InstallTest(unittest.TestCase):
         r = subprocess.run([under(self.root, binary), "--help"], capture_output=True, text=True,
                            timeout=30)
         self.assertIn("(default %s)" % ARGS.config, r.stdout)
+        # ratelimitctl checks it the same way, and defaults to it
+        ctl = under(self.root, os.path.join(ARGS.bindir, "ratelimitctl"))
+        r = subprocess.run([ctl, "check-config", under(self.root, ARGS.config)],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual((r.returncode, r.stdout), (0, "configuration OK\n"), r.stderr)
+        r = subprocess.run([ctl, "--help"], capture_output=True, text=True, timeout=30)
+        self.assertIn("(default %s)" % ARGS.config, r.stdout)
 
         if ARGS.unitdir == "no":
             return
-        self.assertEqual(self.unit_lines("ExecStart"), ["%s -c %s" % (binary, ARGS.config)])
+        self.assertEqual(self.unit_lines("ExecStart"),
+                         ["%s -c %s -p /run/ratelimitd/ratelimitd.pid" % (binary, ARGS.config)])
         self.assertEqual(self.unit_lines("ExecReload")[0], "%s -t -c %s" % (binary, ARGS.config))
         if shutil.which("systemd-analyze"):
             unit = under(self.root, os.path.join(ARGS.unitdir, "ratelimitd.service"))
@@ -124,8 +139,8 @@ class InstallTest(unittest.TestCase):
 def main():
     global ARGS
     p = argparse.ArgumentParser()
-    for a in ("meson", "builddir", "srcdir", "sbindir", "config", "unitdir", "docdir", "mandir",
-              "verify"):
+    for a in ("meson", "builddir", "srcdir", "sbindir", "bindir", "completionsdir", "config",
+              "unitdir", "docdir", "mandir", "verify"):
         p.add_argument("--" + a, required=True)
     ARGS, rest = p.parse_known_args()
     unittest.main(argv=[sys.argv[0]] + rest)

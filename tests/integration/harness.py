@@ -449,9 +449,10 @@ class Daemon:
         os.replace(tmp, self.config_path)
         self.config_text = text
 
-    def start(self, timeout=STARTUP_TIMEOUT, wait=True, env=None, nofile=None):
+    def start(self, timeout=STARTUP_TIMEOUT, wait=True, env=None, nofile=None, args=()):
         """nofile: (soft, hard) RLIMIT_NOFILE for the daemon (it raises its
-        soft limit to the hard one by itself)."""
+        soft limit to the hard one by itself); args: more command-line
+        arguments."""
         self.errf = open(self.log_path, "ab")
         self.outf = open(self.out_path, "ab")
         full_env = dict(os.environ)
@@ -464,7 +465,7 @@ class Daemon:
                 resource.setrlimit(resource.RLIMIT_NOFILE, lim)
                 _pdeathsig()
             kw["preexec_fn"] = preexec
-        self.proc = spawn([DAEMON, "-c", self.config_path], stdout=self.outf,
+        self.proc = spawn([DAEMON, "-c", self.config_path] + list(args), stdout=self.outf,
                           stderr=self.errf, stdin=subprocess.DEVNULL, cwd=self.tmpdir,
                           env=full_env, **kw)
         if wait:
@@ -846,15 +847,16 @@ class DaemonTest(unittest.TestCase):
         return port, make_config(listen, ropts, policies, **top)
 
     def start_daemon(self, policies=None, config=None, port=None, name="rl", wait=True,
-                     redis=None, env=None, nofile=None, **kw):
+                     redis=None, env=None, nofile=None, args=(), **kw):
         """Starts ratelimitd. Either `config` (full YAML text; `port` must be
         its first TCP listen port) or policies + daemon_config keywords.
-        nofile: (soft, hard) RLIMIT_NOFILE for the daemon."""
+        nofile: (soft, hard) RLIMIT_NOFILE for the daemon; args: more
+        command-line arguments."""
         if config is None:
             port, config = self.daemon_config(policies, redis=redis, port=port, **kw)
         d = Daemon(self.tmpdir, config, name=name, port=port)
         self._procs.append(d)
-        d.start(wait=wait, env=env, nofile=nofile)
+        d.start(wait=wait, env=env, nofile=nofile, args=args)
         return d
 
     def fresh(self, policies, **kw):

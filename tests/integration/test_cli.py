@@ -106,12 +106,14 @@ class CliTest(DaemonTest):
         long form behaves as the short one."""
         out = run_cli(["--help"]).stdout
         shorts = re.findall(r"\[-([a-zA-Z])\b", out.splitlines()[0])
-        self.assertEqual(sorted(shorts), ["V", "c", "h", "t"], out)
+        self.assertEqual(sorted(shorts), ["V", "c", "h", "p", "t"], out)
         longs = dict(re.findall(r"^  -([a-zA-Z]), --([a-z-]+)\b", out, re.M))
         self.assertEqual(sorted(longs), sorted(shorts), out)
         good = self.write(BASE)
         for short, long in longs.items():
-            args = {"c": ["-t", "-%s", good], "t": ["-%s", "-c", good]}.get(short, ["-%s"])
+            args = {"c": ["-t", "-%s", good], "t": ["-%s", "-c", good],
+                    "p": ["-t", "-c", good, "-%s", os.path.join(self.tmpdir, "pid")]
+                    }.get(short, ["-%s"])
             a = run_cli([x % short if x == "-%s" else x for x in args])
             b = run_cli([x % ("-" + long) if x == "-%s" else x for x in args])
             self.assertEqual((a.returncode, a.stdout, a.stderr),

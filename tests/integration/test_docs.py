@@ -16,6 +16,10 @@ The examples are found by parsing the markdown, not copied here. A code block
   - a config: a fenced ```yaml block, checked with `ratelimitd -t`;
   - a redis-cli session: `$ redis-cli -p PORT ARGS...` lines, each followed
     by its output lines, run with the real redis-cli;
+  - a ratelimitctl session: `$ ratelimitctl ARGS...` lines, each followed
+    by its standard output lines and optionally `(exit status N)` (else 0),
+    run with the built ratelimitctl and `-c` the daemon's config (so the
+    addresses it finds there are the test's);
   - a program: a fenced ```python block, run as written; it must print the
     lines its `# -> ...` comments show. (```js blocks are run by
     test_node.py, ```nginx and ```caddy blocks by test_proxies.py.)
@@ -53,7 +57,7 @@ import subprocess
 import sys
 import unittest
 
-from harness import REDIS_CLI, SLOW, SRCDIR, DaemonTest, free_port, run_cli
+from harness import DAEMON, REDIS_CLI, SLOW, SRCDIR, DaemonTest, free_port, run_cli
 from test_golden import match_reply
 
 DOCS = ["README.md", os.path.join("proto", "protocol.md"),
@@ -68,7 +72,7 @@ CONF_REDIS = "127.0.0.1:6379"
 
 # Fewer than this many examples of a kind means the parser lost some.
 MINIMUM = {
-    "README.md": {"shell": 2, "yaml": 1, "cli": 1, "python": 1},
+    "README.md": {"shell": 2, "yaml": 1, "cli": 1, "python": 1, "ctl": 1},
     "protocol.md": {"transcript": 8, "shell": 3, "yaml": 1, "cli": 1},
     "configuration.md": {"yaml": 7},
     "clients.md": {"cli": 1, "python": 2, "shell": 1, "js": 2},
@@ -85,6 +89,10 @@ MINIMAL_CONFIG = {
 MARKER = re.compile(r"^<!--\s*example:(.*?)-->$")
 SHELL = re.compile(r"^\$ printf '([^']*)' \| nc -q1 (\S+) (\d+)$")
 REDIS_CLI_SHELL = re.compile(r"^\$ redis-cli -p (\d+) (.+)$")
+CTL_SHELL = re.compile(r"^\$ ratelimitctl (.+)$")
+CTL_EXIT = re.compile(r"^\(exit status (\d+)\)$")
+CTL = os.environ.get("RATELIMITCTL") or os.path.join(os.path.dirname(DAEMON), "ctl",
+                                                     "ratelimitctl")
 # Debian's python3-redis, when the tests run under another python3
 DIST_PACKAGES = "/usr/lib/python3/dist-packages"
 LONG = re.compile(r"^(.*?)(.)\2*\.\.\. \((\d+) bytes\)$")
@@ -175,6 +183,8 @@ def classify(b):
         return b.info
     if b.body and REDIS_CLI_SHELL.match(b.body[0]):
         return "cli"
+    if b.body and CTL_SHELL.match(b.body[0]):
+        return "ctl"
     if any(re.match(r"^[CS]:( |$)", ln) for ln in b.body):
         return "transcript"
     if any(SHELL.match(ln) or "| nc " in ln for ln in b.body):
@@ -267,6 +277,22 @@ def cli_session(b):
             raise ValueError("%s: not `$ redis-cli -p PORT ARGS...`: %r" % (b.where, ln))
         else:
             out[-1][2].append(ln)
+    return out
+
+
+def ctl_session(b):
+    """[(args, output lines, exit status)] of a ratelimitctl session."""
+    out = []
+    for ln in b.body:
+        m = CTL_SHELL.match(ln)
+        if m:
+            out.append([m.group(1).split(), [], 0])
+        elif ln.startswith("$") or not out:
+            raise ValueError("%s: not `$ ratelimitctl ARGS...`: %r" % (b.where, ln))
+        elif CTL_EXIT.match(ln):
+            out[-1][2] = int(CTL_EXIT.match(ln).group(1))
+        else:
+            out[-1][1].append(ln)
     return out
 
 
@@ -408,6 +434,16 @@ class DocsTest(DaemonTest):
                 self.assertTrue(close or w == h, "%s: %s: the doc says %r, redis-cli %r"
                                 % (b.where, " ".join(args), want, have))
 
+    def run_ctl(self, b):
+        self.prepare(b)
+        for args, want, status in ctl_session(b):
+            r = subprocess.run([CTL, "-c", self.daemon.config_path] + args, capture_output=True,
+                               timeout=30, stdin=subprocess.DEVNULL)
+            have = r.stdout.decode(errors="replace").splitlines()
+            self.assertEqual((have, r.returncode), (want, status),
+                             "%s: ratelimitctl %s (stderr %r)"
+                             % (b.where, " ".join(args), r.stderr.decode(errors="replace")))
+
     def run_python(self, b):
         self.prepare(b)
         code = "\n".join(b.body).replace("7379", str(self.listeners[CONF_CLIENT]))
@@ -463,6 +499,8 @@ class DocsTest(DaemonTest):
                     self.run_yaml(b)
                 elif b.kind == "cli":
                     self.run_cli(b)
+                elif b.kind == "ctl":
+                    self.run_ctl(b)
                 elif b.kind == "python":
                     self.run_python(b)
 
@@ -499,6 +537,8 @@ class ParserTest(unittest.TestCase):
                     shell_session(b)
                 elif b.kind == "cli":
                     cli_session(b)
+                elif b.kind == "ctl":
+                    ctl_session(b)
             for kind, n in MINIMUM[name].items():
                 self.assertGreaterEqual(counts.get(kind, 0), n,
                                         "%s: %s examples found: %r" % (name, kind, counts))

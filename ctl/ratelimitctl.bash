@@ -1,0 +1,75 @@
+# bash completion for ratelimitctl (installed as
+# share/bash-completion/completions/ratelimitctl). Completes options,
+# commands, and for the commands that take one, the ACTION from the
+# config file's policies (`ratelimitctl policies`).
+
+_ratelimitctl()
+{
+	local cur prev words cword
+	if declare -F _init_completion >/dev/null; then
+		_init_completion || return
+	else
+		cur=${COMP_WORDS[COMP_CWORD]}
+		prev=${COMP_WORDS[COMP_CWORD - 1]}
+		words=("${COMP_WORDS[@]}")
+		cword=$COMP_CWORD
+	fi
+
+	local commands="allow peek reset override unoverride overrides ping check-config policies reload"
+	local options="-s --address -c --config -p --pid-file -j --json -T --timeout -V --version -h --help"
+
+	case $prev in
+	-c | --config | -p | --pid-file)
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return
+		;;
+	-s | --address | -T | --timeout)
+		return
+		;;
+	esac
+
+	# find the command and the options given before it
+	local i cmd= cmdi=0 config=()
+	for ((i = 1; i < cword; i++)); do
+		case ${words[i]} in
+		-c | --config)
+			config=(-c "${words[i + 1]}")
+			((i++))
+			;;
+		-s | --address | -p | --pid-file | -T | --timeout) ((i++)) ;;
+		-*) ;;
+		*)
+			cmd=${words[i]}
+			cmdi=$i
+			break
+			;;
+		esac
+	done
+
+	if [[ -z $cmd ]]; then
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "$options" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "$commands" -- "$cur"))
+		fi
+		return
+	fi
+
+	local arg=$((cword - cmdi)) # 1 for the first argument of the command
+	case $cmd in
+	allow | peek | reset | override | unoverride)
+		# USER ACTION [USER ACTION]...: actions at even positions
+		if ((arg % 2 == 0)) && { [[ $cmd == allow || $cmd == peek ]] || ((arg == 2)); }; then
+			local policies
+			policies=$(ratelimitctl "${config[@]}" policies 2>/dev/null)
+			COMPREPLY=($(compgen -W "$policies" -- "$cur"))
+		elif [[ $cmd == override ]] && ((arg == 3)); then
+			COMPREPLY=($(compgen -W "unlimited blocked" -- "$cur"))
+		fi
+		;;
+	check-config)
+		((arg == 1)) && COMPREPLY=($(compgen -f -- "$cur"))
+		;;
+	esac
+}
+complete -F _ratelimitctl ratelimitctl

@@ -1,0 +1,51 @@
+/*
+ * line_reply.h - the client side of the line protocol (proto/protocol.md):
+ * one reply line ("ALLOWED 5 4 0 60000", "ERR forbidden ...") parsed into
+ * its fields. Pure: no I/O, no allocation; the strings point into the line.
+ * Used by ratelimitctl and ratelimit-bench.
+ */
+#ifndef RL_LINE_REPLY_H
+#define RL_LINE_REPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum line_reply_kind {
+	LINE_REPLY_ALLOWED,
+	LINE_REPLY_DENIED,
+	LINE_REPLY_OK,
+	LINE_REPLY_PONG,
+	LINE_REPLY_BYE,
+	LINE_REPLY_ERR,
+	LINE_REPLY_OVERRIDE, /* an item of OVERRIDES */
+	LINE_REPLY_END,	     /* past OVERRIDES' last item */
+};
+
+struct line_reply_str {
+	const char *p;
+	size_t len;
+};
+
+struct line_reply {
+	enum line_reply_kind kind;
+	/* ALLOWED, DENIED: as proto/protocol.md's "Reply fields" */
+	int64_t limit, remaining, retry_after_ms, reset_ms;
+	/* MALLOW, MPEEK: the deciding pair (1-based; 0 none); -1: not there */
+	int64_t pair;
+	/* ERR: the code (one word) and the message (may be empty) */
+	struct line_reply_str code, message;
+	/* OVERRIDE: index user action spec ttl_ms; END: index is the count */
+	int64_t index, ttl_ms;
+	struct line_reply_str user, action, spec;
+};
+
+/*
+ * Parses one reply line, without its LF (a trailing CR is dropped). 0 with
+ * *out filled, or -1 when the line is not a reply this protocol sends.
+ */
+int line_reply_parse(const char *line, size_t len, struct line_reply *out);
+
+/* A decision the store did not make (remaining -1): on_store_error's answer. */
+int line_reply_is_fallback(const struct line_reply *r);
+
+#endif

@@ -1,0 +1,302 @@
+"""ratelimitctl against a real daemon and Redis: decisions and exit codes,
+--json, admin commands on the admin listener only, addresses from the
+config file, check-config, reload through the pid file (and refusing a bad
+file or a stale pid), timeouts, bash completion, and the man pages naming
+every option the programs' --help prints."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import unittest
+
+from harness import (DAEMON, SLOW, SRCDIR, DaemonTest, free_port, make_config, spawn,
+                     wait_until)
+
+CTL = os.environ.get("RATELIMITCTL") or os.path.join(os.path.dirname(DAEMON), "ctl",
+                                                     "ratelimitctl")
+BENCH = os.environ.get("RATELIMIT_BENCH") or os.path.join(os.path.dirname(DAEMON), "bench",
+                                                          "ratelimit-bench")
+
+POLICIES = {"reply": "3/60s", "login": "[3/1s, 20/60s]"}
+
+
+def ctl(*args, env=None, timeout=None):
+    full_env = dict(os.environ)
+    full_env.pop("RATELIMITCTL_ADDRESS", None)
+    full_env.update(env or {})
+    return subprocess.run([CTL] + list(args), capture_output=True, text=True,
+                          timeout=timeout or 20 * SLOW, stdin=subprocess.DEVNULL, env=full_env)
+
+
+class CtlTest(DaemonTest):
+    def setUp(self):
+        super().setUp()
+        self.redis = self.start_redis()
+        self.port, self.admin = free_port(), free_port()
+        self.unix = os.path.join(self.tmpdir, "rl.sock")
+        self.pid_file = os.path.join(self.tmpdir, "rl.pid")
+        self.config_text = self.config_for(POLICIES)
+        self.daemon = self.start_daemon(config=self.config_text, port=self.port,
+                                        args=["-p", self.pid_file])
+        self.cfg = self.daemon.config_path
+
+    def config_for(self, policies):
+        return make_config(["127.0.0.1:%d" % self.port, "unix:" + self.unix],
+                           {"address": self.redis.address, "timeout": "1s"}, policies,
+                           admin=False) \
+            .replace("listen:\n", "listen:\n  - {address: \"127.0.0.1:%d\", admin: true}\n"
+                     % self.admin, 1)
+
+    def run_ok(self, *args, rc=0):
+        r = ctl(*args)
+        self.assertEqual(r.returncode, rc, "ratelimitctl %s\nstdout: %s\nstderr: %s"
+                         % (" ".join(args), r.stdout, r.stderr))
+        return r
+
+    def json_of(self, *args, rc=0):
+        r = self.run_ok("--json", *args, rc=rc)
+        return json.loads(r.stdout)
+
+    def test_allow_until_denied_exit_codes(self):
+        for left in (2, 1, 0):
+            r = self.run_ok("-c", self.cfg, "allow", "dave", "reply")
+            self.assertEqual(r.stdout, "allowed (%d of 3 remaining; full again in 60s)\n" % left)
+        r = self.run_ok("-c", self.cfg, "allow", "dave", "reply", rc=1)
+        self.assertRegex(r.stdout, r"^denied \(0 of 3 remaining; retry in [\d.]+s; "
+                         r"full again in [\d.]+s\)\n$")
+        j = self.json_of("-c", self.cfg, "allow", "dave", "reply", rc=1)
+        self.assertEqual((j["result"], j["allowed"], j["limit"], j["remaining"], j["fallback"]),
+                         ("denied", False, 3, 0, False))
+        self.assertTrue(0 < j["retry_after_ms"] <= 60000, j)
+        self.assertNotIn("pair", j)
+        # a denied request was not counted, and peek counts nothing either
+        j = self.json_of("-c", self.cfg, "peek", "erin", "reply")
+        self.assertEqual((j["result"], j["remaining"]), ("allowed", 3))
+        j = self.json_of("-c", self.cfg, "allow", "erin", "reply", "3")
+        self.assertEqual((j["result"], j["remaining"]), ("allowed", 0))
+
+    def test_several_pairs_are_one_decision(self):
+        self.run_ok("-c", self.cfg, "allow", "u1", "reply", "2")
+        # u1 has 1 left: a cost of 2 over both pairs is denied, charging none
+        j = self.json_of("-c", self.cfg, "allow", "u2", "reply", "u1", "reply", "2", rc=1)
+        self.assertEqual((j["result"], j["pair"]), ("denied", 2))
+        j = self.json_of("-c", self.cfg, "peek", "u2", "reply", "u1", "reply")
+        self.assertEqual((j["result"], j["pair"], j["remaining"]), ("allowed", 2, 1))
+        j = self.json_of("-c", self.cfg, "peek", "u2", "reply")
+        self.assertEqual(j["remaining"], 3)
+
+    def test_admin_commands_find_the_admin_listener(self):
+        self.run_ok("-c", self.cfg, "allow", "dave", "reply", "3")
+        # no -s: the config's admin listener
+        r = self.run_ok("-c", self.cfg, "reset", "dave", "reply")
+        self.assertEqual(r.stdout, "ok\n")
+        self.assertEqual(self.json_of("-c", self.cfg, "peek", "dave", "reply")["remaining"], 3)
+        # on the client listener: the daemon's own refusal, exit 2
+        r = self.run_ok("-s", "127.0.0.1:%d" % self.port, "reset", "dave", "reply", rc=2)
+        self.assertIn("forbidden", r.stderr)
+        j = self.json_of("-s", "127.0.0.1:%d" % self.port, "reset", "dave", "reply", rc=2)
+        self.assertEqual((j["result"], j["error"]), ("error", "forbidden"))
+        j = self.json_of("-s", "127.0.0.1:%d" % self.port, "overrides", rc=2)
+        self.assertEqual(j["error"], "forbidden")
+
+    def test_overrides(self):
+        self.run_ok("-c", self.cfg, "override", "scraper-9", "reply", "blocked", "1h")
+        self.run_ok("-c", self.cfg, "override", "customer-42", "reply", "50/60s")
+        j = self.json_of("-c", self.cfg, "allow", "scraper-9", "reply", rc=1)
+        self.assertEqual((j["result"], j["retry_after_ms"]), ("denied", -1))
+        j = self.json_of("-c", self.cfg, "allow", "customer-42", "reply")
+        self.assertEqual((j["limit"], j["remaining"]), (50, 49))
+        j = self.json_of("-c", self.cfg, "overrides")
+        self.assertEqual(j["count"], 2)
+        items = {(o["user"], o["action"], o["spec"]): o["ttl_ms"] for o in j["overrides"]}
+        self.assertEqual(items[("customer-42", "reply", "50/60s")], -1)
+        self.assertTrue(3500000 < items[("scraper-9", "reply", "blocked")] <= 3600000, items)
+        r = self.run_ok("-c", self.cfg, "overrides")
+        self.assertIn("customer-42 reply 50/60s\n", r.stdout)
+        self.assertRegex(r.stdout, r"scraper-9 reply blocked ttl=3\d{3}\.\d{3}s\n")
+        self.run_ok("-c", self.cfg, "unoverride", "scraper-9", "reply")
+        self.run_ok("-c", self.cfg, "unoverride", "customer-42", "reply")
+        self.assertEqual(self.json_of("-c", self.cfg, "overrides"),
+                         {"command": "overrides", "result": "ok", "overrides": [], "count": 0})
+        self.assertEqual(self.json_of("-c", self.cfg, "allow", "scraper-9", "reply")["result"],
+                         "allowed")
+
+    def test_addresses(self):
+        # -s over -c; unix sockets; the environment; 0.0.0.0 reached on loopback
+        self.assertEqual(self.run_ok("-s", "unix:" + self.unix, "ping").stdout, "pong\n")
+        r = ctl("ping", env={"RATELIMITCTL_ADDRESS": "127.0.0.1:%d" % self.port})
+        self.assertEqual((r.returncode, r.stdout), (0, "pong\n"), r.stderr)
+        # the first line listener of the file, for non-admin commands
+        self.assertEqual(self.run_ok("-c", self.cfg, "ping").stdout, "pong\n")
+        wild = os.path.join(self.tmpdir, "wild.yaml")
+        with open(wild, "w") as f:
+            f.write(self.config_text.replace("127.0.0.1:%d" % self.port,
+                                             "0.0.0.0:%d" % self.port))
+        self.assertEqual(self.run_ok("-c", wild, "-s", "0.0.0.0:%d" % self.port,
+                                     "ping").stdout, "pong\n")
+
+    def test_errors_exit_2(self):
+        r = self.run_ok("-c", self.cfg, "allow", "dave", "nope", rc=2)
+        self.assertEqual(r.stderr, "ratelimitctl: unknown-action: no policy for this action\n")
+        # a blank in a user cannot be sent: refused before connecting
+        j = self.json_of("-s", "127.0.0.1:1", "allow", "a b", "reply", rc=2)
+        self.assertEqual(j["error"], "usage")
+        dead = free_port()
+        j = self.json_of("-s", "127.0.0.1:%d" % dead, "ping", rc=2)
+        self.assertEqual(j["error"], "connect")
+        self.assertIn("refused", j["message"])
+        for bad in (["allow", "dave"], ["reset", "dave"], ["frobnicate"], ["--nope", "ping"],
+                    ["-T", "0s", "ping"], ["-T", "5", "ping"]):
+            r = ctl("-s", "127.0.0.1:%d" % dead, *bad)
+            self.assertEqual(r.returncode, 2, (bad, r.stdout, r.stderr))
+            self.assertTrue(r.stderr, bad)
+
+    def test_timeout_on_a_silent_listener(self):
+        # accepts (the kernel does) and never answers
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        self.addCleanup(s.close)
+        t0 = time.monotonic()
+        j = self.json_of("-T", "300ms", "-s", "127.0.0.1:%d" % s.getsockname()[1], "ping", rc=2)
+        took = time.monotonic() - t0
+        self.assertEqual(j["error"], "timeout")
+        self.assertGreaterEqual(took, 0.29)
+        self.assertLess(took, 0.3 + 5 * SLOW)
+
+    def test_fallback_is_flagged(self):
+        self.redis.stop()
+        j = self.json_of("-c", self.cfg, "allow", "dave", "reply")
+        self.assertEqual((j["result"], j["remaining"], j["fallback"]), ("allowed", -1, True))
+        r = self.run_ok("-c", self.cfg, "allow", "dave", "reply")
+        self.assertIn("the store did not decide", r.stdout)
+
+    def test_check_config_and_policies(self):
+        r = self.run_ok("check-config", self.cfg)
+        self.assertEqual(r.stdout, "configuration OK\n")
+        self.assertEqual(self.run_ok("-c", self.cfg, "policies").stdout, "login\nreply\n")
+        self.assertEqual(self.json_of("-c", self.cfg, "policies")["policies"], ["login", "reply"])
+        bad = os.path.join(self.tmpdir, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write(self.config_text.replace("3/60s", "3/60") + "bogus: 1\n")
+        r = self.run_ok("check-config", bad, rc=1)
+        # every error, as ratelimitd -t prints them
+        d = subprocess.run([DAEMON, "-t", "-c", bad], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.stderr, d.stderr)
+        self.assertGreaterEqual(r.stderr.count(bad + ":"), 2, r.stderr)
+        j = self.json_of("check-config", bad, rc=1)
+        self.assertEqual(j["result"], "invalid")
+        self.assertEqual(len(j["errors"]), r.stderr.count(bad + ":"))
+        for e in j["errors"]:
+            self.assertRegex(e, re.escape(bad) + r":\d+:\d+: \S")
+
+    def test_reload_through_the_pid_file(self):
+        with open(self.pid_file) as f:
+            self.assertEqual(int(f.read()), self.daemon.pid)
+        self.daemon.write_config(self.config_for({"reply": "7/60s", "login": "3/1s"}))
+        start = len(self.daemon.log_lines())
+        r = self.run_ok("-c", self.cfg, "-p", self.pid_file, "reload")
+        self.assertIn("pid %d" % self.daemon.pid, r.stdout)
+        self.daemon.wait_log(r"reload: configuration .* loaded", start=start)
+        wait_until(lambda: self.json_of("-c", self.cfg, "peek", "x", "reply")["limit"] == 7,
+                   5 * SLOW, what="the new limit")
+        # a bad file: refused here, and the daemon is not signalled
+        self.daemon.write_config(self.config_for({"reply": "7/60"}))
+        start = len(self.daemon.log_lines())
+        j = self.json_of("-c", self.cfg, "-p", self.pid_file, "reload", rc=1)
+        self.assertEqual(j["result"], "invalid")
+        time.sleep(0.3 * SLOW)
+        self.assertFalse([ln for ln in self.daemon.log_lines()[start:] if "reload" in ln])
+
+    def test_reload_refuses_a_stale_pid(self):
+        # the pid of a process that is not ratelimitd is never signalled
+        other = spawn(["sleep", "30"])
+        self.addCleanup(other.kill)
+        stale = os.path.join(self.tmpdir, "stale.pid")
+        with open(stale, "w") as f:
+            f.write("%d\n" % other.pid)
+        j = self.json_of("-c", self.cfg, "-p", stale, "reload", rc=2)
+        self.assertIn("not ratelimitd", j["message"])
+        self.assertIsNone(other.poll())
+        with open(stale, "w") as f:
+            f.write("junk\n")
+        self.assertEqual(self.json_of("-c", self.cfg, "-p", stale, "reload", rc=2)["error"],
+                         "reload")
+
+    def test_pid_file_removed_at_exit(self):
+        self.assertTrue(os.path.exists(self.pid_file))
+        self.daemon.signal(signal.SIGTERM)
+        self.daemon.wait_exit()
+        self.assertFalse(os.path.exists(self.pid_file))
+
+
+class CompletionTest(DaemonTest):
+    def complete(self, words, config):
+        """What bash completion offers for the last of words."""
+        script = os.path.join(SRCDIR, "ctl", "ratelimitctl.bash")
+        line = ("source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _ratelimitctl; "
+                "printf '%%s\\n' \"${COMPREPLY[@]}\"" %
+                (script, " ".join("'%s'" % w for w in words), len(words) - 1))
+        env = dict(os.environ, PATH=os.path.dirname(CTL) + ":" + os.environ["PATH"])
+        r = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env,
+                           timeout=30, cwd=self.tmpdir)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return sorted(w for w in r.stdout.split("\n") if w)
+
+    def test_completion(self):
+        cfg = os.path.join(self.tmpdir, "c.yaml")
+        with open(cfg, "w") as f:
+            f.write(make_config(["127.0.0.1:7379"], {"address": "127.0.0.1:6379"},
+                                {"reply": "5/60s", "login": "3/1s", "upload": "9/1h"}))
+        self.assertEqual(self.complete(["ratelimitctl", "re"], cfg),
+                         ["reload", "reset"])
+        self.assertIn("--json", self.complete(["ratelimitctl", "--j"], cfg))
+        # actions from the config file's policies
+        self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "allow", "dave", ""], cfg),
+                         ["login", "reply", "upload"])
+        self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "peek", "a", "re", "b", "l"],
+                                       cfg), ["login"])
+        self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "allow", "d"], cfg), [])
+        self.assertEqual(self.complete(["ratelimitctl", "override", "u", "reply", "b"], cfg),
+                         ["blocked"])
+
+
+def help_options(prog):
+    r = subprocess.run([prog, "--help"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout, set(re.findall(r"(?<![\w-])--[a-z][a-z-]+", r.stdout))
+
+
+class ManPageTest(unittest.TestCase):
+    """Every option and command --help prints is in the man page."""
+
+    def check(self, prog, page, commands=()):
+        with open(os.path.join(SRCDIR, "man", page)) as f:
+            man = f.read()
+        text, opts = help_options(prog)
+        self.assertTrue(opts, text)
+        for o in sorted(opts):
+            self.assertIn("*%s*" % o, man.replace("\\", ""),
+                          "%s: %s is in --help, not in the man page" % (page, o))
+        for c in commands:
+            self.assertIn("*%s*" % c, man, "%s: command %s" % (page, c))
+            self.assertIn(c, text, "--help: command %s" % c)
+
+    def test_ratelimitctl(self):
+        self.check(CTL, "ratelimitctl.1.scd",
+                   ["allow", "peek", "reset", "override", "unoverride", "overrides", "ping",
+                    "check-config", "policies", "reload"])
+
+    def test_ratelimitd(self):
+        self.check(DAEMON, "ratelimitd.8.scd")
+
+    def test_ratelimit_bench(self):
+        self.check(BENCH, "ratelimit-bench.1.scd")
+
+
+if __name__ == "__main__":
+    unittest.main()
