@@ -54,30 +54,31 @@ struct ctl {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: ratelimitctl [options] COMMAND [ARGS]\n"
-		   "commands:\n"
-		   "  allow USER ACTION [USER ACTION]... [COST]   ask and count (several pairs: "
-		   "MALLOW)\n"
-		   "  peek USER ACTION [USER ACTION]... [COST]    ask without counting\n"
-		   "  reset USER ACTION                           forget a user's state (admin)\n"
-		   "  override USER ACTION SPEC [TTL]             set a run-time override (admin)\n"
-		   "  unoverride USER ACTION                      clear it (admin)\n"
-		   "  overrides                                   list run-time overrides (admin)\n"
-		   "  ping                                        is the daemon answering?\n"
-		   "  check-config [FILE]                         ratelimitd -t on FILE\n"
-		   "  policies                                    the config file's policy names\n"
-		   "  reload                                      check the config, then SIGHUP\n"
-		   "options:\n"
-		   "  -s, --address ADDR    host:port, [v6]:port or unix:PATH of a line listener\n"
-		   "                        (default: from the config file, else %s;\n"
-		   "                        admin commands %s)\n"
-		   "  -c, --config FILE     the daemon's config (default %s)\n"
-		   "  -p, --pid-file FILE   the daemon's pid file, for reload (default %s;\n"
-		   "                        without one, `systemctl reload ratelimitd`)\n"
-		   "  -j, --json            print one JSON object\n"
-		   "  -T, --timeout DUR     give up after DUR (default 5s; 500ms, 2s...)\n"
-		   "  -V, --version, -h, --help\n"
-		   "exit status: 0 allowed or done, 1 denied or an invalid config, 2 error\n",
+	fprintf(f,
+		"usage: ratelimitctl [options] COMMAND [ARGS]\n"
+		"commands:\n"
+		"  allow USER ACTION [USER ACTION]... [COST]   ask and count (several pairs: "
+		"MALLOW)\n"
+		"  peek USER ACTION [USER ACTION]... [COST]    ask without counting\n"
+		"  reset USER ACTION                           forget a user's state (admin)\n"
+		"  override USER ACTION SPEC [TTL]             set a run-time override (admin)\n"
+		"  unoverride USER ACTION                      clear it (admin)\n"
+		"  overrides                                   list run-time overrides (admin)\n"
+		"  ping                                        is the daemon answering?\n"
+		"  check-config [FILE]                         ratelimitd -t on FILE\n"
+		"  policies                                    the config file's policy names\n"
+		"  reload                                      check the config, then SIGHUP\n"
+		"options:\n"
+		"  -s, --address ADDR    host:port, [v6]:port or unix:PATH of a line listener\n"
+		"                        (default: from the config file, else %s;\n"
+		"                        admin commands %s)\n"
+		"  -c, --config FILE     the daemon's config (default %s)\n"
+		"  -p, --pid-file FILE   the daemon's pid file, for reload (default %s;\n"
+		"                        without one, `systemctl reload ratelimitd`)\n"
+		"  -j, --json            print one JSON object\n"
+		"  -T, --timeout DUR     give up after DUR (default 5s; 500ms, 2s...)\n"
+		"  -V, --version, -h, --help\n"
+		"exit status: 0 allowed or done, 1 denied or an invalid config, 2 error\n",
 		CTL_DEFAULT_ADDRESS, CTL_DEFAULT_ADMIN_ADDRESS, CONFIG_DEFAULT_PATH,
 		CTL_DEFAULT_PID_FILE);
 }
@@ -107,7 +108,10 @@ static void json_str(const char *s, size_t len)
 			putchar((int)c);
 		} else {
 			/* a whole UTF-8 sequence passes; a stray byte is escaped */
-			size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+			size_t n = c >= 0xf0 && c < 0xf5   ? 4
+				   : c >= 0xe0		   ? 3
+				   : c >= 0xc2 && c < 0xe0 ? 2
+							   : 0;
 			size_t k = 1;
 			while (n && k < n && i + k < len && (p[i + k] & 0xc0) == 0x80)
 				k++;
@@ -335,8 +339,7 @@ static int send_all(struct ctl *c, const char *buf, size_t len)
 			if (wait_fd(c, POLLOUT) < 0)
 				return -1;
 		} else {
-			return fail(c, "connect", "sending to %s: %s", c->address,
-				    strerror(errno)),
+			return fail(c, "connect", "sending to %s: %s", c->address, strerror(errno)),
 			       -1;
 		}
 	}
@@ -460,7 +463,8 @@ static int cmd_overrides(struct ctl *c, int nargs)
 			c->json = 0;
 			if (r.kind == LINE_REPLY_ERR)
 				return print_err_reply(c, &r);
-			return fail(c, "protocol", "unexpected reply to OVERRIDES %lld", (long long)i);
+			return fail(c, "protocol", "unexpected reply to OVERRIDES %lld",
+				    (long long)i);
 		}
 		if (c->json) {
 			printf("%s{\"user\":", i ? "," : "");
@@ -601,8 +605,8 @@ static int cmd_reload(struct ctl *c, int nargs)
 		/* no pid file: a daemon systemd runs without one */
 		fflush(stdout);
 		execlp("systemctl", "systemctl", "reload", "ratelimitd", (char *)NULL);
-		return fail(c, "reload", "no pid file %s, and cannot run systemctl: %s",
-			    pid_file, strerror(errno));
+		return fail(c, "reload", "no pid file %s, and cannot run systemctl: %s", pid_file,
+			    strerror(errno));
 	}
 	long pid = read_pid(c, pid_file);
 	if (pid < 0)
@@ -674,7 +678,8 @@ static int run(struct ctl *c, char **args, int nargs)
 		c->address = address_from_config(c, is_admin_command(cmd), from_config,
 						 sizeof(from_config));
 	if (!c->address)
-		c->address = is_admin_command(cmd) ? CTL_DEFAULT_ADMIN_ADDRESS : CTL_DEFAULT_ADDRESS;
+		c->address =
+			is_admin_command(cmd) ? CTL_DEFAULT_ADMIN_ADDRESS : CTL_DEFAULT_ADDRESS;
 	if (ctl_connect(c) < 0)
 		return EXIT_ERROR;
 
@@ -695,10 +700,14 @@ int main(int argc, char **argv)
 {
 	struct ctl c = {.config_path = CONFIG_DEFAULT_PATH, .timeout_ms = 5000, .fd = -1};
 	static const struct option longopts[] = {
-		{"address", required_argument, NULL, 's'},  {"config", required_argument, NULL, 'c'},
-		{"pid-file", required_argument, NULL, 'p'}, {"json", no_argument, NULL, 'j'},
-		{"timeout", required_argument, NULL, 'T'},  {"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},	    {NULL, 0, NULL, 0},
+		{"address", required_argument, NULL, 's'},
+		{"config", required_argument, NULL, 'c'},
+		{"pid-file", required_argument, NULL, 'p'},
+		{"json", no_argument, NULL, 'j'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	int opt;
 	char why[128];

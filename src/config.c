@@ -385,8 +385,31 @@ static int set_deny_status(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
+/* systemd's rule for a FileDescriptorName=: printable ASCII but ':' (it
+ * separates the names in $LISTEN_FDNAMES), 1 to 255 bytes */
+static int set_fd_name(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "a socket name", &s, &len) < 0)
+		return -1;
+	if (len == 0 || len > CONFIG_FDNAME_MAX)
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"a socket name of 1 to %d bytes (FileDescriptorName=)",
+				CONFIG_FDNAME_MAX);
+	for (size_t i = 0; i < len; i++)
+		if (s[i] <= ' ' || s[i] > '~' || s[i] == ':')
+			return yp_failk(P, P->ev.start_mark, k->name,
+					"not a FileDescriptorName= (printable ASCII, no blank or "
+					"':')");
+	memcpy(dst, s, len);
+	((char *)dst)[len] = '\0';
+	return 0;
+}
+
 enum {
 	LK_ADDRESS,
+	LK_NAME,
 	LK_ADMIN,
 	LK_MODE,
 	LK_PROTOCOL,
@@ -403,6 +426,8 @@ enum {
 static const struct ykey listen_keys[LK_N] = {
 	[LK_ADDRESS] = {"address", set_address, offsetof(struct config_listen, address), 0, 0,
 			YP_RELOAD, NULL},
+	[LK_NAME] = {"name", set_fd_name, offsetof(struct config_listen, name), 0, 0, YP_RELOAD,
+		     NULL},
 	[LK_ADMIN] = {"admin", yp_set_bool, offsetof(struct config_listen, admin), 0, 0, YP_RELOAD,
 		      NULL},
 	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0, YP_RELOAD, NULL},
@@ -453,6 +478,8 @@ static void put_listen(FILE *f, const struct ykey *k, const void *base)
 		const struct config_listen *l = &c->listen[i];
 		int is_unix = strncmp(l->address, "unix:", 5) == 0;
 		fprintf(f, "%s%s", i ? ", " : "", l->address);
+		if (l->name[0])
+			fprintf(f, " (name %s)", l->name);
 		if (l->admin && is_unix)
 			fprintf(f, " (admin, mode %04o)", (unsigned)l->mode);
 		else if (l->admin)

@@ -98,10 +98,16 @@ struct config_envoy {
 	struct envoy_rules *rules; /* loaded; NULL when no config */
 };
 
+/* A socket's name from systemd (FileDescriptorName=): at most 255 bytes */
+#define CONFIG_FDNAME_MAX 255
+
 struct config_listen {
 	char *address; /* "host:port" or "unix:/path" */
-	int admin;     /* RESET (and later admin commands) allowed here */
-	int mode;      /* file mode of a unix socket */
+	/* the FileDescriptorName= of the socket systemd passes for this entry
+	 * ("" : matched by address alone; activation.c) */
+	char name[CONFIG_FDNAME_MAX + 1];
+	int admin; /* RESET (and later admin commands) allowed here */
+	int mode;  /* file mode of a unix socket */
 	enum config_protocol protocol;
 	struct config_http http;
 };

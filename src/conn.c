@@ -50,6 +50,9 @@
  */
 #define COOL_MS 10
 #define COOL_MAX_MS 1000
+/* Draining: how long a connection that has sent nothing yet may take to send
+ * its first request (it was accepted just before the stop). */
+#define CONN_DRAIN_FRESH_MS 1000
 
 struct pending {
 	struct cmd_slot slot; /* first: complete() gets this pointer */
@@ -82,6 +85,8 @@ struct conn {
 	unsigned inflight; /* not done yet */
 	int paused;	   /* reading stopped for backpressure */
 	int closing;	   /* no more requests; close once replies are written */
+	int got_bytes;	   /* the client has sent something */
+	int drain_fresh;   /* draining, waiting a moment for its first request */
 	int closed;	   /* handed to the reaper */
 	int eof;	   /* the client shut its side; answer what it sent */
 	int admin;	   /* came through an admin listener */
@@ -426,6 +431,15 @@ static void flush_replies(struct conn *c)
 	maybe_finish(c);
 }
 
+/* Draining: no more requests; closed once what is owed is written. */
+static void drain_now(struct conn *c)
+{
+	c->drain_fresh = 0;
+	c->closing = 1;
+	event_del(c->rev);
+	maybe_finish(c);
+}
+
 /*
  * request_timeout: the clock runs from the first byte of a request until it
  * is whole. A client that starts requests and never finishes them (slowloris)
@@ -453,6 +467,10 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct conn *c = arg;
+	if (c->drain_fresh && !c->closed) {
+		drain_now(c); /* no request came in time */
+		return;
+	}
 	if (c->closed || c->closing || c->paused || c->cooling)
 		return;
 	if (c->grpc) {
@@ -618,8 +636,39 @@ void conn_flush(struct conn *c)
 		flush_replies(c);
 }
 
+/* One recv() into c->in: 1 with bytes, 0 with none now, -1 closed (an
+ * error), and at EOF c->eof set (with 1 or 0). */
+static int read_some(struct conn *c)
+{
+	struct evbuffer_iovec v;
+	if (evbuffer_reserve_space(c->in, READ_CHUNK, &v, 1) < 1) {
+		log_error("out of memory; dropping client");
+		conn_close(c);
+		return -1;
+	}
+	ssize_t n = recv(c->fd, v.iov_base, v.iov_len, MSG_DONTWAIT);
+	if (n > 0) {
+		v.iov_len = (size_t)n;
+		evbuffer_commit_space(c->in, &v, 1);
+		c->got_bytes = 1;
+		return 1;
+	}
+	evbuffer_commit_space(c->in, &v, 0);
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return 0;
+	if (n < 0) {
+		conn_close(c);
+		return -1;
+	}
+	/* Half-close (e.g. `nc -q1`): answer what was sent, then close. */
+	c->eof = 1;
+	event_del(c->rev);
+	return 0;
+}
+
 static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
+	(void)fd;
 	struct conn *c = arg;
 	if (c->closed)
 		return;
@@ -631,29 +680,11 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		return; /* EV_PERSIST: the timeout is armed again */
 	}
-	struct evbuffer_iovec v;
-	if (evbuffer_reserve_space(c->in, READ_CHUNK, &v, 1) < 1) {
-		log_error("out of memory; dropping client");
-		conn_close(c);
-		return;
-	}
-	ssize_t n = recv(fd, v.iov_base, v.iov_len, 0);
-	if (n > 0) {
-		v.iov_len = (size_t)n;
-		evbuffer_commit_space(c->in, &v, 1);
-	} else {
-		evbuffer_commit_space(c->in, &v, 0);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-			return;
-		if (n < 0) {
-			conn_close(c);
-			return;
-		}
-		/* Half-close (e.g. `nc -q1`): answer what was sent, then close. */
-		c->eof = 1;
-		event_del(c->rev);
-	}
-	process_input(c);
+	int got = read_some(c);
+	if (got > 0 || (got == 0 && c->eof))
+		process_input(c);
+	if (c->drain_fresh && !c->closed && (c->got_bytes || c->eof))
+		drain_now(c); /* its first request came: answered, then closed */
 }
 
 static void write_cb(evutil_socket_t fd, short what, void *arg)
@@ -762,15 +793,31 @@ void conn_drain(struct conn *c)
 {
 	if (c->closed)
 		return;
-	c->closing = 1;
 	if (c->grpc) {
 		/* GOAWAY: the calls taken are answered; sent now, before the
 		 * close an idle connection would otherwise get at once */
+		c->closing = 1;
 		grpc_session_drain(c->grpc);
 		event_del(c->rev);
 		flush_grpc(c);
 		return;
 	}
-	event_del(c->rev);
-	maybe_finish(c);
+	/* Requests already in the kernel's buffer were received before the
+	 * stop, often on a connection accepted just before it: take them
+	 * (one read: a client that keeps sending is not waited for), answer
+	 * them, then close. */
+	if (!c->closing && !c->eof && !c->paused && !c->cooling && read_some(c) >= 0)
+		process_input(c);
+	if (c->closed)
+		return;
+	if (!c->closing && !c->got_bytes && !c->eof) {
+		/* accepted just before the stop and its first request not here
+		 * yet: a moment for it (a restart under socket activation must
+		 * not drop it), then answered and closed like the rest */
+		c->drain_fresh = 1;
+		struct timeval tv = {0, CONN_DRAIN_FRESH_MS * 1000};
+		evtimer_add(c->rto, &tv);
+		return;
+	}
+	drain_now(c);
 }

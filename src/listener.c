@@ -185,6 +185,24 @@ struct listener *listener_new(struct event_base *base, const char *address, int 
 	return l;
 }
 
+struct listener *listener_new_fd(struct event_base *base, int fd, const char *name, listener_cb cb,
+				 void *arg, char *err, size_t errlen)
+{
+	struct listener *l = listener_alloc(base, name, cb, arg, err, errlen);
+	if (!l)
+		return NULL;
+	/* backlog 0: it listens already, with the backlog systemd gave it */
+	unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC;
+	l->lev = evconnlistener_new(base, accept_cb, l, flags, 0, fd);
+	if (!l->lev) {
+		snprintf(err, errlen, "listen %s (passed by systemd): %s", name, strerror(errno));
+		listener_free(l);
+		return NULL;
+	}
+	evconnlistener_set_error_cb(l->lev, accept_error_cb);
+	return l;
+}
+
 struct evconnlistener *listener_give(struct listener *l)
 {
 	if (!l->given) {

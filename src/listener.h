@@ -35,6 +35,14 @@ struct listener *listener_new_sockaddr(struct event_base *base, const struct soc
 				       char *err, size_t errlen);
 
 /*
+ * A socket already bound and listening (systemd's, activation.h): accepts
+ * on it as listener_new's do. It is never unlinked (a unix socket is
+ * systemd's). NULL with err on failure; the caller still owns fd then.
+ */
+struct listener *listener_new_fd(struct event_base *base, int fd, const char *name, listener_cb cb,
+				 void *arg, char *err, size_t errlen);
+
+/*
  * For evhttp_bind_listener, which takes over the accept callback and frees
  * the evconnlistener with its evhttp: from now on listener_close and
  * listener_free leave the evconnlistener alone, but the pause on EMFILE

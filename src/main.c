@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "activation.h"
 #include "config.h"
 #include "conn.h"
 #include "log.h"
@@ -19,6 +20,7 @@
 #include "sd.h"
 #include "server.h"
 #include "stats.h"
+#include "status.h"
 #include "store.h"
 
 /* After SIGTERM, replies owed are normally written within redis.timeout;
@@ -31,6 +33,7 @@ struct daemon {
 	struct server *srv;
 	struct store *store;
 	struct metrics *metrics; /* NULL: no metrics endpoint */
+	struct status *status;	 /* STATUS= and the watchdog; NULL: out of memory */
 	/* The start-up snapshot: what runs for the keys only a restart applies. */
 	struct config *running;
 	int stopping;
@@ -130,6 +133,14 @@ static double wall_seconds(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static void notify_ready(struct daemon *d)
+{
+	char text[512] = "serving";
+	if (d->status)
+		status_text(d->status, text, sizeof(text));
+	sd_notify_ready(text);
+}
+
 static void reload(struct daemon *d)
 {
 	char err[CONFIG_ERR_MAX];
@@ -158,7 +169,7 @@ static void reload(struct daemon *d)
 		log_info("reload: configuration %s loaded (%zu %s)", d->config_path, npolicies,
 			 log_plural(npolicies, "policy", "policies"));
 	}
-	sd_notify_ready(stats.restart_pending ? "serving; restart pending" : "serving");
+	notify_ready(d);
 }
 
 static void drained(void *arg)
@@ -297,9 +308,19 @@ int main(int argc, char **argv)
 	d.store = store_new(d.base, cfg, err, sizeof(err));
 	if (!d.store)
 		log_fatal("redis: %s", err);
-	d.srv = server_new(d.base, cfg, d.store, err, sizeof(err));
+	/* sockets systemd passes (ratelimitd.socket) stand for listen entries */
+	struct activation *act = activation_take(err, sizeof(err));
+	if (!act && err[0])
+		log_fatal("%s", err);
+	if (act)
+		log_info("socket activation: %zu %s passed by systemd", activation_count(act),
+			 log_plural(activation_count(act), "socket", "sockets"));
+	d.srv = server_new(d.base, cfg, d.store, act, err, sizeof(err));
 	if (!d.srv)
 		log_fatal("%s", err);
+	if (activation_check_claimed(act, err, sizeof(err)) < 0)
+		log_fatal("%s", err);
+	activation_free(act);
 	if (cfg->metrics_listen) {
 		d.metrics = metrics_new(d.base, cfg->metrics_listen, d.srv, err, sizeof(err));
 		if (!d.metrics)
@@ -329,10 +350,12 @@ int main(int argc, char **argv)
 	d.running = cfg; /* the server holds its own reference to the current file */
 	if (pid_file && pidfile_write(pid_file, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
-	sd_notify_ready("serving");
+	d.status = status_new(d.base, d.srv);
+	notify_ready(&d);
 
 	event_base_dispatch(d.base);
 
+	status_free(d.status);
 	metrics_free(d.metrics);
 	server_free(d.srv);
 	store_free(d.store); /* answers anything still waiting; frees those clients */

@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "activation.h"
 #include "clients.h"
 #include "cmd.h"
 #include "config.h"
@@ -117,7 +119,7 @@ static void close_listeners(struct server *srv)
 }
 
 struct server *server_new(struct event_base *base, struct config *cfg, struct store *store,
-			  char *err, size_t errlen)
+			  struct activation *act, char *err, size_t errlen)
 {
 	struct server *srv = calloc(1, sizeof(*srv));
 	if (!srv) {
@@ -152,7 +154,16 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 		p->cp.admin = cl->admin;
 		p->cp.protocol = cl->protocol;
 		p->cp.http = cl->http;
-		p->l = listener_new(base, cl->address, cl->mode, accept_cb, p, err, errlen);
+		int fd = activation_claim(act, cl->address, cl->name);
+		if (fd >= 0) {
+			p->l = listener_new_fd(base, fd, cl->address, accept_cb, p, err, errlen);
+			if (!p->l)
+				close(fd);
+			else
+				log_info("listen %s: the socket systemd passed", cl->address);
+		} else {
+			p->l = listener_new(base, cl->address, cl->mode, accept_cb, p, err, errlen);
+		}
 		if (!p->l) {
 			server_free(srv);
 			return NULL;

@@ -12,10 +12,13 @@ struct config;
 struct store;
 struct local;
 struct server;
+struct activation;
 
-/* Binds every listen address of cfg (takes a reference). NULL with err on failure. */
+/* Binds every listen address of cfg (takes a reference), or takes the
+ * socket systemd passed for it from act (NULL: none). NULL with err on
+ * failure. */
 struct server *server_new(struct event_base *base, struct config *cfg, struct store *store,
-			  char *err, size_t errlen);
+			  struct activation *act, char *err, size_t errlen);
 /* Swaps in a new snapshot (takes a reference, drops the old one). */
 void server_set_config(struct server *srv, struct config *cfg);
 struct config *server_config(const struct server *srv);

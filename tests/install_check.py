@@ -51,6 +51,7 @@ class InstallTest(unittest.TestCase):
         out.update(os.path.join(ARGS.docdir, d) for d in docs)
         if ARGS.unitdir != "no":
             out.add(os.path.join(ARGS.unitdir, "ratelimitd.service"))
+            out.add(os.path.join(ARGS.unitdir, "ratelimitd.socket"))
         if ARGS.mandir != "no":
             out.update(os.path.join(ARGS.mandir, "man" + page[-1], page)
                        for page in ("ratelimitd.8", "ratelimitd.yaml.5", "ratelimitctl.1",
@@ -112,7 +113,8 @@ class InstallTest(unittest.TestCase):
         self.assertEqual(self.unit_lines("ExecReload")[0], "%s -t -c %s" % (binary, ARGS.config))
         if shutil.which("systemd-analyze"):
             unit = under(self.root, os.path.join(ARGS.unitdir, "ratelimitd.service"))
-            r = subprocess.run(["bash", ARGS.verify, unit, under(self.root, binary)],
+            socket_unit = under(self.root, os.path.join(ARGS.unitdir, "ratelimitd.socket"))
+            r = subprocess.run(["bash", ARGS.verify, unit, under(self.root, binary), socket_unit],
                                capture_output=True, text=True, timeout=60)
             self.assertEqual(r.returncode, 0, "systemd-analyze verify:\n%s%s"
                              % (r.stdout, r.stderr))
