@@ -97,16 +97,20 @@ int activation_check_claimed(const struct activation *a, char *err, size_t errle
 			int port = 0;
 			const void *ip = NULL;
 			if (p->addr.ss_family == AF_INET) {
-				ip = &((const struct sockaddr_in *)(const void *)&p->addr)->sin_addr;
-				port = ntohs(((const struct sockaddr_in *)(const void *)&p->addr)->sin_port);
+				ip = &((const struct sockaddr_in *)(const void *)&p->addr)
+					      ->sin_addr;
+				port = ntohs(((const struct sockaddr_in *)(const void *)&p->addr)
+						     ->sin_port);
 			} else if (p->addr.ss_family == AF_INET6) {
-				ip = &((const struct sockaddr_in6 *)(const void *)&p->addr)->sin6_addr;
-				port = ntohs(
-					((const struct sockaddr_in6 *)(const void *)&p->addr)->sin6_port);
+				ip = &((const struct sockaddr_in6 *)(const void *)&p->addr)
+					      ->sin6_addr;
+				port = ntohs(((const struct sockaddr_in6 *)(const void *)&p->addr)
+						     ->sin6_port);
 			}
 			if (ip && evutil_inet_ntop(p->addr.ss_family, ip, host, sizeof(host)))
-				snprintf(where, sizeof(where), p->addr.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d",
-					 host, port);
+				snprintf(where, sizeof(where),
+					 p->addr.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host,
+					 port);
 		}
 		snprintf(err, errlen,
 			 "socket activation: the socket named %s (%s) matches no listen entry: add "

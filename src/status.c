@@ -88,8 +88,8 @@ static void watchdog_cb(evutil_socket_t fd, short what, void *arg)
 	sd_notify_watchdog();
 }
 
-static int add_persist(struct event_base *base, struct event **ev, event_callback_fn fn,
-		       void *arg, unsigned long long usec)
+static int add_persist(struct event_base *base, struct event **ev, event_callback_fn fn, void *arg,
+		       unsigned long long usec)
 {
 	*ev = event_new(base, -1, EV_PERSIST, fn, arg);
 	struct timeval tv = {.tv_sec = (time_t)(usec / 1000000), .tv_usec = (long)(usec % 1000000)};
