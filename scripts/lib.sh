@@ -8,10 +8,13 @@ RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 # Extra packages for the test suite (systemd-analyze comes with systemd;
 # python3-redis is redis-py, a real client of the RESP tests; nginx-light
 # (with auth_request) and caddy are the proxies of the forward-auth tests;
-# python3-grpcio and python3-protobuf the gRPC client of it-grpc, and
-# nghttp2-client's h2load scripts/bench's gRPC load).
+# python3-grpcio and python3-protobuf the gRPC client of it-grpc,
+# nghttp2-client's h2load scripts/bench's gRPC load; gnuplot-nox draws
+# the figures of docs/ and graphviz's dot the architecture diagram, with
+# scripts/plots, whose --check the suite runs).
 RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
-	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client"
+	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client
+	gnuplot-nox graphviz"
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.

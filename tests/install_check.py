@@ -42,6 +42,7 @@ class InstallTest(unittest.TestCase):
         docs = ["README.md", "NEWS.md", "proto/protocol.md", "proto/grpc.md"] + [
             os.path.relpath(p, ARGS.srcdir)
             for p in glob.glob(os.path.join(ARGS.srcdir, "docs", "*.md")) +
+            glob.glob(os.path.join(ARGS.srcdir, "docs", "*.svg")) +
             glob.glob(os.path.join(ARGS.srcdir, "proto", "grpc", "**", "*.proto"),
                       recursive=True)]
         out = {os.path.join(ARGS.sbindir, "ratelimitd"), ARGS.config,

@@ -573,5 +573,93 @@ class ParserTest(unittest.TestCase):
         self.assertEqual(transcript_steps(b)[2][1], "closed")
 
 
+def markdown_files():
+    """Every markdown file of the repository that git knows (or, outside a
+    checkout, under the usual directories)."""
+    r = subprocess.run(["git", "-C", SRCDIR, "ls-files", "*.md"], capture_output=True,
+                       text=True)
+    names = r.stdout.split() if r.returncode == 0 else []
+    if not names:
+        for d in ("", "docs", "proto", "bench", "man"):
+            if os.path.isdir(os.path.join(SRCDIR, d)):
+                names += [os.path.join(d, f) for f in os.listdir(os.path.join(SRCDIR, d))
+                          if f.endswith(".md")]
+    return sorted(n for n in names if not n.startswith(("build", "tests/node/node_modules")))
+
+
+def images(text):
+    """(alt, target) of every image of a markdown text: ![alt](target) and
+    <img src="target" alt="alt">."""
+    out = [(alt, target.split()[0]) for alt, target in
+           re.findall(r"!\[([^\]]*)\]\(([^)]+)\)", text)]
+    for tag in re.findall(r"<img\b[^>]*>", text):
+        src = re.search(r'src="([^"]*)"', tag)
+        alt = re.search(r'alt="([^"]*)"', tag)
+        out.append((alt.group(1) if alt else "", src.group(1) if src else ""))
+    return out
+
+
+def diagram_modules():
+    """The src/*.c files docs/architecture.dot names (its labels' "x.c"
+    words; comments left out)."""
+    with open(os.path.join(SRCDIR, "docs", "architecture.dot")) as f:
+        dot = re.sub(r"(?m)^\s*//.*$", "", f.read()).replace("\\n", " ")
+    return sorted(set(re.findall(r"\b([a-z_]+)\.c\b", dot)))
+
+
+class FiguresTest(unittest.TestCase):
+    """The figures of docs/ (scripts/plots draws them): every image a doc
+    shows exists and says in words what it shows, and the architecture
+    diagram names only modules that exist, as its committed SVG does."""
+
+    def test_images_exist(self):
+        seen = 0
+        for name in markdown_files():
+            with open(os.path.join(SRCDIR, name)) as f:
+                text = f.read()
+            for alt, target in images(text):
+                seen += 1
+                self.assertNotRegex(target, r"^[a-z]+://", "%s: %s is not in the repository"
+                                    % (name, target))
+                path = os.path.normpath(os.path.join(SRCDIR, os.path.dirname(name),
+                                                     target.split("#")[0]))
+                self.assertTrue(os.path.isfile(path), "%s shows %s: no such file" % (name, target))
+                self.assertGreaterEqual(len(alt.split()), 3,
+                                        "%s: %s needs alt text that says what it shows"
+                                        % (name, target))
+        # README, architecture.md, performance.md (2) and algorithms.md
+        self.assertGreaterEqual(seen, 5, "the images of the docs were not found")
+
+    def test_diagram_modules_exist(self):
+        names = diagram_modules()
+        self.assertGreaterEqual(len(names), 20, names)
+        with open(os.path.join(SRCDIR, "docs", "architecture.svg")) as f:
+            svg = f.read()
+        for n in names:
+            self.assertTrue(os.path.isfile(os.path.join(SRCDIR, "src", n + ".c")),
+                            "docs/architecture.dot names %s.c, which src/ does not have" % n)
+            self.assertRegex(svg, r"(?<![a-z_])%s\.c\b" % n,
+                             "docs/architecture.svg does not show %s.c: scripts/plots "
+                             "architecture redraws it from docs/architecture.dot" % n)
+
+    def test_load_figures_data(self):
+        """The load figures' data is kept beside them, a sweep of 2 or more
+        offered rates with both targets."""
+        with open(os.path.join(SRCDIR, "docs", "figures", "load.csv")) as f:
+            rows = [ln.rstrip("\n").split(",") for ln in f]
+        head = rows[0]
+        sweep = [dict(zip(head, r)) for r in rows[1:]
+                 if dict(zip(head, r)).get("targets") == "both" and float(r[head.index("rate")]) > 0]
+        self.assertGreaterEqual(len(sweep), 2, rows)
+        for r in sweep:
+            self.assertGreater(float(r["daemon_dps"]), 0, r)
+            self.assertGreater(float(r["direct_dps"]), 0, r)
+
+    def test_helpers(self):
+        self.assertEqual(images('![a b c](x.svg) <img src="y.png" alt="d e f">'),
+                         [("a b c", "x.svg"), ("d e f", "y.png")])
+        self.assertEqual(images('![](z.svg "title")'), [("", "z.svg")])
+
+
 if __name__ == "__main__":
     unittest.main()
