@@ -363,6 +363,18 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
 	return 0;
 }
 
+/* A body that will not be read: its memory back, the stream marked so the
+ * rest of it is dropped and the call answered with an error at its end. */
+static void drop_body(struct grpc_stream *st)
+{
+	st->too_big = 1;
+	st->s->buffered -= st->cap;
+	if (st->body != st->body_inline)
+		free(st->body);
+	st->body = NULL;
+	st->len = st->cap = 0;
+}
+
 static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_id, const uint8_t *data,
 			 size_t len, void *user_data)
 {
@@ -374,12 +386,7 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_id, 
 	struct grpc_session *s = st->s;
 	if (st->len + len > GRPC_MAX_MESSAGE + GRPC_PREFIX_LEN ||
 	    s->buffered + len > GRPC_MAX_BUFFERED) {
-		st->too_big = 1; /* answered at the end of the stream; the rest is dropped */
-		s->buffered -= st->cap;
-		if (st->body != st->body_inline)
-			free(st->body);
-		st->body = NULL;
-		st->len = st->cap = 0;
+		drop_body(st); /* answered at the end of the stream; the rest is dropped */
 		return 0;
 	}
 	if (!st->body && st->len + len <= sizeof(st->body_inline)) {
@@ -394,13 +401,7 @@ static int on_data_chunk(nghttp2_session *h2, uint8_t flags, int32_t stream_id, 
 			cap *= 2;
 		uint8_t *b = st->body == st->body_inline ? malloc(cap) : realloc(st->body, cap);
 		if (!b) {
-			/* answered RESOURCE_EXHAUSTED at the end of the stream */
-			st->too_big = 1;
-			s->buffered -= st->cap;
-			if (st->body != st->body_inline)
-				free(st->body);
-			st->body = NULL;
-			st->len = st->cap = 0;
+			drop_body(st); /* answered RESOURCE_EXHAUSTED at the end of the stream */
 			return 0;
 		}
 		if (st->body == st->body_inline)
