@@ -167,6 +167,8 @@ class PackageTest(unittest.TestCase):
         for lib in LIBRARIES:
             self.assertTrue([d for d in depends if d.startswith(lib)],
                             "%s not in Depends: %s" % (lib, depends))
+        # /bin/kill, for the unit's ExecReload=
+        self.assertIn("procps", depends)
         self.assertIn("redis-server", field("Recommends"))
 
         ctl = os.path.join(self.tmp, "control")
