@@ -5,6 +5,11 @@ RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 	libevent-dev libhiredis-dev libyaml-dev libsystemd-dev check
 	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler scdoc
 	redis-server redis-tools netcat-openbsd"
+# What scripts/package needs to build and check the Debian package (no
+# fakeroot: debian/control says Rules-Requires-Root: no). The test suite
+# builds the package too (tests/package_check.py), so these are test
+# packages as well.
+RL_DEB_PACKAGES="debhelper dpkg-dev lintian"
 # Extra packages for the test suite (systemd-analyze comes with systemd;
 # python3-redis is redis-py, a real client of the RESP tests; nginx-light
 # (with auth_request) and caddy are the proxies of the forward-auth tests;
@@ -14,7 +19,7 @@ RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 # scripts/plots, whose --check the suite runs).
 RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
 	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client
-	gnuplot-nox graphviz"
+	gnuplot-nox graphviz $RL_DEB_PACKAGES"
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.

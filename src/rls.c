@@ -114,7 +114,7 @@ static size_t descriptor_user(const RlsDescriptor *d, char *out)
 		}
 	size_t keep = KEYS_USER_MAX - 18;
 	memcpy(out, whole, keep);
-	snprintf(out + keep, 19, "#%016llx", (unsigned long long)h);
+	snprintf(out + keep, KEYS_USER_MAX - keep, "#%016llx", (unsigned long long)h);
 	return keep + 17;
 }
 
