@@ -261,7 +261,8 @@ exec chroot "$m" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 "$@"
         unit = self.ok("cat", "/lib/systemd/system/ratelimitd.service")
         start = [ln.split("=", 1)[1].split() for ln in unit.splitlines()
                  if ln.startswith("ExecStart=")]
-        self.assertEqual(start, [["/usr/sbin/ratelimitd", "-c", CONFIG]])
+        self.assertEqual(start, [["/usr/sbin/ratelimitd", "-c", CONFIG,
+                                  "-p", "/run/ratelimitd/ratelimitd.pid"]])
         reload = [ln.split("=", 1)[1].split() for ln in unit.splitlines()
                   if ln.startswith("ExecReload=")]
         self.assertEqual(reload[0], ["/usr/sbin/ratelimitd", "-t", "-c", CONFIG])
@@ -275,7 +276,8 @@ exec chroot "$m" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 "$@"
             with open(VERIFY) as f:
                 verify = f.read()
             r = self.container("bash", "-c", verify, "systemd_verify.sh",
-                               "/lib/systemd/system/ratelimitd.service", "/usr/sbin/ratelimitd")
+                               "/lib/systemd/system/ratelimitd.service", "/usr/sbin/ratelimitd",
+                               "/lib/systemd/system/ratelimitd.socket")
             self.assertEqual(r.returncode, 0, "systemd-analyze verify:\n" + r.stdout + r.stderr)
         else:
             # a base without systemd: on this host, the binary from the package
@@ -292,8 +294,15 @@ exec chroot "$m" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 "$@"
         self.assertEqual(self.ok("/usr/sbin/ratelimitd", "-t", "-c", CONFIG),
                          "configuration OK\n")
         self.assertIn("(default %s)" % CONFIG, self.ok("/usr/sbin/ratelimitd", "--help"))
+        # the operator's client checks it the same way
+        self.assertEqual(self.ok("/usr/bin/ratelimitctl", "check-config", CONFIG),
+                         "configuration OK\n")
+        self.assertTrue(self.exists("/lib/systemd/system/ratelimitd.socket"))
+        self.assertTrue(self.exists("/usr/share/bash-completion/completions/ratelimitctl"))
         for page in ("/usr/share/man/man8/ratelimitd.8.gz",
-                     "/usr/share/man/man5/ratelimitd.yaml.5.gz"):
+                     "/usr/share/man/man5/ratelimitd.yaml.5.gz",
+                     "/usr/share/man/man1/ratelimitctl.1.gz",
+                     "/usr/share/man/man1/ratelimit-bench.1.gz"):
             self.assertTrue(self.exists(page), page)
             self.assertIn(".TH", self.ok("sh", "-c", "zcat " + page))
         # every file of the package is where dpkg says
