@@ -42,8 +42,12 @@ class MetricsTest(DaemonTest):
         wait_until(lambda: self.redis.call("PUBSUB", "NUMSUB", "rl:reset")[1] >= 1, 5,
                    what="the daemon's RESET subscription")
         m0 = scrape(self.mport)
-        self.assertEqual(m0['ratelimitd_build_info{version="%s"}'
-                            % run_cli(["-V"]).stdout.split()[1]], 1)
+        info = [k for k in m0 if k.startswith("ratelimitd_build_info{")]
+        self.assertEqual(len(info), 1, info)
+        self.assertTrue(info[0].startswith('ratelimitd_build_info{version="%s",libevent="2.'
+                                           % run_cli(["-V"]).stdout.split()[1]), info)
+        self.assertIn(',hiredis="0.14.', info[0])
+        self.assertEqual(m0[info[0]], 1)
         self.assertEqual(m0["ratelimitd_redis_up"], 1)
         self.assertEqual(m0["ratelimitd_redis_connections"], 2)
         self.assertEqual(m0["ratelimitd_redis_connections_up"], 2)
