@@ -2,6 +2,7 @@
 the daemon answered, /health follows Redis, reloads are counted, and the
 endpoint stays calm with bad HTTP."""
 
+import re
 import signal
 import socket
 import subprocess
@@ -11,6 +12,34 @@ import unittest
 from harness import (DAEMON, SLOW, DaemonTest, free_port, http_get, make_config, parse_decision,
                      run_cli, wait_until)
 from harness import scrape_metrics as scrape
+
+def buckets(m, name):
+    """[(le, cumulative count)] of histogram `name` ('family{label="x"}' or
+    'family'), in the scrape's order, +Inf last."""
+    fam, _, label = name.partition("{")
+    label = label.rstrip("}")
+    out = []
+    for k, v in m.items():
+        mo = re.match(r'^%s_bucket\{(.*?),?le="([^"]+)"\}$' % re.escape(fam), k)
+        if mo and mo.group(1) == label:
+            out.append((float(mo.group(2)), v))
+    return out
+
+
+def series(m, name, suffix):
+    fam, brace, label = name.partition("{")
+    return m[fam + suffix + brace + label]
+
+
+def check_histogram(test, m, name):
+    """Buckets cumulative, ascending, +Inf equal to _count."""
+    b = buckets(m, name)
+    test.assertGreaterEqual(len(b), 8, name)
+    test.assertEqual([le for le, _ in b], sorted(le for le, _ in b), name)
+    test.assertEqual(b[-1][0], float("inf"), name)
+    test.assertTrue(all(b[i][1] <= b[i + 1][1] for i in range(len(b) - 1)), (name, b))
+    test.assertEqual(b[-1][1], series(m, name, "_count"), name)
+
 
 def decisions(m, result, source):
     return m['ratelimitd_decisions_total{result="%s",source="%s"}' % (result, source)]
@@ -101,6 +130,19 @@ class MetricsTest(DaemonTest):
         self.assertEqual(m["ratelimitd_store_pending"], 0)
         for reason in ("timeout", "unavailable", "overload", "failed"):
             self.assertEqual(m['ratelimitd_store_errors_total{reason="%s"}' % reason], 0)
+        # every decision answered over the line protocol is timed, errors are not
+        self.assertEqual(delta('ratelimitd_decision_duration_seconds_count{protocol="line"}'), 8)
+        for other in ("resp", "http", "grpc"):
+            self.assertEqual(
+                m['ratelimitd_decision_duration_seconds_count{protocol="%s"}' % other], 0)
+        # Redis got 3 ALLOWs, the PEEK and the RESET; the cached denials never went
+        self.assertEqual(delta("ratelimitd_store_batch_size_sum"), 5)
+        self.assertGreaterEqual(delta("ratelimitd_store_batch_size_count"), 3)
+        self.assertEqual(delta("ratelimitd_store_round_trip_seconds_count"),
+                         delta("ratelimitd_store_batch_size_count"))
+        for name in ('ratelimitd_decision_duration_seconds{protocol="line"}',
+                     "ratelimitd_store_round_trip_seconds", "ratelimitd_store_batch_size"):
+            check_histogram(self, m, name)
 
     def test_names_policies_never_users_or_secrets(self):
         # docs/security.md: action names of the configuration are labels;
