@@ -45,8 +45,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct process_stat again;
 		int tail_ok = memchr(data, '\n', size) == NULL;
 		if (tail_ok) {
-			check(process_parse_stat(more, size + 7, &again) == 0, "more fields refused");
-			check(memcmp(&st, &again, sizeof(st)) == 0, "more fields changed the values");
+			check(process_parse_stat(more, size + 7, &again) == 0,
+			      "more fields refused");
+			check(memcmp(&st, &again, sizeof(st)) == 0,
+			      "more fields changed the values");
 		}
 		if (!memchr(data, '\0', size)) {
 			memcpy(more, data, size);
