@@ -14,12 +14,14 @@ RL_DEB_PACKAGES="debhelper dpkg-dev lintian"
 # python3-redis is redis-py, a real client of the RESP tests; nginx-light
 # (with auth_request) and caddy are the proxies of the forward-auth tests;
 # python3-grpcio and python3-protobuf the gRPC client of it-grpc,
-# nghttp2-client's h2load scripts/bench's gRPC load; gnuplot-nox draws
+# nghttp2-client's h2load scripts/bench's gRPC load; prometheus (with
+# promtool) checks /metrics, scrapes the daemon and checks docs/alerts.yml in
+# it-metrics, which reads that file with python3-yaml; gnuplot-nox draws
 # the figures of docs/ and graphviz's dot the architecture diagram, with
 # scripts/plots, whose --check the suite runs).
 RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
-	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client
-	gnuplot-nox graphviz $RL_DEB_PACKAGES"
+	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client prometheus
+	python3-yaml gnuplot-nox graphviz $RL_DEB_PACKAGES"
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.

@@ -25,6 +25,10 @@ static void finish(struct cmd_slot *slot)
 {
 	struct config *cfg = slot->cfg;
 	slot->cfg = NULL;
+	/* only cmd_execute's requests get a decision: parsed_us is theirs */
+	if (slot->res.kind == CMD_REPLY_DECISION)
+		stats_observe_decision((enum stats_front)slot->front,
+				       clock_mono_us() - slot->parsed_us);
 	slot->complete(slot);
 	if (cfg)
 		config_unref(cfg);
@@ -325,6 +329,7 @@ static void live_command(struct config *cfg, const struct cmd_env *env,
 void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		 int admin, struct cmd_slot *slot)
 {
+	slot->parsed_us = clock_mono_us();
 	slot->cfg = NULL;
 	slot->multi = NULL;
 	slot->overridden = 0;
@@ -422,7 +427,7 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	slot->policy = p;
 	slot->op = op;
 	slot->deny = NULL;
-	slot->sent_us = clock_mono_us();
+	slot->sent_us = slot->parsed_us; /* submit runs inside cmd_execute */
 	slot->from_memory = store_local(env->store);
 	shadow_setup(slot, cfg, op, p, pc);
 	/* Redis failing, the local fallback decides on what Redis would have */

@@ -190,6 +190,10 @@ struct cmd_slot {
 	int overridden;	  /* policy is an override's limits */
 	int shadow;	  /* answer a denial ALLOWED (shadow mode) */
 	int names_policy; /* fill res.action and res.window_ms (set by the caller) */
+	/* the front end that parsed the request (enum stats_front, set by the
+	 * caller), and when cmd_execute took it: its decision's latency */
+	int front;
+	uint64_t parsed_us;
 	/* CMD_THROTTLE's policy, built from the request; or an override's
 	 * limits, copied: a run-time one may change while the store decides */
 	struct policy policy_copy;

@@ -32,6 +32,7 @@
 #include "proto_http.h"
 #include "proto_line.h"
 #include "proto_resp.h"
+#include "stats.h"
 
 /* Requests parsed and not yet written back. */
 #define MAX_PENDING 1024
@@ -590,6 +591,9 @@ static void process_input(struct conn *c)
 		}
 		p->slot.res.tag = got.tag;
 		p->slot.names_policy = c->proto->names_policy;
+		p->slot.front = c->proto == &proto_resp	  ? STATS_FRONT_RESP
+				: c->proto == &proto_http ? STATS_FRONT_HTTP
+							  : STATS_FRONT_LINE;
 		p->slot.res.close_after = got.close_after;
 		if (got.close_after)
 			c->closing = 1; /* nothing after it is read */

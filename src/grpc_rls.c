@@ -84,6 +84,7 @@ static void rls_start(struct grpc_call *call)
 	rls_request(&rc->plan, &req);
 	req.timeout_ms = call->timeout_ms;
 	rc->slot.complete = rls_complete;
+	rc->slot.front = STATS_FRONT_GRPC;
 	rc->slot.cfg = NULL;
 	rc->slot.res.item = NULL;
 	cmd_execute(call->cfg, call->env, &req, call->admin, &rc->slot);

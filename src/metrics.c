@@ -11,6 +11,8 @@
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
+#include <hiredis/hiredis.h>
+#include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +21,11 @@
 #include "addr.h"
 #include "config.h"
 #include "envoy_rules.h"
+#include "hist.h"
 #include "listener.h"
 #include "local.h"
 #include "log.h"
+#include "process.h"
 #include "proto.h"
 #include "server.h"
 #include "stats.h"
@@ -61,6 +65,62 @@ static void put_action(struct evbuffer *b, const struct policy *p, const struct 
 	}
 }
 
+/*
+ * One histogram's series: its cumulative buckets, +Inf, sum and count.
+ * label: "" or one name="value" pair shared by every series.
+ */
+static void put_hist(struct evbuffer *b, const char *name, const char *label, const struct hist *h,
+		     const struct hist_bounds *bd)
+{
+	char text[HIST_TEXT_MAX];
+	const char *sep = label[0] ? "," : "";
+	uint64_t cum = 0;
+	for (size_t i = 0; i < bd->n; i++) {
+		cum += h->bucket[i];
+		hist_format(text, bd->le[i], bd->scale);
+		evbuffer_add_printf(b, "%s_bucket{%s%sle=\"%s\"} %llu\n", name, label, sep, text,
+				    (unsigned long long)cum);
+	}
+	evbuffer_add_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep,
+			    (unsigned long long)h->count);
+	hist_format(text, h->sum, bd->scale);
+	const char *open = label[0] ? "{" : "", *close = label[0] ? "}" : "";
+	evbuffer_add_printf(b, "%s_sum%s%s%s %s\n", name, open, label, close, text);
+	evbuffer_add_printf(b, "%s_count%s%s%s %llu\n", name, open, label, close,
+			    (unsigned long long)h->count);
+}
+
+/* The standard process_* families, as Prometheus's client libraries name
+ * them; read now (a scrape is seldom), never on a request's path. */
+static void put_process(struct evbuffer *b)
+{
+	struct process_info pi;
+	process_read(&pi);
+	if (pi.have_stat) {
+		family(b, "process_cpu_seconds_total", "counter",
+		       "User and system CPU time spent, in seconds.");
+		evbuffer_add_printf(b, "process_cpu_seconds_total %.2f\n", pi.cpu_seconds);
+		family(b, "process_resident_memory_bytes", "gauge", "Resident memory, in bytes.");
+		evbuffer_add_printf(b, "process_resident_memory_bytes %llu\n",
+				    (unsigned long long)pi.resident_bytes);
+		family(b, "process_virtual_memory_bytes", "gauge", "Virtual memory, in bytes.");
+		evbuffer_add_printf(b, "process_virtual_memory_bytes %llu\n",
+				    (unsigned long long)pi.virtual_bytes);
+	}
+	if (pi.open_fds >= 0) {
+		family(b, "process_open_fds", "gauge", "Open file descriptors.");
+		evbuffer_add_printf(b, "process_open_fds %ld\n", pi.open_fds);
+	}
+	if (pi.max_fds >= 0) {
+		family(b, "process_max_fds", "gauge",
+		       "The most file descriptors the process may open (RLIMIT_NOFILE).");
+		evbuffer_add_printf(b, "process_max_fds %ld\n", pi.max_fds);
+	}
+	family(b, "process_start_time_seconds", "gauge",
+	       "When the process started, in seconds since the epoch.");
+	evbuffer_add_printf(b, "process_start_time_seconds %.3f\n", stats.start_time);
+}
+
 static void render(struct metrics *m, struct evbuffer *b)
 {
 	const struct config *cfg = server_config(m->srv);
@@ -68,11 +128,21 @@ static void render(struct metrics *m, struct evbuffer *b)
 	struct store_health h;
 	store_health(store, &h);
 
-	evbuffer_add_printf(b,
-			    "# HELP ratelimitd_build_info The running version.\n"
-			    "# TYPE ratelimitd_build_info gauge\n"
-			    "ratelimitd_build_info{version=\"%s\"} 1\n",
-			    RATELIMITD_VERSION);
+	family(b, "ratelimitd_build_info", "gauge",
+	       "The running version, and the versions of the libraries it runs with; always 1.");
+	evbuffer_add_printf(
+		b,
+		"ratelimitd_build_info{version=\"%s\",libevent=\"%s\",hiredis=\"%d.%d.%d\","
+		"nghttp2=\"%s\",systemd=\"%s\"} 1\n",
+		RATELIMITD_VERSION, event_get_version(), HIREDIS_MAJOR, HIREDIS_MINOR,
+		HIREDIS_PATCH, nghttp2_version(0)->version_str,
+#ifdef HAVE_SYSTEMD
+		"yes"
+#else
+		"no"
+#endif
+	);
+	put_process(b);
 	family(b, "ratelimitd_start_time_seconds", "gauge",
 	       "When the daemon started, in seconds since the epoch.");
 	evbuffer_add_printf(b, "ratelimitd_start_time_seconds %.3f\n", stats.start_time);
@@ -164,6 +234,28 @@ static void render(struct metrics *m, struct evbuffer *b)
 
 	family(b, "ratelimitd_store_pending", "gauge", "Requests waiting on Redis now.");
 	evbuffer_add_printf(b, "ratelimitd_store_pending %zu\n", store_pending(store));
+	family(b, "ratelimitd_deny_cache_entries", "gauge",
+	       "Denials the local deny cache holds now (its hits: ratelimitd_decisions_total"
+	       "{source=\"cache\"}).");
+	evbuffer_add_printf(b, "ratelimitd_deny_cache_entries %zu\n", server_deny_entries(m->srv));
+
+	family(b, "ratelimitd_decision_duration_seconds", "histogram",
+	       "Decisions (ALLOW, PEEK, MALLOW, MPEEK, CL.THROTTLE, gRPC ShouldRateLimit), from "
+	       "the request parsed to its answer ready to write, by front end.");
+	for (int f = 0; f < STATS_FRONT_N; f++) {
+		char label[32];
+		snprintf(label, sizeof(label), "protocol=\"%s\"",
+			 stats_front_name((enum stats_front)f));
+		put_hist(b, "ratelimitd_decision_duration_seconds", label, &stats.decision_us[f],
+			 &stats_latency_bounds);
+	}
+	family(b, "ratelimitd_store_round_trip_seconds", "histogram",
+	       "Calls to Redis (a batch of decisions, or one), from sent to their reply read.");
+	put_hist(b, "ratelimitd_store_round_trip_seconds", "", &stats.store_rtt_us,
+		 &stats_latency_bounds);
+	family(b, "ratelimitd_store_batch_size", "histogram",
+	       "Requests per call sent to Redis (requests of one event loop turn go together).");
+	put_hist(b, "ratelimitd_store_batch_size", "", &stats.batch_size, &stats_batch_bounds);
 	family(b, "ratelimitd_redis_up", "gauge",
 	       "1 while at least one connection to Redis answers, else 0.");
 	evbuffer_add_printf(b, "ratelimitd_redis_up %d\n", h.conns_up > 0);

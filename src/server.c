@@ -67,6 +67,11 @@ size_t server_noverrides(const struct server *srv)
 	return override_live_count(srv->env.live);
 }
 
+size_t server_deny_entries(const struct server *srv)
+{
+	return srv->env.deny ? denycache_size(srv->env.deny) : 0;
+}
+
 /* A RESET made through any daemon: our cached denials for that pair are
  * wrong now. Or a run-time override changed: read it again, and its pair's
  * cached denials were decided under other limits. */

@@ -31,6 +31,8 @@ void server_drain(struct server *srv, void (*done)(void *arg), void *arg);
 size_t server_nclients(const struct server *srv);
 /* Run-time overrides in force (override_live.h). */
 size_t server_noverrides(const struct server *srv);
+/* Denials the local deny cache holds now (0 without one). */
+size_t server_deny_entries(const struct server *srv);
 void server_free(struct server *srv);
 
 #endif

@@ -12,6 +12,16 @@ _Static_assert(STATS_ACTIONS_MAX >= CONFIG_POLICIES_MAX, "a whole file is counte
 
 struct stats stats;
 
+/* Decision latency and Redis round trips: the local deny cache answers in
+ * microseconds, a Redis nearby in a few hundred, redis.timeout (default
+ * 1 s in the example) bounds the rest. */
+const struct hist_bounds stats_latency_bounds = {14,
+						 6,
+						 {50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000,
+						  50000, 100000, 250000, 500000, 1000000}};
+/* Up to store_redis.c's MAX_BATCH (64) requests in one call. */
+const struct hist_bounds stats_batch_bounds = {7, 0, {1, 2, 4, 8, 16, 32, 64}};
+
 /*
  * Per-action counters: an open-addressing table by name that only grows
  * (a policy removed by a reload keeps its counts should it come back), and
@@ -144,6 +154,24 @@ void stats_count_error(enum cmd_error e)
 {
 	if ((unsigned)e < CMD_ERR_N)
 		stats.errors[e]++;
+}
+
+void stats_observe_decision(enum stats_front f, uint64_t us)
+{
+	if ((unsigned)f < STATS_FRONT_N)
+		hist_observe(&stats.decision_us[f], &stats_latency_bounds, us);
+}
+
+static const char *const front_names[STATS_FRONT_N] = {
+	[STATS_FRONT_LINE] = "line",
+	[STATS_FRONT_RESP] = "resp",
+	[STATS_FRONT_HTTP] = "http",
+	[STATS_FRONT_GRPC] = "grpc",
+};
+
+const char *stats_front_name(enum stats_front f)
+{
+	return (unsigned)f < STATS_FRONT_N ? front_names[f] : "other";
 }
 
 static const char *const from_names[STATS_FROM_N] = {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "cmd.h"
+#include "hist.h"
 #include "policy.h"
 #include "store.h"
 
@@ -26,6 +27,15 @@ enum stats_from {
 };
 
 #define STATS_STORE_STATUS_N (STORE_FAILED + 1)
+
+/* The front end a request came through: its decision latency's label. */
+enum stats_front {
+	STATS_FRONT_LINE,
+	STATS_FRONT_RESP,
+	STATS_FRONT_HTTP,
+	STATS_FRONT_GRPC,
+	STATS_FRONT_N
+};
 
 struct stats {
 	unsigned long long requests[CMD_VERB_N]; /* parsed requests, by verb */
@@ -50,7 +60,17 @@ struct stats {
 	int restart_pending;	 /* the file changes keys only a restart applies */
 	double start_time;	 /* wall clock, seconds since the epoch */
 	double last_reload_time; /* last successful load (start-up counts) */
+	/* decisions (any answer of ALLOW, PEEK, MALLOW, MPEEK, CL.THROTTLE):
+	 * from the parse to the answer being ready, in microseconds, by front end */
+	struct hist decision_us[STATS_FRONT_N];
+	/* calls to Redis: from sending one to reading its reply, in microseconds */
+	struct hist store_rtt_us;
+	/* requests per call sent to Redis (a pipelined batch) */
+	struct hist batch_size;
 };
+
+/* 50 us to 1 s (in microseconds, shown as seconds); and 1 to 64 requests. */
+extern const struct hist_bounds stats_latency_bounds, stats_batch_bounds;
 
 extern struct stats stats;
 
@@ -83,6 +103,9 @@ const struct stats_action *stats_action_find(const char *name, size_t len);
 void stats_free(void);
 
 void stats_count_error(enum cmd_error e);
+/* A decision answered us microseconds after its request was parsed. */
+void stats_observe_decision(enum stats_front f, uint64_t us);
+const char *stats_front_name(enum stats_front f);
 const char *stats_from_name(enum stats_from f);
 
 #endif

@@ -33,6 +33,7 @@
 #include "policy.h"
 #include "redis_conn.h"
 #include "redis_script.h"
+#include "stats.h"
 #include "store.h"
 #include "store_reply.h"
 
@@ -347,6 +348,7 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	    redisAsyncFormattedCommand(rc->c.ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
 		return -1;
 	b->sent_us = clock_mono_us();
+	hist_observe(&stats.batch_size, &stats_batch_bounds, (uint64_t)b->n);
 	if (rc->c.inflight == 0)
 		rc->c.busy_since_us = b->sent_us;
 	rc->c.inflight += (unsigned)b->n;
@@ -508,7 +510,8 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	rc->decided = 1;
 	uint64_t prev_rx = rc->c.last_rx_us;
-	redis_conn_verified(&rc->c);
+	redis_conn_verified(&rc->c); /* reads the clock: last_rx_us is now */
+	hist_observe(&stats.store_rtt_us, &stats_latency_bounds, rc->c.last_rx_us - b->sent_us);
 	rconn_measure(rc, b, prev_rx);
 	enum store_error err = rep->type == REDIS_REPLY_ERROR
 				       ? store_reply_error(rep->str, rep->len)

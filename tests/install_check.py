@@ -43,6 +43,8 @@ class InstallTest(unittest.TestCase):
             os.path.relpath(p, ARGS.srcdir)
             for p in glob.glob(os.path.join(ARGS.srcdir, "docs", "*.md")) +
             glob.glob(os.path.join(ARGS.srcdir, "docs", "*.svg")) +
+            glob.glob(os.path.join(ARGS.srcdir, "docs", "*.yml")) +
+            glob.glob(os.path.join(ARGS.srcdir, "docs", "*.json")) +
             glob.glob(os.path.join(ARGS.srcdir, "proto", "grpc", "**", "*.proto"),
                       recursive=True)]
         out = {os.path.join(ARGS.sbindir, "ratelimitd"), ARGS.config,

@@ -2,15 +2,53 @@
 the daemon answered, /health follows Redis, reloads are counted, and the
 endpoint stays calm with bad HTTP."""
 
+import json
+import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import time
 import unittest
+import urllib.parse
+import urllib.request
 
-from harness import (DAEMON, SLOW, DaemonTest, free_port, http_get, make_config, parse_decision,
-                     run_cli, wait_until)
+import yaml
+
+from harness import (DAEMON, SLOW, SRCDIR, DaemonTest, free_port, http_get, make_config,
+                     parse_decision, run_cli, wait_until)
 from harness import scrape_metrics as scrape
+from rls_client import RlsClient, overall
+import resp
+
+def buckets(m, name):
+    """[(le, cumulative count)] of histogram `name` ('family{label="x"}' or
+    'family'), in the scrape's order, +Inf last."""
+    fam, _, label = name.partition("{")
+    label = label.rstrip("}")
+    out = []
+    for k, v in m.items():
+        mo = re.match(r'^%s_bucket\{(.*?),?le="([^"]+)"\}$' % re.escape(fam), k)
+        if mo and mo.group(1) == label:
+            out.append((float(mo.group(2)), v))
+    return out
+
+
+def series(m, name, suffix):
+    fam, brace, label = name.partition("{")
+    return m[fam + suffix + brace + label]
+
+
+def check_histogram(test, m, name):
+    """Buckets cumulative, ascending, +Inf equal to _count."""
+    b = buckets(m, name)
+    test.assertGreaterEqual(len(b), 8, name)
+    test.assertEqual([le for le, _ in b], sorted(le for le, _ in b), name)
+    test.assertEqual(b[-1][0], float("inf"), name)
+    test.assertTrue(all(b[i][1] <= b[i + 1][1] for i in range(len(b) - 1)), (name, b))
+    test.assertEqual(b[-1][1], series(m, name, "_count"), name)
+
 
 def decisions(m, result, source):
     return m['ratelimitd_decisions_total{result="%s",source="%s"}' % (result, source)]
@@ -42,8 +80,12 @@ class MetricsTest(DaemonTest):
         wait_until(lambda: self.redis.call("PUBSUB", "NUMSUB", "rl:reset")[1] >= 1, 5,
                    what="the daemon's RESET subscription")
         m0 = scrape(self.mport)
-        self.assertEqual(m0['ratelimitd_build_info{version="%s"}'
-                            % run_cli(["-V"]).stdout.split()[1]], 1)
+        info = [k for k in m0 if k.startswith("ratelimitd_build_info{")]
+        self.assertEqual(len(info), 1, info)
+        self.assertTrue(info[0].startswith('ratelimitd_build_info{version="%s",libevent="2.'
+                                           % run_cli(["-V"]).stdout.split()[1]), info)
+        self.assertIn(',hiredis="0.14.', info[0])
+        self.assertEqual(m0[info[0]], 1)
         self.assertEqual(m0["ratelimitd_redis_up"], 1)
         self.assertEqual(m0["ratelimitd_redis_connections"], 2)
         self.assertEqual(m0["ratelimitd_redis_connections_up"], 2)
@@ -97,6 +139,19 @@ class MetricsTest(DaemonTest):
         self.assertEqual(m["ratelimitd_store_pending"], 0)
         for reason in ("timeout", "unavailable", "overload", "failed"):
             self.assertEqual(m['ratelimitd_store_errors_total{reason="%s"}' % reason], 0)
+        # every decision answered over the line protocol is timed, errors are not
+        self.assertEqual(delta('ratelimitd_decision_duration_seconds_count{protocol="line"}'), 8)
+        for other in ("resp", "http", "grpc"):
+            self.assertEqual(
+                m['ratelimitd_decision_duration_seconds_count{protocol="%s"}' % other], 0)
+        # Redis got 3 ALLOWs, the PEEK and the RESET; the cached denials never went
+        self.assertEqual(delta("ratelimitd_store_batch_size_sum"), 5)
+        self.assertGreaterEqual(delta("ratelimitd_store_batch_size_count"), 3)
+        self.assertEqual(delta("ratelimitd_store_round_trip_seconds_count"),
+                         delta("ratelimitd_store_batch_size_count"))
+        for name in ('ratelimitd_decision_duration_seconds{protocol="line"}',
+                     "ratelimitd_store_round_trip_seconds", "ratelimitd_store_batch_size"):
+            check_histogram(self, m, name)
 
     def test_names_policies_never_users_or_secrets(self):
         # docs/security.md: action names of the configuration are labels;
@@ -258,6 +313,240 @@ class MetricsTest(DaemonTest):
                            stdin=subprocess.DEVNULL)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("metrics.listen: cannot listen on 127.0.0.1:%d" % self.mport, p.stderr)
+
+
+RULES = """\
+domain: web
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 100}
+"""
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+FRONT_ENDS = ("line", "resp", "http", "grpc")
+
+
+def sample_names(m):
+    """Every metric name of a scrape (histograms: _bucket, _sum and _count)."""
+    return {k.partition("{")[0] for k in m}
+
+
+def quantile(q, b):
+    """histogram_quantile(q) over cumulative buckets [(le, count)], as
+    Prometheus computes it (linear within the bucket the rank falls in)."""
+    total = b[-1][1]
+    rank = q * total
+    for i, (le, c) in enumerate(b):
+        if c >= rank:
+            break
+    if le == float("inf"):
+        return b[-2][0]
+    lo, below = (b[i - 1][0], b[i - 1][1]) if i > 0 else (0.0, 0)
+    return lo + (le - lo) * (rank - below) / (c - below)
+
+
+class FrontEndsTest(DaemonTest):
+    """A daemon serving every front end (line, RESP, HTTP, gRPC), scraped by
+    promtool and by a real Prometheus."""
+
+    def setUp(self):
+        super().setUp()
+        self.redis = self.start_redis()
+        self.port, self.hport, self.gport, self.mport = (free_port(), free_port(), free_port(),
+                                                         free_port())
+        rules = os.path.join(self.tmpdir, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write(RULES)
+        conf = "\n".join([
+            "listen:",
+            "  - 127.0.0.1:%d" % self.port,
+            "  - {address: 127.0.0.1:%d, protocol: http}" % self.hport,
+            "  - {address: 127.0.0.1:%d, protocol: grpc}" % self.gport,
+            "redis: {address: %s}" % self.redis.address,
+            "metrics: {listen: 127.0.0.1:%d}" % self.mport,
+            "envoy: {config: %s}" % rules,
+            "policies: {a: 100/1m}", ""])
+        self.started = time.time()
+        self.daemon = self.start_daemon(config=conf, port=self.port)
+        wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5 * SLOW,
+                   what="/health 200 with Redis up")
+        self.rls = RlsClient(self.gport)
+        self.addCleanup(self.rls.close)
+
+    def serve(self, n):
+        """n decisions through each front end, each checked."""
+        with self.daemon.client() as c:
+            for _ in range(n):
+                self.assertEqual(parse_decision(c.request("ALLOW u1 a"))[0], "ALLOWED")
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(resp.encode("ALLOW", "u2", "a") * n)
+            buf, got, i = b"", [], 0
+            while len(got) < n:
+                chunk = s.recv(4096)
+                self.assertTrue(chunk, "RESP connection closed")
+                buf += chunk
+                while (r := resp.parse(buf, i)) is not None:
+                    got.append(r[0])
+                    i = r[1]
+            self.assertTrue(all(isinstance(v, list) and v[0] == 1 for v in got), got)
+        for _ in range(n):
+            self.assertEqual(http_get(self.hport, "/v1/allow?user=u3&action=a")[0], 200)
+        for _ in range(n):
+            r = self.rls.call("web", [[("remote_address", "10.0.0.1")]])
+            self.assertEqual(overall(r), "OK")
+
+    def test_promtool_accepts_the_exposition(self):
+        self.serve(5)
+        status, ctype, body = http_get(self.mport)
+        self.assertEqual(status, 200)
+        p = subprocess.run([PROMTOOL, "check", "metrics"], input=body, capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, "", ""))
+        m = scrape(self.mport)
+        for fe in FRONT_ENDS:
+            name = 'ratelimitd_decision_duration_seconds{protocol="%s"}' % fe
+            self.assertEqual(series(m, name, "_count"), 5, fe)
+            check_histogram(self, m, name)
+            # each took more than nothing and, on loopback, far less than redis.timeout
+            self.assertTrue(0 < series(m, name, "_sum") < 5 * 1.0, (fe, m))
+        self.assertGreaterEqual(m["ratelimitd_store_round_trip_seconds_count"], 1)
+        self.assertEqual(m["ratelimitd_store_batch_size_sum"], 20)  # no denial to cache
+
+        # the process_* families say what the kernel says
+        pid = self.daemon.pid
+        with open("/proc/%d/status" % pid) as f:
+            status = dict(ln.split(":", 1) for ln in f)
+        rss = int(status["VmRSS"].split()[0]) * 1024
+        self.assertTrue(0.5 * rss < m["process_resident_memory_bytes"] < 2 * rss,
+                        (rss, m["process_resident_memory_bytes"]))
+        self.assertGreater(m["process_virtual_memory_bytes"], m["process_resident_memory_bytes"])
+        with open("/proc/%d/limits" % pid) as f:
+            soft = [ln.split()[3] for ln in f if ln.startswith("Max open files")][0]
+        self.assertEqual(m["process_max_fds"], int(soft))
+        # the scrape's own connection is open while the daemon counts
+        self.assertTrue(0 <= m["process_open_fds"] - self.daemon.fd_count() <= 2,
+                        (m["process_open_fds"], self.daemon.fd_count()))
+        with open("/proc/%d/stat" % pid) as f:
+            ticks = f.read().rsplit(")", 1)[1].split()[11:13]
+        cpu = (int(ticks[0]) + int(ticks[1])) / os.sysconf("SC_CLK_TCK")
+        self.assertTrue(0 <= cpu - m["process_cpu_seconds_total"] <= 1, cpu)
+        self.assertTrue(self.started - 1 <= m["process_start_time_seconds"] <= time.time(),
+                        (self.started, m["process_start_time_seconds"]))
+        self.assertEqual(m["process_start_time_seconds"], m["ratelimitd_start_time_seconds"])
+
+    def test_a_real_prometheus_scrapes_it(self):
+        pport = free_port()
+        conf = os.path.join(self.tmpdir, "prometheus.yml")
+        with open(conf, "w") as f:
+            f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                    "scrape_configs:\n"
+                    "  - job_name: ratelimitd\n"
+                    "    static_configs: [{targets: ['127.0.0.1:%d']}]\n" % self.mport)
+        log = open(os.path.join(self.tmpdir, "prometheus.log"), "wb")
+        self.addCleanup(log.close)
+        prom = subprocess.Popen([PROMETHEUS, "--config.file=" + conf,
+                                 "--storage.tsdb.path=" + os.path.join(self.tmpdir, "tsdb"),
+                                 "--web.listen-address=127.0.0.1:%d" % pport,
+                                 "--log.level=warn"], stdout=log, stderr=log,
+                                stdin=subprocess.DEVNULL)
+
+        def stop():
+            prom.terminate()
+            try:
+                prom.wait(10)
+            except subprocess.TimeoutExpired:
+                prom.kill()
+                prom.wait()
+        self.addCleanup(stop)
+
+        def query(expr):
+            url = "http://127.0.0.1:%d/api/v1/query?query=%s" % (pport,
+                                                                 urllib.parse.quote(expr))
+            with urllib.request.urlopen(url, timeout=5) as r:
+                doc = json.load(r)
+            self.assertEqual(doc["status"], "success", doc)
+            return [(x["metric"], float(x["value"][1])) for x in doc["data"]["result"]]
+
+        def ready():
+            self.assertIsNone(prom.poll(), "prometheus exited")
+            return http_get(pport, "/-/ready")[0] == 200
+        wait_until(ready, 60 * SLOW, interval=0.2, what="prometheus ready")
+        self.serve(7)
+        m = scrape(self.mport)  # nothing more happens: this is what Prometheus will see
+        count = 'ratelimitd_decision_duration_seconds_count{job="ratelimitd"}'
+
+        def scraped():
+            got = {r[0]["protocol"]: r[1] for r in query(count)}
+            return got if got == {fe: 7.0 for fe in FRONT_ENDS} else None
+        wait_until(scraped, 30 * SLOW, interval=0.5, what="Prometheus to scrape the traffic")
+        self.assertEqual(query('up{job="ratelimitd"}')[0][1], 1)
+        self.assertEqual(query("ratelimitd_redis_up")[0][1], 1)
+        for fe in FRONT_ENDS:
+            name = 'ratelimitd_decision_duration_seconds{protocol="%s"}' % fe
+            for q in (0.5, 0.99):
+                got = query('histogram_quantile(%s, sum by (le) (ratelimitd_decision_duration_'
+                            'seconds_bucket{protocol="%s"}))' % (q, fe))
+                self.assertEqual(len(got), 1, got)
+                self.assertAlmostEqual(got[0][1], quantile(q, buckets(m, name)), places=9)
+                self.assertTrue(0 < got[0][1] <= 1, got)
+        got = query("sum(ratelimitd_store_batch_size_sum)")
+        self.assertEqual(got[0][1], 28)
+        self.assertGreater(query("process_resident_memory_bytes")[0][1], 0)
+
+    def test_dashboard_and_alerts_use_metrics_that_exist(self):
+        self.serve(1)
+        names = sample_names(scrape(self.mport))
+        alerts = os.path.join(SRCDIR, "docs", "alerts.yml")
+        p = subprocess.run([PROMTOOL, "check", "rules", alerts], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertIn("SUCCESS", p.stdout)
+        p = subprocess.run([PROMTOOL, "test", "rules", "alerts_test.yml"], capture_output=True,
+                           text=True, timeout=60, cwd=os.path.dirname(os.path.abspath(__file__)))
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+
+        with open(alerts) as f:
+            exprs = [r["expr"] for g in yaml.safe_load(f)["groups"] for r in g["rules"]]
+        self.assertGreaterEqual(len(exprs), 4)
+        with open(os.path.join(SRCDIR, "docs", "grafana-dashboard.json")) as f:
+            dash = json.load(f)
+        self.assertTrue(dash["title"] and dash["uid"] and dash["schemaVersion"] >= 30, dash)
+        titles = []
+        for panel in dash["panels"]:
+            titles.append(panel["title"])
+            self.assertIn("gridPos", panel)
+            for t in panel.get("targets", []):
+                exprs.append(t["expr"])
+        for v in dash["templating"]["list"]:
+            if v["type"] == "query":
+                q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
+                # Grafana's label_values(selector, label): the selector is PromQL
+                mo = re.match(r"^label_values\((.*), *\w+\)$", q)
+                exprs.append(mo.group(1) if mo else q)
+        self.assertGreaterEqual(len(titles), 10, titles)
+        # the dashboard's queries are PromQL promtool accepts (as recording rules,
+        # Grafana's variables given values)
+        rules = os.path.join(self.tmpdir, "dashboard-rules.yml")
+        with open(rules, "w") as f:
+            f.write("groups:\n  - name: dashboard\n    rules:\n")
+            for i, e in enumerate(exprs):
+                e = e.replace("$__rate_interval", "1m").replace("$job", ".*")
+                f.write("      - record: dashboard_%d\n        expr: %s\n"
+                        % (i, json.dumps(e.replace("$instance", ".*"))))
+        p = subprocess.run([PROMTOOL, "check", "rules", rules], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        used = set()
+        for e in exprs:
+            used |= set(re.findall(r"\b((?:ratelimitd|process)_[a-z0-9_]+)", e))
+        self.assertGreaterEqual(len(used), 12, used)
+        self.assertEqual(sorted(used - names), [], "used but not exposed")
+        for must in ("ratelimitd_decisions_total", "ratelimitd_redis_up",
+                     "ratelimitd_store_pending", "ratelimitd_decision_duration_seconds_bucket",
+                     "ratelimitd_store_round_trip_seconds_bucket",
+                     "ratelimitd_store_batch_size_bucket", "process_cpu_seconds_total",
+                     "process_resident_memory_bytes"):
+            self.assertIn(must, used)
 
 
 if __name__ == "__main__":
