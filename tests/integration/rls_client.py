@@ -8,6 +8,15 @@ import subprocess
 import sys
 import tempfile
 
+# grpcio's core registers pthread_atfork handlers that stop its threads
+# before every fork() and start them again after; the harness forks for each
+# daemon and redis-server it spawns (preexec_fn forces fork over vfork), and
+# under load one such restart aborted the test process in grpc's own code
+# (thd.h: "assertion failed: state_ == FAILED", a test-loop run with a busy
+# core). Our children exec at once and never use gRPC: no fork support is
+# needed. Read by grpc when it initializes, so set before the import.
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+
 try:
     import grpc
 except ImportError:  # Debian's python3-grpcio, under another python3
