@@ -17,80 +17,15 @@
 #include <string.h>
 
 #include "config.h"
+#include "fuzz_errors.h"
+#include "fuzz_log.h"
 #include "keys.h"
 #include "log.h"
 #include "policy.h"
 
 #define NAME "fuzz.yaml"
 
-static void check(int ok, const char *what)
-{
-	if (!ok) {
-		fprintf(stderr, "fuzz_config: invariant violated: %s\n", what);
-		abort();
-	}
-}
-
-/* Reads 1-based decimal digits up to `end`; returns the position after it. */
-static const char *read_pos(const char *p, char end, size_t *v)
-{
-	size_t n = 0, digits = 0;
-	if (*p == '0')
-		return NULL;
-	while (*p >= '0' && *p <= '9' && digits < 19) {
-		n = n * 10 + (size_t)(*p - '0');
-		p++;
-		digits++;
-	}
-	if (digits == 0 || *p != end)
-		return NULL;
-	*v = n;
-	return p + 1;
-}
-
-/* One line of an error, up to its '\n' or the end: "fuzz.yaml:L:C: message". */
-static void check_error_line(const char *err, const char *end, size_t size)
-{
-	size_t nl = strlen(NAME);
-	check(strncmp(err, NAME ":", nl + 1) == 0, "message starts with the file name");
-	size_t line, col;
-	const char *p = read_pos(err + nl + 1, ':', &line);
-	check(p != NULL, "message has :LINE:");
-	p = read_pos(p, ':', &col);
-	check(p != NULL, "message has :COL:");
-	check(*p == ' ' && p + 1 < end, "a message follows FILE:LINE:COL: ");
-	/* Every line break takes at least one byte; so does every column. */
-	check(line - 1 <= size, "LINE within the input");
-	check(col - 1 <= size, "COL within the input");
-	for (const char *q = err; q < end; q++)
-		check((unsigned char)*q >= 0x20 && *q != 0x7f, "message lines are printable");
-}
-
-static void check_error(const char *err, size_t size)
-{
-	check(err[0] != '\0', "failure without a message");
-	size_t lines = 0;
-	for (const char *p = err;;) {
-		const char *end = strchr(p, '\n');
-		if (!end)
-			end = p + strlen(p);
-		if (lines > 0 && strncmp(p, "... and ", 8) == 0) {
-			unsigned long more = strtoul(p + 8, NULL, 10);
-			char want[64];
-			snprintf(want, sizeof(want), "... and %lu more error%s", more,
-				 more == 1 ? "" : "s");
-			check(more >= 1 && *end == '\0' && strcmp(p, want) == 0,
-			      "\"... and N more errors\" is the last line");
-			break;
-		}
-		check(lines < CONFIG_ERRORS_SHOWN, "at most CONFIG_ERRORS_SHOWN lines");
-		check_error_line(p, end, size);
-		lines++;
-		if (*end == '\0')
-			break;
-		p = end + 1;
-	}
-}
+const char *const fuzz_name = "fuzz_config";
 
 static int on_error_set(enum policy_on_error e)
 {
@@ -179,7 +114,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct config *c = config_parse(NAME, (const char *)data, size, err, sizeof(err));
 	if (!c) {
 		check(memchr(err, '\0', sizeof(err)) != NULL, "error is NUL-terminated");
-		check_error(err, size);
+		check_errors(NAME, err, size, CONFIG_ERRORS_SHOWN);
 		/* Same input, tiny exact-size buffer: a NUL-terminated prefix. */
 		size_t small = 1 + size % 24;
 		char *buf = malloc(small);

@@ -290,6 +290,39 @@ def config_seeds():
             write("config", "unit-case-%02d.yaml" % i, text)
 
 
+# ---- envoy: a rules file, then NUL and a descriptor "k=v" per line ----
+
+def c_literal_runs(path):
+    """Every run of adjacent C string literals in a file, joined (comments between them
+    left out)."""
+    src = re.sub(r"/\*.*?\*/", "", open(path, encoding="utf-8").read(), flags=re.S)
+    out = []
+    for m in re.finditer(r'(?:"(?:[^"\\\n]|\\.)*"\s*)+', src):
+        parts = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(0))
+        try:
+            text = "".join(ast.literal_eval('"%s"' % p) for p in parts)
+        except (ValueError, SyntaxError):
+            continue
+        out.append(text.encode("latin-1", "replace"))
+    return out
+
+
+def envoy_seeds():
+    lookups = [b"k1=v1", b"k1=abc", b"p=x\nc=y", b"q=\nr=s", b"u=", b"mzx=", b"w=x-y",
+               b"remote_address=127.0.0.1", b"plan=free\nuser=alice", b"path=/a/b"]
+    texts = []
+    for src in ("tests/unit/test_envoy_rules.c", "fuzz/fuzz_rls.c"):
+        p = os.path.join(ROOT, src)
+        if os.path.exists(p):
+            texts += [t for t in c_literal_runs(p) if b"domain" in t or b"descriptors" in t]
+    doc = os.path.join(ROOT, "docs", "envoy.md")
+    if os.path.exists(doc):
+        texts += [m.encode() for m in re.findall(r"```yaml\n(.*?)```", open(doc).read(), re.S)
+                  if "domain:" in m]
+    for i, text in enumerate(texts):
+        write("envoy", "rules-%02d" % i, text + b"\0" + lookups[i % len(lookups)])
+
+
 # ---- reply: 1 byte of chunk size (0 = whole), then RESP ----
 
 def resp(*items):
@@ -372,5 +405,6 @@ if __name__ == "__main__":
     http_seeds()
     config_seeds()
     reply_seeds()
-    for kind in ("proto", "config", "reply"):
+    envoy_seeds()
+    for kind in ("proto", "config", "reply", "envoy"):
         print(kind, len(os.listdir(os.path.join(CORPUS, kind))), "seeds")

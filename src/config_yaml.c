@@ -35,6 +35,11 @@ int yp_fail(struct yparser *P, yaml_mark_t m, const char *fmt, ...)
 		va_end(ap);
 	}
 	size_t len = strlen(line);
+	/* a value quoted from the file may hold a tab or a control byte: one
+	 * line per error, printable, whatever the file holds */
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+			line[i] = '?';
 	if (P->shown < YP_ERRORS_SHOWN && P->outlen + 1 + len + ERRORS_MORE_ROOM < sizeof(P->out)) {
 		if (P->outlen)
 			P->out[P->outlen++] = '\n';

@@ -99,7 +99,7 @@ const struct envoy_domain *envoy_domain_find(const struct envoy_rules *r, const 
  * envoyproxy/ratelimit does (at each level the exact key_value, then the
  * wildcard values in file order, then the key alone) and returns the
  * limit of the node where the last entry lands, or NULL (no limit there).
- * *shadow gets that node's shadow_mode.
+ * The limit's shadow is that node's shadow_mode.
  */
 const struct envoy_limit *envoy_lookup(const struct envoy_domain *d, const struct envoy_entry *e,
 				       size_t n);

@@ -206,6 +206,12 @@ START_TEST(test_errors)
 		 "algorithm: must come before descriptors"},
 		{"domain: d\ndescriptors:\n  - [a]\n", "expected a descriptor"},
 		{"domain: d\nbogus: 1\n", "unknown key"},
+		/* a control byte quoted from the file is shown as '?' (found by
+		 * fuzz_envoy: the message was two lines) */
+		{"domain: d\ndescriptors:\n  - {key: k, rate_limit: {unit: \"sec\\tond\"}}\n",
+		 "invalid rate limit unit 'sec?ond'"},
+		{"domain: \"a\\nb\"\ndescriptors:\n  - {key: k, value: v}\n  - {key: k, value: v}\n",
+		 "duplicate descriptor composite key 'a?b.k_v'"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char err[2048] = "";
