@@ -640,6 +640,21 @@ void conn_flush(struct conn *c)
 		flush_replies(c);
 }
 
+/*
+ * gRPC's goodbye: a GOAWAY naming the last call taken. Those are answered;
+ * a call the client opened after it is one HTTP/2 tells the client was
+ * never processed (its stream id is higher), so the client retries it
+ * elsewhere instead of losing it to a bare close. Then the close, once
+ * the GOAWAY is written.
+ */
+static void grpc_goodbye(struct conn *c)
+{
+	c->closing = 1;
+	grpc_session_drain(c->grpc);
+	event_del(c->rev);
+	flush_grpc(c);
+}
+
 /* One recv() into c->in: 1 with bytes, 0 with none now, -1 closed (an
  * error), and at EOF c->eof set (with 1 or 0). */
 static int read_some(struct conn *c)
@@ -680,7 +695,10 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 		/* idle_timeout: only a client that owes us nothing and sends nothing is idle */
 		if (!owes(c)) {
 			log_debug("closing idle client");
-			conn_close(c);
+			if (c->grpc)
+				grpc_goodbye(c); /* a call sent meanwhile is retried, not lost */
+			else
+				conn_close(c);
 		}
 		return; /* EV_PERSIST: the timeout is armed again */
 	}
@@ -798,12 +816,9 @@ void conn_drain(struct conn *c)
 	if (c->closed)
 		return;
 	if (c->grpc) {
-		/* GOAWAY: the calls taken are answered; sent now, before the
-		 * close an idle connection would otherwise get at once */
-		c->closing = 1;
-		grpc_session_drain(c->grpc);
-		event_del(c->rev);
-		flush_grpc(c);
+		/* sent now, before the close an idle connection would otherwise
+		 * get at once */
+		grpc_goodbye(c);
 		return;
 	}
 	/* Requests already in the kernel's buffer were received before the

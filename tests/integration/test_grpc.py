@@ -506,6 +506,31 @@ class GrpcTest(DaemonTest):
         self.assertTrue(0.4 < took < 0.5 + 2 * SLOW, took)
         self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
 
+    def test_idle_timeout_says_goaway_before_the_close(self):
+        """An idle gRPC connection gets a GOAWAY (NO_ERROR, naming the
+        last call taken) and then the close, so a call the client sent
+        meanwhile is one it knows was not processed and retries, not one
+        lost to a bare close; grpcio's channel carries on."""
+        d, c = self.start(redis=False, idle_timeout="1s")
+        msg = request("web", [[("user", "u")]]).SerializeToString()
+        s = socket.create_connection(("127.0.0.1", d.gport), timeout=10 * SLOW)
+        s.sendall(PREFACE + frame(4, 0, 0))
+        frames, body = raw_call(s, msg, stream=1)
+        self.assertEqual(overall(classes()["Response"].FromString(body)), "OK")
+        t0 = time.monotonic()
+        frames = read_frames(s)  # until the daemon closes
+        took = time.monotonic() - t0
+        s.close()
+        goaway = [f for f in frames if f[0] == 7]
+        self.assertEqual(len(goaway), 1, [f[:3] for f in frames])
+        self.assertEqual(int.from_bytes(goaway[0][3][0:4], "big") & 0x7FFFFFFF, 1)
+        self.assertEqual(int.from_bytes(goaway[0][3][4:8], "big"), 0)  # NO_ERROR
+        self.assertEqual(frames[-1][0], 7, "the GOAWAY is the last frame")
+        self.assertTrue(0.5 < took < 1 + 2 * SLOW, took)
+        self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+        time.sleep(1.5)  # its connection is closed idle too
+        self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+
 
 if __name__ == "__main__":
     unittest.main()
