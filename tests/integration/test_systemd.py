@@ -13,7 +13,7 @@ import threading
 import time
 import unittest
 
-from harness import DAEMON, SLOW, DaemonTest, free_port, spawn, wait_until
+from harness import DAEMON, SANITIZER_REPORT, SLOW, DaemonTest, free_port, spawn, wait_until
 
 ACTIVATE = "/usr/bin/systemd-socket-activate"
 
@@ -26,6 +26,19 @@ class ActivationTest(DaemonTest):
         self.cfg = os.path.join(self.tmpdir, "rl.yaml")
         self.log = os.path.join(self.tmpdir, "rl.stderr")
         self.pid_file = os.path.join(self.tmpdir, "rl.pid")
+        # registered first, so it runs last: after the daemons have exited
+        self.addCleanup(self.no_sanitizer_report)
+
+    def no_sanitizer_report(self):
+        """These daemons are not the harness's Daemon, whose log it checks:
+        an ASan, LSan (at exit) or UBSan report in theirs fails the test too."""
+        if not os.path.exists(self.log):
+            return
+        log = self.read_log()
+        m = SANITIZER_REPORT.search(log)
+        if m:
+            self.fail("sanitizer report in the daemon's log:\n" +
+                      log[max(0, m.start() - 200):m.start() + 3000])
 
     def write_config(self, extra_listen=""):
         with open(self.cfg, "w") as f:
@@ -53,11 +66,18 @@ class ActivationTest(DaemonTest):
         return p
 
     def kill_group(self, p):
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait(timeout=10)
+        """SIGTERM first, so a sanitized daemon exits through LeakSanitizer's
+        check; SIGKILL only if it does not."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                p.wait(timeout=10 * SLOW)
+                return
+            except subprocess.TimeoutExpired:
+                pass
 
     def listening(self, port):
         with open("/proc/net/tcp") as f:
