@@ -11,6 +11,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,15 +135,10 @@ static void json_cstr(const char *s)
 
 /* An error the daemon did not send (usage, connection, timeout): on stderr,
  * and with --json also as {"result":"error"} on stdout. */
-static int fail(struct ctl *c, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int fail(struct ctl *c, const char *code, const char *fmt, ...)
+static void vfail(struct ctl *c, const char *code, const char *fmt, va_list ap)
 {
 	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
 	fprintf(stderr, "ratelimitctl: %s\n", msg);
 	if (c->json) {
 		printf("{\"command\":");
@@ -152,7 +149,31 @@ static int fail(struct ctl *c, const char *code, const char *fmt, ...)
 		json_cstr(msg);
 		printf("}\n");
 	}
+}
+
+/* vfail(), then the exit status. */
+static int fail(struct ctl *c, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int fail(struct ctl *c, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfail(c, code, fmt, ap);
+	va_end(ap);
 	return EXIT_ERROR;
+}
+
+/* vfail(), then -1: for the steps (connect, read, pid file) whose failure
+ * their caller turns into the exit status. */
+static int failed(struct ctl *c, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int failed(struct ctl *c, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfail(c, code, fmt, ap);
+	va_end(ap);
+	return -1;
 }
 
 static int print_err_reply(struct ctl *c, const struct line_reply *r)
@@ -237,9 +258,8 @@ static int connect_tcp(struct ctl *c, const char *address)
 	char port[16];
 	int p;
 	if (addr_split(address, host, sizeof(host), &p) < 0 || p <= 0 || p > 65535)
-		return fail(c, "usage", "bad address %s: host:port, [v6]:port or unix:PATH",
-			    address),
-		       -1;
+		return failed(c, "usage", "bad address %s: host:port, [v6]:port or unix:PATH",
+			      address);
 	/* a listener on every address is reached on loopback */
 	if (strcmp(host, "0.0.0.0") == 0 || host[0] == 0)
 		snprintf(host, sizeof(host), "127.0.0.1");
@@ -249,7 +269,7 @@ static int connect_tcp(struct ctl *c, const char *address)
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
 	int rc = getaddrinfo(host, port, &hints, &res);
 	if (rc != 0)
-		return fail(c, "connect", "%s: %s", address, gai_strerror(rc)), -1;
+		return failed(c, "connect", "%s: %s", address, gai_strerror(rc));
 	int fd = -1, err = 0;
 	for (ai = res; ai; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -265,7 +285,7 @@ static int connect_tcp(struct ctl *c, const char *address)
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		return fail(c, "connect", "cannot connect to %s: %s", address, strerror(err)), -1;
+		return failed(c, "connect", "cannot connect to %s: %s", address, strerror(err));
 	return fd;
 }
 
@@ -273,16 +293,16 @@ static int connect_unix(struct ctl *c, const char *path)
 {
 	struct sockaddr_un sun = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(sun.sun_path))
-		return fail(c, "usage", "unix socket path too long: %s", path), -1;
+		return failed(c, "usage", "unix socket path too long: %s", path);
 	strcpy(sun.sun_path, path);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return fail(c, "connect", "socket: %s", strerror(errno)), -1;
+		return failed(c, "connect", "socket: %s", strerror(errno));
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 && errno != EINPROGRESS &&
 	    errno != EAGAIN) {
 		int e = errno;
 		close(fd);
-		return fail(c, "connect", "cannot connect to unix:%s: %s", path, strerror(e)), -1;
+		return failed(c, "connect", "cannot connect to unix:%s: %s", path, strerror(e));
 	}
 	return fd;
 }
@@ -294,15 +314,14 @@ static int wait_fd(struct ctl *c, short events)
 	for (;;) {
 		int64_t left = c->deadline_ms - now_ms();
 		if (left <= 0)
-			return fail(c, "timeout", "no answer from %s within %lldms", c->address,
-				    (long long)c->timeout_ms),
-			       -1;
+			return failed(c, "timeout", "no answer from %s within %lldms", c->address,
+				      (long long)c->timeout_ms);
 		struct pollfd pfd = {.fd = c->fd, .events = events};
 		int n = poll(&pfd, 1, (int)(left > 60000 ? 60000 : left));
 		if (n > 0)
 			return 0;
 		if (n < 0 && errno != EINTR)
-			return fail(c, "connect", "poll: %s", strerror(errno)), -1;
+			return failed(c, "connect", "poll: %s", strerror(errno));
 	}
 }
 
@@ -339,8 +358,8 @@ static int send_all(struct ctl *c, const char *buf, size_t len)
 			if (wait_fd(c, POLLOUT) < 0)
 				return -1;
 		} else {
-			return fail(c, "connect", "sending to %s: %s", c->address, strerror(errno)),
-			       -1;
+			return failed(c, "connect", "sending to %s: %s", c->address,
+				      strerror(errno));
 		}
 	}
 	return 0;
@@ -359,25 +378,23 @@ static int read_reply(struct ctl *c, struct line_reply *r)
 			size_t len = (size_t)(nl - c->in);
 			c->consumed = len + 1;
 			if (line_reply_parse(c->in, len, r) < 0)
-				return fail(c, "protocol", "not a ratelimitd reply from %s: %.*s",
-					    c->address, (int)(len > 200 ? 200 : len), c->in),
-				       -1;
+				return failed(c, "protocol", "not a ratelimitd reply from %s: %.*s",
+					      c->address, (int)(len > 200 ? 200 : len), c->in);
 			return 0;
 		}
 		if (c->in_len == sizeof(c->in))
-			return fail(c, "protocol", "reply line from %s too long", c->address), -1;
+			return failed(c, "protocol", "reply line from %s too long", c->address);
 		ssize_t n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, 0);
 		if (n > 0) {
 			c->in_len += (size_t)n;
 		} else if (n == 0) {
-			return fail(c, "connect", "%s closed the connection", c->address), -1;
+			return failed(c, "connect", "%s closed the connection", c->address);
 		} else if (errno == EAGAIN || errno == EINTR) {
 			if (wait_fd(c, POLLIN) < 0)
 				return -1;
 		} else {
-			return fail(c, "connect", "reading from %s: %s", c->address,
-				    strerror(errno)),
-			       -1;
+			return failed(c, "connect", "reading from %s: %s", c->address,
+				      strerror(errno));
 		}
 	}
 }
@@ -563,8 +580,8 @@ static long read_pid(struct ctl *c, const char *path)
 {
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return fail(c, "reload", "cannot read the pid file %s: %s", path, strerror(errno)),
-		       -1;
+		return failed(c, "reload", "cannot read the pid file %s: %s", path,
+			      strerror(errno));
 	char buf[32] = {0};
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
@@ -572,22 +589,56 @@ static long read_pid(struct ctl *c, const char *path)
 	errno = 0;
 	long pid = strtol(buf, &end, 10);
 	if (n == 0 || errno || pid <= 0 || end == buf || (*end && *end != '\n'))
-		return fail(c, "reload", "%s holds no pid", path), -1;
+		return failed(c, "reload", "%s holds no pid", path);
 	/* a stale file may name a pid reused by another program */
 	char comm_path[64], comm[64] = {0};
 	snprintf(comm_path, sizeof(comm_path), "/proc/%ld/comm", pid);
 	f = fopen(comm_path, "r");
 	if (!f)
-		return fail(c, "reload", "no process %ld (stale pid file %s?)", pid, path), -1;
+		return failed(c, "reload", "no process %ld (stale pid file %s?)", pid, path);
 	if (!fgets(comm, sizeof(comm), f))
 		comm[0] = 0;
 	fclose(f);
 	comm[strcspn(comm, "\n")] = 0;
 	if (strcmp(comm, "ratelimitd") != 0)
-		return fail(c, "reload", "process %ld of %s is %s, not ratelimitd", pid, path,
-			    comm),
-		       -1;
+		return failed(c, "reload", "process %ld of %s is %s, not ratelimitd", pid, path,
+			      comm);
 	return pid;
+}
+
+/* `systemctl reload ratelimitd`, waited for: its output goes to stderr, so
+ * that stdout holds our own answer alone (--json). */
+static int reload_by_systemctl(struct ctl *c, const char *pid_file)
+{
+	char *argv[] = {"systemctl", "reload", "ratelimitd", NULL};
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	fflush(stdout);
+	int rc = posix_spawn_file_actions_init(&fa);
+	if (rc == 0)
+		rc = posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+	if (rc == 0)
+		rc = posix_spawnp(&pid, "systemctl", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0)
+		return fail(c, "reload", "no pid file %s, and cannot run systemctl: %s", pid_file,
+			    strerror(rc));
+	int status;
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return fail(c, "reload", "waiting for systemctl: %s", strerror(errno));
+	if (WIFSIGNALED(status))
+		return fail(c, "reload", "systemctl reload ratelimitd: killed by signal %d",
+			    WTERMSIG(status));
+	if (WEXITSTATUS(status) != 0)
+		return fail(c, "reload", "systemctl reload ratelimitd: exit status %d",
+			    WEXITSTATUS(status));
+	if (c->json)
+		printf("{\"command\":\"reload\",\"result\":\"ok\",\"via\":\"systemctl\"}\n");
+	else
+		printf("reload done by systemctl (no pid file %s); the daemon logs the outcome\n",
+		       pid_file);
+	return EXIT_ALLOWED;
 }
 
 static int cmd_reload(struct ctl *c, int nargs)
@@ -601,13 +652,8 @@ static int cmd_reload(struct ctl *c, int nargs)
 		return EXIT_DENIED;
 	config_unref(cfg);
 	const char *pid_file = c->pid_file ? c->pid_file : CTL_DEFAULT_PID_FILE;
-	if (!c->pid_file && access(pid_file, F_OK) < 0) {
-		/* no pid file: a daemon systemd runs without one */
-		fflush(stdout);
-		execlp("systemctl", "systemctl", "reload", "ratelimitd", (char *)NULL);
-		return fail(c, "reload", "no pid file %s, and cannot run systemctl: %s", pid_file,
-			    strerror(errno));
-	}
+	if (!c->pid_file && access(pid_file, F_OK) < 0)
+		return reload_by_systemctl(c, pid_file); /* a daemon systemd runs without one */
 	long pid = read_pid(c, pid_file);
 	if (pid < 0)
 		return EXIT_ERROR;

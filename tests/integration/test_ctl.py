@@ -227,6 +227,44 @@ class CtlTest(DaemonTest):
         self.assertEqual(self.json_of("-c", self.cfg, "-p", stale, "reload", rc=2)["error"],
                          "reload")
 
+    def test_reload_without_a_pid_file_asks_systemctl(self):
+        """No -p and no file at the default place: `systemctl reload
+        ratelimitd`, waited for, its output on stderr (stdout stays ours:
+        one JSON object), its failure an error. systemctl here is a script
+        on PATH: a real one needs systemd as PID 1 and the unit installed."""
+        default = "/run/ratelimitd/ratelimitd.pid"
+        self.assertFalse(os.path.exists(default), "a ratelimitd runs on this machine: "
+                         "%s is there, so this test cannot take the systemctl path" % default)
+        fakebin = os.path.join(self.tmpdir, "bin")
+        os.mkdir(fakebin)
+        calls = os.path.join(self.tmpdir, "systemctl.calls")
+        with open(os.path.join(fakebin, "systemctl"), "w") as f:
+            f.write('#!/bin/sh\necho "$@" >> %s\necho "systemctl says hello"\n'
+                    'exit "${FAKE_SYSTEMCTL_RC:-0}"\n' % calls)
+        os.chmod(os.path.join(fakebin, "systemctl"), 0o755)
+        env = {"PATH": fakebin + ":" + os.environ["PATH"]}
+        r = ctl("--json", "-c", self.cfg, "reload", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout),
+                         {"command": "reload", "result": "ok", "via": "systemctl"})
+        self.assertIn("systemctl says hello", r.stderr)
+        with open(calls) as f:
+            self.assertEqual(f.read(), "reload ratelimitd\n")
+        r = ctl("-c", self.cfg, "reload", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("reload done by systemctl", r.stdout)
+        env["FAKE_SYSTEMCTL_RC"] = "1"
+        r = ctl("--json", "-c", self.cfg, "reload", env=env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual((j["result"], j["error"]), ("error", "reload"))
+        self.assertIn("exit status 1", j["message"])
+        # an invalid file: systemctl is not asked
+        self.daemon.write_config(self.config_for({"reply": "7/60"}))
+        self.assertEqual(ctl("-c", self.cfg, "reload", env=env).returncode, 1)
+        with open(calls) as f:
+            self.assertEqual(len(f.readlines()), 3)
+
     def test_pid_file_removed_at_exit(self):
         self.assertTrue(os.path.exists(self.pid_file))
         self.daemon.signal(signal.SIGTERM)
