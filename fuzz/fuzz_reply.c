@@ -73,11 +73,12 @@ static int reference(const redisReply *rep, unsigned long first, long long v[5])
 	return 0;
 }
 
-static void decode(const redisReply *rep, unsigned long first)
+/* The decision at element first of a call whose decisions take total. */
+static void decode(const redisReply *rep, unsigned long first, unsigned long total)
 {
 	struct store_result res;
 	memset(&res, 0xa5, sizeof(res));
-	int rc = store_reply_decision(rep, first, &res);
+	int rc = store_reply_decision(rep, first, total, &res);
 	long long v[5];
 	int want = reference(rep, first, v);
 	check(rc == want, "verdict differs from the reference");
@@ -99,20 +100,24 @@ static void decode(const redisReply *rep, unsigned long first)
 	}
 }
 
-/* A decision over npairs pairs: the five integers, then the deciding pair
- * (1..npairs) and the first shadow pair that would have denied (0..npairs),
- * then three per pair (its own figures). */
-static void decode_pairs(const redisReply *rep, int npairs)
+/* A decision over npairs pairs at element first: the five integers, then
+ * the deciding pair (1..npairs) and the first shadow pair that would have
+ * denied (0..npairs), then three per pair (its own figures). */
+static void decode_pairs(const redisReply *rep, unsigned long first, int npairs)
 {
 	struct store_result res;
 	memset(&res, 0xa5, sizeof(res));
-	int rc = store_reply_decision_all(rep, npairs, &res);
-	long long v[5];
-	int want = reference(rep, 0, v);
 	unsigned long width = 7 + 3 * (unsigned long)npairs;
+	check(store_reply_width(npairs) == width, "width of a decision over pairs");
+	int rc = store_reply_decision_all(rep, first, first + width, npairs, &res);
+	long long v[5];
+	int want = reference(rep, first, v);
 	if (want == 0) {
-		const redisReply *p = rep->elements >= width ? rep->element[5] : NULL;
-		const redisReply *sh = rep->elements >= width ? rep->element[6] : NULL;
+		/* (reference: first + 5 <= elements) */
+		int fits = rep->elements - first >= width;
+		const redisReply *const *el = (const redisReply *const *)rep->element + first;
+		const redisReply *p = fits ? el[5] : NULL;
+		const redisReply *sh = fits ? el[6] : NULL;
 		want = p && sh && p->type == REDIS_REPLY_INTEGER &&
 				       sh->type == REDIS_REPLY_INTEGER && p->integer >= 1 &&
 				       p->integer <= npairs && sh->integer >= 0 &&
@@ -121,7 +126,7 @@ static void decode_pairs(const redisReply *rep, int npairs)
 			       : -1;
 		/* then three per pair: passed (0/1), remaining, reset (>= 0) */
 		for (unsigned long i = 7; want == 0 && i < width; i++) {
-			const redisReply *e = rep->element[i];
+			const redisReply *e = el[i];
 			want = e && e->type == REDIS_REPLY_INTEGER && e->integer >= 0 &&
 					       ((i - 7) % 3 != 0 || e->integer <= 1)
 				       ? 0
@@ -135,9 +140,11 @@ static void decode_pairs(const redisReply *rep, int npairs)
 		check(res.shadow_pair >= 0 && res.shadow_pair <= npairs, "shadow pair in range");
 		check(res.ngroups == npairs, "each pair's own figures");
 		for (int g = 0; g < npairs; g++)
-			check(res.groups[g].allowed == rep->element[7 + 3 * g]->integer &&
-				      res.groups[g].remaining == rep->element[8 + 3 * g]->integer &&
-				      res.groups[g].reset_ms == rep->element[9 + 3 * g]->integer,
+			check(res.groups[g].allowed == rep->element[first + 7 + 3 * g]->integer &&
+				      res.groups[g].remaining ==
+					      rep->element[first + 8 + 3 * g]->integer &&
+				      res.groups[g].reset_ms ==
+					      rep->element[first + 9 + 3 * g]->integer,
 			      "a pair's figures are its three integers");
 	} else {
 		check(res.status == STORE_FAILED, "rc -1 means STORE_FAILED");
@@ -167,19 +174,24 @@ static void classify(const redisReply *rep)
 static void decode_all(const redisReply *rep, int depth)
 {
 	classify(rep);
-	decode(rep, 0);
-	decode(rep, 5);
-	decode_pairs(rep, 1);
-	decode_pairs(rep, 3);
+	check(store_reply_width(0) == 5, "width of a decision");
+	decode(rep, 0, 5);
+	decode(rep, 5, 10);
+	decode_pairs(rep, 0, 1);
+	decode_pairs(rep, 0, 3);
+	decode_pairs(rep, 5, 2); /* after a decision of one pair, in one call */
 	if (RL_FUZZ_WRAPPING_FIRST) {
-		decode(rep, ULONG_MAX);
-		decode(rep, ULONG_MAX - 2);
+		decode(rep, ULONG_MAX, ULONG_MAX);
+		decode(rep, ULONG_MAX - 2, 3);
+		decode_pairs(rep, ULONG_MAX - 3, 1);
 	}
 	if (rep->type != REDIS_REPLY_ARRAY)
 		return;
-	decode(rep, rep->elements);
+	decode(rep, rep->elements, rep->elements);
 	if (rep->elements >= 5)
-		decode(rep, rep->elements - 5);
+		decode(rep, rep->elements - 5, rep->elements);
+	if (rep->elements >= 6) /* the last decision, then Redis's text of a failure */
+		decode(rep, rep->elements - 6, rep->elements - 1);
 	if (depth < 8)
 		for (size_t i = 0; i < rep->elements; i++)
 			if (rep->element[i])
@@ -192,7 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static int once;
 	if (!once) {
-		decode(NULL, 0); /* the NULL reply of a disconnect */
+		decode(NULL, 0, 5); /* the NULL reply of a disconnect */
 		once = 1;
 	}
 	if (size < 1)

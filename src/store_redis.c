@@ -66,7 +66,7 @@
 /* Errors Redis answers to decisions are logged at most this often. */
 #define ERROR_LOG_US 10000000u
 #define MAX_BATCH 64
-_Static_assert(STORE_PAIRS_MAX <= MAX_BATCH, "a decision over several pairs fits in a call");
+_Static_assert(STORE_PAIRS_MAX + 1 <= MAX_BATCH, "a decision over several pairs fits in a call");
 
 struct store_redis;
 struct sbatch;
@@ -305,10 +305,14 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
  * connection go to Redis as one script call that decides them all, each
  * atomic on its own keys. Under light load a batch holds one request and
  * leaves at the end of the same loop turn, so batching adds no wait.
+ * The call's room (argv, arena, RESP) is sized for MAX_BATCH decisions of
+ * one pair: a decision over k pairs weighs k + 1 of them (it needs less
+ * than k: 3 + k(5L + 2) arguments for L keys a pair, against k(5L + 5)).
  */
 struct sbatch {
 	struct rconn *rc;
 	int n;
+	int weight; /* sum of sreq_weight over reqs */
 	int evaled; /* resent with EVAL after NOSCRIPT */
 	uint64_t sent_us;
 	struct sreq *reqs[MAX_BATCH];
@@ -322,9 +326,15 @@ static struct sbatch *batch_new(struct rconn *rc)
 	if (b) {
 		b->rc = rc;
 		b->n = 0;
+		b->weight = 0;
 		b->evaled = 0;
 	}
 	return b;
+}
+
+static int sreq_weight(const struct sreq *r)
+{
+	return r->sv.npairs > 0 ? r->sv.npairs + 1 : 1;
 }
 
 /* Queues EVALSHA (or EVAL) deciding every request of b on its connection. */
@@ -379,8 +389,10 @@ static void batch_abort(struct store_redis *s, struct sbatch *b, enum store_stat
 static int batch_compact(struct store_redis *s, struct sbatch *b)
 {
 	int kept = 0;
+	b->weight = 0;
 	for (int j = 0; j < b->n; j++) {
 		if (sreq_waiting(b->reqs[j])) {
+			b->weight += sreq_weight(b->reqs[j]);
 			b->reqs[kept++] = b->reqs[j];
 		} else {
 			b->rc->queued--;
@@ -418,7 +430,7 @@ static void rconn_flush(struct redis_conn *c)
 {
 	struct rconn *rc = (struct rconn *)c;
 	struct sbatch *b = rc->open;
-	if (b && (rc->batches == 0 || b->n >= rc->s->max_batch))
+	if (b && (rc->batches == 0 || b->weight >= rc->s->max_batch))
 		rconn_send_open(rc);
 }
 
@@ -426,12 +438,11 @@ static void rconn_flush(struct redis_conn *c)
 static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 {
 	struct sbatch *b = rc->open;
-	if (r->how != STORE_NODE_BATCHED || r->sv.npairs > 0) {
+	int w = sreq_weight(r);
+	if (r->how != STORE_NODE_BATCHED) {
 		/* Its own command with declared keys; after ASKING, which applies
 		 * to the next command only (queued now, written at the end of the
-		 * turn). A decision over several pairs goes alone too: the call's
-		 * room is sized for MAX_BATCH single decisions, and it needs up to
-		 * STORE_PAIRS_MAX of them. */
+		 * turn). */
 		static const char asking[] = "*1\r\n$6\r\nASKING\r\n";
 		if (b)
 			rconn_send_open(rc);
@@ -446,12 +457,17 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 			return;
 		}
 		b->n = 1;
+		b->weight = w;
 		b->reqs[0] = r;
 		r->rc = rc;
 		rc->queued++;
 		if (batch_send(rc->s, b, 0) < 0)
 			batch_abort(rc->s, b, STORE_UNAVAILABLE, "redis connection is closing");
 		return;
+	}
+	if (b && b->weight + w > rc->s->max_batch) {
+		rconn_send_open(rc); /* no room for r: the batch goes as it is */
+		b = NULL;
 	}
 	if (!b) {
 		b = batch_new(rc);
@@ -465,8 +481,9 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 	}
 	r->rc = rc;
 	b->reqs[b->n++] = r;
+	b->weight += w;
 	rc->queued++;
-	if (b->n == rc->s->max_batch)
+	if (b->weight >= rc->s->max_batch)
 		rconn_send_open(rc);
 }
 
@@ -568,13 +585,18 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	}
 	if (rep->type == REDIS_REPLY_ARRAY)
 		redis_deciding(s);
+	/* each decision's figures follow the previous one's */
+	unsigned long total = 0, first = 0;
+	for (int j = 0; j < b->n; j++)
+		total += store_reply_width(b->reqs[j]->sv.npairs);
 	for (int j = 0; j < b->n; j++) {
 		struct sreq *r = b->reqs[j];
+		int npairs = r->sv.npairs;
 		if (sreq_waiting(r)) { /* else answered already (timed out): drop the late reply */
 			struct store_result res;
-			int bad = r->sv.npairs > 0
-					  ? store_reply_decision_all(rep, r->sv.npairs, &res)
-					  : store_reply_decision(rep, (unsigned long)j * 5, &res);
+			int bad = npairs > 0 ? store_reply_decision_all(rep, first, total, npairs,
+									&res)
+					     : store_reply_decision(rep, first, total, &res);
 			if (bad < 0 && res.error != STORE_ERROR_WRONG_NODE) {
 				redis_log_error(s, "could not decide", res.detail,
 						strlen(res.detail));
@@ -585,6 +607,7 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 			}
 			sreq_answer(r, &res, NULL);
 		}
+		first += store_reply_width(npairs);
 		sreq_put(s, r);
 	}
 	free(b);

@@ -82,31 +82,39 @@ static int fail(struct store_result *out, enum store_error e, const char *why)
 	return -1;
 }
 
-static int decision(const struct redisReply *rep, unsigned long first, unsigned long width,
+static int decision(const struct redisReply *rep, unsigned long first, unsigned long total,
 		    struct store_result *out);
 
-int store_reply_decision(const struct redisReply *rep, unsigned long first,
+unsigned long store_reply_width(int npairs)
+{
+	return npairs > 0 ? 7 + 3 * (unsigned long)npairs : 5;
+}
+
+int store_reply_decision(const struct redisReply *rep, unsigned long first, unsigned long total,
 			 struct store_result *out)
 {
 	out->pair = 0;
 	out->shadow_pair = 0;
 	out->ngroups = 0;
-	return decision(rep, first, 5, out);
+	return decision(rep, first, total, out);
 }
 
-int store_reply_decision_all(const struct redisReply *rep, int npairs, struct store_result *out)
+int store_reply_decision_all(const struct redisReply *rep, unsigned long first, unsigned long total,
+			     int npairs, struct store_result *out)
 {
 	out->pair = 0;
 	out->shadow_pair = 0;
 	out->ngroups = 0;
-	unsigned long width = 7 + 3 * (unsigned long)npairs;
 	if (npairs < 1 || npairs > STORE_PAIRS_MAX)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
-	if (decision(rep, 0, width, out) < 0)
+	unsigned long width = store_reply_width(npairs);
+	if (decision(rep, first, total, out) < 0)
 		return -1;
-	if (rep->elements < width)
+	/* (decision() checked first <= elements) */
+	if (rep->elements - first < width)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
-	const redisReply *p = rep->element[5], *sh = rep->element[6];
+	const redisReply *const *el = (const redisReply *const *)rep->element + first;
+	const redisReply *p = el[5], *sh = el[6];
 	if (!p || p->type != REDIS_REPLY_INTEGER || !sh || sh->type != REDIS_REPLY_INTEGER ||
 	    p->integer < 1 || p->integer > npairs || sh->integer < 0 || sh->integer > npairs)
 		return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
@@ -115,8 +123,7 @@ int store_reply_decision_all(const struct redisReply *rep, int npairs, struct st
 	for (int g = 0; g < npairs; g++) {
 		int64_t v[3];
 		for (int i = 0; i < 3; i++) {
-			const redisReply *e =
-				rep->element[7 + 3 * (unsigned long)g + (unsigned long)i];
+			const redisReply *e = el[7 + 3 * (unsigned long)g + (unsigned long)i];
 			if (!e || e->type != REDIS_REPLY_INTEGER)
 				return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 			v[i] = e->integer;
@@ -129,7 +136,7 @@ int store_reply_decision_all(const struct redisReply *rep, int npairs, struct st
 	return 0;
 }
 
-static int decision(const struct redisReply *rep, unsigned long first, unsigned long width,
+static int decision(const struct redisReply *rep, unsigned long first, unsigned long total,
 		    struct store_result *out)
 {
 	if (!rep)
@@ -148,8 +155,9 @@ static int decision(const struct redisReply *rep, unsigned long first, unsigned 
 	}
 	if (v[0] == -1) {
 		/* Redis's text of the failure follows the last decision. */
-		const redisReply *why =
-			rep->elements % width == 1 ? rep->element[rep->elements - 1] : NULL;
+		const redisReply *why = total < rep->elements && rep->elements - total == 1
+						? rep->element[total]
+						: NULL;
 		/* (a text starting with NUL would say nothing: the fuzzer found one) */
 		if (why && why->type == REDIS_REPLY_STRING && why->len > 0 && why->str[0] != '\0')
 			return fail(out, store_reply_error(why->str, why->len), why->str);

@@ -10,21 +10,29 @@ struct redisReply;
 struct redisReader;
 struct store_result;
 
+/* How many elements of the script's reply a decision takes: 5, or for a
+ * decision over npairs pairs 7 + 3 * npairs. A call's decisions follow each
+ * other; `total`, their sum, is where Redis's text of the first failure
+ * (a decision answered -1) follows them. */
+unsigned long store_reply_width(int npairs);
+
 /*
  * Reads the five integers of one decision (allowed, limit, remaining,
- * retry_after_ms, reset_ms) from elements [first, first+5) of an array reply.
+ * retry_after_ms, reset_ms) from elements [first, first+5) of an array reply
+ * whose decisions take `total` elements.
  * Returns 0 with out filled (status STORE_OK), or -1 with out->status
  * STORE_FAILED, out->error and out->detail saying why (a static string, or
  * Redis's text inside rep: valid while rep is). Any reply shape,
  * including errors, nil and nested arrays, is handled.
  */
-int store_reply_decision(const struct redisReply *rep, unsigned long first,
+int store_reply_decision(const struct redisReply *rep, unsigned long first, unsigned long total,
 			 struct store_result *out);
-/* The same for a call deciding one decision over npairs pairs: seven
+/* The same for a decision over npairs pairs, from element first: seven
  * integers, the five above, then the deciding pair (1 to npairs) and the
  * first shadow pair that would have denied (0 to npairs): out->pair and
  * out->shadow_pair; then three per pair, its own figures (out->groups). */
-int store_reply_decision_all(const struct redisReply *rep, int npairs, struct store_result *out);
+int store_reply_decision_all(const struct redisReply *rep, unsigned long first, unsigned long total,
+			     int npairs, struct store_result *out);
 
 /* Classifies the text of an error reply ("NOPERM ...", "ERR ..."). */
 enum store_error store_reply_error(const char *err, size_t len);

@@ -201,6 +201,54 @@ class PairsTest(DaemonTest):
             self.assertEqual((st, json.loads(b)["error"]), (status, code), path)
         self.assertEqual(get("/v1/mallow?user=a&action=login", "DELETE")[0], 405)
 
+    def test_batched_with_single_decisions_in_order(self):
+        """MALLOW and MPEEK go into the same script calls as ALLOWs (one
+        Redis connection, so the calls run in the order sent): 300 mixed
+        requests, pipelined, are answered exactly as one at a time would
+        be, each reply of its own kind, and the calls carried several
+        decisions (MALLOWs once went alone, one call each)."""
+        self.start(policies={"a": "5/60s", "b": "7/60s"}, redis_opts={"connections": 1})
+        rnd = random.Random(11)
+        reqs = []
+        for _ in range(300):
+            u, v = "u%d" % rnd.randrange(12), "u%d" % rnd.randrange(12)
+            reqs.append(rnd.choice(["ALLOW %s a" % u, "MALLOW %s a %s b" % (u, v),
+                                    "MPEEK %s a %s b" % (u, v), "MALLOW %s b %s a" % (u, v)]))
+        before = scrape_metrics(self.mport)
+        replies = self.c.pipeline(reqs, timeout=20 * SLOW)
+        count = {}
+        limit = {"a": 5, "b": 7}
+        for req, reply in zip(reqs, replies):
+            w = req.split()
+            pairs = [(w[i], w[i + 1]) for i in range(1, len(w), 2)]
+            ok = all(count.get(p, 0) < limit[p[1]] for p in pairs)
+            if ok and w[0] != "MPEEK":
+                for p in pairs:
+                    count[p] = count.get(p, 0) + 1
+            got = parse_pairs(reply)[0] if w[0] != "ALLOW" else reply.split()[0]
+            if w[0] == "ALLOW":
+                self.assertRegex(reply, r"^(ALLOWED|DENIED) \d+ -?\d+ -?\d+ \d+$", req)
+            self.assertEqual(got, "ALLOWED" if ok else "DENIED", (req, reply))
+        for (user, action), n in count.items():
+            self.assertEqual(self.card(action, user), n, (user, action))
+        after = scrape_metrics(self.mport)
+        calls = (after["ratelimitd_store_batch_size_count"] -
+                 before.get("ratelimitd_store_batch_size_count", 0))
+        decided = (after["ratelimitd_store_batch_size_sum"] -
+                   before.get("ratelimitd_store_batch_size_sum", 0))
+        self.assertEqual(decided, 300)
+        self.assertLess(calls, 150, "MALLOWs not batched: %d calls for 300 requests" % calls)
+        # a key of the wrong type fails its own decision only: the figures
+        # of those after it in the call are still read at the right place
+        self.redis.call("SET", "rl:{b:wt}:s60000", "junk")
+        got = self.c.pipeline(["ALLOW n1 a", "MALLOW n1 a wt b", "MALLOW n2 a n3 b",
+                               "ALLOW n1 a", "MPEEK n3 b n2 a"], timeout=20 * SLOW)
+        self.assertEqual(got, ["ALLOWED 5 4 0 60000",
+                               "ALLOWED 5 -1 0 -1 0",  # on_store_error: allow, charged nothing
+                               "ALLOWED 5 4 0 60000 1",
+                               "ALLOWED 5 3 0 60000",
+                               "ALLOWED 5 4 0 60000 2"])
+
     def test_three_daemons_exact(self):
         """8 accounts on 4 addresses, 8 logins each, through 3 daemons and 12
         connections at once: per account 4, per address 6, for everyone 15.
