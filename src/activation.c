@@ -11,6 +11,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "addr.h"
+
 #ifdef HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
 #endif
@@ -88,33 +90,11 @@ int activation_check_claimed(const struct activation *a, char *err, size_t errle
 		const struct passed *p = &a->s[i];
 		if (p->fd < 0)
 			continue;
-		char where[128] = "?";
-		if (p->addr.ss_family == AF_UNIX) {
-			const struct sockaddr_un *sun = (const void *)&p->addr;
-			snprintf(where, sizeof(where), "unix:%s", sun->sun_path);
-		} else {
-			char host[64];
-			int port = 0;
-			const void *ip = NULL;
-			if (p->addr.ss_family == AF_INET) {
-				ip = &((const struct sockaddr_in *)(const void *)&p->addr)
-					      ->sin_addr;
-				port = ntohs(((const struct sockaddr_in *)(const void *)&p->addr)
-						     ->sin_port);
-			} else if (p->addr.ss_family == AF_INET6) {
-				ip = &((const struct sockaddr_in6 *)(const void *)&p->addr)
-					      ->sin6_addr;
-				port = ntohs(((const struct sockaddr_in6 *)(const void *)&p->addr)
-						     ->sin6_port);
-			}
-			if (ip && evutil_inet_ntop(p->addr.ss_family, ip, host, sizeof(host)))
-				snprintf(where, sizeof(where),
-					 p->addr.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d", host,
-					 port);
-		}
+		char where[128];
+		addr_sockaddr_text(&p->addr, p->addrlen, where, sizeof(where));
 		snprintf(err, errlen,
-			 "socket activation: the socket named %s (%s) matches no listen entry: add "
-			 "one with that address, or with name: %s",
+			 "socket activation: the socket named %s (%s) matches no listen entry (nor "
+			 "metrics.listen): add one with that address, or with name: %s",
 			 p->name, where, p->name);
 		return -1;
 	}

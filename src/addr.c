@@ -3,9 +3,12 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 int addr_split(const char *addr, char *host, size_t cap, int *port)
 {
@@ -108,6 +111,33 @@ void addr_ip_of(const void *sockaddr, struct addr_ip *out)
 		ip_set(out, AF_INET, &((const struct sockaddr_in *)sockaddr)->sin_addr);
 	else if (sa->sa_family == AF_INET6)
 		ip_set(out, AF_INET6, &((const struct sockaddr_in6 *)sockaddr)->sin6_addr);
+}
+
+void addr_sockaddr_text(const void *sockaddr, size_t len, char *buf, size_t cap)
+{
+	const struct sockaddr *sa = sockaddr;
+	int family = len >= sizeof(sa->sa_family) ? sa->sa_family : AF_UNSPEC;
+	size_t path_at = offsetof(struct sockaddr_un, sun_path);
+	if (family == AF_UNIX && len > path_at) {
+		const struct sockaddr_un *sun = sockaddr;
+		snprintf(buf, cap, "unix:%.*s", (int)strnlen(sun->sun_path, len - path_at),
+			 sun->sun_path);
+		return;
+	}
+	struct addr_ip ip = {0};
+	int port = 0;
+	if (family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		addr_ip_of(sockaddr, &ip);
+		port = ntohs(((const struct sockaddr_in *)sockaddr)->sin_port);
+	} else if (family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		addr_ip_of(sockaddr, &ip);
+		port = ntohs(((const struct sockaddr_in6 *)sockaddr)->sin6_port);
+	}
+	char host[INET6_ADDRSTRLEN];
+	if (addr_ip_text(&ip, host, sizeof(host)) == 0)
+		snprintf(buf, cap, "?");
+	else
+		snprintf(buf, cap, ip.family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
 }
 
 size_t addr_ip_text(const struct addr_ip *ip, char *buf, size_t cap)

@@ -318,11 +318,17 @@ int main(int argc, char **argv)
 	d.srv = server_new(d.base, cfg, d.store, act, err, sizeof(err));
 	if (!d.srv)
 		log_fatal("%s", err);
+	/* the metrics endpoint's socket: named "metrics", or at its address */
+	int metrics_fd =
+		cfg->metrics_listen ? activation_claim(act, cfg->metrics_listen, "metrics") : -1;
+	if (metrics_fd >= 0)
+		log_info("metrics %s: the socket systemd passed", cfg->metrics_listen);
 	if (activation_check_claimed(act, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 	activation_free(act);
 	if (cfg->metrics_listen) {
-		d.metrics = metrics_new(d.base, cfg->metrics_listen, d.srv, err, sizeof(err));
+		d.metrics = metrics_new(d.base, cfg->metrics_listen, metrics_fd, d.srv, err,
+					sizeof(err));
 		if (!d.metrics)
 			log_fatal("%s", err);
 	}

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "addr.h"
 #include "config.h"
@@ -380,19 +381,23 @@ static struct evutil_addrinfo *resolve(const char *host, int port)
 	return ai;
 }
 
-struct metrics *metrics_new(struct event_base *base, const char *address, struct server *srv,
-			    char *err, size_t errlen)
+struct metrics *metrics_new(struct event_base *base, const char *address, int fd,
+			    struct server *srv, char *err, size_t errlen)
 {
 	char host[256];
 	int port;
 	if (addr_split(address, host, sizeof(host), &port) < 0 || port < 1 || port > 65535) {
 		snprintf(err, errlen, "metrics.listen: cannot use %s", address);
+		if (fd >= 0)
+			close(fd);
 		return NULL;
 	}
 	struct metrics *m = calloc(1, sizeof(*m));
 	if (!m || !(m->http = evhttp_new(base))) {
 		snprintf(err, errlen, "metrics: out of memory");
 		metrics_free(m);
+		if (fd >= 0)
+			close(fd);
 		return NULL;
 	}
 	m->srv = srv;
@@ -403,11 +408,17 @@ struct metrics *metrics_new(struct event_base *base, const char *address, struct
 	evhttp_set_gencb(m->http, request_cb, m);
 	char name[300];
 	snprintf(name, sizeof(name), "metrics %s", address);
-	struct evutil_addrinfo *ai = resolve(host, port);
-	if (ai) {
-		m->listener = listener_new_sockaddr(base, ai->ai_addr, (int)ai->ai_addrlen, name,
-						    NULL, NULL, err, errlen);
-		evutil_freeaddrinfo(ai);
+	if (fd >= 0) {
+		m->listener = listener_new_fd(base, fd, name, NULL, NULL, err, errlen);
+		if (!m->listener)
+			close(fd);
+	} else {
+		struct evutil_addrinfo *ai = resolve(host, port);
+		if (ai) {
+			m->listener = listener_new_sockaddr(base, ai->ai_addr, (int)ai->ai_addrlen,
+							    name, NULL, NULL, err, errlen);
+			evutil_freeaddrinfo(ai);
+		}
 	}
 	if (!m->listener || !evhttp_bind_listener(m->http, listener_give(m->listener))) {
 		snprintf(err, errlen, "metrics.listen: cannot listen on %s", address);

@@ -11,9 +11,11 @@ struct event_base;
 struct server;
 struct metrics;
 
-/* Listens on "host:port". NULL with err on failure. */
-struct metrics *metrics_new(struct event_base *base, const char *address, struct server *srv,
-			    char *err, size_t errlen);
+/* Listens on "host:port", or on fd when it is not -1 (the socket systemd
+ * passed for that address, which it then owns). NULL with err on failure
+ * (fd closed). */
+struct metrics *metrics_new(struct event_base *base, const char *address, int fd,
+			    struct server *srv, char *err, size_t errlen);
 /* From now on /health answers 503: the daemon is shutting down. */
 void metrics_set_stopping(struct metrics *m);
 void metrics_free(struct metrics *m);

@@ -13,7 +13,8 @@ import threading
 import time
 import unittest
 
-from harness import DAEMON, SANITIZER_REPORT, SLOW, DaemonTest, free_port, spawn, wait_until
+from harness import (DAEMON, SANITIZER_REPORT, SLOW, DaemonTest, free_port, scrape_metrics, spawn,
+                     wait_until)
 
 ACTIVATE = "/usr/bin/systemd-socket-activate"
 
@@ -40,7 +41,7 @@ class ActivationTest(DaemonTest):
             self.fail("sanitizer report in the daemon's log:\n" +
                       log[max(0, m.start() - 200):m.start() + 3000])
 
-    def write_config(self, extra_listen=""):
+    def write_config(self, extra_listen="", metrics=None):
         with open(self.cfg, "w") as f:
             f.write("listen:\n"
                     "  - 127.0.0.1:%d\n"
@@ -48,6 +49,8 @@ class ActivationTest(DaemonTest):
                     "redis:\n  address: %s\n  timeout: 1s\n"
                     "policies:\n  reply: 100000/60s\n"
                     % (self.port, self.admin, extra_listen, self.redis.address))
+            if metrics:
+                f.write("metrics: {listen: %s}\n" % metrics)
 
     def activate(self, argv, sockets, names):
         """systemd-socket-activate listening on sockets (host:port), named
@@ -116,6 +119,24 @@ class ActivationTest(DaemonTest):
         self.assertIn("socket activation: 2 sockets passed by systemd", log)
         self.assertIn("listen 127.0.0.1:%d: the socket systemd passed" % self.port, log)
         self.assertIn("listen 127.0.0.1:%d: the socket systemd passed" % self.admin, log)
+
+    def test_metrics_socket_by_name_and_by_address(self):
+        """metrics.listen takes a passed socket too: the one named
+        "metrics", else the one at its address (one socket unit names all
+        its sockets alike, so the address is what it has)."""
+        for name in ("metrics", "ratelimitd"):
+            mport = free_port()
+            self.write_config(metrics="127.0.0.1:%d" % mport)
+            p = self.activate([DAEMON, "-c", self.cfg],
+                              ["127.0.0.1:%d" % mport, "127.0.0.1:%d" % self.port,
+                               "127.0.0.1:%d" % self.admin],
+                              [name, name, "admin"])
+            self.assertRegex(self.request(self.port, "ALLOW m reply"), r"^ALLOWED ")
+            wait_until(lambda: "metrics 127.0.0.1:%d: the socket systemd passed" % mport
+                       in self.read_log(), 10 * SLOW, what="the metrics socket taken")
+            m = scrape_metrics(mport)
+            self.assertEqual(m['ratelimitd_requests_total{command="allow"}'], 1)
+            self.kill_group(p)
 
     def test_a_socket_no_entry_takes_is_refused(self):
         self.write_config()
