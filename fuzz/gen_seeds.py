@@ -181,18 +181,24 @@ CONFIGS = {
 }
 
 
-def c_string_literals(path):
-    """Config texts from the test table: the first string of each {"...", "t.yaml..."} row."""
-    src = open(path, encoding="utf-8").read()
+def joined_literals(pattern, src, group):
+    """The text of each match's adjacent C string literals (in `group`), joined as C
+    joins them; matches whose escapes Python cannot read are left out."""
     out = []
-    for m in re.finditer(r'\{((?:\s*"(?:[^"\\]|\\.)*")+)\s*,\s*"t\.yaml', src):
-        parts = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(1))
+    for m in re.finditer(pattern, src):
+        parts = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(group))
         try:
             text = "".join(ast.literal_eval('"%s"' % p) for p in parts)
         except (ValueError, SyntaxError):
             continue
         out.append(text.encode("latin-1", "replace"))
     return out
+
+
+def c_string_literals(path):
+    """Config texts from the test table: the first string of each {"...", "t.yaml..."} row."""
+    src = open(path, encoding="utf-8").read()
+    return joined_literals(r'\{((?:\s*"(?:[^"\\]|\\.)*")+)\s*,\s*"t\.yaml', src, 1)
 
 
 # ---- resp: 2-byte header (max_line - 1 as u16 LE), stream ----
@@ -296,15 +302,7 @@ def c_literal_runs(path):
     """Every run of adjacent C string literals in a file, joined (comments between them
     left out)."""
     src = re.sub(r"/\*.*?\*/", "", open(path, encoding="utf-8").read(), flags=re.S)
-    out = []
-    for m in re.finditer(r'(?:"(?:[^"\\\n]|\\.)*"\s*)+', src):
-        parts = re.findall(r'"((?:[^"\\]|\\.)*)"', m.group(0))
-        try:
-            text = "".join(ast.literal_eval('"%s"' % p) for p in parts)
-        except (ValueError, SyntaxError):
-            continue
-        out.append(text.encode("latin-1", "replace"))
-    return out
+    return joined_literals(r'(?:"(?:[^"\\\n]|\\.)*"\s*)+', src, 0)
 
 
 def envoy_seeds():
