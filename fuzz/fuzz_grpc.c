@@ -3,7 +3,8 @@
  * nghttp2's server side and gRPC's framing of each call, fed the bytes a
  * client sends after its preface, in chunks. The methods here answer at
  * once, fail, or wait; the waiting ones are answered half before and half
- * after the connection is gone (the orphan path).
+ * after the connection is gone (the orphan path). Now and then the streams
+ * still arriving are failed as request_timeout does.
  *
  * Input: byte 0 seeds the chunk sizes, the rest is the client's stream.
  * Invariants: every call started is answered exactly once, whatever the
@@ -98,6 +99,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* some waiting calls are answered between chunks */
 		if (nwaiting && (seed & 0x100))
 			answer(waiting[--nwaiting], 0);
+		/* request_timeout now and then: streams still arriving are
+		 * answered at once, and what more comes for them is dropped */
+		if ((seed & 0x3e00) == 0x3e00) {
+			grpc_session_fail_partial(s, GRPC_DEADLINE_EXCEEDED, "late");
+			check(grpc_session_partial(s) == 0, "no stream partial after failing them");
+			check(grpc_session_output(s, out) == 0 || over,
+			      "output after failing partial streams");
+			evbuffer_drain(out, evbuffer_get_length(out));
+		}
 	}
 	grpc_session_output(s, out);
 	check(grpc_session_calls(s) == started - answered, "calls in flight counted");

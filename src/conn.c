@@ -136,6 +136,7 @@ void conn_pool_free(void)
 static void process_input(struct conn *c);
 static void request_clock(struct conn *c, int progress);
 static void flush_replies(struct conn *c);
+static void grpc_goodbye(struct conn *c);
 
 struct conn_link *conn_link(struct conn *c)
 {
@@ -477,11 +478,14 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->grpc) {
 		if (grpc_session_partial(c->grpc) == 0)
 			return; /* what was partial ended meanwhile */
-		/* a stream begun and not whole: HTTP/2 has no reply for the
-		 * connection as a whole, so it just ends */
+		/* a stream begun and not whole: answered DEADLINE_EXCEEDED, and
+		 * the connection ends as on SIGTERM (the calls it has are
+		 * answered, a GOAWAY tells the client which were not taken) */
 		log_debug("closing a gRPC client whose call was not whole within "
 			  "request_timeout");
-		conn_close(c);
+		grpc_session_fail_partial(c->grpc, GRPC_DEADLINE_EXCEEDED,
+					  "the call was not complete within request_timeout");
+		grpc_goodbye(c);
 		return;
 	}
 	struct pending *p = pending_new(c);

@@ -645,6 +645,16 @@ unsigned grpc_session_partial(const struct grpc_session *s)
 	return n;
 }
 
+void grpc_session_fail_partial(struct grpc_session *s, enum grpc_status status, const char *message)
+{
+	for (struct grpc_stream *st = s->streams; st; st = st->next)
+		if (!st->started && !st->answered && !st->gone) {
+			if (!st->too_big)
+				drop_body(st); /* what still arrives is dropped */
+			stream_refuse(st, status, message);
+		}
+}
+
 unsigned grpc_session_calls(const struct grpc_session *s)
 {
 	return s->calls;

@@ -83,6 +83,10 @@ int grpc_session_output(struct grpc_session *s, struct evbuffer *out);
 int grpc_session_over(struct grpc_session *s);
 /* Streams begun and not whole yet (request_timeout runs while any is). */
 unsigned grpc_session_partial(const struct grpc_session *s);
+/* Answers every such stream with status and message (trailers only), its
+ * body dropped and the rest of it ignored. */
+void grpc_session_fail_partial(struct grpc_session *s, enum grpc_status status,
+			       const char *message);
 /* Whether a call was refused (grpc_call_refused) since the last asking. */
 int grpc_session_take_refused(struct grpc_session *s);
 /* Calls not answered yet. */

@@ -494,16 +494,29 @@ class GrpcTest(DaemonTest):
         d.wait_exit(10 * SLOW)
 
     def test_a_call_never_finished_is_closed_after_request_timeout(self):
+        """A call whose request stops arriving is answered at request_timeout
+        (trailers only: HEADERS ending the stream, no DATA), a call already
+        whole on the same connection is answered too, and a GOAWAY naming
+        the last stream taken comes before the close."""
         d, c = self.start(redis=False, request_timeout="500ms")
         s = socket.create_connection(("127.0.0.1", d.gport), timeout=10 * SLOW)
         # HEADERS of a call (literal fields, no Huffman), no DATA, no END_STREAM
         s.sendall(PREFACE + frame(4, 0, 0) + frame(1, 4, 1, call_headers()))
+        msg = request("web", [[("user", "u")]]).SerializeToString()
+        frames3, body = raw_call(s, msg, stream=3)
+        self.assertEqual(overall(classes()["Response"].FromString(body)), "OK")
         t0 = time.monotonic()
-        while s.recv(4096):
-            pass
+        frames = read_frames(s)  # until the daemon closes
         took = time.monotonic() - t0
         s.close()
-        self.assertTrue(0.4 < took < 0.5 + 2 * SLOW, took)
+        self.assertTrue(0.3 < took < 0.5 + 2 * SLOW, took)
+        on1 = [f for f in frames3 + frames if f[2] == 1]
+        self.assertEqual([(f[0], f[1] & 1) for f in on1], [(1, 1)],
+                         "stream 1: one HEADERS with END_STREAM, no DATA")
+        goaway = [f for f in frames if f[0] == 7]
+        self.assertEqual(len(goaway), 1, [f[:3] for f in frames])
+        self.assertEqual(int.from_bytes(goaway[0][3][0:4], "big") & 0x7FFFFFFF, 3)
+        self.assertEqual(int.from_bytes(goaway[0][3][4:8], "big"), 0)  # NO_ERROR
         self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
 
     def test_idle_timeout_says_goaway_before_the_close(self):
