@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decimal.h"
 #include "fuzz_log.h"
 #include "keys.h"
 #include "line_reply.h"
@@ -164,7 +165,7 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 	} else if (word_eq(v, vl, "OVERRIDES")) {
 		int64_t idx;
 		r->verb = CMD_OVERRIDES;
-		if (n != 2 || proto_parse_uint(r->tok[1], r->tlen[1], INT32_MAX, &idx) < 0)
+		if (n != 2 || decimal_parse(r->tok[1], r->tlen[1], INT32_MAX, &idx) < 0)
 			r->code = "syntax";
 	} else if (word_eq(v, vl, "OVERRIDE")) {
 		int64_t ms;

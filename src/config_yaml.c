@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "decimal.h"
 #include "policy.h"
 
 /* Room kept in parser.out for the "... and N more errors" line. */
@@ -319,18 +320,10 @@ int yp_scalar(struct yparser *P, const char *key, const char *what, const char *
  * octal, so accepting it would be ambiguous), no junk, within [min, max]. */
 int yp_parse_dec(const char *s, size_t len, int64_t min, int64_t max, int64_t *out)
 {
-	if (len == 0 || (len > 1 && s[0] == '0'))
-		return -1;
-	int64_t v = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		int d = s[i] - '0';
-		if (v > (INT64_MAX - d) / 10)
-			return -1;
-		v = v * 10 + d;
-	}
-	if (v < min || v > max)
+	int64_t v;
+	/* leading zeros are refused in the file (the protocols allow them) */
+	if ((len > 1 && s[0] == '0') || decimal_parse(s, len, INT64_MAX, &v) < 0 || v < min ||
+	    v > max)
 		return -1;
 	*out = v;
 	return 0;

@@ -1,4 +1,4 @@
-/* decimal.c - integers to decimal text without printf, for the hot paths. */
+/* decimal.c - integers to and from decimal text (decimal.h). */
 #include "decimal.h"
 
 size_t decimal_put(char *p, uint64_t v)
@@ -13,4 +13,21 @@ size_t decimal_put(char *p, uint64_t v)
 	while (n)
 		*p++ = tmp[--n];
 	return len;
+}
+
+int decimal_parse(const char *s, size_t len, int64_t max, int64_t *out)
+{
+	int64_t v = 0;
+	if (len == 0)
+		return -1;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		int d = s[i] - '0';
+		if (v > (max - d) / 10) /* before the step: it must not overflow */
+			return -1;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
 }

@@ -1,4 +1,5 @@
-/* decimal.h - integers to decimal text without printf, for the hot paths. */
+/* decimal.h - integers to and from decimal text without printf or strtol,
+ * for the hot paths and the parsers. */
 #ifndef RL_DECIMAL_H
 #define RL_DECIMAL_H
 
@@ -7,5 +8,10 @@
 
 /* Writes v in decimal at p (no NUL; at most 20 bytes); returns the length. */
 size_t decimal_put(char *p, uint64_t v);
+
+/* Decimal digits only, 0 to max (leading zeros allowed, no sign, no
+ * blank); checked before each step, so any max up to INT64_MAX is safe.
+ * 0 with *out set, or -1. */
+int decimal_parse(const char *s, size_t len, int64_t max, int64_t *out);
 
 #endif

@@ -5,22 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int parse_uint(const char *s, size_t len, int64_t max, int64_t *out)
-{
-	int64_t v = 0;
-	if (len == 0)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		int d = s[i] - '0';
-		if (v > (max - d) / 10)
-			return -1;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return 0;
-}
+#include "decimal.h"
 
 static int perr(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -102,7 +87,7 @@ static int fractional(const char *s, size_t len, const char *pre, char *err, siz
 	int64_t whole = 0, frac = 0, scale = 1;
 	while (i < len && is_digit(s[i]))
 		i++;
-	if (parse_uint(s, i, POLICY_MAX_PERIOD_MS, &whole) < 0 && i > 0)
+	if (decimal_parse(s, i, POLICY_MAX_PERIOD_MS, &whole) < 0 && i > 0)
 		goto plain;
 	for (i++; i < len && is_digit(s[i]); i++, k++) {
 		if (k == 9)
@@ -180,7 +165,8 @@ static int parse_duration(const char *s, size_t len, const char *pre, int64_t *m
 		return perr(err, errlen, "unexpected \"%s\" after %.*s%.*s",
 			    quote(rest, rlen, q, sizeof(q)), n, s, (int)ulen, unit);
 	int64_t v;
-	if (parse_uint(s, digits, POLICY_MAX_PERIOD_MS, &v) < 0 || v > POLICY_MAX_PERIOD_MS / mult)
+	if (decimal_parse(s, digits, POLICY_MAX_PERIOD_MS, &v) < 0 ||
+	    v > POLICY_MAX_PERIOD_MS / mult)
 		return perr(err, errlen, "duration too long (at most 366d)");
 	if (v == 0)
 		return perr(err, errlen, "duration must be greater than zero");
@@ -222,7 +208,7 @@ int policy_parse_rate(const char *s, size_t len, int64_t *count, int64_t *period
 			    quote(tc, tclen, qc, sizeof(qc)), quote(td, tdlen, qd, sizeof(qd)));
 	}
 	int64_t n;
-	if (parse_uint(c, clen, POLICY_MAX_COUNT, &n) < 0)
+	if (decimal_parse(c, clen, POLICY_MAX_COUNT, &n) < 0)
 		return perr(err, errlen, "rate count must be an integer from 1 to 1000000000");
 	if (n == 0)
 		return perr(err, errlen, "rate count must be greater than zero");

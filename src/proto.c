@@ -57,27 +57,10 @@ int proto_word_is(const char *tok, size_t len, const char *word)
 	return 1;
 }
 
-int proto_parse_uint(const char *s, size_t len, int64_t max, int64_t *out)
-{
-	int64_t v = 0;
-	if (len == 0)
-		return -1;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		int d = s[i] - '0';
-		if (v > (max - d) / 10) /* before the step: it must not overflow */
-			return -1;
-		v = v * 10 + d;
-	}
-	*out = v;
-	return 0;
-}
-
 int proto_parse_cost(const char *s, size_t len, int64_t *out)
 {
 	int64_t v;
-	if (proto_parse_uint(s, len, CMD_COST_MAX, &v) < 0 || v < 1)
+	if (decimal_parse(s, len, CMD_COST_MAX, &v) < 0 || v < 1)
 		return -1;
 	*out = v;
 	return 0;
@@ -153,7 +136,7 @@ int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 {
 	if (proto_word_is(arg[0], alen[0], "OVERRIDES")) {
 		req->verb = CMD_OVERRIDES;
-		if (n != 2 || proto_parse_uint(arg[1], alen[1], INT32_MAX, &req->index) < 0)
+		if (n != 2 || decimal_parse(arg[1], alen[1], INT32_MAX, &req->index) < 0)
 			return admin_fail(err, CMD_ERR_SYNTAX, "usage: OVERRIDES <index> (from 0)");
 		return 0;
 	}

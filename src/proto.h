@@ -83,9 +83,6 @@ struct proto {
 
 /* 1 if tok is word (upper case), in any case. */
 int proto_word_is(const char *tok, size_t len, const char *word);
-/* Decimal digits only, 0 to max (leading zeros allowed); checked before
- * each step, so any max up to INT64_MAX is safe. 0 or -1. */
-int proto_parse_uint(const char *s, size_t len, int64_t max, int64_t *out);
 /* A cost: decimal digits only, 1 to CMD_COST_MAX (leading zeros allowed). 0 or -1. */
 int proto_parse_cost(const char *s, size_t len, int64_t *out);
 /* MALLOW and MPEEK's arguments arg[1..n): <user> <action> pairs (1 to

@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+#include "decimal.h"
 #include "keys.h"
 
 /* The protocol's own replies (PROTO_LOCAL, cmd_result.local). */
@@ -109,7 +110,7 @@ static int read_header(const char *buf, size_t len, size_t *pos, char type, long
 static int64_t nonneg(const char *s, size_t len)
 {
 	int64_t v;
-	return proto_parse_uint(s, len, 999999999999999999LL, &v) < 0 ? -1 : v;
+	return decimal_parse(s, len, 999999999999999999LL, &v) < 0 ? -1 : v;
 }
 
 /* CL.THROTTLE <key> <max_burst> <count> <period> [<quantity>] */

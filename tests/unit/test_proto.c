@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decimal.h"
 #include "proto.h"
 #include "proto_line.h"
 
@@ -267,19 +268,17 @@ END_TEST
 START_TEST(test_parse_uint_bounds)
 {
 	int64_t v = -1;
-	ck_assert_int_eq(proto_parse_uint("92233720368547758090", 20, 999999999999999999LL, &v),
-			 -1);
-	ck_assert_int_eq(proto_parse_uint("92233720368547758080", 20, 999999999999999999LL, &v),
-			 -1);
-	ck_assert_int_eq(proto_parse_uint("999999999999999999", 18, 999999999999999999LL, &v), 0);
+	ck_assert_int_eq(decimal_parse("92233720368547758090", 20, 999999999999999999LL, &v), -1);
+	ck_assert_int_eq(decimal_parse("92233720368547758080", 20, 999999999999999999LL, &v), -1);
+	ck_assert_int_eq(decimal_parse("999999999999999999", 18, 999999999999999999LL, &v), 0);
 	ck_assert_int_eq(v, 999999999999999999LL);
-	ck_assert_int_eq(proto_parse_uint("9223372036854775807", 19, INT64_MAX, &v), 0);
+	ck_assert_int_eq(decimal_parse("9223372036854775807", 19, INT64_MAX, &v), 0);
 	ck_assert_int_eq(v, INT64_MAX);
-	ck_assert_int_eq(proto_parse_uint("9223372036854775808", 19, INT64_MAX, &v), -1);
-	ck_assert_int_eq(proto_parse_uint("000000000000000000000000000042", 30, 100, &v), 0);
+	ck_assert_int_eq(decimal_parse("9223372036854775808", 19, INT64_MAX, &v), -1);
+	ck_assert_int_eq(decimal_parse("000000000000000000000000000042", 30, 100, &v), 0);
 	ck_assert_int_eq(v, 42);
-	ck_assert_int_eq(proto_parse_uint("", 0, 100, &v), -1);
-	ck_assert_int_eq(proto_parse_uint("1x", 2, 100, &v), -1);
+	ck_assert_int_eq(decimal_parse("", 0, 100, &v), -1);
+	ck_assert_int_eq(decimal_parse("1x", 2, 100, &v), -1);
 	ck_assert_int_eq(proto_parse_cost("0", 1, &v), -1);
 	ck_assert_int_eq(proto_parse_cost("2147483648", 10, &v), -1);
 }
