@@ -13,18 +13,23 @@ void check(int ok, const char *what)
 	}
 }
 
+void fuzz_append(char **buf, size_t *len, size_t *cap, const void *p, size_t n)
+{
+	if (*len + n > *cap) {
+		size_t c = *cap ? *cap : 64;
+		while (c < *len + n)
+			c *= 2;
+		*buf = realloc(*buf, c);
+		check(*buf != NULL, "out of memory");
+		*cap = c;
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+}
+
 void log_bytes(struct olog *l, const void *p, size_t n)
 {
-	if (l->len + n > l->cap) {
-		size_t cap = l->cap ? l->cap : 256;
-		while (cap < l->len + n)
-			cap *= 2;
-		l->p = realloc(l->p, cap);
-		check(l->p != NULL, "out of memory");
-		l->cap = cap;
-	}
-	memcpy(l->p + l->len, p, n);
-	l->len += n;
+	fuzz_append(&l->p, &l->len, &l->cap, p, n);
 }
 
 void log_u64(struct olog *l, uint64_t v)

@@ -15,8 +15,11 @@ extern const char *const fuzz_name;
 /* Aborts with what when ok is 0. */
 void check(int ok, const char *what);
 
+/* Appends p[0..n) to the growing buffer *buf of *len bytes (room *cap). */
+void fuzz_append(char **buf, size_t *len, size_t *cap, const void *p, size_t n);
+
 struct olog {
-	unsigned char *p;
+	char *p;
 	size_t len, cap;
 };
 

@@ -650,16 +650,7 @@ static void conn_feed(struct conn *c, const char *p, size_t n)
 {
 	if (c->stopped || n == 0)
 		return;
-	if (c->len + n > c->cap) {
-		size_t cap = c->cap ? c->cap : 64;
-		while (cap < c->len + n)
-			cap *= 2;
-		c->buf = realloc(c->buf, cap);
-		check(c->buf != NULL, "out of memory");
-		c->cap = cap;
-	}
-	memcpy(c->buf + c->len, p, n);
-	c->len += n;
+	fuzz_append(&c->buf, &c->len, &c->cap, p, n);
 	conn_process(c);
 }
 
