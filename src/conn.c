@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -88,6 +89,7 @@ struct conn {
 	int closing;	   /* no more requests; close once replies are written */
 	int got_bytes;	   /* the client has sent something */
 	int drain_fresh;   /* draining, waiting a moment for its first request */
+	int outq;	   /* bytes in the kernel's send queue when last looked (want_write) */
 	int closed;	   /* handed to the reaper */
 	int eof;	   /* the client shut its side; answer what it sent */
 	int admin;	   /* came through an admin listener */
@@ -302,6 +304,32 @@ static void cool_cb(evutil_socket_t fd, short what, void *arg)
  * before them: no EV_WRITE round trip through the loop. What the socket does
  * not take is queued, and EV_WRITE armed until it is written.
  */
+/* Bytes the kernel holds for the client (not yet taken), or -1. */
+static int send_queue(struct conn *c)
+{
+	int q;
+	return ioctl(c->fd, TIOCOUTQ, &q) == 0 ? q : -1;
+}
+
+/*
+ * Output is queued: write it when the socket takes more. A client that
+ * takes none of it for request_timeout is closed: one that stops reading
+ * would otherwise hold its connection and output (up to OUT_HIGH) for as
+ * long as it likes, idle_timeout and request_timeout both being about
+ * what it sends. Each write restarts the clock (EV_PERSIST), and so does
+ * the kernel's queue shrinking (a slow reader: the socket is writable
+ * again only once a third of it is free); more output does not.
+ */
+static void want_write(struct conn *c)
+{
+	if (event_pending(c->wev, EV_WRITE, NULL))
+		return;
+	int64_t ms = c->ctx->cfg->request_timeout_ms;
+	struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+	c->outq = send_queue(c);
+	event_add(c->wev, &tv);
+}
+
 static void send_out(struct conn *c)
 {
 	if (evbuffer_write(c->out, c->fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
@@ -310,7 +338,7 @@ static void send_out(struct conn *c)
 		return;
 	}
 	if (evbuffer_get_length(c->out))
-		event_add(c->wev, NULL);
+		want_write(c);
 }
 
 /* gRPC: the session is over (or failed): nothing more is read, and what
@@ -420,7 +448,7 @@ static void flush_replies(struct conn *c)
 		}
 		if (off < n) {
 			evbuffer_add(out, buf + off, n - off);
-			event_add(c->wev, NULL);
+			want_write(c);
 		}
 	}
 	if (c->paused && !c->closing && c->npending < MAX_PENDING / 2 &&
@@ -448,11 +476,15 @@ static void drain_now(struct conn *c)
  * holds a buffer and a descriptor; it gets an error and is closed instead.
  * Input we left unread (backpressure, closing) is our delay, not the client's.
  */
+/* A request begun and not whole: the client owes us bytes. */
+static int mid_request(struct conn *c)
+{
+	return c->grpc ? grpc_session_partial(c->grpc) > 0 : evbuffer_get_length(c->in) > 0;
+}
+
 static void request_clock(struct conn *c, int progress)
 {
-	int partial =
-		!c->closing && !c->paused && !c->cooling &&
-		(c->grpc ? grpc_session_partial(c->grpc) > 0 : evbuffer_get_length(c->in) > 0);
+	int partial = !c->closing && !c->paused && !c->cooling && mid_request(c);
 	if (!partial) {
 		event_del(c->rto);
 		return;
@@ -473,6 +505,7 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		drain_now(c); /* no request came in time */
 		return;
 	}
+
 	if (c->closed || c->closing || c->paused || c->cooling)
 		return;
 	if (c->grpc) {
@@ -649,7 +682,7 @@ void conn_flush(struct conn *c)
  * a call the client opened after it is one HTTP/2 tells the client was
  * never processed (its stream id is higher), so the client retries it
  * elsewhere instead of losing it to a bare close. Then the close, once
- * the GOAWAY is written.
+ * the GOAWAY is written (want_write bounds how long that may take).
  */
 static void grpc_goodbye(struct conn *c)
 {
@@ -696,8 +729,9 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->closed)
 		return;
 	if (what & EV_TIMEOUT) {
-		/* idle_timeout: only a client that owes us nothing and sends nothing is idle */
-		if (!owes(c)) {
+		/* idle_timeout: only a client that owes us nothing and sends
+		 * nothing is idle; one mid-request is request_timeout's */
+		if (!owes(c) && !mid_request(c)) {
 			log_debug("closing idle client");
 			if (c->grpc)
 				grpc_goodbye(c); /* a call sent meanwhile is retried, not lost */
@@ -715,10 +749,23 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 
 static void write_cb(evutil_socket_t fd, short what, void *arg)
 {
-	(void)what;
 	struct conn *c = arg;
 	if (c->closed)
 		return;
+	if (what & EV_TIMEOUT) {
+		int q = send_queue(c);
+		if (q >= 0 && q < c->outq) {
+			log_debug("a client takes its replies slowly (%d bytes queued, %d before): "
+				  "kept",
+				  q, c->outq);
+			c->outq = q; /* it reads, slowly: the clock starts again */
+			return;
+		}
+		log_debug("closing a client that took none of its replies within "
+			  "request_timeout");
+		conn_close(c);
+		return;
+	}
 	if (evbuffer_write(c->out, fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
 	    errno != EINTR) {
 		conn_close(c);
@@ -727,6 +774,8 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
 	size_t left = evbuffer_get_length(c->out);
 	if (left == 0)
 		event_del(c->wev);
+	else
+		c->outq = send_queue(c); /* the clock restarts from here */
 	if (c->paused && left <= OUT_LOW)
 		flush_replies(c); /* resumes reading */
 	else

@@ -39,8 +39,11 @@ class BackpressureTest(DaemonTest):
         """A client writes requests as fast as the socket takes them and
         never reads: the daemon stops reading it (what it accepts plateaus),
         its RSS grows by a bounded amount, other clients keep their latency;
-        when the client finally reads, every request has exactly one reply."""
-        self.fresh(POLICIES, env=rss_env())
+        when the client finally reads, every request has exactly one reply.
+        (request_timeout, which also bounds how long a client may take none
+        of its replies, is an hour here: the client stops reading for
+        longer than 10 s on a slow machine.)"""
+        self.fresh(POLICIES, env=rss_env(), request_timeout="1h")
         base = latencies(self.daemon, 50)
         rss0 = self.daemon.rss_kb()
         line = b"PEEK hog big\n"
@@ -341,6 +344,62 @@ class StuckDrainTest(DaemonTest):
         self.daemon.wait_log(r"^info: second SIGTERM", start=n, timeout=1)
         print("\n[figures] second SIGTERM during a stuck drain: exit 0 after %.0f ms" %
               (took * 1000))
+
+    def test_a_client_that_stops_reading_is_closed(self):
+        """A client owed replies that takes none of them for request_timeout
+        is closed (it would hold its connection and output for ever); one
+        that reads slowly, for longer than request_timeout, is not, and gets
+        every reply in order."""
+        self.fresh(POLICIES, request_timeout="1s", log_level="debug")
+        hog = self.stuck_client()
+        n = len(self.daemon.log_lines())
+        self.daemon.wait_log(r"^debug: closing a client that took none of its replies within "
+                             r"request_timeout$", start=n, timeout=5 * SLOW)
+        # the replies the kernel held arrive, then the end: never a hang
+        hog.sock.setblocking(True)
+        hog.sock.settimeout(10 * SLOW)
+        try:
+            while hog.sock.recv(1 << 16):
+                pass
+        except ConnectionResetError:
+            pass  # closed with its requests unread: the kernel resets
+        with self.daemon.client() as c:
+            self.assertEqual(c.request("PING"), "PONG")
+
+        # a small receive window, so the replies back up into the daemon
+        slow = socket.socket()
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        slow.connect(("127.0.0.1", self.daemon.port))
+        slow.settimeout(30)
+        self.addCleanup(slow.close)
+        total = 1000000
+        sender = threading.Thread(target=lambda: slow.sendall(b"PING\n" * total), daemon=True)
+        sender.start()
+        # 5 MB of replies taken a little every 0.2 s: far slower than the
+        # daemon writes, so it waits longer than request_timeout for the
+        # socket to take more while the client keeps reading; once it has
+        # (twice), the rest is read at full speed
+        n = len(self.daemon.log_lines())
+        got, buf, t0, kept, i = 0, b"", time.monotonic(), [], 0
+        while got < total:
+            data = slow.recv(131072)
+            self.assertTrue(data, "closed after %d replies, %.1f s" % (got, time.monotonic() - t0))
+            buf += data
+            lines = buf.split(b"\n")
+            buf = lines.pop()
+            self.assertTrue(all(ln == b"PONG" for ln in lines))
+            got += len(lines)
+            if len(kept) < 2 and time.monotonic() - t0 < 20 * SLOW:
+                time.sleep(0.2)
+                i += 1
+                if i % 5 == 0:
+                    kept = [ln for ln in self.daemon.log_lines()[n:]
+                            if "takes its replies slowly" in ln]
+        sender.join(10)
+        kept = [ln for ln in self.daemon.log_lines()[n:] if "takes its replies slowly" in ln]
+        self.assertTrue(kept, "never waited past request_timeout (%.1f s): the test did not "
+                        "test the slow reader" % (time.monotonic() - t0))
+        self.assertFalse([ln for ln in self.daemon.log_lines()[n:] if "took none" in ln])
 
     def test_drain_grace_closes_stuck_client(self):
         """A client that does not read cannot hold the daemon: it exits
