@@ -613,6 +613,8 @@ static int reload_by_systemctl(struct ctl *c, const char *pid_file)
 	char *argv[] = {"systemctl", "reload", "ratelimitd", NULL};
 	posix_spawn_file_actions_t fa;
 	pid_t pid;
+	/* an ignored SIGCHLD (inherited) would reap it and hide its status */
+	signal(SIGCHLD, SIG_DFL);
 	fflush(stdout);
 	int rc = posix_spawn_file_actions_init(&fa);
 	if (rc == 0)

@@ -73,6 +73,25 @@ static int reference(const redisReply *rep, unsigned long first, long long v[5])
 	return 0;
 }
 
+/* Redis's text of a failed decision (-1) at element first, where the
+ * script puts it: alone after the call's decisions (element total), a
+ * non-empty string. NULL when there is none. */
+static const char *failure_text(const redisReply *rep, unsigned long first, unsigned long total)
+{
+	if (!rep || rep->type != REDIS_REPLY_ARRAY || first > rep->elements ||
+	    rep->elements - first < 5 || total >= rep->elements || rep->elements - total != 1)
+		return NULL;
+	for (unsigned long i = 0; i < 5; i++)
+		if (!rep->element[first + i] ||
+		    rep->element[first + i]->type != REDIS_REPLY_INTEGER)
+			return NULL;
+	const redisReply *t = rep->element[total];
+	if (rep->element[first]->integer != -1 || !t || t->type != REDIS_REPLY_STRING ||
+	    t->len == 0 || t->str[0] == '\0')
+		return NULL;
+	return t->str;
+}
+
 /* The decision at element first of a call whose decisions take total. */
 static void decode(const redisReply *rep, unsigned long first, unsigned long total)
 {
@@ -97,6 +116,9 @@ static void decode(const redisReply *rep, unsigned long first, unsigned long tot
 		check(res.detail != NULL && res.detail[0] != '\0', "a failure says why");
 		check(res.error > STORE_ERROR_NONE && res.error < STORE_ERROR_N,
 		      "a failure has a kind");
+		const char *text = failure_text(rep, first, total);
+		check(!text || res.detail == text,
+		      "a failure's text is the one after the decisions");
 	}
 }
 
@@ -149,6 +171,9 @@ static void decode_pairs(const redisReply *rep, unsigned long first, int npairs)
 	} else {
 		check(res.status == STORE_FAILED, "rc -1 means STORE_FAILED");
 		check(res.detail != NULL && res.detail[0] != '\0', "a failure says why");
+		const char *text = failure_text(rep, first, first + width);
+		check(!text || res.detail == text,
+		      "a failure's text is the one after the decision");
 	}
 }
 
@@ -192,6 +217,8 @@ static void decode_all(const redisReply *rep, int depth)
 		decode(rep, rep->elements - 5, rep->elements);
 	if (rep->elements >= 6) /* the last decision, then Redis's text of a failure */
 		decode(rep, rep->elements - 6, rep->elements - 1);
+	if (rep->elements >= 13) /* a decision over two pairs, then one of one pair */
+		decode(rep, 13, rep->elements - 1);
 	if (depth < 8)
 		for (size_t i = 0; i < rep->elements; i++)
 			if (rep->element[i])

@@ -124,20 +124,22 @@ void addr_sockaddr_text(const void *sockaddr, size_t len, char *buf, size_t cap)
 			 sun->sun_path);
 		return;
 	}
-	struct addr_ip ip = {0};
+	/* as bound, not as addr_ip_of takes it: an IPv4-mapped address stays
+	 * IPv6, the form a listen entry needs to match the socket */
+	const void *ip = NULL;
 	int port = 0;
 	if (family == AF_INET && len >= sizeof(struct sockaddr_in)) {
-		addr_ip_of(sockaddr, &ip);
+		ip = &((const struct sockaddr_in *)sockaddr)->sin_addr;
 		port = ntohs(((const struct sockaddr_in *)sockaddr)->sin_port);
 	} else if (family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-		addr_ip_of(sockaddr, &ip);
+		ip = &((const struct sockaddr_in6 *)sockaddr)->sin6_addr;
 		port = ntohs(((const struct sockaddr_in6 *)sockaddr)->sin6_port);
 	}
 	char host[INET6_ADDRSTRLEN];
-	if (addr_ip_text(&ip, host, sizeof(host)) == 0)
+	if (!ip || !inet_ntop(family, ip, host, sizeof(host)))
 		snprintf(buf, cap, "?");
 	else
-		snprintf(buf, cap, ip.family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
+		snprintf(buf, cap, family == AF_INET6 ? "[%s]:%d" : "%s:%d", host, port);
 }
 
 size_t addr_ip_text(const struct addr_ip *ip, char *buf, size_t cap)

@@ -33,7 +33,8 @@ void addr_ip_of(const void *sockaddr, struct addr_ip *out);
 /* Writes ip as text ("10.1.2.3", "::1") to buf (at least 46 bytes); its length. */
 size_t addr_ip_text(const struct addr_ip *ip, char *buf, size_t cap);
 /* A socket's address of len bytes as a listen entry would name it:
- * "10.1.2.3:80", "[::1]:80" or "unix:/path"; "?" for anything else. */
+ * "10.1.2.3:80", "[::1]:80" (an IPv4-mapped one too) or "unix:/path";
+ * "?" for anything else. */
 void addr_sockaddr_text(const void *sockaddr, size_t len, char *buf, size_t cap);
 
 #endif

@@ -24,7 +24,9 @@ int decimal_parse(const char *s, size_t len, int64_t max, int64_t *out)
 		if (s[i] < '0' || s[i] > '9')
 			return -1;
 		int d = s[i] - '0';
-		if (v > (max - d) / 10) /* before the step: it must not overflow */
+		/* before the step: it must not overflow (and d > max first, as
+		 * (max - d) / 10 rounds toward zero) */
+		if (d > max || v > (max - d) / 10)
 			return -1;
 		v = v * 10 + d;
 	}

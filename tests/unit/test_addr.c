@@ -56,10 +56,10 @@ START_TEST(test_sockaddr_text)
 	inet_pton(AF_INET6, "::1", &in6.sin6_addr);
 	addr_sockaddr_text(&in6, sizeof(in6), buf, sizeof(buf));
 	ck_assert_str_eq(buf, "[::1]:9090");
-	/* an IPv4-mapped address is shown as the IPv4 it is */
+	/* an IPv4-mapped address stays IPv6: the form a listen entry needs */
 	inet_pton(AF_INET6, "::ffff:10.1.2.3", &in6.sin6_addr);
 	addr_sockaddr_text(&in6, sizeof(in6), buf, sizeof(buf));
-	ck_assert_str_eq(buf, "10.1.2.3:9090");
+	ck_assert_str_eq(buf, "[::ffff:10.1.2.3]:9090");
 
 	struct sockaddr_un un = {.sun_family = AF_UNIX};
 	strcpy(un.sun_path, "/run/ratelimitd/rl.sock");

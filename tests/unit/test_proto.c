@@ -279,6 +279,12 @@ START_TEST(test_parse_uint_bounds)
 	ck_assert_int_eq(v, 42);
 	ck_assert_int_eq(decimal_parse("", 0, 100, &v), -1);
 	ck_assert_int_eq(decimal_parse("1x", 2, 100, &v), -1);
+	/* a digit above a max under 10 (the overflow test alone rounds it in) */
+	ck_assert_int_eq(decimal_parse("7", 1, 5, &v), -1);
+	ck_assert_int_eq(decimal_parse("5", 1, 5, &v), 0);
+	ck_assert_int_eq(v, 5);
+	ck_assert_int_eq(decimal_parse("0", 1, 0, &v), 0);
+	ck_assert_int_eq(decimal_parse("1", 1, 0, &v), -1);
 	ck_assert_int_eq(proto_parse_cost("0", 1, &v), -1);
 	ck_assert_int_eq(proto_parse_cost("2147483648", 10, &v), -1);
 }
