@@ -79,6 +79,13 @@ class GrpcTest(DaemonTest):
         self.addCleanup(c.close)
         return d, c
 
+    def assertGoaway(self, frames, last_stream):
+        """One GOAWAY among frames: NO_ERROR, naming last_stream."""
+        goaway = [f for f in frames if f[0] == 7]
+        self.assertEqual(len(goaway), 1, [f[:3] for f in frames])
+        self.assertEqual(int.from_bytes(goaway[0][3][0:4], "big") & 0x7FFFFFFF, last_stream)
+        self.assertEqual(int.from_bytes(goaway[0][3][4:8], "big"), 0)  # NO_ERROR
+
     def test_ok_until_the_limit_then_over_limit(self):
         d, c = self.start()
         got = [c.call("web", [[("remote_address", "10.0.0.1")]]) for _ in range(4)]
@@ -513,10 +520,7 @@ class GrpcTest(DaemonTest):
         on1 = [f for f in frames3 + frames if f[2] == 1]
         self.assertEqual([(f[0], f[1] & 1) for f in on1], [(1, 1)],
                          "stream 1: one HEADERS with END_STREAM, no DATA")
-        goaway = [f for f in frames if f[0] == 7]
-        self.assertEqual(len(goaway), 1, [f[:3] for f in frames])
-        self.assertEqual(int.from_bytes(goaway[0][3][0:4], "big") & 0x7FFFFFFF, 3)
-        self.assertEqual(int.from_bytes(goaway[0][3][4:8], "big"), 0)  # NO_ERROR
+        self.assertGoaway(frames, last_stream=3)
         self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
 
     def test_idle_timeout_says_goaway_before_the_close(self):
@@ -534,10 +538,7 @@ class GrpcTest(DaemonTest):
         frames = read_frames(s)  # until the daemon closes
         took = time.monotonic() - t0
         s.close()
-        goaway = [f for f in frames if f[0] == 7]
-        self.assertEqual(len(goaway), 1, [f[:3] for f in frames])
-        self.assertEqual(int.from_bytes(goaway[0][3][0:4], "big") & 0x7FFFFFFF, 1)
-        self.assertEqual(int.from_bytes(goaway[0][3][4:8], "big"), 0)  # NO_ERROR
+        self.assertGoaway(frames, last_stream=1)
         self.assertEqual(frames[-1][0], 7, "the GOAWAY is the last frame")
         self.assertTrue(0.5 < took < 1 + 2 * SLOW, took)
         self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
