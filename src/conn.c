@@ -299,11 +299,6 @@ static void cool_cb(evutil_socket_t fd, short what, void *arg)
 	process_input(c);
 }
 
-/*
- * Replies ready at the head go out in one send() when nothing is queued
- * before them: no EV_WRITE round trip through the loop. What the socket does
- * not take is queued, and EV_WRITE armed until it is written.
- */
 /* Bytes the kernel holds for the client (not yet taken), or -1. */
 static int send_queue(struct conn *c)
 {
@@ -330,6 +325,11 @@ static void want_write(struct conn *c)
 	event_add(c->wev, &tv);
 }
 
+/*
+ * Replies ready at the head go out in one send() when nothing is queued
+ * before them: no EV_WRITE round trip through the loop. What the socket does
+ * not take is queued, and EV_WRITE armed until it is written.
+ */
 static void send_out(struct conn *c)
 {
 	if (evbuffer_write(c->out, c->fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
@@ -470,18 +470,18 @@ static void drain_now(struct conn *c)
 	maybe_finish(c);
 }
 
-/*
- * request_timeout: the clock runs from the first byte of a request until it
- * is whole. A client that starts requests and never finishes them (slowloris)
- * holds a buffer and a descriptor; it gets an error and is closed instead.
- * Input we left unread (backpressure, closing) is our delay, not the client's.
- */
 /* A request begun and not whole: the client owes us bytes. */
 static int mid_request(struct conn *c)
 {
 	return c->grpc ? grpc_session_partial(c->grpc) > 0 : evbuffer_get_length(c->in) > 0;
 }
 
+/*
+ * request_timeout: the clock runs from the first byte of a request until it
+ * is whole. A client that starts requests and never finishes them (slowloris)
+ * holds a buffer and a descriptor; it gets an error and is closed instead.
+ * Input we left unread (backpressure, closing) is our delay, not the client's.
+ */
 static void request_clock(struct conn *c, int progress)
 {
 	int partial = !c->closing && !c->paused && !c->cooling && mid_request(c);
@@ -505,7 +505,6 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 		drain_now(c); /* no request came in time */
 		return;
 	}
-
 	if (c->closed || c->closing || c->paused || c->cooling)
 		return;
 	if (c->grpc) {
