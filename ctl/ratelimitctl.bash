@@ -15,7 +15,7 @@ _ratelimitctl()
 		cword=$COMP_CWORD
 	fi
 
-	local commands="allow peek reset override unoverride overrides ping check-config policies reload"
+	local commands="allow peek reset override unoverride overrides ping check-config policies reload rls health"
 	local options="-s --address -c --config -p --pid-file -j --json -T --timeout -V --version -h --help"
 
 	case $prev in
@@ -69,6 +69,10 @@ _ratelimitctl()
 		;;
 	check-config)
 		((arg == 1)) && COMPREPLY=($(compgen -f -- "$cur"))
+		;;
+	rls | health)
+		# their own options; domains and descriptors are the envoy rules'
+		[[ $cur == -* ]] && COMPREPLY=($(compgen -W "--addr $([[ $cmd == rls ]] && echo --hits)" -- "$cur"))
 		;;
 	esac
 }

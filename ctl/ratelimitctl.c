@@ -25,6 +25,7 @@
 
 #include "addr.h"
 #include "config.h"
+#include "ctl_grpc.h"
 #include "line_reply.h"
 #include "policy.h"
 
@@ -70,6 +71,9 @@ static void usage(FILE *f)
 		"  check-config [FILE]                         ratelimitd -t on FILE\n"
 		"  policies                                    the config file's policy names\n"
 		"  reload                                      check the config, then SIGHUP\n"
+		"  rls [--addr HOST:PORT] [--hits N] DOMAIN KEY=VALUE[,KEY=VALUE...] [DESCRIPTOR]...\n"
+		"                        Envoy's ShouldRateLimit on the first grpc listener\n"
+		"  health [--addr HOST:PORT] [SERVICE]         gRPC health Check there\n"
 		"options:\n"
 		"  -s, --address ADDR    host:port, [v6]:port or unix:PATH of a line listener\n"
 		"                        (default: from the config file, else %s;\n"
@@ -704,6 +708,16 @@ static int run(struct ctl *c, char **args, int nargs)
 		return cmd_policies(c, nargs);
 	if (!strcmp(cmd, "reload"))
 		return cmd_reload(c, nargs);
+	if (!strcmp(cmd, "rls") || !strcmp(cmd, "health")) {
+		/* gRPC, not the line protocol: ctl_grpc.c, which finds its own listener */
+		if (c->address)
+			return fail(c, "usage", "-s names a line listener; %s takes --addr", cmd);
+		struct ctl_grpc_opts o = {.command = cmd,
+					  .config_path = c->config_path,
+					  .json = c->json,
+					  .timeout_ms = c->timeout_ms};
+		return ctl_grpc(&o, args, nargs);
+	}
 	int known = !strcmp(cmd, "allow") || !strcmp(cmd, "peek") || !strcmp(cmd, "ping") ||
 		    is_admin_command(cmd);
 	if (!known) {

@@ -293,6 +293,11 @@ class CompletionTest(DaemonTest):
         self.assertEqual(self.complete(["ratelimitctl", "re"], cfg),
                          ["reload", "reset"])
         self.assertIn("--json", self.complete(["ratelimitctl", "--j"], cfg))
+        self.assertEqual(self.complete(["ratelimitctl", "h"], cfg), ["health"])
+        # rls's own options after it (not the global ones)
+        self.assertEqual(self.complete(["ratelimitctl", "rls", "--"], cfg),
+                         ["--addr", "--hits"])
+        self.assertEqual(self.complete(["ratelimitctl", "health", "--"], cfg), ["--addr"])
         # actions from the config file's policies
         self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "allow", "dave", ""], cfg),
                          ["login", "reply", "upload"])
@@ -327,7 +332,7 @@ class ManPageTest(unittest.TestCase):
     def test_ratelimitctl(self):
         self.check(CTL, "ratelimitctl.1.scd",
                    ["allow", "peek", "reset", "override", "unoverride", "overrides", "ping",
-                    "check-config", "policies", "reload"])
+                    "check-config", "policies", "reload", "rls", "health"])
 
     def test_ratelimitd(self):
         self.check(DAEMON, "ratelimitd.8.scd")

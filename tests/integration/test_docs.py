@@ -19,7 +19,8 @@ The examples are found by parsing the markdown, not copied here. A code block
   - a ratelimitctl session: `$ ratelimitctl ARGS...` lines, each followed
     by its standard output lines and optionally `(exit status N)` (else 0),
     run with the built ratelimitctl and `-c` the daemon's config (so the
-    addresses it finds there are the test's);
+    addresses it finds there are the test's); an output line ending in
+    `...` matches any line that begins with the rest (a reset's seconds);
   - a program: a fenced ```python block, run as written; it must print the
     lines its `# -> ...` comments show. (```js blocks are run by
     test_node.py, ```nginx and ```caddy blocks by test_proxies.py.)
@@ -45,6 +46,9 @@ before a block (blank lines between allowed) changes this:
                      checked through a daemon config whose envoy.config it is
     envoy-daemon     a daemon config naming /etc/ratelimit/config: checked with a
                      rules file there instead
+    envoy            the daemon also has a `protocol: grpc` listener, and as its
+                     envoy.config the first envoy-rules example of docs/envoy.md
+                     (response_headers: ratelimit): for `ratelimitctl rls`
     skip=REASON      not run (the count of examples run is checked)
 
 A shell session's HOST:PORT picks the listener by address.
@@ -77,7 +81,7 @@ MINIMUM = {
     "configuration.md": {"yaml": 7},
     "clients.md": {"cli": 1, "python": 2, "shell": 1, "js": 2},
     "proxies.md": {"yaml": 1, "nginx": 1, "caddy": 1},
-    "envoy.md": {"yaml": 3},
+    "envoy.md": {"yaml": 3, "ctl": 1},
 }
 
 MINIMAL_CONFIG = {
@@ -117,7 +121,7 @@ def parse_opts(text):
         k, _, v = word.partition("=")
         opts[k] = v or True
     unknown = set(opts) - {"listener", "redis", "continue", "ms", "yaml", "under", "wrap",
-                           "skip", "envoy-rules", "envoy-daemon"}
+                           "skip", "envoy-rules", "envoy-daemon", "envoy"}
     if unknown:
         raise ValueError("unknown example option(s) %s" % sorted(unknown))
     return opts
@@ -330,8 +334,17 @@ class DocsTest(DaemonTest):
         self.daemon = None
         self.listeners = {}
 
-    def fresh_daemon(self, redis_down):
-        """A daemon on conf/ratelimitd.yaml with empty state."""
+    def envoy_rules(self):
+        """The path of docs/envoy.md's first rules file, written out."""
+        b = next(b for b in all_examples()["envoy.md"] if b.opts.get("envoy-rules"))
+        path = os.path.join(self.tmpdir, "envoy-rules.yaml")
+        with open(path, "w") as f:
+            f.write("\n".join(b.body) + "\n")
+        return path
+
+    def fresh_daemon(self, redis_down, envoy=False):
+        """A daemon on conf/ratelimitd.yaml with empty state (with envoy, a
+        gRPC listener and docs/envoy.md's rules too)."""
         if self.daemon:
             self.daemon.stop()
         if redis_down:
@@ -348,10 +361,16 @@ class DocsTest(DaemonTest):
         text = self.conf.replace(CONF_CLIENT, "127.0.0.1:%d" % client)
         text = text.replace(CONF_ADMIN, "127.0.0.1:%d" % admin)
         text = text.replace(CONF_REDIS, redis_addr)
+        if envoy:
+            self.assertEqual(text.count("\nlisten:\n"), 1)
+            text = text.replace("\nlisten:\n", "\nlisten:\n  - {address: 127.0.0.1:%d, "
+                                "protocol: grpc}\n" % free_port())
+            text += "envoy: {config: %s, response_headers: ratelimit}\n" % self.envoy_rules()
         self.daemon = self.start_daemon(config=text, port=client,
                                         name="rl%d" % len(self._procs))
         self.listeners = {CONF_CLIENT: client, CONF_ADMIN: admin}
         self.redis_down = redis_down
+        self.envoy = envoy
 
     def prepare(self, b):
         down = b.opts.get("redis") == "down"
@@ -360,8 +379,10 @@ class DocsTest(DaemonTest):
         if b.opts.get("continue"):
             self.assertIsNotNone(self.daemon, "%s: continue, but nothing before" % b.where)
             self.assertEqual(down, self.redis_down, "%s: continue changes redis" % b.where)
+            self.assertEqual(bool(b.opts.get("envoy")), self.envoy,
+                             "%s: continue changes envoy" % b.where)
         else:
-            self.fresh_daemon(down)
+            self.fresh_daemon(down, bool(b.opts.get("envoy")))
 
     def ms(self, b):
         return int(int(b.opts["ms"]) * SLOW) if b.opts.get("ms") else 0
@@ -440,6 +461,9 @@ class DocsTest(DaemonTest):
             r = subprocess.run([CTL, "-c", self.daemon.config_path] + args, capture_output=True,
                                timeout=30, stdin=subprocess.DEVNULL)
             have = r.stdout.decode(errors="replace").splitlines()
+            # `...` at the end of the doc's line: the rest varies (seconds to a reset)
+            have = [w if w.endswith("...") and h.startswith(w[:-3]) else h
+                    for w, h in zip(want, have)] + have[len(want):]
             self.assertEqual((have, r.returncode), (want, status),
                              "%s: ratelimitctl %s (stderr %r)"
                              % (b.where, " ".join(args), r.stderr.decode(errors="replace")))

@@ -4,16 +4,19 @@ decisions, all-or-nothing descriptors, unknown domains, shadow mode,
 unlimited, replaces, limits carried by the request, hits_addend, a
 directory of domains and its reload, Redis down per on_store_error within
 grpc-timeout, health, errors, the wire format checked byte by byte, and
-exactness across three daemons."""
+exactness across three daemons; and `ratelimitctl rls` / `health`, the
+client shipped to try the service without Envoy, answering as grpcio does."""
 
+import json
 import os
 import signal
 import socket
+import subprocess
 import threading
 import time
 import unittest
 
-from harness import SLOW, DaemonTest, free_port, scrape_metrics, wait_until
+from harness import DAEMON, SLOW, DaemonTest, free_port, scrape_metrics, wait_until
 from rls_client import (PREFACE, RlsClient, call_headers, classes, frame, grpc, headers,
                         overall, raw_call, read_frames, request, statuses)
 
@@ -544,6 +547,127 @@ class GrpcTest(DaemonTest):
         self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
         time.sleep(1.5)  # its connection is closed idle too
         self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+
+
+CTL = os.environ.get("RATELIMITCTL") or os.path.join(os.path.dirname(DAEMON), "ctl",
+                                                     "ratelimitctl")
+
+
+def ctl(*args):
+    return subprocess.run([CTL] + list(args), capture_output=True, text=True,
+                          timeout=20 * SLOW, stdin=subprocess.DEVNULL)
+
+
+class CtlRlsTest(DaemonTest):
+    """ratelimitctl rls/health (ctl/ctl_grpc.c: nghttp2 and protoc-c) against
+    the same daemon as grpcio: a client of its own would prove little if it
+    only agreed with itself."""
+
+    start = GrpcTest.start  # GrpcTest's daemon, not its tests
+
+    def rls(self, d, *args):
+        """(exit status, the --json answer) of ratelimitctl rls, the gRPC
+        listener found in the daemon's config."""
+        r = ctl("-c", d.config_path, "--json", "rls", *args)
+        self.assertTrue(r.stdout, r.stderr)
+        return r.returncode, json.loads(r.stdout)
+
+    def test_same_answers_as_grpcio(self):
+        d, c = self.start()
+        # user: 5 an hour (an hour's window: no boundary crossed mid-test,
+        # unlike a minute's); path=/login names its limit; vip is unlimited
+        def by_ctl(user):
+            rc, j = self.rls(d, "web", "user=" + user, "path=/login", "vip=1")
+            self.assertEqual(rc, {"OK": 0, "OVER_LIMIT": 1}[j["overall_code"]], j)
+            return (j["overall_code"],
+                    [(s["code"], s["limit"] and (s["limit"]["requests_per_unit"],
+                                                 s["limit"]["unit"], s["limit"]["name"]),
+                      s["remaining"], s["reset_s"]) for s in j["statuses"]],
+                    j["headers"])
+
+        def by_grpcio(user):
+            r = c.call("web", [[("user", user)], [("path", "/login")], [("vip", "1")]])
+            U = type(r.statuses[0].current_limit).Unit
+            return (overall(r),
+                    [(s[0], s[1] is not None and (s[1], U.Name(st.current_limit.unit),
+                                                  st.current_limit.name) or None,
+                      s[2], s[3] or 0) for s, st in zip(statuses(r), r.statuses)],
+                    dict(headers(r)))
+
+        # the same calls from each client on an empty Redis; /login's minute
+        # must not end during a run (its counts would start again)
+        if time.time() % 60 > 50:
+            time.sleep(61 - time.time() % 60)
+        mine = [by_ctl("u") for _ in range(3)]
+        self.redis.call("FLUSHALL")
+        theirs = [by_grpcio("u") for _ in range(3)]
+        for m, t in zip(mine, theirs):
+            # resets are whole seconds to a window's end: equal, or a tick apart
+            self.assertEqual((m[0], [s[:3] for s in m[1]]), (t[0], [s[:3] for s in t[1]]))
+            for ms, ts in zip(m[1], t[1]):
+                self.assertLessEqual(abs(ms[3] - ts[3]), 1, (m, t))
+            self.assertEqual(set(m[2]), set(t[2]))
+        self.assertEqual([m[0] for m in mine], ["OK", "OK", "OVER_LIMIT"])
+        self.assertEqual(mine[0][1][:2], [("OK", (5, "HOUR", ""), 4, mine[0][1][0][3]),
+                                          ("OK", (2, "MINUTE", "login"), 1,
+                                           mine[0][1][1][3])])
+        self.assertEqual(mine[0][1][2], ("OK", None, 4294967295, 0))  # unlimited
+        self.assertEqual(mine[2][2]["RateLimit-Remaining"], "0")
+        # one counter whichever client asks: they alternate on one user
+        rc, j = self.rls(d, "web", "user=both")
+        self.assertEqual(j["statuses"][0]["remaining"], 4)
+        self.assertEqual(statuses(c.call("web", [[("user", "both")]]))[0][2], 3)
+        rc, j = self.rls(d, "web", "user=both", "--hits", "3")
+        self.assertEqual((rc, j["statuses"][0]["remaining"]), (0, 0))
+        self.assertEqual(overall(c.call("web", [[("user", "both")]])), "OVER_LIMIT")
+
+    def test_text_exit_codes_and_errors(self):
+        d, c = self.start()
+        r = ctl("-c", d.config_path, "rls", "web", "remote_address=10.7.0.1,x=y",
+                "banned=b")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "OVER_LIMIT")
+        # remote_address's rule with an extra entry x=y below it: no limit
+        self.assertEqual(lines[1], "  remote_address=10.7.0.1,x=y: OK limit=none remaining=0 "
+                         "reset=0s")
+        self.assertRegex(lines[2], r"^  banned=b: OVER_LIMIT limit=0/SECOND remaining=0 "
+                         r"reset=1s$")
+        self.assertIn("  header RateLimit-Limit: 0", lines)
+        # --addr instead of the config; an unknown domain limits nothing
+        r = ctl("rls", "--addr", "127.0.0.1:%d" % d.gport, "nosuchdomain", "a=b")
+        self.assertEqual((r.returncode, r.stdout), (0, "OK\n  a=b: OK limit=none "
+                                                       "remaining=0 reset=0s\n"), r.stderr)
+        # the daemon's gRPC error, with its status
+        rc, j = self.rls(d, "", "a=b")
+        self.assertEqual((rc, j["result"], j["error"], j["grpc_status"]),
+                         (2, "error", "grpc", 3), j)
+        self.assertIn("INVALID_ARGUMENT", j["message"])
+        # refused before any call: no descriptor, an entry without '=', -s
+        for args in (["rls", "web"], ["rls", "web", "novalue"],
+                     ["-s", "127.0.0.1:%d" % d.port, "rls", "web", "a=b"]):
+            r = ctl("-c", d.config_path, *args)
+            self.assertEqual((r.returncode, r.stdout), (2, ""), args)
+            self.assertTrue(r.stderr.startswith("ratelimitctl: "), r.stderr)
+        # nothing listening: exit 2, promptly
+        r = ctl("-T", "2s", "rls", "--addr", "127.0.0.1:%d" % free_port(), "web", "a=b")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cannot connect", r.stderr)
+
+    def test_health(self):
+        d, c = self.start()
+        r = ctl("-c", d.config_path, "health")
+        self.assertEqual((r.returncode, r.stdout), (0, "SERVING\n"), r.stderr)
+        r = ctl("-c", d.config_path, "--json", "health", "ratelimit")
+        self.assertEqual((r.returncode, json.loads(r.stdout)),
+                         (0, {"command": "health", "result": "ok", "status": "SERVING"}))
+        r = ctl("-c", d.config_path, "--json", "health", "other")
+        self.assertEqual((r.returncode, json.loads(r.stdout)["grpc_status"]), (2, 5))
+        self.redis.stop()
+        H = type(c.check())
+        wait_until(lambda: c.check().status == H.NOT_SERVING, 5 * SLOW, what="NOT_SERVING")
+        r = ctl("-c", d.config_path, "health")
+        self.assertEqual((r.returncode, r.stdout), (1, "NOT_SERVING\n"), r.stderr)
 
 
 if __name__ == "__main__":
