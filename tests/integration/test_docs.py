@@ -547,6 +547,81 @@ class DocsTest(DaemonTest):
         self.run_doc("envoy.md")
 
 
+def doc_text(*path):
+    with open(os.path.join(SRCDIR, *path)) as f:
+        return f.read()
+
+
+def section(text, heading):
+    """The text under a markdown heading (`## X`, or X underlined with
+    dashes), up to the next heading of that level."""
+    m = re.search(r"^%s\n-+\n(.*?)(?=^\S[^\n]*\n-+\n|\Z)" % re.escape(heading), text,
+                  re.M | re.S)
+    if not m:
+        m = re.search(r"^(#+) %s\n(.*?)(?=^\1 |\Z)" % re.escape(heading), text, re.M | re.S)
+        return m.group(2) if m else None
+    return m.group(1)
+
+
+def table_rows(text):
+    """The cells of every markdown table row of text but header and rule."""
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")]
+            for ln in text.splitlines() if ln.lstrip().startswith("|")]
+    return [r for r in rows if not all(re.match(r"^:?-+:?$", c) for c in r)]
+
+
+class DocListsTest(DaemonTest):
+    """Lists in the docs that must name what the code has: the commands
+    against the daemon's own (its unknown-command error names them, and each
+    is answered as known). Each list was once short of the code."""
+
+    def known_commands(self, reply):
+        m = re.match(r"^-?ERR unknown-command known commands: ([A-Z ]+)$", reply)
+        self.assertTrue(m, reply)
+        return m.group(1).split()
+
+    def test_protocol_commands(self):
+        port, admin = free_port(), free_port()
+        d = self.start_daemon(config="listen:\n  - 127.0.0.1:%d\n  - {address: 127.0.0.1:%d, "
+                              "admin: true}\nstore: memory\npolicies:\n  reply: 5/60s\n"
+                              % (port, admin), port=port)
+        with d.client(port=admin) as c:
+            c.send("FETCH david reply")
+            line_reply = c.readline()
+            daemon = self.known_commands(line_reply)
+            # each is a command the daemon parses, not only a word it prints
+            # (QUIT last: it closes the connection)
+            for verb in sorted(daemon, key=lambda v: v == "QUIT"):
+                c.send(verb)
+                r = c.readline()
+                self.assertFalse(r.startswith("ERR unknown-command"), (verb, r))
+        self.assertEqual(len(daemon), 10, daemon)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"*1\r\n$5\r\nFETCH\r\n")
+            resp_reply = s.recv(4096).decode().rstrip("\r\n")
+
+        doc = doc_text("proto", "protocol.md")
+        commands = section(doc, "Commands")
+        self.assertIsNotNone(commands, "protocol.md: no Commands section")
+        listed = [re.match(r"^`([A-Z]+)", r[0]).group(1) for r in table_rows(commands)
+                  if re.match(r"^`[A-Z]+", r[0])]
+        self.assertEqual(sorted(listed), sorted(daemon),
+                         "protocol.md's table of commands against the daemon's")
+        # a section of its own for each
+        for verb in daemon:
+            self.assertRegex(commands, r"(?m)^### .*\b%s\b" % verb)
+        # the error table's unknown-command row names them all
+        row = next(r for r in table_rows(section(doc, "Errors"))
+                   if r[0] == "`unknown-command`")
+        self.assertEqual(sorted(set(re.findall(r"\b[A-Z]{4,}\b", row[1]))), sorted(daemon), row)
+        # RESP: its sentence quotes the daemon's reply; its table has every command
+        self.assertIn(resp_reply[1:], " ".join(doc.split()).replace("`", ""),
+                      "protocol.md's RESP unknown-command reply")
+        resp = section(doc, "RESP: the protocol of Redis clients")
+        resp_cmds = {w for r in table_rows(resp) for w in re.findall(r"`([A-Z]+)\b", r[0])}
+        self.assertLessEqual(set(daemon), resp_cmds, "protocol.md's RESP table")
+
+
 class ParserTest(unittest.TestCase):
     """The examples must be found, or the run above proves nothing."""
 
