@@ -573,7 +573,8 @@ def table_rows(text):
 class DocListsTest(DaemonTest):
     """Lists in the docs that must name what the code has: the commands
     against the daemon's own (its unknown-command error names them, and each
-    is answered as known). Each list was once short of the code."""
+    is answered as known), the usage lines against `ratelimitd --help`. Each
+    list was once short of the code."""
 
     def known_commands(self, reply):
         m = re.match(r"^-?ERR unknown-command known commands: ([A-Z ]+)$", reply)
@@ -620,6 +621,26 @@ class DocListsTest(DaemonTest):
         resp = section(doc, "RESP: the protocol of Redis clients")
         resp_cmds = {w for r in table_rows(resp) for w in re.findall(r"`([A-Z]+)\b", r[0])}
         self.assertLessEqual(set(daemon), resp_cmds, "protocol.md's RESP table")
+
+    def test_usage_lines(self):
+        r = run_cli(["--help"])
+        self.assertEqual(r.returncode, 0)
+        first = r.stdout.splitlines()[0]
+        self.assertTrue(first.startswith("usage: ratelimitd "), first)
+        options = set(re.findall(r"(?<![\w-])--?[A-Za-z][a-z-]*", r.stdout))
+        self.assertIn("--config-keys", options)
+        self.assertIn("-p", options)
+        for path, heading in ((("README.md",), "Usage"),
+                              (("docs", "operations.md"), "Running")):
+            text = section(doc_text(*path), heading)
+            self.assertIsNotNone(text, "%s: no %s section" % (path[-1], heading))
+            block = re.search(r"```\n(ratelimitd .*)\n```", text)
+            self.assertTrue(block, "%s: no usage block" % path[-1])
+            self.assertEqual(block.group(1), first[len("usage: "):],
+                             "%s's usage line against ratelimitd --help" % path[-1])
+            # and every option --help lists is explained below it
+            for opt in sorted(options):
+                self.assertIn("`%s" % opt, text, "%s: %s" % (path[-1], opt))
 
 
 class ParserTest(unittest.TestCase):
