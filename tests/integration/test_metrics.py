@@ -549,5 +549,78 @@ class FrontEndsTest(DaemonTest):
             self.assertIn(must, used)
 
 
+
+# Labels whose values are not a fixed list: policy names, versions, buckets.
+FREE_LABELS = {"action", "le", "version", "libevent", "hiredis", "nghttp2"}
+
+
+def doc_metric_rows():
+    """{family: (type, [label names], description)} of docs/operations.md's
+    tables whose first cell names metrics (`name{labels}`, several in one
+    cell allowed)."""
+    with open(os.path.join(SRCDIR, "docs", "operations.md")) as f:
+        text = f.read()
+    out = {}
+    for ln in text.splitlines():
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")]
+        if len(cells) < 3 or not ln.startswith("| `"):
+            continue
+        for name, labels in re.findall(r"`([a-z_]+)(?:\{([a-z0-9_,]+)\})?`", cells[0]):
+            if name.startswith(("ratelimitd_", "process_")):
+                out[name] = (cells[1], labels.split(",") if labels else [], cells[2])
+    return out
+
+
+def scrape_families(port):
+    """{family: (type, {label: {values}})} of a real scrape."""
+    status, _, body = http_get(port)
+    assert status == 200
+    fams = {}
+    for ln in body.splitlines():
+        m = re.match(r"^# TYPE (\S+) (\S+)$", ln)
+        if m:
+            fams[m.group(1)] = (m.group(2), {})
+            continue
+        if ln.startswith("#"):
+            continue
+        name, _, labels = ln.split(" ")[0].partition("{")
+        fam = next(f for f in (name, re.sub(r"_(bucket|sum|count)$", "", name)) if f in fams)
+        for k, v in re.findall(r'([a-z0-9_]+)="([^"]*)"', labels):
+            fams[fam][1].setdefault(k, set()).add(v)
+    return fams
+
+
+class MetricsDocTest(DaemonTest):
+    """docs/operations.md's table of metrics against real scrapes, of a
+    daemon on Redis and of one on the memory store (whose families only it
+    has): every family with its type and labels, and every value a label
+    with a fixed list can take. The table once lacked source="memory" and
+    source="local", and a family."""
+
+    def test_table_matches_scrape(self):
+        self.redis = self.start_redis()
+        scraped = {}
+        for store in ("redis: {address: %s}" % self.redis.address, "store: memory"):
+            port, mport = free_port(), free_port()
+            self.start_daemon(config="listen: [127.0.0.1:%d]\n%s\nmetrics: {listen: "
+                              "127.0.0.1:%d}\npolicies: {reply: 5/60s}\n"
+                              % (port, store, mport), port=port, name="rl%d" % port)
+            for fam, (typ, labels) in scrape_families(mport).items():
+                scraped.setdefault(fam, (typ, {}))
+                for k, vs in labels.items():
+                    scraped[fam][1].setdefault(k, set()).update(vs)
+        doc = doc_metric_rows()
+        self.assertEqual(sorted(doc), sorted(scraped), "families: operations.md against /metrics")
+        for fam, (typ, labels) in scraped.items():
+            dtyp, dlabels, desc = doc[fam]
+            self.assertEqual(dtyp, typ, fam)
+            self.assertEqual(sorted(dlabels), sorted(set(labels) - {"le"}), fam)
+            for label, values in labels.items():
+                if label in FREE_LABELS:
+                    continue
+                for v in sorted(values):
+                    self.assertIn("`%s`" % v, desc,
+                                  "operations.md: %s{%s=%r} is not in its row" % (fam, label, v))
+
 if __name__ == "__main__":
     unittest.main()
