@@ -49,6 +49,8 @@ before a block (blank lines between allowed) changes this:
     envoy            the daemon also has a `protocol: grpc` listener, and as its
                      envoy.config the first envoy-rules example of docs/envoy.md
                      (response_headers: ratelimit): for `ratelimitctl rls`
+    proxy=NAME       a proxy's block that test_proxies.py finds by NAME (the
+                     unnamed ```nginx and ```caddy blocks are the main ones)
     skip=REASON      not run (the count of examples run is checked)
 
 A shell session's HOST:PORT picks the listener by address.
@@ -121,7 +123,7 @@ def parse_opts(text):
         k, _, v = word.partition("=")
         opts[k] = v or True
     unknown = set(opts) - {"listener", "redis", "continue", "ms", "yaml", "under", "wrap",
-                           "skip", "envoy-rules", "envoy-daemon", "envoy"}
+                           "skip", "envoy-rules", "envoy-daemon", "envoy", "proxy"}
     if unknown:
         raise ValueError("unknown example option(s) %s" % sorted(unknown))
     return opts

@@ -4,7 +4,9 @@ for the test's): nginx (auth_request) and Caddy (forward_auth) in front of
 a small application (http.server in the test). A client sees 200 until
 the limit, then 429 with
 Retry-After and the RateLimit fields; two client addresses are limited
-separately."""
+separately. With ratelimitd stopped, nginx answers 500 and Caddy 502 (they
+fail closed), and nginx with the doc's fail-open lines passes requests to
+the application."""
 
 import http.client
 import http.server
@@ -25,10 +27,28 @@ CADDY = shutil.which("caddy") or "/usr/bin/caddy"
 POLICIES = {"login": "3/60s"}
 
 
-def doc_block(info):
-    blocks = [b for b in code_blocks(PROXIES_MD) if b.info == info]
-    assert len(blocks) == 1, "docs/proxies.md: one ```%s block, found %d" % (info, len(blocks))
+def doc_block(info, name=None):
+    """The ```info block of docs/proxies.md, the main one or the one marked
+    <!-- example: proxy=name -->."""
+    blocks = [b for b in code_blocks(PROXIES_MD)
+              if b.info == info and b.opts.get("proxy") == name]
+    assert len(blocks) == 1, "docs/proxies.md: one ```%s block %s, found %d" % (
+        info, name or "unnamed", len(blocks))
     return "\n".join(blocks[0].body)
+
+
+def with_fail_open(main, addition):
+    """The main nginx block with the fail-open block added as it says: its
+    directives before the first `location` go into `location /` next to
+    error_page 403, its locations beside it."""
+    lines = addition.splitlines()
+    first_loc = next(i for i, ln in enumerate(lines) if ln.startswith("location"))
+    directives = [ln for ln in lines[:first_loc] if ln.strip() and not ln.startswith("#")]
+    assert directives, addition
+    anchor = "    error_page 403 = @ratelimited;\n"
+    assert main.count(anchor) == 1, main
+    main = main.replace(anchor, anchor + "".join("    %s\n" % d for d in directives))
+    return main + "\n" + "\n".join(lines[first_loc:])
 
 
 class ProxiesTest(DaemonTest):
@@ -114,10 +134,10 @@ class ProxiesTest(DaemonTest):
         self.assertTrue(c.request("PEEK 127.0.0.2 login").startswith("ALLOWED 3 2 "))
         return got
 
-    def test_nginx_auth_request(self):
+    def start_nginx(self, locations):
+        """nginx, in the test's directory, serving locations; its port."""
         port = free_port()
-        locations = self.swap(doc_block("nginx"), self.rl_nginx)
-        tmp = os.path.join(self.tmpdir, "nginx")
+        tmp = os.path.join(self.tmpdir, "nginx-%d" % port)
         os.makedirs(tmp)
         conf = """
 %s
@@ -145,9 +165,33 @@ http {
             f.write(conf)
         self.run_proxy([NGINX, "-p", tmp, "-c", path, "-e", os.path.join(tmp, "error.log")],
                        port, log=os.path.join(tmp, "stderr.log"))
+        return port
+
+    def test_nginx_auth_request(self):
+        port = self.start_nginx(self.swap(doc_block("nginx"), self.rl_nginx))
         got = self.check_limits(port)
         # allowed answers carry the fields too
         self.assertEqual(got[0][1]["ratelimit"], '"login";r=2;t=60')
+
+    def test_nginx_without_ratelimitd(self):
+        """As proxies.md says: the main configuration fails closed (500 to
+        every request, the application never asked), the fail-open lines
+        pass requests to the application, and the limit still holds while
+        ratelimitd answers."""
+        main = doc_block("nginx")
+        closed = self.start_nginx(self.swap(main, self.rl_nginx))
+        fail_open = self.start_nginx(self.swap(
+            with_fail_open(main, doc_block("nginx", "nginx-fail-open")), self.rl_nginx))
+        # ratelimitd up: the fail-open configuration limits as the main one
+        self.check_limits(fail_open)
+        self.assertEqual(self.request(closed, "127.0.0.3")[0], 200)
+        self.daemon.stop()
+        for source in ("127.0.0.1", "127.0.0.4"):  # denied before, and new
+            st, _, body = self.request(closed, source)
+            self.assertEqual(st, 500, body[:200])
+            self.assertNotEqual(body, b"hello\n")
+            st, _, body = self.request(fail_open, source)
+            self.assertEqual((st, body), (200, b"hello\n"))
 
     def test_caddy_forward_auth(self):
         port = free_port()
@@ -173,6 +217,12 @@ http://127.0.0.1:%d {
         # Caddy passes the denial on as it is: status, headers and body
         self.assertEqual(got[3][1]["content-type"], "application/problem+json")
         self.assertEqual(json.loads(got[3][2])["status"], 429)
+        # ratelimitd unreachable: 502 to every request (proxies.md), the
+        # application not asked
+        self.daemon.stop()
+        for source in ("127.0.0.1", "127.0.0.4"):
+            st, _, body = self.request(port, source)
+            self.assertEqual(st, 502, body[:200])
 
 
 if __name__ == "__main__":
