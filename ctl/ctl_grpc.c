@@ -120,6 +120,9 @@ static int fail(const struct ctl_grpc_opts *o, const char *code, int grpc_status
 	return EXIT_ERROR;
 }
 
+/* fail(), for the steps whose caller turns the failure into the exit status */
+#define failed(...) (fail(__VA_ARGS__), -1)
+
 static const char *grpc_status_name(int s)
 {
 	static const char *names[] = {
@@ -173,9 +176,8 @@ static int connect_to(struct call *k)
 	char host[256], port[16];
 	int p;
 	if (addr_split(k->address, host, sizeof(host), &p) < 0 || p <= 0 || p > 65535)
-		return fail(k->o, "usage", -1, "bad address %s: host:port or [v6]:port",
-			    k->address),
-		       -1;
+		return failed(k->o, "usage", -1, "bad address %s: host:port or [v6]:port",
+			      k->address);
 	if (strcmp(host, "0.0.0.0") == 0 || host[0] == 0)
 		snprintf(host, sizeof(host), "127.0.0.1");
 	else if (strcmp(host, "::") == 0)
@@ -184,7 +186,7 @@ static int connect_to(struct call *k)
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
 	int rc = getaddrinfo(host, port, &hints, &res);
 	if (rc != 0)
-		return fail(k->o, "connect", -1, "%s: %s", k->address, gai_strerror(rc)), -1;
+		return failed(k->o, "connect", -1, "%s: %s", k->address, gai_strerror(rc));
 	int fd = -1, err = 0;
 	for (ai = res; ai && fd < 0; ai = ai->ai_next) {
 		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -215,9 +217,8 @@ static int connect_to(struct call *k)
 	}
 	freeaddrinfo(res);
 	if (fd < 0)
-		return fail(k->o, "connect", -1, "cannot connect to %s: %s", k->address,
-			    strerror(err)),
-		       -1;
+		return failed(k->o, "connect", -1, "cannot connect to %s: %s", k->address,
+			      strerror(err));
 	return fd;
 }
 
@@ -301,8 +302,7 @@ static int flush_out(struct call *k)
 		const uint8_t *out;
 		ssize_t n = nghttp2_session_mem_send(k->h2, &out);
 		if (n < 0)
-			return fail(k->o, "protocol", -1, "HTTP/2: %s", nghttp2_strerror((int)n)),
-			       -1;
+			return failed(k->o, "protocol", -1, "HTTP/2: %s", nghttp2_strerror((int)n));
 		if (n == 0)
 			return 0;
 		size_t len = (size_t)n;
@@ -314,15 +314,14 @@ static int flush_out(struct call *k)
 				continue;
 			}
 			if (w < 0 && errno != EAGAIN && errno != EINTR)
-				return fail(k->o, "connect", -1, "sending to %s: %s", k->address,
-					    strerror(errno)),
-				       -1;
+				return failed(k->o, "connect", -1, "sending to %s: %s", k->address,
+					      strerror(errno));
 			struct pollfd pfd = {.fd = k->fd, .events = POLLOUT};
 			int64_t left = k->deadline_ms - now_ms();
 			if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
-				return fail(k->o, "timeout", -1, "no answer from %s within %lldms",
-					    k->address, (long long)k->o->timeout_ms),
-				       -1;
+				return failed(k->o, "timeout", -1,
+					      "no answer from %s within %lldms", k->address,
+					      (long long)k->o->timeout_ms);
 		}
 	}
 }
@@ -338,7 +337,7 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 	k->req_len = len + 5;
 	k->req = malloc(k->req_len);
 	if (!k->req)
-		return fail(k->o, "memory", -1, "out of memory"), -1;
+		return failed(k->o, "memory", -1, "out of memory");
 	/* the length-prefixed message: not compressed, length big-endian */
 	k->req[0] = 0;
 	k->req[1] = (uint8_t)(len >> 24);
@@ -353,14 +352,14 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 		return -1;
 	nghttp2_session_callbacks *cb;
 	if (nghttp2_session_callbacks_new(&cb) != 0)
-		return fail(k->o, "memory", -1, "out of memory"), -1;
+		return failed(k->o, "memory", -1, "out of memory");
 	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
 	int rc = nghttp2_session_client_new(&k->h2, cb, k);
 	nghttp2_session_callbacks_del(cb);
 	if (rc != 0)
-		return fail(k->o, "memory", -1, "HTTP/2: %s", nghttp2_strerror(rc)), -1;
+		return failed(k->o, "memory", -1, "HTTP/2: %s", nghttp2_strerror(rc));
 
 	/* the call's deadline is ours, what is left of -T, in milliseconds */
 	char timeout[32];
@@ -384,7 +383,7 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 	if (nghttp2_submit_settings(k->h2, NGHTTP2_FLAG_NONE, NULL, 0) != 0 ||
 	    nghttp2_submit_request(k->h2, NULL, hdrs, sizeof(hdrs) / sizeof(hdrs[0]), &body, NULL) <
 		    0)
-		return fail(k->o, "memory", -1, "HTTP/2: cannot submit the request"), -1;
+		return failed(k->o, "memory", -1, "HTTP/2: cannot submit the request");
 
 	while (!k->closed) {
 		if (flush_out(k) < 0)
@@ -393,31 +392,27 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 		struct pollfd pfd = {.fd = k->fd, .events = POLLIN};
 		int n = wait > 0 ? poll(&pfd, 1, (int)wait) : 0;
 		if (n == 0)
-			return fail(k->o, "timeout", -1, "no answer from %s within %lldms",
-				    k->address, (long long)k->o->timeout_ms),
-			       -1;
+			return failed(k->o, "timeout", -1, "no answer from %s within %lldms",
+				      k->address, (long long)k->o->timeout_ms);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return fail(k->o, "connect", -1, "poll: %s", strerror(errno)), -1;
+			return failed(k->o, "connect", -1, "poll: %s", strerror(errno));
 		}
 		uint8_t buf[16384];
 		ssize_t r = recv(k->fd, buf, sizeof(buf), 0);
 		if (r == 0)
-			return fail(k->o, "connect", -1, "%s closed the connection", k->address),
-			       -1;
+			return failed(k->o, "connect", -1, "%s closed the connection", k->address);
 		if (r < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
-			return fail(k->o, "connect", -1, "reading from %s: %s", k->address,
-				    strerror(errno)),
-			       -1;
+			return failed(k->o, "connect", -1, "reading from %s: %s", k->address,
+				      strerror(errno));
 		}
 		ssize_t used = nghttp2_session_mem_recv(k->h2, buf, (size_t)r);
 		if (used < 0)
-			return fail(k->o, "protocol", -1, "not HTTP/2 from %s: %s", k->address,
-				    nghttp2_strerror((int)used)),
-			       -1;
+			return failed(k->o, "protocol", -1, "not HTTP/2 from %s: %s", k->address,
+				      nghttp2_strerror((int)used));
 	}
 	/* a polite goodbye; the answer does not depend on it */
 	nghttp2_session_terminate_session(k->h2, NGHTTP2_NO_ERROR);
@@ -427,26 +422,22 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 		(void)send(k->fd, out, (size_t)n, MSG_NOSIGNAL);
 
 	if (k->closed < 0)
-		return fail(k->o, "protocol", -1, "%s reset the stream (HTTP/2 error %d)",
-			    k->address, -k->closed - 1),
-		       -1;
+		return failed(k->o, "protocol", -1, "%s reset the stream (HTTP/2 error %d)",
+			      k->address, -k->closed - 1);
 	if (k->http_status != 200 || strncmp(k->content_type, "application/grpc", 16) != 0)
-		return fail(k->o, "protocol", -1,
-			    "%s answered HTTP status %d (%s), not a gRPC answer", k->address,
-			    k->http_status, k->content_type),
-		       -1;
+		return failed(k->o, "protocol", -1,
+			      "%s answered HTTP status %d (%s), not a gRPC answer", k->address,
+			      k->http_status, k->content_type);
 	if (k->grpc_status != 0)
-		return fail(k->o, "grpc", k->grpc_status, "%s: gRPC status %d (%s)%s%s", method,
-			    k->grpc_status, grpc_status_name(k->grpc_status),
-			    k->grpc_message[0] ? ": " : "", k->grpc_message),
-		       -1;
+		return failed(k->o, "grpc", k->grpc_status, "%s: gRPC status %d (%s)%s%s", method,
+			      k->grpc_status, grpc_status_name(k->grpc_status),
+			      k->grpc_message[0] ? ": " : "", k->grpc_message);
 	if (k->too_big || k->body_len < 5 || k->body[0] != 0 ||
 	    ((size_t)k->body[1] << 24 | (size_t)k->body[2] << 16 | (size_t)k->body[3] << 8 |
 	     k->body[4]) != k->body_len - 5)
-		return fail(k->o, "protocol", -1,
-			    "%s: not one uncompressed message in the answer (%zu bytes)", method,
-			    k->body_len),
-		       -1;
+		return failed(k->o, "protocol", -1,
+			      "%s: not one uncompressed message in the answer (%zu bytes)", method,
+			      k->body_len);
 	return 0;
 }
 
