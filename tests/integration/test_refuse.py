@@ -190,11 +190,14 @@ class RefuseTest(DaemonTest):
         the others get the line answer at once; all are answered, and
         every descriptor is closed again within about two seconds."""
         fds0 = self.daemon.fd_count()
+        t = time.monotonic()
         socks = [self.raw(self.port) for _ in range(100)]
         wait_until(lambda: self.refused() - self.refused0 == 100, 5 * SLOW, what="100 refused")
         self.assertLessEqual(self.daemon.fd_count() - fds0, 64)
         now = [s for s in socks if self.answered_already(s)]
-        self.assertEqual(len(now), 36)
+        if time.monotonic() - t < 0.9:  # else the first waits may be over (a slow box)
+            self.assertEqual(len(now), 36)
+        self.assertGreaterEqual(len(now), 36)
         self.assertTrue(all(s.buf == LINE for s in now), [s.buf for s in now])
         for s in socks:
             self.assertEqual(self.read_to_eof(s), LINE)
