@@ -193,7 +193,8 @@ class RefuseTest(DaemonTest):
         t = time.monotonic()
         socks = [self.raw(self.port) for _ in range(100)]
         wait_until(lambda: self.refused() - self.refused0 == 100, 5 * SLOW, what="100 refused")
-        self.assertLessEqual(self.daemon.fd_count() - fds0, 64)
+        # (+1: the last scrape's connection, perhaps not closed by the daemon yet)
+        self.assertLessEqual(self.daemon.fd_count() - fds0, 64 + 1)
         now = [s for s in socks if self.answered_already(s)]
         if time.monotonic() - t < 0.9:  # else the first waits may be over (a slow box)
             self.assertEqual(len(now), 36)
