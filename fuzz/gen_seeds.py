@@ -397,6 +397,28 @@ def reply_seeds():
     reply("partial", b"*5\r\n:1\r\n:5\r\n:4")
 
 
+# ---- refuse: 1 byte of chunk seed, then a client's HTTP/2 opening ----
+
+def h2_frame(ftype, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + \
+        struct.pack(">I", stream) + payload
+
+
+def refuse_seeds():
+    pre = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+    settings = h2_frame(4, 0, 0, b"\x00\x03\x00\x00\x00\x64" * 3)
+    grpcio = pre + settings + h2_frame(8, 0, 0, b"\x00\x3f\x00\x01") + \
+        h2_frame(1, 4, 1, b"\x83\x86" + b"x" * 38) + h2_frame(0, 1, 1, b"\x00" * 5)
+    write("refuse", "grpcio", b"\x07" + grpcio)
+    write("refuse", "preface-only", b"\x01" + pre)
+    write("refuse", "settings-ack-then-headers", b"\x02" + pre + h2_frame(4, 1, 0) +
+          h2_frame(1, 5, 5, b"\x82"))
+    write("refuse", "even-stream", b"\x03" + pre + settings + h2_frame(1, 4, 2, b"\x82"))
+    write("refuse", "huge-frame", b"\x04" + pre + b"\xff\xff\xff\x00\x00\x00\x00\x00\x01")
+    write("refuse", "http1", b"\x05POST / HTTP/1.1\r\nHost: x\r\n\r\n")
+    write("refuse", "line", b"\x06ALLOW u a\n")
+
+
 if __name__ == "__main__":
     proto_seeds()
     resp_seeds()
@@ -404,5 +426,6 @@ if __name__ == "__main__":
     config_seeds()
     reply_seeds()
     envoy_seeds()
+    refuse_seeds()
     for kind in ("proto", "config", "reply", "envoy"):
         print(kind, len(os.listdir(os.path.join(CORPUS, kind))), "seeds")

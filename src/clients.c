@@ -10,6 +10,7 @@
 #include "config.h"
 #include "conn.h"
 #include "log.h"
+#include "refuse.h"
 #include "stats.h"
 
 struct clients {
@@ -25,6 +26,7 @@ struct clients {
 	void (*drained)(void *);
 	void *drained_arg;
 	struct event *drained_ev;
+	struct refuse *refuse; /* those beyond max_clients, being told so */
 };
 
 void clients_set_config(struct clients *cl, struct config *cfg)
@@ -128,19 +130,7 @@ void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockadd
 		    const struct conn_port *port)
 {
 	if (cl->n >= (size_t)cl->ctx.cfg->max_clients) {
-		/* Best effort: the socket is fresh, so a short reply fits its buffer. */
-		static const char line[] = "ERR too-many-clients max_clients reached\n";
-		static const char http[] =
-			"HTTP/1.1 503 Service Unavailable\r\n"
-			"Content-Type: application/json\r\n"
-			"Content-Length: 61\r\nConnection: close\r\n\r\n"
-			"{\"error\":\"too-many-clients\",\"message\":\"max_clients reached\"}\n";
-		const char *msg = port->protocol == CONFIG_PROTOCOL_HTTP ? http : line;
-		size_t len = port->protocol == CONFIG_PROTOCOL_HTTP ? sizeof(http) - 1
-								    : sizeof(line) - 1;
-		ssize_t w = send(fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-		(void)w;
-		evutil_closesocket(fd);
+		refuse_start(cl->refuse, fd, port->protocol);
 		unsigned long long refused = ++stats.errors[CMD_ERR_TOO_MANY_CLIENTS];
 		if ((refused & (refused - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
 			log_warn("max_clients (%d) reached; %llu %s refused so far",
@@ -169,7 +159,8 @@ struct clients *clients_new(struct event_base *base, const struct cmd_env *env, 
 	cl->ctx.ready = ready;
 	cl->turn_ev = event_new(base, -1, 0, turn_cb, cl);
 	cl->drained_ev = event_new(base, -1, 0, drained_cb, cl);
-	if (!cl->turn_ev || !cl->drained_ev) {
+	cl->refuse = refuse_new(base);
+	if (!cl->turn_ev || !cl->drained_ev || !cl->refuse) {
 		clients_free(cl);
 		return NULL;
 	}
@@ -181,6 +172,7 @@ void clients_drain(struct clients *cl, void (*done)(void *arg), void *arg)
 	cl->draining = 1;
 	cl->drained = done;
 	cl->drained_arg = arg;
+	refuse_close_all(cl->refuse);
 	struct conn *c = cl->head;
 	while (c) {
 		struct conn *next = conn_link(c)->next;
@@ -198,6 +190,7 @@ void clients_free(struct clients *cl)
 	while (cl->head)
 		conn_close(cl->head);
 	turn_cb(-1, 0, cl);
+	refuse_free(cl->refuse);
 	free(cl->reap);
 	free(cl->dirty);
 	if (cl->turn_ev)

@@ -23,8 +23,9 @@ struct clients *clients_new(struct event_base *base, const struct cmd_env *env, 
 void clients_set_config(struct clients *cl, struct config *cfg);
 size_t clients_count(const struct clients *cl);
 
-/* A connection accepted on a client port (takes fd): refused with ERR
- * too-many-clients (HTTP: 503) at max_clients, else served as port says. */
+/* A connection accepted on a client port (takes fd): at max_clients told
+ * too-many-clients in its own protocol and closed (refuse.c), else served
+ * as port says. */
 void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockaddr *sa,
 		    const struct conn_port *port);
 /* Each client is closed once its in-flight replies are written; done(arg)

@@ -1,0 +1,71 @@
+/*
+ * refuse_msg.h - what a client refused at max_clients is told, in its own
+ * protocol, pure: the line, RESP and HTTP texts, the scan of an HTTP/2
+ * client's opening bytes for its first stream, and the HTTP/2 frames that
+ * answer that stream and end the connection. No I/O, no allocation
+ * (refuse.c does the sockets).
+ */
+#ifndef RL_REFUSE_MSG_H
+#define RL_REFUSE_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The protocols a refusal answers in. */
+enum refuse_msg_proto {
+	REFUSE_MSG_LINE, /* ERR too-many-clients max_clients reached\n */
+	REFUSE_MSG_RESP, /* -ERR too-many-clients max_clients reached\r\n */
+	REFUSE_MSG_HTTP, /* 503 with the JSON error body */
+};
+
+/* The whole reply for proto; *len gets its length. */
+const char *refuse_msg_text(enum refuse_msg_proto proto, size_t *len);
+
+/* A line/RESP port's client: RESP when its first byte is '*' (as proto.c
+ * decides for an accepted client), else the line protocol. */
+enum refuse_msg_proto refuse_msg_sniff(uint8_t first);
+
+/* The server's connection preface: an empty SETTINGS frame. */
+#define REFUSE_H2_SETTINGS_LEN 9
+extern const uint8_t refuse_h2_settings[REFUSE_H2_SETTINGS_LEN];
+
+/* Bytes of an HTTP/2 client's opening looked through for its first
+ * HEADERS frame; past this the client gets the stream-less goodbye. */
+#define REFUSE_H2_SCAN_MAX 65536
+
+/* Where the scan of a client's bytes is: zero it to begin. */
+struct refuse_h2_scan {
+	uint32_t seen;	  /* bytes taken so far */
+	uint32_t skip;	  /* payload bytes of the current frame still to pass */
+	uint8_t hdr[9];	  /* the frame header being gathered */
+	uint8_t nhdr;	  /* its bytes so far */
+	uint8_t settings; /* the client sent its SETTINGS: acknowledge them */
+	uint32_t stream;  /* the first stream, once found */
+};
+
+enum refuse_h2_found {
+	REFUSE_H2_MORE,	  /* no HEADERS frame yet: feed more */
+	REFUSE_H2_STREAM, /* s->stream is the client's first stream */
+	REFUSE_H2_NONE,	  /* not an HTTP/2 preface, a bad stream id, or too
+			   * much before a stream: answer without a stream */
+};
+
+/* Takes the next n bytes the client sent. Once it returned something
+ * other than REFUSE_H2_MORE, feed it no more. */
+enum refuse_h2_found refuse_h2_feed(struct refuse_h2_scan *s, const uint8_t *p, size_t n);
+
+/* Enough for any refuse_h2_goodbye. */
+#define REFUSE_H2_GOODBYE_MAX 256
+
+/*
+ * The end of a refused HTTP/2 connection, after refuse_h2_settings: a
+ * SETTINGS acknowledgement when ack, then, when stream is nonzero, that
+ * stream answered as a failed gRPC call (Trailers-Only: grpc-status 14
+ * UNAVAILABLE, grpc-message "too-many-clients max_clients reached"), then a
+ * GOAWAY naming stream as the last one taken (ENHANCE_YOUR_CALM, the same
+ * text as debug data). Writes into dst (at least REFUSE_H2_GOODBYE_MAX
+ * bytes) and returns the length.
+ */
+size_t refuse_h2_goodbye(uint8_t *dst, uint32_t stream, int ack);
+
+#endif
