@@ -11,7 +11,7 @@ import re
 import time
 import unittest
 
-from harness import DaemonTest, free_port, run_cli
+from harness import DaemonTest, Resp, RespError, free_port, run_cli
 
 SRCDIR = os.environ.get("RL_SRCDIR", os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -310,6 +310,56 @@ class ReloadKeysTest(DaemonTest):
         self.assertLess(elapsed, 60)
         with self.daemon.client() as c:
             self.assertEqual(c.request("PING"), "PONG")
+
+    def test_keys_said_to_apply_do_apply(self):
+        """The keys that were silent on reload (log_level, throttle.*,
+        local_share) really take effect on reload, as the tables claim."""
+        port = free_port()
+
+        def text(**top):
+            top.setdefault("on_store_error", "local")
+            top.setdefault("local_share", "0.5")
+            return emit(dict({"listen": ['{address: "127.0.0.1:%d", admin: true}' % port],
+                              "redis": '{address: "%s", timeout: 50ms}' % self.redis.address},
+                             **top, policies={"p": "4/60s"}))
+        self.daemon = self.start_daemon(config=text(), port=port)
+        # log_level: at warn, a reload logs its restart warning but not the
+        # info line that ends it; back at info, that line is there again
+        n = len(self.daemon.log_lines())
+        self.daemon.reload(text(log_level="warn"))
+        self.daemon.wait_log(r"^info: reload: log_level info -> warn$", start=n)
+        n = len(self.daemon.log_lines())
+        self.daemon.reload(text(log_level="warn", redis='{address: "%s", timeout: 50ms, '
+                                                        'database: 2}' % self.redis.address))
+        self.daemon.wait_log(r"^warn: reload: redis\.database differs", start=n)
+        time.sleep(0.2)
+        self.assertEqual([ln for ln in self.daemon.log_lines()[n:] if ln.startswith("info: ")],
+                         [])
+        n = len(self.daemon.log_lines())
+        self.daemon.reload(text())
+        self.daemon.wait_log(r"^info: reload: configuration .* loaded", start=n)
+        # throttle: CL.THROTTLE is refused until a reload turns it on, then
+        # bounded by the reloaded max_burst
+        with Resp(port=port) as r:
+            with self.assertRaisesRegex(RespError, "CL.THROTTLE is off"):
+                r.call("CL.THROTTLE", "u", "5", "10", "60")
+            n = len(self.daemon.log_lines())
+            self.daemon.reload(text(throttle="{enabled: true, max_burst: 3}"))
+            self.daemon.wait_log(r"^info: reload: configuration .* loaded", start=n)
+            self.assertEqual(r.call("CL.THROTTLE", "u", "3", "10", "60")[0], 0)
+            with self.assertRaisesRegex(RespError, "max_burst must be from 0 to 3"):
+                r.call("CL.THROTTLE", "u", "5", "10", "60")
+        # local_share: with Redis gone, each daemon allows its share of a limit
+        self.redis.stop()
+        with self.daemon.client() as c:
+            allowed = [c.request("ALLOW a p").startswith("ALLOWED") for _ in range(4)]
+            self.assertEqual(allowed, [True, True, False, False])
+            n = len(self.daemon.log_lines())
+            self.daemon.reload(text(local_share="1"))
+            self.daemon.wait_log(r"^info: reload: local_share 0\.5 -> 1$", start=n)
+            self.daemon.wait_log(r"^info: reload: configuration .* loaded", start=n)
+            allowed = [c.request("ALLOW b p").startswith("ALLOWED") for _ in range(5)]
+            self.assertEqual(allowed, [True] * 4 + [False])
 
     def test_docs_list_what_a_reload_does_with_each_key(self):
         """docs/configuration.md's reload list is the tables': each key once,
