@@ -1531,7 +1531,7 @@ const char *config_reload_name(enum config_reload r)
 	return "?";
 }
 
-void config_key_paths(void (*fn)(const char *path, enum config_reload how, void *arg), void *arg)
+void config_key_reloads(void (*fn)(const char *path, enum config_reload how, void *arg), void *arg)
 {
 	for (size_t t = 0; t < sizeof(key_tables) / sizeof(key_tables[0]); t++)
 		for (size_t k = 0; k < key_tables[t].nkeys; k++) {
@@ -1540,6 +1540,25 @@ void config_key_paths(void (*fn)(const char *path, enum config_reload how, void 
 				 key_tables[t].keys[k].name);
 			fn(path, reload_of(key_tables[t].keys[k].reload), arg);
 		}
+}
+
+/* config_key_paths' callback, under config_key_reloads. */
+struct key_path_fn {
+	void (*fn)(const char *path, void *arg);
+	void *arg;
+};
+
+static void key_path_only(const char *path, enum config_reload how, void *arg)
+{
+	const struct key_path_fn *f = arg;
+	(void)how;
+	f->fn(path, f->arg);
+}
+
+void config_key_paths(void (*fn)(const char *path, void *arg), void *arg)
+{
+	struct key_path_fn f = {fn, arg};
+	config_key_reloads(key_path_only, &f);
 }
 
 /* k's value in the struct at base, as text; malloc'd, NULL when out of memory. */

@@ -175,9 +175,10 @@ enum config_reload {
 const char *config_reload_name(enum config_reload r);
 /* Calls fn with the path of every key a file may hold, as the manual
  * writes them: "redis.timeout", "listen[].address", "policies.NAME.ban.for"
- * (a list's entries [], a name of the file's own NAME or USER), and what
- * a reload does with it. */
-void config_key_paths(void (*fn)(const char *path, enum config_reload how, void *arg), void *arg);
+ * (a list's entries [], a name of the file's own NAME or USER). */
+void config_key_paths(void (*fn)(const char *path, void *arg), void *arg);
+/* The same, with what a reload does with each key. */
+void config_key_reloads(void (*fn)(const char *path, enum config_reload how, void *arg), void *arg);
 /* Logs each line of a config_load error at error level, after `context`. */
 void config_log_errors(const char *context, const char *err);
 void config_ref(struct config *c);

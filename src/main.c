@@ -200,13 +200,17 @@ static void raise_nofile(void)
 		log_debug("open files limit: %llu", (unsigned long long)rl.rlim_cur);
 }
 
-/* --config-keys: the path alone; --reload-keys: and what a reload does with it. */
-static void print_key(const char *path, enum config_reload how, void *arg)
+static void print_key(const char *path, void *arg)
 {
-	if (arg)
-		printf("%s %s\n", path, config_reload_name(how));
-	else
-		printf("%s\n", path);
+	(void)arg;
+	printf("%s\n", path);
+}
+
+/* --reload-keys: the path and what a reload does with the key. */
+static void print_key_reload(const char *path, enum config_reload how, void *arg)
+{
+	(void)arg;
+	printf("%s %s\n", path, config_reload_name(how));
 }
 
 int main(int argc, char **argv)
@@ -242,7 +246,7 @@ int main(int argc, char **argv)
 			config_key_paths(print_key, NULL);
 			return 0;
 		case 'R':
-			config_key_paths(print_key, "reload");
+			config_key_reloads(print_key_reload, NULL);
 			return 0;
 		default:
 			usage(stderr);
