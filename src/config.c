@@ -462,9 +462,9 @@ static void put_protocol(FILE *f, const struct ykey *k, const void *base)
 	fputs(protocol_names[*(const enum config_protocol *)((const char *)base + k->offset)], f);
 }
 
-static void put_trusted(FILE *f, const struct ykey *k, const void *base)
+/* "[10.0.0.0/8 ::1/128]" */
+static void put_nets(FILE *f, const struct config_http *h)
 {
-	const struct config_http *h = (const void *)((const char *)base + k->offset);
 	fputc('[', f);
 	for (size_t i = 0; i < h->ntrusted; i++) {
 		char ip[64];
@@ -472,6 +472,11 @@ static void put_trusted(FILE *f, const struct ykey *k, const void *base)
 		fprintf(f, "%s%s/%d", i ? " " : "", ip, h->trusted[i].prefix);
 	}
 	fputc(']', f);
+}
+
+static void put_trusted(FILE *f, const struct ykey *k, const void *base)
+{
+	put_nets(f, (const void *)((const char *)base + k->offset));
 }
 
 /* The listeners are made once, at start-up: every key is restart-only. */
@@ -512,14 +517,10 @@ static void http_defaults(struct config_http *h)
  * the running one, and they apply only when the listener is made. */
 static void put_http(FILE *f, const struct config_http *h)
 {
-	fprintf(f, " (http, user_header %s, trusted_proxies [",
+	fprintf(f, " (http, user_header %s, trusted_proxies ",
 		h->user_header[0] ? h->user_header : "-");
-	for (size_t i = 0; i < h->ntrusted; i++) {
-		char ip[64];
-		addr_ip_text(&h->trusted[i].ip, ip, sizeof(ip));
-		fprintf(f, "%s%s/%d", i ? " " : "", ip, h->trusted[i].prefix);
-	}
-	fprintf(f, "], deny_status %d%s)", h->deny_status,
+	put_nets(f, h);
+	fprintf(f, ", deny_status %d%s)", h->deny_status,
 		h->legacy_headers ? ", legacy_headers" : "");
 }
 
