@@ -242,6 +242,29 @@ static void put_store(FILE *f, const struct ykey *k, const void *base)
 	fputs(store_names[*(const enum config_store *)((const char *)base + k->offset)], f);
 }
 
+/* The printers below show a value as a file would write it. */
+static void put_on_error(FILE *f, const struct ykey *k, const void *base)
+{
+	fputs(policy_on_error_name(*(const enum policy_on_error *)((const char *)base + k->offset)),
+	      f);
+}
+
+static void put_share(FILE *f, const struct ykey *k, const void *base)
+{
+	fprintf(f, "%g", *(const double *)((const char *)base + k->offset));
+}
+
+/* Quoted: "" is a prefix too. */
+static void put_prefix(FILE *f, const struct ykey *k, const void *base)
+{
+	fprintf(f, "\"%s\"", *(char *const *)((const char *)base + k->offset));
+}
+
+static void put_log_level(FILE *f, const struct ykey *k, const void *base)
+{
+	fputs(log_level_name(*(const int *)((const char *)base + k->offset)), f);
+}
+
 enum { MEMK_MAX_KEYS, MEMK_N };
 
 static const struct ykey memory_keys[MEMK_N] = {
@@ -423,26 +446,62 @@ enum {
 #define LK_HTTP_KEYS \
 	((1u << LK_USER_HEADER) | (1u << LK_TRUSTED) | (1u << LK_DENY_STATUS) | (1u << LK_LEGACY))
 
+static void put_mode(FILE *f, const struct ykey *k, const void *base)
+{
+	fprintf(f, "%04o", (unsigned)*(const int *)((const char *)base + k->offset));
+}
+
+static const char *const protocol_names[] = {
+	[CONFIG_PROTOCOL_LINE] = "line",
+	[CONFIG_PROTOCOL_HTTP] = "http",
+	[CONFIG_PROTOCOL_GRPC] = "grpc",
+};
+
+static void put_protocol(FILE *f, const struct ykey *k, const void *base)
+{
+	fputs(protocol_names[*(const enum config_protocol *)((const char *)base + k->offset)], f);
+}
+
+/* "[10.0.0.0/8 ::1/128]" */
+static void put_nets(FILE *f, const struct config_http *h)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < h->ntrusted; i++) {
+		char ip[64];
+		addr_ip_text(&h->trusted[i].ip, ip, sizeof(ip));
+		fprintf(f, "%s%s/%d", i ? " " : "", ip, h->trusted[i].prefix);
+	}
+	fputc(']', f);
+}
+
+static void put_trusted(FILE *f, const struct ykey *k, const void *base)
+{
+	put_nets(f, (const void *)((const char *)base + k->offset));
+}
+
+/* The listeners are made once, at start-up: every key is restart-only. */
 static const struct ykey listen_keys[LK_N] = {
 	[LK_ADDRESS] = {"address", set_address, offsetof(struct config_listen, address), 0, 0,
-			YP_RELOAD, NULL},
-	[LK_NAME] = {"name", set_fd_name, offsetof(struct config_listen, name), 0, 0, YP_RELOAD,
-		     NULL},
-	[LK_ADMIN] = {"admin", yp_set_bool, offsetof(struct config_listen, admin), 0, 0, YP_RELOAD,
-		      NULL},
-	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0, YP_RELOAD, NULL},
+			YP_RESTART, yp_put_string},
+	[LK_NAME] = {"name", set_fd_name, offsetof(struct config_listen, name), 0, 0, YP_RESTART,
+		     yp_put_chars},
+	[LK_ADMIN] = {"admin", yp_set_bool, offsetof(struct config_listen, admin), 0, 0, YP_RESTART,
+		      yp_put_bool},
+	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0, YP_RESTART,
+		     put_mode},
 	[LK_PROTOCOL] = {"protocol", set_protocol, offsetof(struct config_listen, protocol), 0, 0,
-			 YP_RELOAD, NULL},
+			 YP_RESTART, put_protocol},
 	[LK_USER_HEADER] = {"user_header", set_header_name,
-			    offsetof(struct config_listen, http.user_header), 0, 0, YP_RELOAD,
-			    NULL},
+			    offsetof(struct config_listen, http.user_header), 0, 0, YP_RESTART,
+			    yp_put_chars},
 	[LK_TRUSTED] = {"trusted_proxies", set_trusted, offsetof(struct config_listen, http), 0,
-			CONFIG_TRUSTED_MAX, YP_RELOAD, NULL},
+			CONFIG_TRUSTED_MAX, YP_RESTART, put_trusted},
 	[LK_DENY_STATUS] = {"deny_status", set_deny_status,
-			    offsetof(struct config_listen, http.deny_status), 0, 0, YP_RELOAD,
-			    NULL},
+			    offsetof(struct config_listen, http.deny_status), 0, 0, YP_RESTART,
+			    yp_put_int},
 	[LK_LEGACY] = {"legacy_headers", yp_set_bool,
-		       offsetof(struct config_listen, http.legacy_headers), 0, 0, YP_RELOAD, NULL},
+		       offsetof(struct config_listen, http.legacy_headers), 0, 0, YP_RESTART,
+		       yp_put_bool},
 };
 
 /* The defaults of an HTTP listener: loopback proxies are trusted. */
@@ -458,14 +517,10 @@ static void http_defaults(struct config_http *h)
  * the running one, and they apply only when the listener is made. */
 static void put_http(FILE *f, const struct config_http *h)
 {
-	fprintf(f, " (http, user_header %s, trusted_proxies [",
+	fprintf(f, " (http, user_header %s, trusted_proxies ",
 		h->user_header[0] ? h->user_header : "-");
-	for (size_t i = 0; i < h->ntrusted; i++) {
-		char ip[64];
-		addr_ip_text(&h->trusted[i].ip, ip, sizeof(ip));
-		fprintf(f, "%s%s/%d", i ? " " : "", ip, h->trusted[i].prefix);
-	}
-	fprintf(f, "], deny_status %d%s)", h->deny_status,
+	put_nets(f, h);
+	fprintf(f, ", deny_status %d%s)", h->deny_status,
 		h->legacy_headers ? ", legacy_headers" : "");
 }
 
@@ -577,13 +632,33 @@ static int set_envoy_headers(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
+static void put_algorithm(FILE *f, const struct ykey *k, const void *base)
+{
+	fputs(policy_algo_name(*(const enum policy_algo *)((const char *)base + k->offset)), f);
+}
+
+static const char *const envoy_header_names[] = {
+	[CONFIG_ENVOY_HEADERS_NONE] = "none",
+	[CONFIG_ENVOY_HEADERS_RATELIMIT] = "ratelimit",
+	[CONFIG_ENVOY_HEADERS_XRATELIMIT] = "x-ratelimit",
+};
+
+static void put_envoy_headers(FILE *f, const struct ykey *k, const void *base)
+{
+	fputs(envoy_header_names[*(const enum config_envoy_headers *)((const char *)base +
+								      k->offset)],
+	      f);
+}
+
+/* The rules are loaded with the file (config_load) and each gRPC call
+ * takes the configuration current when it arrives: all apply on reload. */
 static const struct ykey envoy_keys[EK_N] = {
 	[EK_CONFIG] = {"config", yp_set_string, offsetof(struct config_envoy, config), 0, 0,
-		       YP_RELOAD, NULL},
+		       YP_RELOAD, yp_put_string},
 	[EK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct config_envoy, algorithm), 0,
-			  0, YP_RELOAD, NULL},
+			  0, YP_RELOAD, put_algorithm},
 	[EK_HEADERS] = {"response_headers", set_envoy_headers,
-			offsetof(struct config_envoy, headers), 0, 0, YP_RELOAD, NULL},
+			offsetof(struct config_envoy, headers), 0, 0, YP_RELOAD, put_envoy_headers},
 };
 
 static int set_envoy(struct yparser *P, const struct ykey *k, void *dst)
@@ -653,16 +728,17 @@ static int set_namespace(struct yparser *P, const struct ykey *k, void *dst)
 
 enum { HK_ENABLED, HK_NAMESPACE, HK_MAX_BURST, HK_MAX_PERIOD, HK_N };
 
+/* cmd.c reads them from each request's configuration: all apply on reload. */
 static const struct ykey throttle_keys[HK_N] = {
 	[HK_ENABLED] = {"enabled", yp_set_bool, offsetof(struct config_throttle, enabled), 0, 0,
-			YP_RELOAD, NULL},
+			YP_RELOAD, yp_put_bool},
 	[HK_NAMESPACE] = {"namespace", set_namespace, offsetof(struct config_throttle, namespace),
-			  0, 0, YP_RELOAD, NULL},
+			  0, 0, YP_RELOAD, yp_put_chars},
 	[HK_MAX_BURST] = {"max_burst", yp_set_int64, offsetof(struct config_throttle, max_burst), 0,
-			  POLICY_MAX_COUNT - 1, YP_RELOAD, NULL},
+			  POLICY_MAX_COUNT - 1, YP_RELOAD, yp_put_int64},
 	[HK_MAX_PERIOD] = {"max_period", yp_set_duration,
 			   offsetof(struct config_throttle, max_period_ms), 1000,
-			   POLICY_MAX_PERIOD_MS, YP_RELOAD, NULL},
+			   POLICY_MAX_PERIOD_MS, YP_RELOAD, yp_put_duration},
 };
 
 static int set_throttle(struct yparser *P, const struct ykey *k, void *dst)
@@ -701,16 +777,21 @@ static void put_redis_cluster(FILE *f, const struct ykey *k, const void *base)
 		fputs(UNSET, f);
 }
 
-static void put_redis_sentinel(FILE *f, const struct ykey *k, const void *base)
+static void put_sentinel_master(FILE *f, const struct ykey *k, const void *base)
 {
 	const struct config_redis *r = base;
 	(void)k;
-	if (r->mode == CONFIG_REDIS_SENTINEL) {
-		fprintf(f, "master %s via ", r->sentinel_master);
+	fputs(r->mode == CONFIG_REDIS_SENTINEL ? r->sentinel_master : UNSET, f);
+}
+
+static void put_sentinel_addresses(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	if (r->mode == CONFIG_REDIS_SENTINEL)
 		put_addrs(f, &r->sentinels);
-	} else {
+	else
 		fputs(UNSET, f);
-	}
 }
 
 static int set_addr_list(struct yparser *P, const struct ykey *k, void *dst);
@@ -733,15 +814,16 @@ static const struct ykey redis_keys[RK_N] = {
 			YP_RESTART, put_redis_address},
 	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0,
 			CONFIG_CLUSTER_SEEDS_MAX, YP_RESTART, put_redis_cluster},
-	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0, YP_RESTART, put_redis_sentinel},
+	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0, YP_SECTION, NULL},
 	[RK_USERNAME] = {"username", yp_set_string, offsetof(struct config_redis, username), 0, 0,
 			 YP_RESTART, yp_put_string},
 	[RK_PASSWORD] = {"password", yp_set_string, offsetof(struct config_redis, password), 0, 0,
 			 YP_RESTART_SECRET, yp_put_string},
 	[RK_DATABASE] = {"database", yp_set_int, offsetof(struct config_redis, database), 0,
 			 2147483647, YP_RESTART, yp_put_int},
+	/* each request takes its deadline from its configuration */
 	[RK_TIMEOUT] = {"timeout", yp_set_duration, offsetof(struct config_redis, timeout_ms), 1,
-			60000, YP_RELOAD, NULL},
+			60000, YP_RELOAD, yp_put_duration},
 	[RK_CONNECTIONS] = {"connections", yp_set_int, offsetof(struct config_redis, connections),
 			    1, 64, YP_RESTART, yp_put_int},
 };
@@ -831,9 +913,9 @@ enum { SK_MASTER, SK_ADDRESSES, SK_N };
 
 static const struct ykey sentinel_keys[SK_N] = {
 	[SK_MASTER] = {"master", yp_set_string, offsetof(struct config_redis, sentinel_master), 0,
-		       0, YP_RELOAD, NULL},
+		       0, YP_RESTART, put_sentinel_master},
 	[SK_ADDRESSES] = {"addresses", set_addr_list, offsetof(struct config_redis, sentinels), 0,
-			  0, YP_RELOAD, NULL},
+			  0, YP_RESTART, put_sentinel_addresses},
 };
 
 static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst)
@@ -912,11 +994,11 @@ enum { BK_AFTER, BK_WITHIN, BK_FOR, BK_N };
 
 static const struct ykey ban_keys[BK_N] = {
 	[BK_AFTER] = {"after", yp_set_int64, offsetof(struct policy_ban, after), 1,
-		      POLICY_BAN_MAX_AFTER, YP_RELOAD, NULL},
+		      POLICY_BAN_MAX_AFTER, YP_PER_POLICY, NULL},
 	[BK_WITHIN] = {"within", yp_set_duration, offsetof(struct policy_ban, within_ms), 1,
-		       POLICY_BAN_MAX_WITHIN_MS, YP_RELOAD, NULL},
+		       POLICY_BAN_MAX_WITHIN_MS, YP_PER_POLICY, NULL},
 	[BK_FOR] = {"for", yp_set_duration, offsetof(struct policy_ban, for_ms), 1,
-		    POLICY_MAX_PERIOD_MS, YP_RELOAD, NULL},
+		    POLICY_MAX_PERIOD_MS, YP_PER_POLICY, NULL},
 };
 
 /* ban: {after: N, within: DURATION, for: DURATION}, all three required. */
@@ -949,25 +1031,26 @@ static int set_overrides(struct yparser *P, const struct ykey *k, void *dst);
 
 static const struct ykey policy_keys[PK_N] = {
 	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0,
-			  YP_RELOAD, NULL},
-	[PK_LIMITS] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_RELOAD, NULL},
+			  YP_PER_POLICY, NULL},
+	[PK_LIMITS] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_PER_POLICY, NULL},
 	[PK_CAPACITY] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
-			 POLICY_MAX_COUNT, YP_RELOAD, NULL},
-	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_RELOAD, NULL},
-	[PK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct policy_form, shadow), 0, 0, YP_RELOAD,
-		       NULL},
-	[PK_BAN] = {"ban", set_ban, offsetof(struct policy_form, ban), 0, 0, YP_RELOAD, NULL},
-	[PK_OVERRIDES] = {"overrides", set_overrides, 0, 0, OVERRIDE_MAX, YP_RELOAD, NULL},
+			 POLICY_MAX_COUNT, YP_PER_POLICY, NULL},
+	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_PER_POLICY,
+		     NULL},
+	[PK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct policy_form, shadow), 0, 0,
+		       YP_PER_POLICY, NULL},
+	[PK_BAN] = {"ban", set_ban, offsetof(struct policy_form, ban), 0, 0, YP_PER_POLICY, NULL},
+	[PK_OVERRIDES] = {"overrides", set_overrides, 0, 0, OVERRIDE_MAX, YP_PER_POLICY, NULL},
 	[PK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct policy_form, on_error), 0,
-			 0, YP_RELOAD, NULL},
+			 0, YP_PER_POLICY, NULL},
 };
 
 /* The keys an override's mapping may have: the policy's, limits only. */
 static const struct ykey override_keys[3] = {
-	[0] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_RELOAD, NULL},
+	[0] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_PER_POLICY, NULL},
 	[1] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
-	       POLICY_MAX_COUNT, YP_RELOAD, NULL},
-	[2] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_RELOAD, NULL},
+	       POLICY_MAX_COUNT, YP_PER_POLICY, NULL},
+	[2] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_PER_POLICY, NULL},
 };
 static const int override_pk[3] = {PK_LIMITS, PK_CAPACITY, PK_RATE};
 
@@ -1351,80 +1434,133 @@ enum {
 };
 
 static const struct ykey top_keys[TK_N] = {
-	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0, YP_RESTART, put_listen},
+	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0, YP_RESTART_LIST, put_listen},
 	[TK_STORE] = {"store", set_store, offsetof(struct config, store), 0, 0, YP_RESTART,
 		      put_store},
-	[TK_MEMORY] = {"memory", set_memory, offsetof(struct config, memory), 0, 0, YP_RELOAD,
+	[TK_MEMORY] = {"memory", set_memory, offsetof(struct config, memory), 0, 0, YP_SECTION,
 		       NULL},
-	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0, YP_RELOAD, NULL},
+	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0, YP_SECTION, NULL},
 	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0, YP_RELOAD,
-		       NULL},
+		       put_prefix},
 	[TK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct config, on_store_error), 0,
-			 0, YP_RELOAD, NULL},
+			 0, YP_RELOAD, put_on_error},
+	/* read by each decision taken locally */
 	[TK_LOCAL_SHARE] = {"local_share", set_share, offsetof(struct config, local_share), 0, 0,
-			    YP_RELOAD, NULL},
+			    YP_RELOAD, put_share},
 	[TK_MAX_LINE] = {"max_line", yp_set_size, offsetof(struct config, max_line), 64, 1048576,
-			 YP_RELOAD, NULL},
+			 YP_RELOAD, yp_put_size},
 	[TK_MAX_CLIENTS] = {"max_clients", yp_set_int, offsetof(struct config, max_clients), 1,
-			    1000000, YP_RELOAD, NULL},
+			    1000000, YP_RELOAD, yp_put_int},
+	/* for the clients that connect after the reload */
 	[TK_IDLE_TIMEOUT] = {"idle_timeout", yp_set_duration,
 			     offsetof(struct config, idle_timeout_ms), 1000, POLICY_MAX_PERIOD_MS,
-			     YP_RELOAD, NULL},
+			     YP_RELOAD, yp_put_duration},
 	[TK_REQUEST_TIMEOUT] = {"request_timeout", yp_set_duration,
 				offsetof(struct config, request_timeout_ms), 100, 3600000,
-				YP_RELOAD, NULL},
+				YP_RELOAD, yp_put_duration},
+	/* main.c's reload sets it */
 	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0,
-			  YP_RELOAD, NULL},
-	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_RELOAD, NULL},
+			  YP_RELOAD, put_log_level},
+	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_SECTION, NULL},
 	[TK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct config, shadow), 0, 0, YP_RELOAD,
-		       NULL},
+		       yp_put_bool},
 	[TK_THROTTLE] = {"throttle", set_throttle, offsetof(struct config, throttle), 0, 0,
-			 YP_RELOAD, NULL},
-	[TK_ENVOY] = {"envoy", set_envoy, offsetof(struct config, envoy), 0, 0, YP_RELOAD, NULL},
-	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_RELOAD, NULL},
+			 YP_SECTION, NULL},
+	[TK_ENVOY] = {"envoy", set_envoy, offsetof(struct config, envoy), 0, 0, YP_SECTION, NULL},
+	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_PER_POLICY, NULL},
 };
 
-/* Every table of keys and where in the file it sits: config_key_paths. */
-static const struct {
+static const struct policy *find_own_policy(const struct config *c, const char *name, size_t len);
+
+/* Where the values of a table's keys are in a snapshot, for a reload to compare them. */
+enum ktable_values {
+	KT_AT_BASE, /* at `base` in struct config */
+	KT_LISTEN,  /* in each listen entry, compared entry by entry */
+	KT_POLICY,  /* in each policy: the policies key reports them, policy by policy */
+};
+
+/* Every table of keys, where it sits in the file and where its values are. */
+static const struct ktable {
 	const char *at;
 	const struct ykey *keys;
 	size_t nkeys;
+	enum ktable_values values;
+	size_t base; /* KT_AT_BASE */
 } key_tables[] = {
-	{"", top_keys, TK_N},
-	{"listen[].", listen_keys, LK_N},
-	{"memory.", memory_keys, MEMK_N},
-	{"redis.", redis_keys, RK_N},
-	{"redis.sentinel.", sentinel_keys, SK_N},
-	{"metrics.", metrics_keys, MK_N},
-	{"throttle.", throttle_keys, HK_N},
-	{"envoy.", envoy_keys, EK_N},
-	{"policies.NAME.", policy_keys, PK_N},
-	{"policies.NAME.ban.", ban_keys, BK_N},
-	{"policies.NAME.overrides.USER.", override_keys, 3},
+	{"", top_keys, TK_N, KT_AT_BASE, 0},
+	{"listen[].", listen_keys, LK_N, KT_LISTEN, 0},
+	{"memory.", memory_keys, MEMK_N, KT_AT_BASE, offsetof(struct config, memory)},
+	{"redis.", redis_keys, RK_N, KT_AT_BASE, offsetof(struct config, redis)},
+	{"redis.sentinel.", sentinel_keys, SK_N, KT_AT_BASE, offsetof(struct config, redis)},
+	{"metrics.", metrics_keys, MK_N, KT_AT_BASE, 0},
+	{"throttle.", throttle_keys, HK_N, KT_AT_BASE, offsetof(struct config, throttle)},
+	{"envoy.", envoy_keys, EK_N, KT_AT_BASE, offsetof(struct config, envoy)},
+	{"policies.NAME.", policy_keys, PK_N, KT_POLICY, 0},
+	{"policies.NAME.ban.", ban_keys, BK_N, KT_POLICY, 0},
+	{"policies.NAME.overrides.USER.", override_keys, 3, KT_POLICY, 0},
 };
 
-void config_key_paths(void (*fn)(const char *path, void *arg), void *arg)
+static enum config_reload reload_of(enum yp_reload r)
+{
+	switch (r) {
+	case YP_RELOAD:
+		return CONFIG_RELOAD_APPLIES;
+	case YP_RESTART:
+	case YP_RESTART_SECRET:
+	case YP_RESTART_LIST:
+		return CONFIG_RELOAD_RESTART;
+	case YP_SECTION:
+		return CONFIG_RELOAD_SECTION;
+	case YP_PER_POLICY:
+		return CONFIG_RELOAD_PER_POLICY;
+	}
+	return CONFIG_RELOAD_SECTION; /* not reached: the switch names every kind */
+}
+
+const char *config_reload_name(enum config_reload r)
+{
+	switch (r) {
+	case CONFIG_RELOAD_APPLIES:
+		return "applies";
+	case CONFIG_RELOAD_RESTART:
+		return "restart";
+	case CONFIG_RELOAD_SECTION:
+		return "section";
+	case CONFIG_RELOAD_PER_POLICY:
+		return "per-policy";
+	}
+	return "?";
+}
+
+void config_key_reloads(void (*fn)(const char *path, enum config_reload how, void *arg), void *arg)
 {
 	for (size_t t = 0; t < sizeof(key_tables) / sizeof(key_tables[0]); t++)
 		for (size_t k = 0; k < key_tables[t].nkeys; k++) {
 			char path[128];
 			snprintf(path, sizeof(path), "%s%s", key_tables[t].at,
 				 key_tables[t].keys[k].name);
-			fn(path, arg);
+			fn(path, reload_of(key_tables[t].keys[k].reload), arg);
 		}
 }
 
-/* The tables a reload compares, each with the offset of its values in a snapshot. */
-static const struct {
-	const char *section;
-	const struct ykey *keys;
-	size_t nkeys, base;
-} reload_tables[] = {
-	{"", top_keys, TK_N, 0},
-	{"metrics.", metrics_keys, MK_N, 0},
-	{"redis.", redis_keys, RK_N, offsetof(struct config, redis)},
-	{"memory.", memory_keys, MEMK_N, offsetof(struct config, memory)},
+/* config_key_paths' callback, under config_key_reloads. */
+struct key_path_fn {
+	void (*fn)(const char *path, void *arg);
+	void *arg;
 };
+
+static void key_path_only(const char *path, enum config_reload how, void *arg)
+{
+	const struct key_path_fn *f = arg;
+	(void)how;
+	f->fn(path, f->arg);
+}
+
+void config_key_paths(void (*fn)(const char *path, void *arg), void *arg)
+{
+	struct key_path_fn f = {fn, arg};
+	config_key_reloads(key_path_only, &f);
+}
 
 /* k's value in the struct at base, as text; malloc'd, NULL when out of memory. */
 static char *key_text(const struct ykey *k, const void *base)
@@ -1442,32 +1578,138 @@ static char *key_text(const struct ykey *k, const void *base)
 	return s;
 }
 
-int config_restart_diff(const struct config *running, const struct config *file,
-			void (*fn)(const struct config_restart *d, void *arg), void *arg)
+/* One reload's comparison. */
+struct diff {
+	const struct config *running, *old, *file;
+	void (*fn)(const struct config_change *ch, void *arg);
+	void *arg;
+	int pending; /* restart-pending keys reported */
+};
+
+/* Reports k (named `name`) when its values at a and b print differently. */
+static void diff_key(struct diff *D, enum config_change_kind kind, const char *name,
+		     const struct ykey *k, const void *a, const void *b)
 {
-	int n = 0;
-	for (size_t t = 0; t < sizeof(reload_tables) / sizeof(reload_tables[0]); t++) {
-		for (size_t i = 0; i < reload_tables[t].nkeys; i++) {
-			const struct ykey *k = &reload_tables[t].keys[i];
-			if (k->reload == YP_RELOAD)
-				continue;
-			size_t base = reload_tables[t].base;
-			char name[64];
-			snprintf(name, sizeof(name), "%s%s", reload_tables[t].section, k->name);
-			char *run = key_text(k, (const char *)running + base);
-			char *want = key_text(k, (const char *)file + base);
-			struct config_restart d = {name, k->reload == YP_RESTART_SECRET, run, want};
-			if (!run || !want)
-				d.running = d.file = NULL;
-			if (!run || !want || strcmp(run, want) != 0) {
-				fn(&d, arg);
-				n++;
-			}
-			free(run);
-			free(want);
+	char *x = key_text(k, a), *y = key_text(k, b);
+	if (!x || !y || strcmp(x, y) != 0) {
+		struct config_change ch = {kind, name, k->reload == YP_RESTART_SECRET,
+					   x && y ? x : NULL, x && y ? y : NULL};
+		D->fn(&ch, D->arg);
+		D->pending += kind == CONFIG_CHANGE_RESTART_PENDING;
+	}
+	free(x);
+	free(y);
+}
+
+/* A policy as a reload describes it: its limits, and how many overrides. */
+static void describe_policy(const struct policy *p, char *buf, size_t cap)
+{
+	size_t n = policy_describe(p, buf, cap);
+	if (p->overrides && n < cap)
+		snprintf(buf + n, cap - n, " overrides %zu", p->overrides->n);
+}
+
+/* Policies added, changed and removed since the previous file. */
+static void diff_policies(struct diff *D)
+{
+	char was[256], desc[256];
+	for (size_t i = 0; i < D->file->npolicies; i++) {
+		const struct policy *np = &D->file->policies[i];
+		const struct policy *op = find_own_policy(D->old, np->name, np->name_len);
+		if (op && policy_equal(op, np) && override_set_equal(op->overrides, np->overrides))
+			continue;
+		describe_policy(np, desc, sizeof(desc));
+		if (op)
+			describe_policy(op, was, sizeof(was));
+		struct config_change ch = {op ? CONFIG_CHANGE_POLICY_CHANGED
+					      : CONFIG_CHANGE_POLICY_ADDED,
+					   np->name, 0, op ? was : NULL, desc};
+		D->fn(&ch, D->arg);
+	}
+	for (size_t i = 0; i < D->old->npolicies; i++) {
+		const struct policy *op = &D->old->policies[i];
+		if (find_own_policy(D->file, op->name, op->name_len))
+			continue;
+		describe_policy(op, was, sizeof(was));
+		struct config_change ch = {CONFIG_CHANGE_POLICY_REMOVED, op->name, 0, was, NULL};
+		D->fn(&ch, D->arg);
+	}
+}
+
+/* One key of a table whose values are at base (KT_AT_BASE). */
+static void diff_at_base(struct diff *D, const char *name, const struct ykey *k, size_t base)
+{
+	const char *run = (const char *)D->running + base, *old = (const char *)D->old + base,
+		   *file = (const char *)D->file + base;
+	switch (k->reload) {
+	case YP_RELOAD:
+		diff_key(D, CONFIG_CHANGE_APPLIED, name, k, old, file);
+		break;
+	case YP_RESTART:
+	case YP_RESTART_SECRET:
+		diff_key(D, CONFIG_CHANGE_RESTART_PENDING, name, k, run, file);
+		break;
+	case YP_RESTART_LIST:
+		/* listen, the only one: entries added or removed make the whole
+		 * list differ; otherwise its table compares entry by entry */
+		if (D->running->nlisten != D->file->nlisten)
+			diff_key(D, CONFIG_CHANGE_RESTART_PENDING, name, k, run, file);
+		break;
+	case YP_SECTION:
+		break; /* its own table follows */
+	case YP_PER_POLICY:
+		diff_policies(D);
+		break;
+	}
+}
+
+/* Key k of every listen entry, when the file has as many as are running. */
+static void diff_listen(struct diff *D, const struct ykey *k)
+{
+	if (D->running->nlisten != D->file->nlisten)
+		return; /* reported as listen */
+	for (size_t i = 0; i < D->file->nlisten; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "listen[%zu].%s", i, k->name);
+		const struct config_listen *run = &D->running->listen[i],
+					   *file = &D->file->listen[i];
+		switch (k->reload) {
+		case YP_RESTART:
+		case YP_RESTART_SECRET:
+			diff_key(D, CONFIG_CHANGE_RESTART_PENDING, name, k, run, file);
+			break;
+		case YP_RELOAD:	      /* the listeners are made once: none of these */
+		case YP_RESTART_LIST: /* no list in a listen entry */
+		case YP_SECTION:
+		case YP_PER_POLICY:
+			break;
 		}
 	}
-	return n;
+}
+
+int config_diff(const struct config *running, const struct config *old, const struct config *file,
+		void (*fn)(const struct config_change *ch, void *arg), void *arg)
+{
+	struct diff D = {running, old, file, fn, arg, 0};
+	for (size_t t = 0; t < sizeof(key_tables) / sizeof(key_tables[0]); t++) {
+		const struct ktable *kt = &key_tables[t];
+		for (size_t i = 0; i < kt->nkeys; i++) {
+			const struct ykey *k = &kt->keys[i];
+			char name[64];
+			snprintf(name, sizeof(name), "%s%s", kt->at, k->name);
+			switch (kt->values) {
+			case KT_AT_BASE:
+				diff_at_base(&D, name, k, kt->base);
+				break;
+			case KT_LISTEN:
+				diff_listen(&D, k);
+				break;
+			case KT_POLICY:
+				break; /* the policies key reported them */
+			}
+		}
+	}
+	return D.pending;
 }
 
 static int config_defaults(struct config *c)
@@ -1644,8 +1886,6 @@ void config_unref(struct config *c)
 		return;
 	config_free(c);
 }
-
-static const struct policy *find_own_policy(const struct config *c, const char *name, size_t len);
 
 const struct policy *config_find_policy(const struct config *c, const char *name, size_t len)
 {

@@ -164,30 +164,56 @@ struct config *config_load(const char *path, char *err, size_t errlen);
  * no other file: envoy.config's rules are loaded by config_load only. */
 struct config *config_parse(const char *name, const char *buf, size_t len, char *err,
 			    size_t errlen);
+/* What a reload does with a key (the key tables say, key by key). */
+enum config_reload {
+	CONFIG_RELOAD_APPLIES,	  /* a reload applies it, and logs "KEY OLD -> NEW" */
+	CONFIG_RELOAD_RESTART,	  /* only a restart does; a reload warns while it differs */
+	CONFIG_RELOAD_SECTION,	  /* a mapping: its keys say */
+	CONFIG_RELOAD_PER_POLICY, /* applies; logged per policy (added, changed, removed) */
+};
+/* "applies", "restart", "section", "per-policy": ratelimitd --reload-keys. */
+const char *config_reload_name(enum config_reload r);
 /* Calls fn with the path of every key a file may hold, as the manual
  * writes them: "redis.timeout", "listen[].address", "policies.NAME.ban.for"
  * (a list's entries [], a name of the file's own NAME or USER). */
 void config_key_paths(void (*fn)(const char *path, void *arg), void *arg);
+/* The same, with what a reload does with each key. */
+void config_key_reloads(void (*fn)(const char *path, enum config_reload how, void *arg), void *arg);
 /* Logs each line of a config_load error at error level, after `context`. */
 void config_log_errors(const char *context, const char *err);
 void config_ref(struct config *c);
 void config_unref(struct config *c);
 
-/* A key only a restart applies, whose value in the file differs from the running one. */
-struct config_restart {
-	const char *name;    /* "listen", "redis.password" */
-	int secret;	     /* the values must never be shown */
-	const char *running; /* printable values; both NULL when out of memory */
-	const char *file;
+/* What a reload changes, or would change after a restart. */
+enum config_change_kind {
+	CONFIG_CHANGE_APPLIED,	       /* a key the reload applied: old -> new */
+	CONFIG_CHANGE_RESTART_PENDING, /* a restart-only key: old is the running value */
+	CONFIG_CHANGE_POLICY_ADDED,    /* name is the policy's; new describes it */
+	CONFIG_CHANGE_POLICY_CHANGED,  /* old and new describe it */
+	CONFIG_CHANGE_POLICY_REMOVED,  /* old describes it */
+};
+
+struct config_change {
+	enum config_change_kind kind;
+	const char *name; /* "redis.timeout", "listen[1].name", a policy's name */
+	int secret;	  /* the values must never be shown */
+	/* printable values; both NULL when out of memory (for a key) or
+	 * when there is none (a policy added has no old one) */
+	const char *old, *new;
 };
 
 /*
- * Calls fn for each key marked restart-only in the key tables whose value
- * in `file` differs from the one in `running` (or could not be compared
- * for lack of memory), in table order. Returns how many.
+ * A reload's report, from the key tables: calls fn, in table order, for
+ * each key a reload applies whose value in `file` differs from the one in
+ * `old` (the configuration being replaced), for each restart-only key whose
+ * value in `file` differs from the one in `running` (the start-up snapshot:
+ * a pending restart is reported on every reload until it happens), and for
+ * each policy added, changed or removed. A key whose values could not be
+ * compared for lack of memory counts as differing. Returns how many
+ * restart-only keys differ.
  */
-int config_restart_diff(const struct config *running, const struct config *file,
-			void (*fn)(const struct config_restart *d, void *arg), void *arg);
+int config_diff(const struct config *running, const struct config *old, const struct config *file,
+		void (*fn)(const struct config_change *ch, void *arg), void *arg);
 
 const struct policy *config_find_policy(const struct config *c, const char *name, size_t len);
 /* Whether p is in shadow mode under c. */

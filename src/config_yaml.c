@@ -711,7 +711,36 @@ void yp_put_string(FILE *f, const struct ykey *k, const void *base)
 	fputs(s ? s : "(none)", f);
 }
 
+void yp_put_chars(FILE *f, const struct ykey *k, const void *base)
+{
+	const char *s = (const char *)base + k->offset;
+	fputs(s[0] ? s : "(none)", f);
+}
+
 void yp_put_int(FILE *f, const struct ykey *k, const void *base)
 {
 	fprintf(f, "%d", *(const int *)((const char *)base + k->offset));
+}
+
+void yp_put_int64(FILE *f, const struct ykey *k, const void *base)
+{
+	fprintf(f, "%lld", (long long)*(const int64_t *)((const char *)base + k->offset));
+}
+
+void yp_put_size(FILE *f, const struct ykey *k, const void *base)
+{
+	fprintf(f, "%zu", *(const size_t *)((const char *)base + k->offset));
+}
+
+void yp_put_bool(FILE *f, const struct ykey *k, const void *base)
+{
+	fputs(*(const int *)((const char *)base + k->offset) ? "true" : "false", f);
+}
+
+/* As a file would write it (0 is how idle_timeout says "no limit"). */
+void yp_put_duration(FILE *f, const struct ykey *k, const void *base)
+{
+	char buf[32];
+	fmt_ms(*(const int64_t *)((const char *)base + k->offset), buf, sizeof(buf));
+	fputs(buf, f);
 }

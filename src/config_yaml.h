@@ -46,11 +46,22 @@ struct yparser {
 	void *ctx; /* the schema's own state */
 };
 
-/* How a running daemon takes a new value of a key (pgbouncer's CF_NO_RELOAD). */
+/*
+ * How a running daemon takes a new value of a key (pgbouncer's CF_NO_RELOAD);
+ * a reload reports every key from this (config_diff in config.c).
+ */
 enum yp_reload {
-	YP_RELOAD,	   /* a reload applies it */
+	YP_RELOAD,	   /* a reload applies it; reported "KEY OLD -> NEW" */
 	YP_RESTART,	   /* only a restart does; a reload reports the difference */
 	YP_RESTART_SECRET, /* the same, and the value is never shown */
+	YP_SECTION,	   /* a mapping: its own keys are reported, each as its entry says */
+	/* a list of mappings only a restart applies (listen): an entry added or
+	 * removed is reported as the whole list, any other change as the
+	 * entries' keys ("listen[1].name") */
+	YP_RESTART_LIST,
+	/* policies and the keys under them: a reload applies them, and reports
+	 * each policy added, changed (with its new description) or removed */
+	YP_PER_POLICY,
 };
 
 /*
@@ -58,8 +69,9 @@ enum yp_reload {
  * value starting at the current event and stores it at base + offset;
  * min/max bound integers and lengths where the setter uses them, and the
  * number of entries of a list (yp_seq) or mapping (yp_dict), 0 for no bound.
- * `put` prints the value found from base, so that a reload can compare
- * a YP_RESTART key with the running one; NULL for the others.
+ * `put` prints the value found from base, so that a reload can log a
+ * YP_RELOAD key's old and new values and compare a YP_RESTART key with the
+ * running one; NULL for the other kinds, which have no value of their own.
  */
 struct ykey {
 	const char *name;
@@ -121,9 +133,14 @@ int yp_set_duration(struct yparser *P, const struct ykey *k, void *dst); /* int6
 int yp_set_string(struct yparser *P, const struct ykey *k, void *dst);	 /* char *, non-empty */
 int yp_set_bool(struct yparser *P, const struct ykey *k, void *dst);	 /* int, true/false */
 
-/* Printers for key tables: "(none)" for a NULL string. */
-void yp_put_string(FILE *f, const struct ykey *k, const void *base); /* char * */
-void yp_put_int(FILE *f, const struct ykey *k, const void *base);    /* int */
+/* Printers for key tables: "(none)" for a NULL string or an empty char []. */
+void yp_put_string(FILE *f, const struct ykey *k, const void *base);   /* char * */
+void yp_put_chars(FILE *f, const struct ykey *k, const void *base);    /* char [] */
+void yp_put_int(FILE *f, const struct ykey *k, const void *base);      /* int */
+void yp_put_int64(FILE *f, const struct ykey *k, const void *base);    /* int64_t */
+void yp_put_size(FILE *f, const struct ykey *k, const void *base);     /* size_t */
+void yp_put_bool(FILE *f, const struct ykey *k, const void *base);     /* int: true/false */
+void yp_put_duration(FILE *f, const struct ykey *k, const void *base); /* int64_t ms: 10s, 50ms */
 
 /*
  * The section, the dotted path of the mapping being read ("redis.sentinel."),

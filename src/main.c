@@ -15,7 +15,6 @@
 #include "conn.h"
 #include "log.h"
 #include "metrics.h"
-#include "override.h"
 #include "pidfile.h"
 #include "sd.h"
 #include "server.h"
@@ -49,80 +48,53 @@ static void usage(FILE *f)
 		"  -t, --test         check the configuration and exit\n"
 		"  -V, --version      print the version and exit\n"
 		"  -h, --help         print this help and exit\n"
-		"  --config-keys      list every key a configuration file may hold and exit\n");
+		"  --config-keys      list every key a configuration file may hold and exit\n"
+		"  --reload-keys      the same, each with what a reload does with it (applies,\n"
+		"                     restart, section or per-policy)\n");
 }
 
 /*
- * Keys only a restart applies (the listeners, the metrics endpoint and the
- * connections to Redis are set up once) are marked so in config.c's key
- * tables. A reload compares the file with the values running (the start-up
- * snapshot), not with the previous file, so a pending restart is reported
- * on every reload until it happens.
+ * What a reload logs comes from config.c's key tables, key by key: a key a
+ * reload applies is logged with its old and new values; a key only a
+ * restart applies (the listeners, the metrics endpoint and the store are
+ * set up once) is compared with the value running (the start-up snapshot),
+ * not with the previous file, so a pending restart is reported on every
+ * reload until it happens. Policies are reported one by one.
  */
-static void restart_warn(const struct config_restart *d, void *arg)
+static void reload_report(const struct config_change *ch, void *arg)
 {
 	(void)arg;
-	if (!d->running || !d->file)
-		log_error("reload: out of memory comparing %s with the running value", d->name);
-	else if (d->secret)
-		log_warn("reload: %s differs from the running one (not shown); restart "
-			 "ratelimitd to apply it",
-			 d->name);
-	else
-		log_warn("reload: %s differs: running %s, file %s; restart ratelimitd "
-			 "to apply it",
-			 d->name, d->running, d->file);
-}
-
-/* Warns about each restart-only key whose value in `file` differs from the
- * one running, naming both (but never a password). Returns how many differ. */
-static int restart_check(const struct config *running, const struct config *file)
-{
-	return config_restart_diff(running, file, restart_warn, NULL);
-}
-
-/* Logs what a reload changes of the keys it applies (restart_check does the others). */
-static void log_changes(const struct config *old, const struct config *new)
-{
-	const struct config_redis *a = &old->redis, *b = &new->redis;
-	if (a->timeout_ms != b->timeout_ms)
-		log_info("reload: redis.timeout %lldms -> %lldms", (long long)a->timeout_ms,
-			 (long long)b->timeout_ms);
-	if (old->max_clients != new->max_clients)
-		log_info("reload: max_clients %d -> %d", old->max_clients, new->max_clients);
-	if (old->request_timeout_ms != new->request_timeout_ms)
-		log_info("reload: request_timeout %lldms -> %lldms",
-			 (long long)old->request_timeout_ms, (long long)new->request_timeout_ms);
-	if (old->idle_timeout_ms != new->idle_timeout_ms)
-		log_info("reload: idle_timeout %lldms -> %lldms (for new clients)",
-			 (long long)old->idle_timeout_ms, (long long)new->idle_timeout_ms);
-	if (old->shadow != new->shadow)
-		log_info("reload: shadow %s -> %s", old->shadow ? "true" : "false",
-			 new->shadow ? "true" : "false");
-	if (old->max_line != new->max_line)
-		log_info("reload: max_line %zu -> %zu", old->max_line, new->max_line);
-	if (strcmp(old->prefix, new->prefix) != 0)
-		log_info("reload: prefix \"%s\" -> \"%s\"", old->prefix, new->prefix);
-	if (old->on_store_error != new->on_store_error)
-		log_info("reload: on_store_error %s -> %s",
-			 policy_on_error_name(old->on_store_error),
-			 policy_on_error_name(new->on_store_error));
-	char desc[256];
-	for (size_t i = 0; i < new->npolicies; i++) {
-		const struct policy *np = &new->policies[i];
-		const struct policy *op = config_find_policy(old, np->name, np->name_len);
-		size_t dn = policy_describe(np, desc, sizeof(desc));
-		if (np->overrides && dn < sizeof(desc))
-			snprintf(desc + dn, sizeof(desc) - dn, " overrides %zu", np->overrides->n);
-		if (!op)
-			log_info("reload: policy %s added: %s", np->name, desc);
-		else if (!policy_equal(op, np) || !override_set_equal(op->overrides, np->overrides))
-			log_info("reload: policy %s changed: %s", np->name, desc);
-	}
-	for (size_t i = 0; i < old->npolicies; i++) {
-		const struct policy *op = &old->policies[i];
-		if (!config_find_policy(new, op->name, op->name_len))
-			log_info("reload: policy %s removed", op->name);
+	switch (ch->kind) {
+	case CONFIG_CHANGE_APPLIED:
+		if (!ch->old)
+			log_error("reload: out of memory showing the change of %s", ch->name);
+		else if (ch->secret)
+			log_info("reload: %s changed (not shown)", ch->name);
+		else
+			log_info("reload: %s %s -> %s", ch->name, ch->old, ch->new);
+		break;
+	case CONFIG_CHANGE_RESTART_PENDING:
+		if (!ch->old)
+			log_error("reload: out of memory comparing %s with the running value",
+				  ch->name);
+		else if (ch->secret)
+			log_warn("reload: %s differs from the running one (not shown); restart "
+				 "ratelimitd to apply it",
+				 ch->name);
+		else
+			log_warn("reload: %s differs: running %s, file %s; restart ratelimitd "
+				 "to apply it",
+				 ch->name, ch->old, ch->new);
+		break;
+	case CONFIG_CHANGE_POLICY_ADDED:
+		log_info("reload: policy %s added: %s", ch->name, ch->new);
+		break;
+	case CONFIG_CHANGE_POLICY_CHANGED:
+		log_info("reload: policy %s changed: %s", ch->name, ch->new);
+		break;
+	case CONFIG_CHANGE_POLICY_REMOVED:
+		log_info("reload: policy %s removed", ch->name);
+		break;
 	}
 }
 
@@ -151,13 +123,11 @@ static void reload(struct daemon *d)
 		stats.reloads_failed++;
 	} else {
 		struct config *old = server_config(d->srv);
-		log_changes(old, cfg);
 		/* Keys that need a restart keep their running values. */
-		int pending = restart_check(d->running, cfg) > 0;
+		int pending = config_diff(d->running, old, cfg, reload_report, NULL) > 0;
 		if (!pending && stats.restart_pending)
-			log_info(
-				"reload: listen, metrics.listen and redis connection settings match "
-				"the running ones again; no restart pending");
+			log_info("reload: the restart-only keys match the running values again; "
+				 "no restart pending");
 		stats.restart_pending = pending;
 		if (cfg->log_level != old->log_level)
 			log_set_level(cfg->log_level);
@@ -236,19 +206,23 @@ static void print_key(const char *path, void *arg)
 	printf("%s\n", path);
 }
 
+/* --reload-keys: the path and what a reload does with the key. */
+static void print_key_reload(const char *path, enum config_reload how, void *arg)
+{
+	(void)arg;
+	printf("%s %s\n", path, config_reload_name(how));
+}
+
 int main(int argc, char **argv)
 {
 	const char *path = CONFIG_DEFAULT_PATH;
 	const char *pid_file = NULL;
 	int test_only = 0;
 	static const struct option longopts[] = {
-		{"config", required_argument, NULL, 'c'},
-		{"test", no_argument, NULL, 't'},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{"config-keys", no_argument, NULL, 'K'},
-		{"pid-file", required_argument, NULL, 'p'},
-		{NULL, 0, NULL, 0},
+		{"config", required_argument, NULL, 'c'},   {"test", no_argument, NULL, 't'},
+		{"version", no_argument, NULL, 'V'},	    {"help", no_argument, NULL, 'h'},
+		{"config-keys", no_argument, NULL, 'K'},    {"reload-keys", no_argument, NULL, 'R'},
+		{"pid-file", required_argument, NULL, 'p'}, {NULL, 0, NULL, 0},
 	};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "c:p:tVh", longopts, NULL)) != -1) {
@@ -270,6 +244,9 @@ int main(int argc, char **argv)
 			return 0;
 		case 'K':
 			config_key_paths(print_key, NULL);
+			return 0;
+		case 'R':
+			config_key_reloads(print_key_reload, NULL);
 			return 0;
 		default:
 			usage(stderr);

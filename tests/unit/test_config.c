@@ -673,18 +673,29 @@ START_TEST(policy_forms)
 }
 END_TEST
 
-/* config_restart_diff: the reload column of the key tables. */
+/* config_diff: a reload's report, from the reload column of the key tables. */
 struct diffs {
-	char text[1024];
+	char text[2048];
 	int n;
 };
 
-static void collect(const struct config_restart *d, void *arg)
+static void collect(const struct config_change *d, void *arg)
 {
+	static const char *const kinds[] = {
+		[CONFIG_CHANGE_APPLIED] = "",	      [CONFIG_CHANGE_RESTART_PENDING] = "!",
+		[CONFIG_CHANGE_POLICY_ADDED] = "+",   [CONFIG_CHANGE_POLICY_CHANGED] = "~",
+		[CONFIG_CHANGE_POLICY_REMOVED] = "-",
+	};
 	struct diffs *D = arg;
 	size_t len = strlen(D->text);
-	snprintf(D->text + len, sizeof(D->text) - len, "%s%s=%s>%s", D->n ? ";" : "", d->name,
-		 d->secret ? "?" : d->running, d->secret ? "?" : d->file);
+	snprintf(D->text + len, sizeof(D->text) - len, "%s%s%s=%s>%s", D->n ? ";" : "",
+		 kinds[d->kind], d->name,
+		 d->secret ? "?"
+		 : d->old  ? d->old
+			   : "",
+		 d->secret ? "?"
+		 : d->new  ? d->new
+			   : "");
 	D->n++;
 }
 
@@ -699,15 +710,77 @@ START_TEST(restart_diff)
 			   "  password: pw\n  database: 3\n  timeout: 1s\n"
 			   "max_clients: 5\npolicies: {q: 2/1s}\n");
 	struct diffs D = {"", 0};
-	ck_assert_int_eq(config_restart_diff(a, a, collect, &D), 0);
-	ck_assert_int_eq(config_restart_diff(a, b, collect, &D), 6);
-	ck_assert_str_eq(D.text, "listen=[127.0.0.1:7379]>[127.0.0.1:1, unix:/r.sock (admin, mode "
-				 "0660)];metrics.listen=(none)>127.0.0.1:2;"
-				 "redis.address=127.0.0.1:6379>(none);"
-				 "redis.sentinel=(none)>master m via [h:1, h:2];redis.password=?>?;"
-				 "redis.database=0>3");
+	/* every key with a value is printed, equal or not: a table entry
+	 * without its printer would crash here */
+	ck_assert_int_eq(config_diff(a, a, a, collect, &D), 0);
+	ck_assert_int_eq(D.n, 0);
+	ck_assert_int_eq(config_diff(a, a, b, collect, &D), 7);
+	ck_assert_str_eq(D.text,
+			 "!listen=[127.0.0.1:7379]>[127.0.0.1:1, unix:/r.sock (admin, mode "
+			 "0660)];max_clients=10000>5;+q=>sliding_window 2/1s;-p=sliding_window "
+			 "1/1s>;!redis.address=127.0.0.1:6379>(none);"
+			 "!redis.password=?>?;!redis.database=0>3;redis.timeout=50ms>1s;"
+			 "!redis.sentinel.master=(none)>m;"
+			 "!redis.sentinel.addresses=(none)>[h:1, h:2];"
+			 "!metrics.listen=(none)>127.0.0.1:2");
 	config_unref(a);
 	config_unref(b);
+}
+END_TEST
+
+/* Keys a reload applies are compared with the previous file, restart-only
+ * ones with what runs; a listen entry is compared key by key. */
+START_TEST(reload_diff)
+{
+	struct config *run = must_parse("listen: [\"127.0.0.1:1\", {address: \"127.0.0.1:2\", "
+					"protocol: http}]\npolicies: {p: 1/1s}\n");
+	struct config *old = must_parse("listen: [\"127.0.0.1:1\", {address: \"127.0.0.1:2\", "
+					"protocol: http}]\nlog_level: warn\npolicies: {p: 1/1s}\n");
+	struct config *file = must_parse(
+		"listen: [{address: \"127.0.0.1:1\", name: n}, {address: \"127.0.0.1:2\", "
+		"protocol: http, deny_status: 403, trusted_proxies: [10.0.0.0/8]}]\n"
+		"log_level: debug\nlocal_share: 0.5\non_store_error: local\nshadow: true\n"
+		"prefix: \"\"\nthrottle: {enabled: true, namespace: t, max_burst: 7, max_period: "
+		"2m}\nenvoy: {config: rules, algorithm: funnel, response_headers: ratelimit}\n"
+		"policies: {p: {limits: 1/1s, ban: {after: 2, within: 1m, for: 1h}}}\n");
+	struct diffs D = {"", 0};
+	ck_assert_int_eq(config_diff(run, old, file, collect, &D), 3);
+	ck_assert_str_eq(
+		D.text, "prefix=\"rl:\">\"\";on_store_error=allow>local;local_share=1>0.5;"
+			"log_level=warn>debug;shadow=false>true;~p=sliding_window 1/1s>"
+			"sliding_window 1/1s ban after 2 within 1m for 1h;"
+			"!listen[0].name=(none)>n;!listen[1].trusted_proxies=[127.0.0.0/8 ::1/128]>"
+			"[10.0.0.0/8];!listen[1].deny_status=429>403;"
+			"throttle.enabled=false>true;throttle.namespace=cl.throttle>t;"
+			"throttle.max_burst=100000>7;throttle.max_period=86400s>120s;"
+			"envoy.config=(none)>rules;envoy.algorithm=fixed_window>funnel;"
+			"envoy.response_headers=none>ratelimit");
+	config_unref(run);
+	config_unref(old);
+	config_unref(file);
+}
+END_TEST
+
+/* Every key has a reload kind, and only sections and policies have none of their own. */
+static void count_kind(const char *path, enum config_reload how, void *arg)
+{
+	int *n = arg;
+	n[how]++;
+	ck_assert_str_ne(config_reload_name(how), "?");
+	if (how == CONFIG_RELOAD_PER_POLICY)
+		ck_assert_msg(strncmp(path, "policies", 8) == 0, "%s", path);
+	else
+		ck_assert_msg(strncmp(path, "policies", 8) != 0, "%s", path);
+}
+
+START_TEST(reload_kinds)
+{
+	int n[CONFIG_RELOAD_PER_POLICY + 1] = {0};
+	config_key_reloads(count_kind, n);
+	ck_assert_int_eq(n[CONFIG_RELOAD_SECTION],
+			 6); /* memory redis metrics throttle envoy sentinel */
+	ck_assert_int_gt(n[CONFIG_RELOAD_APPLIES], 10);
+	ck_assert_int_gt(n[CONFIG_RELOAD_RESTART], 10);
 }
 END_TEST
 
@@ -871,6 +944,8 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, limits_bounds);
 	tcase_add_test(tc, policy_forms);
 	tcase_add_test(tc, restart_diff);
+	tcase_add_test(tc, reload_diff);
+	tcase_add_test(tc, reload_kinds);
 	tcase_add_test(tc, count_limits);
 	tcase_add_test(tc, on_error_inherit);
 	tcase_add_test(tc, shadow_inherit);
