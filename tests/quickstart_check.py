@@ -444,6 +444,23 @@ class QuickStart(unittest.TestCase):
         self.assertClean(run)
 
 
+    def test_9_bad_config(self):
+        """A config that does not load: the daemon's FILE:LINE:COL message,
+        exit non-zero, no Redis started."""
+        d = os.path.join(WORK, "bad")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, "bad.yaml"), "w") as f:
+            f.write("listen: [127.0.0.1:7379]\npolicies:\n  reply: 5/60 s\n")
+        run = self.run_script(["bad.yaml"], cwd=d)
+        rc = run.wait_exit(BUILD_TIMEOUT if not QuickStart.built else START_TIMEOUT)
+        QuickStart.built = True
+        out = run.text()
+        self.assertNotEqual(rc, 0, out)
+        self.assertRegex(out, r"bad\.yaml:3:\d+: ", out)
+        self.assertNotIn("starting a throwaway", out)
+        self.assertClean(run)
+
+
 def main():
     global ARGS, SRC, WORK, README
     ap = argparse.ArgumentParser()
