@@ -200,11 +200,7 @@ class QuickStart(unittest.TestCase):
             self.assertFalse(answers(port), "port %d answers before the case" % port)
 
     def sweep(self):
-        for pid in netns_processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_all()
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def run_script(self, args, **kw):
@@ -461,6 +457,25 @@ class QuickStart(unittest.TestCase):
         self.assertClean(run)
 
 
+def kill_all():
+    """SIGKILL to every other process in the namespace: all of them are this
+    test's, whatever a failed case left."""
+    for pid in netns_processes():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def on_sigterm(signum, frame):
+    # meson's timeout: SIGTERM to this process group, SIGKILL 0.5 s later.
+    # scripts/run and its Redis are in sessions of their own: kill them first.
+    kill_all()
+    if WORK:
+        shutil.rmtree(WORK, ignore_errors=True)
+    os._exit(1)
+
+
 def main():
     global ARGS, SRC, WORK, README
     ap = argparse.ArgumentParser()
@@ -472,6 +487,7 @@ def main():
         if not shutil.which(tool):
             sys.exit("quickstart_check: %s not found (scripts/lib.sh lists the packages)" % tool)
     enter_private_network()
+    signal.signal(signal.SIGTERM, on_sigterm)
     WORK = tempfile.mkdtemp(prefix="rl-quickstart-")
     try:
         SRC = os.path.join(WORK, "ratelimitd")
@@ -484,6 +500,7 @@ def main():
         prog = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
         ok = prog.result.wasSuccessful() and not prog.result.skipped
     finally:
+        kill_all()
         if ARGS.keep:
             print("quickstart_check: kept %s" % WORK)
         else:
