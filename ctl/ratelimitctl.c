@@ -218,14 +218,20 @@ static int print_decision(struct ctl *c, const struct line_reply *r)
 			printf(",\"pair\":%lld", (long long)r->pair);
 		printf("}\n");
 	} else {
+		/* an override's fixed answers have no counts to show (-1, never) */
+		int fixed = fallback || line_reply_is_unlimited(r) || line_reply_is_blocked(r);
 		printf("%s", allowed ? "allowed" : "denied");
 		if (fallback)
 			printf(" (the store did not decide: on_store_error's answer; limit %lld)",
 			       (long long)r->limit);
+		else if (line_reply_is_unlimited(r))
+			printf(" (unlimited)");
+		else if (line_reply_is_blocked(r))
+			printf(" (blocked; limit %lld)", (long long)r->limit);
 		else
 			printf(" (%lld of %lld remaining", (long long)r->remaining,
 			       (long long)r->limit);
-		if (!fallback) {
+		if (!fixed) {
 			if (!allowed)
 				print_seconds("retry", r->retry_after_ms);
 			print_seconds("full again", r->reset_ms);

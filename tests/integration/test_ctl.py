@@ -125,6 +125,35 @@ class CtlTest(DaemonTest):
         self.assertEqual(self.json_of("-c", self.cfg, "allow", "scraper-9", "reply")["result"],
                          "allowed")
 
+    def test_unlimited_and_blocked_users(self):
+        # An unlimited override's ALLOWED -1 -1 0 -1 once made allow/peek exit 2
+        # ("not a ratelimitd reply"), so `ratelimitctl allow "$ip" login || exit 1`
+        # refused exactly the allow-listed users.
+        self.run_ok("-c", self.cfg, "override", "internal-7", "reply", "unlimited")
+        self.run_ok("-c", self.cfg, "override", "scraper-9", "reply", "blocked")
+        self.run_ok("-c", self.cfg, "override", "internal-7", "login", "unlimited")
+        for verb in ("allow", "peek"):
+            r = self.run_ok("-c", self.cfg, verb, "internal-7", "reply")
+            self.assertEqual(r.stdout, "allowed (unlimited)\n")
+            j = self.json_of("-c", self.cfg, verb, "internal-7", "reply")
+            self.assertEqual((j["result"], j["limit"], j["remaining"], j["retry_after_ms"],
+                              j["reset_ms"], j["fallback"]), ("allowed", -1, -1, 0, -1, False))
+            r = self.run_ok("-c", self.cfg, verb, "scraper-9", "reply", rc=1)
+            self.assertEqual(r.stdout, "denied (blocked; limit 3)\n")
+            j = self.json_of("-c", self.cfg, verb, "scraper-9", "reply", rc=1)
+            self.assertEqual((j["result"], j["limit"], j["remaining"], j["retry_after_ms"],
+                              j["reset_ms"], j["fallback"]), ("denied", 3, 0, -1, -1, False))
+        # several pairs: every one unlimited is pair 0; a blocked one decides
+        j = self.json_of("-c", self.cfg, "allow", "internal-7", "reply", "internal-7", "login")
+        self.assertEqual((j["result"], j["limit"], j["pair"]), ("allowed", -1, 0))
+        r = self.run_ok("-c", self.cfg, "allow", "internal-7", "reply", "scraper-9", "reply",
+                        rc=1)
+        self.assertEqual(r.stdout, "denied (blocked; limit 3) decided by pair 2\n")
+        # the man page's idiom lets the unlimited user through
+        sh = subprocess.run(["sh", "-c", '"$0" -c "$1" allow internal-7 reply || exit 1',
+                             CTL, self.cfg], capture_output=True, text=True, timeout=20 * SLOW)
+        self.assertEqual(sh.returncode, 0, sh.stderr)
+
     def test_addresses(self):
         # -s over -c; unix sockets; the environment; 0.0.0.0 reached on loopback
         self.assertEqual(self.run_ok("-s", "unix:" + self.unix, "ping").stdout, "pong\n")
