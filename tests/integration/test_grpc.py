@@ -123,6 +123,36 @@ class GrpcTest(DaemonTest):
         self.assertEqual(statuses(c.call("web", [[("remote_address", "10.1.1.1")]]))[0][:3],
                          ("OK", 3, 0))
 
+    def test_a_cached_denial_reports_the_other_descriptors_own_remaining(self):
+        # The deny cache once answered a denied descriptor's call alone, and the
+        # other descriptors reported limit_remaining 0 (a fresh address: OK, 3, 0).
+        d, c = self.start()
+        login = [("path", "/login")]
+        for _ in range(2):
+            self.assertEqual(overall(c.call("web", [[("remote_address", "10.3.3.1")], login])),
+                             "OK")
+        # Redis denies (and the denial is cached): the address, not charged, has 1
+        self.assertEqual([s[:3] for s in statuses(
+            c.call("web", [[("remote_address", "10.3.3.1")], login]))],
+                         [("OK", 3, 1), ("OVER_LIMIT", 2, 0)])
+        # the denied descriptor alone: Redis denies, and the denial is cached
+        self.assertEqual([s[:3] for s in statuses(c.call("web", [login]))],
+                         [("OVER_LIMIT", 2, 0)])
+        self.assertEqual(scrape_metrics(d.mport)["ratelimitd_deny_cache_entries"], 1)
+        for _ in range(2):
+            got = c.call("web", [[("remote_address", "10.3.3.2")], login])
+            self.assertEqual(overall(got), "OVER_LIMIT")
+            self.assertEqual([s[:3] for s in statuses(got)],
+                             [("OK", 3, 3), ("OVER_LIMIT", 2, 0)])
+            got = c.call("web", [[("remote_address", "10.3.3.1")], login])
+            self.assertEqual([s[:3] for s in statuses(got)],
+                             [("OK", 3, 1), ("OVER_LIMIT", 2, 0)])
+        # alone, the denied descriptor is still answered by the cache
+        self.assertEqual([s[:3] for s in statuses(c.call("web", [login]))],
+                         [("OVER_LIMIT", 2, 0)])
+        m = scrape_metrics(d.mport)
+        self.assertEqual(m['ratelimitd_decisions_total{result="denied",source="cache"}'], 1, m)
+
     def test_lookup_rules(self):
         """envoyproxy/ratelimit's: exact value, then wildcard, then the key
         alone; the limit where the last entry lands; no limit is OK."""
