@@ -316,18 +316,28 @@ class CompletionTest(DaemonTest):
 
     def test_completion(self):
         cfg = os.path.join(self.tmpdir, "c.yaml")
+        rules = os.path.join(self.tmpdir, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write("domain: web\ndescriptors:\n  - key: path\n    value: /login\n"
+                    "    rate_limit: {unit: minute, requests_per_unit: 2}\n")
         with open(cfg, "w") as f:
             f.write(make_config(["127.0.0.1:7379"], {"address": "127.0.0.1:6379"},
-                                {"reply": "5/60s", "login": "3/1s", "upload": "9/1h"}))
+                                {"reply": "5/60s", "login": "3/1s", "upload": "9/1h"},
+                                envoy="{config: %s}" % rules))
         self.assertEqual(self.complete(["ratelimitctl", "re"], cfg),
                          ["reload", "reset"])
         self.assertIn("--json", self.complete(["ratelimitctl", "--j"], cfg))
         # actions from the config file's policies
-        self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "allow", "dave", ""], cfg),
-                         ["login", "reply", "upload"])
+        got = self.complete(["ratelimitctl", "-c", cfg, "allow", "dave", ""], cfg)
+        self.assertEqual(got[:3], ["login", "reply", "upload"])
+        self.assertRegex(" ".join(got[3:]), r"^web\.path__login-[0-9a-f]{8}$")
         self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "peek", "a", "re", "b", "l"],
                                        cfg), ["login"])
         self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "allow", "d"], cfg), [])
+        # an envoy rule's policy name, not the words after it
+        got = self.complete(["ratelimitctl", "-c", cfg, "peek", "path=/login", "w"], cfg)
+        self.assertEqual(len(got), 1, got)
+        self.assertRegex(got[0], r"^web\.path__login-[0-9a-f]{8}$")
         self.assertEqual(self.complete(["ratelimitctl", "override", "u", "reply", "b"], cfg),
                          ["blocked"])
 

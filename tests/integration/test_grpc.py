@@ -6,14 +6,17 @@ directory of domains and its reload, Redis down per on_store_error within
 grpc-timeout, health, errors, the wire format checked byte by byte, and
 exactness across three daemons."""
 
+import json
 import os
+import re
 import signal
 import socket
+import subprocess
 import threading
 import time
 import unittest
 
-from harness import SLOW, DaemonTest, free_port, scrape_metrics, wait_until
+from harness import DAEMON, SLOW, DaemonTest, free_port, scrape_metrics, wait_until
 from rls_client import (PREFACE, RlsClient, call_headers, classes, frame, grpc, headers,
                         overall, raw_call, read_frames, request, statuses)
 
@@ -49,6 +52,9 @@ descriptors:
   - key: premium
     rate_limit: {unit: minute, requests_per_unit: 100, replaces: [{name: tenant}]}
 """
+
+CTL = os.environ.get("RATELIMITCTL") or os.path.join(os.path.dirname(DAEMON), "ctl",
+                                                     "ratelimitctl")
 
 
 class GrpcTest(DaemonTest):
@@ -219,6 +225,41 @@ class GrpcTest(DaemonTest):
                              ["ALLOWED", "5", "3"])
             self.assertEqual(line.request("RESET user=bob %s" % name), "OK")
         self.assertEqual(statuses(c.call("web", [[("user", "bob")]]))[0][:3], ("OK", 5, 4))
+
+    def test_envoy_rules_are_listed_and_counted(self):
+        # An envoy-only file once listed no policies and started with "0
+        # policies": a rule's policy name (for PEEK and RESET) was nowhere.
+        d, c = self.start()
+        d.wait_log(r"^info: ratelimitd \S+ ready, listening on .* \(0 policies, 8 envoy rules, ")
+
+        def ctl(*args):
+            r = subprocess.run([CTL, "-c", d.config_path] + list(args), capture_output=True,
+                               text=True, timeout=20 * SLOW, stdin=subprocess.DEVNULL)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout
+        lines = ctl("policies").splitlines()
+        self.assertEqual(len(lines), 8, lines)
+        rx = re.compile(r"^(web\.path__login-[0-9a-f]{8}) \(envoy domain web, "
+                        r"descriptor path_/login: 2 per minute\)$")
+        login = [rx.match(ln).group(1) for ln in lines if rx.match(ln)]
+        self.assertEqual(len(login), 1, lines)
+        self.assertIn("(envoy domain web, descriptor plan_free.user: 4 per day)",
+                      "\n".join(lines))
+        self.assertRegex("\n".join(lines), r"descriptor watch: 1 per minute, shadow_mode\)")
+        j = json.loads(ctl("--json", "policies"))
+        self.assertEqual(len(j["policies"]), 8)
+        self.assertIn({"policy": login[0], "domain": "web", "descriptor": "path_/login",
+                       "requests_per_unit": 2, "unit": "minute", "shadow": False},
+                      j["envoy_rules"])
+        # the listed name is the rule's: PEEK sees what gRPC counted
+        c.call("web", [[("path", "/login")]])
+        j = json.loads(ctl("--json", "-s", "127.0.0.1:%d" % d.port, "peek", "path=/login",
+                           login[0]))
+        self.assertEqual((j["limit"], j["remaining"]), (2, 1))
+        n = len(d.log_lines())
+        d.signal(signal.SIGHUP)
+        d.wait_log(r"^info: reload: configuration \S+ loaded \(0 policies, 8 envoy rules\)$",
+                   start=n)
 
     def test_limits_carried_by_the_request_and_hits_addend(self):
         d, c = self.start(redis=False)
