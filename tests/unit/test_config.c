@@ -310,6 +310,25 @@ static const struct {
 	 "t.yaml:1:9: listen: expected a list of addresses"},
 	{"listen: []\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:9: listen: at least one address is required"},
+	/* addresses no two sockets can bind: the daemon could not start */
+	{"listen:\n  - 127.0.0.1:7379\n  - {address: \"127.0.0.1:7379\", admin: true}\n"
+	 "policies: {a: 1/1s}\n",
+	 "t.yaml:3:6: listen: 127.0.0.1:7379 is given twice (line 2): one socket per address"},
+	{"listen: [\"0.0.0.0:7379\", \"[::1]:7379\", \"10.1.2.3:7379\", \"unix:/r/a\", "
+	 "\"unix:/r/a\"]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:40: listen: 10.1.2.3:7379 overlaps 0.0.0.0:7379 (line 1): both cannot be "
+	 "bound\n"
+	 "t.yaml:1:70: listen: unix:/r/a is given twice (line 1): one socket per address"},
+	{"listen: [\"[::1]:7379\", \"[0:0::1]:7379\"]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:24: listen: [0:0::1]:7379 overlaps [::1]:7379 (line 1): both cannot be bound"},
+	{"metrics: {listen: \"127.0.0.1:9100\"}\nlisten: [\"127.0.0.1:7379\", \"127.0.0.1:9100\"]\n"
+	 "policies: {a: 1/1s}\n",
+	 "t.yaml:1:11: metrics.listen: 127.0.0.1:9100 is taken by listen's 127.0.0.1:9100: give "
+	 "the metrics endpoint a port of its own"},
+	/* the default listen address (127.0.0.1:7379) counts too */
+	{"metrics: {listen: \"[::ffff:127.0.0.1]:7379\"}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:11: metrics.listen: [::ffff:127.0.0.1]:7379 is taken by listen's "
+	 "127.0.0.1:7379: give the metrics endpoint a port of its own"},
 	{"redis: {address: \"unix:/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:18: redis.address: unix socket path too long (at most 107 bytes)"},
