@@ -345,9 +345,9 @@ static void request_cb(struct evhttp_request *req, void *arg)
 		} else if (v == STORE_VERDICT_DEGRADED) {
 			/* every daemon decides alone: taking this one out helps nobody */
 			evbuffer_add_printf(body,
-					    "degraded: %s; deciding locally (on_store_error: "
+					    "degraded: %.*s; deciding locally (on_store_error: "
 					    "local)\n",
-					    why);
+					    log_reason_len(why, strlen(why)), why);
 			reply_text(req, HTTP_OK, "OK", body, "text/plain");
 		} else if (v == STORE_VERDICT_DOWN) {
 			if (refusal)
