@@ -61,7 +61,9 @@ _ratelimitctl()
 		# USER ACTION [USER ACTION]...: actions at even positions
 		if ((arg % 2 == 0)) && { [[ $cmd == allow || $cmd == peek ]] || ((arg == 2)); }; then
 			local policies
-			policies=$(ratelimitctl "${config[@]}" policies 2>/dev/null)
+			# the first word of each line: an envoy rule's line goes on to
+			# say what the rule is
+			policies=$(ratelimitctl "${config[@]}" policies 2>/dev/null | cut -d' ' -f1)
 			COMPREPLY=($(compgen -W "$policies" -- "$cur"))
 		elif [[ $cmd == override ]] && ((arg == 3)); then
 			COMPREPLY=($(compgen -W "unlimited blocked" -- "$cur"))

@@ -26,6 +26,7 @@
 #include "addr.h"
 #include "config.h"
 #include "ctl_grpc.h"
+#include "envoy_rules.h"
 #include "line_reply.h"
 #include "policy.h"
 
@@ -222,14 +223,20 @@ static int print_decision(struct ctl *c, const struct line_reply *r)
 			printf(",\"pair\":%lld", (long long)r->pair);
 		printf("}\n");
 	} else {
+		/* an override's fixed answers have no counts to show (-1, never) */
+		int fixed = fallback || line_reply_is_unlimited(r) || line_reply_is_blocked(r);
 		printf("%s", allowed ? "allowed" : "denied");
 		if (fallback)
 			printf(" (the store did not decide: on_store_error's answer; limit %lld)",
 			       (long long)r->limit);
+		else if (line_reply_is_unlimited(r))
+			printf(" (unlimited)");
+		else if (line_reply_is_blocked(r))
+			printf(" (blocked; limit %lld)", (long long)r->limit);
 		else
 			printf(" (%lld of %lld remaining", (long long)r->remaining,
 			       (long long)r->limit);
-		if (!fallback) {
+		if (!fixed) {
 			if (!allowed)
 				print_seconds("retry", r->retry_after_ms);
 			print_seconds("full again", r->reset_ms);
@@ -554,6 +561,39 @@ static int cmd_check_config(struct ctl *c, char **args, int nargs)
 	return EXIT_ALLOWED;
 }
 
+/* envoy.config's rules that count: each is a policy of its own, whose
+ * name (made from its path, docs/envoy.md) PEEK and RESET take. */
+struct envoy_listing {
+	struct ctl *c;
+	int pass; /* JSON: 0 the names, 1 the rules */
+	size_t n;
+};
+
+static void print_envoy_rule(void *arg, const char *domain, const char *path, size_t path_len,
+			     const struct envoy_limit *l)
+{
+	struct envoy_listing *e = arg;
+	if (!e->c->json) {
+		printf("%s (envoy domain %s, descriptor %.*s: %u per %s%s)\n", l->policy.name,
+		       domain, (int)path_len, path, l->requests_per_unit, envoy_unit_name(l->unit),
+		       l->shadow ? ", shadow_mode" : "");
+	} else if (e->pass == 0) {
+		if (e->n++)
+			putchar(',');
+		json_cstr(l->policy.name);
+	} else {
+		printf("%s{\"policy\":", e->n++ ? "," : "");
+		json_cstr(l->policy.name);
+		printf(",\"domain\":");
+		json_cstr(domain);
+		printf(",\"descriptor\":");
+		json_str(path, path_len);
+		printf(",\"requests_per_unit\":%u,\"unit\":\"%s\",\"shadow\":%s}",
+		       l->requests_per_unit, envoy_unit_name(l->unit),
+		       l->shadow ? "true" : "false");
+	}
+}
+
 static int cmd_policies(struct ctl *c, int nargs)
 {
 	if (nargs != 0)
@@ -572,8 +612,15 @@ static int cmd_policies(struct ctl *c, int nargs)
 			printf("%s\n", cfg->policies[i].name);
 		}
 	}
-	if (c->json)
+	struct envoy_listing e = {c, 0, cfg->npolicies};
+	envoy_rules_each(cfg->envoy.rules, print_envoy_rule, &e);
+	if (c->json) {
+		printf("],\"envoy_rules\":[");
+		e.pass = 1;
+		e.n = 0;
+		envoy_rules_each(cfg->envoy.rules, print_envoy_rule, &e);
 		printf("]}\n");
+	}
 	config_unref(cfg);
 	return EXIT_ALLOWED;
 }

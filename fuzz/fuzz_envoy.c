@@ -60,8 +60,31 @@ static int counts(const struct envoy_limit *l)
 	return !l->unlimited && l->requests_per_unit > 0;
 }
 
+/* envoy_rules_each (ratelimitctl policies): each counting rule once, in
+ * its domain, with a path in bounds, its policy the one its name finds. */
+struct each_seen {
+	const struct envoy_rules *r;
+	size_t n;
+};
+
+static void each_rule(void *arg, const char *domain, const char *path, size_t path_len,
+		      const struct envoy_limit *l)
+{
+	struct each_seen *e = arg;
+	e->n++;
+	check(domain == e->r->domains[0].name, "each: the rule's domain");
+	check(path_len >= 1 && path_len < 1024 && path[path_len] == '\0', "each: the path");
+	check(counts(l), "each: only rules that count");
+	check(envoy_find_policy(e->r, l->policy.name, l->policy.name_len) == &l->policy,
+	      "each: the rule's policy is found by its name");
+	check(envoy_unit_name(l->unit)[0] != '\0', "each: a unit name");
+}
+
 static void check_rules(const struct envoy_rules *r)
 {
+	struct each_seen seen = {r, 0};
+	envoy_rules_each(r, each_rule, &seen);
+	check(seen.n == r->nnames, "each: every rule that counts");
 	check(r->ndomains == 1 && r->domains[0].name && r->domains[0].name[0], "one domain, named");
 	const struct envoy_domain *d = &r->domains[0];
 	check(envoy_domain_find(r, d->name, strlen(d->name)) == d, "the domain is found by name");

@@ -266,7 +266,8 @@ static void check_decision_format(int allowed, const int64_t in[4], int pair)
 	/* the client's parser: exactly what the daemon can send, values kept */
 	struct line_reply lr;
 	int ok = line_reply_parse(buf, n - 1, &lr) == 0;
-	int sendable = in[0] >= 0 && in[1] >= -1 && in[2] >= -1 && in[3] >= -1;
+	/* -1 anywhere: fallbacks, overrides (limit -1: unlimited); see check_fixed_forms */
+	int sendable = in[0] >= -1 && in[1] >= -1 && in[2] >= -1 && in[3] >= -1;
 	check(ok == sendable, "line_reply takes exactly the decisions the daemon sends");
 	if (ok) {
 		check(lr.kind == (allowed ? LINE_REPLY_ALLOWED : LINE_REPLY_DENIED),
@@ -274,9 +275,52 @@ static void check_decision_format(int allowed, const int64_t in[4], int pair)
 		check(lr.limit == in[0] && lr.remaining == in[1] && lr.retry_after_ms == in[2] &&
 			      lr.reset_ms == in[3] && lr.pair == (pair >= 0 ? pair : -1),
 		      "line_reply: decision fields round-trip");
-		check(line_reply_is_fallback(&lr) == (in[1] < 0), "line_reply: fallback");
+		check(line_reply_is_fallback(&lr) == (in[1] < 0 && in[0] >= 0),
+		      "line_reply: fallback");
+		check(line_reply_is_unlimited(&lr) == (in[0] < 0), "line_reply: unlimited");
 	}
 	free(buf);
+}
+
+/* The answers the daemon makes without the store, as cmd.c (answer_override,
+ * the on_store_error fallback) and multi.c (every pair unlimited, a blocked
+ * pair) write them, with the policy's first limit `limit`; each must parse
+ * and be told apart as ratelimitctl does. pair: -1 for ALLOW's reply, else
+ * the pairs of MALLOW's (the blocked one is the last). */
+static void check_fixed_forms(int64_t limit, int pair)
+{
+	struct line_reply lr;
+	char buf[PROTO_LINE_REPLY_MAX];
+	const struct {
+		int allowed;
+		int64_t v[4];
+		int decided; /* the reply names a pair: a blocked one */
+		int fallback, unlimited, blocked;
+	} forms[] = {
+		{1, {-1, -1, 0, -1}, 0, 0, 1, 0},	/* unlimited */
+		{0, {limit, 0, -1, -1}, 1, 0, 0, 1},	/* blocked */
+		{1, {limit, -1, 0, -1}, 0, 1, 0, 0},	/* on_store_error: allow */
+		{0, {limit, -1, 1000, -1}, 0, 1, 0, 0}, /* on_store_error: deny */
+	};
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		int p = pair < 0 ? -1 : forms[i].decided ? pair : 0;
+		check_decision_format(forms[i].allowed, forms[i].v, p);
+		struct cmd_result r = {.kind = CMD_REPLY_DECISION,
+				       .allowed = forms[i].allowed,
+				       .limit = forms[i].v[0],
+				       .remaining = forms[i].v[1],
+				       .retry_after_ms = forms[i].v[2],
+				       .reset_ms = forms[i].v[3],
+				       .multi = p >= 0,
+				       .pair = p};
+		size_t n = proto_line_format(buf, &r);
+		check(line_reply_parse(buf, n - 1, &lr) == 0,
+		      "line_reply takes the daemon's own answers");
+		check(line_reply_is_fallback(&lr) == forms[i].fallback &&
+			      line_reply_is_unlimited(&lr) == forms[i].unlimited &&
+			      line_reply_is_blocked(&lr) == forms[i].blocked,
+		      "line_reply tells fallbacks and overrides apart");
+	}
 }
 
 /* As cmd_reply_error does: the message is kept up to CMD_MSG_MAX - 1 bytes. */
@@ -345,7 +389,7 @@ static void check_line_reply(const char *line, size_t n)
 	switch (r.kind) {
 	case LINE_REPLY_ALLOWED:
 	case LINE_REPLY_DENIED:
-		check(r.limit >= 0 && r.remaining >= -1 && r.retry_after_ms >= -1 &&
+		check(r.limit >= -1 && r.remaining >= -1 && r.retry_after_ms >= -1 &&
 			      r.reset_ms >= -1 && r.pair >= -1,
 		      "line_reply: decision ranges");
 		check(len >= 6 && memcmp(line, r.kind == LINE_REPLY_ALLOWED ? "ALLOWED" : "DENIED",
@@ -514,6 +558,8 @@ static void check_formats(const char *line, size_t n, int rc, const struct cmd_r
 	v[2] = 0;
 	v[3] = (int64_t)n;
 	check_decision_format(cmd->verb != CMD_ALLOW, v, pair);
+	check_fixed_forms(cmd->cost, pair);
+	check_fixed_forms(INT32_MAX, pair);
 	if (cmd->verb == CMD_ALLOW || cmd->verb == CMD_PEEK) {
 		/* The user as an error message: long, arbitrary bytes. */
 		char *msg = malloc(cmd->user_len + 1);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -150,4 +151,31 @@ size_t addr_ip_text(const struct addr_ip *ip, char *buf, size_t cap)
 		return 0;
 	}
 	return strlen(buf);
+}
+
+static int ip_any(const struct addr_ip *ip)
+{
+	static const unsigned char zero[16];
+	return memcmp(ip->bytes, zero, ip->family == AF_INET ? 4 : 16) == 0;
+}
+
+int addr_overlap(const char *a, const char *b)
+{
+	int ua = strncmp(a, "unix:", 5) == 0, ub = strncmp(b, "unix:", 5) == 0;
+	if (ua || ub)
+		return ua && ub && strcmp(a + 5, b + 5) == 0;
+	char ha[256], hb[256];
+	int pa, pb;
+	if (addr_split(a, ha, sizeof(ha), &pa) < 0 || addr_split(b, hb, sizeof(hb), &pb) < 0 ||
+	    pa != pb)
+		return 0;
+	struct addr_ip ia, ib;
+	int na = addr_ip_parse(ha, strlen(ha), &ia) == 0,
+	    nb = addr_ip_parse(hb, strlen(hb), &ib) == 0;
+	if (!na || !nb) /* a name: only the same name is known to be the same */
+		return !na && !nb && strcasecmp(ha, hb) == 0;
+	if (ia.family != ib.family)
+		return 0; /* (:: takes IPv4 too on a dual-stack host: not known here) */
+	return ip_any(&ia) || ip_any(&ib) ||
+	       memcmp(ia.bytes, ib.bytes, ia.family == AF_INET ? 4 : 16) == 0;
 }

@@ -88,6 +88,10 @@ struct cmd_request {
 	/* ALLOW, PEEK: the policy when the caller has it (gRPC's envoy rules,
 	 * living until the request is answered); NULL: the action's */
 	const struct policy *policy;
+	/* MALLOW, MPEEK: the caller reports every pair's own figures (gRPC's
+	 * statuses), so a cached denial of one pair may not answer alone: it
+	 * knows nothing of the others' remaining */
+	int pair_figures;
 };
 
 /* Why a request got an error: the codes of proto/protocol.md, in order

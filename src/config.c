@@ -42,10 +42,14 @@ struct pentry {
 	yaml_mark_t mark;
 };
 
-/* The schema's state while policies are read (the parser's ctx). */
+/* The schema's state while policies are read (the parser's ctx); also
+ * where each listen address and metrics.listen were, for check_binds. */
 struct policies_read {
 	struct pentry *pol;
 	size_t npol, cappol;
+	yaml_mark_t *listen_marks; /* one per c->listen entry read */
+	size_t caplm;
+	yaml_mark_t metrics_mark;
 };
 
 /* Policy mapping form, gathered before it can be checked: which keys are
@@ -561,6 +565,10 @@ static int listen_entry(struct yparser *P, const struct ykey *k, void *dst, size
 	(void)i;
 	if (yp_grow((void **)&c->listen, &L->cap, c->nlisten, sizeof(*c->listen)) < 0)
 		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	struct policies_read *R = P->ctx;
+	if (yp_grow((void **)&R->listen_marks, &R->caplm, c->nlisten, sizeof(yaml_mark_t)) < 0)
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	R->listen_marks[c->nlisten] = P->ev.start_mark; /* the scalar form's address */
 	struct config_listen *l = &c->listen[c->nlisten];
 	memset(l, 0, sizeof(*l));
 	c->nlisten++; /* counted now so free_listen releases a half-read entry */
@@ -581,6 +589,7 @@ static int listen_entry(struct yparser *P, const struct ykey *k, void *dst, size
 		return -1;
 	if (!(seen & (1u << LK_ADDRESS)))
 		return yp_fail_section(P, start, "an entry needs an address");
+	R->listen_marks[c->nlisten - 1] = marks[LK_ADDRESS];
 	if ((seen & (1u << LK_MODE)) && strncmp(l->address, "unix:", 5) != 0)
 		return yp_failk(P, marks[LK_MODE], "mode", "only applies to unix:/path addresses");
 	if (l->protocol != CONFIG_PROTOCOL_HTTP && (seen & LK_HTTP_KEYS)) {
@@ -703,6 +712,7 @@ static int set_metrics(struct yparser *P, const struct ykey *k, void *dst)
 		return -1;
 	if (!(seen & (1u << MK_LISTEN)))
 		return yp_fail_section(P, start, "needs listen: host:port");
+	((struct policies_read *)P->ctx)->metrics_mark = marks[MK_LISTEN];
 	return 0;
 }
 
@@ -1742,6 +1752,41 @@ static int config_defaults(struct config *c)
 	return c->listen[0].address && c->redis.address && c->prefix ? 0 : -1;
 }
 
+/* Addresses no two sockets can bind (addr_overlap): a daemon with them
+ * would fail to start, so -t and a reload refuse them, at the later one.
+ * listed: the listen key was given (else the default has no position, and
+ * metrics.listen takes the blame). */
+static void check_binds(struct yparser *P, const struct config *c, int listed)
+{
+	const struct policies_read *R = P->ctx;
+	for (size_t j = 1; listed && j < c->nlisten; j++)
+		for (size_t i = 0; i < j; i++)
+			if (c->listen[i].address && c->listen[j].address &&
+			    addr_overlap(c->listen[i].address, c->listen[j].address)) {
+				if (strcmp(c->listen[i].address, c->listen[j].address) == 0)
+					yp_fail(P, R->listen_marks[j],
+						"listen: %s is given twice (line %zu): one socket "
+						"per address",
+						c->listen[j].address,
+						(size_t)R->listen_marks[i].line + 1);
+				else
+					yp_fail(P, R->listen_marks[j],
+						"listen: %s overlaps %s (line %zu): both cannot be "
+						"bound",
+						c->listen[j].address, c->listen[i].address,
+						(size_t)R->listen_marks[i].line + 1);
+				break;
+			}
+	for (size_t i = 0; c->metrics_listen && i < c->nlisten; i++)
+		if (c->listen[i].address && addr_overlap(c->metrics_listen, c->listen[i].address)) {
+			yp_fail(P, R->metrics_mark,
+				"metrics.listen: %s is taken by listen's %s: give the metrics "
+				"endpoint a port of its own",
+				c->metrics_listen, c->listen[i].address);
+			break;
+		}
+}
+
 /* stream-start, exactly one document whose root is a mapping, stream-end. */
 static int parse_stream(struct yparser *P, struct config *c)
 {
@@ -1768,6 +1813,7 @@ static int parse_stream(struct yparser *P, struct config *c)
 				"rules its calls are decided by");
 			break;
 		}
+	check_binds(P, c, (seen & (1u << TK_LISTEN)) != 0);
 	if (!(seen & (1u << TK_POLICIES)) && !(seen & (1u << TK_ENVOY)))
 		yp_fail(P, root,
 			"policies: required, with at least one policy (or envoy: with rules)");
@@ -1822,7 +1868,7 @@ static int load_envoy(struct config *c, const char *name, char *err, size_t errl
 struct config *config_parse(const char *name, const char *buf, size_t len, char *err, size_t errlen)
 {
 	struct yparser P;
-	struct policies_read R = {NULL, 0, 0};
+	struct policies_read R = {0};
 	struct config *c = NULL;
 	if (yp_begin(&P, name, buf, len) == 0) {
 		P.ctx = &R;
@@ -1839,6 +1885,7 @@ struct config *config_parse(const char *name, const char *buf, size_t len, char 
 		for (size_t i = 0; i < R.npol; i++)
 			override_set_free(R.pol[i].p.overrides);
 	free(R.pol);
+	free(R.listen_marks);
 	if (yp_end(&P, err, errlen) < 0) {
 		if (c)
 			config_free(c);

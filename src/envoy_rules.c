@@ -903,3 +903,48 @@ const struct envoy_limit *envoy_lookup(const struct envoy_domain *d, const struc
 	}
 	return NULL;
 }
+
+const char *envoy_unit_name(int unit)
+{
+	if (unit > 0 && (size_t)unit < sizeof(unit_names) / sizeof(unit_names[0]) &&
+	    unit_names[unit])
+		return unit_names[unit];
+	return "unknown";
+}
+
+struct each {
+	envoy_rule_fn *fn;
+	void *arg;
+	const char *domain;
+	char path[1024];
+};
+
+static void each_level(struct each *e, const struct envoy_node *n, size_t path_len)
+{
+	for (size_t i = 0; i < n->nchildren; i++) {
+		const struct envoy_node *c = &n->children[i];
+		size_t len = path_len;
+		if (len && len < sizeof(e->path) - 1)
+			e->path[len++] = '.';
+		size_t k = c->composite_len;
+		if (k > sizeof(e->path) - 1 - len)
+			k = sizeof(e->path) - 1 - len; /* cut, as the name is */
+		memcpy(e->path + len, c->composite, k);
+		len += k;
+		e->path[len] = '\0';
+		/* the rules collect_names indexes: those with counters */
+		if (c->limit && !c->limit->unlimited && c->limit->requests_per_unit > 0)
+			e->fn(e->arg, e->domain, e->path, len, c->limit);
+		each_level(e, c, len);
+	}
+}
+
+void envoy_rules_each(const struct envoy_rules *r, envoy_rule_fn *fn, void *arg)
+{
+	struct each e = {.fn = fn, .arg = arg};
+	for (size_t i = 0; r && i < r->ndomains; i++) {
+		e.domain = r->domains[i].name;
+		if (r->domains[i].root)
+			each_level(&e, r->domains[i].root, 0);
+	}
+}

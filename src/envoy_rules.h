@@ -108,6 +108,19 @@ const struct envoy_limit *envoy_lookup(const struct envoy_domain *d, const struc
  * RESET on a rule's counters), or NULL. */
 const struct policy *envoy_find_policy(const struct envoy_rules *r, const char *name, size_t len);
 
+/* A rule that counts (a policy of its own), as envoy_rules_each gives it:
+ * its domain, its descriptor's path from the domain down (the composite
+ * keys "key_value" or "key" joined by '.', as its policy name shows them;
+ * cut at 1023 bytes), its limit. */
+typedef void envoy_rule_fn(void *arg, const char *domain, const char *path, size_t path_len,
+			   const struct envoy_limit *limit);
+/* Calls fn for each rule that counts, by domain and then in file order.
+ * ratelimitctl policies lists them: a rule's policy name is what PEEK and
+ * RESET take. */
+void envoy_rules_each(const struct envoy_rules *r, envoy_rule_fn *fn, void *arg);
+/* "second" ... "year", "week"; "unknown" for any other number. */
+const char *envoy_unit_name(int unit);
+
 /* '*' in pattern matches any run of bytes (also none); all else is literal. */
 int envoy_glob(const char *pat, size_t plen, const char *s, size_t slen);
 

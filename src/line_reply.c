@@ -59,9 +59,11 @@ static int parse_decision(const struct line_reply_str *w, size_t n, struct line_
 {
 	if (n != 5 && n != 6)
 		return -1;
+	/* Every field may be -1: the limit in an unlimited override's reply
+	 * (ALLOWED -1 -1 0 -1), the others in fallbacks and overrides too. */
 	int64_t *f[4] = {&r->limit, &r->remaining, &r->retry_after_ms, &r->reset_ms};
 	for (int i = 0; i < 4; i++)
-		if (parse_int(&w[1 + i], f[i]) < 0 || *f[i] < (i == 0 ? 0 : -1))
+		if (parse_int(&w[1 + i], f[i]) < 0 || *f[i] < -1)
 			return -1;
 	if (n == 6 && (parse_int(&w[5], &r->pair) < 0 || r->pair < 0))
 		return -1;
@@ -122,7 +124,27 @@ int line_reply_parse(const char *line, size_t len, struct line_reply *r)
 	return 0;
 }
 
+static int is_decision(const struct line_reply *r)
+{
+	return r->kind == LINE_REPLY_ALLOWED || r->kind == LINE_REPLY_DENIED;
+}
+
+/* An unlimited override's remaining is -1 too, but its limit is -1 as well:
+ * a fallback always carries the policy's limit. */
 int line_reply_is_fallback(const struct line_reply *r)
 {
-	return (r->kind == LINE_REPLY_ALLOWED || r->kind == LINE_REPLY_DENIED) && r->remaining < 0;
+	return is_decision(r) && r->remaining < 0 && r->limit >= 0;
+}
+
+int line_reply_is_unlimited(const struct line_reply *r)
+{
+	return is_decision(r) && r->limit < 0;
+}
+
+/* Only a blocked override has a known remaining (0) with no reset time: the
+ * store's replies always have reset_ms >= 0, fallbacks a remaining of -1. */
+int line_reply_is_blocked(const struct line_reply *r)
+{
+	return r->kind == LINE_REPLY_DENIED && r->limit >= 0 && r->remaining >= 0 &&
+	       r->retry_after_ms < 0 && r->reset_ms < 0;
 }

@@ -45,7 +45,13 @@ struct line_reply {
  */
 int line_reply_parse(const char *line, size_t len, struct line_reply *out);
 
-/* A decision the store did not make (remaining -1): on_store_error's answer. */
+/* A decision the store did not make (remaining -1, a limit): on_store_error's answer. */
 int line_reply_is_fallback(const struct line_reply *r);
+
+/* An unlimited override's answer: ALLOWED -1 -1 0 -1 (limit -1: none applies). */
+int line_reply_is_unlimited(const struct line_reply *r);
+
+/* A blocked override's answer: DENIED <limit> 0 -1 -1 (never allowed). */
+int line_reply_is_blocked(const struct line_reply *r);
 
 #endif

@@ -127,7 +127,9 @@ struct listener *listener_new_sockaddr(struct event_base *base, const struct soc
 {
 	struct listener *l = listener_alloc(base, name, cb, arg, err, errlen);
 	if (l && bind_listen(base, l, sa, salen, err, errlen) < 0) {
+		int e = errno; /* the bind's: callers say why (metrics.c) */
 		listener_free(l);
+		errno = e;
 		return NULL;
 	}
 	return l;

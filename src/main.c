@@ -13,6 +13,7 @@
 #include "activation.h"
 #include "config.h"
 #include "conn.h"
+#include "envoy_rules.h"
 #include "log.h"
 #include "metrics.h"
 #include "pidfile.h"
@@ -113,6 +114,20 @@ static void notify_ready(struct daemon *d)
 	sd_notify_ready(text);
 }
 
+/* "3 policies", and ", 5 envoy rules" when envoy.config has any: an
+ * envoy-only file has no policies of its own, but each of its counting rules
+ * is a policy (ratelimitctl policies lists their names). */
+static const char *policies_text(const struct config *cfg, char *buf, size_t len)
+{
+	size_t n = cfg->envoy.rules ? cfg->envoy.rules->nnames : 0;
+	int k = snprintf(buf, len, "%zu %s", cfg->npolicies,
+			 log_plural(cfg->npolicies, "policy", "policies"));
+	if (n && k > 0 && (size_t)k < len)
+		snprintf(buf + k, len - (size_t)k, ", %zu envoy %s", n,
+			 log_plural(n, "rule", "rules"));
+	return buf;
+}
+
 static void reload(struct daemon *d)
 {
 	char err[CONFIG_ERR_MAX];
@@ -131,13 +146,13 @@ static void reload(struct daemon *d)
 		stats.restart_pending = pending;
 		if (cfg->log_level != old->log_level)
 			log_set_level(cfg->log_level);
-		size_t npolicies = cfg->npolicies;
+		char counts[96];
+		policies_text(cfg, counts, sizeof(counts));
 		server_set_config(d->srv, cfg);
 		config_unref(cfg);
 		stats.reloads_ok++;
 		stats.last_reload_time = wall_seconds();
-		log_info("reload: configuration %s loaded (%zu %s)", d->config_path, npolicies,
-			 log_plural(npolicies, "policy", "policies"));
+		log_info("reload: configuration %s loaded (%s)", d->config_path, counts);
 	}
 	notify_ready(d);
 }
@@ -326,8 +341,9 @@ int main(int argc, char **argv)
 				      cfg->listen[i].address);
 	char redis[300];
 	store_describe(cfg, redis, sizeof(redis));
-	log_info("ratelimitd %s ready, listening on %s (%zu %s, %s)%s%s", RATELIMITD_VERSION,
-		 listening, cfg->npolicies, log_plural(cfg->npolicies, "policy", "policies"), redis,
+	char counts[96];
+	log_info("ratelimitd %s ready, listening on %s (%s, %s)%s%s", RATELIMITD_VERSION, listening,
+		 policies_text(cfg, counts, sizeof(counts)), redis,
 		 cfg->metrics_listen ? "; metrics on http://" : "",
 		 cfg->metrics_listen ? cfg->metrics_listen : "");
 	d.running = cfg; /* the server holds its own reference to the current file */

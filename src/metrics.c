@@ -15,6 +15,7 @@
 #include <nghttp2/nghttp2.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -344,9 +345,9 @@ static void request_cb(struct evhttp_request *req, void *arg)
 		} else if (v == STORE_VERDICT_DEGRADED) {
 			/* every daemon decides alone: taking this one out helps nobody */
 			evbuffer_add_printf(body,
-					    "degraded: %s; deciding locally (on_store_error: "
+					    "degraded: %.*s; deciding locally (on_store_error: "
 					    "local)\n",
-					    why);
+					    log_reason_len(why, strlen(why)), why);
 			reply_text(req, HTTP_OK, "OK", body, "text/plain");
 		} else if (v == STORE_VERDICT_DOWN) {
 			if (refusal)
@@ -366,8 +367,9 @@ static void request_cb(struct evhttp_request *req, void *arg)
 	evbuffer_free(body);
 }
 
-/* The first address host resolves to, as evhttp_bind_socket would bind. NULL if none. */
-static struct evutil_addrinfo *resolve(const char *host, int port)
+/* The first address host resolves to, as evhttp_bind_socket would bind.
+ * NULL if none, with why. */
+static struct evutil_addrinfo *resolve(const char *host, int port, const char **why)
 {
 	char sport[8];
 	snprintf(sport, sizeof(sport), "%d", port);
@@ -376,8 +378,11 @@ static struct evutil_addrinfo *resolve(const char *host, int port)
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_flags = EVUTIL_AI_PASSIVE | EVUTIL_AI_ADDRCONFIG;
-	if (evutil_getaddrinfo(host, sport, &hints, &ai) != 0)
+	int rc = evutil_getaddrinfo(host, sport, &hints, &ai);
+	if (rc != 0) {
+		*why = evutil_gai_strerror(rc);
 		return NULL;
+	}
 	return ai;
 }
 
@@ -408,20 +413,29 @@ struct metrics *metrics_new(struct event_base *base, const char *address, int fd
 	evhttp_set_gencb(m->http, request_cb, m);
 	char name[300];
 	snprintf(name, sizeof(name), "metrics %s", address);
+	/* why a socket could not be had: an operator must know (the port
+	 * taken, an address not this host's) without strace */
+	const char *why = "the HTTP server refused the socket";
+	char fd_why[256];
 	if (fd >= 0) {
 		m->listener = listener_new_fd(base, fd, name, NULL, NULL, err, errlen);
-		if (!m->listener)
+		if (!m->listener) {
+			snprintf(fd_why, sizeof(fd_why), "%s", err);
+			why = fd_why;
 			close(fd);
+		}
 	} else {
-		struct evutil_addrinfo *ai = resolve(host, port);
+		struct evutil_addrinfo *ai = resolve(host, port, &why);
 		if (ai) {
 			m->listener = listener_new_sockaddr(base, ai->ai_addr, (int)ai->ai_addrlen,
 							    name, NULL, NULL, err, errlen);
+			if (!m->listener)
+				why = strerror(errno); /* the bind's (listener.c keeps it) */
 			evutil_freeaddrinfo(ai);
 		}
 	}
 	if (!m->listener || !evhttp_bind_listener(m->http, listener_give(m->listener))) {
-		snprintf(err, errlen, "metrics.listen: cannot listen on %s", address);
+		snprintf(err, errlen, "metrics.listen: cannot listen on %s: %s", address, why);
 		metrics_free(m);
 		return NULL;
 	}

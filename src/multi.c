@@ -550,8 +550,11 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 			m->pairs[i].shadow = 0;
 	}
 	/* A pair with a cached denial denies the request, as it would in Redis
-	 * (the cache holds only denials certain until their retry time). */
-	if (env->deny && store_resets_followed(env->store)) {
+	 * (the cache holds only denials certain until their retry time). Not
+	 * when every pair's own figures are wanted and there are others: the
+	 * cache knows only the denied pair's, so Redis decides (denying the
+	 * same way) and tells each pair's remaining, as proto/grpc.md says. */
+	if (env->deny && store_resets_followed(env->store) && !(req->pair_figures && m->n > 1)) {
 		struct denycache_hit hit;
 		uint64_t now = clock_mono_us();
 		m->deny = env->deny;

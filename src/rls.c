@@ -459,6 +459,7 @@ void rls_request(const struct rls_plan *plan, struct cmd_request *req)
 		return;
 	}
 	req->npairs = plan->npairs;
+	req->pair_figures = 1; /* a status per descriptor, each its own */
 	for (int p = 0; p < plan->npairs; p++) {
 		const struct policy *pol = &plan->d[plan->pair_desc[p]].limit->policy;
 		req->pairs[p] = (struct cmd_pair){plan->user[p], plan->user_len[p], pol->name,

@@ -621,8 +621,8 @@ static void store_note_down(struct store_redis *s, const char *why)
 		if (s->conns[i].c.state == REDIS_CONN_UP && s->conns[i].c.verified)
 			return;
 	if (!s->down_logged) {
-		log_warn("%s unavailable: %s; answering per on_store_error, retrying", s->name,
-			 why);
+		log_warn("%s unavailable: %.*s; answering per on_store_error, retrying", s->name,
+			 log_reason_len(why, strlen(why)), why);
 		s->down_logged = 1;
 		s->up_logged = 0;
 	}
@@ -1088,7 +1088,7 @@ static void redis_log_error(struct store_redis *s, const char *what, const char 
 			 ERROR_LOG_US / 1000000u);
 	else
 		log_warn("%s %s: %.*s; answered per on_store_error", s->name, what,
-			 (int)(len < 200 ? len : 200), text);
+			 log_reason_len(text, len < 200 ? len : 200), text);
 	s->error_logged_us = now;
 	s->errors_unlogged = 0;
 }
@@ -1101,9 +1101,9 @@ static void rconn_checked(struct redis_conn *c, const char *refusal)
 		return;
 	}
 	if (strcmp(s->check_logged, refusal) != 0) {
-		log_error("%s cannot decide: %s; every decision is answered per on_store_error "
+		log_error("%s cannot decide: %.*s; every decision is answered per on_store_error "
 			  "until this is fixed (docs/security.md gives the ACL)",
-			  s->name, refusal);
+			  s->name, log_reason_len(refusal, strlen(refusal)), refusal);
 		snprintf(s->check_logged, sizeof(s->check_logged), "%s", refusal);
 	}
 	redis_refusing(s, s->check_logged, strlen(s->check_logged));

@@ -245,6 +245,16 @@ policies:
     def test_duplicate_top_key(self):
         self.check_error(BASE + "prefix: a\nprefix: b\n", "prefix", occurrence=2)
 
+    def test_listen_address_given_twice(self):
+        # two sockets cannot bind one address: -t once passed it, the start failed
+        self.check_error(BASE.replace("  - 127.0.0.1:7379\n",
+                                      "  - 127.0.0.1:7379\n  - 0.0.0.0:7379\n"),
+                         "0.0.0.0:7379")
+
+    def test_metrics_on_a_listen_address(self):
+        text = BASE + "metrics:\n  listen: 127.0.0.1:7379\n"
+        self.check_error(text, "listen", occurrence=2)
+
     def test_duplicate_policy(self):
         self.check_error(BASE + "  reply: 6/60s\n", "reply", occurrence=2)
 

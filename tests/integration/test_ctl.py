@@ -125,6 +125,35 @@ class CtlTest(DaemonTest):
         self.assertEqual(self.json_of("-c", self.cfg, "allow", "scraper-9", "reply")["result"],
                          "allowed")
 
+    def test_unlimited_and_blocked_users(self):
+        # An unlimited override's ALLOWED -1 -1 0 -1 once made allow/peek exit 2
+        # ("not a ratelimitd reply"), so `ratelimitctl allow "$ip" login || exit 1`
+        # refused exactly the allow-listed users.
+        self.run_ok("-c", self.cfg, "override", "internal-7", "reply", "unlimited")
+        self.run_ok("-c", self.cfg, "override", "scraper-9", "reply", "blocked")
+        self.run_ok("-c", self.cfg, "override", "internal-7", "login", "unlimited")
+        for verb in ("allow", "peek"):
+            r = self.run_ok("-c", self.cfg, verb, "internal-7", "reply")
+            self.assertEqual(r.stdout, "allowed (unlimited)\n")
+            j = self.json_of("-c", self.cfg, verb, "internal-7", "reply")
+            self.assertEqual((j["result"], j["limit"], j["remaining"], j["retry_after_ms"],
+                              j["reset_ms"], j["fallback"]), ("allowed", -1, -1, 0, -1, False))
+            r = self.run_ok("-c", self.cfg, verb, "scraper-9", "reply", rc=1)
+            self.assertEqual(r.stdout, "denied (blocked; limit 3)\n")
+            j = self.json_of("-c", self.cfg, verb, "scraper-9", "reply", rc=1)
+            self.assertEqual((j["result"], j["limit"], j["remaining"], j["retry_after_ms"],
+                              j["reset_ms"], j["fallback"]), ("denied", 3, 0, -1, -1, False))
+        # several pairs: every one unlimited is pair 0; a blocked one decides
+        j = self.json_of("-c", self.cfg, "allow", "internal-7", "reply", "internal-7", "login")
+        self.assertEqual((j["result"], j["limit"], j["pair"]), ("allowed", -1, 0))
+        r = self.run_ok("-c", self.cfg, "allow", "internal-7", "reply", "scraper-9", "reply",
+                        rc=1)
+        self.assertEqual(r.stdout, "denied (blocked; limit 3) decided by pair 2\n")
+        # the man page's idiom lets the unlimited user through
+        sh = subprocess.run(["sh", "-c", '"$0" -c "$1" allow internal-7 reply || exit 1',
+                             CTL, self.cfg], capture_output=True, text=True, timeout=20 * SLOW)
+        self.assertEqual(sh.returncode, 0, sh.stderr)
+
     def test_addresses(self):
         # -s over -c; unix sockets; the environment; 0.0.0.0 reached on loopback
         self.assertEqual(self.run_ok("-s", "unix:" + self.unix, "ping").stdout, "pong\n")
@@ -287,9 +316,14 @@ class CompletionTest(DaemonTest):
 
     def test_completion(self):
         cfg = os.path.join(self.tmpdir, "c.yaml")
+        rules = os.path.join(self.tmpdir, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write("domain: web\ndescriptors:\n  - key: path\n    value: /login\n"
+                    "    rate_limit: {unit: minute, requests_per_unit: 2}\n")
         with open(cfg, "w") as f:
             f.write(make_config(["127.0.0.1:7379"], {"address": "127.0.0.1:6379"},
-                                {"reply": "5/60s", "login": "3/1s", "upload": "9/1h"}))
+                                {"reply": "5/60s", "login": "3/1s", "upload": "9/1h"},
+                                envoy="{config: %s}" % rules))
         self.assertEqual(self.complete(["ratelimitctl", "re"], cfg),
                          ["reload", "reset"])
         self.assertIn("--json", self.complete(["ratelimitctl", "--j"], cfg))
@@ -299,11 +333,16 @@ class CompletionTest(DaemonTest):
                          ["--addr", "--hits"])
         self.assertEqual(self.complete(["ratelimitctl", "health", "--"], cfg), ["--addr"])
         # actions from the config file's policies
-        self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "allow", "dave", ""], cfg),
-                         ["login", "reply", "upload"])
+        got = self.complete(["ratelimitctl", "-c", cfg, "allow", "dave", ""], cfg)
+        self.assertEqual(got[:3], ["login", "reply", "upload"])
+        self.assertRegex(" ".join(got[3:]), r"^web\.path__login-[0-9a-f]{8}$")
         self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "peek", "a", "re", "b", "l"],
                                        cfg), ["login"])
         self.assertEqual(self.complete(["ratelimitctl", "-c", cfg, "allow", "d"], cfg), [])
+        # an envoy rule's policy name, not the words after it
+        got = self.complete(["ratelimitctl", "-c", cfg, "peek", "path=/login", "w"], cfg)
+        self.assertEqual(len(got), 1, got)
+        self.assertRegex(got[0], r"^web\.path__login-[0-9a-f]{8}$")
         self.assertEqual(self.complete(["ratelimitctl", "override", "u", "reply", "b"], cfg),
                          ["blocked"])
 

@@ -164,6 +164,16 @@ class ErrorRepliesTest(FakeBase):
         # an error reply is not a reason to reconnect
         self.assertEqual(len(self.fake.accepts), 3, "reconnected on error replies")
 
+    def test_an_error_text_is_joined_without_doubled_punctuation(self):
+        # Redis ends many texts with '.': the log once read "'maxmemory'.; answered"
+        # (and "NOAUTH Authentication required.; answering" for a missing password)
+        self.start()
+        self.fake.mode = ("error", ERROR_REPLIES[4])
+        self.check_fallback_round("OOM")
+        self.daemon.wait_log(r"^warn: redis \S+ .*: OOM command not allowed when used memory "
+                             r"> 'maxmemory'; answered per on_store_error$")
+        self.assertNotIn(".;", self.daemon.log())
+
     def test_error_reply_fallback_for_reset(self):
         self.start()
         self.fake.mode = ("error", ERROR_REPLIES[0])

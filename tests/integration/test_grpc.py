@@ -9,6 +9,7 @@ client shipped to try the service without Envoy, answering as grpcio does."""
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -52,6 +53,9 @@ descriptors:
   - key: premium
     rate_limit: {unit: minute, requests_per_unit: 100, replaces: [{name: tenant}]}
 """
+
+CTL = os.environ.get("RATELIMITCTL") or os.path.join(os.path.dirname(DAEMON), "ctl",
+                                                     "ratelimitctl")
 
 
 class GrpcTest(DaemonTest):
@@ -126,6 +130,36 @@ class GrpcTest(DaemonTest):
         self.assertEqual(statuses(c.call("web", [[("remote_address", "10.1.1.1")]]))[0][:3],
                          ("OK", 3, 0))
 
+    def test_a_cached_denial_reports_the_other_descriptors_own_remaining(self):
+        # The deny cache once answered a denied descriptor's call alone, and the
+        # other descriptors reported limit_remaining 0 (a fresh address: OK, 3, 0).
+        d, c = self.start()
+        login = [("path", "/login")]
+        for _ in range(2):
+            self.assertEqual(overall(c.call("web", [[("remote_address", "10.3.3.1")], login])),
+                             "OK")
+        # Redis denies (and the denial is cached): the address, not charged, has 1
+        self.assertEqual([s[:3] for s in statuses(
+            c.call("web", [[("remote_address", "10.3.3.1")], login]))],
+                         [("OK", 3, 1), ("OVER_LIMIT", 2, 0)])
+        # the denied descriptor alone: Redis denies, and the denial is cached
+        self.assertEqual([s[:3] for s in statuses(c.call("web", [login]))],
+                         [("OVER_LIMIT", 2, 0)])
+        self.assertEqual(scrape_metrics(d.mport)["ratelimitd_deny_cache_entries"], 1)
+        for _ in range(2):
+            got = c.call("web", [[("remote_address", "10.3.3.2")], login])
+            self.assertEqual(overall(got), "OVER_LIMIT")
+            self.assertEqual([s[:3] for s in statuses(got)],
+                             [("OK", 3, 3), ("OVER_LIMIT", 2, 0)])
+            got = c.call("web", [[("remote_address", "10.3.3.1")], login])
+            self.assertEqual([s[:3] for s in statuses(got)],
+                             [("OK", 3, 1), ("OVER_LIMIT", 2, 0)])
+        # alone, the denied descriptor is still answered by the cache
+        self.assertEqual([s[:3] for s in statuses(c.call("web", [login]))],
+                         [("OVER_LIMIT", 2, 0)])
+        m = scrape_metrics(d.mport)
+        self.assertEqual(m['ratelimitd_decisions_total{result="denied",source="cache"}'], 1, m)
+
     def test_lookup_rules(self):
         """envoyproxy/ratelimit's: exact value, then wildcard, then the key
         alone; the limit where the last entry lands; no limit is OK."""
@@ -192,6 +226,41 @@ class GrpcTest(DaemonTest):
                              ["ALLOWED", "5", "3"])
             self.assertEqual(line.request("RESET user=bob %s" % name), "OK")
         self.assertEqual(statuses(c.call("web", [[("user", "bob")]]))[0][:3], ("OK", 5, 4))
+
+    def test_envoy_rules_are_listed_and_counted(self):
+        # An envoy-only file once listed no policies and started with "0
+        # policies": a rule's policy name (for PEEK and RESET) was nowhere.
+        d, c = self.start()
+        d.wait_log(r"^info: ratelimitd \S+ ready, listening on .* \(0 policies, 8 envoy rules, ")
+
+        def ctl(*args):
+            r = subprocess.run([CTL, "-c", d.config_path] + list(args), capture_output=True,
+                               text=True, timeout=20 * SLOW, stdin=subprocess.DEVNULL)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout
+        lines = ctl("policies").splitlines()
+        self.assertEqual(len(lines), 8, lines)
+        rx = re.compile(r"^(web\.path__login-[0-9a-f]{8}) \(envoy domain web, "
+                        r"descriptor path_/login: 2 per minute\)$")
+        login = [rx.match(ln).group(1) for ln in lines if rx.match(ln)]
+        self.assertEqual(len(login), 1, lines)
+        self.assertIn("(envoy domain web, descriptor plan_free.user: 4 per day)",
+                      "\n".join(lines))
+        self.assertRegex("\n".join(lines), r"descriptor watch: 1 per minute, shadow_mode\)")
+        j = json.loads(ctl("--json", "policies"))
+        self.assertEqual(len(j["policies"]), 8)
+        self.assertIn({"policy": login[0], "domain": "web", "descriptor": "path_/login",
+                       "requests_per_unit": 2, "unit": "minute", "shadow": False},
+                      j["envoy_rules"])
+        # the listed name is the rule's: PEEK sees what gRPC counted
+        c.call("web", [[("path", "/login")]])
+        j = json.loads(ctl("--json", "-s", "127.0.0.1:%d" % d.port, "peek", "path=/login",
+                           login[0]))
+        self.assertEqual((j["limit"], j["remaining"]), (2, 1))
+        n = len(d.log_lines())
+        d.signal(signal.SIGHUP)
+        d.wait_log(r"^info: reload: configuration \S+ loaded \(0 policies, 8 envoy rules\)$",
+                   start=n)
 
     def test_limits_carried_by_the_request_and_hits_addend(self):
         d, c = self.start(redis=False)

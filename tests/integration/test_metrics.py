@@ -312,7 +312,9 @@ class MetricsTest(DaemonTest):
         p = subprocess.run([DAEMON, "-c", path], capture_output=True, text=True, timeout=10,
                            stdin=subprocess.DEVNULL)
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn("metrics.listen: cannot listen on 127.0.0.1:%d" % self.mport, p.stderr)
+        # which address, and why (the errno text)
+        self.assertIn("metrics.listen: cannot listen on 127.0.0.1:%d: Address already in use"
+                      % self.mport, p.stderr)
 
 
 RULES = """\

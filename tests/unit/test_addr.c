@@ -85,6 +85,27 @@ START_TEST(test_sockaddr_text)
 }
 END_TEST
 
+/* What config.c refuses: two sockets that cannot both be bound. */
+START_TEST(test_overlap)
+{
+	ck_assert(addr_overlap("127.0.0.1:7379", "127.0.0.1:7379"));
+	ck_assert(addr_overlap("127.0.0.1:7379", "127.0.0.1:07379"));
+	ck_assert(addr_overlap("127.0.0.1:7379", "[::ffff:127.0.0.1]:7379"));
+	ck_assert(addr_overlap("[::1]:80", "[0:0:0:0:0:0:0:1]:80"));
+	ck_assert(addr_overlap("0.0.0.0:80", "10.1.2.3:80"));
+	ck_assert(addr_overlap("10.1.2.3:80", "0.0.0.0:80"));
+	ck_assert(addr_overlap("[::]:80", "[::1]:80"));
+	ck_assert(addr_overlap("LocalHost:80", "localhost:80"));
+	ck_assert(addr_overlap("unix:/run/a.sock", "unix:/run/a.sock"));
+	ck_assert(!addr_overlap("127.0.0.1:80", "127.0.0.1:81"));
+	ck_assert(!addr_overlap("127.0.0.1:80", "127.0.0.2:80"));
+	ck_assert(!addr_overlap("0.0.0.0:80", "[::1]:80"));
+	ck_assert(!addr_overlap("localhost:80", "127.0.0.1:80")); /* not resolved */
+	ck_assert(!addr_overlap("unix:/run/a.sock", "unix:/run/b.sock"));
+	ck_assert(!addr_overlap("unix:/run/a.sock", "127.0.0.1:80"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("addr");
@@ -92,6 +113,7 @@ int main(void)
 	tcase_add_test(tc, test_split);
 	tcase_add_test(tc, test_networks);
 	tcase_add_test(tc, test_sockaddr_text);
+	tcase_add_test(tc, test_overlap);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

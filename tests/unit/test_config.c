@@ -192,12 +192,24 @@ static const struct {
 	const char *err;
 } bad[] = {
 	/* unknown top-level key */
-	{"policies: {a: 1/1s}\nlisen: [127.0.0.1:1]\n", "t.yaml:2:1: unknown key \"lisen\""},
+	{"policies: {a: 1/1s}\nlisen: [127.0.0.1:1]\n",
+	 "t.yaml:2:1: unknown key \"lisen\" (did you mean \"listen\"?)"},
 	/* unknown redis key */
 	{"policies: {a: 1/1s}\nredis:\n  adress: x:1\n",
-	 "t.yaml:3:3: unknown key \"redis.adress\""},
+	 "t.yaml:3:3: unknown key \"redis.adress\" (did you mean \"redis.address\"?)"},
 	/* unknown key inside a policy */
-	{"policies:\n  a: {limit: 1/1s}\n", "t.yaml:2:7: unknown key \"policies.a.limit\""},
+	{"policies:\n  a: {limit: 1/1s}\n",
+	 "t.yaml:2:7: unknown key \"policies.a.limit\" (did you mean \"policies.a.limits\"?)"},
+	/* "did you mean": the nearest key valid there, within 2 edits (a swap is one) */
+	{"policies:\n  a:\n    limts: [1/1s]\n",
+	 "t.yaml:3:5: unknown key \"policies.a.limts\" (did you mean \"policies.a.limits\"?)"},
+	{"policies:\n  a: {algorihtm: funnel, capacity: 3, rate: 1/1s}\n",
+	 "t.yaml:2:7: unknown key \"policies.a.algorihtm\" (did you mean \"policies.a.algorithm\"?)"},
+	{"redis: {timout: 1s}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:9: unknown key \"redis.timout\" (did you mean \"redis.timeout\"?)"},
+	/* nothing near: no guess (nor for a short key two edits away) */
+	{"policies: {a: 1/1s}\nzzzzzz: 1\n", "t.yaml:2:1: unknown key \"zzzzzz\""},
+	{"redis: {db: 1}\npolicies: {a: 1/1s}\n", "t.yaml:1:9: unknown key \"redis.db\""},
 	/* duplicate keys */
 	{"policies: {a: 1/1s}\nprefix: x\nprefix: y\n", "t.yaml:3:1: duplicate key \"prefix\""},
 	{"policies: {a: 1/1s}\nredis: {timeout: 1s, timeout: 2s}\n",
@@ -310,6 +322,25 @@ static const struct {
 	 "t.yaml:1:9: listen: expected a list of addresses"},
 	{"listen: []\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:9: listen: at least one address is required"},
+	/* addresses no two sockets can bind: the daemon could not start */
+	{"listen:\n  - 127.0.0.1:7379\n  - {address: \"127.0.0.1:7379\", admin: true}\n"
+	 "policies: {a: 1/1s}\n",
+	 "t.yaml:3:6: listen: 127.0.0.1:7379 is given twice (line 2): one socket per address"},
+	{"listen: [\"0.0.0.0:7379\", \"[::1]:7379\", \"10.1.2.3:7379\", \"unix:/r/a\", "
+	 "\"unix:/r/a\"]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:40: listen: 10.1.2.3:7379 overlaps 0.0.0.0:7379 (line 1): both cannot be "
+	 "bound\n"
+	 "t.yaml:1:70: listen: unix:/r/a is given twice (line 1): one socket per address"},
+	{"listen: [\"[::1]:7379\", \"[0:0::1]:7379\"]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:24: listen: [0:0::1]:7379 overlaps [::1]:7379 (line 1): both cannot be bound"},
+	{"metrics: {listen: \"127.0.0.1:9100\"}\nlisten: [\"127.0.0.1:7379\", \"127.0.0.1:9100\"]\n"
+	 "policies: {a: 1/1s}\n",
+	 "t.yaml:1:11: metrics.listen: 127.0.0.1:9100 is taken by listen's 127.0.0.1:9100: give "
+	 "the metrics endpoint a port of its own"},
+	/* the default listen address (127.0.0.1:7379) counts too */
+	{"metrics: {listen: \"[::ffff:127.0.0.1]:7379\"}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:11: metrics.listen: [::ffff:127.0.0.1]:7379 is taken by listen's "
+	 "127.0.0.1:7379: give the metrics endpoint a port of its own"},
 	{"redis: {address: \"unix:/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:18: redis.address: unix socket path too long (at most 107 bytes)"},
@@ -440,7 +471,7 @@ static const struct {
 	{"redis:\n  password: s3cret\n   database: 1\npolicies: {a: 1/1s}\n",
 	 "t.yaml:3:4: this line continues the value on line 2; is it indented too far?"},
 	{"redis:\n  pasword: s3cret\n   database: 1\npolicies: {a: 1/1s}\n",
-	 "t.yaml:2:3: unknown key \"redis.pasword\"\n"
+	 "t.yaml:2:3: unknown key \"redis.pasword\" (did you mean \"redis.password\"?)\n"
 	 "t.yaml:3:4: this line continues the value on line 2; is it indented too far?"},
 	{"policies: {a: 5/60s\n  b: 1/1s}\n",
 	 "t.yaml:2:3: policies.a: this line continues the value on line 1 (\"5/60s b\"); "
@@ -487,7 +518,8 @@ START_TEST(error_from_file)
 {
 	struct config *c = config_load(CONFIGS "unknown-redis-key.yaml", err, sizeof(err));
 	ck_assert_ptr_null(c);
-	ck_assert_str_eq(err, CONFIGS "unknown-redis-key.yaml:4:3: unknown key \"redis.adress\"");
+	ck_assert_str_eq(err, CONFIGS "unknown-redis-key.yaml:4:3: unknown key \"redis.adress\" "
+				      "(did you mean \"redis.address\"?)");
 }
 END_TEST
 

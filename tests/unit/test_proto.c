@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "decimal.h"
+#include "line_reply.h"
 #include "proto.h"
 #include "proto_line.h"
 
@@ -245,6 +246,57 @@ START_TEST(test_format)
 }
 END_TEST
 
+/* Every decision form the daemon sends (proto/protocol.md, "Fallback
+ * replies"), parsed by the client side as ratelimitctl does: the unlimited
+ * override's limit -1 once made ratelimitctl exit 2. */
+START_TEST(test_line_reply_forms)
+{
+	static const struct {
+		const char *line;
+		enum line_reply_kind kind;
+		long long limit, remaining, retry, reset, pair;
+		int fallback, unlimited, blocked;
+	} forms[] = {
+		{"ALLOWED 5 4 0 60000", LINE_REPLY_ALLOWED, 5, 4, 0, 60000, -1, 0, 0, 0},
+		{"DENIED 5 0 1200 60000", LINE_REPLY_DENIED, 5, 0, 1200, 60000, -1, 0, 0, 0},
+		{"DENIED 5 0 -1 60000", LINE_REPLY_DENIED, 5, 0, -1, 60000, -1, 0, 0, 0},
+		/* overrides: unlimited, blocked; alone and in MALLOW (pair 0, or the blocked one) */
+		{"ALLOWED -1 -1 0 -1", LINE_REPLY_ALLOWED, -1, -1, 0, -1, -1, 0, 1, 0},
+		{"ALLOWED -1 -1 0 -1 0", LINE_REPLY_ALLOWED, -1, -1, 0, -1, 0, 0, 1, 0},
+		{"DENIED 5 0 -1 -1", LINE_REPLY_DENIED, 5, 0, -1, -1, -1, 0, 0, 1},
+		{"DENIED 5 0 -1 -1 2", LINE_REPLY_DENIED, 5, 0, -1, -1, 2, 0, 0, 1},
+		/* on_store_error allow and deny */
+		{"ALLOWED 5 -1 0 -1", LINE_REPLY_ALLOWED, 5, -1, 0, -1, -1, 1, 0, 0},
+		{"DENIED 5 -1 1000 -1", LINE_REPLY_DENIED, 5, -1, 1000, -1, -1, 1, 0, 0},
+		{"ALLOWED 5 -1 0 -1 0", LINE_REPLY_ALLOWED, 5, -1, 0, -1, 0, 1, 0, 0},
+	};
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		struct line_reply r;
+		ck_assert_msg(line_reply_parse(forms[i].line, strlen(forms[i].line), &r) == 0, "%s",
+			      forms[i].line);
+		ck_assert_int_eq(r.kind, forms[i].kind);
+		ck_assert_int_eq(r.limit, forms[i].limit);
+		ck_assert_int_eq(r.remaining, forms[i].remaining);
+		ck_assert_int_eq(r.retry_after_ms, forms[i].retry);
+		ck_assert_int_eq(r.reset_ms, forms[i].reset);
+		ck_assert_int_eq(r.pair, forms[i].pair);
+		ck_assert_msg(line_reply_is_fallback(&r) == forms[i].fallback, "%s", forms[i].line);
+		ck_assert_msg(line_reply_is_unlimited(&r) == forms[i].unlimited, "%s",
+			      forms[i].line);
+		ck_assert_msg(line_reply_is_blocked(&r) == forms[i].blocked, "%s", forms[i].line);
+	}
+	/* and nothing the daemon never sends */
+	static const char *bad[] = {"ALLOWED -2 4 0 60000", "ALLOWED 5 -2 0 60000",
+				    "DENIED 5 0 -2 1",	    "ALLOWED 5 4 0",
+				    "ALLOWED  5 4 0 1",	    "ALLOWED 5 4 0 1 -1",
+				    "ALLOWED 5 4 0 1 1 1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct line_reply r;
+		ck_assert_msg(line_reply_parse(bad[i], strlen(bad[i]), &r) == -1, "%s", bad[i]);
+	}
+}
+END_TEST
+
 /* The step conn.c takes: a request, a bad one, a fatal one, or more bytes. */
 START_TEST(test_step)
 {
@@ -303,6 +355,7 @@ int main(void)
 	tcase_add_test(tc, test_frame_split);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_step);
+	tcase_add_test(tc, test_line_reply_forms);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
