@@ -43,7 +43,7 @@ struct daemon {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: ratelimitd [-c FILE] [-p FILE] [-t] [-V] [-h] [--config-keys]\n"
+		"usage: ratelimitd [-c FILE] [-p FILE] [-t] [-V] [-h] [--config-keys] [--reload-keys]\n"
 		"  -c, --config FILE  configuration file (default " CONFIG_DEFAULT_PATH ")\n"
 		"  -p, --pid-file FILE  write the pid there once listening (ratelimitctl reload)\n"
 		"  -t, --test         check the configuration and exit\n"
