@@ -554,12 +554,15 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	 * when every pair's own figures are wanted and there are others: the
 	 * cache knows only the denied pair's, so Redis decides (denying the
 	 * same way) and tells each pair's remaining, as proto/grpc.md says. */
-	if (env->deny && store_resets_followed(env->store) && !(req->pair_figures && m->n > 1)) {
+	if (env->deny && store_resets_followed(env->store)) {
 		struct denycache_hit hit;
 		uint64_t now = clock_mono_us();
+		/* Kept even when the lookup is skipped: an allowed request must
+		 * still forget its pairs' cached denials (multi_decided). */
 		m->deny = env->deny;
 		denycache_sync(env->deny, store_generation(env->store));
-		for (int i = 0; i < m->n; i++) {
+		int lookup = !(req->pair_figures && m->n > 1);
+		for (int i = 0; lookup && i < m->n; i++) {
 			const struct multi_pair *mp = &m->pairs[i];
 			if (mp->shadow || mp->policy->ban.after > 0 || mp->policy != mp->named)
 				continue; /* (an override's limits: see submit in cmd.c) */

@@ -160,6 +160,26 @@ class GrpcTest(DaemonTest):
         m = scrape_metrics(d.mport)
         self.assertEqual(m['ratelimitd_decisions_total{result="denied",source="cache"}'], 1, m)
 
+    def test_an_allowed_call_of_several_descriptors_forgets_their_cached_denials(self):
+        # Calls of several descriptors skip the deny cache's lookup (each
+        # descriptor's own remaining is wanted), but one that is allowed
+        # must still forget the cached denials of what it charged: a denial
+        # cached at cost 3 does not stop a call at cost 1.
+        d, c = self.start()
+        addr = [("remote_address", "10.9.9.9")]
+        user = [("plan", "free"), ("user", "u9")]
+        self.assertEqual(statuses(c.call("web", [addr]))[0][:3], ("OK", 3, 2))
+        # cost 3 with 2 left: Redis denies, and the denial is cached
+        self.assertEqual(statuses(c.call("web", [addr], hits_addend=3))[0][:3],
+                         ("OVER_LIMIT", 3, 2))
+        self.assertEqual(scrape_metrics(d.mport)["ratelimitd_deny_cache_entries"], 1)
+        # allowed, and charges the address: 1 left
+        self.assertEqual([s[:3] for s in statuses(c.call("web", [addr, user]))],
+                         [("OK", 3, 1), ("OK", 4, 3)])
+        # the stale denial (2 left) is gone: Redis answers with the truth
+        self.assertEqual(statuses(c.call("web", [addr], hits_addend=3))[0][:3],
+                         ("OVER_LIMIT", 3, 1))
+
     def test_lookup_rules(self):
         """envoyproxy/ratelimit's: exact value, then wildcard, then the key
         alone; the limit where the last entry lands; no limit is OK."""
