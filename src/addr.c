@@ -174,8 +174,10 @@ int addr_overlap(const char *a, const char *b)
 	    nb = addr_ip_parse(hb, strlen(hb), &ib) == 0;
 	if (!na || !nb) /* a name: only the same name is known to be the same */
 		return !na && !nb && strcasecmp(ha, hb) == 0;
-	if (ia.family != ib.family)
-		return 0; /* (:: takes IPv4 too on a dual-stack host: not known here) */
+	if (ia.family != ib.family) /* :: takes IPv4's port too: the daemon leaves
+				      * IPV6_V6ONLY off, as Linux's default bindv6only=0 */
+		return (ia.family == AF_INET6 && ip_any(&ia)) ||
+		       (ib.family == AF_INET6 && ip_any(&ib));
 	return ip_any(&ia) || ip_any(&ib) ||
 	       memcmp(ia.bytes, ib.bytes, ia.family == AF_INET ? 4 : 16) == 0;
 }

@@ -43,7 +43,7 @@ void addr_sockaddr_text(const void *sockaddr, size_t len, char *buf, size_t cap)
  * port on an equal host (IP literals compared as addresses, so 127.0.0.1
  * and ::ffff:127.0.0.1 are one; names as text, ignoring case; a name and
  * an IP never, as resolving is not done here), or on a wildcard (0.0.0.0
- * takes the port of every IPv4 address, :: of every IPv6 one). 1 or 0.
+ * takes the port of every IPv4 address, :: of every IPv6 one and, dual-stack, every IPv4 one too). 1 or 0.
  */
 int addr_overlap(const char *a, const char *b);
 

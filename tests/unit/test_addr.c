@@ -96,6 +96,9 @@ START_TEST(test_overlap)
 	ck_assert(addr_overlap("10.1.2.3:80", "0.0.0.0:80"));
 	ck_assert(addr_overlap("[::]:80", "[::1]:80"));
 	ck_assert(addr_overlap("LocalHost:80", "localhost:80"));
+	/* :: is dual-stack (IPV6_V6ONLY off): it takes IPv4's port too */
+	ck_assert(addr_overlap("[::]:80", "127.0.0.1:80"));
+	ck_assert(addr_overlap("0.0.0.0:80", "[::]:80"));
 	ck_assert(addr_overlap("unix:/run/a.sock", "unix:/run/a.sock"));
 	ck_assert(!addr_overlap("127.0.0.1:80", "127.0.0.1:81"));
 	ck_assert(!addr_overlap("127.0.0.1:80", "127.0.0.2:80"));
