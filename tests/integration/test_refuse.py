@@ -220,9 +220,13 @@ class RefuseTest(DaemonTest):
         t = time.monotonic()
         self.daemon.signal(signal.SIGTERM)
         self.assertTrue(s.closed(5))
-        self.assertEqual(s.buf, b"")
+        # unanswered, or answered when the metrics scrape above took its
+        # whole second of waiting (a loaded box): closed by SIGTERM either way
+        self.assertIn(s.buf, (b"", LINE))
         self.assertTrue(g.closed(5))
-        self.assertLess(time.monotonic() - t, 0.9 * SLOW)
+        # left to their timers they would close 2 s after their accept
+        # (1 s of waiting, 1 s of draining)
+        self.assertLess(time.monotonic() - t, 1.5 * SLOW)
         self.daemon.wait_exit(10)
         self.assertEqual(self.daemon.proc.returncode, 0)
 

@@ -278,7 +278,6 @@ class ReloadKeysTest(DaemonTest):
 
         base = self.text({})
         self.daemon = self.start_daemon(config=base, port=self.vars["port"])
-        t0 = time.monotonic()
         problems = []
         for key in keys:
             changes, want = CHANGES[key]
@@ -303,11 +302,8 @@ class ReloadKeysTest(DaemonTest):
             if pending or set(self.reported(back)) != {k for k in got if got[k] != "restart"}:
                 problems.append("%s: back to the base file, the reload logged:\n    %s"
                                 % (key, "\n    ".join(back)))
-        elapsed = time.monotonic() - t0
         self.assertEqual(problems, [], "\n".join(problems))
         self.assertNotIn(self.vars["secret"], self.daemon.log())
-        # one daemon, two reloads a key: a few seconds at most
-        self.assertLess(elapsed, 60)
         with self.daemon.client() as c:
             self.assertEqual(c.request("PING"), "PONG")
 
