@@ -4,6 +4,7 @@
 #include <check.h>
 
 #include "runner.h"
+#include <nghttp2/nghttp2.h>
 #include <string.h>
 
 #include "refuse_msg.h"
@@ -118,6 +119,44 @@ static uint32_t be32(const uint8_t *p)
 	return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
+/* Decodes a header block with nghttp2's own HPACK decoder: every field
+ * must decode, the block must be whole, and the fields are what a gRPC
+ * client reads as a failed call. */
+static void check_hpack(const uint8_t *p, size_t len, const char *message)
+{
+	nghttp2_hd_inflater *inf;
+	ck_assert_int_eq(nghttp2_hd_inflate_new(&inf), 0);
+	int status = 0, grpc_status = 0, grpc_message = 0, fields = 0;
+	for (;;) {
+		nghttp2_nv nv;
+		int flags = 0;
+		ssize_t used = nghttp2_hd_inflate_hd2(inf, &nv, &flags, p, len, 1);
+		ck_assert_int_ge(used, 0);
+		p += used;
+		len -= (size_t)used;
+		if (flags & NGHTTP2_HD_INFLATE_EMIT) {
+			fields++;
+			if (nv.namelen == 7 && memcmp(nv.name, ":status", 7) == 0)
+				status = nv.valuelen == 3 && memcmp(nv.value, "200", 3) == 0;
+			else if (nv.namelen == 11 && memcmp(nv.name, "grpc-status", 11) == 0)
+				grpc_status = nv.valuelen == 2 && memcmp(nv.value, "14", 2) == 0;
+			else if (nv.namelen == 12 && memcmp(nv.name, "grpc-message", 12) == 0)
+				grpc_message = nv.valuelen == strlen(message) &&
+					       memcmp(nv.value, message, nv.valuelen) == 0;
+		}
+		if (flags & NGHTTP2_HD_INFLATE_FINAL) {
+			nghttp2_hd_inflate_end_headers(inf);
+			break;
+		}
+		if (len == 0 && !(flags & NGHTTP2_HD_INFLATE_EMIT))
+			break;
+	}
+	ck_assert_uint_eq(len, 0);
+	ck_assert(status && grpc_status && grpc_message);
+	ck_assert_int_ge(fields, 3);
+	nghttp2_hd_inflate_del(inf);
+}
+
 /* Walks the frames of out: their types in order, and the frames checked. */
 START_TEST(test_goodbye)
 {
@@ -157,6 +196,7 @@ START_TEST(test_goodbye)
 					 16));
 			ck_assert(memmem(p, len, "\x00\x0cgrpc-message\x24", 15));
 			ck_assert(memmem(p, len, text, sizeof(text) - 1));
+			check_hpack(p, len, text);
 			break;
 		case 0x7: /* GOAWAY: last stream 5, ENHANCE_YOUR_CALM, the text */
 			ck_assert_uint_eq(id, 0);
