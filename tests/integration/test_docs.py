@@ -58,6 +58,7 @@ A shell session's HOST:PORT picks the listener by address.
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -643,6 +644,78 @@ class DocListsTest(DaemonTest):
             # and every option --help lists is explained below it
             for opt in sorted(options):
                 self.assertIn("`%s" % opt, text, "%s: %s" % (path[-1], opt))
+
+
+LOG_LINE = re.compile(r"^(debug|info|warn|error): ")
+
+
+def log_examples(*path):
+    """The code blocks of a manual made only of log lines (`LEVEL: ...`)."""
+    blocks, cur = [], None
+    for line in doc_text(*path).splitlines():
+        if line.startswith("```"):
+            if cur is None:
+                cur = []
+            else:
+                if cur and all(LOG_LINE.match(ln) for ln in cur):
+                    blocks.append(cur)
+                cur = None
+        elif cur is not None:
+            cur.append(line)
+    return blocks
+
+
+def log_pattern(line):
+    """A documented log line as a pattern: every number (ports, counts, a
+    file's line and column, the version) and the config file's path stand
+    for any; the words must be the daemon's own."""
+    pat = re.escape(line)
+    pat = pat.replace(re.escape("/etc/ratelimitd/ratelimitd.yaml"), r"\S+\.yaml")
+    return re.compile("^" + re.sub(r"\d+", r"\\d+", pat) + "$")
+
+
+class LogExamplesTest(DaemonTest):
+    """docs/operations.md's log lines, as written, are lines the daemon logs:
+    a start with Redis down and then up, a reload changing a log level, a
+    policy and a listen address, a reload that fails, and a SIGTERM."""
+
+    def test_operations_log_lines(self):
+        blocks = log_examples("docs", "operations.md")
+        self.assertGreaterEqual(len(blocks), 3, blocks)
+        redis_port = free_port()
+        port = free_port()
+        policies = ("  reply: 5/60s\n  login: [3/1s, 20/1m]\n"
+                    "  upload: {algorithm: funnel, capacity: 15, rate: 30/60s}\n"
+                    "  api: {algorithm: sliding_window_counter, limits: 1000/1h}\n")
+
+        def config(listen_port=port, login="[3/1s, 20/1m]", level="info"):
+            return ("listen:\n  - 127.0.0.1:%d\nredis:\n  address: 127.0.0.1:%d\n"
+                    "log_level: %s\npolicies:\n%s"
+                    % (listen_port, redis_port, level,
+                       policies.replace("[3/1s, 20/1m]", login)))
+
+        d = self.start_daemon(config=config(), port=port)
+        d.wait_log(r"unavailable: Connection refused", timeout=10 * SLOW)
+        self.redis = self.start_redis(port=redis_port)
+        d.wait_log(r"redis 127\.0\.0\.1:\d+ connected", timeout=10 * SLOW)
+        n = len(d.log_lines())
+        d.reload(config(listen_port=free_port(), login="[5/1s, 20/1m]", level="debug"))
+        d.wait_log(r"reload: configuration .* loaded", start=n, timeout=10 * SLOW)
+        n = len(d.log_lines())
+        d.reload(config(login="[3/1s, 20/60]"))
+        d.wait_log(r"reload failed", start=n, timeout=10 * SLOW)
+        with d.client() as c:  # a request in flight or not: the count is any
+            self.assertEqual(c.request("PING"), "PONG")
+        d.signal(signal.SIGTERM)
+        d.wait_exit(10 * SLOW)
+        logged = d.log_lines()
+        for block in blocks:
+            for line in block:
+                pat = log_pattern(line)
+                self.assertTrue(any(pat.match(ln) for ln in logged),
+                                "docs/operations.md's log line is not one the daemon "
+                                "logs:\n  %s\nthe daemon logged:\n  %s"
+                                % (line, "\n  ".join(logged)))
 
 
 class ParserTest(unittest.TestCase):
