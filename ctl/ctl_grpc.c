@@ -6,35 +6,30 @@
  *
  * One unary call on one HTTP/2 cleartext connection (prior knowledge, as
  * Envoy connects): libnghttp2's client session over a blocking loop of
- * poll() with the -T deadline, the messages packed and unpacked by the same
- * protoc-c code the daemon is built with (the inverse of src/rls.c and
- * src/grpc.c). Exit status as the other commands: 0 OK (SERVING), 1
- * OVER_LIMIT (not SERVING), 2 an error (a gRPC status other than OK among
- * them). Kept apart from ratelimitctl.c, which calls ctl_grpc() alone.
+ * poll() with the -T deadline (sent as grpc-timeout), the messages packed
+ * and unpacked by the same protoc-c code the daemon is built with (the
+ * inverse of src/rls.c and src/grpc.c). Exit status as the other commands:
+ * 0 OK (SERVING), 1 OVER_LIMIT (not SERVING), 2 an error (a gRPC status
+ * other than OK among them). Kept apart from ratelimitctl.c, which calls
+ * ctl_grpc() alone; what the two share (errors, the deadline, connecting,
+ * the config's listener) is ctl_util.c's.
  */
 #include "ctl_grpc.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <netdb.h>
 #include <nghttp2/nghttp2.h>
 #include <poll.h>
 #include <protobuf-c/protobuf-c.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "addr.h"
-#include "config.h"
+#include "ctl_util.h"
 #include "grpc_pb.h"
-
-#define EXIT_OK 0
-#define EXIT_OVER 1
-#define EXIT_ERROR 2
+#include "proto_grpc.h"
 
 /* Where docs/envoy.md's example listens, when the config names none */
 #define GRPC_DEFAULT_ADDRESS "127.0.0.1:8081"
@@ -52,11 +47,9 @@ typedef Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor RlsDescrip
 typedef Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor__Entry RlsEntry;
 
 struct call {
-	const struct ctl_grpc_opts *o;
-	const char *address;
-	char addr_buf[512]; /* the config's listener */
+	struct ctl_ctx *x; /* x->address: --addr, else the config's listener */
+	const char *config_path;
 	int fd;
-	int64_t deadline_ms;
 	nghttp2_session *h2;
 	/* the request message, with its 5-byte gRPC prefix */
 	uint8_t *req;
@@ -72,58 +65,7 @@ struct call {
 	int too_big;
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void json_str(const char *s)
-{
-	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20 || *p == 0x7f)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p); /* proto3 strings are UTF-8 */
-	}
-	putchar('"');
-}
-
-/* An error: on stderr, and with --json as {"result":"error"} on stdout, as
- * ratelimitctl's other commands print theirs. grpc_status >= 0 adds it. */
-static int fail(const struct ctl_grpc_opts *o, const char *code, int grpc_status, const char *fmt,
-		...) __attribute__((format(printf, 4, 5)));
-static int fail(const struct ctl_grpc_opts *o, const char *code, int grpc_status, const char *fmt,
-		...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	fprintf(stderr, "ratelimitctl: %s\n", msg);
-	if (o->json) {
-		printf("{\"command\":");
-		json_str(o->command);
-		printf(",\"result\":\"error\",\"error\":");
-		json_str(code);
-		if (grpc_status >= 0)
-			printf(",\"grpc_status\":%d", grpc_status);
-		printf(",\"message\":");
-		json_str(msg);
-		printf("}\n");
-	}
-	return EXIT_ERROR;
-}
-
-/* fail(), for the steps whose caller turns the failure into the exit status */
-#define failed(...) (fail(__VA_ARGS__), -1)
-
-static const char *grpc_status_name(int s)
+static const char *status_name(int s)
 {
 	static const char *names[] = {
 		"OK",
@@ -164,62 +106,6 @@ static const char *unit_name(int unit)
 	static const char *names[] = {"UNKNOWN", "SECOND", "MINUTE", "HOUR",
 				      "DAY",	 "MONTH",  "YEAR",   "WEEK"};
 	return unit >= 0 && unit < 8 ? names[unit] : "UNKNOWN";
-}
-
-/* -- the connection */
-
-/* A socket connected to address (host:port, [v6]:port), non-blocking; or
- * -1 with the error printed. A listener on every address is reached on
- * loopback. */
-static int connect_to(struct call *k)
-{
-	char host[256], port[16];
-	int p;
-	if (addr_split(k->address, host, sizeof(host), &p) < 0 || p <= 0 || p > 65535)
-		return failed(k->o, "usage", -1, "bad address %s: host:port or [v6]:port",
-			      k->address);
-	if (strcmp(host, "0.0.0.0") == 0 || host[0] == 0)
-		snprintf(host, sizeof(host), "127.0.0.1");
-	else if (strcmp(host, "::") == 0)
-		snprintf(host, sizeof(host), "::1");
-	snprintf(port, sizeof(port), "%d", p);
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *res, *ai;
-	int rc = getaddrinfo(host, port, &hints, &res);
-	if (rc != 0)
-		return failed(k->o, "connect", -1, "%s: %s", k->address, gai_strerror(rc));
-	int fd = -1, err = 0;
-	for (ai = res; ai && fd < 0; ai = ai->ai_next) {
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (fd < 0) {
-			err = errno;
-			continue;
-		}
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
-			err = errno;
-			close(fd);
-			fd = -1;
-			continue;
-		}
-		/* wait for the connection, within the deadline */
-		struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-		int64_t left = k->deadline_ms - now_ms();
-		int n = left > 0 ? poll(&pfd, 1, (int)left) : 0;
-		socklen_t len = sizeof(err);
-		if (n <= 0) {
-			err = n == 0 ? ETIMEDOUT : errno;
-		} else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
-			err = errno;
-		}
-		if (err) {
-			close(fd);
-			fd = -1;
-		}
-	}
-	freeaddrinfo(res);
-	if (fd < 0)
-		return failed(k->o, "connect", -1, "cannot connect to %s: %s", k->address,
-			      strerror(err));
-	return fd;
 }
 
 /* -- nghttp2's callbacks */
@@ -302,27 +188,11 @@ static int flush_out(struct call *k)
 		const uint8_t *out;
 		ssize_t n = nghttp2_session_mem_send(k->h2, &out);
 		if (n < 0)
-			return failed(k->o, "protocol", -1, "HTTP/2: %s", nghttp2_strerror((int)n));
+			return ctl_failed(k->x, "protocol", "HTTP/2: %s", nghttp2_strerror((int)n));
 		if (n == 0)
 			return 0;
-		size_t len = (size_t)n;
-		while (len) {
-			ssize_t w = send(k->fd, out, len, MSG_NOSIGNAL);
-			if (w > 0) {
-				out += w;
-				len -= (size_t)w;
-				continue;
-			}
-			if (w < 0 && errno != EAGAIN && errno != EINTR)
-				return failed(k->o, "connect", -1, "sending to %s: %s", k->address,
-					      strerror(errno));
-			struct pollfd pfd = {.fd = k->fd, .events = POLLOUT};
-			int64_t left = k->deadline_ms - now_ms();
-			if (left <= 0 || poll(&pfd, 1, (int)left) == 0)
-				return failed(k->o, "timeout", -1,
-					      "no answer from %s within %lldms", k->address,
-					      (long long)k->o->timeout_ms);
-		}
+		if (ctl_send_all(k->x, k->fd, out, (size_t)n) < 0)
+			return -1;
 	}
 }
 
@@ -337,7 +207,7 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 	k->req_len = len + 5;
 	k->req = malloc(k->req_len);
 	if (!k->req)
-		return failed(k->o, "memory", -1, "out of memory");
+		return ctl_failed(k->x, "memory", "out of memory");
 	/* the length-prefixed message: not compressed, length big-endian */
 	k->req[0] = 0;
 	k->req[1] = (uint8_t)(len >> 24);
@@ -347,26 +217,29 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 	if (len)
 		memcpy(k->req + 5, msg, len);
 
-	k->fd = connect_to(k);
+	if (ctl_choose_address(k->x, k->config_path, CTL_LISTENER_GRPC, GRPC_DEFAULT_ADDRESS,
+			       "--addr") < 0)
+		return -1;
+	k->fd = ctl_connect(k->x, 0);
 	if (k->fd < 0)
 		return -1;
 	nghttp2_session_callbacks *cb;
 	if (nghttp2_session_callbacks_new(&cb) != 0)
-		return failed(k->o, "memory", -1, "out of memory");
+		return ctl_failed(k->x, "memory", "out of memory");
 	nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
 	nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
 	nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
 	int rc = nghttp2_session_client_new(&k->h2, cb, k);
 	nghttp2_session_callbacks_del(cb);
 	if (rc != 0)
-		return failed(k->o, "memory", -1, "HTTP/2: %s", nghttp2_strerror(rc));
+		return ctl_failed(k->x, "memory", "HTTP/2: %s", nghttp2_strerror(rc));
 
-	/* the call's deadline is ours, what is left of -T, in milliseconds */
-	char timeout[32];
-	int64_t left = k->deadline_ms - now_ms();
-	snprintf(timeout, sizeof(timeout), "%lldm", (long long)(left > 1 ? left : 1));
+	/* the call's deadline is ours, what is left of -T (rounded up to fit
+	 * grpc-timeout's 8 digits, in a larger unit if need be) */
+	char timeout[GRPC_TIMEOUT_MAX];
+	grpc_timeout_format(timeout, k->x->deadline_ms - ctl_now_ms());
 	char authority[300];
-	snprintf(authority, sizeof(authority), "%s", k->address);
+	snprintf(authority, sizeof(authority), "%s", k->x->address);
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
 	nghttp2_nv hdrs[] = {
 		NV(":method", "POST"),
@@ -383,36 +256,28 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 	if (nghttp2_submit_settings(k->h2, NGHTTP2_FLAG_NONE, NULL, 0) != 0 ||
 	    nghttp2_submit_request(k->h2, NULL, hdrs, sizeof(hdrs) / sizeof(hdrs[0]), &body, NULL) <
 		    0)
-		return failed(k->o, "memory", -1, "HTTP/2: cannot submit the request");
+		return ctl_failed(k->x, "memory", "HTTP/2: cannot submit the request");
 
 	while (!k->closed) {
 		if (flush_out(k) < 0)
 			return -1;
-		int64_t wait = k->deadline_ms - now_ms();
-		struct pollfd pfd = {.fd = k->fd, .events = POLLIN};
-		int n = wait > 0 ? poll(&pfd, 1, (int)wait) : 0;
-		if (n == 0)
-			return failed(k->o, "timeout", -1, "no answer from %s within %lldms",
-				      k->address, (long long)k->o->timeout_ms);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return failed(k->o, "connect", -1, "poll: %s", strerror(errno));
-		}
+		if (ctl_wait_ready(k->x, k->fd, POLLIN) < 0)
+			return -1;
 		uint8_t buf[16384];
 		ssize_t r = recv(k->fd, buf, sizeof(buf), 0);
 		if (r == 0)
-			return failed(k->o, "connect", -1, "%s closed the connection", k->address);
+			return ctl_failed(k->x, "connect", "%s closed the connection",
+					  k->x->address);
 		if (r < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				continue;
-			return failed(k->o, "connect", -1, "reading from %s: %s", k->address,
-				      strerror(errno));
+			return ctl_failed(k->x, "connect", "reading from %s: %s", k->x->address,
+					  strerror(errno));
 		}
 		ssize_t used = nghttp2_session_mem_recv(k->h2, buf, (size_t)r);
 		if (used < 0)
-			return failed(k->o, "protocol", -1, "not HTTP/2 from %s: %s", k->address,
-				      nghttp2_strerror((int)used));
+			return ctl_failed(k->x, "protocol", "not HTTP/2 from %s: %s", k->x->address,
+					  nghttp2_strerror((int)used));
 	}
 	/* a polite goodbye; the answer does not depend on it */
 	nghttp2_session_terminate_session(k->h2, NGHTTP2_NO_ERROR);
@@ -422,22 +287,24 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 		(void)send(k->fd, out, (size_t)n, MSG_NOSIGNAL);
 
 	if (k->closed < 0)
-		return failed(k->o, "protocol", -1, "%s reset the stream (HTTP/2 error %d)",
-			      k->address, -k->closed - 1);
+		return ctl_failed(k->x, "protocol", "%s reset the stream (HTTP/2 error %d)",
+				  k->x->address, -k->closed - 1);
 	if (k->http_status != 200 || strncmp(k->content_type, "application/grpc", 16) != 0)
-		return failed(k->o, "protocol", -1,
-			      "%s answered HTTP status %d (%s), not a gRPC answer", k->address,
-			      k->http_status, k->content_type);
-	if (k->grpc_status != 0)
-		return failed(k->o, "grpc", k->grpc_status, "%s: gRPC status %d (%s)%s%s", method,
-			      k->grpc_status, grpc_status_name(k->grpc_status),
-			      k->grpc_message[0] ? ": " : "", k->grpc_message);
+		return ctl_failed(k->x, "protocol",
+				  "%s answered HTTP status %d (%s), not a gRPC answer",
+				  k->x->address, k->http_status, k->content_type);
+	if (k->grpc_status != 0) {
+		ctl_error(k->x, "grpc", k->grpc_status, "%s: gRPC status %d (%s)%s%s", method,
+			  k->grpc_status, status_name(k->grpc_status),
+			  k->grpc_message[0] ? ": " : "", k->grpc_message);
+		return -1;
+	}
 	if (k->too_big || k->body_len < 5 || k->body[0] != 0 ||
 	    ((size_t)k->body[1] << 24 | (size_t)k->body[2] << 16 | (size_t)k->body[3] << 8 |
 	     k->body[4]) != k->body_len - 5)
-		return failed(k->o, "protocol", -1,
-			      "%s: not one uncompressed message in the answer (%zu bytes)", method,
-			      k->body_len);
+		return ctl_failed(k->x, "protocol",
+				  "%s: not one uncompressed message in the answer (%zu bytes)",
+				  method, k->body_len);
 	return 0;
 }
 
@@ -449,26 +316,6 @@ static void call_free(struct call *k)
 		close(k->fd);
 	free(k->req);
 	free(k->body);
-}
-
-/* -- the address */
-
-/* The first `protocol: grpc` listener of the config file, or NULL. */
-static const char *address_from_config(const char *path, char *buf, size_t cap)
-{
-	char err[CONFIG_ERR_MAX];
-	struct config *cfg = config_load(path, err, sizeof(err));
-	if (!cfg)
-		return NULL;
-	const char *found = NULL;
-	for (size_t i = 0; i < cfg->nlisten && !found; i++)
-		if (cfg->listen[i].protocol == CONFIG_PROTOCOL_GRPC &&
-		    strncmp(cfg->listen[i].address, "unix:", 5) != 0) {
-			snprintf(buf, cap, "%s", cfg->listen[i].address);
-			found = buf;
-		}
-	config_unref(cfg);
-	return found;
 }
 
 /* -- the commands */
@@ -498,11 +345,11 @@ static void print_limit_text(const RlsStatus *s)
 	}
 }
 
-static int print_rls(const struct ctl_grpc_opts *o, const RlsResponse *r, char **descs, int ndescs)
+static int print_rls(const struct ctl_ctx *x, const RlsResponse *r, char **descs, int ndescs)
 {
 	int over = r->overall_code ==
 		   ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
-	if (o->json) {
+	if (x->json) {
 		printf("{\"command\":\"rls\",\"result\":\"%s\",\"overall_code\":\"%s\","
 		       "\"statuses\":[",
 		       over ? "over_limit"
@@ -518,16 +365,16 @@ static int print_rls(const struct ctl_grpc_opts *o, const RlsResponse *r, char *
 		const RlsStatus *s = r->statuses[i];
 		int64_t reset = s->duration_until_reset ? s->duration_until_reset->seconds : 0;
 		const char *desc = (int)i < ndescs ? descs[i] : "?";
-		if (o->json) {
+		if (x->json) {
 			printf("%s{\"descriptor\":", i ? "," : "");
-			json_str(desc);
+			ctl_json_cstr(desc);
 			printf(",\"code\":\"%s\",\"limit\":", code_name(s->code));
 			if (s->current_limit) {
 				printf("{\"requests_per_unit\":%" PRIu32
 				       ",\"unit\":\"%s\",\"name\":",
 				       s->current_limit->requests_per_unit,
 				       unit_name(s->current_limit->unit));
-				json_str(s->current_limit->name ? s->current_limit->name : "");
+				ctl_json_cstr(s->current_limit->name ? s->current_limit->name : "");
 				printf("}");
 			} else {
 				printf("null");
@@ -541,33 +388,33 @@ static int print_rls(const struct ctl_grpc_opts *o, const RlsResponse *r, char *
 			       (long long)reset);
 		}
 	}
-	if (o->json)
+	if (x->json)
 		printf("],\"headers\":{");
 	for (size_t i = 0; i < r->n_response_headers_to_add; i++) {
 		const char *key = r->response_headers_to_add[i]->key;
 		const char *value = r->response_headers_to_add[i]->value;
-		if (o->json) {
+		if (x->json) {
 			if (i)
 				putchar(',');
-			json_str(key ? key : "");
+			ctl_json_cstr(key ? key : "");
 			putchar(':');
-			json_str(value ? value : "");
+			ctl_json_cstr(value ? value : "");
 		} else {
 			printf("  header %s: %s\n", key ? key : "", value ? value : "");
 		}
 	}
-	if (o->json)
+	if (x->json)
 		printf("}}\n");
-	return over ? EXIT_OVER
+	return over ? CTL_EXIT_DENIED
 	       : r->overall_code == ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK
-		       ? EXIT_OK
-		       : EXIT_ERROR;
+		       ? CTL_EXIT_OK
+		       : CTL_EXIT_ERROR;
 }
 
 /* rls DOMAIN KEY=VALUE[,KEY=VALUE...] [DESCRIPTOR...] [--hits N] */
 static int cmd_rls(struct call *k, char **args, int nargs)
 {
-	const struct ctl_grpc_opts *o = k->o;
+	struct ctl_ctx *x = k->x;
 	const char *domain = NULL;
 	char *descs[MAX_DESCRIPTORS];
 	int ndescs = 0;
@@ -575,24 +422,24 @@ static int cmd_rls(struct call *k, char **args, int nargs)
 	for (int i = 0; i < nargs; i++) {
 		if (!strcmp(args[i], "--hits") || !strcmp(args[i], "--addr")) {
 			if (i + 1 == nargs)
-				return fail(o, "usage", -1, "%s needs a value", args[i]);
+				return ctl_fail(x, "usage", "%s needs a value", args[i]);
 			if (args[i][2] == 'a')
-				k->address = args[++i];
+				k->x->address = args[++i];
 			else if (parse_count(args[++i], &hits) < 0)
-				return fail(o, "usage", -1, "bad --hits %s: 0 to 4294967295",
-					    args[i]);
+				return ctl_fail(x, "usage", "bad --hits %s: 0 to 4294967295",
+						args[i]);
 		} else if (!domain) {
 			domain = args[i];
 		} else if (ndescs == MAX_DESCRIPTORS) {
-			return fail(o, "usage", -1, "more than %d descriptors", MAX_DESCRIPTORS);
+			return ctl_fail(x, "usage", "more than %d descriptors", MAX_DESCRIPTORS);
 		} else {
 			descs[ndescs++] = args[i];
 		}
 	}
 	if (!domain || !ndescs)
-		return fail(o, "usage", -1,
-			    "usage: rls [--addr HOST:PORT] [--hits N] DOMAIN "
-			    "KEY=VALUE[,KEY=VALUE...] [DESCRIPTOR...]");
+		return ctl_fail(x, "usage",
+				"usage: rls [--addr HOST:PORT] [--hits N] DOMAIN "
+				"KEY=VALUE[,KEY=VALUE...] [DESCRIPTOR...]");
 
 	/* the descriptors: entries split at ',' and each at its first '=' */
 	static RlsDescriptor d[MAX_DESCRIPTORS];
@@ -604,19 +451,20 @@ static int cmd_rls(struct call *k, char **args, int nargs)
 		envoy__extensions__common__ratelimit__v3__rate_limit_descriptor__init(&d[i]);
 		dp[i] = &d[i];
 		if (strlen(descs[i]) >= sizeof(copy[i]))
-			return fail(o, "usage", -1, "descriptor %d is too long", i + 1);
+			return ctl_fail(x, "usage", "descriptor %d is too long", i + 1);
 		strcpy(copy[i], descs[i]);
 		char *save = NULL;
 		for (char *ent = strtok_r(copy[i], ",", &save); ent;
 		     ent = strtok_r(NULL, ",", &save)) {
 			char *eq = strchr(ent, '=');
 			if (!eq || eq == ent)
-				return fail(o, "usage", -1,
-					    "descriptor %s: entries are KEY=VALUE, split by ','",
-					    descs[i]);
+				return ctl_fail(
+					x, "usage",
+					"descriptor %s: entries are KEY=VALUE, split by ','",
+					descs[i]);
 			if (d[i].n_entries == MAX_ENTRIES)
-				return fail(o, "usage", -1, "descriptor %s: more than %d entries",
-					    descs[i], MAX_ENTRIES);
+				return ctl_fail(x, "usage", "descriptor %s: more than %d entries",
+						descs[i], MAX_ENTRIES);
 			*eq = 0;
 			RlsEntry *en = &e[i][d[i].n_entries];
 			envoy__extensions__common__ratelimit__v3__rate_limit_descriptor__entry__init(
@@ -626,7 +474,7 @@ static int cmd_rls(struct call *k, char **args, int nargs)
 			ep[i][d[i].n_entries++] = en;
 		}
 		if (!d[i].n_entries)
-			return fail(o, "usage", -1, "descriptor %d has no KEY=VALUE", i + 1);
+			return ctl_fail(x, "usage", "descriptor %d has no KEY=VALUE", i + 1);
 		d[i].entries = ep[i];
 	}
 	RlsRequest req;
@@ -638,21 +486,18 @@ static int cmd_rls(struct call *k, char **args, int nargs)
 	size_t len = envoy__service__ratelimit__v3__rate_limit_request__get_packed_size(&req);
 	uint8_t *msg = malloc(len ? len : 1);
 	if (!msg)
-		return fail(o, "memory", -1, "out of memory");
+		return ctl_fail(x, "memory", "out of memory");
 	envoy__service__ratelimit__v3__rate_limit_request__pack(&req, msg);
-	if (!k->address)
-		k->address = address_from_config(o->config_path, k->addr_buf, sizeof(k->addr_buf));
-	if (!k->address)
-		k->address = GRPC_DEFAULT_ADDRESS;
 	int rc = unary(k, "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit", msg, len);
 	free(msg);
 	if (rc < 0)
-		return EXIT_ERROR;
+		return CTL_EXIT_ERROR;
 	RlsResponse *r = envoy__service__ratelimit__v3__rate_limit_response__unpack(
 		NULL, k->body_len - 5, k->body + 5);
 	if (!r)
-		return fail(o, "protocol", -1, "undecodable RateLimitResponse from %s", k->address);
-	rc = print_rls(o, r, descs, ndescs);
+		return ctl_fail(x, "protocol", "undecodable RateLimitResponse from %s",
+				k->x->address);
+	rc = print_rls(x, r, descs, ndescs);
 	envoy__service__ratelimit__v3__rate_limit_response__free_unpacked(r, NULL);
 	return rc;
 }
@@ -660,15 +505,15 @@ static int cmd_rls(struct call *k, char **args, int nargs)
 /* health [--addr HOST:PORT] [SERVICE] */
 static int cmd_health(struct call *k, char **args, int nargs)
 {
-	const struct ctl_grpc_opts *o = k->o;
+	struct ctl_ctx *x = k->x;
 	const char *service = NULL;
 	for (int i = 0; i < nargs; i++) {
 		if (!strcmp(args[i], "--addr") && i + 1 < nargs)
-			k->address = args[++i];
+			k->x->address = args[++i];
 		else if (!service && strcmp(args[i], "--addr"))
 			service = args[i];
 		else
-			return fail(o, "usage", -1, "usage: health [--addr HOST:PORT] [SERVICE]");
+			return ctl_fail(x, "usage", "usage: health [--addr HOST:PORT] [SERVICE]");
 	}
 	Grpc__Health__V1__HealthCheckRequest req;
 	grpc__health__v1__health_check_request__init(&req);
@@ -676,37 +521,33 @@ static int cmd_health(struct call *k, char **args, int nargs)
 	uint8_t msg[4096];
 	size_t len = grpc__health__v1__health_check_request__get_packed_size(&req);
 	if (len > sizeof(msg))
-		return fail(o, "usage", -1, "service name too long");
+		return ctl_fail(x, "usage", "service name too long");
 	grpc__health__v1__health_check_request__pack(&req, msg);
-	if (!k->address)
-		k->address = address_from_config(o->config_path, k->addr_buf, sizeof(k->addr_buf));
-	if (!k->address)
-		k->address = GRPC_DEFAULT_ADDRESS;
 	if (unary(k, "/grpc.health.v1.Health/Check", msg, len) < 0)
-		return EXIT_ERROR;
+		return CTL_EXIT_ERROR;
 	Grpc__Health__V1__HealthCheckResponse *r =
 		grpc__health__v1__health_check_response__unpack(NULL, k->body_len - 5, k->body + 5);
 	if (!r)
-		return fail(o, "protocol", -1, "undecodable HealthCheckResponse from %s",
-			    k->address);
+		return ctl_fail(x, "protocol", "undecodable HealthCheckResponse from %s",
+				k->x->address);
 	const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
 		&grpc__health__v1__health_check_response__serving_status__descriptor, r->status);
 	const char *name = v ? v->name : "UNKNOWN";
 	int serving = r->status == GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING;
-	if (o->json) {
+	if (x->json) {
 		printf("{\"command\":\"health\",\"result\":\"%s\",\"status\":\"%s\"}\n",
 		       serving ? "ok" : "not_serving", name);
 	} else {
 		printf("%s\n", name);
 	}
 	grpc__health__v1__health_check_response__free_unpacked(r, NULL);
-	return serving ? EXIT_OK : EXIT_OVER;
+	return serving ? CTL_EXIT_OK : CTL_EXIT_DENIED;
 }
 
-int ctl_grpc(const struct ctl_grpc_opts *o, char **args, int nargs)
+int ctl_grpc(struct ctl_ctx *x, const char *config_path, char **args, int nargs)
 {
-	struct call k = {.o = o, .fd = -1, .deadline_ms = now_ms() + o->timeout_ms};
-	int rc = !strcmp(o->command, "health") ? cmd_health(&k, args, nargs)
+	struct call k = {.x = x, .config_path = config_path, .fd = -1};
+	int rc = !strcmp(x->command, "health") ? cmd_health(&k, args, nargs)
 					       : cmd_rls(&k, args, nargs);
 	call_free(&k);
 	return rc;

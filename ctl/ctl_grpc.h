@@ -6,18 +6,14 @@
 #ifndef RL_CTL_GRPC_H
 #define RL_CTL_GRPC_H
 
-#include <stdint.h>
+struct ctl_ctx;
 
-struct ctl_grpc_opts {
-	const char *command;	 /* "rls" or "health" */
-	const char *config_path; /* where the first grpc listener is found */
-	int json;
-	int64_t timeout_ms; /* the whole call: connecting, sending, the answer */
-};
-
-/* Runs the command on its arguments (after the command word); prints the
- * answer or the error. Returns the exit status: 0 OK / SERVING, 1
- * OVER_LIMIT / not SERVING, 2 an error. */
-int ctl_grpc(const struct ctl_grpc_opts *o, char **args, int nargs);
+/* Runs x->command ("rls" or "health") on its arguments (after the command
+ * word), within x->timeout_ms for the whole call (connecting, sending, the
+ * answer); the listener is --addr, else the first grpc one of the config
+ * file at config_path (ctl_choose_address). Prints the answer or the error
+ * and returns the exit status: 0 OK / SERVING, 1 OVER_LIMIT / not SERVING,
+ * 2 an error. */
+int ctl_grpc(struct ctl_ctx *x, const char *config_path, char **args, int nargs);
 
 #endif

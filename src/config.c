@@ -32,8 +32,6 @@ _Static_assert(CONFIG_ERR_MAX == YP_ERR_MAX && CONFIG_ERRORS_SHOWN == YP_ERRORS_
 
 /* sizeof(sockaddr_un.sun_path) on Linux, terminating NUL included. */
 #define UNIX_PATH_MAX 108
-/* A config is a few kilobytes; refuse to slurp /dev/zero or a stray log file. */
-#define CONFIG_FILE_MAX (16 * 1024 * 1024)
 
 /* One policy while the policies mapping is read; the key mark survives the
  * sort so a duplicate name can be reported where it occurs. */

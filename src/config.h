@@ -15,6 +15,8 @@
 /* Room for every message config_load gives: up to CONFIG_ERRORS_SHOWN lines. */
 #define CONFIG_ERR_MAX 8192
 #define CONFIG_ERRORS_SHOWN 20
+/* A config is a few kilobytes; refuse to slurp /dev/zero or a stray log file. */
+#define CONFIG_FILE_MAX (16 * 1024 * 1024)
 
 enum config_redis_mode {
 	CONFIG_REDIS_SINGLE,   /* one Redis at `address` */

@@ -73,6 +73,38 @@ int grpc_timeout_parse(const char *s, size_t len, int64_t *ms)
 	return 0;
 }
 
+size_t grpc_timeout_format(char *dst, int64_t ms)
+{
+	static const struct {
+		char unit;
+		int64_t ms;
+	} units[] = {{'m', 1}, {'S', 1000}, {'M', 60000}, {'H', 3600000}};
+	const int64_t max = 99999999; /* "at most 8 digits" */
+	if (ms < 1)
+		ms = 1;
+	size_t i = 0;
+	int64_t v = ms;
+	for (;; i++) {
+		v = ms / units[i].ms + (ms % units[i].ms != 0);
+		if (v <= max || i + 1 == sizeof(units) / sizeof(units[0]))
+			break;
+	}
+	if (v > max)
+		v = max;
+	/* the digits, then the unit: no snprintf, this file does no I/O */
+	char digits[8];
+	size_t n = 0, len = 0;
+	do {
+		digits[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	while (n)
+		dst[len++] = digits[--n];
+	dst[len++] = units[i].unit;
+	dst[len] = '\0';
+	return len;
+}
+
 size_t grpc_message_encode(char *dst, size_t dstlen, const char *msg)
 {
 	static const char hex[] = "0123456789ABCDEF";

@@ -48,6 +48,15 @@ void grpc_prefix_put(uint8_t *dst, uint32_t msg_len);
  * rounded up (a nonzero timeout is at least 1 ms). 0, or -1 when malformed. */
 int grpc_timeout_parse(const char *s, size_t len, int64_t *ms);
 
+/* Room for grpc_timeout_format's text: 8 digits, a unit, the NUL. */
+#define GRPC_TIMEOUT_MAX 10
+
+/* grpc-timeout for a deadline ms from now: at most 8 digits in the finest
+ * unit they fit (m, S, M, H), rounded up, so that grpc_timeout_parse gives
+ * back at least ms, and at least 1 ms (0 or less: "1m"; beyond 99999999 H:
+ * that). Writes dst (GRPC_TIMEOUT_MAX bytes) and returns its length. */
+size_t grpc_timeout_format(char *dst, int64_t ms);
+
 /* grpc-message's value: percent-encodes bytes outside 0x20-0x7E and '%'
  * into dst (at most dstlen - 1 bytes, NUL-terminated, never cut in the
  * middle of an escape); returns the length. */

@@ -184,6 +184,35 @@ class CtlTest(DaemonTest):
             self.assertEqual(r.returncode, 2, (bad, r.stdout, r.stderr))
             self.assertTrue(r.stderr, bad)
 
+    def test_the_address_and_why(self):
+        # an invalid config: its errors, not a connection to a default;
+        # -s needs no config
+        bad = os.path.join(self.tmpdir, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write(self.config_text + "bogus: 1\n")
+        for cmd in (["ping"], ["reset", "dave", "reply"]):
+            r = ctl("-c", bad, *cmd)
+            self.assertEqual((r.returncode, r.stdout), (2, ""), r.stderr)
+            self.assertRegex(r.stderr, r"(?m)^%s:\d+:\d+: .*bogus" % re.escape(bad))
+            self.assertNotIn("connect", r.stderr)
+            j = self.json_of("-c", bad, *cmd, rc=2)
+            self.assertEqual((j["command"], j["result"], j["file"]), (cmd[0], "invalid", bad))
+        self.assertEqual(self.run_ok("-c", bad, "-s", "127.0.0.1:%d" % self.port,
+                                     "ping").stdout, "pong\n")
+        r = ctl("-c", bad, "ping", env={"RATELIMITCTL_ADDRESS": "127.0.0.1:%d" % self.port})
+        self.assertEqual((r.returncode, r.stdout), (0, "pong\n"), r.stderr)
+        # no file to read (as one of mode 0640 to a user outside its group):
+        # the defaults, and an error that says why they were chosen (unless
+        # something answers there)
+        missing = os.path.join(self.tmpdir, "missing.yaml")
+        for cmd, default in ((["ping"], "127.0.0.1:7379"),
+                             (["reset", "dave", "reply"], "127.0.0.1:7380")):
+            r = ctl("-T", "2s", "-c", missing, *cmd)
+            if r.returncode == 2:
+                self.assertIn(default, r.stderr)
+                self.assertIn("missing.yaml: cannot read: No such file or directory", r.stderr)
+                self.assertIn("-s", r.stderr)
+
     def test_timeout_on_a_silent_listener(self):
         # accepts (the kernel does) and never answers
         s = socket.socket()

@@ -638,10 +638,6 @@ class GrpcTest(DaemonTest):
         self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
 
 
-CTL = os.environ.get("RATELIMITCTL") or os.path.join(os.path.dirname(DAEMON), "ctl",
-                                                     "ratelimitctl")
-
-
 def ctl(*args):
     return subprocess.run([CTL] + list(args), capture_output=True, text=True,
                           timeout=20 * SLOW, stdin=subprocess.DEVNULL)
@@ -738,10 +734,89 @@ class CtlRlsTest(DaemonTest):
             r = ctl("-c", d.config_path, *args)
             self.assertEqual((r.returncode, r.stdout), (2, ""), args)
             self.assertTrue(r.stderr.startswith("ratelimitctl: "), r.stderr)
-        # nothing listening: exit 2, promptly
-        r = ctl("-T", "2s", "rls", "--addr", "127.0.0.1:%d" % free_port(), "web", "a=b")
-        self.assertEqual(r.returncode, 2)
+        # nothing listening: exit 2, promptly. A port bound here and never
+        # listened on refuses every connection, and no other test can take
+        # it while it is held; -T far beyond the bound, so a wait for the
+        # timeout cannot pass for the refusal.
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.addCleanup(s.close)
+        t0 = time.monotonic()
+        r = ctl("-T", "60s", "rls", "--addr", "127.0.0.1:%d" % s.getsockname()[1], "web",
+                "a=b")
+        took = time.monotonic() - t0
+        self.assertEqual((r.returncode, r.stdout), (2, ""), r.stderr)
         self.assertIn("cannot connect", r.stderr)
+        self.assertIn("refused", r.stderr)
+        self.assertLess(took, 5 * SLOW)
+
+    def test_long_timeouts(self):
+        d, c = self.start()
+        # -T beyond 8 digits of milliseconds: grpc-timeout in a larger unit
+        # (the daemon refuses more than 8 digits with INVALID_ARGUMENT)
+        for t in ("2d", "366d", "99999999ms", "100000001ms"):
+            r = ctl("-T", t, "-c", d.config_path, "rls", "web", "user=long")
+            self.assertEqual((r.returncode, r.stdout.splitlines()[:1]), (0, ["OK"]),
+                             (t, r.stderr))
+            r = ctl("-T", t, "-c", d.config_path, "health")
+            self.assertEqual((r.returncode, r.stdout), (0, "SERVING\n"), (t, r.stderr))
+        # a wait longer than poll()'s int of milliseconds: 2^32 ms + 1 s
+        # wrapped to a 1 s timeout (and 25 days to a negative one: forever);
+        # waited for in pieces, the call still waits on a silent listener
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        self.addCleanup(s.close)
+        for cmd in (["rls", "web", "a=b"], ["health"]):
+            p = subprocess.Popen([CTL, "-T", "%dms" % (2**32 + 1000), cmd[0], "--addr",
+                                  "127.0.0.1:%d" % s.getsockname()[1]] + cmd[1:],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 stdin=subprocess.DEVNULL)
+            try:
+                out, err = p.communicate(timeout=3 * SLOW)
+                self.fail("%s returned %d within %ss: %s" % (cmd[0], p.returncode, 3 * SLOW,
+                                                             err))
+            except subprocess.TimeoutExpired:
+                pass
+            finally:
+                p.kill()
+                p.communicate()
+
+    def test_the_address_and_why(self):
+        d, c = self.start()
+        # an invalid config: its errors, not a connection to a guessed
+        # default; --addr needs no config
+        bad = os.path.join(self.tmpdir, "bad.yaml")
+        with open(bad, "w") as f:
+            f.write(d.config_text + "bogus: 1\n")
+        for cmd in (["rls", "web", "a=b"], ["health"]):
+            r = ctl("-c", bad, *cmd)
+            self.assertEqual((r.returncode, r.stdout), (2, ""), r.stderr)
+            self.assertRegex(r.stderr, r"(?m)^%s:\d+:\d+: .*bogus" % re.escape(bad))
+            self.assertNotIn("connect", r.stderr)
+            r = ctl("-c", bad, "--json", *cmd)
+            j = json.loads(r.stdout)
+            self.assertEqual((r.returncode, j["command"], j["result"], j["file"]),
+                             (2, cmd[0], "invalid", bad), r.stderr)
+            self.assertIn("bogus", j["errors"][0])
+            r = ctl("-c", bad, cmd[0], "--addr", "127.0.0.1:%d" % d.gport, *cmd[1:])
+            self.assertEqual(r.returncode, 0, r.stderr)
+        # no file to read (as one of mode 0640 to a user outside its group),
+        # or no grpc listener in it: the default address, and an error that
+        # says why it was chosen (unless something answers there)
+        noline = os.path.join(self.tmpdir, "nogrpc.yaml")
+        with open(noline, "w") as f:
+            f.write("".join(line for line in d.config_text.splitlines(True)
+                            if "protocol: grpc" not in line))
+        for conf, why in ((os.path.join(self.tmpdir, "missing.yaml"),
+                           "missing.yaml: cannot read: No such file or directory"),
+                          (noline, "nogrpc.yaml has no protocol: grpc listener")):
+            for cmd in (["rls", "web", "a=b"], ["health"]):
+                r = ctl("-T", "2s", "-c", conf, *cmd)
+                if r.returncode == 2:
+                    self.assertIn("127.0.0.1:8081", r.stderr)
+                    self.assertIn(why, r.stderr)
+                    self.assertIn("--addr", r.stderr)
 
     def test_health(self):
         d, c = self.start()
