@@ -6,9 +6,11 @@ namespace, where 6379 and 7379 are free whatever this host runs.
 
 Real parts throughout: scripts/run, meson and ninja, redis-server, the
 daemon, nc, redis-cli, curl and the built ratelimitctl. Ctrl-C is SIGINT to
-scripts/run's process group, as a terminal sends it. After every case no
-process is left in the namespace (but the Redis a case started itself) and
-scripts/run's TMPDIR is empty; whatever is left is killed.
+scripts/run's process group, as a terminal sends it; `kill PID` and a
+closing terminal are SIGTERM and SIGHUP to scripts/run's pid alone. After
+every case no process is left in the namespace (but the Redis a case
+started itself) and scripts/run's TMPDIR is empty; whatever is left is
+killed.
 
 --script FILE puts FILE in the copy as scripts/run: to show that the test
 fails on an old one (git show f4af880:scripts/run > /tmp/run.old).
@@ -158,10 +160,19 @@ class Run:
 
     def ctrl_c(self):
         """SIGINT to the foreground process group, as Ctrl-C; true when
-        scripts/run then exits as a stopped daemon or an interrupted script
-        does (0 or 130)."""
+        scripts/run then exits 130, as its header says an interrupted run
+        does, and the daemon stopped gracefully, once (the terminal's SIGINT
+        and the script's SIGTERM both reaching it would be a "second"
+        signal: exiting at once, replies owed dropped)."""
         os.killpg(self.p.pid, signal.SIGINT)
-        return self.wait_exit(STOP_TIMEOUT) in (0, 130)
+        rc = self.wait_exit(STOP_TIMEOUT)
+        return rc == 130 and "exiting now" not in self.text()
+
+    def signal_script(self, sig):
+        """sig to scripts/run's own pid only, as `kill PID` or a closing
+        terminal's SIGHUP to the shell's job; its exit status."""
+        os.kill(self.p.pid, sig)
+        return self.wait_exit(STOP_TIMEOUT)
 
     def wait_exit(self, timeout):
         try:
@@ -454,6 +465,43 @@ class QuickStart(unittest.TestCase):
         self.assertNotEqual(rc, 0, out)
         self.assertRegex(out, r"bad\.yaml:3:\d+: ", out)
         self.assertNotIn("starting a throwaway", out)
+        self.assertClean(run)
+
+    def stop_one_process(self, sig, status):
+        """scripts/run with a throwaway Redis, then sig to the script's pid
+        only (not its process group): it stops the daemon and that Redis,
+        removes its files, and exits with status."""
+        run = self.run_script([])
+        self.wait_ready(run)
+        self.assertIn("starting a throwaway redis-server", run.text())
+        self.assertNcLine(run)
+        self.assertEqual(run.signal_script(sig), status, run.text())
+        self.assertIn("stopping the throwaway redis-server", run.text())
+        self.assertFalse(answers(6379), "the throwaway Redis still answers")
+        self.assertClean(run)
+        return run
+
+    def test_10_sigterm_to_script(self):
+        """`kill PID` of scripts/run alone (SIGTERM): nothing left, 143."""
+        self.stop_one_process(signal.SIGTERM, 143)
+
+    def test_11_sighup_to_script(self):
+        """The terminal closing (SIGHUP to scripts/run; SIGHUP is the
+        daemon's reload signal): nothing left, 129."""
+        run = self.stop_one_process(signal.SIGHUP, 129)
+        self.assertNotIn("reload", run.text())
+
+    def test_12_daemon_stops_itself(self):
+        """The daemon stopped on its own (SIGTERM to its pid, as an operator
+        may): scripts/run exits with its status (0) and stops the Redis."""
+        run = self.run_script([])
+        self.wait_ready(run)
+        daemons = [pid for pid, cmd in netns_processes().items()
+                   if cmd.startswith(os.path.join(SRC, "build", "ratelimitd") + " ")]
+        self.assertEqual(len(daemons), 1, netns_processes())
+        os.kill(daemons[0], signal.SIGTERM)
+        self.assertEqual(run.wait_exit(STOP_TIMEOUT), 0, run.text())
+        self.assertIn("stopping the throwaway redis-server", run.text())
         self.assertClean(run)
 
 
