@@ -504,6 +504,45 @@ class QuickStart(unittest.TestCase):
         self.assertIn("stopping the throwaway redis-server", run.text())
         self.assertClean(run)
 
+    def test_13_memory_envoy_relative(self):
+        """--memory with `envoy: {config: rules}` (relative to the config's
+        directory) and a redis: section, run from another directory: the
+        copy finds the rules, a gRPC decision (ratelimitctl rls) and a line
+        PEEK of the rule's policy name answer."""
+        d = os.path.join(WORK, "envoy")
+        cwd = os.path.join(WORK, "elsewhere")
+        os.makedirs(os.path.join(d, "rules"), exist_ok=True)
+        os.makedirs(cwd, exist_ok=True)
+        with open(os.path.join(d, "rules", "web.yaml"), "w") as f:
+            f.write("domain: web\ndescriptors:\n  - key: user\n"
+                    "    rate_limit: {unit: minute, requests_per_unit: 5}\n")
+        with open(os.path.join(d, "envoy.yaml"), "w") as f:
+            f.write("listen:\n  - 127.0.0.1:7379\n"
+                    "  - {address: 127.0.0.1:7380, protocol: grpc}\n"
+                    "redis:\n  address: 127.0.0.1:6379\n"
+                    "envoy: {config: rules}\n")
+        run = self.run_script(["--memory", "../envoy/envoy.yaml"], cwd=cwd)
+        self.wait_ready(run)
+        self.assertIn("store: memory", run.text())
+        ctl = os.path.join(SRC, "build", "ctl", "ratelimitctl")
+        r = subprocess.run([ctl, "rls", "--addr", "127.0.0.1:7380", "web", "user=alice"],
+                           capture_output=True, text=True, timeout=15,
+                           stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(r.stdout.splitlines()[0], "OK", r)
+        self.assertIn("limit=5/MINUTE remaining=4", r.stdout, r)
+        # the rule's policy name, from the (original) config file
+        r = subprocess.run([ctl, "-c", os.path.join(d, "envoy.yaml"), "policies"],
+                           capture_output=True, text=True, timeout=15,
+                           stdin=subprocess.DEVNULL)
+        names = re.findall(r"^(web\.user-\S+) ", r.stdout, re.M)
+        self.assertEqual(len(names), 1, r)
+        r = sh("printf 'PEEK user=alice %s\\n' | nc -q1 127.0.0.1 7379" % names[0])
+        self.assertEqual(r.stdout.split()[:3], ["ALLOWED", "5", "4"], r)
+        self.assertFalse(answers(6379), "a Redis answers on 6379 with --memory")
+        self.assertTrue(run.ctrl_c(), run.text())
+        self.assertClean(run)
+
 
 def kill_all():
     """SIGKILL to every other process in the namespace: all of them are this
