@@ -15,6 +15,13 @@ killed.
 --script FILE puts FILE in the copy as scripts/run: to show that the test
 fails on an old one (git show f4af880:scripts/run > /tmp/run.old).
 
+--meson-timeout S is meson's timeout for this test (tests/meson.build
+passes it; 600 by hand). Every bound inside is strictly below it: the first
+build gets half of it, and the whole run is cut off 60 s before it (SIGALRM:
+the case it was in and its scripts/run log are printed, everything killed),
+so a slow box fails with this test's own report rather than meson's bare
+timeout, and a build that takes most of the time is reported as such.
+
 Needs root (or unprivileged user namespaces) for the network namespace, and
 git. Every wait is bounded; a case takes a few seconds, the first one the
 build as well."""
@@ -41,7 +48,10 @@ ARGS = None
 SRC = None        # the copy of the tree
 WORK = None       # everything of this test: the copy, configs, TMPDIR
 README = None
-BUILD_TIMEOUT = 300  # the first scripts/run builds the copy
+CURRENT = None    # the case running, for the report of an overall timeout
+MESON_TIMEOUT = 600  # --meson-timeout: set from tests/meson.build's
+BUILD_TIMEOUT = 300  # the first scripts/run builds the copy; MESON_TIMEOUT / 2
+TOTAL_MARGIN = 60    # the whole run ends this long before meson's timeout
 START_TIMEOUT = 30
 STOP_TIMEOUT = 20
 
@@ -203,6 +213,9 @@ class QuickStart(unittest.TestCase):
     built = False
 
     def setUp(self):
+        global CURRENT
+        CURRENT = self
+        self.script_run = None
         self.tmpdir = tempfile.mkdtemp(prefix="tmp-", dir=WORK)
         self.keep = set()  # pids of processes a case started on purpose
         self.addCleanup(self.sweep)
@@ -215,7 +228,8 @@ class QuickStart(unittest.TestCase):
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def run_script(self, args, **kw):
-        return Run(self, args, **kw)
+        self.script_run = Run(self, args, **kw)
+        return self.script_run
 
     def start_redis(self, *extra):
         """A Redis already answering on 6379, as a user may have one."""
@@ -554,6 +568,18 @@ def kill_all():
             pass
 
 
+def on_alarm(signum, frame):
+    """The whole run's bound (MESON_TIMEOUT - TOTAL_MARGIN) passed: say where
+    it was, then end as on meson's SIGTERM, before meson's own timeout."""
+    where = CURRENT.id() if CURRENT else "before the first case"
+    log = CURRENT.script_run.text() if CURRENT and CURRENT.script_run else ""
+    sys.stderr.write("\nquickstart_check: over its total of %d s (meson's timeout %d s less %d)"
+                     " in %s; built: %s\n%s\n" % (MESON_TIMEOUT - TOTAL_MARGIN, MESON_TIMEOUT,
+                                                   TOTAL_MARGIN, where, QuickStart.built, log))
+    sys.stderr.flush()
+    on_sigterm(signum, frame)
+
+
 def on_sigterm(signum, frame):
     # meson's timeout: SIGTERM to this process group, SIGKILL 0.5 s later.
     # scripts/run and its Redis are in sessions of their own: kill them first.
@@ -564,17 +590,26 @@ def on_sigterm(signum, frame):
 
 
 def main():
-    global ARGS, SRC, WORK, README
+    global ARGS, SRC, WORK, README, MESON_TIMEOUT, BUILD_TIMEOUT
     ap = argparse.ArgumentParser()
     ap.add_argument("srcdir")
     ap.add_argument("--script", help="use this file as scripts/run in the copy")
     ap.add_argument("--keep", action="store_true", help="keep the copy and the logs")
+    ap.add_argument("--meson-timeout", type=int, default=MESON_TIMEOUT,
+                    help="meson's timeout for this test, in seconds")
     ARGS, rest = ap.parse_known_args()
+    MESON_TIMEOUT = ARGS.meson_timeout
+    BUILD_TIMEOUT = MESON_TIMEOUT // 2
+    if BUILD_TIMEOUT + START_TIMEOUT + STOP_TIMEOUT >= MESON_TIMEOUT - TOTAL_MARGIN:
+        sys.exit("quickstart_check: --meson-timeout %d leaves no time for a case after the"
+                 " build (%d s)" % (MESON_TIMEOUT, BUILD_TIMEOUT))
     for tool in ("git", "redis-server", "redis-cli", "nc", "curl"):
         if not shutil.which(tool):
             sys.exit("quickstart_check: %s not found (scripts/lib.sh lists the packages)" % tool)
     enter_private_network()
     signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(MESON_TIMEOUT - TOTAL_MARGIN)  # from here: copy, build, every case
     WORK = tempfile.mkdtemp(prefix="rl-quickstart-")
     try:
         SRC = os.path.join(WORK, "ratelimitd")
