@@ -558,14 +558,20 @@ class QuickStart(unittest.TestCase):
         self.assertClean(run)
 
 
-def kill_all():
+def kill_all(wait=True):
     """SIGKILL to every other process in the namespace: all of them are this
-    test's, whatever a failed case left."""
+    test's, whatever a failed case left. Then waits (5 s at most) until they
+    are gone, ports closed: else the next case finds a killed Redis still
+    on 6379 and fails too, hiding whether it would have passed. Not after
+    meson's SIGTERM (wait=False): its SIGKILL follows 0.5 s later."""
     for pid in netns_processes():
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    end = time.monotonic() + 5
+    while wait and netns_processes() and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 def on_alarm(signum, frame):
@@ -582,8 +588,9 @@ def on_alarm(signum, frame):
 
 def on_sigterm(signum, frame):
     # meson's timeout: SIGTERM to this process group, SIGKILL 0.5 s later.
-    # scripts/run and its Redis are in sessions of their own: kill them first.
-    kill_all()
+    # scripts/run, its daemon and its Redis are in sessions of their own:
+    # kill them first.
+    kill_all(wait=False)
     if WORK:
         shutil.rmtree(WORK, ignore_errors=True)
     os._exit(1)
