@@ -6,12 +6,21 @@ namespace, where 6379 and 7379 are free whatever this host runs.
 
 Real parts throughout: scripts/run, meson and ninja, redis-server, the
 daemon, nc, redis-cli, curl and the built ratelimitctl. Ctrl-C is SIGINT to
-scripts/run's process group, as a terminal sends it. After every case no
-process is left in the namespace (but the Redis a case started itself) and
-scripts/run's TMPDIR is empty; whatever is left is killed.
+scripts/run's process group, as a terminal sends it; `kill PID` and a
+closing terminal are SIGTERM and SIGHUP to scripts/run's pid alone. After
+every case no process is left in the namespace (but the Redis a case
+started itself) and scripts/run's TMPDIR is empty; whatever is left is
+killed.
 
 --script FILE puts FILE in the copy as scripts/run: to show that the test
 fails on an old one (git show f4af880:scripts/run > /tmp/run.old).
+
+--meson-timeout S is meson's timeout for this test (tests/meson.build
+passes it; 600 by hand). Every bound inside is strictly below it: the first
+build gets half of it, and the whole run is cut off 60 s before it (SIGALRM:
+the case it was in and its scripts/run log are printed, everything killed),
+so a slow box fails with this test's own report rather than meson's bare
+timeout, and a build that takes most of the time is reported as such.
 
 Needs root (or unprivileged user namespaces) for the network namespace, and
 git. Every wait is bounded; a case takes a few seconds, the first one the
@@ -39,7 +48,10 @@ ARGS = None
 SRC = None        # the copy of the tree
 WORK = None       # everything of this test: the copy, configs, TMPDIR
 README = None
-BUILD_TIMEOUT = 300  # the first scripts/run builds the copy
+CURRENT = None    # the case running, for the report of an overall timeout
+MESON_TIMEOUT = 600  # --meson-timeout: set from tests/meson.build's
+BUILD_TIMEOUT = 300  # the first scripts/run builds the copy; MESON_TIMEOUT / 2
+TOTAL_MARGIN = 60    # the whole run ends this long before meson's timeout
 START_TIMEOUT = 30
 STOP_TIMEOUT = 20
 
@@ -158,10 +170,19 @@ class Run:
 
     def ctrl_c(self):
         """SIGINT to the foreground process group, as Ctrl-C; true when
-        scripts/run then exits as a stopped daemon or an interrupted script
-        does (0 or 130)."""
+        scripts/run then exits 130, as its header says an interrupted run
+        does, and the daemon stopped gracefully, once (the terminal's SIGINT
+        and the script's SIGTERM both reaching it would be a "second"
+        signal: exiting at once, replies owed dropped)."""
         os.killpg(self.p.pid, signal.SIGINT)
-        return self.wait_exit(STOP_TIMEOUT) in (0, 130)
+        rc = self.wait_exit(STOP_TIMEOUT)
+        return rc == 130 and "exiting now" not in self.text()
+
+    def signal_script(self, sig):
+        """sig to scripts/run's own pid only, as `kill PID` or a closing
+        terminal's SIGHUP to the shell's job; its exit status."""
+        os.kill(self.p.pid, sig)
+        return self.wait_exit(STOP_TIMEOUT)
 
     def wait_exit(self, timeout):
         try:
@@ -192,6 +213,9 @@ class QuickStart(unittest.TestCase):
     built = False
 
     def setUp(self):
+        global CURRENT
+        CURRENT = self
+        self.script_run = None
         self.tmpdir = tempfile.mkdtemp(prefix="tmp-", dir=WORK)
         self.keep = set()  # pids of processes a case started on purpose
         self.addCleanup(self.sweep)
@@ -204,7 +228,8 @@ class QuickStart(unittest.TestCase):
         shutil.rmtree(self.tmpdir, ignore_errors=True)
 
     def run_script(self, args, **kw):
-        return Run(self, args, **kw)
+        self.script_run = Run(self, args, **kw)
+        return self.script_run
 
     def start_redis(self, *extra):
         """A Redis already answering on 6379, as a user may have one."""
@@ -456,38 +481,142 @@ class QuickStart(unittest.TestCase):
         self.assertNotIn("starting a throwaway", out)
         self.assertClean(run)
 
+    def stop_one_process(self, sig, status):
+        """scripts/run with a throwaway Redis, then sig to the script's pid
+        only (not its process group): it stops the daemon and that Redis,
+        removes its files, and exits with status."""
+        run = self.run_script([])
+        self.wait_ready(run)
+        self.assertIn("starting a throwaway redis-server", run.text())
+        self.assertNcLine(run)
+        self.assertEqual(run.signal_script(sig), status, run.text())
+        self.assertIn("stopping the throwaway redis-server", run.text())
+        self.assertFalse(answers(6379), "the throwaway Redis still answers")
+        self.assertClean(run)
+        return run
 
-def kill_all():
+    def test_10_sigterm_to_script(self):
+        """`kill PID` of scripts/run alone (SIGTERM): nothing left, 143."""
+        self.stop_one_process(signal.SIGTERM, 143)
+
+    def test_11_sighup_to_script(self):
+        """The terminal closing (SIGHUP to scripts/run; SIGHUP is the
+        daemon's reload signal): nothing left, 129."""
+        run = self.stop_one_process(signal.SIGHUP, 129)
+        self.assertNotIn("reload", run.text())
+
+    def test_12_daemon_stops_itself(self):
+        """The daemon stopped on its own (SIGTERM to its pid, as an operator
+        may): scripts/run exits with its status (0) and stops the Redis."""
+        run = self.run_script([])
+        self.wait_ready(run)
+        daemons = [pid for pid, cmd in netns_processes().items()
+                   if cmd.startswith(os.path.join(SRC, "build", "ratelimitd") + " ")]
+        self.assertEqual(len(daemons), 1, netns_processes())
+        os.kill(daemons[0], signal.SIGTERM)
+        self.assertEqual(run.wait_exit(STOP_TIMEOUT), 0, run.text())
+        self.assertIn("stopping the throwaway redis-server", run.text())
+        self.assertClean(run)
+
+    def test_13_memory_envoy_relative(self):
+        """--memory with `envoy: {config: rules}` (relative to the config's
+        directory) and a redis: section, run from another directory: the
+        copy finds the rules, a gRPC decision (ratelimitctl rls) and a line
+        PEEK of the rule's policy name answer."""
+        d = os.path.join(WORK, "envoy")
+        cwd = os.path.join(WORK, "elsewhere")
+        os.makedirs(os.path.join(d, "rules"), exist_ok=True)
+        os.makedirs(cwd, exist_ok=True)
+        with open(os.path.join(d, "rules", "web.yaml"), "w") as f:
+            f.write("domain: web\ndescriptors:\n  - key: user\n"
+                    "    rate_limit: {unit: minute, requests_per_unit: 5}\n")
+        with open(os.path.join(d, "envoy.yaml"), "w") as f:
+            f.write("listen:\n  - 127.0.0.1:7379\n"
+                    "  - {address: 127.0.0.1:7380, protocol: grpc}\n"
+                    "redis:\n  address: 127.0.0.1:6379\n"
+                    "envoy: {config: rules}\n")
+        run = self.run_script(["--memory", "../envoy/envoy.yaml"], cwd=cwd)
+        self.wait_ready(run)
+        self.assertIn("store: memory", run.text())
+        ctl = os.path.join(SRC, "build", "ctl", "ratelimitctl")
+        r = subprocess.run([ctl, "rls", "--addr", "127.0.0.1:7380", "web", "user=alice"],
+                           capture_output=True, text=True, timeout=15,
+                           stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 0, r)
+        self.assertEqual(r.stdout.splitlines()[0], "OK", r)
+        self.assertIn("limit=5/MINUTE remaining=4", r.stdout, r)
+        # the rule's policy name, from the (original) config file
+        r = subprocess.run([ctl, "-c", os.path.join(d, "envoy.yaml"), "policies"],
+                           capture_output=True, text=True, timeout=15,
+                           stdin=subprocess.DEVNULL)
+        names = re.findall(r"^(web\.user-\S+) ", r.stdout, re.M)
+        self.assertEqual(len(names), 1, r)
+        r = sh("printf 'PEEK user=alice %s\\n' | nc -q1 127.0.0.1 7379" % names[0])
+        self.assertEqual(r.stdout.split()[:3], ["ALLOWED", "5", "4"], r)
+        self.assertFalse(answers(6379), "a Redis answers on 6379 with --memory")
+        self.assertTrue(run.ctrl_c(), run.text())
+        self.assertClean(run)
+
+
+def kill_all(wait=True):
     """SIGKILL to every other process in the namespace: all of them are this
-    test's, whatever a failed case left."""
+    test's, whatever a failed case left. Then waits (5 s at most) until they
+    are gone, ports closed: else the next case finds a killed Redis still
+    on 6379 and fails too, hiding whether it would have passed. Not after
+    meson's SIGTERM (wait=False): its SIGKILL follows 0.5 s later."""
     for pid in netns_processes():
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+    end = time.monotonic() + 5
+    while wait and netns_processes() and time.monotonic() < end:
+        time.sleep(0.05)
+
+
+def on_alarm(signum, frame):
+    """The whole run's bound (MESON_TIMEOUT - TOTAL_MARGIN) passed: say where
+    it was, then end as on meson's SIGTERM, before meson's own timeout."""
+    where = CURRENT.id() if CURRENT else "before the first case"
+    log = CURRENT.script_run.text() if CURRENT and CURRENT.script_run else ""
+    sys.stderr.write("\nquickstart_check: over its total of %d s (meson's timeout %d s less %d)"
+                     " in %s; built: %s\n%s\n" % (MESON_TIMEOUT - TOTAL_MARGIN, MESON_TIMEOUT,
+                                                   TOTAL_MARGIN, where, QuickStart.built, log))
+    sys.stderr.flush()
+    on_sigterm(signum, frame)
 
 
 def on_sigterm(signum, frame):
     # meson's timeout: SIGTERM to this process group, SIGKILL 0.5 s later.
-    # scripts/run and its Redis are in sessions of their own: kill them first.
-    kill_all()
+    # scripts/run, its daemon and its Redis are in sessions of their own:
+    # kill them first.
+    kill_all(wait=False)
     if WORK:
         shutil.rmtree(WORK, ignore_errors=True)
     os._exit(1)
 
 
 def main():
-    global ARGS, SRC, WORK, README
+    global ARGS, SRC, WORK, README, MESON_TIMEOUT, BUILD_TIMEOUT
     ap = argparse.ArgumentParser()
     ap.add_argument("srcdir")
     ap.add_argument("--script", help="use this file as scripts/run in the copy")
     ap.add_argument("--keep", action="store_true", help="keep the copy and the logs")
+    ap.add_argument("--meson-timeout", type=int, default=MESON_TIMEOUT,
+                    help="meson's timeout for this test, in seconds")
     ARGS, rest = ap.parse_known_args()
+    MESON_TIMEOUT = ARGS.meson_timeout
+    BUILD_TIMEOUT = MESON_TIMEOUT // 2
+    if BUILD_TIMEOUT + START_TIMEOUT + STOP_TIMEOUT >= MESON_TIMEOUT - TOTAL_MARGIN:
+        sys.exit("quickstart_check: --meson-timeout %d leaves no time for a case after the"
+                 " build (%d s)" % (MESON_TIMEOUT, BUILD_TIMEOUT))
     for tool in ("git", "redis-server", "redis-cli", "nc", "curl"):
         if not shutil.which(tool):
             sys.exit("quickstart_check: %s not found (scripts/lib.sh lists the packages)" % tool)
     enter_private_network()
     signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(MESON_TIMEOUT - TOTAL_MARGIN)  # from here: copy, build, every case
     WORK = tempfile.mkdtemp(prefix="rl-quickstart-")
     try:
         SRC = os.path.join(WORK, "ratelimitd")
