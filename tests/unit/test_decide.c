@@ -108,6 +108,7 @@ static const char config_yaml[] =
 	"policies:\n"
 	"  login: {limits: [3/1m]}\n"
 	"  api: {limits: [5/1m]}\n"
+	"  big: {limits: [100/1m]}\n"
 	"  quiet: {limits: [1/1m], shadow: true}\n"
 	"  banned: {limits: [1/1s], ban: {after: 3, within: 1m, for: 10m}}\n"
 	"  vip: {limits: [2/1m], overrides: {alice: unlimited, mallory: blocked, bob: 4/1m}}\n"
@@ -233,15 +234,21 @@ static void reset(const char *action, const char *user)
 	ck_assert_int_eq(one(CMD_RESET, action, user, 0).kind, CMD_REPLY_OK);
 }
 
-/* MALLOW or MPEEK of user over n actions. */
-static struct cmd_result many(enum cmd_verb verb, const char *user, int n,
-			      const char *const *actions)
+/* MALLOW or MPEEK of user over n actions, each charged cost. */
+static struct cmd_result many_cost(enum cmd_verb verb, const char *user, int n,
+				   const char *const *actions, int64_t cost)
 {
-	struct cmd_request req = {.verb = verb, .cost = 1, .npairs = n};
+	struct cmd_request req = {.verb = verb, .cost = cost, .npairs = n};
 	for (int i = 0; i < n; i++)
 		req.pairs[i] =
 			(struct cmd_pair){user, strlen(user), actions[i], strlen(actions[i]), NULL};
 	return execute(&req, 0);
+}
+
+static struct cmd_result many(enum cmd_verb verb, const char *user, int n,
+			      const char *const *actions)
+{
+	return many_cost(verb, user, n, actions, 1);
 }
 
 #define ck_decision(r, a, l, rem, retry)                       \
@@ -454,6 +461,8 @@ START_TEST(deny_cache_cost_is_part_of_the_key)
 	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 0, 3, 1, 60000);
 	/* a smaller request still fits: the cached denial of cost 2 is not its answer */
 	ck_decision(one(CMD_ALLOW, "login", "eve", 1), 1, 3, 0, 0);
+	/* which made the cached denial's remaining stale: the store answers */
+	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 0, 3, 0, 60000);
 }
 END_TEST
 
@@ -488,6 +497,20 @@ START_TEST(mallow_one_denied_charges_none)
 	ck_assert_int_eq(r.pair, 2);
 	ck_assert_int_eq(r.multi, 1);
 	ck_decision(peek("login", "eve"), 1, 3, 3, 0);
+}
+END_TEST
+
+/* The pair that denies has more room left, as a share of its limit, than
+ * one that allows: a Cluster would charge that one first. */
+START_TEST(mallow_denied_by_the_roomier_pair)
+{
+	static const char *const pairs[] = {"big", "login"};
+	ck_decision(one(CMD_ALLOW, "big", "eve", 95), 1, 100, 5, 0);
+	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 1, 3, 1, 0);
+	struct cmd_result r = many_cost(CMD_MALLOW, "eve", 2, pairs, 2);
+	ck_decision(r, 0, 3, 1, 60000);
+	ck_assert_int_eq(r.pair, 2);
+	ck_decision(peek("big", "eve"), 1, 100, 5, 0);
 }
 END_TEST
 
@@ -737,6 +760,7 @@ int main(void)
 		deny_cache_cost_is_part_of_the_key,
 		mallow_all_or_nothing,
 		mallow_one_denied_charges_none,
+		mallow_denied_by_the_roomier_pair,
 		mpeek_consumes_nothing,
 		mallow_unknown_action,
 		mallow_shadow_pair_never_denies,
