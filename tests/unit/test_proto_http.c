@@ -424,6 +424,142 @@ START_TEST(test_headers_too_large)
 }
 END_TEST
 
+/* ---- replies (Content-Length: # is the body's length) ---- */
+
+/* cmd_result.tag as the parse sets it: kind (0 API, 1 forward-auth),
+ * legacy headers (4), the denial status above bit 8. */
+#define AUTH 1
+#define LEGACY 4
+#define DENY_403 (403 << 8)
+
+struct fcase {
+	struct cmd_result res;
+	const char *want;
+};
+
+static const struct fcase fcases[] = {
+	{{.kind = CMD_REPLY_DECISION,
+	  .allowed = 1,
+	  .limit = 10,
+	  .remaining = 9,
+	  .reset_ms = 59001,
+	  .window_ms = 60000,
+	  .action = "login"},
+	 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: #\r\n"
+	 "RateLimit-Policy: \"login\";q=10;w=60\r\nRateLimit: \"login\";r=9;t=60\r\n\r\n"
+	 "{\"allowed\":true,\"limit\":10,\"remaining\":9,\"retry_after_ms\":0,\"reset_ms\":59001}\n"},
+	{{.kind = CMD_REPLY_DECISION,
+	  .limit = 3,
+	  .retry_after_ms = 1500,
+	  .reset_ms = 2000,
+	  .window_ms = 1000,
+	  .action = "api",
+	  .multi = 1,
+	  .pair = 2,
+	  .tag = LEGACY,
+	  .close_after = 1},
+	 "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\n"
+	 "Content-Length: #\r\nConnection: close\r\n"
+	 "RateLimit-Policy: \"api\";q=3;w=1\r\nRateLimit: \"api\";r=0;t=2\r\nRetry-After: 2\r\n"
+	 "X-RateLimit-Limit: 3\r\nX-RateLimit-Remaining: 0\r\nX-RateLimit-Reset: 2\r\n\r\n"
+	 "{\"allowed\":false,\"limit\":3,\"remaining\":0,\"retry_after_ms\":1500,\"reset_ms\":2000,"
+	 "\"pair\":2}\n"},
+	/* an unlimited override: nothing to announce */
+	{{.kind = CMD_REPLY_DECISION, .allowed = 1, .limit = -1, .remaining = -1, .reset_ms = -1},
+	 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: #\r\n\r\n"
+	 "{\"allowed\":true,\"limit\":-1,\"remaining\":-1,\"retry_after_ms\":0,\"reset_ms\":-1}\n"},
+	/* a fallback: no remaining, so no RateLimit field */
+	{{.kind = CMD_REPLY_DECISION,
+	  .limit = 5,
+	  .remaining = -1,
+	  .retry_after_ms = 1000,
+	  .reset_ms = -1,
+	  .window_ms = 60000,
+	  .action = "a",
+	  .tag = AUTH},
+	 "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/problem+json\r\n"
+	 "Content-Length: #\r\nRateLimit-Policy: \"a\";q=5;w=60\r\nRetry-After: 1\r\n\r\n"
+	 "{\"type\":\"about:blank\",\"title\":\"Too Many Requests\",\"status\":429,"
+	 "\"detail\":\"rate limited; retry after 1 s\",\"retry_after_ms\":1000}\n"},
+	{{.kind = CMD_REPLY_DECISION,
+	  .limit = 5,
+	  .remaining = 0,
+	  .retry_after_ms = -1,
+	  .reset_ms = -1,
+	  .window_ms = 60000,
+	  .action = "a",
+	  .tag = AUTH | DENY_403},
+	 "HTTP/1.1 403 Forbidden\r\nContent-Type: application/problem+json\r\n"
+	 "Content-Length: #\r\nRateLimit-Policy: \"a\";q=5;w=60\r\n\r\n"
+	 "{\"type\":\"about:blank\",\"title\":\"Forbidden\",\"status\":403,"
+	 "\"detail\":\"rate limited\",\"retry_after_ms\":-1}\n"},
+	{{.kind = CMD_REPLY_DECISION,
+	  .allowed = 1,
+	  .limit = 5,
+	  .remaining = 4,
+	  .reset_ms = 12000,
+	  .window_ms = 60000,
+	  .action = "a",
+	  .tag = AUTH | DENY_403},
+	 "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nRateLimit-Policy: \"a\";q=5;w=60\r\n"
+	 "RateLimit: \"a\";r=4;t=12\r\n\r\n"},
+	{{.kind = CMD_REPLY_OK},
+	 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: #\r\n\r\n"
+	 "{\"ok\":true}\n"},
+	{{.kind = CMD_REPLY_ERROR, .error = CMD_ERR_BAD_USER, .msg = "a \"quoted\"\n\\ user"},
+	 "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: #\r\n\r\n"
+	 "{\"error\":\"bad-user\",\"message\":\"a \\\"quoted\\\"\\u000a\\\\ user\"}\n"},
+	{{.kind = CMD_REPLY_ERROR, .error = CMD_ERR_UNKNOWN_ACTION, .msg = "no policy"},
+	 "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: #\r\n\r\n"
+	 "{\"error\":\"unknown-action\",\"message\":\"no policy\"}\n"},
+};
+
+/* want with its Content-Length ('#') that of its body. */
+static void expand(const char *want, char *out, size_t cap)
+{
+	const char *hash = strchr(want, '#');
+	if (!hash) {
+		snprintf(out, cap, "%s", want);
+		return;
+	}
+	const char *body = strstr(want, "\r\n\r\n") + 4;
+	snprintf(out, cap, "%.*s%zu%s", (int)(hash - want), want, strlen(body), hash + 1);
+}
+
+START_TEST(test_format_table)
+{
+	static char buf[4096], want[4096];
+	size_t n = proto_http.format(buf, &fcases[_i].res);
+	ck_assert_uint_le(n, proto_http.reply_max);
+	buf[n] = '\0';
+	expand(fcases[_i].want, want, sizeof(want));
+	ck_assert_str_eq(buf, want);
+}
+END_TEST
+
+/* The protocol's own replies: a status and a JSON error. */
+START_TEST(test_format_local)
+{
+	static const int statuses[] = {400, 404, 405, 413, 501, 505};
+	static char buf[4096];
+	for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+		struct cmd_result r = {
+			.kind = CMD_REPLY_LOCAL, .local = statuses[i], .close_after = 1};
+		size_t n = proto_http.format(buf, &r);
+		buf[n] = '\0';
+		char status[16];
+		snprintf(status, sizeof(status), "HTTP/1.1 %d ", statuses[i]);
+		ck_assert_msg(strncmp(buf, status, strlen(status)) == 0, "%s", buf);
+		ck_assert_msg(strstr(buf, "\r\nConnection: close\r\n") &&
+				      strstr(buf, "\r\n\r\n{\"error\":\""),
+			      "%s", buf);
+		const char *body = strstr(buf, "\r\n\r\n") + 4;
+		long cl = strtol(strstr(buf, "Content-Length: ") + 16, NULL, 10);
+		ck_assert_int_eq(cl, (long)strlen(body));
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proto_http");
@@ -437,6 +573,8 @@ int main(void)
 	tcase_add_test(tc, test_auth_trusted);
 	tcase_add_loop_test(tc, test_framing_table, 0, (int)(sizeof(rcases) / sizeof(rcases[0])));
 	tcase_add_test(tc, test_headers_too_large);
+	tcase_add_loop_test(tc, test_format_table, 0, (int)(sizeof(fcases) / sizeof(fcases[0])));
+	tcase_add_test(tc, test_format_local);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
