@@ -455,6 +455,32 @@ START_TEST(deny_cache_store_generation_clears)
 }
 END_TEST
 
+/* A configuration with an override for the denied user (as a reload
+ * brings): the override answers, not the cached denial. */
+START_TEST(deny_cache_override_wins)
+{
+	for (int i = 0; i < 3; i++)
+		allow("login", "eve");
+	ck_decision(allow("login", "eve"), 0, 3, 0, 60000);
+	ck_assert_uint_eq(denycache_size(F.deny), 1);
+	static const char yaml[] =
+		"policies:\n"
+		"  login: {limits: [3/1m], overrides: {eve: unlimited, bob: 5/1m}}\n";
+	char err[256];
+	struct config *next = config_parse("t.yaml", yaml, strlen(yaml), err, sizeof(err));
+	ck_assert_ptr_nonnull(next);
+	config_unref(F.cfg);
+	F.cfg = next;
+	ck_decision(allow("login", "eve"), 1, -1, -1, 0);
+	/* an override's limits: decided by the store, never from the cache */
+	for (int i = 0; i < 3; i++)
+		allow("login", "bob");
+	int submits = F.fake.submits;
+	ck_decision(allow("login", "bob"), 1, 5, 1, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+}
+END_TEST
+
 START_TEST(deny_cache_cost_is_part_of_the_key)
 {
 	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 1, 3, 1, 0);
@@ -757,6 +783,7 @@ int main(void)
 		deny_cache_reset_clears,
 		deny_cache_reset_needs_admin,
 		deny_cache_store_generation_clears,
+		deny_cache_override_wins,
 		deny_cache_cost_is_part_of_the_key,
 		mallow_all_or_nothing,
 		mallow_one_denied_charges_none,
