@@ -269,6 +269,7 @@ struct replay {
 	/* a Cluster checks the pairs with PEEK, which a ban does not count:
 	 * its multi scenarios with a ban answer otherwise (skipped, counted) */
 	int skip_banned_multi, skipping, skipped;
+	int cached; /* steps answered without the store */
 	char user[32];
 };
 
@@ -334,7 +335,9 @@ static void replay_step(const struct vector_step *s, void *arg)
 						  r->groups[g].name_len, &r->groups[g]};
 	}
 	F.now = s->now_us;
+	int submits = F.fake.submits;
 	struct cmd_result got = execute(&req, 1);
+	r->cached += F.fake.submits == submits;
 	struct limiter_result want = s->want;
 	if (s->multi && r->all_shadow && !want.allowed) {
 		want.allowed = 1; /* shadow mode: a denial answered ALLOWED */
@@ -364,6 +367,10 @@ static void replay_vectors(void)
 	ck_assert_int_gt(n, 50);
 	ck_assert_int_eq(r.failures, 0);
 	ck_assert_int_lt(r.skipped, 20);
+	if (F.env.deny)
+		ck_assert_int_gt(r.cached, 0);
+	else
+		ck_assert_int_eq(r.cached, 0);
 }
 
 /* Every vector, with the deny cache answering the repeated denials it may:
