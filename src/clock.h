@@ -7,4 +7,9 @@
 /* Microseconds on CLOCK_MONOTONIC (never jumps with the wall clock). */
 uint64_t clock_mono_us(void);
 
+/* For tests: clock_mono_us returns fn(arg), a clock they move; fn NULL
+ * goes back to CLOCK_MONOTONIC. */
+typedef uint64_t clock_mono_fn(void *arg);
+void clock_mono_set(clock_mono_fn *fn, void *arg);
+
 #endif

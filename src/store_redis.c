@@ -25,6 +25,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "admission.h"
 #include "clock.h"
 #include "config.h"
 #include "keys.h"
@@ -38,21 +39,6 @@
 #include "store_reply.h"
 
 #define MAX_CONNECTIONS 64
-/* Requests sent on one connection and not yet called back, timed-out ones
- * included: bounds memory and Redis's backlog when Redis stalls. */
-#define MAX_INFLIGHT_PER_CONN 8192
-/* While a connection is behind (a request on it timed out, or this bound
- * refused one, within BEHIND_US), it holds no more requests than Redis
- * decides within half of their timeout at the rate it was measured, and
- * never fewer than ADMIT_MIN: two small batches, one in Redis and one
- * waiting behind it, which is what measuring the rate again needs. More
- * would not do: the measured rate is what the daemon gets done, its own
- * delays included, and a floor of two full batches (128) outlasted a 50 ms
- * timeout when a starved daemon (ASan, two busy cores) decided 800 a
- * second; 512 (as it was before) did once a decision cost Redis 50 us. */
-#define ADMIT_MIN 16
-#define RATE_WINDOW_US 10000u
-#define BEHIND_US 1000000u
 /* A connection owing replies that has received nothing for this long (and
  * at least twice redis.timeout) is presumed dead and replaced. */
 #define STALL_MIN_MS 1000
@@ -78,13 +64,10 @@ struct rconn {
 	unsigned queued;  /* c.inflight plus those in the open batch */
 	unsigned batches; /* script calls sent and not yet called back */
 	struct sbatch *open;
-	/* Decisions/s Redis delivers on this connection while calls queue up
-	 * (0: not seen yet), averaged over windows of RATE_WINDOW_US. */
-	double rate;
-	uint64_t win_us;
-	unsigned win_n;
-	uint64_t behind_until_us; /* admission bound enforced until then */
-	int decided;		  /* a decision came back since it connected */
+	/* Decisions/s Redis delivers on this connection while calls queue
+	 * up, and whether its admission bound is in force (admission.h). */
+	struct admission adm;
+	int decided; /* a decision came back since it connected */
 };
 
 struct sreq {
@@ -291,7 +274,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	uint64_t now = clock_mono_us();
 	while (s->head && s->head->deadline_us <= now) {
 		if (s->head->rc)
-			s->head->rc->behind_until_us = now + BEHIND_US;
+			admission_late(&s->head->rc->adm, now);
 		answer_status(s->head, STORE_TIMEOUT, "redis did not answer in time");
 	}
 	timer_arm(s);
@@ -491,21 +474,11 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
  * A reply to b arrived (at rc->c.last_rx_us) and b had been sent before the
  * previous reply on rc (at prev_rx): Redis went from that call to this one
  * with b waiting, so the gap is what b's decisions cost in Redis's time,
- * other connections' work included. Only such gaps count, so an idle
- * connection does not look slow.
+ * other connections' work included (admission_measure).
  */
 static void rconn_measure(struct rconn *rc, const struct sbatch *b, uint64_t prev_rx)
 {
-	if (b->sent_us > prev_rx || rc->c.last_rx_us < prev_rx)
-		return;
-	rc->win_us += rc->c.last_rx_us - prev_rx;
-	rc->win_n += (unsigned)b->n;
-	if (rc->win_us < RATE_WINDOW_US)
-		return;
-	double sample = (double)rc->win_n * 1e6 / (double)rc->win_us;
-	rc->rate = rc->rate > 0 ? (rc->rate + sample) / 2 : sample;
-	rc->win_us = 0;
-	rc->win_n = 0;
+	admission_measure(&rc->adm, b->sent_us, prev_rx, rc->c.last_rx_us, (unsigned)b->n);
 }
 
 static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
@@ -633,10 +606,7 @@ static void rconn_connected(struct redis_conn *c)
 	struct rconn *rc = (struct rconn *)c;
 	/* perhaps another Redis now (a failover): measure it afresh */
 	rc->decided = 0;
-	rc->rate = 0;
-	rc->win_us = 0;
-	rc->win_n = 0;
-	rc->behind_until_us = 0;
+	admission_reset(&rc->adm);
 }
 
 /* Redis is back: the rest of the pool need not wait out its backoff (up
@@ -710,32 +680,11 @@ static const struct redis_conn_ops rconn_ops = {
 
 /* ---- store interface ---- */
 
-/*
- * Whether rc may take one more request that has timeout_ms to be decided.
- * A queue longer than Redis can work through in time would only make every
- * request in it time out (and closed-loop clients keep it full): throughput
- * would fall to almost nothing exactly when demand is highest. Refused at
- * once instead, the excess costs Redis nothing and those admitted are
- * decided in time. The measured rate also counts the daemon's own delays
- * in reading replies (a loop turn busy with thousands of clients), so it
- * can be low; the bound applies only once requests on rc have actually
- * been late, and keeps applying while it refuses.
- */
+/* Whether rc may take one more request that has timeout_ms to be decided
+ * (admission_admits: a queue Redis cannot work through in time is refused). */
 static int rconn_admits(struct rconn *rc, int64_t timeout_ms)
 {
-	if (rc->queued >= MAX_INFLIGHT_PER_CONN)
-		return 0;
-	if (rc->queued < ADMIT_MIN || rc->rate <= 0 || rc->behind_until_us == 0)
-		return 1;
-	uint64_t now = clock_mono_us();
-	if (now >= rc->behind_until_us) {
-		rc->behind_until_us = 0;
-		return 1;
-	}
-	if ((double)rc->queued < rc->rate * (double)timeout_ms / 2000.0)
-		return 1;
-	rc->behind_until_us = now + BEHIND_US;
-	return 0;
+	return admission_admits(&rc->adm, rc->queued, timeout_ms, clock_mono_us());
 }
 
 /*

@@ -1,0 +1,822 @@
+/*
+ * test_decide.c - the decision half in process: cmd_execute (cmd.c, multi.c)
+ * with the deny cache and the local fallback, against the memory store
+ * dressed up as Redis (RESETs followed, so denials are cached; failing on
+ * demand), on one clock the test moves (clock_mono_set and the memory
+ * store's clock). tests/vectors.txt through cmd, then the request-level
+ * rules: the deny cache, MALLOW all or nothing, shadow mode, bans,
+ * overrides, PEEK, cost above the limit, unknown actions, on_store_error.
+ */
+#include <check.h>
+
+#include "runner.h"
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "cmd.h"
+#include "config.h"
+#include "denycache.h"
+#include "local.h"
+#include "policy.h"
+#include "store.h"
+#include "store_memory.h"
+#include "vectors.h"
+
+/* ---- a store like Redis, deciding in memory ---- */
+
+struct fake {
+	struct store base; /* first: the store's ops find the fake */
+	struct store *mem;
+	int fail;		  /* answer every request STORE_FAILED */
+	unsigned long generation; /* moved by the test: Redis lost its state */
+	int submits;		  /* requests that reached the memory store */
+};
+
+static void fake_submit(struct store *s, const struct store_request *req, store_done_fn *done,
+			void *arg)
+{
+	struct fake *f = (struct fake *)s;
+	if (f->fail) {
+		struct store_result res = {.status = STORE_FAILED,
+					   .error = STORE_ERROR_OTHER,
+					   .detail = "the fake is down"};
+		done(arg, &res);
+		return;
+	}
+	f->submits++;
+	store_submit(f->mem, req, done, arg);
+}
+
+static void fake_free(struct store *s)
+{
+	(void)s;
+}
+
+static size_t fake_pending(const struct store *s)
+{
+	(void)s;
+	return 0;
+}
+
+static unsigned long fake_generation(const struct store *s)
+{
+	return ((const struct fake *)s)->generation;
+}
+
+static void fake_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn, void *arg)
+{
+	(void)s, (void)prefix, (void)fn, (void)arg;
+}
+
+static int fake_resets_followed(const struct store *s)
+{
+	(void)s;
+	return 1;
+}
+
+static void fake_health(const struct store *s, struct store_health *h)
+{
+	(void)s;
+	h->conns = h->conns_up = 1;
+}
+
+static void fake_call(struct store *s, const struct store_call *c, store_call_fn *done, void *arg)
+{
+	(void)s, (void)c;
+	done(arg, NULL, "no redis here");
+}
+
+/* One Redis: several pairs in one atomic call. */
+static const struct store_ops fake_atomic_ops = {
+	fake_submit,	      fake_free,   fake_pending, fake_generation, fake_watch_resets,
+	fake_resets_followed, fake_health, fake_call,	 .multi = 1,	  .local = 0,
+};
+/* A Cluster: pairs checked, then charged one by one (multi.c). */
+static const struct store_ops fake_cluster_ops = {
+	fake_submit,	      fake_free,   fake_pending, fake_generation, fake_watch_resets,
+	fake_resets_followed, fake_health, fake_call,	 .multi = 0,	  .local = 0,
+};
+
+/* ---- the fixture: one configuration, one clock ---- */
+
+static const char config_yaml[] =
+	"local_share: 0.5\n"
+	"throttle: {enabled: true}\n"
+	"policies:\n"
+	"  login: {limits: [3/1m]}\n"
+	"  api: {limits: [5/1m]}\n"
+	"  big: {limits: [100/1m]}\n"
+	"  quiet: {limits: [1/1m], shadow: true}\n"
+	"  banned: {limits: [1/1s], ban: {after: 3, within: 1m, for: 10m}}\n"
+	"  vip: {limits: [2/1m], overrides: {alice: unlimited, mallory: blocked, bob: 4/1m}}\n"
+	"  open: {limits: [1/1m], on_store_error: allow}\n"
+	"  closed: {limits: [1/1m], on_store_error: deny}\n"
+	"  strict: {limits: [1/1m], on_store_error: error}\n"
+	"  loc: {limits: [4/1m], on_store_error: local}\n";
+
+static struct fixture {
+	struct event_base *base;
+	struct fake fake;
+	struct config *cfg;
+	struct denycache *deny;
+	struct local *local;
+	struct cmd_env env;
+	int64_t now; /* microseconds, both clocks */
+	struct cmd_slot slot;
+	int completed;
+} F;
+
+static uint64_t fixture_mono(void *arg)
+{
+	(void)arg;
+	return (uint64_t)F.now;
+}
+
+static int64_t fixture_store_clock(void *arg)
+{
+	(void)arg;
+	return F.now;
+}
+
+static void fixture_open(const struct store_ops *ops)
+{
+	memset(&F, 0, sizeof(F));
+	F.now = 1800000000000000LL; /* a whole minute: fixed windows start here */
+	clock_mono_set(fixture_mono, NULL);
+	F.base = event_base_new();
+	ck_assert_ptr_nonnull(F.base);
+	char err[512];
+	F.cfg = config_parse("t.yaml", config_yaml, strlen(config_yaml), err, sizeof(err));
+	if (!F.cfg)
+		ck_abort_msg("config: %s", err);
+	F.fake.mem = store_memory_new(F.base, &F.cfg->memory, err, sizeof(err));
+	ck_assert_ptr_nonnull(F.fake.mem);
+	store_memory_set_clock(F.fake.mem, fixture_store_clock, NULL);
+	F.fake.base.ops = ops;
+	F.deny = denycache_new(1024);
+	ck_assert_ptr_nonnull(F.deny);
+	F.local = local_new(F.base, F.cfg, err, sizeof(err));
+	ck_assert_ptr_nonnull(F.local);
+	F.env = (struct cmd_env){&F.fake.base, F.deny, NULL, F.local};
+}
+
+static void fixture_atomic(void)
+{
+	fixture_open(&fake_atomic_ops);
+}
+
+static void fixture_cluster(void)
+{
+	fixture_open(&fake_cluster_ops);
+}
+
+static void fixture_close(void)
+{
+	local_free(F.local);
+	denycache_free(F.deny);
+	store_free(F.fake.mem);
+	config_unref(F.cfg);
+	event_base_free(F.base);
+	clock_mono_set(NULL, NULL);
+}
+
+static void on_complete(struct cmd_slot *slot)
+{
+	(void)slot;
+	F.completed++;
+}
+
+/* Executes req and returns its result, running the loop until it is
+ * answered (the memory store answers inside; the loop is for any that
+ * would not). */
+static struct cmd_result execute(const struct cmd_request *req, int admin)
+{
+	cmd_result_release(&F.slot.res);
+	memset(&F.slot, 0, sizeof(F.slot));
+	F.slot.complete = on_complete;
+	F.completed = 0;
+	cmd_execute(F.cfg, &F.env, req, admin, &F.slot);
+	for (int i = 0; i < 100 && !F.completed; i++)
+		event_base_loop(F.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
+	ck_assert_int_eq(F.completed, 1);
+	ck_assert_ptr_null(F.slot.cfg); /* released once answered */
+	return F.slot.res;
+}
+
+static struct cmd_result one(enum cmd_verb verb, const char *action, const char *user, int64_t cost)
+{
+	struct cmd_request req = {
+		.verb = verb,
+		.user = user,
+		.user_len = strlen(user),
+		.action = action,
+		.action_len = strlen(action),
+		.cost = cost,
+	};
+	return execute(&req, 1);
+}
+
+static struct cmd_result allow(const char *action, const char *user)
+{
+	return one(CMD_ALLOW, action, user, 1);
+}
+
+static struct cmd_result peek(const char *action, const char *user)
+{
+	return one(CMD_PEEK, action, user, 1);
+}
+
+static void reset(const char *action, const char *user)
+{
+	ck_assert_int_eq(one(CMD_RESET, action, user, 0).kind, CMD_REPLY_OK);
+}
+
+/* MALLOW or MPEEK of user over n actions, each charged cost. */
+static struct cmd_result many_cost(enum cmd_verb verb, const char *user, int n,
+				   const char *const *actions, int64_t cost)
+{
+	struct cmd_request req = {.verb = verb, .cost = cost, .npairs = n};
+	for (int i = 0; i < n; i++)
+		req.pairs[i] =
+			(struct cmd_pair){user, strlen(user), actions[i], strlen(actions[i]), NULL};
+	return execute(&req, 0);
+}
+
+static struct cmd_result many(enum cmd_verb verb, const char *user, int n,
+			      const char *const *actions)
+{
+	return many_cost(verb, user, n, actions, 1);
+}
+
+#define ck_decision(r, a, l, rem, retry)                       \
+	do {                                                   \
+		struct cmd_result r_ = (r);                    \
+		ck_assert_int_eq(r_.kind, CMD_REPLY_DECISION); \
+		ck_assert_int_eq(r_.allowed, (a));             \
+		ck_assert_int_eq(r_.limit, (l));               \
+		ck_assert_int_eq(r_.remaining, (rem));         \
+		ck_assert_int_eq(r_.retry_after_ms, (retry));  \
+	} while (0)
+
+/* ---- tests/vectors.txt through cmd_execute ---- */
+
+struct replay {
+	struct policy p, groups[CMD_PAIRS_MAX];
+	int ngroups, all_shadow, scenario, failures;
+	/* a Cluster checks the pairs with PEEK, which a ban does not count:
+	 * its multi scenarios with a ban answer otherwise (skipped, counted) */
+	int skip_banned_multi, skipping, skipped;
+	int cached; /* steps answered without the store */
+	char user[32];
+};
+
+static void replay_policy(const struct policy *p, void *arg)
+{
+	struct replay *r = arg;
+	r->p = *p;
+	r->p.shadow = 0;
+	r->ngroups = 0;
+	r->skipping = 0;
+	snprintf(r->user, sizeof(r->user), "u%d", ++r->scenario);
+}
+
+static void replay_multi(void *arg)
+{
+	struct replay *r = arg;
+	r->ngroups = 0;
+	r->all_shadow = 1;
+	r->skipping = 0;
+	snprintf(r->user, sizeof(r->user), "u%d", ++r->scenario);
+}
+
+static void replay_group(const struct policy *p, int shadow, void *arg)
+{
+	struct replay *r = arg;
+	ck_assert_int_lt(r->ngroups, CMD_PAIRS_MAX);
+	struct policy *g = &r->groups[r->ngroups];
+	*g = *p;
+	snprintf(g->name, sizeof(g->name), "g%d", r->ngroups);
+	g->name_len = strlen(g->name);
+	g->shadow = shadow; /* config_shadow reads the policy's own first */
+	r->all_shadow &= shadow;
+	r->ngroups++;
+	if (p->ban.after && r->skip_banned_multi)
+		r->skipping = 1;
+}
+
+static void replay_step(const struct vector_step *s, void *arg)
+{
+	static const enum cmd_verb verbs[] = {[LIMITER_ALLOW] = CMD_ALLOW,
+					      [LIMITER_PEEK] = CMD_PEEK,
+					      [LIMITER_RESET] = CMD_RESET};
+	struct replay *r = arg;
+	if (r->skipping) {
+		r->skipped++;
+		return;
+	}
+	struct cmd_request req = {
+		.verb = verbs[s->op],
+		.user = r->user,
+		.user_len = strlen(r->user),
+		.action = r->p.name,
+		.action_len = r->p.name_len,
+		.cost = s->cost,
+		.policy = &r->p,
+	};
+	if (s->multi) {
+		req.verb = s->op == LIMITER_ALLOW ? CMD_MALLOW : CMD_MPEEK;
+		req.npairs = r->ngroups;
+		for (int g = 0; g < r->ngroups; g++)
+			req.pairs[g] =
+				(struct cmd_pair){r->user, strlen(r->user), r->groups[g].name,
+						  r->groups[g].name_len, &r->groups[g]};
+	}
+	F.now = s->now_us;
+	int submits = F.fake.submits;
+	struct cmd_result got = execute(&req, 1);
+	r->cached += F.fake.submits == submits;
+	struct limiter_result want = s->want;
+	if (s->multi && r->all_shadow && !want.allowed) {
+		want.allowed = 1; /* shadow mode: a denial answered ALLOWED */
+		want.retry_after_ms = 0;
+	}
+	int ok = s->op == LIMITER_RESET
+			 ? got.kind == CMD_REPLY_OK
+			 : got.kind == CMD_REPLY_DECISION && got.allowed == want.allowed &&
+				   got.limit == want.limit && got.remaining == want.remaining &&
+				   got.retry_after_ms == want.retry_after_ms &&
+				   got.reset_ms == want.reset_ms &&
+				   (!s->multi || got.pair == s->want_group);
+	if (!ok) {
+		r->failures++;
+		fprintf(stderr, "vectors.txt:%d: cmd got kind %d: %d %lld %lld %lld %lld pair %d\n",
+			s->line, got.kind, got.allowed, (long long)got.limit,
+			(long long)got.remaining, (long long)got.retry_after_ms,
+			(long long)got.reset_ms, got.pair);
+	}
+}
+
+static void replay_vectors(void)
+{
+	struct replay r = {.skip_banned_multi = !F.fake.base.ops->multi};
+	const struct vector_calls calls = {replay_policy, replay_multi, replay_group, replay_step};
+	int n = vectors_read(TEST_SRCDIR "/tests/vectors.txt", &calls, &r);
+	ck_assert_int_gt(n, 50);
+	ck_assert_int_eq(r.failures, 0);
+	ck_assert_int_lt(r.skipped, 20);
+	if (F.env.deny)
+		ck_assert_int_gt(r.cached, 0);
+	else
+		ck_assert_int_eq(r.cached, 0);
+}
+
+/* Every vector, with the deny cache answering the repeated denials it may:
+ * no answer may differ from the store's. */
+START_TEST(vectors_through_cmd)
+{
+	replay_vectors();
+}
+END_TEST
+
+START_TEST(vectors_without_deny_cache)
+{
+	F.env.deny = NULL;
+	replay_vectors();
+}
+END_TEST
+
+/* ---- the deny cache ---- */
+
+START_TEST(deny_cache_answers_repeated_denials)
+{
+	for (int i = 0; i < 3; i++)
+		ck_decision(allow("login", "eve"), 1, 3, 2 - i, 0);
+	ck_decision(allow("login", "eve"), 0, 3, 0, 60000);
+	int submits = F.fake.submits;
+	ck_assert_uint_eq(denycache_size(F.deny), 1);
+	F.now += 5000000;
+	/* from the cache: the store is not asked, the wait counts down */
+	ck_decision(allow("login", "eve"), 0, 3, 0, 55000);
+	ck_decision(peek("login", "eve"), 0, 3, 0, 55000);
+	ck_assert_int_eq(F.fake.submits, submits);
+	/* another user, another action: not cached */
+	ck_decision(allow("login", "mallet"), 1, 3, 2, 0);
+	ck_decision(allow("api", "eve"), 1, 5, 4, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 2);
+}
+END_TEST
+
+START_TEST(deny_cache_expires)
+{
+	for (int i = 0; i < 3; i++)
+		allow("login", "eve");
+	ck_decision(allow("login", "eve"), 0, 3, 0, 60000);
+	/* once the wait is over the store decides again, and allows */
+	F.now += 60000000;
+	int submits = F.fake.submits;
+	ck_decision(allow("login", "eve"), 1, 3, 0, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+}
+END_TEST
+
+START_TEST(deny_cache_reset_clears)
+{
+	for (int i = 0; i < 3; i++)
+		allow("login", "eve");
+	ck_decision(allow("login", "eve"), 0, 3, 0, 60000);
+	ck_assert_uint_eq(denycache_size(F.deny), 1);
+	reset("login", "eve");
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+	ck_decision(allow("login", "eve"), 1, 3, 2, 0);
+}
+END_TEST
+
+START_TEST(deny_cache_reset_needs_admin)
+{
+	struct cmd_request req = {.verb = CMD_RESET,
+				  .user = "eve",
+				  .user_len = 3,
+				  .action = "login",
+				  .action_len = 5};
+	struct cmd_result r = execute(&req, 0);
+	ck_assert_int_eq(r.kind, CMD_REPLY_ERROR);
+	ck_assert_int_eq(r.error, CMD_ERR_FORBIDDEN);
+}
+END_TEST
+
+START_TEST(deny_cache_store_generation_clears)
+{
+	for (int i = 0; i < 3; i++)
+		allow("login", "eve");
+	ck_decision(allow("login", "eve"), 0, 3, 0, 60000);
+	/* Redis lost its state (a reconnect): the cached denial goes, and
+	 * the store is asked again (here, still denying) */
+	F.fake.generation++;
+	int submits = F.fake.submits;
+	ck_decision(allow("login", "eve"), 0, 3, 0, 60000);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+}
+END_TEST
+
+/* A configuration with an override for the denied user (as a reload
+ * brings): the override answers, not the cached denial. */
+START_TEST(deny_cache_override_wins)
+{
+	for (int i = 0; i < 3; i++)
+		allow("login", "eve");
+	ck_decision(allow("login", "eve"), 0, 3, 0, 60000);
+	ck_assert_uint_eq(denycache_size(F.deny), 1);
+	static const char yaml[] =
+		"policies:\n"
+		"  login: {limits: [3/1m], overrides: {eve: unlimited, bob: 5/1m}}\n";
+	char err[256];
+	struct config *next = config_parse("t.yaml", yaml, strlen(yaml), err, sizeof(err));
+	ck_assert_ptr_nonnull(next);
+	config_unref(F.cfg);
+	F.cfg = next;
+	ck_decision(allow("login", "eve"), 1, -1, -1, 0);
+	/* an override's limits: decided by the store, never from the cache */
+	for (int i = 0; i < 3; i++)
+		allow("login", "bob");
+	int submits = F.fake.submits;
+	ck_decision(allow("login", "bob"), 1, 5, 1, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+}
+END_TEST
+
+START_TEST(deny_cache_cost_is_part_of_the_key)
+{
+	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 1, 3, 1, 0);
+	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 0, 3, 1, 60000);
+	/* a smaller request still fits: the cached denial of cost 2 is not its answer */
+	ck_decision(one(CMD_ALLOW, "login", "eve", 1), 1, 3, 0, 0);
+	/* which made the cached denial's remaining stale: the store answers */
+	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 0, 3, 0, 60000);
+}
+END_TEST
+
+/* ---- MALLOW and MPEEK ---- */
+
+static const char *const two[] = {"login", "api"};
+
+START_TEST(mallow_all_or_nothing)
+{
+	/* login runs out first: then nothing is charged to api */
+	for (int i = 0; i < 3; i++) {
+		struct cmd_result r = many(CMD_MALLOW, "eve", 2, two);
+		ck_assert_int_eq(r.allowed, 1);
+		ck_assert_int_eq(r.pair, 1); /* the least room left */
+	}
+	for (int i = 0; i < 3; i++) {
+		struct cmd_result r = many(CMD_MALLOW, "eve", 2, two);
+		ck_decision(r, 0, 3, 0, 60000);
+		ck_assert_int_eq(r.pair, 1);
+	}
+	ck_decision(peek("api", "eve"), 1, 5, 2, 0);
+	ck_decision(peek("login", "eve"), 0, 3, 0, 60000);
+}
+END_TEST
+
+START_TEST(mallow_one_denied_charges_none)
+{
+	for (int i = 0; i < 5; i++)
+		allow("api", "eve");
+	struct cmd_result r = many(CMD_MALLOW, "eve", 2, two);
+	ck_decision(r, 0, 5, 0, 60000);
+	ck_assert_int_eq(r.pair, 2);
+	ck_assert_int_eq(r.multi, 1);
+	ck_decision(peek("login", "eve"), 1, 3, 3, 0);
+}
+END_TEST
+
+/* The pair that denies has more room left, as a share of its limit, than
+ * one that allows: a Cluster would charge that one first. */
+START_TEST(mallow_denied_by_the_roomier_pair)
+{
+	static const char *const pairs[] = {"big", "login"};
+	ck_decision(one(CMD_ALLOW, "big", "eve", 95), 1, 100, 5, 0);
+	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 1, 3, 1, 0);
+	struct cmd_result r = many_cost(CMD_MALLOW, "eve", 2, pairs, 2);
+	ck_decision(r, 0, 3, 1, 60000);
+	ck_assert_int_eq(r.pair, 2);
+	ck_decision(peek("big", "eve"), 1, 100, 5, 0);
+}
+END_TEST
+
+START_TEST(mpeek_consumes_nothing)
+{
+	for (int i = 0; i < 4; i++) {
+		struct cmd_result r = many(CMD_MPEEK, "eve", 2, two);
+		ck_decision(r, 1, 3, 3, 0);
+		ck_assert_int_eq(r.pair, 1);
+	}
+	ck_decision(peek("api", "eve"), 1, 5, 5, 0);
+}
+END_TEST
+
+START_TEST(mallow_unknown_action)
+{
+	static const char *const bad[] = {"login", "nope"};
+	struct cmd_result r = many(CMD_MALLOW, "eve", 2, bad);
+	ck_assert_int_eq(r.kind, CMD_REPLY_ERROR);
+	ck_assert_int_eq(r.error, CMD_ERR_UNKNOWN_ACTION);
+	ck_decision(peek("login", "eve"), 1, 3, 3, 0);
+}
+END_TEST
+
+START_TEST(mallow_shadow_pair_never_denies)
+{
+	static const char *const pairs[] = {"quiet", "api"};
+	for (int i = 0; i < 3; i++) {
+		struct cmd_result r = many(CMD_MALLOW, "eve", 2, pairs);
+		ck_assert_int_eq(r.kind, CMD_REPLY_DECISION);
+		ck_assert_int_eq(r.allowed, 1);
+	}
+	/* the enforced pair was charged each time */
+	ck_decision(peek("api", "eve"), 1, 5, 2, 0);
+}
+END_TEST
+
+/* ---- single requests ---- */
+
+START_TEST(peek_consumes_nothing)
+{
+	for (int i = 0; i < 5; i++)
+		ck_decision(peek("login", "eve"), 1, 3, 3, 0);
+	ck_decision(allow("login", "eve"), 1, 3, 2, 0);
+	ck_decision(peek("login", "eve"), 1, 3, 2, 0);
+}
+END_TEST
+
+START_TEST(cost_above_limit)
+{
+	/* never allowed: retry -1; and nothing is charged */
+	ck_decision(one(CMD_ALLOW, "login", "eve", 4), 0, 3, 3, -1);
+	ck_decision(one(CMD_ALLOW, "login", "eve", 3), 1, 3, 0, 0);
+}
+END_TEST
+
+START_TEST(unknown_action)
+{
+	struct cmd_result r = allow("nope", "eve");
+	ck_assert_int_eq(r.kind, CMD_REPLY_ERROR);
+	ck_assert_int_eq(r.error, CMD_ERR_UNKNOWN_ACTION);
+	ck_assert_int_eq(F.fake.submits, 0);
+}
+END_TEST
+
+START_TEST(ping_quit_unknown)
+{
+	ck_assert_int_eq(one(CMD_PING, "", "", 0).kind, CMD_REPLY_PONG);
+	ck_assert_int_eq(one(CMD_QUIT, "", "", 0).kind, CMD_REPLY_BYE);
+	struct cmd_result r = one((enum cmd_verb)CMD_VERB_N, "", "", 0);
+	ck_assert_int_eq(r.kind, CMD_REPLY_ERROR);
+	ck_assert_int_eq(r.error, CMD_ERR_UNKNOWN_COMMAND);
+}
+END_TEST
+
+START_TEST(shadow_always_allows)
+{
+	ck_decision(allow("quiet", "eve"), 1, 1, 0, 0);
+	/* denied by the store, answered ALLOWED with no wait; counted as a denial */
+	ck_decision(allow("quiet", "eve"), 1, 1, 0, 0);
+	ck_decision(allow("quiet", "eve"), 1, 1, 0, 0);
+	ck_decision(peek("quiet", "eve"), 1, 1, 0, 0);
+	F.env.deny = NULL;
+	ck_decision(allow("quiet", "eve"), 1, 1, 0, 0);
+}
+END_TEST
+
+START_TEST(ban_after_denials)
+{
+	/* 1/1s; three denials within a minute ban for ten */
+	ck_decision(allow("banned", "eve"), 1, 1, 0, 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(allow("banned", "eve").allowed, 0);
+	/* the ban never goes through the deny cache: a ban counts every denial */
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+	F.now += 2000000; /* the limit alone would allow again */
+	struct cmd_result r = allow("banned", "eve");
+	ck_assert_int_eq(r.allowed, 0);
+	ck_assert_int_gt(r.retry_after_ms, 590000);
+	F.now += 600000000;
+	ck_decision(allow("banned", "eve"), 1, 1, 0, 0);
+}
+END_TEST
+
+START_TEST(ban_needs_denials_within)
+{
+	ck_decision(allow("banned", "eve"), 1, 1, 0, 0);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(allow("banned", "eve").allowed, 0);
+	F.now += 61000000; /* the two denials are out of the window */
+	ck_decision(allow("banned", "eve"), 1, 1, 0, 0);
+	ck_assert_int_eq(allow("banned", "eve").allowed, 0);
+	F.now += 1000000;
+	ck_decision(allow("banned", "eve"), 1, 1, 0, 0);
+}
+END_TEST
+
+START_TEST(override_unlimited)
+{
+	for (int i = 0; i < 10; i++)
+		ck_decision(allow("vip", "alice"), 1, -1, -1, 0);
+	ck_assert_int_eq(F.fake.submits, 0);
+}
+END_TEST
+
+START_TEST(override_blocked)
+{
+	ck_decision(allow("vip", "mallory"), 0, 2, 0, -1);
+	ck_decision(peek("vip", "mallory"), 0, 2, 0, -1);
+	ck_assert_int_eq(F.fake.submits, 0);
+}
+END_TEST
+
+START_TEST(override_limits)
+{
+	for (int i = 0; i < 4; i++)
+		ck_decision(allow("vip", "bob"), 1, 4, 3 - i, 0);
+	ck_decision(allow("vip", "bob"), 0, 4, 0, 60000);
+	/* an override's denials are not cached (its limits may end) */
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+	/* everyone else has the policy's own */
+	ck_decision(allow("vip", "carol"), 1, 2, 1, 0);
+}
+END_TEST
+
+START_TEST(override_in_mallow)
+{
+	static const char *const pairs[] = {"vip", "login"};
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(many(CMD_MALLOW, "mallory", 2, pairs).allowed, 0);
+	/* blocked: nothing charged to login */
+	ck_decision(peek("login", "mallory"), 1, 3, 3, 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(many(CMD_MALLOW, "alice", 2, pairs).allowed, 1);
+	ck_assert_int_eq(many(CMD_MALLOW, "alice", 2, pairs).allowed, 0);
+}
+END_TEST
+
+START_TEST(throttle_own_limit)
+{
+	struct cmd_request req = {.verb = CMD_THROTTLE,
+				  .user = "k",
+				  .user_len = 1,
+				  .cost = 1,
+				  .max_burst = 1,
+				  .count = 1,
+				  .period_s = 10};
+	ck_decision(execute(&req, 0), 1, 2, 1, 0);
+	ck_decision(execute(&req, 0), 1, 2, 0, 0);
+	struct cmd_result r = execute(&req, 0);
+	ck_decision(r, 0, 2, 0, 10000);
+	/* not cached: the next request may bring another limit */
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+	req.count = 0;
+	r = execute(&req, 0);
+	ck_assert_int_eq(r.kind, CMD_REPLY_ERROR);
+	ck_assert_int_eq(r.error, CMD_ERR_SYNTAX);
+}
+END_TEST
+
+/* ---- on_store_error ---- */
+
+START_TEST(store_down_allow_deny_error)
+{
+	F.fake.fail = 1;
+	ck_decision(allow("open", "eve"), 1, 1, -1, 0);
+	ck_decision(allow("closed", "eve"), 0, 1, -1, 1000);
+	struct cmd_result r = allow("strict", "eve");
+	ck_assert_int_eq(r.kind, CMD_REPLY_ERROR);
+	ck_assert_int_eq(r.error, CMD_ERR_STORE_UNAVAILABLE);
+	/* a RESET is never a fallback */
+	struct cmd_request req = {
+		.verb = CMD_RESET, .user = "eve", .user_len = 3, .action = "open", .action_len = 4};
+	ck_assert_int_eq(execute(&req, 1).kind, CMD_REPLY_ERROR);
+	/* MALLOW: the strictest pair's answer */
+	static const char *const pairs[] = {"open", "closed"};
+	ck_decision(many(CMD_MALLOW, "eve", 2, pairs), 0, 1, -1, 1000);
+}
+END_TEST
+
+START_TEST(store_down_local_share)
+{
+	/* loc is 4/1m; local_share 0.5 leaves 2 while the store is down */
+	F.fake.fail = 1;
+	ck_assert_int_eq(local_active(F.local), 0);
+	ck_decision(allow("loc", "eve"), 1, 2, 1, 0);
+	ck_assert_int_eq(local_active(F.local), 1);
+	ck_decision(allow("loc", "eve"), 1, 2, 0, 0);
+	ck_assert_int_eq(allow("loc", "eve").allowed, 0);
+	/* back: the store decides on its own count, the local one is dropped */
+	F.fake.fail = 0;
+	ck_decision(allow("loc", "eve"), 1, 4, 3, 0);
+	ck_assert_int_eq(local_active(F.local), 0);
+}
+END_TEST
+
+START_TEST(store_down_local_mallow)
+{
+	static const char *const pairs[] = {"loc", "api"};
+	F.fake.fail = 1;
+	ck_assert_int_eq(many(CMD_MALLOW, "eve", 2, pairs).allowed, 1);
+	ck_assert_int_eq(local_active(F.local), 1);
+}
+END_TEST
+
+/* One case per store kind: the atomic call of one Redis, and a Cluster's
+ * check-then-charge. */
+static void add(Suite *s, const char *name, void (*setup)(void), const TTest *const *tests)
+{
+	TCase *tc = tcase_create(name);
+	tcase_add_checked_fixture(tc, setup, fixture_close);
+	for (; *tests; tests++)
+		tcase_add_test(tc, *tests);
+	suite_add_tcase(s, tc);
+}
+
+int main(void)
+{
+	const TTest *const tests[] = {
+		vectors_through_cmd,
+		vectors_without_deny_cache,
+		deny_cache_answers_repeated_denials,
+		deny_cache_expires,
+		deny_cache_reset_clears,
+		deny_cache_reset_needs_admin,
+		deny_cache_store_generation_clears,
+		deny_cache_override_wins,
+		deny_cache_cost_is_part_of_the_key,
+		mallow_all_or_nothing,
+		mallow_one_denied_charges_none,
+		mallow_denied_by_the_roomier_pair,
+		mpeek_consumes_nothing,
+		mallow_unknown_action,
+		mallow_shadow_pair_never_denies,
+		peek_consumes_nothing,
+		cost_above_limit,
+		unknown_action,
+		ping_quit_unknown,
+		shadow_always_allows,
+		ban_after_denials,
+		ban_needs_denials_within,
+		override_unlimited,
+		override_blocked,
+		override_limits,
+		override_in_mallow,
+		throttle_own_limit,
+		store_down_allow_deny_error,
+		store_down_local_share,
+		store_down_local_mallow,
+		NULL,
+	};
+	Suite *s = suite_create("decide");
+	add(s, "redis", fixture_atomic, tests);
+	add(s, "cluster", fixture_cluster, tests);
+	return run_suite(s);
+}
