@@ -12,6 +12,7 @@
 #include "keys.h"
 #include "log.h"
 #include "override.h"
+#include "yenum.h"
 
 _Static_assert(CONFIG_ERR_MAX == YP_ERR_MAX && CONFIG_ERRORS_SHOWN == YP_ERRORS_SHOWN,
 	       "config.h promises what config_yaml.c gives");
@@ -184,18 +185,6 @@ static int set_address(struct yparser *P, const struct ykey *k, void *dst)
 	return yp_dup_string(P, (char **)dst, s, len);
 }
 
-static int set_on_error(struct yparser *P, const struct ykey *k, void *dst)
-{
-	const char *s;
-	size_t len;
-	if (yp_scalar(P, k->name, "allow, deny, error or local", &s, &len) < 0)
-		return -1;
-	if (policy_parse_on_error(s, len, (enum policy_on_error *)dst) < 0)
-		return yp_failk(P, P->ev.start_mark, k->name,
-				"must be allow, deny, error or local");
-	return 0;
-}
-
 /* A share of a limit, 0 < x <= 1, written as a decimal ("0.5", "1"). */
 static int set_share(struct yparser *P, const struct ykey *k, void *dst)
 {
@@ -221,38 +210,14 @@ static int set_share(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-static const char *const store_names[] = {
-	[CONFIG_STORE_REDIS] = "redis",
-	[CONFIG_STORE_MEMORY] = "memory",
+static const struct yenum store_names[] = {
+	{"redis", CONFIG_STORE_REDIS, NULL},
+	{"memory", CONFIG_STORE_MEMORY, NULL},
+	{NULL, 0, NULL},
 };
-
-static int set_store(struct yparser *P, const struct ykey *k, void *dst)
-{
-	const char *s;
-	size_t len;
-	if (yp_scalar(P, k->name, "redis or memory", &s, &len) < 0)
-		return -1;
-	for (size_t i = 0; i < sizeof(store_names) / sizeof(store_names[0]); i++) {
-		if (strlen(store_names[i]) == len && memcmp(store_names[i], s, len) == 0) {
-			*(enum config_store *)dst = (enum config_store)i;
-			return 0;
-		}
-	}
-	return yp_failk(P, P->ev.start_mark, k->name, "must be redis or memory");
-}
-
-static void put_store(FILE *f, const struct ykey *k, const void *base)
-{
-	fputs(store_names[*(const enum config_store *)((const char *)base + k->offset)], f);
-}
+_Static_assert(sizeof(enum config_store) == sizeof(int), "yp_set_enum stores an int");
 
 /* The printers below show a value as a file would write it. */
-static void put_on_error(FILE *f, const struct ykey *k, const void *base)
-{
-	fputs(policy_on_error_name(*(const enum policy_on_error *)((const char *)base + k->offset)),
-	      f);
-}
-
 static void put_share(FILE *f, const struct ykey *k, const void *base)
 {
 	fprintf(f, "%g", *(const double *)((const char *)base + k->offset));
@@ -264,16 +229,11 @@ static void put_prefix(FILE *f, const struct ykey *k, const void *base)
 	fprintf(f, "\"%s\"", *(char *const *)((const char *)base + k->offset));
 }
 
-static void put_log_level(FILE *f, const struct ykey *k, const void *base)
-{
-	fputs(log_level_name(*(const int *)((const char *)base + k->offset)), f);
-}
-
 enum { MEMK_MAX_KEYS, MEMK_N };
 
 static const struct ykey memory_keys[MEMK_N] = {
 	[MEMK_MAX_KEYS] = {"max_keys", yp_set_int, offsetof(struct config_memory, max_keys), 1000,
-			   1000000000, YP_RESTART, yp_put_int},
+			   1000000000, YP_RESTART, yp_put_int, NULL},
 };
 
 static int set_memory(struct yparser *P, const struct ykey *k, void *dst)
@@ -282,20 +242,6 @@ static int set_memory(struct yparser *P, const struct ykey *k, void *dst)
 	yaml_mark_t marks[MEMK_N], start;
 	return yp_section(P, k, "expected a mapping", memory_keys, MEMK_N, dst, &seen, marks,
 			  &start);
-}
-
-static int set_log_level(struct yparser *P, const struct ykey *k, void *dst)
-{
-	const char *s;
-	size_t len;
-	if (yp_scalar(P, k->name, "debug, info, warn or error", &s, &len) < 0)
-		return -1;
-	/* libyaml NUL-terminates scalars and yp_scalar() refused embedded NULs. */
-	int level = log_level_parse(s);
-	if (level < 0)
-		return yp_failk(P, P->ev.start_mark, k->name, "must be debug, info, warn or error");
-	*(int *)dst = level;
-	return 0;
 }
 
 
@@ -330,25 +276,6 @@ static int set_mode(struct yparser *P, const struct ykey *k, void *dst)
 		return yp_failk(P, P->ev.start_mark, k->name,
 				"only permission bits (at most 0777)");
 	*(int *)dst = mode;
-	return 0;
-}
-
-static int set_protocol(struct yparser *P, const struct ykey *k, void *dst)
-{
-	const char *s;
-	size_t len;
-	if (yp_scalar(P, k->name, "line, http or grpc", &s, &len) < 0)
-		return -1;
-	if (len == 4 && memcmp(s, "line", 4) == 0)
-		*(enum config_protocol *)dst = CONFIG_PROTOCOL_LINE;
-	else if (len == 4 && memcmp(s, "http", 4) == 0)
-		*(enum config_protocol *)dst = CONFIG_PROTOCOL_HTTP;
-	else if (len == 4 && memcmp(s, "grpc", 4) == 0)
-		*(enum config_protocol *)dst = CONFIG_PROTOCOL_GRPC;
-	else
-		return yp_failk(P, P->ev.start_mark, k->name,
-				"unknown protocol: write line (the line protocol and RESP), http "
-				"or grpc (Envoy's rate limit service)");
 	return 0;
 }
 
@@ -455,16 +382,13 @@ static void put_mode(FILE *f, const struct ykey *k, const void *base)
 	fprintf(f, "%04o", (unsigned)*(const int *)((const char *)base + k->offset));
 }
 
-static const char *const protocol_names[] = {
-	[CONFIG_PROTOCOL_LINE] = "line",
-	[CONFIG_PROTOCOL_HTTP] = "http",
-	[CONFIG_PROTOCOL_GRPC] = "grpc",
+static const struct yenum protocol_names[] = {
+	{"line", CONFIG_PROTOCOL_LINE, "the line protocol and RESP"},
+	{"http", CONFIG_PROTOCOL_HTTP, NULL},
+	{"grpc", CONFIG_PROTOCOL_GRPC, "Envoy's rate limit service"},
+	{NULL, 0, NULL},
 };
-
-static void put_protocol(FILE *f, const struct ykey *k, const void *base)
-{
-	fputs(protocol_names[*(const enum config_protocol *)((const char *)base + k->offset)], f);
-}
+_Static_assert(sizeof(enum config_protocol) == sizeof(int), "yp_set_enum stores an int");
 
 /* "[10.0.0.0/8 ::1/128]" */
 static void put_nets(FILE *f, const struct config_http *h)
@@ -486,26 +410,26 @@ static void put_trusted(FILE *f, const struct ykey *k, const void *base)
 /* The listeners are made once, at start-up: every key is restart-only. */
 static const struct ykey listen_keys[LK_N] = {
 	[LK_ADDRESS] = {"address", set_address, offsetof(struct config_listen, address), 0, 0,
-			YP_RESTART, yp_put_string},
+			YP_RESTART, yp_put_string, NULL},
 	[LK_NAME] = {"name", set_fd_name, offsetof(struct config_listen, name), 0, 0, YP_RESTART,
-		     yp_put_chars},
+		     yp_put_chars, NULL},
 	[LK_ADMIN] = {"admin", yp_set_bool, offsetof(struct config_listen, admin), 0, 0, YP_RESTART,
-		      yp_put_bool},
+		      yp_put_bool, NULL},
 	[LK_MODE] = {"mode", set_mode, offsetof(struct config_listen, mode), 0, 0, YP_RESTART,
-		     put_mode},
-	[LK_PROTOCOL] = {"protocol", set_protocol, offsetof(struct config_listen, protocol), 0, 0,
-			 YP_RESTART, put_protocol},
+		     put_mode, NULL},
+	[LK_PROTOCOL] = {"protocol", yp_set_enum, offsetof(struct config_listen, protocol), 0, 0,
+			 YP_RESTART, yp_put_enum, protocol_names},
 	[LK_USER_HEADER] = {"user_header", set_header_name,
 			    offsetof(struct config_listen, http.user_header), 0, 0, YP_RESTART,
-			    yp_put_chars},
+			    yp_put_chars, NULL},
 	[LK_TRUSTED] = {"trusted_proxies", set_trusted, offsetof(struct config_listen, http), 0,
-			CONFIG_TRUSTED_MAX, YP_RESTART, put_trusted},
+			CONFIG_TRUSTED_MAX, YP_RESTART, put_trusted, NULL},
 	[LK_DENY_STATUS] = {"deny_status", set_deny_status,
 			    offsetof(struct config_listen, http.deny_status), 0, 0, YP_RESTART,
-			    yp_put_int},
+			    yp_put_int, NULL},
 	[LK_LEGACY] = {"legacy_headers", yp_set_bool,
 		       offsetof(struct config_listen, http.legacy_headers), 0, 0, YP_RESTART,
-		       yp_put_bool},
+		       yp_put_bool, NULL},
 };
 
 /* The defaults of an HTTP listener: loopback proxies are trusted. */
@@ -619,55 +543,23 @@ static int set_listen(struct yparser *P, const struct ykey *k, void *dst)
 
 enum { EK_CONFIG, EK_ALGORITHM, EK_HEADERS, EK_N };
 
-static int set_algorithm(struct yparser *P, const struct ykey *k, void *dst);
-
-static int set_envoy_headers(struct yparser *P, const struct ykey *k, void *dst)
-{
-	const char *s;
-	size_t len;
-	if (yp_scalar(P, k->name, "none, ratelimit or x-ratelimit", &s, &len) < 0)
-		return -1;
-	enum config_envoy_headers *h = dst;
-	if (len == 4 && memcmp(s, "none", 4) == 0)
-		*h = CONFIG_ENVOY_HEADERS_NONE;
-	else if (len == 9 && memcmp(s, "ratelimit", 9) == 0)
-		*h = CONFIG_ENVOY_HEADERS_RATELIMIT;
-	else if (len == 11 && memcmp(s, "x-ratelimit", 11) == 0)
-		*h = CONFIG_ENVOY_HEADERS_XRATELIMIT;
-	else
-		return yp_failk(P, P->ev.start_mark, k->name,
-				"expected none, ratelimit (RateLimit-Limit, ...) or x-ratelimit "
-				"(X-RateLimit-Limit, ...)");
-	return 0;
-}
-
-static void put_algorithm(FILE *f, const struct ykey *k, const void *base)
-{
-	fputs(policy_algo_name(*(const enum policy_algo *)((const char *)base + k->offset)), f);
-}
-
-static const char *const envoy_header_names[] = {
-	[CONFIG_ENVOY_HEADERS_NONE] = "none",
-	[CONFIG_ENVOY_HEADERS_RATELIMIT] = "ratelimit",
-	[CONFIG_ENVOY_HEADERS_XRATELIMIT] = "x-ratelimit",
+static const struct yenum envoy_header_names[] = {
+	{"none", CONFIG_ENVOY_HEADERS_NONE, NULL},
+	{"ratelimit", CONFIG_ENVOY_HEADERS_RATELIMIT, "RateLimit-Limit, ..."},
+	{"x-ratelimit", CONFIG_ENVOY_HEADERS_XRATELIMIT, "X-RateLimit-Limit, ..."},
+	{NULL, 0, NULL},
 };
-
-static void put_envoy_headers(FILE *f, const struct ykey *k, const void *base)
-{
-	fputs(envoy_header_names[*(const enum config_envoy_headers *)((const char *)base +
-								      k->offset)],
-	      f);
-}
+_Static_assert(sizeof(enum config_envoy_headers) == sizeof(int), "yp_set_enum stores an int");
 
 /* The rules are loaded with the file (config_load) and each gRPC call
  * takes the configuration current when it arrives: all apply on reload. */
 static const struct ykey envoy_keys[EK_N] = {
 	[EK_CONFIG] = {"config", yp_set_string, offsetof(struct config_envoy, config), 0, 0,
-		       YP_RELOAD, yp_put_string},
-	[EK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct config_envoy, algorithm), 0,
-			  0, YP_RELOAD, put_algorithm},
-	[EK_HEADERS] = {"response_headers", set_envoy_headers,
-			offsetof(struct config_envoy, headers), 0, 0, YP_RELOAD, put_envoy_headers},
+		       YP_RELOAD, yp_put_string, NULL},
+	[EK_ALGORITHM] = {"algorithm", yp_set_enum, offsetof(struct config_envoy, algorithm), 0, 0,
+			  YP_RELOAD, yp_put_enum, policy_algo_names},
+	[EK_HEADERS] = {"response_headers", yp_set_enum, offsetof(struct config_envoy, headers), 0,
+			0, YP_RELOAD, yp_put_enum, envoy_header_names},
 };
 
 static int set_envoy(struct yparser *P, const struct ykey *k, void *dst)
@@ -700,7 +592,7 @@ static int set_tcp_address(struct yparser *P, const struct ykey *k, void *dst)
 
 static const struct ykey metrics_keys[MK_N] = {
 	[MK_LISTEN] = {"listen", set_tcp_address, offsetof(struct config, metrics_listen), 0, 0,
-		       YP_RESTART, yp_put_string},
+		       YP_RESTART, yp_put_string, NULL},
 };
 
 static int set_metrics(struct yparser *P, const struct ykey *k, void *dst)
@@ -741,14 +633,14 @@ enum { HK_ENABLED, HK_NAMESPACE, HK_MAX_BURST, HK_MAX_PERIOD, HK_N };
 /* cmd.c reads them from each request's configuration: all apply on reload. */
 static const struct ykey throttle_keys[HK_N] = {
 	[HK_ENABLED] = {"enabled", yp_set_bool, offsetof(struct config_throttle, enabled), 0, 0,
-			YP_RELOAD, yp_put_bool},
+			YP_RELOAD, yp_put_bool, NULL},
 	[HK_NAMESPACE] = {"namespace", set_namespace, offsetof(struct config_throttle, namespace),
-			  0, 0, YP_RELOAD, yp_put_chars},
+			  0, 0, YP_RELOAD, yp_put_chars, NULL},
 	[HK_MAX_BURST] = {"max_burst", yp_set_int64, offsetof(struct config_throttle, max_burst), 0,
-			  POLICY_MAX_COUNT - 1, YP_RELOAD, yp_put_int64},
+			  POLICY_MAX_COUNT - 1, YP_RELOAD, yp_put_int64, NULL},
 	[HK_MAX_PERIOD] = {"max_period", yp_set_duration,
 			   offsetof(struct config_throttle, max_period_ms), 1000,
-			   POLICY_MAX_PERIOD_MS, YP_RELOAD, yp_put_duration},
+			   POLICY_MAX_PERIOD_MS, YP_RELOAD, yp_put_duration, NULL},
 };
 
 static int set_throttle(struct yparser *P, const struct ykey *k, void *dst)
@@ -821,21 +713,21 @@ enum {
 
 static const struct ykey redis_keys[RK_N] = {
 	[RK_ADDRESS] = {"address", set_address, offsetof(struct config_redis, address), 0, 0,
-			YP_RESTART, put_redis_address},
+			YP_RESTART, put_redis_address, NULL},
 	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0,
-			CONFIG_CLUSTER_SEEDS_MAX, YP_RESTART, put_redis_cluster},
-	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0, YP_SECTION, NULL},
+			CONFIG_CLUSTER_SEEDS_MAX, YP_RESTART, put_redis_cluster, NULL},
+	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0, YP_SECTION, NULL, NULL},
 	[RK_USERNAME] = {"username", yp_set_string, offsetof(struct config_redis, username), 0, 0,
-			 YP_RESTART, yp_put_string},
+			 YP_RESTART, yp_put_string, NULL},
 	[RK_PASSWORD] = {"password", yp_set_string, offsetof(struct config_redis, password), 0, 0,
-			 YP_RESTART_SECRET, yp_put_string},
+			 YP_RESTART_SECRET, yp_put_string, NULL},
 	[RK_DATABASE] = {"database", yp_set_int, offsetof(struct config_redis, database), 0,
-			 2147483647, YP_RESTART, yp_put_int},
+			 2147483647, YP_RESTART, yp_put_int, NULL},
 	/* each request takes its deadline from its configuration */
 	[RK_TIMEOUT] = {"timeout", yp_set_duration, offsetof(struct config_redis, timeout_ms), 1,
-			60000, YP_RELOAD, yp_put_duration},
+			60000, YP_RELOAD, yp_put_duration, NULL},
 	[RK_CONNECTIONS] = {"connections", yp_set_int, offsetof(struct config_redis, connections),
-			    1, 64, YP_RESTART, yp_put_int},
+			    1, 64, YP_RESTART, yp_put_int, NULL},
 };
 
 static int set_redis(struct yparser *P, const struct ykey *k, void *dst)
@@ -923,9 +815,9 @@ enum { SK_MASTER, SK_ADDRESSES, SK_N };
 
 static const struct ykey sentinel_keys[SK_N] = {
 	[SK_MASTER] = {"master", yp_set_string, offsetof(struct config_redis, sentinel_master), 0,
-		       0, YP_RESTART, put_sentinel_master},
+		       0, YP_RESTART, put_sentinel_master, NULL},
 	[SK_ADDRESSES] = {"addresses", set_addr_list, offsetof(struct config_redis, sentinels), 0,
-			  0, YP_RESTART, put_sentinel_addresses},
+			  0, YP_RESTART, put_sentinel_addresses, NULL},
 };
 
 static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst)
@@ -986,29 +878,15 @@ static int set_rate(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-/* What an algorithm key may say, for its error message. */
-#define ALGO_NAMES "sliding_window, sliding_window_counter, fixed_window or funnel"
-
-static int set_algorithm(struct yparser *P, const struct ykey *k, void *dst)
-{
-	const char *s;
-	size_t len;
-	if (yp_scalar(P, k->name, ALGO_NAMES, &s, &len) < 0)
-		return -1;
-	if (policy_algo_parse(s, len, (enum policy_algo *)dst) < 0)
-		return yp_failk(P, P->ev.start_mark, k->name, "must be " ALGO_NAMES);
-	return 0;
-}
-
 enum { BK_AFTER, BK_WITHIN, BK_FOR, BK_N };
 
 static const struct ykey ban_keys[BK_N] = {
 	[BK_AFTER] = {"after", yp_set_int64, offsetof(struct policy_ban, after), 1,
-		      POLICY_BAN_MAX_AFTER, YP_PER_POLICY, NULL},
+		      POLICY_BAN_MAX_AFTER, YP_PER_POLICY, NULL, NULL},
 	[BK_WITHIN] = {"within", yp_set_duration, offsetof(struct policy_ban, within_ms), 1,
-		       POLICY_BAN_MAX_WITHIN_MS, YP_PER_POLICY, NULL},
+		       POLICY_BAN_MAX_WITHIN_MS, YP_PER_POLICY, NULL, NULL},
 	[BK_FOR] = {"for", yp_set_duration, offsetof(struct policy_ban, for_ms), 1,
-		    POLICY_MAX_PERIOD_MS, YP_PER_POLICY, NULL},
+		    POLICY_MAX_PERIOD_MS, YP_PER_POLICY, NULL, NULL},
 };
 
 /* ban: {after: N, within: DURATION, for: DURATION}, all three required. */
@@ -1040,27 +918,30 @@ enum {
 static int set_overrides(struct yparser *P, const struct ykey *k, void *dst);
 
 static const struct ykey policy_keys[PK_N] = {
-	[PK_ALGORITHM] = {"algorithm", set_algorithm, offsetof(struct policy_form, algo), 0, 0,
-			  YP_PER_POLICY, NULL},
-	[PK_LIMITS] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_PER_POLICY, NULL},
+	[PK_ALGORITHM] = {"algorithm", yp_set_enum, offsetof(struct policy_form, algo), 0, 0,
+			  YP_PER_POLICY, NULL, policy_algo_names},
+	[PK_LIMITS] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_PER_POLICY, NULL, NULL},
 	[PK_CAPACITY] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
-			 POLICY_MAX_COUNT, YP_PER_POLICY, NULL},
+			 POLICY_MAX_COUNT, YP_PER_POLICY, NULL, NULL},
 	[PK_RATE] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_PER_POLICY,
-		     NULL},
+		     NULL, NULL},
 	[PK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct policy_form, shadow), 0, 0,
-		       YP_PER_POLICY, NULL},
-	[PK_BAN] = {"ban", set_ban, offsetof(struct policy_form, ban), 0, 0, YP_PER_POLICY, NULL},
-	[PK_OVERRIDES] = {"overrides", set_overrides, 0, 0, OVERRIDE_MAX, YP_PER_POLICY, NULL},
-	[PK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct policy_form, on_error), 0,
-			 0, YP_PER_POLICY, NULL},
+		       YP_PER_POLICY, NULL, NULL},
+	[PK_BAN] = {"ban", set_ban, offsetof(struct policy_form, ban), 0, 0, YP_PER_POLICY, NULL,
+		    NULL},
+	[PK_OVERRIDES] = {"overrides", set_overrides, 0, 0, OVERRIDE_MAX, YP_PER_POLICY, NULL,
+			  NULL},
+	[PK_ON_ERROR] = {"on_store_error", yp_set_enum, offsetof(struct policy_form, on_error), 0,
+			 0, YP_PER_POLICY, NULL, policy_on_error_names},
 };
 
 /* The keys an override's mapping may have: the policy's, limits only. */
 static const struct ykey override_keys[3] = {
-	[0] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_PER_POLICY, NULL},
+	[0] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_PER_POLICY, NULL, NULL},
 	[1] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
-	       POLICY_MAX_COUNT, YP_PER_POLICY, NULL},
-	[2] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_PER_POLICY, NULL},
+	       POLICY_MAX_COUNT, YP_PER_POLICY, NULL, NULL},
+	[2] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_PER_POLICY, NULL,
+	       NULL},
 };
 static const int override_pk[3] = {PK_LIMITS, PK_CAPACITY, PK_RATE};
 
@@ -1444,40 +1325,43 @@ enum {
 };
 
 static const struct ykey top_keys[TK_N] = {
-	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0, YP_RESTART_LIST, put_listen},
-	[TK_STORE] = {"store", set_store, offsetof(struct config, store), 0, 0, YP_RESTART,
-		      put_store},
+	[TK_LISTEN] = {"listen", set_listen, 0, 0, 0, YP_RESTART_LIST, put_listen, NULL},
+	[TK_STORE] = {"store", yp_set_enum, offsetof(struct config, store), 0, 0, YP_RESTART,
+		      yp_put_enum, store_names},
 	[TK_MEMORY] = {"memory", set_memory, offsetof(struct config, memory), 0, 0, YP_SECTION,
-		       NULL},
-	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0, YP_SECTION, NULL},
+		       NULL, NULL},
+	[TK_REDIS] = {"redis", set_redis, offsetof(struct config, redis), 0, 0, YP_SECTION, NULL,
+		      NULL},
 	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0, YP_RELOAD,
-		       put_prefix},
-	[TK_ON_ERROR] = {"on_store_error", set_on_error, offsetof(struct config, on_store_error), 0,
-			 0, YP_RELOAD, put_on_error},
+		       put_prefix, NULL},
+	[TK_ON_ERROR] = {"on_store_error", yp_set_enum, offsetof(struct config, on_store_error), 0,
+			 0, YP_RELOAD, yp_put_enum, policy_on_error_names},
 	/* read by each decision taken locally */
 	[TK_LOCAL_SHARE] = {"local_share", set_share, offsetof(struct config, local_share), 0, 0,
-			    YP_RELOAD, put_share},
+			    YP_RELOAD, put_share, NULL},
 	[TK_MAX_LINE] = {"max_line", yp_set_size, offsetof(struct config, max_line), 64, 1048576,
-			 YP_RELOAD, yp_put_size},
+			 YP_RELOAD, yp_put_size, NULL},
 	[TK_MAX_CLIENTS] = {"max_clients", yp_set_int, offsetof(struct config, max_clients), 1,
-			    1000000, YP_RELOAD, yp_put_int},
+			    1000000, YP_RELOAD, yp_put_int, NULL},
 	/* for the clients that connect after the reload */
 	[TK_IDLE_TIMEOUT] = {"idle_timeout", yp_set_duration,
 			     offsetof(struct config, idle_timeout_ms), 1000, POLICY_MAX_PERIOD_MS,
-			     YP_RELOAD, yp_put_duration},
+			     YP_RELOAD, yp_put_duration, NULL},
 	[TK_REQUEST_TIMEOUT] = {"request_timeout", yp_set_duration,
 				offsetof(struct config, request_timeout_ms), 100, 3600000,
-				YP_RELOAD, yp_put_duration},
+				YP_RELOAD, yp_put_duration, NULL},
 	/* main.c's reload sets it */
-	[TK_LOG_LEVEL] = {"log_level", set_log_level, offsetof(struct config, log_level), 0, 0,
-			  YP_RELOAD, put_log_level},
-	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_SECTION, NULL},
+	[TK_LOG_LEVEL] = {"log_level", yp_set_enum, offsetof(struct config, log_level), 0, 0,
+			  YP_RELOAD, yp_put_enum, log_level_names},
+	[TK_METRICS] = {"metrics", set_metrics, 0, 0, 0, YP_SECTION, NULL, NULL},
 	[TK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct config, shadow), 0, 0, YP_RELOAD,
-		       yp_put_bool},
+		       yp_put_bool, NULL},
 	[TK_THROTTLE] = {"throttle", set_throttle, offsetof(struct config, throttle), 0, 0,
-			 YP_SECTION, NULL},
-	[TK_ENVOY] = {"envoy", set_envoy, offsetof(struct config, envoy), 0, 0, YP_SECTION, NULL},
-	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_PER_POLICY, NULL},
+			 YP_SECTION, NULL, NULL},
+	[TK_ENVOY] = {"envoy", set_envoy, offsetof(struct config, envoy), 0, 0, YP_SECTION, NULL,
+		      NULL},
+	[TK_POLICIES] = {"policies", set_policies, 0, 0, CONFIG_POLICIES_MAX, YP_PER_POLICY, NULL,
+			 NULL},
 };
 
 static const struct policy *find_own_policy(const struct config *c, const char *name, size_t len);
