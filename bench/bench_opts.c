@@ -13,8 +13,21 @@
 #define MAX_PIPELINE 65536
 #define ZIPF_MAX_KEYS 10000000ULL
 
+/* The algorithms --policy takes limits for ("a, b or c"). */
+static const char *window_algos(char *buf, size_t cap)
+{
+	struct yenum w[POLICY_ALGO_N + 1];
+	size_t n = 0;
+	for (const struct yenum *a = policy_algo_names; a->name; a++)
+		if (policy_algo_shape((enum policy_algo)a->value) == POLICY_SHAPE_WINDOWS)
+			w[n++] = *a;
+	w[n] = (struct yenum){NULL, 0, NULL};
+	return yenum_list(w, 0, buf, cap);
+}
+
 static void usage(FILE *f)
 {
+	char algos[128];
 	fprintf(f,
 		"usage: ratelimit-bench [options]\n"
 		"  --target daemon|redis|both   what to drive (default daemon; redis = direct EVALSHA)\n"
@@ -28,9 +41,8 @@ static void usage(FILE *f)
 		"      --keys uniform:K|zipf:K:S|hot   user distribution (default uniform:100000)\n"
 		"      --action NAME            action / policy name (default bench)\n"
 		"      --cost C                 cost per request (default 1, not sent to the daemon)\n"
-		"      --policy SPEC            direct mode policy: \"sliding_window 5/60000 [...]\"\n"
-		"                               (or fixed_window, sliding_window_counter) or\n"
-		"                               \"funnel CAPACITY COUNT/PERIOD\"; periods in ms or with a unit\n"
+		"      --policy SPEC            direct mode policy: \"ALGORITHM 5/60000 [...]\" (%s)\n"
+		"                               or \"funnel CAPACITY COUNT/PERIOD\"; periods in ms or with a unit\n"
 		"      --config FILE            take the policy, prefix and addresses from the daemon's YAML\n"
 		"      --prefix P               key prefix for direct mode (default rl:)\n"
 		"      --redis HOST:PORT|unix:PATH      Redis for direct mode (default 127.0.0.1:6379)\n"
@@ -44,7 +56,8 @@ static void usage(FILE *f)
 		"      --seed N                 key sequence seed (default 1)\n"
 		"      --csv                    print one CSV line instead of the report\n"
 		"      --csv-header             print the CSV header line and exit\n"
-		"  -h, --help\n");
+		"  -h, --help\n",
+		window_algos(algos, sizeof(algos)));
 }
 
 static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -121,8 +134,8 @@ static int parse_rate_arg(const char *s, int64_t *count, int64_t *period_ms, con
 	return 0;
 }
 
-/* --policy "sliding_window 5/60000 [20/1h ...]" (or fixed_window,
- * sliding_window_counter) | "funnel 15 30/60000" */
+/* --policy "sliding_window 5/60000 [20/1h ...]" (or another window
+ * algorithm) | "funnel 15 30/60000" */
 static int parse_policy_spec(struct bench_opts *o, const char *spec, char *err, size_t errlen)
 {
 	char buf[512];
@@ -170,9 +183,9 @@ static int parse_policy_spec(struct bench_opts *o, const char *spec, char *err, 
 			l->capacity = l->count;
 		}
 	} else {
-		snprintf(err, errlen,
-			 "--policy: algorithm must be sliding_window, fixed_window, "
-			 "sliding_window_counter or funnel");
+		char names[128];
+		snprintf(err, errlen, "--policy: algorithm must be %s",
+			 yenum_list(policy_algo_names, 0, names, sizeof(names)));
 		return -1;
 	}
 	if (policy_validate(p, &why) < 0)

@@ -12,6 +12,7 @@
 
 #include "decimal.h"
 #include "policy.h"
+#include "yenum.h"
 
 /* Room kept in parser.out for the "... and N more errors" line. */
 #define ERRORS_MORE_ROOM 48
@@ -445,6 +446,24 @@ int yp_set_bool(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
+/* Room for a table's names in a message, glosses included. */
+#define YP_NAMES_MAX 256
+
+int yp_set_enum(struct yparser *P, const struct ykey *k, void *dst)
+{
+	char names[YP_NAMES_MAX];
+	const char *s;
+	size_t len;
+	int v;
+	if (yp_scalar(P, k->name, yenum_list(k->names, 0, names, sizeof(names)), &s, &len) < 0)
+		return -1;
+	if (yenum_parse(k->names, s, len, &v) < 0)
+		return yp_failk(P, P->ev.start_mark, k->name, "must be %s",
+				yenum_list(k->names, 1, names, sizeof(names)));
+	*(int *)dst = v;
+	return 0;
+}
+
 /* Edits (insert, delete, change, swap two neighbours) from a[0..al) to b,
  * or more than YP_SUGGEST_MAX when it is that far: keys are short. */
 #define YP_SUGGEST_MAX 2
@@ -786,6 +805,12 @@ void yp_put_size(FILE *f, const struct ykey *k, const void *base)
 void yp_put_bool(FILE *f, const struct ykey *k, const void *base)
 {
 	fputs(*(const int *)((const char *)base + k->offset) ? "true" : "false", f);
+}
+
+void yp_put_enum(FILE *f, const struct ykey *k, const void *base)
+{
+	const char *name = yenum_name(k->names, *(const int *)((const char *)base + k->offset));
+	fputs(name ? name : "?", f);
 }
 
 /* As a file would write it (0 is how idle_timeout says "no limit"). */

@@ -8,6 +8,8 @@
 
 #include <yaml.h>
 
+struct yenum;
+
 /* Error text: up to YP_ERRORS_SHOWN lines, then "... and N more errors". */
 #define YP_ERR_MAX 8192
 #define YP_ERRORS_SHOWN 20
@@ -72,6 +74,8 @@ enum yp_reload {
  * `put` prints the value found from base, so that a reload can log a
  * YP_RELOAD key's old and new values and compare a YP_RESTART key with the
  * running one; NULL for the other kinds, which have no value of their own.
+ * `names` is the table of an enum key's names (yp_set_enum, yp_put_enum;
+ * nginx's ngx_conf_set_enum_slot), NULL for other keys.
  */
 struct ykey {
 	const char *name;
@@ -80,6 +84,7 @@ struct ykey {
 	int64_t min, max;
 	enum yp_reload reload;
 	void (*put)(FILE *f, const struct ykey *k, const void *base);
+	const struct yenum *names;
 };
 
 /* Reads the whole file at path (at most max bytes) into *buf (malloc'd,
@@ -132,6 +137,8 @@ int yp_set_size(struct yparser *P, const struct ykey *k, void *dst);	 /* size_t 
 int yp_set_duration(struct yparser *P, const struct ykey *k, void *dst); /* int64_t ms */
 int yp_set_string(struct yparser *P, const struct ykey *k, void *dst);	 /* char *, non-empty */
 int yp_set_bool(struct yparser *P, const struct ykey *k, void *dst);	 /* int, true/false */
+/* An int or enum named in k->names; "must be a, b or c (gloss)" otherwise. */
+int yp_set_enum(struct yparser *P, const struct ykey *k, void *dst);
 
 /* Printers for key tables: "(none)" for a NULL string or an empty char []. */
 void yp_put_string(FILE *f, const struct ykey *k, const void *base);   /* char * */
@@ -140,6 +147,7 @@ void yp_put_int(FILE *f, const struct ykey *k, const void *base);      /* int */
 void yp_put_int64(FILE *f, const struct ykey *k, const void *base);    /* int64_t */
 void yp_put_size(FILE *f, const struct ykey *k, const void *base);     /* size_t */
 void yp_put_bool(FILE *f, const struct ykey *k, const void *base);     /* int: true/false */
+void yp_put_enum(FILE *f, const struct ykey *k, const void *base);     /* its name in k->names */
 void yp_put_duration(FILE *f, const struct ykey *k, const void *base); /* int64_t ms: 10s, 50ms */
 
 /*

@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "config_yaml.h"
+#include "yenum.h"
 
 /* The largest file taken, and the most files of a directory. */
 #define ENVOY_FILE_MAX (16 * 1024 * 1024)
@@ -181,7 +182,7 @@ static int set_u32(struct yparser *P, const struct ykey *k, void *dst)
 /* One replaces entry: {name: NAME}. */
 enum { RPK_NAME, RPK_N };
 static const struct ykey replace_keys[RPK_N] = {
-	[RPK_NAME] = {"name", set_string_any, 0, 0, 0, YP_RELOAD, NULL},
+	[RPK_NAME] = {"name", set_string_any, 0, 0, 0, YP_RELOAD, NULL, NULL},
 };
 
 static int replace_entry(struct yparser *P, const struct ykey *k, void *dst, size_t i)
@@ -223,16 +224,16 @@ static int set_replaces(struct yparser *P, const struct ykey *k, void *dst)
 enum { LMK_UNIT, LMK_RPU, LMK_UNLIMITED, LMK_NAME, LMK_REPLACES, LMK_ALGORITHM, LMK_N };
 static const struct ykey limit_keys[LMK_N] = {
 	[LMK_UNIT] = {"unit", set_string_any, offsetof(struct limit_form, unit), 0, 0, YP_RELOAD,
-		      NULL},
+		      NULL, NULL},
 	[LMK_RPU] = {"requests_per_unit", set_u32, offsetof(struct limit_form, requests_per_unit),
-		     0, POLICY_MAX_COUNT, YP_RELOAD, NULL},
+		     0, POLICY_MAX_COUNT, YP_RELOAD, NULL, NULL},
 	[LMK_UNLIMITED] = {"unlimited", yp_set_bool, offsetof(struct limit_form, unlimited), 0, 0,
-			   YP_RELOAD, NULL},
+			   YP_RELOAD, NULL, NULL},
 	[LMK_NAME] = {"name", set_string_any, offsetof(struct limit_form, name), 0, 0, YP_RELOAD,
-		      NULL},
-	[LMK_REPLACES] = {"replaces", set_replaces, 0, 0, 0, YP_RELOAD, NULL},
+		      NULL, NULL},
+	[LMK_REPLACES] = {"replaces", set_replaces, 0, 0, 0, YP_RELOAD, NULL, NULL},
 	[LMK_ALGORITHM] = {"algorithm", set_string_any, offsetof(struct limit_form, algorithm), 0,
-			   0, YP_RELOAD, NULL},
+			   0, YP_RELOAD, NULL, NULL},
 };
 
 static int set_rate_limit(struct yparser *P, const struct ykey *k, void *dst)
@@ -294,22 +295,24 @@ enum {
 	DK_N
 };
 static const struct ykey desc_keys[DK_N] = {
-	[DK_KEY] = {"key", set_string_any, offsetof(struct desc_form, key), 0, 0, YP_RELOAD, NULL},
+	[DK_KEY] = {"key", set_string_any, offsetof(struct desc_form, key), 0, 0, YP_RELOAD, NULL,
+		    NULL},
 	[DK_VALUE] = {"value", set_string_any, offsetof(struct desc_form, value), 0, 0, YP_RELOAD,
-		      NULL},
-	[DK_RATE_LIMIT] = {"rate_limit", set_rate_limit, 0, 0, 0, YP_RELOAD, NULL},
+		      NULL, NULL},
+	[DK_RATE_LIMIT] = {"rate_limit", set_rate_limit, 0, 0, 0, YP_RELOAD, NULL, NULL},
 	[DK_DESCRIPTORS] = {"descriptors", set_descriptors, offsetof(struct desc_form, node), 0, 0,
-			    YP_RELOAD, NULL},
+			    YP_RELOAD, NULL, NULL},
 	[DK_SHADOW] = {"shadow_mode", yp_set_bool, offsetof(struct desc_form, shadow), 0, 0,
-		       YP_RELOAD, NULL},
+		       YP_RELOAD, NULL, NULL},
 	/* metric names only, in envoyproxy/ratelimit: accepted, no effect */
 	[DK_DETAILED] = {"detailed_metric", yp_set_bool, offsetof(struct desc_form, ignored_flag),
-			 0, 0, YP_RELOAD, NULL},
+			 0, 0, YP_RELOAD, NULL, NULL},
 	[DK_VALUE_TO_METRIC] = {"value_to_metric", yp_set_bool,
-				offsetof(struct desc_form, ignored_flag), 0, 0, YP_RELOAD, NULL},
-	[DK_METADATA] = {"metadata", skip_value, 0, 0, 0, YP_RELOAD, NULL},
-	[DK_QUOTA] = {"quota_mode", refuse_flag, 0, 0, 0, YP_RELOAD, NULL},
-	[DK_SHARE] = {"share_threshold", refuse_flag, 0, 0, 0, YP_RELOAD, NULL},
+				offsetof(struct desc_form, ignored_flag), 0, 0, YP_RELOAD, NULL,
+				NULL},
+	[DK_METADATA] = {"metadata", skip_value, 0, 0, 0, YP_RELOAD, NULL, NULL},
+	[DK_QUOTA] = {"quota_mode", refuse_flag, 0, 0, 0, YP_RELOAD, NULL, NULL},
+	[DK_SHARE] = {"share_threshold", refuse_flag, 0, 0, 0, YP_RELOAD, NULL, NULL},
 };
 
 static int parse_unit(const char *s, enum envoy_unit *out)
@@ -361,10 +364,10 @@ static int make_limit(struct yparser *P, struct desc_form *f, enum policy_algo a
 	}
 	if (lf->algorithm) {
 		if (policy_algo_parse(lf->algorithm, strlen(lf->algorithm), &algo) < 0) {
+			char names[128];
 			limit_free(l);
-			return yp_fail(P, lf->algorithm_mark,
-				       "rate_limit.algorithm: expected fixed_window, "
-				       "sliding_window, sliding_window_counter or funnel");
+			return yp_fail(P, lf->algorithm_mark, "rate_limit.algorithm: expected %s",
+				       yenum_list(policy_algo_names, 0, names, sizeof(names)));
 		}
 	}
 	if (lf->name && strlen(lf->name) > ENVOY_NAME_MAX) {
@@ -470,10 +473,10 @@ static int set_file_algorithm(struct yparser *P, const struct ykey *k, void *dst
 	size_t len;
 	if (yp_scalar(P, k->name, "an algorithm", &s, &len) < 0)
 		return -1;
+	char names[128];
 	if (policy_algo_parse(s, len, &F->algo) < 0)
-		return yp_failk(P, P->ev.start_mark, k->name,
-				"expected fixed_window, sliding_window, sliding_window_counter "
-				"or funnel");
+		return yp_failk(P, P->ev.start_mark, k->name, "expected %s",
+				yenum_list(policy_algo_names, 0, names, sizeof(names)));
 	if (F->domain.root->nchildren)
 		return yp_failk(P, P->ev.start_mark, k->name,
 				"must come before descriptors to apply to them");
@@ -483,10 +486,10 @@ static int set_file_algorithm(struct yparser *P, const struct ykey *k, void *dst
 enum { FK_DOMAIN, FK_DESCRIPTORS, FK_ALGORITHM, FK_N };
 static const struct ykey file_keys[FK_N] = {
 	[FK_DOMAIN] = {"domain", set_domain, offsetof(struct file_read, domain.name), 0, 0,
-		       YP_RELOAD, NULL},
+		       YP_RELOAD, NULL, NULL},
 	[FK_DESCRIPTORS] = {"descriptors", set_descriptors, offsetof(struct file_read, domain.root),
-			    0, 0, YP_RELOAD, NULL},
-	[FK_ALGORITHM] = {"algorithm", set_file_algorithm, 0, 0, 0, YP_RELOAD, NULL},
+			    0, 0, YP_RELOAD, NULL, NULL},
+	[FK_ALGORITHM] = {"algorithm", set_file_algorithm, 0, 0, 0, YP_RELOAD, NULL, NULL},
 };
 
 /* ---- after reading: lookup tables, names, checks ---- */

@@ -8,7 +8,13 @@
 #include <unistd.h>
 
 static int threshold = LOG_LEVEL_INFO;
-static const char *const level_names[] = {"debug", "info", "warn", "error"};
+const struct yenum log_level_names[] = {
+	{"debug", LOG_LEVEL_DEBUG, NULL},
+	{"info", LOG_LEVEL_INFO, NULL},
+	{"warn", LOG_LEVEL_WARN, NULL},
+	{"error", LOG_LEVEL_ERROR, NULL},
+	{NULL, 0, NULL},
+};
 
 void log_set_level(int level)
 {
@@ -22,21 +28,20 @@ int log_get_level(void)
 
 int log_level_parse(const char *s)
 {
-	for (int i = 0; i < 4; i++)
-		if (strcmp(s, level_names[i]) == 0)
-			return i;
-	return -1;
+	int level;
+	return yenum_parse(log_level_names, s, strlen(s), &level) == 0 ? level : -1;
 }
 
 const char *log_level_name(int level)
 {
-	return level >= 0 && level < 4 ? level_names[level] : "?";
+	const char *name = yenum_name(log_level_names, level);
+	return name ? name : "?";
 }
 
 static void log_emit(int level, const char *fmt, va_list ap)
 {
 	char line[2048];
-	int n = snprintf(line, sizeof(line), "%s: ", level_names[level]);
+	int n = snprintf(line, sizeof(line), "%s: ", log_level_names[level].name);
 	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
 	if (len > sizeof(line) - 2)

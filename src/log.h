@@ -4,11 +4,15 @@
 
 #include <stddef.h>
 
+#include "yenum.h"
+
 /* Prefixed: <syslog.h> defines LOG_DEBUG, LOG_INFO, LOG_ERR... as macros. */
 enum log_level { LOG_LEVEL_DEBUG = 0, LOG_LEVEL_INFO, LOG_LEVEL_WARN, LOG_LEVEL_ERROR };
 
 void log_set_level(int level);
 int log_get_level(void);
+/* "debug", "info", "warn", "error": entry i names level i. */
+extern const struct yenum log_level_names[];
 /* "debug" | "info" | "warn" | "error" -> level, or -1. */
 int log_level_parse(const char *s);
 const char *log_level_name(int level);

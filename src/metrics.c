@@ -45,13 +45,20 @@ struct metrics {
 	int stopping;
 };
 
-static void family(struct evbuffer *b, const char *name, const char *type, const char *help)
-{
-	evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
+/* What one scrape reads, once, before any family is written. */
+struct scrape {
+	struct metrics *m;
+	const struct config *cfg;
+	struct store *store;
+	struct store_health health;
+	struct process_info proc;
+	struct store_memory_stats mem;
+	int have_mem; /* the store is the memory store */
+};
 
 /* One action's decisions, allowed and denied. */
-static void put_action(struct evbuffer *b, const struct policy *p, const struct stats_action *a)
+static void put_action(struct evbuffer *b, const char *name, const struct policy *p,
+		       const struct stats_action *a)
 {
 	if (!a)
 		return;
@@ -59,11 +66,8 @@ static void put_action(struct evbuffer *b, const struct policy *p, const struct 
 		unsigned long long n = 0;
 		for (int f = 0; f < STATS_FROM_N; f++)
 			n += a->decisions[f][r];
-		evbuffer_add_printf(
-			b,
-			"ratelimitd_action_decisions_total{action=\"%s\",result=\"%s\"} "
-			"%llu\n",
-			p->name, r ? "allowed" : "denied", n);
+		evbuffer_add_printf(b, "%s{action=\"%s\",result=\"%s\"} %llu\n", name, p->name,
+				    r ? "allowed" : "denied", n);
 	}
 }
 
@@ -92,224 +96,332 @@ static void put_hist(struct evbuffer *b, const char *name, const char *label, co
 			    (unsigned long long)h->count);
 }
 
-/* The standard process_* families, as Prometheus's client libraries name
- * them; read now (a scrape is seldom), never on a request's path. */
-static void put_process(struct evbuffer *b)
-{
-	struct process_info pi;
-	process_read(&pi);
-	if (pi.have_stat) {
-		family(b, "process_cpu_seconds_total", "counter",
-		       "User and system CPU time spent, in seconds.");
-		evbuffer_add_printf(b, "process_cpu_seconds_total %.2f\n", pi.cpu_seconds);
-		family(b, "process_resident_memory_bytes", "gauge", "Resident memory, in bytes.");
-		evbuffer_add_printf(b, "process_resident_memory_bytes %llu\n",
-				    (unsigned long long)pi.resident_bytes);
-		family(b, "process_virtual_memory_bytes", "gauge", "Virtual memory, in bytes.");
-		evbuffer_add_printf(b, "process_virtual_memory_bytes %llu\n",
-				    (unsigned long long)pi.virtual_bytes);
-	}
-	if (pi.open_fds >= 0) {
-		family(b, "process_open_fds", "gauge", "Open file descriptors.");
-		evbuffer_add_printf(b, "process_open_fds %ld\n", pi.open_fds);
-	}
-	if (pi.max_fds >= 0) {
-		family(b, "process_max_fds", "gauge",
-		       "The most file descriptors the process may open (RLIMIT_NOFILE).");
-		evbuffer_add_printf(b, "process_max_fds %ld\n", pi.max_fds);
-	}
-	family(b, "process_start_time_seconds", "gauge",
-	       "When the process started, in seconds since the epoch.");
-	evbuffer_add_printf(b, "process_start_time_seconds %.3f\n", stats.start_time);
-}
+/* The samples of the labelled families (and of the histograms): each
+ * writes the family `name`'s lines. */
 
-static void render(struct metrics *m, struct evbuffer *b)
+static void build_info(struct evbuffer *b, const char *name, const struct scrape *s)
 {
-	const struct config *cfg = server_config(m->srv);
-	struct store *store = server_store(m->srv);
-	struct store_health h;
-	store_health(store, &h);
-
-	family(b, "ratelimitd_build_info", "gauge",
-	       "The running version, and the versions of the libraries it runs with; always 1.");
-	evbuffer_add_printf(
-		b,
-		"ratelimitd_build_info{version=\"%s\",libevent=\"%s\",hiredis=\"%d.%d.%d\","
-		"nghttp2=\"%s\",systemd=\"%s\"} 1\n",
-		RATELIMITD_VERSION, event_get_version(), HIREDIS_MAJOR, HIREDIS_MINOR,
-		HIREDIS_PATCH, nghttp2_version(0)->version_str,
+	(void)s;
+	evbuffer_add_printf(b,
+			    "%s{version=\"%s\",libevent=\"%s\",hiredis=\"%d.%d.%d\","
+			    "nghttp2=\"%s\",systemd=\"%s\"} 1\n",
+			    name, RATELIMITD_VERSION, event_get_version(), HIREDIS_MAJOR,
+			    HIREDIS_MINOR, HIREDIS_PATCH, nghttp2_version(0)->version_str,
 #ifdef HAVE_SYSTEMD
-		"yes"
+			    "yes"
 #else
-		"no"
+			    "no"
 #endif
 	);
-	put_process(b);
-	family(b, "ratelimitd_start_time_seconds", "gauge",
-	       "When the daemon started, in seconds since the epoch.");
-	evbuffer_add_printf(b, "ratelimitd_start_time_seconds %.3f\n", stats.start_time);
+}
 
-	family(b, "ratelimitd_requests_total", "counter", "Requests parsed, by command.");
+static void requests(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
 	for (int v = 0; v < CMD_VERB_N; v++)
-		evbuffer_add_printf(b, "ratelimitd_requests_total{command=\"%s\"} %llu\n",
+		evbuffer_add_printf(b, "%s{command=\"%s\"} %llu\n", name,
 				    proto_verb_name((enum cmd_verb)v), stats.requests[v]);
+}
 
-	family(b, "ratelimitd_decisions_total", "counter",
-	       "ALLOW and PEEK answers, by result and by who decided: redis, the local deny "
-	       "cache, the on_store_error fallback, an override, the memory store (store: "
-	       "memory), or this daemon while Redis could not (on_store_error: local).");
+static void decisions(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
 	for (int f = 0; f < STATS_FROM_N; f++)
 		for (int a = 1; a >= 0; a--) {
 			if (f == STATS_FROM_CACHE && a == 1)
 				continue; /* the cache only ever denies */
-			evbuffer_add_printf(
-				b, "ratelimitd_decisions_total{result=\"%s\",source=\"%s\"} %llu\n",
-				a ? "allowed" : "denied", stats_from_name((enum stats_from)f),
-				stats.decisions[f][a]);
+			evbuffer_add_printf(b, "%s{result=\"%s\",source=\"%s\"} %llu\n", name,
+					    a ? "allowed" : "denied",
+					    stats_from_name((enum stats_from)f),
+					    stats.decisions[f][a]);
 		}
+}
 
-	family(b, "ratelimitd_action_decisions_total", "counter",
-	       "ALLOW and PEEK answers per action (policy) of the running configuration, by "
-	       "result, whoever decided.");
+static void action_decisions(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	const struct config *cfg = s->cfg;
 	for (size_t i = 0; i < cfg->npolicies; i++)
-		put_action(b, &cfg->policies[i], stats_action_of(cfg, &cfg->policies[i]));
+		put_action(b, name, &cfg->policies[i], stats_action_of(cfg, &cfg->policies[i]));
 	/* envoy rules: only those used so far (there may be thousands) */
 	const struct envoy_rules *er = cfg->envoy.rules;
 	for (size_t i = 0; er && i < er->nnames; i++)
-		put_action(b, er->by_name[i],
+		put_action(b, name, er->by_name[i],
 			   stats_action_find(er->by_name[i]->name, er->by_name[i]->name_len));
+}
 
-	family(b, "ratelimitd_shadow_denied_total", "counter",
-	       "Denials that shadow mode answered ALLOWED (counted as denied above too).");
-	evbuffer_add_printf(b, "ratelimitd_shadow_denied_total %llu\n", stats.shadow_denied);
-	family(b, "ratelimitd_overrides_live", "gauge",
-	       "Run-time overrides (OVERRIDE) in force, as this daemon mirrors them from Redis.");
-	evbuffer_add_printf(b, "ratelimitd_overrides_live %zu\n", server_noverrides(m->srv));
-	family(b, "ratelimitd_multi_partial_total", "counter",
-	       "MALLOWs a Redis Cluster denied after charging some of their pairs "
-	       "(another request took the last units between check and charge)");
-	evbuffer_add_printf(b, "ratelimitd_multi_partial_total %llu\n", stats.multi_partial);
-	family(b, "ratelimitd_action_shadow_denied_total", "counter",
-	       "Denials that shadow mode answered ALLOWED, per action of the running "
-	       "configuration.");
+static void action_shadow_denied(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	const struct config *cfg = s->cfg;
 	for (size_t i = 0; i < cfg->npolicies; i++) {
 		const struct policy *p = &cfg->policies[i];
 		const struct stats_action *a = stats_action_of(cfg, p);
 		if (a)
-			evbuffer_add_printf(
-				b, "ratelimitd_action_shadow_denied_total{action=\"%s\"} %llu\n",
-				p->name, a->shadow_denied);
+			evbuffer_add_printf(b, "%s{action=\"%s\"} %llu\n", name, p->name,
+					    a->shadow_denied);
 	}
+}
 
-	family(b, "ratelimitd_store_errors_total", "counter",
-	       "Requests Redis did not decide, by reason; answered per on_store_error "
-	       "(RESET: ERR store-unavailable).");
+static void store_errors(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
 	for (int st = STORE_TIMEOUT; st < STATS_STORE_STATUS_N; st++)
-		evbuffer_add_printf(b, "ratelimitd_store_errors_total{reason=\"%s\"} %llu\n",
+		evbuffer_add_printf(b, "%s{reason=\"%s\"} %llu\n", name,
 				    store_status_name((enum store_status)st),
 				    stats.store_errors[st]);
+}
 
-	family(b, "ratelimitd_store_failures_total", "counter",
-	       "Requests Redis answered with an error (reason=\"failed\" above), by kind: "
-	       "noperm (the ACL lacks what the script needs), oom, busy, loading, key (a key "
-	       "of the wrong type), script, reply (an unexpected reply), ...");
+static void store_failures(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
 	for (int e = STORE_ERROR_NONE + 1; e < STORE_ERROR_N; e++)
-		evbuffer_add_printf(b, "ratelimitd_store_failures_total{error=\"%s\"} %llu\n",
+		evbuffer_add_printf(b, "%s{error=\"%s\"} %llu\n", name,
 				    store_error_name((enum store_error)e), stats.store_failures[e]);
+}
 
-	family(b, "ratelimitd_errors_total", "counter", "ERR replies, by code.");
+static void errors(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
 	for (int e = 0; e < CMD_ERR_N; e++)
-		evbuffer_add_printf(b, "ratelimitd_errors_total{code=\"%s\"} %llu\n",
+		evbuffer_add_printf(b, "%s{code=\"%s\"} %llu\n", name,
 				    proto_error_code((enum cmd_error)e), stats.errors[e]);
+}
 
-	family(b, "ratelimitd_clients", "gauge", "Clients connected now.");
-	evbuffer_add_printf(b, "ratelimitd_clients %zu\n", server_nclients(m->srv));
-	family(b, "ratelimitd_clients_accepted_total", "counter",
-	       "Client connections accepted (those refused by max_clients are in "
-	       "ratelimitd_errors_total{code=\"too-many-clients\"}).");
-	evbuffer_add_printf(b, "ratelimitd_clients_accepted_total %llu\n", stats.clients_accepted);
-
-	family(b, "ratelimitd_envoy_unknown_domain_total", "counter",
-	       "gRPC ShouldRateLimit calls for a domain no envoy rule file has (answered OK).");
-	evbuffer_add_printf(b, "ratelimitd_envoy_unknown_domain_total %llu\n",
-			    stats.envoy_unknown_domain);
-
-	family(b, "ratelimitd_store_pending", "gauge", "Requests waiting on Redis now.");
-	evbuffer_add_printf(b, "ratelimitd_store_pending %zu\n", store_pending(store));
-	family(b, "ratelimitd_deny_cache_entries", "gauge",
-	       "Denials the local deny cache holds now (its hits: ratelimitd_decisions_total"
-	       "{source=\"cache\"}).");
-	evbuffer_add_printf(b, "ratelimitd_deny_cache_entries %zu\n", server_deny_entries(m->srv));
-
-	family(b, "ratelimitd_decision_duration_seconds", "histogram",
-	       "Decisions (ALLOW, PEEK, MALLOW, MPEEK, CL.THROTTLE, gRPC ShouldRateLimit), from "
-	       "the request parsed to its answer ready to write, by front end.");
+static void decision_duration(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
 	for (int f = 0; f < STATS_FRONT_N; f++) {
 		char label[32];
 		snprintf(label, sizeof(label), "protocol=\"%s\"",
 			 stats_front_name((enum stats_front)f));
-		put_hist(b, "ratelimitd_decision_duration_seconds", label, &stats.decision_us[f],
-			 &stats_latency_bounds);
+		put_hist(b, name, label, &stats.decision_us[f], &stats_latency_bounds);
 	}
-	family(b, "ratelimitd_store_round_trip_seconds", "histogram",
-	       "Calls to Redis (a batch of decisions, or one), from sent to their reply read.");
-	put_hist(b, "ratelimitd_store_round_trip_seconds", "", &stats.store_rtt_us,
-		 &stats_latency_bounds);
-	family(b, "ratelimitd_store_batch_size", "histogram",
-	       "Requests per call sent to Redis (requests of one event loop turn go together).");
-	put_hist(b, "ratelimitd_store_batch_size", "", &stats.batch_size, &stats_batch_bounds);
-	family(b, "ratelimitd_redis_up", "gauge",
-	       "1 while at least one connection to Redis answers, else 0.");
-	evbuffer_add_printf(b, "ratelimitd_redis_up %d\n", h.conns_up > 0);
-	family(b, "ratelimitd_redis_refusing", "gauge",
-	       "Redis servers that are up but answer decisions with errors (an ACL without what "
-	       "the script needs, maxmemory, loading...); /health then answers 503.");
-	evbuffer_add_printf(b, "ratelimitd_redis_refusing %u\n", h.refusing);
-	family(b, "ratelimitd_redis_connections", "gauge",
-	       "Request connections to Redis the daemon keeps (on every node).");
-	evbuffer_add_printf(b, "ratelimitd_redis_connections %u\n", h.conns);
-	family(b, "ratelimitd_redis_connections_up", "gauge",
-	       "Of those, the ones connected and answering now.");
-	evbuffer_add_printf(b, "ratelimitd_redis_connections_up %u\n", h.conns_up);
-	family(b, "ratelimitd_redis_connections_lost_total", "counter",
-	       "Connections to Redis that were up and were lost.");
-	evbuffer_add_printf(b, "ratelimitd_redis_connections_lost_total %llu\n", h.conns_lost);
+}
 
-	family(b, "ratelimitd_local_active", "gauge",
-	       "1 while decisions are made in this daemon because Redis cannot "
-	       "(on_store_error: local), else 0.");
-	evbuffer_add_printf(b, "ratelimitd_local_active %d\n", local_active(server_local(m->srv)));
-	struct store_memory_stats ms;
-	if (store_memory_stats(store, &ms) == 0) {
-		family(b, "ratelimitd_memory_keys", "gauge",
-		       "Keys the memory store holds now (store: memory).");
-		evbuffer_add_printf(b, "ratelimitd_memory_keys %zu\n", ms.keys);
-		family(b, "ratelimitd_memory_bytes", "gauge",
-		       "Memory those keys take, as allocated (an estimate).");
-		evbuffer_add_printf(b, "ratelimitd_memory_bytes %zu\n", ms.bytes);
-		family(b, "ratelimitd_memory_evicted_total", "counter",
-		       "Keys dropped, least recently used first, because memory.max_keys was "
-		       "reached (their limits started afresh).");
-		evbuffer_add_printf(b, "ratelimitd_memory_evicted_total %llu\n", ms.evicted);
-		family(b, "ratelimitd_memory_expired_total", "counter",
-		       "Keys dropped when Redis would have expired them.");
-		evbuffer_add_printf(b, "ratelimitd_memory_expired_total %llu\n", ms.expired);
+static void store_round_trip(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
+	put_hist(b, name, "", &stats.store_rtt_us, &stats_latency_bounds);
+}
+
+static void store_batch_size(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
+	put_hist(b, name, "", &stats.batch_size, &stats_batch_bounds);
+}
+
+static void reloads(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
+	evbuffer_add_printf(b, "%s{result=\"ok\"} %llu\n", name, stats.reloads_ok);
+	evbuffer_add_printf(b, "%s{result=\"failed\"} %llu\n", name, stats.reloads_failed);
+}
+
+/* The values of the scalar families, each read from the scrape s. */
+#define COUNT(fn, expr)                                      \
+	static unsigned long long fn(const struct scrape *s) \
+	{                                                    \
+		(void)s;                                     \
+		return (unsigned long long)(expr);           \
+	}
+#define SECONDS(fn, expr)                        \
+	static double fn(const struct scrape *s) \
+	{                                        \
+		(void)s;                         \
+		return (expr);                   \
 	}
 
-	family(b, "ratelimitd_reloads_total", "counter", "Configuration reloads, by result.");
-	evbuffer_add_printf(b, "ratelimitd_reloads_total{result=\"ok\"} %llu\n", stats.reloads_ok);
-	evbuffer_add_printf(b, "ratelimitd_reloads_total{result=\"failed\"} %llu\n",
-			    stats.reloads_failed);
-	family(b, "ratelimitd_config_last_reload_success_timestamp_seconds", "gauge",
-	       "When the running configuration was loaded, in seconds since the epoch.");
-	evbuffer_add_printf(b, "ratelimitd_config_last_reload_success_timestamp_seconds %.3f\n",
-			    stats.last_reload_time);
-	family(b, "ratelimitd_restart_pending", "gauge",
-	       "1 while the configuration file sets listen, metrics.listen or a redis connection "
-	       "setting other than the running one (a restart applies it), else 0.");
-	evbuffer_add_printf(b, "ratelimitd_restart_pending %d\n", stats.restart_pending);
-	family(b, "ratelimitd_policies", "gauge", "Policies in the running configuration.");
-	evbuffer_add_printf(b, "ratelimitd_policies %zu\n", cfg->npolicies);
+SECONDS(cpu_seconds, s->proc.cpu_seconds)
+COUNT(resident_bytes, s->proc.resident_bytes)
+COUNT(virtual_bytes, s->proc.virtual_bytes)
+COUNT(open_fds, s->proc.open_fds)
+COUNT(max_fds, s->proc.max_fds)
+SECONDS(start_time, stats.start_time)
+COUNT(shadow_denied, stats.shadow_denied)
+COUNT(overrides_live, server_noverrides(s->m->srv))
+COUNT(multi_partial, stats.multi_partial)
+COUNT(clients, server_nclients(s->m->srv))
+COUNT(clients_accepted, stats.clients_accepted)
+COUNT(envoy_unknown_domain, stats.envoy_unknown_domain)
+COUNT(store_pending_now, store_pending(s->store))
+COUNT(deny_cache_entries, server_deny_entries(s->m->srv))
+COUNT(redis_up, s->health.conns_up > 0)
+COUNT(redis_refusing, s->health.refusing)
+COUNT(redis_connections, s->health.conns)
+COUNT(redis_connections_up, s->health.conns_up)
+COUNT(redis_connections_lost, s->health.conns_lost)
+COUNT(local_is_active, local_active(server_local(s->m->srv)))
+COUNT(memory_keys, s->mem.keys)
+COUNT(memory_bytes, s->mem.bytes)
+COUNT(memory_evicted, s->mem.evicted)
+COUNT(memory_expired, s->mem.expired)
+SECONDS(last_reload_time, stats.last_reload_time)
+COUNT(restart_pending, stats.restart_pending)
+COUNT(policies, s->cfg->npolicies)
+
+/* When a family is shown: the process's values read, the memory store's. */
+COUNT(have_stat, s->proc.have_stat)
+COUNT(have_open_fds, s->proc.open_fds >= 0)
+COUNT(have_max_fds, s->proc.max_fds >= 0)
+COUNT(have_mem, s->have_mem)
+
+/*
+ * One family, after twemproxy's nc_stats.h: its name, type and help are
+ * written here and nowhere else. A scalar family has one sample without
+ * labels: `count` (an integer), or `seconds` printed with `decimals`
+ * digits. Any other family writes its samples with `samples`. A family is
+ * left out when `shown` says 0.
+ */
+struct family {
+	const char *name, *type, *help;
+	unsigned long long (*count)(const struct scrape *s);
+	double (*seconds)(const struct scrape *s);
+	int decimals;
+	void (*samples)(struct evbuffer *b, const char *name, const struct scrape *s);
+	unsigned long long (*shown)(const struct scrape *s);
+};
+
+/* Every family, in the order of the scrape. */
+static const struct family families[] = {
+	{"ratelimitd_build_info", "gauge",
+	 "The running version, and the versions of the libraries it runs with; always 1.",
+	 .samples = build_info},
+	/* The standard process_* families, as Prometheus's client libraries
+	 * name them; read when scraped, never on a request's path. */
+	{"process_cpu_seconds_total", "counter", "User and system CPU time spent, in seconds.",
+	 .seconds = cpu_seconds, .decimals = 2, .shown = have_stat},
+	{"process_resident_memory_bytes", "gauge", "Resident memory, in bytes.",
+	 .count = resident_bytes, .shown = have_stat},
+	{"process_virtual_memory_bytes", "gauge", "Virtual memory, in bytes.",
+	 .count = virtual_bytes, .shown = have_stat},
+	{"process_open_fds", "gauge", "Open file descriptors.", .count = open_fds,
+	 .shown = have_open_fds},
+	{"process_max_fds", "gauge",
+	 "The most file descriptors the process may open (RLIMIT_NOFILE).", .count = max_fds,
+	 .shown = have_max_fds},
+	{"process_start_time_seconds", "gauge",
+	 "When the process started, in seconds since the epoch.", .seconds = start_time,
+	 .decimals = 3},
+	{"ratelimitd_start_time_seconds", "gauge",
+	 "When the daemon started, in seconds since the epoch.", .seconds = start_time,
+	 .decimals = 3},
+	{"ratelimitd_requests_total", "counter", "Requests parsed, by command.",
+	 .samples = requests},
+	{"ratelimitd_decisions_total", "counter",
+	 "ALLOW and PEEK answers, by result and by who decided: redis, the local deny cache, the "
+	 "on_store_error fallback, an override, the memory store (store: memory), or this "
+	 "daemon while Redis could not (on_store_error: local).",
+	 .samples = decisions},
+	{"ratelimitd_action_decisions_total", "counter",
+	 "ALLOW and PEEK answers per action (policy) of the running configuration, by result, "
+	 "whoever decided.",
+	 .samples = action_decisions},
+	{"ratelimitd_shadow_denied_total", "counter",
+	 "Denials that shadow mode answered ALLOWED (counted as denied above too).",
+	 .count = shadow_denied},
+	{"ratelimitd_overrides_live", "gauge",
+	 "Run-time overrides (OVERRIDE) in force, as this daemon mirrors them from Redis.",
+	 .count = overrides_live},
+	{"ratelimitd_multi_partial_total", "counter",
+	 "MALLOWs a Redis Cluster denied after charging some of their pairs (another request "
+	 "took the last units between check and charge)",
+	 .count = multi_partial},
+	{"ratelimitd_action_shadow_denied_total", "counter",
+	 "Denials that shadow mode answered ALLOWED, per action of the running configuration.",
+	 .samples = action_shadow_denied},
+	{"ratelimitd_store_errors_total", "counter",
+	 "Requests Redis did not decide, by reason; answered per on_store_error (RESET: ERR "
+	 "store-unavailable).",
+	 .samples = store_errors},
+	{"ratelimitd_store_failures_total", "counter",
+	 "Requests Redis answered with an error (reason=\"failed\" above), by kind: noperm (the "
+	 "ACL lacks what the script needs), oom, busy, loading, key (a key of the wrong type), "
+	 "script, reply (an unexpected reply), ...",
+	 .samples = store_failures},
+	{"ratelimitd_errors_total", "counter", "ERR replies, by code.", .samples = errors},
+	{"ratelimitd_clients", "gauge", "Clients connected now.", .count = clients},
+	{"ratelimitd_clients_accepted_total", "counter",
+	 "Client connections accepted (those refused by max_clients are in "
+	 "ratelimitd_errors_total{code=\"too-many-clients\"}).",
+	 .count = clients_accepted},
+	{"ratelimitd_envoy_unknown_domain_total", "counter",
+	 "gRPC ShouldRateLimit calls for a domain no envoy rule file has (answered OK).",
+	 .count = envoy_unknown_domain},
+	{"ratelimitd_store_pending", "gauge", "Requests waiting on Redis now.",
+	 .count = store_pending_now},
+	{"ratelimitd_deny_cache_entries", "gauge",
+	 "Denials the local deny cache holds now (its hits: "
+	 "ratelimitd_decisions_total{source=\"cache\"}).",
+	 .count = deny_cache_entries},
+	{"ratelimitd_decision_duration_seconds", "histogram",
+	 "Decisions (ALLOW, PEEK, MALLOW, MPEEK, CL.THROTTLE, gRPC ShouldRateLimit), from the "
+	 "request parsed to its answer ready to write, by front end.",
+	 .samples = decision_duration},
+	{"ratelimitd_store_round_trip_seconds", "histogram",
+	 "Calls to Redis (a batch of decisions, or one), from sent to their reply read.",
+	 .samples = store_round_trip},
+	{"ratelimitd_store_batch_size", "histogram",
+	 "Requests per call sent to Redis (requests of one event loop turn go together).",
+	 .samples = store_batch_size},
+	{"ratelimitd_redis_up", "gauge",
+	 "1 while at least one connection to Redis answers, else 0.", .count = redis_up},
+	{"ratelimitd_redis_refusing", "gauge",
+	 "Redis servers that are up but answer decisions with errors (an ACL without what the "
+	 "script needs, maxmemory, loading...); /health then answers 503.",
+	 .count = redis_refusing},
+	{"ratelimitd_redis_connections", "gauge",
+	 "Request connections to Redis the daemon keeps (on every node).",
+	 .count = redis_connections},
+	{"ratelimitd_redis_connections_up", "gauge",
+	 "Of those, the ones connected and answering now.", .count = redis_connections_up},
+	{"ratelimitd_redis_connections_lost_total", "counter",
+	 "Connections to Redis that were up and were lost.", .count = redis_connections_lost},
+	{"ratelimitd_local_active", "gauge",
+	 "1 while decisions are made in this daemon because Redis cannot (on_store_error: "
+	 "local), else 0.",
+	 .count = local_is_active},
+	{"ratelimitd_memory_keys", "gauge", "Keys the memory store holds now (store: memory).",
+	 .count = memory_keys, .shown = have_mem},
+	{"ratelimitd_memory_bytes", "gauge", "Memory those keys take, as allocated (an estimate).",
+	 .count = memory_bytes, .shown = have_mem},
+	{"ratelimitd_memory_evicted_total", "counter",
+	 "Keys dropped, least recently used first, because memory.max_keys was reached (their "
+	 "limits started afresh).",
+	 .count = memory_evicted, .shown = have_mem},
+	{"ratelimitd_memory_expired_total", "counter",
+	 "Keys dropped when Redis would have expired them.", .count = memory_expired,
+	 .shown = have_mem},
+	{"ratelimitd_reloads_total", "counter", "Configuration reloads, by result.",
+	 .samples = reloads},
+	{"ratelimitd_config_last_reload_success_timestamp_seconds", "gauge",
+	 "When the running configuration was loaded, in seconds since the epoch.",
+	 .seconds = last_reload_time, .decimals = 3},
+	{"ratelimitd_restart_pending", "gauge",
+	 "1 while the configuration file sets listen, metrics.listen or a redis connection "
+	 "setting other than the running one (a restart applies it), else 0.",
+	 .count = restart_pending},
+	{"ratelimitd_policies", "gauge", "Policies in the running configuration.",
+	 .count = policies},
+};
+
+static void render(struct metrics *m, struct evbuffer *b)
+{
+	struct scrape s = {.m = m, .cfg = server_config(m->srv), .store = server_store(m->srv)};
+	store_health(s.store, &s.health);
+	process_read(&s.proc);
+	s.have_mem = store_memory_stats(s.store, &s.mem) == 0;
+	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+		const struct family *f = &families[i];
+		if (f->shown && !f->shown(&s))
+			continue;
+		evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help, f->name,
+				    f->type);
+		if (f->count)
+			evbuffer_add_printf(b, "%s %llu\n", f->name, f->count(&s));
+		else if (f->seconds)
+			evbuffer_add_printf(b, "%s %.*f\n", f->name, f->decimals, f->seconds(&s));
+		else
+			f->samples(b, f->name, &s);
+	}
 }
 
 static void reply_text(struct evhttp_request *req, int code, const char *reason,

@@ -3,7 +3,7 @@
  * (unlimited) or always denied (blocked), for an exact user or for every
  * user starting with a prefix ("partner-*"). The most specific one wins: an
  * exact user over any prefix, a longer prefix over a shorter one. Pure
- * data and lookup; config.c reads them from the file.
+ * data and lookup; config_policy.c reads them from the file.
  */
 #ifndef RL_OVERRIDE_H
 #define RL_OVERRIDE_H

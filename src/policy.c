@@ -276,62 +276,56 @@ int policy_validate(const struct policy *p, const char **err)
 	return 0;
 }
 
+/* In the order messages list them; INHERIT is no name a file may write. */
+const struct yenum policy_on_error_names[] = {
+	{"allow", POLICY_ON_ERROR_ALLOW, NULL},
+	{"deny", POLICY_ON_ERROR_DENY, NULL},
+	{"error", POLICY_ON_ERROR_ERROR, NULL},
+	{"local", POLICY_ON_ERROR_LOCAL, NULL},
+	{NULL, 0, NULL},
+};
+_Static_assert(sizeof(enum policy_on_error) == sizeof(int), "yp_set_enum stores an int");
+
 int policy_parse_on_error(const char *s, size_t len, enum policy_on_error *out)
 {
-	if (len == 5 && memcmp(s, "allow", 5) == 0)
-		*out = POLICY_ON_ERROR_ALLOW;
-	else if (len == 4 && memcmp(s, "deny", 4) == 0)
-		*out = POLICY_ON_ERROR_DENY;
-	else if (len == 5 && memcmp(s, "error", 5) == 0)
-		*out = POLICY_ON_ERROR_ERROR;
-	else if (len == 5 && memcmp(s, "local", 5) == 0)
-		*out = POLICY_ON_ERROR_LOCAL;
-	else
+	int v;
+	if (yenum_parse(policy_on_error_names, s, len, &v) < 0)
 		return -1;
+	*out = (enum policy_on_error)v;
 	return 0;
 }
 
 const char *policy_on_error_name(enum policy_on_error e)
 {
-	switch (e) {
-	case POLICY_ON_ERROR_ALLOW:
-		return "allow";
-	case POLICY_ON_ERROR_DENY:
-		return "deny";
-	case POLICY_ON_ERROR_ERROR:
-		return "error";
-	case POLICY_ON_ERROR_LOCAL:
-		return "local";
-	default:
-		return "inherit";
-	}
+	const char *name = yenum_name(policy_on_error_names, e);
+	return name ? name : "inherit";
 }
+
+/* Every algorithm's name, the only place it is written, in the order messages list them. */
+const struct yenum policy_algo_names[] = {
+	{"sliding_window", POLICY_SLIDING_WINDOW, NULL},
+	{"sliding_window_counter", POLICY_SLIDING_COUNTER, NULL},
+	{"fixed_window", POLICY_FIXED_WINDOW, NULL},
+	{"funnel", POLICY_FUNNEL, NULL},
+	{NULL, 0, NULL},
+};
+_Static_assert(sizeof(policy_algo_names) / sizeof(policy_algo_names[0]) == POLICY_ALGO_N + 1,
+	       "every algorithm has a name");
+_Static_assert(sizeof(enum policy_algo) == sizeof(int), "yp_set_enum stores an int");
 
 const char *policy_algo_name(enum policy_algo a)
 {
-	switch (a) {
-	case POLICY_SLIDING_WINDOW:
-		return "sliding_window";
-	case POLICY_FUNNEL:
-		return "funnel";
-	case POLICY_FIXED_WINDOW:
-		return "fixed_window";
-	case POLICY_SLIDING_COUNTER:
-		return "sliding_window_counter";
-	}
-	return "?";
+	const char *name = yenum_name(policy_algo_names, (int)a);
+	return name ? name : "?";
 }
 
 int policy_algo_parse(const char *s, size_t len, enum policy_algo *out)
 {
-	for (int a = 0; a < POLICY_ALGO_N; a++) {
-		const char *name = policy_algo_name((enum policy_algo)a);
-		if (strlen(name) == len && memcmp(name, s, len) == 0) {
-			*out = (enum policy_algo)a;
-			return 0;
-		}
-	}
-	return -1;
+	int v;
+	if (yenum_parse(policy_algo_names, s, len, &v) < 0)
+		return -1;
+	*out = (enum policy_algo)v;
+	return 0;
 }
 
 enum policy_shape policy_algo_shape(enum policy_algo a)

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "yenum.h"
+
 struct override_set;
 
 #define POLICY_NAME_MAX 64
@@ -18,9 +20,10 @@ struct override_set;
 #define POLICY_ERR_MAX 160
 
 /*
- * The algorithms. Adding one: an entry here, its cases in the switches the
- * compiler then points at (policy.c, keys.c, redis_script.c, the C model),
- * and its function in src/lua/ratelimit.lua.
+ * The algorithms. Adding one: an entry here, its name in policy_algo_names
+ * (policy.c: every message and parser reads it there), its cases in the
+ * switches the compiler then points at (policy.c, keys.c, redis_script.c,
+ * the C model), and its function in src/lua/ratelimit.lua.
  */
 enum policy_algo {
 	POLICY_SLIDING_WINDOW,	/* exact sliding log */
@@ -100,9 +103,14 @@ int policy_parse_rate(const char *s, size_t len, int64_t *count, int64_t *period
 int policy_name_valid(const char *s, size_t len);
 /* Checks a filled policy for consistency (counts, duplicate windows). */
 int policy_validate(const struct policy *p, const char **err);
-/* "allow" | "deny" | "error" */
+/* The names of on_store_error ("allow", "deny", "error", "local"; not INHERIT). */
+extern const struct yenum policy_on_error_names[];
 int policy_parse_on_error(const char *s, size_t len, enum policy_on_error *out);
+/* "inherit" for POLICY_ON_ERROR_INHERIT. */
 const char *policy_on_error_name(enum policy_on_error e);
+/* Every algorithm's name ("sliding_window", "funnel", ...), in the order
+ * messages list them (yenum_list). */
+extern const struct yenum policy_algo_names[];
 const char *policy_algo_name(enum policy_algo a);
 /* The algorithm named s[0..len); 0, or -1 when there is none. */
 int policy_algo_parse(const char *s, size_t len, enum policy_algo *out);

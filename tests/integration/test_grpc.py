@@ -370,7 +370,7 @@ class GrpcTest(DaemonTest):
              "envoy: {config: fifo.yaml}\n", "fifo.yaml: cannot read: not a regular file"),
             ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
              "envoy: {config: r.yaml, response_headers: maybe}\n",
-             "envoy.response_headers: expected none"),
+             "envoy.response_headers: must be none"),
         ])
 
     def test_redis_down_answers_within_grpc_timeout(self):

@@ -361,6 +361,12 @@ static const struct {
 	 "t.yaml:1:11: max_line: must be an integer from 64 to 1048576"},
 	{"log_level: verbose\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:12: log_level: must be debug, info, warn or error"},
+	/* an enum key's names come from its table, with their glosses */
+	{"listen: [{address: \"127.0.0.1:1\", protocol: memcache}]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:45: listen.protocol: must be line (the line protocol and RESP), http or grpc "
+	 "(Envoy's rate limit service)"},
+	{"envoy: {config: r, response_headers: []}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:38: envoy.response_headers: expected none, ratelimit or x-ratelimit"},
 	/* metrics */
 	{"metrics: 127.0.0.1:9464\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:10: metrics: expected a mapping"},

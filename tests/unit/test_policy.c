@@ -408,6 +408,19 @@ START_TEST(on_error_names)
 	ck_assert_str_eq(policy_on_error_name(POLICY_ON_ERROR_ERROR), "error");
 	ck_assert_str_eq(policy_algo_name(POLICY_FUNNEL), "funnel");
 	ck_assert_str_eq(policy_algo_name(POLICY_SLIDING_WINDOW), "sliding_window");
+	ck_assert_str_eq(policy_on_error_name(POLICY_ON_ERROR_INHERIT), "inherit");
+	/* one name per algorithm, read back by the parser; messages list them all */
+	for (int a = 0; a < POLICY_ALGO_N; a++) {
+		const char *name = policy_algo_name((enum policy_algo)a);
+		enum policy_algo back = POLICY_ALGO_N;
+		ck_assert_str_ne(name, "?");
+		ck_assert_int_eq(policy_algo_parse(name, strlen(name), &back), 0);
+		ck_assert_int_eq(back, a);
+	}
+	char list[128];
+	ck_assert_str_eq(yenum_list(policy_algo_names, 0, list, sizeof(list)),
+			 "sliding_window, sliding_window_counter, fixed_window or funnel");
+	ck_assert_str_eq(yenum_list(policy_on_error_names, 0, list, 12), "allow, deny");
 }
 END_TEST
 

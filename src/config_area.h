@@ -1,0 +1,90 @@
+/*
+ * config_area.h - private to the config*.c files: what config.c (the top
+ * table, snapshot and reload diff) shares with each area's schema,
+ * config_listen.c, config_store.c, config_policy.c and config_envoy.c
+ * (HAProxy's cfgparse-*.c).
+ */
+#ifndef RL_CONFIG_AREA_H
+#define RL_CONFIG_AREA_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "config.h"
+#include "config_yaml.h"
+#include "yenum.h"
+
+/* Where the values of a table's keys are in a snapshot, for a reload to compare them. */
+enum ktable_values {
+	KT_AT_BASE, /* at `base` in struct config */
+	KT_LISTEN,  /* in each listen entry, compared entry by entry */
+	KT_POLICY,  /* in each policy: the policies key reports them, policy by policy */
+};
+
+/* A table of keys, where it sits in the file and where its values are;
+ * config.c lists every one (key_tables) in the order --config-keys shows. */
+struct ktable {
+	const char *at; /* "redis.sentinel.", "listen[].", "policies.NAME." */
+	const struct ykey *keys;
+	size_t nkeys;
+	enum ktable_values values;
+	size_t base; /* KT_AT_BASE */
+};
+
+struct pentry;
+
+/* The schema's state while a file is read (the parser's ctx): the
+ * policies read so far, and where each listen address and metrics.listen
+ * were, for config_listen_check_binds. */
+struct config_read {
+	struct pentry *pol; /* config_policy.c's */
+	size_t npol, cappol;
+	yaml_mark_t *listen_marks; /* one per c->listen entry read */
+	size_t caplm;
+	yaml_mark_t metrics_mark;
+};
+
+/* config.c: address values, for every area that has one. */
+/* "host:port", "[v6]:port" or "unix:/absolute/path" at the current event, for key. */
+int config_address_scalar(struct yparser *P, const char *key, const char **s, size_t *len);
+/* A setter: such an address, into a char *. */
+int config_set_address(struct yparser *P, const struct ykey *k, void *dst);
+
+/* config_listen.c: listen (a list of addresses and their options) and metrics. */
+extern const struct ktable config_listen_table, config_metrics_table;
+/* The listen key's setter (dst: the struct config) and printer. */
+int config_listen_set(struct yparser *P, const struct ykey *k, void *dst);
+void config_listen_put(FILE *f, const struct ykey *k, const void *base);
+/* The metrics section's setter (dst: the struct config). */
+int config_listen_set_metrics(struct yparser *P, const struct ykey *k, void *dst);
+/* An HTTP listener's defaults. */
+void config_listen_http_defaults(struct config_http *h);
+/* Addresses no two sockets can bind: errors at the later one. listed: the
+ * listen key was given (else metrics.listen takes the blame). */
+void config_listen_check_binds(struct yparser *P, const struct config *c, int listed);
+void config_listen_free(struct config *c);
+
+/* config_store.c: store, memory and redis (single, cluster, sentinel). */
+extern const struct yenum config_store_names[];
+extern const struct ktable config_memory_table, config_redis_table, config_sentinel_table;
+int config_store_set_memory(struct yparser *P, const struct ykey *k, void *dst);
+int config_store_set_redis(struct yparser *P, const struct ykey *k, void *dst);
+void config_store_free_redis(struct config_redis *r);
+
+/* config_policy.c: policies, their bans and overrides. */
+extern const struct ktable config_policy_table, config_ban_table, config_override_table;
+/* The policies key's setter (dst: the struct config); the policies go to
+ * c->policies, sorted by name, once all are read without error. */
+int config_policy_set(struct yparser *P, const struct ykey *k, void *dst);
+/* Frees what reading the policies took; `handed`: they went to a
+ * snapshot (else their overrides are freed too). */
+void config_policy_read_done(struct config_read *R, int handed);
+
+/* config_envoy.c: envoy (envoyproxy/ratelimit's rule files). */
+extern const struct ktable config_envoy_table;
+int config_envoy_set(struct yparser *P, const struct ykey *k, void *dst);
+/* Loads c->envoy.config's rules, a path relative to the directory of the
+ * configuration file `name`; 0, or -1 with err. */
+int config_envoy_load(struct config *c, const char *name, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,226 @@
+/* config_store.c - the schema of store, memory and redis (one server, a cluster or sentinels). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_area.h"
+
+const struct yenum config_store_names[] = {
+	{"redis", CONFIG_STORE_REDIS, NULL},
+	{"memory", CONFIG_STORE_MEMORY, NULL},
+	{NULL, 0, NULL},
+};
+_Static_assert(sizeof(enum config_store) == sizeof(int), "yp_set_enum stores an int");
+
+enum { MEMK_MAX_KEYS, MEMK_N };
+
+static const struct ykey memory_keys[MEMK_N] = {
+	[MEMK_MAX_KEYS] = {"max_keys", yp_set_int, offsetof(struct config_memory, max_keys), 1000,
+			   1000000000, YP_RESTART, yp_put_int, NULL},
+};
+
+const struct ktable config_memory_table = {"memory.", memory_keys, MEMK_N, KT_AT_BASE,
+					   offsetof(struct config, memory)};
+
+int config_store_set_memory(struct yparser *P, const struct ykey *k, void *dst)
+{
+	unsigned seen;
+	yaml_mark_t marks[MEMK_N], start;
+	return yp_section(P, k, "expected a mapping", memory_keys, MEMK_N, dst, &seen, marks,
+			  &start);
+}
+
+#define UNSET "(none)"
+
+static void put_addrs(FILE *f, const struct config_addrs *a)
+{
+	fputc('[', f);
+	for (size_t i = 0; i < a->n; i++)
+		fprintf(f, "%s%s", i ? ", " : "", a->addr[i]);
+	fputc(']', f);
+}
+
+/* The printers below show "(none)" for the ways to reach Redis not in use. */
+static void put_redis_address(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	fputs(r->mode == CONFIG_REDIS_SINGLE ? r->address : UNSET, f);
+}
+
+static void put_redis_cluster(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	if (r->mode == CONFIG_REDIS_CLUSTER)
+		put_addrs(f, &r->cluster);
+	else
+		fputs(UNSET, f);
+}
+
+static void put_sentinel_master(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	fputs(r->mode == CONFIG_REDIS_SENTINEL ? r->sentinel_master : UNSET, f);
+}
+
+static void put_sentinel_addresses(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config_redis *r = base;
+	(void)k;
+	if (r->mode == CONFIG_REDIS_SENTINEL)
+		put_addrs(f, &r->sentinels);
+	else
+		fputs(UNSET, f);
+}
+
+static int set_addr_list(struct yparser *P, const struct ykey *k, void *dst);
+static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst);
+
+enum {
+	RK_ADDRESS,
+	RK_CLUSTER,
+	RK_SENTINEL,
+	RK_USERNAME,
+	RK_PASSWORD,
+	RK_DATABASE,
+	RK_TIMEOUT,
+	RK_CONNECTIONS,
+	RK_N
+};
+
+static const struct ykey redis_keys[RK_N] = {
+	[RK_ADDRESS] = {"address", config_set_address, offsetof(struct config_redis, address), 0, 0,
+			YP_RESTART, put_redis_address, NULL},
+	[RK_CLUSTER] = {"cluster", set_addr_list, offsetof(struct config_redis, cluster), 0,
+			CONFIG_CLUSTER_SEEDS_MAX, YP_RESTART, put_redis_cluster, NULL},
+	[RK_SENTINEL] = {"sentinel", set_sentinel, 0, 0, 0, YP_SECTION, NULL, NULL},
+	[RK_USERNAME] = {"username", yp_set_string, offsetof(struct config_redis, username), 0, 0,
+			 YP_RESTART, yp_put_string, NULL},
+	[RK_PASSWORD] = {"password", yp_set_string, offsetof(struct config_redis, password), 0, 0,
+			 YP_RESTART_SECRET, yp_put_string, NULL},
+	[RK_DATABASE] = {"database", yp_set_int, offsetof(struct config_redis, database), 0,
+			 2147483647, YP_RESTART, yp_put_int, NULL},
+	/* each request takes its deadline from its configuration */
+	[RK_TIMEOUT] = {"timeout", yp_set_duration, offsetof(struct config_redis, timeout_ms), 1,
+			60000, YP_RELOAD, yp_put_duration, NULL},
+	[RK_CONNECTIONS] = {"connections", yp_set_int, offsetof(struct config_redis, connections),
+			    1, 64, YP_RESTART, yp_put_int, NULL},
+};
+
+int config_store_set_redis(struct yparser *P, const struct ykey *k, void *dst)
+{
+	unsigned seen;
+	yaml_mark_t marks[RK_N], start;
+	if (yp_section(P, k, "expected a mapping", redis_keys, RK_N, dst, &seen, marks, &start) < 0)
+		return -1;
+	/* Redis 6 ACL AUTH takes both; a user alone would silently log in as default. */
+	if ((seen & (1u << RK_USERNAME)) && !(seen & (1u << RK_PASSWORD)))
+		return yp_failk(P, marks[RK_USERNAME], "username", "requires redis.password");
+	struct config_redis *r = dst;
+	int modes = !!(seen & (1u << RK_ADDRESS)) + !!(seen & (1u << RK_CLUSTER)) +
+		    !!(seen & (1u << RK_SENTINEL));
+	if (modes > 1) {
+		int second = (seen & (1u << RK_SENTINEL)) ? RK_SENTINEL : RK_CLUSTER;
+		return yp_fail(P, marks[second],
+			       "redis: use only one of address, cluster and sentinel");
+	}
+	if (seen & (1u << RK_CLUSTER)) {
+		r->mode = CONFIG_REDIS_CLUSTER;
+		/* Redis Cluster has database 0 only. */
+		if ((seen & (1u << RK_DATABASE)) && r->database != 0)
+			return yp_failk(P, marks[RK_DATABASE], "database",
+					"must be 0 with cluster");
+	} else if (seen & (1u << RK_SENTINEL)) {
+		r->mode = CONFIG_REDIS_SENTINEL;
+	}
+	return 0;
+}
+
+static void free_addrs(struct config_addrs *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->addr[i]);
+	free(a->addr);
+	a->addr = NULL;
+	a->n = 0;
+}
+
+void config_store_free_redis(struct config_redis *r)
+{
+	free(r->address);
+	free_addrs(&r->cluster);
+	free_addrs(&r->sentinels);
+	free(r->sentinel_master);
+	free(r->username);
+	free(r->password);
+}
+
+/* A list of host:port while it is read. */
+struct addrs_read {
+	struct config_addrs *a;
+	size_t cap;
+};
+
+static int addr_entry(struct yparser *P, const struct ykey *k, void *dst, size_t i)
+{
+	struct addrs_read *A = dst;
+	struct config_addrs *a = A->a;
+	const char *s;
+	size_t len;
+	(void)i;
+	if (config_address_scalar(P, k->name, &s, &len) < 0)
+		return -1;
+	if (len >= 5 && memcmp(s, "unix:", 5) == 0)
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"expected host:port, not a unix socket");
+	if (yp_grow((void **)&a->addr, &A->cap, a->n, sizeof(*a->addr)) < 0)
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	a->addr[a->n] = strndup(s, len);
+	if (!a->addr[a->n])
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	a->n++;
+	return 0;
+}
+
+/* A list of host:port (TCP only: cluster nodes and sentinels announce TCP addresses). */
+static int set_addr_list(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct addrs_read A = {dst, 0};
+	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
+		return yp_failk(P, P->ev.start_mark, k->name, "expected a list of host:port");
+	yaml_mark_t start = P->ev.start_mark;
+	size_t n;
+	free_addrs(A.a);
+	if (yp_seq(P, k, "addresses", addr_entry, &A, &n) < 0)
+		return -1;
+	if (A.a->n == 0)
+		return yp_failk(P, start, k->name, "at least one address is required");
+	return 0;
+}
+
+enum { SK_MASTER, SK_ADDRESSES, SK_N };
+
+static const struct ykey sentinel_keys[SK_N] = {
+	[SK_MASTER] = {"master", yp_set_string, offsetof(struct config_redis, sentinel_master), 0,
+		       0, YP_RESTART, put_sentinel_master, NULL},
+	[SK_ADDRESSES] = {"addresses", set_addr_list, offsetof(struct config_redis, sentinels), 0,
+			  0, YP_RESTART, put_sentinel_addresses, NULL},
+};
+
+static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst)
+{
+	unsigned seen;
+	yaml_mark_t marks[SK_N], start;
+	if (yp_section(P, k, "expected {master: NAME, addresses: [...]}", sentinel_keys, SK_N, dst,
+		       &seen, marks, &start) < 0)
+		return -1;
+	if (seen != (1u << SK_N) - 1)
+		return yp_fail_section(P, start, "needs master and addresses");
+	return 0;
+}
+
+const struct ktable config_redis_table = {"redis.", redis_keys, RK_N, KT_AT_BASE,
+					  offsetof(struct config, redis)};
+const struct ktable config_sentinel_table = {"redis.sentinel.", sentinel_keys, SK_N, KT_AT_BASE,
+					     offsetof(struct config, redis)};
