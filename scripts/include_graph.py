@@ -25,9 +25,6 @@ ALLOWED = [
     (('redis_conn redis_script store store_cluster store_memory store_redis store_reply '
       'store_sentinel').split(),
      'the store factory <-> its backends'),
-    # multi.c borrows cmd.c's internals ("For multi.c" in cmd.h), and cmd.c
-    # hands MALLOW/MPEEK to multi_execute.
-    (['cmd', 'multi'], 'cmd <-> multi'),
 ]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')

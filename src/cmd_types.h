@@ -1,7 +1,8 @@
 /*
  * cmd_types.h - the types of a request and its result, alone: verbs, error
- * codes, cmd_request, cmd_result. For those that only name them (stats.h,
- * proto.h); executing a request is cmd.h's.
+ * codes, cmd_request, cmd_result, and where a request runs and answers
+ * (cmd_env, cmd_slot). For those that only name them (stats.h, proto.h,
+ * multi.h, decide.h); executing a request is cmd.h's.
  */
 #ifndef RL_CMD_TYPES_H
 #define RL_CMD_TYPES_H
@@ -9,7 +10,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keys.h"
 #include "policy.h"
+
+struct config;
+struct denycache;
+struct local;
+struct multi;
+struct override_live;
+struct store;
 
 enum cmd_verb {
 	CMD_ALLOW,
@@ -154,6 +163,48 @@ struct cmd_result {
 	 * connection closes once this reply is written. */
 	int tag;
 	int close_after;
+};
+
+/* What requests are executed against; owned by the server. */
+struct cmd_env {
+	struct store *store;
+	struct denycache *deny;	    /* NULL: no local deny cache */
+	struct override_live *live; /* run-time overrides; NULL: none */
+	struct local *local;	    /* on_store_error: local; NULL: out of memory */
+};
+
+/*
+ * Where a request's result goes. The caller owns the slot; cmd_execute
+ * fills res and calls complete(slot) exactly once, possibly before
+ * returning.
+ */
+struct cmd_slot {
+	struct cmd_result res;
+	struct config *cfg;	     /* held while the store works on it */
+	const struct policy *policy; /* in cfg */
+	int op;			     /* enum store_op */
+	struct denycache *deny;	     /* where to record a denial, or NULL */
+	uint64_t sent_us;	     /* monotonic time the store was asked */
+	unsigned long deny_epoch;    /* denycache_epoch() when asked */
+	int64_t cost;
+	size_t user_len;
+	char user[KEYS_USER_MAX];
+	int own_policy;	  /* policy is CMD_THROTTLE's (policy_copy), not cfg's */
+	int overridden;	  /* policy is an override's limits */
+	int shadow;	  /* answer a denial ALLOWED (shadow mode) */
+	int names_policy; /* fill res.action and res.window_ms (set by the caller) */
+	/* the front end that parsed the request (enum stats_front, set by the
+	 * caller), and when cmd_execute took it: its decision's latency */
+	int front;
+	uint64_t parsed_us;
+	/* CMD_THROTTLE's policy, built from the request; or an override's
+	 * limits, copied: a run-time one may change while the store decides */
+	struct policy policy_copy;
+	struct multi *multi; /* MALLOW, MPEEK: while the store decides (multi.c) */
+	/* on_store_error: local may decide it (user and cost are kept then) */
+	struct local *local;
+	int from_memory; /* the store is the memory store (store: memory) */
+	void (*complete)(struct cmd_slot *slot);
 };
 
 #endif
