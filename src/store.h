@@ -1,7 +1,8 @@
 /*
- * store.h - the asynchronous decision store. A backend (Redis today; a Redis
- * Cluster backend and batching slot in behind the same calls) takes one
- * decision at a time and answers it exactly once, within its deadline.
+ * store.h - the asynchronous decision store. A backend (one Redis, a
+ * Cluster, a Sentinel-watched master, or this daemon's memory; built by
+ * store_factory.c) takes one decision at a time and answers it exactly
+ * once, within its deadline.
  */
 #ifndef RL_STORE_H
 #define RL_STORE_H
@@ -163,17 +164,7 @@ struct store {
 	const struct store_ops *ops;
 };
 
-/*
- * The backend cfg names (memory; one Redis, a Cluster, a Sentinel-watched
- * master, connecting in the background). NULL with err only for a
- * configuration it cannot use.
- */
-struct store *store_new(struct event_base *base, const struct config *cfg, char *err,
-			size_t errlen);
-/* "redis 127.0.0.1:6379", "redis cluster via ...", "memory": where cfg
- * decides, for logs. */
-void store_describe(const struct config *cfg, char *buf, size_t len);
-
+/* A backend is built by store_new (store_factory.h). */
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
 int store_multi(const struct store *s);
