@@ -32,7 +32,6 @@
 #include "server.h"
 #include "stats.h"
 #include "store.h"
-#include "store_memory.h"
 
 /* A scrape is one short GET; anything bigger is not one. */
 #define METRICS_MAX_HEADERS 8192
@@ -279,21 +278,20 @@ static void render(struct metrics *m, struct evbuffer *b)
 	       "1 while decisions are made in this daemon because Redis cannot "
 	       "(on_store_error: local), else 0.");
 	evbuffer_add_printf(b, "ratelimitd_local_active %d\n", local_active(server_local(m->srv)));
-	struct store_memory_stats ms;
-	if (store_memory_stats(store, &ms) == 0) {
+	if (h.memory) {
 		family(b, "ratelimitd_memory_keys", "gauge",
 		       "Keys the memory store holds now (store: memory).");
-		evbuffer_add_printf(b, "ratelimitd_memory_keys %zu\n", ms.keys);
+		evbuffer_add_printf(b, "ratelimitd_memory_keys %zu\n", h.memory_keys);
 		family(b, "ratelimitd_memory_bytes", "gauge",
 		       "Memory those keys take, as allocated (an estimate).");
-		evbuffer_add_printf(b, "ratelimitd_memory_bytes %zu\n", ms.bytes);
+		evbuffer_add_printf(b, "ratelimitd_memory_bytes %zu\n", h.memory_bytes);
 		family(b, "ratelimitd_memory_evicted_total", "counter",
 		       "Keys dropped, least recently used first, because memory.max_keys was "
 		       "reached (their limits started afresh).");
-		evbuffer_add_printf(b, "ratelimitd_memory_evicted_total %llu\n", ms.evicted);
+		evbuffer_add_printf(b, "ratelimitd_memory_evicted_total %llu\n", h.memory_evicted);
 		family(b, "ratelimitd_memory_expired_total", "counter",
 		       "Keys dropped when Redis would have expired them.");
-		evbuffer_add_printf(b, "ratelimitd_memory_expired_total %llu\n", ms.expired);
+		evbuffer_add_printf(b, "ratelimitd_memory_expired_total %llu\n", h.memory_expired);
 	}
 
 	family(b, "ratelimitd_reloads_total", "counter", "Configuration reloads, by result.");

@@ -130,6 +130,9 @@ struct store_health {
 	unsigned refusing;
 	const char *refusal;
 	int memory; /* decides in this daemon's memory: needs no connection */
+	/* with memory: what it holds (store_memory.h's store_memory_stats) */
+	size_t memory_keys, memory_bytes;
+	unsigned long long memory_evicted, memory_expired;
 };
 
 struct store;
