@@ -7,9 +7,9 @@
 
 #include "clock.h"
 #include "config.h"
+#include "decide.h"
 #include "denycache.h"
 #include "local.h"
-#include "log.h"
 #include "multi.h"
 #include "override.h"
 #include "override_live.h"
@@ -17,104 +17,22 @@
 #include "stats.h"
 #include "store.h"
 
-/* Suggested wait in a fail-closed DENIED reply: long enough not to hammer a
- * sick store, short enough to recover quickly. */
-#define FALLBACK_RETRY_MS 1000
-
-static void finish(struct cmd_slot *slot)
-{
-	struct config *cfg = slot->cfg;
-	slot->cfg = NULL;
-	/* only cmd_execute's requests get a decision: parsed_us is theirs */
-	if (slot->res.kind == CMD_REPLY_DECISION)
-		stats_observe_decision((enum stats_front)slot->front,
-				       clock_mono_us() - slot->parsed_us);
-	slot->complete(slot);
-	if (cfg)
-		config_unref(cfg);
-}
-
 void cmd_reply_error(struct cmd_slot *slot, enum cmd_error e, const char *msg)
 {
-	stats_count_error(e);
-	slot->res.kind = CMD_REPLY_ERROR;
-	slot->res.error = e;
-	size_t n = strlen(msg);
-	if (n >= sizeof(slot->res.msg))
-		n = sizeof(slot->res.msg) - 1;
-	memcpy(slot->res.msg, msg, n);
-	slot->res.msg[n] = '\0';
-	finish(slot);
+	decide_error(slot, e, msg);
 }
 
 void cmd_reply_local(struct cmd_slot *slot, int local)
 {
 	slot->res.kind = CMD_REPLY_LOCAL;
 	slot->res.local = local;
-	finish(slot);
+	decide_complete(slot);
 }
 
 static void reply(struct cmd_slot *slot, enum cmd_reply kind)
 {
 	slot->res.kind = kind;
-	finish(slot);
-}
-
-/*
- * Shadow mode: a denial is counted (per action) and logged, at most one line
- * a second with how many were not, and answered ALLOWED. The user is shown
- * printable and cut short: it comes from the client.
- */
-void cmd_shadow_denied(struct cmd_slot *slot, const struct policy *p)
-{
-	static uint64_t last_us;
-	static unsigned long long quiet;
-	const char *user = slot->user;
-	size_t user_len = slot->user_len;
-	stats_count_shadow(slot->cfg, p); /* cfg is NULL for a cached denial: found by name */
-	uint64_t now = clock_mono_us();
-	if (last_us && now - last_us < 1000000) {
-		quiet++;
-		return;
-	}
-	char who[65];
-	size_t n = 0;
-	for (size_t i = 0; i < user_len && n < sizeof(who) - 1; i++)
-		who[n++] = user[i] > 0x20 && user[i] < 0x7f ? user[i] : '?';
-	who[n] = '\0';
-	if (quiet)
-		log_info("shadow: %s would be denied for %s%s (and %llu other shadow "
-			 "denials in the last second or more)",
-			 p->name, who, user_len > n ? "..." : "", quiet);
-	else
-		log_info("shadow: %s would be denied for %s%s", p->name, who,
-			 user_len > n ? "..." : "");
-	last_us = now;
-	quiet = 0;
-}
-
-void cmd_reply_decision(struct cmd_slot *slot, int allowed, int64_t limit, int64_t remaining,
-			int64_t retry_after_ms, int64_t reset_ms)
-{
-	struct cmd_result *r = &slot->res;
-	const struct policy *p = slot->policy;
-	if (!allowed && slot->shadow) {
-		cmd_shadow_denied(slot, p);
-		allowed = 1;
-		retry_after_ms = 0;
-	}
-	if (slot->names_policy) {
-		r->window_ms = policy_window_ms(p, limit);
-		memcpy(r->action, p->name, p->name_len);
-		r->action[p->name_len] = '\0';
-	}
-	r->kind = CMD_REPLY_DECISION;
-	r->allowed = allowed;
-	r->limit = limit;
-	r->remaining = remaining;
-	r->retry_after_ms = retry_after_ms;
-	r->reset_ms = reset_ms;
-	finish(slot);
+	decide_complete(slot);
 }
 
 static void store_done(void *arg, const struct store_result *res)
@@ -123,82 +41,26 @@ static void store_done(void *arg, const struct store_result *res)
 	const struct policy *p = slot->policy;
 	enum store_op op = (enum store_op)slot->op;
 
-	if (res->status == STORE_OK) {
-		if (slot->deny && op == STORE_RESET)
-			denycache_reset_pair(slot->deny, p->name, p->name_len, slot->user,
-					     slot->user_len);
-		else if (slot->deny && op == STORE_ALLOW && res->allowed)
-			/* cached denials of this pair now show a stale remaining */
-			denycache_forget(slot->deny, p->name, p->name_len, slot->user,
-					 slot->user_len);
-		else if (slot->deny && !res->allowed)
-			denycache_put(slot->deny, slot->deny_epoch, p->name, p->name_len,
-				      slot->user, slot->user_len, slot->cost, slot->sent_us,
-				      res->limit, res->remaining, res->retry_after_ms,
-				      res->reset_ms);
-		local_redis_back(slot->local);
-		if (op == STORE_RESET) {
-			reply(slot, CMD_REPLY_OK);
-		} else {
-			stats_count_decision(slot->own_policy ? NULL : slot->cfg, p,
-					     slot->from_memory ? STATS_FROM_MEMORY
-							       : STATS_FROM_STORE,
-					     res->allowed);
-			cmd_reply_decision(slot, res->allowed, res->limit, res->remaining,
-					   res->retry_after_ms, res->reset_ms);
-		}
+	if (res->status != STORE_OK) {
+		decide_store_failed(slot, res, config_on_error(slot->cfg, p));
 		return;
 	}
-	cmd_store_failed(slot, res, config_on_error(slot->cfg, p));
-}
-
-void cmd_store_failed(struct cmd_slot *slot, const struct store_result *res,
-		      enum policy_on_error mode)
-{
-	const struct policy *p = slot->policy;
-	slot->res.refused = res->status == STORE_OVERLOAD;
-	stats.store_errors[res->status]++;
-	if (res->status == STORE_FAILED)
-		stats.store_failures[res->error < STORE_ERROR_N ? res->error : STORE_ERROR_OTHER]++;
-	char msg[128];
-	snprintf(msg, sizeof(msg), "store %s: %s", store_status_name(res->status),
-		 res->detail ? res->detail : "");
-	if (mode == POLICY_ON_ERROR_LOCAL && slot->local && slot->op != STORE_RESET && slot->cfg) {
-		struct store_request req = {
-			.op = (enum store_op)slot->op,
-			.policy = p,
-			.prefix = slot->cfg->prefix,
-			.prefix_len = strlen(slot->cfg->prefix),
-			.user = slot->user,
-			.user_len = slot->user_len,
-			.cost = slot->cost > 0 ? slot->cost : 1,
-		};
-		struct store_result lr;
-		local_decide(slot->local, &req, slot->cfg->local_share, msg, &lr);
-		if (lr.status == STORE_OK) {
-			stats_count_decision(slot->own_policy ? NULL : slot->cfg, p,
-					     STATS_FROM_LOCAL, lr.allowed);
-			cmd_reply_decision(slot, lr.allowed, lr.limit, lr.remaining,
-					   lr.retry_after_ms, lr.reset_ms);
-			return;
-		}
-		mode = POLICY_ON_ERROR_ERROR; /* out of memory: say so */
-	}
-	if (slot->op == STORE_RESET || mode == POLICY_ON_ERROR_ERROR ||
-	    mode == POLICY_ON_ERROR_LOCAL) {
-		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, msg);
-		return;
-	}
-	int64_t limit = p->limits[0].capacity;
-	if (mode == POLICY_ON_ERROR_ALLOW) {
-		stats_count_decision(slot->own_policy ? NULL : slot->cfg, p, STATS_FROM_FALLBACK,
-				     1);
-		cmd_reply_decision(slot, 1, limit, -1, 0, -1);
-	} else {
-		stats_count_decision(slot->own_policy ? NULL : slot->cfg, p, STATS_FROM_FALLBACK,
-				     0);
-		cmd_reply_decision(slot, 0, limit, -1, FALLBACK_RETRY_MS, -1);
-	}
+	if (slot->deny && op == STORE_RESET)
+		denycache_reset_pair(slot->deny, p->name, p->name_len, slot->user, slot->user_len);
+	else if (slot->deny && !res->allowed)
+		denycache_put(slot->deny, slot->deny_epoch, p->name, p->name_len, slot->user,
+			      slot->user_len, slot->cost, slot->sent_us, res->limit, res->remaining,
+			      res->retry_after_ms, res->reset_ms);
+	else if (res->allowed)
+		decide_cache_allowed(slot->deny, op, p, slot->user, slot->user_len);
+	local_redis_back(slot->local);
+	if (op == STORE_RESET)
+		reply(slot, CMD_REPLY_OK);
+	else
+		decide_answer(slot, slot->own_policy ? NULL : slot->cfg, p,
+			      slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE,
+			      res->allowed, res->limit, res->remaining, res->retry_after_ms,
+			      res->reset_ms);
 }
 
 static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
@@ -206,39 +68,18 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 static void shadow_setup(struct cmd_slot *slot, struct config *cfg, enum store_op op,
 			 const struct policy *p, const struct cmd_request *pc);
 
-/* An unlimited or blocked override: answered without the store. Unlimited
- * is ALLOWED -1 -1 0 -1 (no limit applies); blocked is DENIED with the
- * policy's first limit and retry_after -1 (never). */
+/* An unlimited or blocked override: answered without the store. */
 static void answer_override(struct config *cfg, enum store_op op, const struct policy *p,
 			    const struct cmd_request *pc, struct cmd_slot *slot, int allowed)
 {
 	slot->policy = p;
 	slot->op = op;
 	shadow_setup(slot, cfg, op, p, pc);
-	stats_count_decision(cfg, p, STATS_FROM_OVERRIDE, allowed);
-	if (allowed)
-		cmd_reply_decision(slot, 1, -1, -1, 0, -1);
-	else
-		cmd_reply_decision(slot, 0, p->limits[0].capacity, 0, -1, -1);
+	decide_override(slot, cfg, p, allowed);
 }
 
 static void throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		     struct cmd_slot *slot);
-
-int cmd_store_source(const struct store *s)
-{
-	return store_local(s) ? STATS_FROM_MEMORY : STATS_FROM_STORE;
-}
-
-const struct override *cmd_find_override(const struct cmd_env *env, const struct policy *p,
-					 const char *user, size_t ulen)
-{
-	/* one set at run time wins over the file's */
-	const struct override *o = override_live_find(env->live, p, user, ulen);
-	if (!o && p->overrides)
-		o = override_find(p->overrides, user, ulen);
-	return o;
-}
 
 void cmd_result_release(struct cmd_result *res)
 {
@@ -389,7 +230,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	slot->own_policy = 0;
 	/* Only a policy with overrides pays for looking them up. A RESET
 	 * clears the keys the user's limits use. */
-	const struct override *o = cmd_find_override(env, p, pc->user, pc->user_len);
+	const struct override *o = decide_find_override(env, p, pc->user, pc->user_len);
 	if (o) {
 		switch (o->kind) {
 		case OVERRIDE_LIMITS:
@@ -439,27 +280,22 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		slot->user_len = pc->user_len;
 		memcpy(slot->user, pc->user, pc->user_len);
 	}
-	/* The cache is only safe while every daemon's RESETs reach us; a
-	 * throttle's limit comes with each request, so a denial under one
-	 * request's limit says nothing of the next one's; a ban must see
-	 * every denial to count it; and an override's limits may end (a
-	 * run-time one expires) while its denial would still be cached. */
-	if (env->deny && !slot->own_policy && !slot->overridden && p->ban.after == 0 &&
-	    store_resets_followed(env->store)) {
+	/* The cache answers and learns only while every daemon's RESETs reach
+	 * us (decide_cache), and only on the action's own limits (decide_cacheable). */
+	struct denycache *deny;
+	if (decide_cacheable(p, slot->own_policy || slot->overridden) &&
+	    (deny = decide_cache(env))) {
 		struct denycache_hit hit;
-		slot->deny = env->deny;
-		denycache_sync(env->deny, store_generation(env->store));
+		slot->deny = deny;
 		if (op == STORE_RESET)
-			denycache_reset_pair(env->deny, p->name, p->name_len, pc->user,
-					     pc->user_len);
-		else if (denycache_lookup(env->deny, p->name, p->name_len, pc->user, pc->user_len,
+			denycache_reset_pair(deny, p->name, p->name_len, pc->user, pc->user_len);
+		else if (denycache_lookup(deny, p->name, p->name_len, pc->user, pc->user_len,
 					  pc->cost, slot->sent_us, &hit)) {
-			stats_count_decision(cfg, p, STATS_FROM_CACHE, 0);
-			cmd_reply_decision(slot, 0, hit.limit, hit.remaining, hit.retry_after_ms,
-					   hit.reset_ms);
+			decide_answer(slot, cfg, p, STATS_FROM_CACHE, 0, hit.limit, hit.remaining,
+				      hit.retry_after_ms, hit.reset_ms);
 			return;
 		}
-		slot->deny_epoch = denycache_epoch(env->deny);
+		slot->deny_epoch = denycache_epoch(deny);
 		slot->cost = pc->cost;
 		slot->user_len = pc->user_len;
 		memcpy(slot->user, pc->user, pc->user_len);
@@ -474,9 +310,7 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		.user = pc->user,
 		.user_len = pc->user_len,
 		.cost = pc->cost > 0 ? pc->cost : 1,
-		.timeout_ms = pc->timeout_ms > 0 && pc->timeout_ms < cfg->redis.timeout_ms
-				      ? pc->timeout_ms
-				      : cfg->redis.timeout_ms,
+		.timeout_ms = decide_timeout_ms(cfg, pc),
 	};
 	store_submit(env->store, &req, store_done, slot);
 }

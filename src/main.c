@@ -22,6 +22,7 @@
 #include "stats.h"
 #include "status.h"
 #include "store.h"
+#include "store_factory.h"
 
 /* After SIGTERM, replies owed are normally written within redis.timeout;
  * this bounds the wait for clients that do not read them. */

@@ -32,7 +32,6 @@
 #include "server.h"
 #include "stats.h"
 #include "store.h"
-#include "store_memory.h"
 
 /* A scrape is one short GET; anything bigger is not one. */
 #define METRICS_MAX_HEADERS 8192
@@ -52,8 +51,6 @@ struct scrape {
 	struct store *store;
 	struct store_health health;
 	struct process_info proc;
-	struct store_memory_stats mem;
-	int have_mem; /* the store is the memory store */
 };
 
 /* One action's decisions, allowed and denied. */
@@ -250,10 +247,10 @@ COUNT(redis_connections, s->health.conns)
 COUNT(redis_connections_up, s->health.conns_up)
 COUNT(redis_connections_lost, s->health.conns_lost)
 COUNT(local_is_active, local_active(server_local(s->m->srv)))
-COUNT(memory_keys, s->mem.keys)
-COUNT(memory_bytes, s->mem.bytes)
-COUNT(memory_evicted, s->mem.evicted)
-COUNT(memory_expired, s->mem.expired)
+COUNT(memory_keys, s->health.memory_keys)
+COUNT(memory_bytes, s->health.memory_bytes)
+COUNT(memory_evicted, s->health.memory_evicted)
+COUNT(memory_expired, s->health.memory_expired)
 SECONDS(last_reload_time, stats.last_reload_time)
 COUNT(restart_pending, stats.restart_pending)
 COUNT(policies, s->cfg->npolicies)
@@ -262,7 +259,7 @@ COUNT(policies, s->cfg->npolicies)
 COUNT(have_stat, s->proc.have_stat)
 COUNT(have_open_fds, s->proc.open_fds >= 0)
 COUNT(have_max_fds, s->proc.max_fds >= 0)
-COUNT(have_mem, s->have_mem)
+COUNT(have_mem, s->health.memory)
 
 /*
  * One family, after twemproxy's nc_stats.h: its name, type and help are
@@ -408,7 +405,6 @@ static void render(struct metrics *m, struct evbuffer *b)
 	struct scrape s = {.m = m, .cfg = server_config(m->srv), .store = server_store(m->srv)};
 	store_health(s.store, &s.health);
 	process_read(&s.proc);
-	s.have_mem = store_memory_stats(s.store, &s.mem) == 0;
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
 		const struct family *f = &families[i];
 		if (f->shown && !f->shown(&s))

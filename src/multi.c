@@ -14,6 +14,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "decide.h"
 #include "denycache.h"
 #include "local.h"
 #include "override.h"
@@ -81,7 +82,7 @@ static void multi_shadow_denied(struct cmd_slot *slot, const struct multi_pair *
 {
 	slot->user_len = mp->user_len;
 	memcpy(slot->user, mp->user, mp->user_len);
-	cmd_shadow_denied(slot, mp->named);
+	decide_shadow_denied(slot, mp->named);
 }
 
 /* Each pair's own figures into the reply (gRPC answers each descriptor):
@@ -114,19 +115,18 @@ static void multi_decided(struct multi *m, const struct multi_pair *by, enum sta
 			  int64_t reset_ms)
 {
 	struct cmd_slot *slot = m->slot;
+	const struct policy *named = by->named;
 	if (from == STATS_FROM_STORE)
 		local_redis_back(m->local); /* Redis decides again */
-	if (m->deny && allowed && m->op == STORE_ALLOW)
-		/* cached denials of these pairs now show a stale remaining */
+	if (allowed)
 		for (int i = 0; i < m->n; i++)
-			denycache_forget(m->deny, m->pairs[i].named->name,
-					 m->pairs[i].named->name_len, m->pairs[i].user,
-					 m->pairs[i].user_len);
+			decide_cache_allowed(m->deny, m->op, m->pairs[i].named, m->pairs[i].user,
+					     m->pairs[i].user_len);
 	multi_speak_of(slot, by);
 	slot->shadow = m->all_shadow;
-	stats_count_decision(slot->cfg, by->named, from, allowed);
 	multi_free(slot); /* by is gone: the slot has what the reply needs */
-	cmd_reply_decision(slot, allowed, limit, remaining, retry_after_ms, reset_ms);
+	decide_answer(slot, slot->cfg, named, from, allowed, limit, remaining, retry_after_ms,
+		      reset_ms);
 }
 
 /* How strict an on_store_error answer is, for the pairs' strictest. */
@@ -158,15 +158,12 @@ static int multi_local(struct multi *m, const char *why)
 					       m->pairs[i].user_len, m->pairs[i].shadow};
 	struct store_request req = {
 		.op = m->op,
-		.prefix = slot->cfg->prefix,
-		.prefix_len = strlen(slot->cfg->prefix),
 		.cost = m->cost,
 		.npairs = m->n,
 		.pairs = pairs,
 	};
 	struct store_result res;
-	local_decide(m->local, &req, slot->cfg->local_share, why, &res);
-	if (res.status != STORE_OK || res.pair < 1 || res.pair > m->n)
+	if (decide_local(slot, m->local, &req, why, &res) < 0 || res.pair < 1 || res.pair > m->n)
 		return -1;
 	if (res.shadow_pair > 0 && res.shadow_pair <= m->n)
 		multi_shadow_denied(slot, &m->pairs[res.shadow_pair - 1]);
@@ -190,8 +187,7 @@ static void multi_failed(struct multi *m, const struct store_result *res)
 	}
 	if (mode == POLICY_ON_ERROR_LOCAL && m->local) {
 		char why[128];
-		snprintf(why, sizeof(why), "store %s: %s", store_status_name(res->status),
-			 res->detail ? res->detail : "");
+		decide_why(res, why, sizeof(why));
 		if (multi_local(m, why) == 0)
 			return;
 		mode = POLICY_ON_ERROR_ERROR; /* out of memory: say so */
@@ -200,7 +196,7 @@ static void multi_failed(struct multi *m, const struct store_result *res)
 	slot->res.pair = 0;
 	slot->shadow = m->all_shadow;
 	multi_free(slot);
-	cmd_store_failed(slot, res, mode);
+	decide_store_failed(slot, res, mode);
 }
 
 /* ---- one atomic call ---- */
@@ -222,7 +218,7 @@ static void multi_done(void *arg, const struct store_result *res)
 	if (res->shadow_pair > 0)
 		multi_shadow_denied(m->slot, &m->pairs[res->shadow_pair - 1]);
 	multi_pair_figures(m, res);
-	multi_decided(m, &m->pairs[res->pair - 1], cmd_store_source(m->store), res->allowed,
+	multi_decided(m, &m->pairs[res->pair - 1], decide_store_source(m->store), res->allowed,
 		      res->limit, res->remaining, res->retry_after_ms, res->reset_ms);
 }
 
@@ -475,11 +471,11 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	slot->op = req->verb == CMD_MALLOW ? STORE_ALLOW : STORE_PEEK;
 	slot->res.multi = 1;
 	if (req->npairs < 1 || req->npairs > CMD_PAIRS_MAX) {
-		cmd_reply_error(slot, CMD_ERR_SYNTAX, "1 to 8 pairs");
+		decide_error(slot, CMD_ERR_SYNTAX, "1 to 8 pairs");
 		return;
 	}
 	if (multi_lookup(cfg, req, named, &code, msg, sizeof(msg))) {
-		cmd_reply_error(slot, code, msg);
+		decide_error(slot, code, msg);
 		return;
 	}
 	/* only the head is cleared: each pair taken is set in full below (the
@@ -489,7 +485,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	if (m)
 		memset(m, 0, offsetof(struct multi, pairs));
 	if (!m) {
-		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
 		return;
 	}
 	m->slot = slot;
@@ -497,9 +493,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	m->local = env->local;
 	m->op = (enum store_op)slot->op;
 	m->cost = req->cost > 0 ? req->cost : 1;
-	m->timeout_ms = req->timeout_ms > 0 && req->timeout_ms < cfg->redis.timeout_ms
-				? req->timeout_ms
-				: cfg->redis.timeout_ms;
+	m->timeout_ms = decide_timeout_ms(cfg, req);
 	for (int i = 0; i < CMD_PAIRS_MAX; i++)
 		slot->res.pairs[i].known = 0;
 	slot->multi = m;
@@ -514,7 +508,8 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 		mp->shadow = config_shadow(cfg, named[i]);
 		mp->user_len = a->user_len;
 		memcpy(mp->user, a->user, a->user_len);
-		const struct override *o = cmd_find_override(env, named[i], a->user, a->user_len);
+		const struct override *o =
+			decide_find_override(env, named[i], a->user, a->user_len);
 		if (o && o->kind == OVERRIDE_UNLIMITED)
 			continue; /* nothing to decide or store */
 		if (o && o->kind == OVERRIDE_BLOCKED) {
@@ -524,9 +519,8 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 			}
 			/* denied whatever the others say: nothing is charged */
 			multi_speak_of(slot, mp);
-			stats_count_decision(cfg, named[i], STATS_FROM_OVERRIDE, 0);
 			multi_free(slot);
-			cmd_reply_decision(slot, 0, named[i]->limits[0].capacity, 0, -1, -1);
+			decide_override(slot, cfg, named[i], 0);
 			return;
 		}
 		if (o) {
@@ -539,9 +533,8 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	if (m->n == 0) { /* every pair unlimited (or a blocked shadow pair) */
 		slot->policy = named[0];
 		slot->res.pair = 0;
-		stats_count_decision(cfg, named[0], STATS_FROM_OVERRIDE, 1);
 		multi_free(slot);
-		cmd_reply_decision(slot, 1, -1, -1, 0, -1);
+		decide_override(slot, cfg, named[0], 1);
 		return;
 	}
 	if (nshadow == m->n) { /* all in shadow mode: decided as enforced, answered ALLOWED */
@@ -554,20 +547,20 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	 * when every pair's own figures are wanted and there are others: the
 	 * cache knows only the denied pair's, so Redis decides (denying the
 	 * same way) and tells each pair's remaining, as proto/grpc.md says. */
-	if (env->deny && store_resets_followed(env->store)) {
+	struct denycache *deny = decide_cache(env);
+	if (deny) {
 		struct denycache_hit hit;
 		uint64_t now = clock_mono_us();
 		/* Kept even when the lookup is skipped: an allowed request must
 		 * still forget its pairs' cached denials (multi_decided). */
-		m->deny = env->deny;
-		denycache_sync(env->deny, store_generation(env->store));
+		m->deny = deny;
 		int lookup = !(req->pair_figures && m->n > 1);
 		for (int i = 0; lookup && i < m->n; i++) {
 			const struct multi_pair *mp = &m->pairs[i];
-			if (mp->shadow || mp->policy->ban.after > 0 || mp->policy != mp->named)
-				continue; /* (an override's limits: see submit in cmd.c) */
-			if (denycache_lookup(env->deny, mp->named->name, mp->named->name_len,
-					     mp->user, mp->user_len, m->cost, now, &hit)) {
+			if (mp->shadow || !decide_cacheable(mp->policy, mp->policy != mp->named))
+				continue;
+			if (denycache_lookup(deny, mp->named->name, mp->named->name_len, mp->user,
+					     mp->user_len, m->cost, now, &hit)) {
 				multi_decided(m, mp, STATS_FROM_CACHE, 0, hit.limit, hit.remaining,
 					      hit.retry_after_ms, hit.reset_ms);
 				return;

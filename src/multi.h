@@ -8,7 +8,7 @@
 #ifndef RL_MULTI_H
 #define RL_MULTI_H
 
-#include "cmd.h"
+#include "cmd_types.h"
 
 struct config;
 

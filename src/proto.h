@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "addr.h"
-#include "cmd.h"
+#include "cmd_types.h"
 #include "config.h"
 #include "keys.h"
 #include "policy.h"

@@ -8,10 +8,10 @@
 
 #include <stddef.h>
 
-#include "cmd.h"
+#include "cmd_types.h"
 #include "hist.h"
 #include "policy.h"
-#include "store.h"
+#include "store_types.h"
 
 struct config;
 

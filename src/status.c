@@ -13,6 +13,7 @@
 #include "server.h"
 #include "stats.h"
 #include "store.h"
+#include "store_factory.h"
 
 struct status {
 	struct server *srv;
@@ -46,7 +47,7 @@ void status_text(struct status *st, char *buf, size_t cap)
 	enum store_verdict v = store_verdict(server_store(st->srv), cfg->on_store_error,
 					     local_active(server_local(st->srv)), &why, &refusal);
 	char store[160];
-	const char *kind = cfg->store == CONFIG_STORE_MEMORY ? "memory store" : "redis";
+	const char *kind = store_backend_of(cfg)->kind;
 	if (v == STORE_VERDICT_OK)
 		snprintf(store, sizeof(store), "%s up", kind);
 	else

@@ -1,53 +1,9 @@
-/* store.c - builds the configured store backend and dispatches to it. */
+/* store.c - dispatches to a store backend (store_factory.c builds it); saved requests, health, names. */
 #include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "config.h"
-#include "store_cluster.h"
-#include "store_memory.h"
-#include "store_redis.h"
-#include "store_sentinel.h"
-
-struct store *store_new(struct event_base *base, const struct config *config, char *err,
-			size_t errlen)
-{
-	if (config->store == CONFIG_STORE_MEMORY)
-		return store_memory_new(base, &config->memory, err, errlen);
-	const struct config_redis *cfg = &config->redis;
-	switch (cfg->mode) {
-	case CONFIG_REDIS_CLUSTER:
-		return store_cluster_new(base, cfg, err, errlen);
-	case CONFIG_REDIS_SENTINEL:
-		return store_sentinel_new(base, cfg, err, errlen);
-	case CONFIG_REDIS_SINGLE:
-		break;
-	}
-	return store_redis_new(base, cfg, err, errlen);
-}
-
-void store_describe(const struct config *config, char *buf, size_t len)
-{
-	if (config->store == CONFIG_STORE_MEMORY) {
-		snprintf(buf, len, "memory (at most %d keys)", config->memory.max_keys);
-		return;
-	}
-	const struct config_redis *cfg = &config->redis;
-	switch (cfg->mode) {
-	case CONFIG_REDIS_CLUSTER:
-		snprintf(buf, len, "redis cluster via %s%s", cfg->cluster.addr[0],
-			 cfg->cluster.n > 1 ? " and more" : "");
-		return;
-	case CONFIG_REDIS_SENTINEL:
-		snprintf(buf, len, "redis master %s via sentinels", cfg->sentinel_master);
-		return;
-	case CONFIG_REDIS_SINGLE:
-		break;
-	}
-	snprintf(buf, len, "redis %s", cfg->address);
-}
 
 int store_request_save(struct store_saved_request *sv, const struct store_request *req)
 {

@@ -1,7 +1,8 @@
 /*
- * store.h - the asynchronous decision store. A backend (Redis today; a Redis
- * Cluster backend and batching slot in behind the same calls) takes one
- * decision at a time and answers it exactly once, within its deadline.
+ * store.h - the asynchronous decision store. A backend (one Redis, a
+ * Cluster, a Sentinel-watched master, or this daemon's memory; built by
+ * store_factory.c) takes one decision at a time and answers it exactly
+ * once, within its deadline.
  */
 #ifndef RL_STORE_H
 #define RL_STORE_H
@@ -11,19 +12,10 @@
 
 #include "keys.h"
 #include "policy.h"
+#include "store_types.h"
 
 struct event_base;
 struct config;
-
-enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET };
-
-enum store_status {
-	STORE_OK,
-	STORE_TIMEOUT,	   /* no answer within the deadline */
-	STORE_UNAVAILABLE, /* no connection to the store */
-	STORE_OVERLOAD,	   /* too many requests already waiting on the store */
-	STORE_FAILED,	   /* the store answered with an error */
-};
 
 /* The most (user, action) pairs one decision may take. */
 #define STORE_PAIRS_MAX 8
@@ -50,35 +42,6 @@ struct store_request {
 	 * only for a store whose ops say multi; policy and user are unused. */
 	int npairs;
 	const struct store_pair *pairs;
-};
-
-/*
- * Why the store could not decide, when it answered with an error. The Redis
- * backends classify Redis's error texts once, where replies are decoded
- * (store_reply.c); everyone downstream switches on this. Where a Cluster
- * node says to ask instead travels beside the result, between the two
- * backends that know of it (store_redis.h).
- */
-enum store_error {
-	STORE_ERROR_NONE,
-	STORE_ERROR_NOSCRIPT,	/* the script is not in Redis's cache: send it (EVAL) */
-	STORE_ERROR_NOPERM,	/* the ACL user lacks a command, key or channel */
-	STORE_ERROR_AUTH,	/* NOAUTH, WRONGPASS: credentials missing or wrong */
-	STORE_ERROR_READONLY,	/* a replica (a demoted master): find the master */
-	STORE_ERROR_MASTERDOWN, /* a replica that lost its master */
-	STORE_ERROR_MOVED,	/* Cluster: the slot lives on another node */
-	STORE_ERROR_ASK,	/* Cluster: the key is being migrated */
-	STORE_ERROR_TRYAGAIN,	/* Cluster: a multi-key operation during resharding */
-	STORE_ERROR_CLUSTERDOWN,
-	STORE_ERROR_WRONG_NODE, /* Cluster: a batched decision's keys were not on the node */
-	STORE_ERROR_OOM,	/* maxmemory reached with a no-eviction policy */
-	STORE_ERROR_BUSY,	/* another script is running too long */
-	STORE_ERROR_LOADING,	/* Redis is loading its dataset */
-	STORE_ERROR_KEY,	/* a decision failed inside the script (a key of the wrong type) */
-	STORE_ERROR_SCRIPT,	/* the script failed as a whole */
-	STORE_ERROR_REPLY,	/* a reply the script cannot produce */
-	STORE_ERROR_OTHER,
-	STORE_ERROR_N
 };
 
 /*
@@ -167,6 +130,9 @@ struct store_health {
 	unsigned refusing;
 	const char *refusal;
 	int memory; /* decides in this daemon's memory: needs no connection */
+	/* with memory: what it holds (store_memory.h's store_memory_stats) */
+	size_t memory_keys, memory_bytes;
+	unsigned long long memory_evicted, memory_expired;
 };
 
 struct store;
@@ -201,17 +167,7 @@ struct store {
 	const struct store_ops *ops;
 };
 
-/*
- * The backend cfg names (memory; one Redis, a Cluster, a Sentinel-watched
- * master, connecting in the background). NULL with err only for a
- * configuration it cannot use.
- */
-struct store *store_new(struct event_base *base, const struct config *cfg, char *err,
-			size_t errlen);
-/* "redis 127.0.0.1:6379", "redis cluster via ...", "memory": where cfg
- * decides, for logs. */
-void store_describe(const struct config *cfg, char *buf, size_t len);
-
+/* A backend is built by store_new (store_factory.h). */
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
 int store_multi(const struct store *s);

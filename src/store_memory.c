@@ -523,10 +523,14 @@ static int mem_resets_followed(const struct store *s)
 	return 0;
 }
 
-static void mem_health(const struct store *s, struct store_health *h)
+static void mem_health(const struct store *base, struct store_health *h)
 {
-	(void)s;
+	const struct store_memory *s = (const struct store_memory *)base;
 	h->memory = 1;
+	h->memory_keys = s->n;
+	h->memory_bytes = s->bytes;
+	h->memory_evicted = s->evicted;
+	h->memory_expired = s->expired;
 }
 
 static void mem_call(struct store *s, const struct store_call *c, store_call_fn *done, void *arg)

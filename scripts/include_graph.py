@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""scripts/include_graph.py - include cycles between src/'s modules.
+
+A module is a file stem: src/X.c and src/X.h together. Module X depends on
+module Y when X.c or X.h has `#include "Y.h"`. The script builds that graph,
+finds its strongly-connected components (Tarjan) and prints every one of more
+than one module: modules that cannot be understood, tested or moved apart.
+
+It exits 1 when a cycle is not on ALLOWED below, or when an ALLOWED entry no
+longer matches a cycle (then the entry should go: the list only shrinks).
+The suite runs it (meson test 'include-cycles', suite style).
+
+usage: scripts/include_graph.py [SRC_DIR]     (default: src/ beside scripts/)
+       scripts/include_graph.py --edges [SRC_DIR]   also print every edge
+"""
+import os
+import re
+import sys
+
+# Cycles known and accepted for now, each the exact set of its modules, with
+# why. The goal is an empty list; take an entry out when its cycle is broken.
+ALLOWED = [
+    # (none: keep it so. A cycle to live with goes here as
+    # (['module', 'module', ...], 'why'), until it is broken.)
+]
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def module_graph(src):
+    """{module: set of modules it includes}, over src/*.c and src/*.h."""
+    mods = {}
+    for name in os.listdir(src):
+        stem, ext = os.path.splitext(name)
+        if ext in ('.c', '.h'):
+            mods.setdefault(stem, set())
+    for stem, deps in mods.items():
+        for ext in ('.c', '.h'):
+            path = os.path.join(src, stem + ext)
+            if not os.path.exists(path):
+                continue
+            with open(path, encoding='utf-8') as f:
+                for line in f:
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    dep = os.path.splitext(os.path.basename(m.group(1)))[0]
+                    if dep in mods and dep != stem:
+                        deps.add(dep)
+    return mods
+
+
+def sccs(graph):
+    """Tarjan's strongly-connected components, iteratively (no recursion
+    limit to meet)."""
+    index = {}
+    low = {}
+    on_stack = set()
+    stack = []
+    out = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                u = work[-1][0]
+                low[u] = min(low[u], low[v])
+            if low[v] == index[v]:
+                comp = set()
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.add(w)
+                    if w == v:
+                        break
+                out.append(comp)
+    return out
+
+
+def main(argv):
+    edges = '--edges' in argv
+    args = [a for a in argv if a != '--edges']
+    src = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), '..',
+                                            'src')
+    graph = module_graph(src)
+    if edges:
+        for m in sorted(graph):
+            print(f'{m} -> {" ".join(sorted(graph[m]))}')
+    cycles = sorted((c for c in sccs(graph) if len(c) > 1), key=lambda c: (-len(c), sorted(c)))
+    allowed = [frozenset(a) for a, _why in ALLOWED]
+    bad = 0
+    for c in cycles:
+        ok = frozenset(c) in allowed
+        bad += not ok
+        print(f'{"allowed" if ok else "CYCLE"} ({len(c)} modules): {" ".join(sorted(c))}')
+        for m in sorted(c):
+            inside = sorted(graph[m] & c)
+            print(f'    {m} -> {" ".join(inside)}')
+    found = [frozenset(c) for c in cycles]
+    for a in allowed:
+        if a not in found:
+            bad += 1
+            print(f'STALE allow-list entry (no such cycle now; remove it): {" ".join(sorted(a))}')
+    if not cycles:
+        print('no include cycle between modules')
+    return 1 if bad else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

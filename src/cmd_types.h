@@ -1,0 +1,210 @@
+/*
+ * cmd_types.h - the types of a request and its result, alone: verbs, error
+ * codes, cmd_request, cmd_result, and where a request runs and answers
+ * (cmd_env, cmd_slot). For those that only name them (stats.h, proto.h,
+ * multi.h, decide.h); executing a request is cmd.h's.
+ */
+#ifndef RL_CMD_TYPES_H
+#define RL_CMD_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "keys.h"
+#include "policy.h"
+
+struct config;
+struct denycache;
+struct local;
+struct multi;
+struct override_live;
+struct store;
+
+enum cmd_verb {
+	CMD_ALLOW,
+	CMD_PEEK,
+	CMD_RESET,
+	CMD_PING,
+	CMD_QUIT,
+	CMD_THROTTLE, /* redis-cell's CL.THROTTLE: the limit comes with the request */
+	CMD_MALLOW,   /* ALLOW over several (user, action) pairs, all or nothing */
+	CMD_MPEEK,
+	CMD_OVERRIDE,	/* admin: set a run-time override (override_live.h) */
+	CMD_UNOVERRIDE, /* admin: clear one */
+	CMD_OVERRIDES,	/* admin: the index-th one in force */
+};
+#define CMD_VERB_N (CMD_OVERRIDES + 1)
+
+/* The most pairs one MALLOW or MPEEK may name. */
+#define CMD_PAIRS_MAX 8
+
+struct cmd_pair {
+	const char *user;
+	size_t user_len;
+	const char *action;
+	size_t action_len;
+	/* the pair's policy when the caller has it (gRPC's envoy rules, which
+	 * are not the configuration's policies; it lives until the request is
+	 * answered); NULL: the action's */
+	const struct policy *policy;
+};
+
+/* One pair's own result in a MALLOW or MPEEK (gRPC answers each
+ * descriptor): known only when the store told it. */
+struct cmd_pair_result {
+	int known;
+	int allowed; /* this pair alone would allow */
+	int64_t remaining, reset_ms;
+};
+
+/* The largest cost a request may carry. */
+#define CMD_COST_MAX 2147483647LL
+
+/* One request; user and action point into the caller's bytes, which need
+ * to live only during cmd_execute (what the store needs, it copies). */
+struct cmd_request {
+	enum cmd_verb verb;
+	const char *user;
+	size_t user_len;
+	const char *action;
+	size_t action_len;
+	int64_t cost; /* CMD_THROTTLE: 0 looks without taking */
+	/* CMD_THROTTLE: max_burst + 1 units at once, count per period_s seconds */
+	int64_t max_burst, count, period_s;
+	/* CMD_MALLOW, CMD_MPEEK: the pairs, in the request's order (user and
+	 * action above are unused) */
+	int npairs;
+	struct cmd_pair pairs[CMD_PAIRS_MAX];
+	/* CMD_OVERRIDE: what (override_spec_parse's), for how long (0: no
+	 * expiry); CMD_OVERRIDES: which */
+	const char *spec;
+	size_t spec_len;
+	int64_t ttl_ms;
+	int64_t index;
+	/* the caller's deadline (gRPC's grpc-timeout), when shorter than
+	 * redis.timeout; 0: none */
+	int64_t timeout_ms;
+	/* ALLOW, PEEK: the policy when the caller has it (gRPC's envoy rules,
+	 * living until the request is answered); NULL: the action's */
+	const struct policy *policy;
+	/* MALLOW, MPEEK: the caller reports every pair's own figures (gRPC's
+	 * statuses), so a cached denial of one pair may not answer alone: it
+	 * knows nothing of the others' remaining */
+	int pair_figures;
+};
+
+/* Why a request got an error: the codes of proto/protocol.md, in order
+ * (proto_error_code names them). */
+enum cmd_error {
+	CMD_ERR_SYNTAX,
+	CMD_ERR_UNKNOWN_COMMAND,
+	CMD_ERR_UNKNOWN_ACTION,
+	CMD_ERR_BAD_COST,
+	CMD_ERR_BAD_USER,
+	CMD_ERR_LINE_TOO_LONG,
+	CMD_ERR_FORBIDDEN,
+	CMD_ERR_TOO_MANY_CLIENTS,
+	CMD_ERR_STORE_UNAVAILABLE,
+	CMD_ERR_REQUEST_TIMEOUT, /* a request begun was not whole in time */
+};
+#define CMD_ERR_N (CMD_ERR_REQUEST_TIMEOUT + 1)
+
+enum cmd_reply {
+	CMD_REPLY_DECISION, /* ALLOW, PEEK */
+	CMD_REPLY_OK,	    /* RESET */
+	CMD_REPLY_PONG,	    /* PING */
+	CMD_REPLY_BYE,	    /* QUIT: the connection closes once it is written */
+	CMD_REPLY_ERROR,
+	CMD_REPLY_LOCAL, /* a reply of the protocol's own (PROTO_LOCAL) */
+	CMD_REPLY_ITEM,	 /* OVERRIDES: an override (item), or the end (item NULL) */
+};
+
+/* One run-time override as OVERRIDES shows it; text holds user, action and
+ * spec, one after the other. */
+struct cmd_item {
+	int64_t index, ttl_ms; /* ttl -1: no expiry */
+	size_t ulen, alen, spec_len;
+	char text[];
+};
+
+/* Longest error message kept, NUL included; protocols may cut it shorter. */
+#define CMD_MSG_MAX 128
+
+struct cmd_result {
+	enum cmd_reply kind;
+	/* CMD_REPLY_DECISION */
+	int allowed;
+	int64_t limit, remaining, retry_after_ms, reset_ms;
+	/* the deciding limit's window (ms) and its policy's name, for
+	 * protocols that announce the policy (HTTP's RateLimit-Policy); only
+	 * filled when the slot's names_policy says so */
+	int64_t window_ms;
+	char action[POLICY_NAME_MAX + 1];
+	/* MALLOW, MPEEK: the reply names the deciding pair (1-based position
+	 * in the request; 0: none decided, a fallback or every pair unlimited) */
+	int multi;
+	int pair;
+	/* each pair's own figures, by position in the request */
+	struct cmd_pair_result pairs[CMD_PAIRS_MAX];
+	/* CMD_REPLY_ERROR */
+	enum cmd_error error;
+	char msg[CMD_MSG_MAX];
+	/* CMD_REPLY_LOCAL: which, as the protocol numbers them */
+	int local;
+	/* CMD_REPLY_ITEM: owned by the result (cmd_result_release); NULL for
+	 * the end, with the number in force in `limit` */
+	struct cmd_item *item;
+	/* The store refused it at once, too busy to decide it in time (store
+	 * overload), whatever the reply says: the connection then slows its
+	 * reading (conn.c). */
+	int refused;
+	/* Set by the connection from the parse, never by cmd: the protocol's
+	 * own note on the request (proto_parsed.tag), and whether the
+	 * connection closes once this reply is written. */
+	int tag;
+	int close_after;
+};
+
+/* What requests are executed against; owned by the server. */
+struct cmd_env {
+	struct store *store;
+	struct denycache *deny;	    /* NULL: no local deny cache */
+	struct override_live *live; /* run-time overrides; NULL: none */
+	struct local *local;	    /* on_store_error: local; NULL: out of memory */
+};
+
+/*
+ * Where a request's result goes. The caller owns the slot; cmd_execute
+ * fills res and calls complete(slot) exactly once, possibly before
+ * returning.
+ */
+struct cmd_slot {
+	struct cmd_result res;
+	struct config *cfg;	     /* held while the store works on it */
+	const struct policy *policy; /* in cfg */
+	int op;			     /* enum store_op */
+	struct denycache *deny;	     /* where to record a denial, or NULL */
+	uint64_t sent_us;	     /* monotonic time the store was asked */
+	unsigned long deny_epoch;    /* denycache_epoch() when asked */
+	int64_t cost;
+	size_t user_len;
+	char user[KEYS_USER_MAX];
+	int own_policy;	  /* policy is CMD_THROTTLE's (policy_copy), not cfg's */
+	int overridden;	  /* policy is an override's limits */
+	int shadow;	  /* answer a denial ALLOWED (shadow mode) */
+	int names_policy; /* fill res.action and res.window_ms (set by the caller) */
+	/* the front end that parsed the request (enum stats_front, set by the
+	 * caller), and when cmd_execute took it: its decision's latency */
+	int front;
+	uint64_t parsed_us;
+	/* CMD_THROTTLE's policy, built from the request; or an override's
+	 * limits, copied: a run-time one may change while the store decides */
+	struct policy policy_copy;
+	struct multi *multi; /* MALLOW, MPEEK: while the store decides (multi.c) */
+	/* on_store_error: local may decide it (user and cost are kept then) */
+	struct local *local;
+	int from_memory; /* the store is the memory store (store: memory) */
+	void (*complete)(struct cmd_slot *slot);
+};
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * store_factory.h - which store backend a configuration names, and building
+ * it: one row per backend (store_backends in store_factory.c), so the
+ * backends include store.h only and nothing names them but the table.
+ */
+#ifndef RL_STORE_FACTORY_H
+#define RL_STORE_FACTORY_H
+
+#include <stddef.h>
+
+struct config;
+struct event_base;
+struct store;
+
+struct store_backend {
+	/* what the daemon's status line (systemd's STATUS=) calls the store:
+	 * "memory store", "redis" */
+	const char *kind;
+	/* builds it, connecting in the background; NULL with err only for a
+	 * configuration it cannot use */
+	struct store *(*make)(struct event_base *base, const struct config *cfg, char *err,
+			      size_t errlen);
+	/* where cfg decides, for logs: "redis 127.0.0.1:6379" */
+	void (*describe)(const struct config *cfg, char *buf, size_t len);
+};
+
+/* The row of the backend cfg names. */
+const struct store_backend *store_backend_of(const struct config *cfg);
+
+/*
+ * The backend cfg names (memory; one Redis, a Cluster, a Sentinel-watched
+ * master, connecting in the background). NULL with err only for a
+ * configuration it cannot use.
+ */
+struct store *store_new(struct event_base *base, const struct config *cfg, char *err,
+			size_t errlen);
+/* "redis 127.0.0.1:6379", "redis cluster via ...", "memory": where cfg
+ * decides, for logs. */
+void store_describe(const struct config *cfg, char *buf, size_t len);
+
+#endif
