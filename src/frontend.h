@@ -1,0 +1,56 @@
+/*
+ * frontend.h - the front ends, one table row each: the protocol word the
+ * configuration takes, how its clients' bytes are run (the session and, for
+ * in-order protocols, the struct proto), its label in the statistics, and
+ * what a client refused at max_clients is told. conn.c, refuse.c and the
+ * stats labels read the row; none of them names a protocol.
+ */
+#ifndef RL_FRONTEND_H
+#define RL_FRONTEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "refuse_msg.h"
+#include "stats.h"
+
+struct conn_port;
+struct proto;
+struct session_ops;
+struct sockaddr;
+
+/* How a client refused at max_clients is answered (refuse.c). */
+enum frontend_refuse {
+	FRONTEND_REFUSE_TEXT, /* refuse_text, at once (or after the first byte: detect) */
+	FRONTEND_REFUSE_H2,   /* the HTTP/2 preface, then its first stream failed */
+};
+
+struct frontend {
+	const char *name; /* the stats label's word, and the configuration's when config */
+	/* the listener protocol it is, when a listener can be configured with it */
+	int config;
+	enum config_protocol protocol;
+	enum stats_front front; /* its decision latency's label */
+	const struct session_ops *session;
+	/* In-order sessions (pipeline.c): how requests are framed and answered. */
+	const struct proto *proto;
+	/* Another front end sharing the port, told by the client's first byte
+	 * (the line protocol's port also speaks RESP); NULL: this one. */
+	const struct frontend *(*detect)(uint8_t first);
+	/* Per-connection state the proto's parse gets (0: none, NULL passed),
+	 * set up by state_init for a client accepted on port from sa. */
+	size_t state_size;
+	void (*state_init)(void *state, const struct conn_port *port, const struct sockaddr *sa);
+	enum frontend_refuse refuse;
+	enum refuse_msg_proto refuse_text; /* FRONTEND_REFUSE_TEXT's bytes */
+};
+
+/* The row of a listener's protocol (every config_protocol has one). */
+const struct frontend *frontend_of(enum config_protocol protocol);
+/* The rows, NULL-name terminated. */
+extern const struct frontend frontends[];
+/* Frees every session kind's recycled memory; at exit. */
+void frontend_pool_free(void);
+
+#endif
