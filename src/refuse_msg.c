@@ -29,11 +29,6 @@ const char *refuse_msg_text(enum refuse_msg_proto proto, size_t *len)
 	return line_text;
 }
 
-enum refuse_msg_proto refuse_msg_sniff(uint8_t first)
-{
-	return first == '*' ? REFUSE_MSG_RESP : REFUSE_MSG_LINE;
-}
-
 /* RFC 9113: frame types, flags and error codes used here */
 #define H2_HEADERS 0x1
 #define H2_SETTINGS 0x4

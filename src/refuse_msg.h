@@ -21,10 +21,6 @@ enum refuse_msg_proto {
 /* The whole reply for proto; *len gets its length. */
 const char *refuse_msg_text(enum refuse_msg_proto proto, size_t *len);
 
-/* A line/RESP port's client: RESP when its first byte is '*' (as proto.c
- * decides for an accepted client), else the line protocol. */
-enum refuse_msg_proto refuse_msg_sniff(uint8_t first);
-
 /* The server's connection preface: an empty SETTINGS frame. */
 #define REFUSE_H2_SETTINGS_LEN 9
 extern const uint8_t refuse_h2_settings[REFUSE_H2_SETTINGS_LEN];
