@@ -20,7 +20,7 @@
  * or not for the identity headers). */
 static void http_state_init(void *state, const struct conn_port *port, const struct sockaddr *sa)
 {
-	struct proto_conn *pc = state;
+	struct http_conn *pc = state;
 	pc->http = port->http;
 	addr_ip_of(sa, &pc->peer);
 	pc->peer_trusted = pc->peer.family == 0;
@@ -58,7 +58,7 @@ const struct frontend frontends[] = {
 		.front = STATS_FRONT_HTTP,
 		.session = &pipeline_ops,
 		.proto = &proto_http,
-		.state_size = sizeof(struct proto_conn),
+		.state_size = sizeof(struct http_conn),
 		.state_init = http_state_init,
 		.refuse = FRONTEND_REFUSE_TEXT,
 		.refuse_text = REFUSE_MSG_HTTP,

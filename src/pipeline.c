@@ -154,7 +154,6 @@ static void pipeline_input(void *s, struct evbuffer *in, int eof, struct session
 	struct pipeline *pl = s;
 	struct config *cfg = *pl->host.cfg;
 	size_t max_line = cfg->max_line;
-	size_t window = max_line + 2;
 
 	while (!st->close) {
 		if (pl->npending >= MAX_PENDING) {
@@ -172,8 +171,7 @@ static void pipeline_input(void *s, struct evbuffer *in, int eof, struct session
 			pl->detected = 1;
 		}
 		const struct proto *proto = pl->fe->proto;
-		if (window < proto->window_min)
-			window = proto->window_min;
+		size_t window = proto_window(proto, max_line);
 		size_t want = len < window ? len : window;
 		const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)want);
 		struct proto_parsed got;

@@ -42,6 +42,11 @@ const char *proto_error_code(enum cmd_error e)
 	return (unsigned)e < CMD_ERR_N ? error_codes[e] : "other";
 }
 
+size_t proto_window(const struct proto *proto, size_t max_line)
+{
+	return max_line + 2 > proto->window_min ? max_line + 2 : proto->window_min;
+}
+
 int proto_word_is(const char *tok, size_t len, const char *word)
 {
 	size_t wlen = strlen(word);
