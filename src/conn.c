@@ -46,13 +46,58 @@
  * its first request (it was accepted just before the stop). */
 #define CONN_DRAIN_FRESH_MS 1000
 
+/*
+ * How bytes move on the socket: the seam a TLS layer would sit in (its own
+ * four calls on the same fd). Each returns as the system call it stands for
+ * does, errno set.
+ */
+struct conn_io {
+	ssize_t (*read)(evutil_socket_t fd, void *buf, size_t len);
+	ssize_t (*write)(evutil_socket_t fd, const void *buf, size_t len);
+	/* writes what it can of out, and drains that */
+	int (*write_out)(struct evbuffer *out, evutil_socket_t fd);
+	/* every reply is out: end our side, drop what input is queued */
+	void (*finish)(evutil_socket_t fd);
+};
+
+static ssize_t plain_read(evutil_socket_t fd, void *buf, size_t len)
+{
+	return recv(fd, buf, len, MSG_DONTWAIT);
+}
+
+static ssize_t plain_write(evutil_socket_t fd, const void *buf, size_t len)
+{
+	return send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/*
+ * Closing a socket that still has unread input makes the kernel send RST,
+ * which can destroy replies the client has not read yet; so send FIN first
+ * and drop what input is queued.
+ */
+static void plain_finish(evutil_socket_t fd)
+{
+	char sink[4096];
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+}
+
+static const struct conn_io plain_io = {
+	.read = plain_read,
+	.write = plain_write,
+	.write_out = evbuffer_write,
+	.finish = plain_finish,
+};
+
 struct conn {
 	struct conn_link link;
+	const struct conn_io *io;
 	struct conn_ctx *ctx;
 	/* what runs on the bytes (frontend.c's row for the listener) */
 	const struct session_ops *ops;
 	void *sess;
-	evutil_socket_t fd;	 /* -1 once reaped */
+	evutil_socket_t fd;
 	struct event *rev, *wev; /* wev is armed only while output is queued */
 	struct event *rto;	 /* request_timeout: armed while a request is partial */
 	struct event *cool;	 /* reading held after a refusal (COOL_MS) */
@@ -111,18 +156,10 @@ void conn_reap(struct conn *c)
 	free(c);
 }
 
-/*
- * Every reply is with the kernel: close gently. Closing a socket that still
- * has unread input makes the kernel send RST, which can destroy replies the
- * client has not read yet; so send FIN first and drop what input is queued.
- */
+/* Every reply is with the kernel: close gently (plain_finish). */
 static void conn_finish(struct conn *c)
 {
-	evutil_socket_t fd = c->fd;
-	char sink[4096];
-	shutdown(fd, SHUT_WR);
-	for (int i = 0; i < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
-		;
+	c->io->finish(c->fd);
 	conn_close(c);
 }
 
@@ -254,7 +291,7 @@ static int send_now(struct conn *c, const char *buf, size_t n)
 {
 	size_t off = 0;
 	if (evbuffer_get_length(c->out) == 0) {
-		ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		ssize_t w = c->io->write(c->fd, buf, n);
 		if (w > 0)
 			off = (size_t)w;
 		else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -448,7 +485,7 @@ static int read_some(struct conn *c)
 		conn_close(c);
 		return -1;
 	}
-	ssize_t n = recv(c->fd, v.iov_base, v.iov_len, MSG_DONTWAIT);
+	ssize_t n = c->io->read(c->fd, v.iov_base, v.iov_len);
 	if (n > 0) {
 		v.iov_len = (size_t)n;
 		evbuffer_commit_space(c->in, &v, 1);
@@ -512,7 +549,7 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
 		conn_close(c);
 		return;
 	}
-	if (evbuffer_write(c->out, fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	if (c->io->write_out(c->out, fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
 	    errno != EINTR) {
 		conn_close(c);
 		return;
@@ -544,6 +581,7 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 		.ready = session_ready,
 		.arg = c,
 	};
+	c->io = &plain_io;
 	c->ops = fe->session;
 	c->sess = c->ops->new (fe, &host, port, sa);
 	if (!c->sess) {

@@ -1,4 +1,4 @@
-/* conn.h - one client connection: framing, ordered replies, backpressure. */
+/* conn.h - one client connection: the transport a session runs on (session.h). */
 #ifndef RL_CONN_H
 #define RL_CONN_H
 
@@ -47,8 +47,8 @@ void conn_close(struct conn *c);
 void conn_flush(struct conn *c);
 void conn_reap(struct conn *c);
 
-/* Frees the recycled request slots (and gRPC's streams); at exit, after
- * the store is freed. */
+/* Frees what the sessions recycle (request slots, gRPC's streams); at
+ * exit, after the store is freed. */
 void conn_pool_free(void);
 
 /* The owner's list of clients threads through each conn. */
