@@ -39,8 +39,7 @@ const struct frontend frontends[] = {
 		.session = &pipeline_ops,
 		.proto = &proto_line,
 		.detect = line_or_resp,
-		.refuse = FRONTEND_REFUSE_TEXT,
-		.refuse_text = REFUSE_MSG_LINE,
+		.refuse = FRONTEND_REFUSE_REPLY,
 	},
 	{
 		/* on a line port, told by its first byte */
@@ -48,8 +47,7 @@ const struct frontend frontends[] = {
 		.front = STATS_FRONT_RESP,
 		.session = &pipeline_ops,
 		.proto = &proto_resp,
-		.refuse = FRONTEND_REFUSE_TEXT,
-		.refuse_text = REFUSE_MSG_RESP,
+		.refuse = FRONTEND_REFUSE_REPLY,
 	},
 	{
 		.name = "http",
@@ -60,8 +58,7 @@ const struct frontend frontends[] = {
 		.proto = &proto_http,
 		.state_size = sizeof(struct http_conn),
 		.state_init = http_state_init,
-		.refuse = FRONTEND_REFUSE_TEXT,
-		.refuse_text = REFUSE_MSG_HTTP,
+		.refuse = FRONTEND_REFUSE_REPLY,
 	},
 	{
 		.name = "grpc",

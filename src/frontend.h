@@ -2,8 +2,8 @@
  * frontend.h - the front ends, one table row each: the protocol word the
  * configuration takes, how its clients' bytes are run (the session and, for
  * in-order protocols, the struct proto), its label in the statistics, and
- * what a client refused at max_clients is told. conn.c, refuse.c and the
- * stats labels read the row; none of them names a protocol.
+ * how a client refused at max_clients is told. conn.c, pipeline.c and
+ * refuse.c read the row; none of them names a protocol.
  */
 #ifndef RL_FRONTEND_H
 #define RL_FRONTEND_H
@@ -12,7 +12,6 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "refuse_msg.h"
 #include "stats.h"
 
 struct conn_port;
@@ -22,8 +21,10 @@ struct sockaddr;
 
 /* How a client refused at max_clients is answered (refuse.c). */
 enum frontend_refuse {
-	FRONTEND_REFUSE_TEXT, /* refuse_text, at once (or after the first byte: detect) */
-	FRONTEND_REFUSE_H2,   /* the HTTP/2 preface, then its first stream failed */
+	/* its proto's too-many-clients error (proto_refusal), at once, or
+	 * once the first byte says which front end it is (detect) */
+	FRONTEND_REFUSE_REPLY,
+	FRONTEND_REFUSE_H2, /* the HTTP/2 preface, then its first stream failed */
 };
 
 struct frontend {
@@ -43,7 +44,6 @@ struct frontend {
 	size_t state_size;
 	void (*state_init)(void *state, const struct conn_port *port, const struct sockaddr *sa);
 	enum frontend_refuse refuse;
-	enum refuse_msg_proto refuse_text; /* FRONTEND_REFUSE_TEXT's bytes */
 };
 
 /* The row of a listener's protocol (every config_protocol has one). */

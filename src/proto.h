@@ -66,6 +66,10 @@ struct proto {
 	size_t (*format)(char *buf, const struct cmd_result *res);
 };
 
+/* What a client refused at max_clients is told in proto: the
+ * too-many-clients error, the connection closing. Writes buf (reply_max
+ * bytes of room), returns the length. */
+size_t proto_refusal(const struct proto *proto, char *buf);
 /* The most bytes a step of proto sees: max(max_line + 2, window_min). */
 size_t proto_window(const struct proto *proto, size_t max_line);
 /* 1 if tok is word (upper case), in any case. */

@@ -1,7 +1,8 @@
 /*
  * refuse.c - clients refused at max_clients, answered in their protocol.
  *
- * The answer is the port's front end's (frontend.c: its refuse fields), and
+ * The answer is the port's front end's (frontend.c's refuse: an in-order
+ * protocol's own too-many-clients error reply, proto_refusal), and
  * a port whose front end detects another by the first byte (a line port
  * also speaks RESP) waits for that byte (at most REFUSE_WAIT_MS; a client
  * that says nothing gets the port's own answer). A gRPC client's call only fails clearly when its
@@ -30,6 +31,7 @@
 #include <sys/socket.h>
 
 #include "frontend.h"
+#include "proto.h"
 #include "refuse_msg.h"
 
 #define REFUSE_MAX 64
@@ -90,11 +92,13 @@ static void answer(struct slot *s, const void *p, size_t len)
 	arm(s, REFUSE_LINGER_MS);
 }
 
-static void answer_text(struct slot *s, const struct frontend *fe)
+/* Room for any in-order protocol's refusal (its reply_max). */
+#define REPLY_ROOM 4096
+
+static void answer_reply(struct slot *s, const struct frontend *fe)
 {
-	size_t len;
-	const char *text = refuse_msg_text(fe->refuse_text, &len);
-	answer(s, text, len);
+	char buf[REPLY_ROOM];
+	answer(s, buf, proto_refusal(fe->proto, buf));
 }
 
 static void answer_h2(struct slot *s, uint32_t stream)
@@ -135,8 +139,8 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 		finish(s);
 		return;
 	}
-	if (s->fe->refuse == FRONTEND_REFUSE_TEXT) {
-		answer_text(s, s->fe->detect ? s->fe->detect(buf[0]) : s->fe);
+	if (s->fe->refuse == FRONTEND_REFUSE_REPLY) {
+		answer_reply(s, s->fe->detect ? s->fe->detect(buf[0]) : s->fe);
 		return;
 	}
 	switch (refuse_h2_feed(&s->h2, buf, (size_t)r)) {
@@ -164,7 +168,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	if (s->fe->refuse == FRONTEND_REFUSE_H2)
 		answer_h2(s, 0);
 	else
-		answer_text(s, s->fe);
+		answer_reply(s, s->fe);
 }
 
 static struct slot *free_slot(struct refuse *rf)
@@ -178,9 +182,9 @@ static struct slot *free_slot(struct refuse *rf)
 /* No slot: what can be said without reading, then the close. */
 static void refuse_now(evutil_socket_t fd, const struct frontend *fe)
 {
-	if (fe->refuse == FRONTEND_REFUSE_TEXT) {
-		size_t len;
-		const char *text = refuse_msg_text(fe->refuse_text, &len);
+	if (fe->refuse == FRONTEND_REFUSE_REPLY) {
+		char text[REPLY_ROOM];
+		size_t len = proto_refusal(fe->proto, text);
 		ssize_t w = send(fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		(void)w;
 	}
@@ -205,7 +209,7 @@ void refuse_start(struct refuse *rf, evutil_socket_t fd, enum config_protocol pr
 	if (fe->refuse == FRONTEND_REFUSE_H2)
 		send_all(s, refuse_h2_settings, sizeof(refuse_h2_settings));
 	else if (!fe->detect)
-		answer_text(s, fe); /* nothing to wait for */
+		answer_reply(s, fe); /* nothing to wait for */
 }
 
 struct refuse *refuse_new(struct event_base *base)
