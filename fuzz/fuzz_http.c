@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	size_t max_line = 1 + (size_t)((data[0] | data[1] << 8) % MAX_LINE_RANGE);
 	uint32_t rnd = (uint32_t)(data[0] | data[1] << 8) * 2654435761u;
-	static struct proto_conn pc;
+	static struct http_conn pc;
 	memset(&pc, 0, sizeof(pc));
 	if (data[2] & 1)
 		memcpy(pc.http.user_header, "X-User", 7);
@@ -99,6 +99,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		addr_ip_parse(ip, l, &pc.peer);
 	}
 	pc.peer_trusted = (data[2] & 2) != 0;
-	fuzz_run(max_line, &pc, (const char *)data + HEADER, size - HEADER, rnd);
+	fuzz_run(max_line, &pc, sizeof(pc), (const char *)data + HEADER, size - HEADER, rnd);
 	return 0;
 }

@@ -99,6 +99,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	size_t max_line = 1 + (size_t)((data[0] | data[1] << 8) % MAX_LINE_RANGE);
 	uint32_t rnd = (uint32_t)(data[0] | data[1] << 8) * 2654435761u;
-	fuzz_run(max_line, NULL, (const char *)data + HEADER, size - HEADER, rnd);
+	fuzz_run(max_line, NULL, 0, (const char *)data + HEADER, size - HEADER, rnd);
 	return 0;
 }

@@ -1,13 +1,17 @@
 /*
  * fuzz_step.c - the part of the protocol fuzzers (fuzz_resp, fuzz_http)
- * that is the same for every protocol: a loop shaped like conn.c's
- * (accumulate, take the step on at most the protocol's window, stop after
- * a fatal error, QUIT or a close; an unfinished last request is not a
- * request) run three times: (a) one write, (b) one byte at a time, (c)
- * writes of pseudo-random sizes. Their outcome logs must be identical. In
- * (a) each step sees an exact-size copy of its window (ASan sees any read
- * past it), its result is checked against the step's contract, and every
- * reply its outcome can lead to goes to the protocol's fuzz_check_reply.
+ * that is the same for every protocol. The stream is fed three times: (a)
+ * in one write, through a reference loop that takes the protocol's step
+ * itself (accumulate, take the step on at most its window, stop after a
+ * fatal error, QUIT or a close; an unfinished last request is not a
+ * request); (b) one byte at a time and (c) in writes of pseudo-random
+ * sizes, both through the daemon's own in-order session (src/pipeline.c,
+ * with cmd's entry points stubbed below: each request answered at once).
+ * Their outcome logs must be identical. In (a) each step sees an exact-size
+ * copy of its window (ASan sees any read past it), its result is checked
+ * against the step's contract, and every reply its outcome can lead to goes
+ * to the protocol's fuzz_check_reply; in (b) and (c) every reply is
+ * formatted by the pipeline as it would be written.
  */
 #include "fuzz_step.h"
 
@@ -17,13 +21,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/buffer.h>
+
+#include "cmd.h"
+#include "config.h"
+#include "frontend.h"
 #include "keys.h"
 #include "override_live.h"
+#include "pipeline.h"
 #include "policy.h"
+#include "session.h"
 
 size_t fuzz_window(size_t max_line)
 {
-	return max_line + 2 > fuzz_proto->window_min ? max_line + 2 : fuzz_proto->window_min;
+	return proto_window(fuzz_proto, max_line);
 }
 
 static int inside(const char *p, size_t n, const char *buf, size_t len)
@@ -32,8 +43,15 @@ static int inside(const char *p, size_t n, const char *buf, size_t len)
 }
 
 /* The step's contract for one outcome, and the replies it can lead to. */
-static void check_step(const char *w, size_t len, size_t max_line, const struct proto_conn *pc,
-		       enum proto_step st, const struct proto_parsed *got)
+/* In the request's bytes, or decoded into the connection's state. */
+static int in_request(const void *p, size_t n, const char *w, size_t used, const void *state,
+		      size_t state_size)
+{
+	return inside(p, n, w, used) || (state && inside(p, n, state, state_size));
+}
+
+static void check_step(const char *w, size_t len, size_t max_line, const void *state,
+		       size_t state_size, enum proto_step st, const struct proto_parsed *got)
 {
 	struct cmd_result res;
 	memset(&res, 0, sizeof(res));
@@ -92,13 +110,9 @@ static void check_step(const char *w, size_t len, size_t max_line, const struct 
 	case CMD_PEEK:
 	case CMD_RESET:
 		check(r->user_len >= 1 && r->user_len <= KEYS_USER_MAX, "user_len 1..512");
-		/* in the request's bytes, or decoded into the connection's room */
-		check(inside(r->user, r->user_len, w, got->used) ||
-			      (pc && inside(r->user, r->user_len, pc->user, sizeof(pc->user))),
+		check(in_request(r->user, r->user_len, w, got->used, state, state_size),
 		      "user inside the request");
-		check(inside(r->action, r->action_len, w, got->used) ||
-			      (pc && inside(r->action, r->action_len, pc->action,
-					    sizeof(pc->action) - 1)),
+		check(in_request(r->action, r->action_len, w, got->used, state, state_size),
 		      "action inside the request");
 		break;
 	case CMD_OVERRIDE:
@@ -119,14 +133,9 @@ static void check_step(const char *w, size_t len, size_t max_line, const struct 
 		for (int i = 0; i < r->npairs; i++) {
 			const struct cmd_pair *p = &r->pairs[i];
 			check(p->user_len >= 1 && p->user_len <= KEYS_USER_MAX, "user_len 1..512");
-			/* in the request's bytes, or decoded into the connection's room */
-			check(inside(p->user, p->user_len, w, got->used) ||
-				      (pc && inside(p->user, p->user_len, pc->pair_user[i],
-						    KEYS_USER_MAX)),
+			check(in_request(p->user, p->user_len, w, got->used, state, state_size),
 			      "user inside the request");
-			check(inside(p->action, p->action_len, w, got->used) ||
-				      (pc && inside(p->action, p->action_len, pc->pair_action[i],
-						    POLICY_NAME_MAX)),
+			check(in_request(p->action, p->action_len, w, got->used, state, state_size),
 			      "action inside the request");
 		}
 		res.multi = 1;
@@ -180,13 +189,40 @@ static void check_step(const char *w, size_t len, size_t max_line, const struct 
 	fuzz_check_reply(&res);
 }
 
+/* What both ways of feeding log of a request: where it starts in the
+ * stream, what it is, and whether the connection closes after it. */
+static void log_request(struct olog *l, const struct cmd_request *r)
+{
+	log_u64(l, 0);
+	log_u64(l, (uint64_t)r->verb);
+	log_u64(l, (uint64_t)r->cost);
+	if (r->verb == CMD_THROTTLE) {
+		log_bytes(l, r->user, r->user_len);
+		log_u64(l, (uint64_t)r->max_burst);
+		log_u64(l, (uint64_t)r->count);
+		log_u64(l, (uint64_t)r->period_s);
+	} else if (r->verb == CMD_MALLOW || r->verb == CMD_MPEEK) {
+		log_u64(l, (uint64_t)r->npairs);
+		for (int i = 0; i < r->npairs; i++)
+			log_bytes(l, r->pairs[i].user, r->pairs[i].user_len);
+	} else if (r->verb == CMD_OVERRIDES) {
+		log_u64(l, (uint64_t)r->index);
+	} else if (r->verb != CMD_PING && r->verb != CMD_QUIT) {
+		log_bytes(l, r->user, r->user_len);
+		log_u64(l, r->action_len);
+	}
+}
+
+/* ---- (a): the reference loop, on the step itself ---- */
+
 struct conn {
 	size_t max_line;
-	struct proto_conn *pc;
+	void *state;
+	size_t state_size;
 	char *buf;
 	size_t len, cap;
+	uint64_t base; /* stream offset of buf[0] */
 	int stopped;
-	int full; /* exact-size windows and every check */
 	struct olog log;
 };
 
@@ -197,73 +233,54 @@ static void conn_process(struct conn *c)
 		size_t len = c->len - off;
 		size_t window = fuzz_window(c->max_line);
 		size_t want = len < window ? len : window;
-		const char *w = c->buf + off;
-		char *copy = NULL;
-		if (c->full) {
-			copy = malloc(want);
-			check(copy != NULL, "out of memory");
-			memcpy(copy, w, want);
-			w = copy;
-		}
+		char *w = malloc(want ? want : 1);
+		check(w != NULL, "out of memory");
+		memcpy(w, c->buf + off, want);
 		struct proto_parsed got;
 		memset(&got, 0xa5, sizeof(got));
-		got.used = 0; /* as conn.c does */
+		got.used = 0; /* as pipeline.c does */
 		got.tag = 0;
 		got.close_after = 0;
-		enum proto_step st = fuzz_proto->parse(w, want, c->max_line, c->pc, &got);
-		if (c->full)
-			check_step(w, want, c->max_line, c->pc, st, &got);
+		enum proto_step st = fuzz_proto->parse(w, want, c->max_line, c->state, &got);
+		check_step(w, want, c->max_line, c->state, c->state_size, st, &got);
 		if (st == PROTO_NEED_MORE) { /* not logged: how the bytes came decides it */
-			free(copy);
+			free(w);
 			break;
 		}
 		if (st == PROTO_SKIP) { /* no request, no reply: how much at once may vary */
-			free(copy);
+			free(w);
 			off += got.used;
 			continue;
 		}
-		log_u64(&c->log, (uint64_t)st);
-		if (st == PROTO_FATAL) {
-			log_u64(&c->log, (uint64_t)got.err.code);
-			c->stopped = 1;
-			free(copy);
-			break;
-		}
-		log_u64(&c->log, got.used);
-		if (st == PROTO_REQUEST) {
-			log_u64(&c->log, (uint64_t)got.req.verb);
-			log_u64(&c->log, (uint64_t)got.req.cost);
-			if (got.req.verb == CMD_THROTTLE) {
-				log_bytes(&c->log, got.req.user, got.req.user_len);
-				log_u64(&c->log, (uint64_t)got.req.max_burst);
-				log_u64(&c->log, (uint64_t)got.req.count);
-				log_u64(&c->log, (uint64_t)got.req.period_s);
-			} else if (got.req.verb == CMD_MALLOW || got.req.verb == CMD_MPEEK) {
-				log_u64(&c->log, (uint64_t)got.req.npairs);
-				for (int i = 0; i < got.req.npairs; i++)
-					log_bytes(&c->log, got.req.pairs[i].user,
-						  got.req.pairs[i].user_len);
-			} else if (got.req.verb == CMD_OVERRIDES) {
-				log_u64(&c->log, (uint64_t)got.req.index);
-			} else if (got.req.verb != CMD_PING && got.req.verb != CMD_QUIT) {
-				log_bytes(&c->log, got.req.user, got.req.user_len);
-				log_u64(&c->log, got.req.action_len);
-			}
+		log_u64(&c->log, c->base + off);
+		switch (st) {
+		case PROTO_REQUEST:
+			log_request(&c->log, &got.req);
 			if (got.req.verb == CMD_QUIT)
 				c->stopped = 1;
-		} else if (st == PROTO_BAD) {
+			break;
+		case PROTO_FATAL:
+			/* answered, and nothing more is read */
+			got.close_after = 1;
+			/* fall through */
+		case PROTO_BAD:
+			log_u64(&c->log, 1);
 			log_u64(&c->log, (uint64_t)got.err.code);
-		} else if (st == PROTO_LOCAL) {
+			break;
+		default:
+			log_u64(&c->log, 2);
 			log_u64(&c->log, (uint64_t)got.local);
+			break;
 		}
 		log_u64(&c->log, (uint64_t)got.close_after);
 		if (got.close_after)
-			c->stopped = 1; /* conn.c reads nothing more */
-		free(copy);
+			c->stopped = 1; /* pipeline.c reads nothing more */
+		free(w);
 		off += got.used;
 	}
 	memmove(c->buf, c->buf + off, c->len - off);
 	c->len -= off;
+	c->base += off;
 }
 
 static void conn_feed(struct conn *c, const char *p, size_t n)
@@ -281,31 +298,219 @@ static void conn_eof(struct conn *c)
 	c->buf = NULL;
 }
 
+/* ---- (b), (c): the daemon's pipeline, with cmd stubbed ---- */
 
-void fuzz_run(size_t max_line, struct proto_conn *pc, const char *s, size_t n, uint32_t rnd)
+struct feed {
+	void *session;
+	struct evbuffer *in;
+	uint64_t fed; /* bytes added to in so far */
+	int stopped;
+	struct olog log;
+};
+
+/* The front end the pipeline runs: the harness's proto (fuzz_run). */
+static struct frontend fuzz_frontend;
+/* The feed whose pipeline is running: the stubs log to it. */
+static struct feed *cur;
+static const void *state_template;
+
+static void state_copy(void *state, const struct conn_port *port, const struct sockaddr *sa)
 {
-	struct conn whole = {.max_line = max_line, .pc = pc, .full = 1};
+	(void)port;
+	(void)sa;
+	memcpy(state, state_template, fuzz_frontend.state_size);
+}
+
+/* Where the request being answered starts: its bytes are drained after. */
+static void log_start(const struct cmd_slot *slot)
+{
+	check(cur != NULL, "cmd called outside a feed");
+	log_u64(&cur->log, cur->fed - evbuffer_get_length(cur->in));
+	(void)slot;
+}
+
+static void answer(struct cmd_slot *slot)
+{
+	log_u64(&cur->log, (uint64_t)slot->res.close_after);
+	snprintf(slot->res.action, sizeof(slot->res.action), "act.ion-1");
+	slot->res.window_ms = 1;
+	slot->complete(slot);
+}
+
+void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *req,
+		 int admin, struct cmd_slot *slot)
+{
+	(void)cfg;
+	(void)env;
+	(void)admin;
+	log_start(slot);
+	log_request(&cur->log, req);
+	struct cmd_result *res = &slot->res;
+	switch (req->verb) {
+	case CMD_PING:
+		res->kind = CMD_REPLY_PONG;
+		break;
+	case CMD_QUIT:
+		res->kind = CMD_REPLY_BYE;
+		break;
+	case CMD_RESET:
+	case CMD_OVERRIDE:
+	case CMD_UNOVERRIDE:
+		res->kind = CMD_REPLY_OK;
+		break;
+	case CMD_OVERRIDES:
+		res->kind = CMD_REPLY_ITEM;
+		res->item = NULL;
+		res->limit = 0;
+		break;
+	default:
+		res->kind = CMD_REPLY_DECISION;
+		res->allowed = (int)(req->cost & 1);
+		res->limit = req->cost;
+		res->remaining = 0;
+		res->retry_after_ms = -1;
+		res->reset_ms = 1000;
+		res->multi = req->verb == CMD_MALLOW || req->verb == CMD_MPEEK;
+		res->pair = res->multi ? req->npairs : 0;
+		break;
+	}
+	answer(slot);
+}
+
+void cmd_reply_error(struct cmd_slot *slot, enum cmd_error e, const char *msg)
+{
+	log_start(slot);
+	log_u64(&cur->log, 1);
+	log_u64(&cur->log, (uint64_t)e);
+	slot->res.kind = CMD_REPLY_ERROR;
+	slot->res.error = e;
+	snprintf(slot->res.msg, sizeof(slot->res.msg), "%s", msg);
+	answer(slot);
+}
+
+void cmd_reply_local(struct cmd_slot *slot, int local)
+{
+	log_start(slot);
+	log_u64(&cur->log, 2);
+	log_u64(&cur->log, (uint64_t)local);
+	slot->res.kind = CMD_REPLY_LOCAL;
+	slot->res.local = local;
+	answer(slot);
+}
+
+void cmd_result_release(struct cmd_result *res)
+{
+	free(res->item);
+	res->item = NULL;
+}
+
+static void ready(void *arg)
+{
+	(void)arg;
+}
+
+static struct config feed_cfg;
+static struct config *feed_cfgp = &feed_cfg;
+
+static void feed_start(struct feed *f)
+{
+	static const struct session_host host = {.cfg = &feed_cfgp, .ready = ready};
+	memset(f, 0, sizeof(*f));
+	f->in = evbuffer_new();
+	f->session = pipeline_ops.new(&fuzz_frontend, &host, NULL, NULL);
+	check(f->in && f->session, "out of memory");
+}
+
+/* What the pipeline has to send, as conn.c's flush takes it. */
+static void feed_flush(struct feed *f)
+{
+	static char room[65536];
+	struct session_step st = {0};
+	const char *data;
+	ssize_t k;
+	while ((k = pipeline_ops.next(f->session, room, sizeof(room), &data, &st)) > 0)
+		check(data == room && (size_t)k <= fuzz_proto->reply_max, "a reply in its room");
+	check(k == 0, "the pipeline gives every reply");
+	check(pipeline_ops.owes(f->session) == 0, "every request answered");
+}
+
+static void feed_input(struct feed *f, int eof)
+{
+	struct session_step st;
+	do {
+		memset(&st, 0, sizeof(st));
+		cur = f;
+		pipeline_ops.input(f->session, f->in, eof, &st);
+		cur = NULL;
+		check(!st.fail, "the pipeline ran out of memory");
+		feed_flush(f);
+	} while (st.pause && !st.close);
+	if (st.close)
+		f->stopped = 1;
+}
+
+static void feed(struct feed *f, const char *p, size_t n)
+{
+	if (f->stopped || n == 0)
+		return;
+	check(evbuffer_add(f->in, p, n) == 0, "out of memory");
+	f->fed += n;
+	feed_input(f, 0);
+}
+
+static void feed_eof(struct feed *f)
+{
+	uint64_t left = f->stopped ? 0 : evbuffer_get_length(f->in);
+	if (!f->stopped)
+		feed_input(f, 1);
+	check(f->stopped, "a client's end closes");
+	log_u64(&f->log, left);
+	pipeline_ops.free(f->session);
+	evbuffer_free(f->in);
+}
+
+void fuzz_run(size_t max_line, const void *state, size_t state_size, const char *s, size_t n,
+	      uint32_t rnd)
+{
+	/* each feed starts from a copy of the harness's connection state */
+	fuzz_frontend.name = fuzz_name;
+	fuzz_frontend.session = &pipeline_ops;
+	fuzz_frontend.proto = fuzz_proto;
+	fuzz_frontend.state_size = state_size;
+	fuzz_frontend.state_init = state_size ? state_copy : NULL;
+	state_template = state;
+	feed_cfg.max_line = max_line;
+
+	struct conn whole = {.max_line = max_line, .state_size = state_size};
+	if (state_size) {
+		whole.state = malloc(state_size);
+		check(whole.state != NULL, "out of memory");
+		memcpy(whole.state, state, state_size);
+	}
 	conn_feed(&whole, s, n);
 	conn_eof(&whole);
+	free(whole.state);
 
-	struct conn bytes = {.max_line = max_line, .pc = pc};
+	struct feed bytes;
+	feed_start(&bytes);
 	for (size_t i = 0; i < n; i++)
-		conn_feed(&bytes, s + i, 1);
-	conn_eof(&bytes);
+		feed(&bytes, s + i, 1);
+	feed_eof(&bytes);
 
-	struct conn chunks = {.max_line = max_line, .pc = pc};
+	struct feed chunks;
+	feed_start(&chunks);
 	for (size_t i = 0; i < n;) {
 		rnd = rnd * 1103515245u + 12345u;
 		size_t k = 1 + (rnd >> 16) % 97;
 		if (k > n - i)
 			k = n - i;
-		conn_feed(&chunks, s + i, k);
+		feed(&chunks, s + i, k);
 		i += k;
 	}
-	conn_eof(&chunks);
+	feed_eof(&chunks);
 
-	log_same(&whole.log, &bytes.log, "one write and byte-by-byte differ");
-	log_same(&whole.log, &chunks.log, "one write and random chunks differ");
+	log_same(&whole.log, &bytes.log, "one write and byte-by-byte (the pipeline) differ");
+	log_same(&whole.log, &chunks.log, "one write and random chunks (the pipeline) differ");
 	free(whole.log.p);
 	free(bytes.log.p);
 	free(chunks.log.p);

@@ -13,9 +13,12 @@ extern const struct proto *const fuzz_proto;
 /* Formats res with fuzz_proto into an exact-size buffer and checks it. */
 void fuzz_check_reply(const struct cmd_result *res);
 
-/* The most bytes a step sees (conn.c's rule). */
+/* The most bytes a step sees (proto_window). */
 size_t fuzz_window(size_t max_line);
-/* Feeds the stream s[0..n) three ways and compares (see fuzz_step.c). */
-void fuzz_run(size_t max_line, struct proto_conn *pc, const char *s, size_t n, uint32_t rnd);
+/* Feeds the stream s[0..n) three ways and compares (see fuzz_step.c);
+ * state: the connection's state the protocol's step gets (state_size
+ * bytes, copied for each feed), or NULL. */
+void fuzz_run(size_t max_line, const void *state, size_t state_size, const char *s, size_t n,
+	      uint32_t rnd);
 
 #endif

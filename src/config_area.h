@@ -10,9 +10,14 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "config.h"
 #include "config_yaml.h"
 #include "yenum.h"
+
+/* config.h's, by pointer only: the areas include config.h themselves, and
+ * config.c includes this header (no module cycle between the two). */
+struct config;
+struct config_http;
+struct config_redis;
 
 /* Where the values of a table's keys are in a snapshot, for a reload to compare them. */
 enum ktable_values {

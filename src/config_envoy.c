@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "config_area.h"
 #include "envoy_rules.h"
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "addr.h"
+#include "config.h"
 #include "config_area.h"
 
 void config_listen_free(struct config *c)

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "config_area.h"
 #include "keys.h"
 #include "override.h"

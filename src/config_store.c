@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "config_area.h"
 
 const struct yenum config_store_names[] = {

@@ -1,14 +1,11 @@
 /*
- * conn.c - one client connection: splits input into lines, runs each, and
- * writes replies strictly in request order even though the store answers out
- * of order.
+ * conn.c - one client connection, the transport: the socket, its buffers,
+ * backpressure, the timeouts and draining. What the bytes mean is the
+ * session's (session.h), chosen by the listener's row in frontend.c: the
+ * in-order pipeline (pipeline.c) or gRPC's HTTP/2 session (grpc.c).
  *
- *   head                                    tail
- *   [done: "ALLOWED.."] -> [waiting] -> [done: "ERR.."]
- *     ^ written as soon as everything before it is done
- *
- * Reading pauses while too many requests are owed or the client is not
- * reading its replies, so one client's memory stays bounded.
+ * Reading pauses while the session owes too many replies or the client is
+ * not reading its replies, so one client's memory stays bounded.
  *
  * Plain events and evbuffers rather than bufferevents: a read is one recv()
  * (no FIONREAD ioctl first), replies are sent directly at the end of the loop
@@ -25,18 +22,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cmd.h"
 #include "config.h"
-#include "grpc.h"
+#include "frontend.h"
 #include "log.h"
-#include "proto.h"
-#include "proto_http.h"
-#include "proto_line.h"
-#include "proto_resp.h"
-#include "stats.h"
+#include "session.h"
 
-/* Requests parsed and not yet written back. */
-#define MAX_PENDING 1024
 /* Output bytes owed to a client that is not reading. */
 #define OUT_HIGH (256 * 1024)
 #define OUT_LOW (64 * 1024)
@@ -56,25 +46,58 @@
  * its first request (it was accepted just before the stop). */
 #define CONN_DRAIN_FRESH_MS 1000
 
-struct pending {
-	struct cmd_slot slot; /* first: complete() gets this pointer */
-	struct pending *next;
-	struct conn *conn;
-	int done;
+/*
+ * How bytes move on the socket: the seam a TLS layer would sit in (its own
+ * four calls on the same fd). Each returns as the system call it stands for
+ * does, errno set.
+ */
+struct conn_io {
+	ssize_t (*read)(evutil_socket_t fd, void *buf, size_t len);
+	ssize_t (*write)(evutil_socket_t fd, const void *buf, size_t len);
+	/* writes what it can of out, and drains that */
+	int (*write_out)(struct evbuffer *out, evutil_socket_t fd);
+	/* every reply is out: end our side, drop what input is queued */
+	void (*finish)(evutil_socket_t fd);
+};
+
+static ssize_t plain_read(evutil_socket_t fd, void *buf, size_t len)
+{
+	return recv(fd, buf, len, MSG_DONTWAIT);
+}
+
+static ssize_t plain_write(evutil_socket_t fd, const void *buf, size_t len)
+{
+	return send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/*
+ * Closing a socket that still has unread input makes the kernel send RST,
+ * which can destroy replies the client has not read yet; so send FIN first
+ * and drop what input is queued.
+ */
+static void plain_finish(evutil_socket_t fd)
+{
+	char sink[4096];
+	shutdown(fd, SHUT_WR);
+	for (int i = 0; i < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+}
+
+static const struct conn_io plain_io = {
+	.read = plain_read,
+	.write = plain_write,
+	.write_out = evbuffer_write,
+	.finish = plain_finish,
 };
 
 struct conn {
 	struct conn_link link;
+	const struct conn_io *io;
 	struct conn_ctx *ctx;
-	/* How requests are framed, parsed and answered; NULL until the first
-	 * byte says (a RESP array starts with '*', anything else is a line),
-	 * or the listener's protocol (http). */
-	const struct proto *proto;
-	struct proto_conn *pc; /* HTTP's: the listener's options, the peer */
-	/* gRPC's (protocol: grpc): HTTP/2 streams answered in any order; the
-	 * pending list and proto are then unused */
-	struct grpc_session *grpc;
-	evutil_socket_t fd;	 /* -1 once reaped */
+	/* what runs on the bytes (frontend.c's row for the listener) */
+	const struct session_ops *ops;
+	void *sess;
+	evutil_socket_t fd;
 	struct event *rev, *wev; /* wev is armed only while output is queued */
 	struct event *rto;	 /* request_timeout: armed while a request is partial */
 	struct event *cool;	 /* reading held after a refusal (COOL_MS) */
@@ -82,80 +105,29 @@ struct conn {
 	int cooled_ms;		 /* how long so far */
 	struct evbuffer *in, *out;
 	struct timeval idle; /* idle_timeout, or 0 */
-	struct pending *head, *tail;
-	unsigned npending; /* queued, done or not */
-	unsigned inflight; /* not done yet */
-	int paused;	   /* reading stopped for backpressure */
-	int closing;	   /* no more requests; close once replies are written */
-	int got_bytes;	   /* the client has sent something */
-	int drain_fresh;   /* draining, waiting a moment for its first request */
-	int outq;	   /* bytes in the kernel's send queue when last looked (want_write) */
-	int closed;	   /* handed to the reaper */
-	int eof;	   /* the client shut its side; answer what it sent */
-	int admin;	   /* came through an admin listener */
-	int dirty;	   /* replies ready to write at the end of this loop turn */
+	int paused;	     /* reading stopped for backpressure */
+	int closing;	     /* no more requests; close once replies are written */
+	int got_bytes;	     /* the client has sent something */
+	int drain_fresh;     /* draining, waiting a moment for its first request */
+	int outq;	     /* bytes in the kernel's send queue when last looked (want_write) */
+	int closed;	     /* handed to the reaper */
+	int eof;	     /* the client shut its side; answer what it sent */
+	int dirty;	     /* replies ready to write at the end of this loop turn */
 };
-
-/* Request slots are recycled: no malloc per request in steady state. */
-#define POOL_MAX 4096
-static struct pending *pool;
-static size_t npool;
-
-static struct pending *pending_alloc(void)
-{
-	struct pending *p = pool;
-	if (p) {
-		pool = p->next;
-		npool--;
-		return p;
-	}
-	return malloc(sizeof(*p));
-}
-
-static void pending_release(struct pending *p)
-{
-	cmd_result_release(&p->slot.res);
-	if (npool >= POOL_MAX) {
-		free(p);
-		return;
-	}
-	p->next = pool;
-	pool = p;
-	npool++;
-}
-
-void conn_pool_free(void)
-{
-	grpc_pool_free();
-	while (pool) {
-		struct pending *p = pool;
-		pool = p->next;
-		free(p);
-	}
-	npool = 0;
-}
 
 static void process_input(struct conn *c);
 static void request_clock(struct conn *c, int progress);
-static void flush_replies(struct conn *c);
-static void grpc_goodbye(struct conn *c);
+static void flush(struct conn *c);
+static void goodbye(struct conn *c);
+
+void conn_pool_free(void)
+{
+	frontend_pool_free();
+}
 
 struct conn_link *conn_link(struct conn *c)
 {
 	return &c->link;
-}
-
-static void conn_destroy(struct conn *c)
-{
-	struct pending *p = c->head;
-	while (p) {
-		struct pending *next = p->next;
-		pending_release(p);
-		p = next;
-	}
-	grpc_session_free(c->grpc); /* calls in flight finish into nothing */
-	free(c->pc);
-	free(c);
 }
 
 void conn_close(struct conn *c)
@@ -180,31 +152,21 @@ void conn_reap(struct conn *c)
 	evbuffer_free(c->in);
 	evbuffer_free(c->out);
 	evutil_closesocket(c->fd);
-	c->fd = -1;
-	if (c->inflight == 0)
-		conn_destroy(c);
-	/* else: the last store answer frees it (slot_complete) */
+	c->ops->free(c->sess); /* what is in flight finishes into nothing */
+	free(c);
 }
 
-/*
- * Every reply is with the kernel: close gently. Closing a socket that still
- * has unread input makes the kernel send RST, which can destroy replies the
- * client has not read yet; so send FIN first and drop what input is queued.
- */
+/* Every reply is with the kernel: close gently (plain_finish). */
 static void conn_finish(struct conn *c)
 {
-	evutil_socket_t fd = c->fd;
-	char sink[4096];
-	shutdown(fd, SHUT_WR);
-	for (int i = 0; i < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
-		;
+	c->io->finish(c->fd);
 	conn_close(c);
 }
 
 /* Replies still owed to the client. */
 static int owes(const struct conn *c)
 {
-	return c->npending || (c->grpc && grpc_session_calls(c->grpc));
+	return c->ops->owes(c->sess) > 0;
 }
 
 static void maybe_finish(struct conn *c)
@@ -214,47 +176,6 @@ static void maybe_finish(struct conn *c)
 	if (evbuffer_get_length(c->out) == 0)
 		conn_finish(c);
 	/* else write_cb closes once the output has drained */
-}
-
-static void slot_complete(struct cmd_slot *slot)
-{
-	struct pending *p = (struct pending *)slot;
-	struct conn *c = p->conn;
-	p->done = 1;
-	c->inflight--;
-	if (c->closed) {
-		if (c->fd < 0 && c->inflight == 0)
-			conn_destroy(c);
-		return;
-	}
-	if (p == c->head && !c->dirty) {
-		/* Written at the end of the loop turn, with every other reply
-		 * that becomes ready in it: one send() for a whole batch. */
-		c->dirty = 1;
-		c->ctx->ready(c->ctx, c);
-	}
-}
-
-static struct pending *pending_new(struct conn *c)
-{
-	struct pending *p = pending_alloc();
-	if (!p)
-		return NULL;
-	p->next = NULL;
-	p->conn = c;
-	p->done = 0;
-	p->slot.complete = slot_complete;
-	p->slot.cfg = NULL;
-	p->slot.res.refused = 0;
-	p->slot.res.item = NULL;
-	if (c->tail)
-		c->tail->next = p;
-	else
-		c->head = p;
-	c->tail = p;
-	c->npending++;
-	c->inflight++;
-	return p;
 }
 
 static void read_on(struct conn *c)
@@ -288,8 +209,7 @@ static void cool_cb(evutil_socket_t fd, short what, void *arg)
 	struct conn *c = arg;
 	if (c->closed)
 		return;
-	if ((c->inflight > 0 || (c->grpc && grpc_session_calls(c->grpc))) &&
-	    c->cooled_ms < COOL_MAX_MS) {
+	if (c->ops->inflight(c->sess) > 0 && c->cooled_ms < COOL_MAX_MS) {
 		cool_arm(c, COOL_MS / 4);
 		return;
 	}
@@ -325,48 +245,96 @@ static void want_write(struct conn *c)
 	event_add(c->wev, &tv);
 }
 
-/*
- * Replies ready at the head go out in one send() when nothing is queued
- * before them: no EV_WRITE round trip through the loop. What the socket does
- * not take is queued, and EV_WRITE armed until it is written.
- */
-static void send_out(struct conn *c)
-{
-	if (evbuffer_write(c->out, c->fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-	    errno != EINTR) {
-		conn_close(c);
-		return;
-	}
-	if (evbuffer_get_length(c->out))
-		want_write(c);
-}
-
-/* gRPC: the session is over (or failed): nothing more is read, and what
- * was received is dropped (a client that sends without reading must not
- * grow our input). */
-static void grpc_stop_reading(struct conn *c)
+/* The session is over (or failed): nothing more is read, and what was
+ * received is dropped (a client that sends without reading must not grow
+ * our input). */
+static void stop_reading(struct conn *c)
 {
 	c->closing = 1;
 	event_del(c->rev);
 	evbuffer_drain(c->in, evbuffer_get_length(c->in));
 }
 
-/* gRPC: what the session has to say goes out; reading resumes when the
- * client has taken enough of it. */
-static void flush_grpc(struct conn *c)
+/* What a session call reported, applied to the connection. */
+static void apply(struct conn *c, const struct session_step *st)
 {
-	/* frames are gathered here and sent by one send() when nothing is
-	 * queued before them, as flush_replies does: no evbuffer chain per
-	 * frame */
-	static uint8_t buf[65536];
+	if (st->close)
+		c->closing = 1;
+	if (st->over)
+		stop_reading(c);
+	if (st->pause) {
+		c->paused = 1;
+		event_del(c->rev);
+	}
+	if (st->refused)
+		cool_start(c);
+}
+
+/* The session may have output: written at the end of the loop turn, with
+ * everything else that becomes ready in it (one send() for a batch). */
+static void mark_ready(struct conn *c)
+{
+	if (!c->closed && !c->dirty) {
+		c->dirty = 1;
+		c->ctx->ready(c->ctx, c);
+	}
+}
+
+static void session_ready(void *arg)
+{
+	mark_ready(arg);
+}
+
+/* One send() of buf[0..n) when nothing is queued before it; what the
+ * socket does not take is queued. -1 when the connection closed. */
+static int send_now(struct conn *c, const char *buf, size_t n)
+{
+	size_t off = 0;
+	if (evbuffer_get_length(c->out) == 0) {
+		ssize_t w = c->io->write(c->fd, buf, n);
+		if (w > 0)
+			off = (size_t)w;
+		else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			conn_close(c); /* the client is gone; its replies with it */
+			return -1;
+		}
+	}
+	if (off < n && evbuffer_add(c->out, buf + off, n - off) != 0) {
+		conn_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * What the session has ready goes out in one send() when nothing is queued
+ * before it: replies are gathered in buf (formatted in place, or copied),
+ * no EV_WRITE round trip through the loop and no evbuffer chain per reply.
+ * What the socket does not take is queued, and EV_WRITE armed until it is
+ * written. Reading resumes when the client has taken enough.
+ */
+static void flush(struct conn *c)
+{
+	static char buf[65536];
 	size_t n = 0;
+	struct session_step st = {0};
 	for (;;) {
-		const uint8_t *data;
-		ssize_t k = grpc_session_next(c->grpc, &data);
-		if (k < 0)
-			grpc_stop_reading(c);
+		const char *data;
+		ssize_t k = c->ops->next(c->sess, buf + n, sizeof(buf) - n, &data, &st);
+		if (k == SESSION_NO_ROOM && n) {
+			if (evbuffer_add(c->out, buf, n) != 0) {
+				conn_close(c);
+				return;
+			}
+			n = 0;
+			continue;
+		}
 		if (k <= 0)
 			break;
+		if (data == buf + n) {
+			n += (size_t)k;
+			continue;
+		}
 		if (evbuffer_get_length(c->out) == 0 && n + (size_t)k <= sizeof(buf)) {
 			memcpy(buf + n, data, (size_t)k);
 			n += (size_t)k;
@@ -379,80 +347,15 @@ static void flush_grpc(struct conn *c)
 		}
 		n = 0;
 	}
-	if (n) {
-		ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-		size_t off = w > 0 ? (size_t)w : 0;
-		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-			conn_close(c);
-			return;
-		}
-		if (off < n && evbuffer_add(c->out, buf + off, n - off) != 0) {
-			conn_close(c);
-			return;
-		}
-	}
+	if (n && send_now(c, buf, n) < 0)
+		return;
 	if (evbuffer_get_length(c->out))
-		send_out(c);
-	if (c->closed)
-		return;
-	if (grpc_session_over(c->grpc))
-		grpc_stop_reading(c);
-	if (grpc_session_take_refused(c->grpc))
-		cool_start(c);
-	request_clock(c, 0); /* a stream reset meanwhile is no longer partial */
-	if (c->paused && !c->closing && evbuffer_get_length(c->out) < OUT_HIGH) {
-		c->paused = 0;
-		if (!c->eof)
-			read_on(c);
-		process_input(c);
-	}
-	maybe_finish(c);
-}
-
-static void flush_replies(struct conn *c)
-{
-	if (c->grpc) {
-		flush_grpc(c);
-		return;
-	}
-	struct evbuffer *out = c->out;
-	char buf[65536]; /* room for a burst of replies, sent by one send() */
-	size_t n = 0;
-	const struct proto *proto = c->proto;
-	while (c->head && c->head->done) {
-		struct pending *p = c->head;
-		if (n + proto->reply_max > sizeof(buf)) {
-			evbuffer_add(out, buf, n);
-			n = 0;
-		}
-		n += proto->format(buf + n, &p->slot.res);
-		if (p->slot.res.kind == CMD_REPLY_BYE || p->slot.res.close_after)
-			c->closing = 1;
-		c->head = p->next;
-		if (!c->head)
-			c->tail = NULL;
-		c->npending--;
-		pending_release(p);
-	}
-	if (n) {
-		size_t off = 0;
-		if (evbuffer_get_length(out) == 0) {
-			ssize_t w = send(c->fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (w > 0)
-				off = (size_t)w;
-			else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-				 errno != EINTR) {
-				conn_close(c); /* the client is gone; its replies with it */
-				return;
-			}
-		}
-		if (off < n) {
-			evbuffer_add(out, buf + off, n - off);
-			want_write(c);
-		}
-	}
-	if (c->paused && !c->closing && c->npending < MAX_PENDING / 2 &&
-	    evbuffer_get_length(out) < OUT_HIGH) {
+		want_write(c);
+	c->ops->sent(c->sess, &st);
+	apply(c, &st);
+	request_clock(c, 0); /* a request ended meanwhile is no longer partial */
+	if (c->paused && !c->closing && c->ops->may_resume(c->sess) &&
+	    evbuffer_get_length(c->out) < OUT_HIGH) {
 		c->paused = 0;
 		if (!c->eof)
 			read_on(c);
@@ -473,7 +376,7 @@ static void drain_now(struct conn *c)
 /* A request begun and not whole: the client owes us bytes. */
 static int mid_request(struct conn *c)
 {
-	return c->grpc ? grpc_session_partial(c->grpc) > 0 : evbuffer_get_length(c->in) > 0;
+	return c->ops->partial(c->sess, evbuffer_get_length(c->in));
 }
 
 /*
@@ -484,6 +387,8 @@ static int mid_request(struct conn *c)
  */
 static void request_clock(struct conn *c, int progress)
 {
+	if (c->drain_fresh)
+		return; /* the timer waits for a draining client's first request */
 	int partial = !c->closing && !c->paused && !c->cooling && mid_request(c);
 	if (!partial) {
 		event_del(c->rto);
@@ -507,188 +412,67 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	}
 	if (c->closed || c->closing || c->paused || c->cooling)
 		return;
-	if (c->grpc) {
-		if (grpc_session_partial(c->grpc) == 0)
-			return; /* what was partial ended meanwhile */
-		/* a stream begun and not whole: answered DEADLINE_EXCEEDED, and
-		 * the connection ends as on SIGTERM (the calls it has are
-		 * answered, a GOAWAY tells the client which were not taken) */
-		log_debug("closing a gRPC client whose call was not whole within "
-			  "request_timeout");
-		grpc_session_fail_partial(c->grpc, GRPC_DEADLINE_EXCEEDED,
-					  "the call was not complete within request_timeout");
-		grpc_goodbye(c);
-		return;
-	}
-	struct pending *p = pending_new(c);
-	if (!p) {
+	int rc = c->ops->timeout(c->sess); /* the partial request answered an error */
+	if (rc < 0) {
 		conn_close(c);
 		return;
 	}
-	log_debug("closing a client whose request was not whole within request_timeout");
-	c->closing = 1;
-	event_del(c->rev);
-	evbuffer_drain(c->in, evbuffer_get_length(c->in));
-	p->slot.res.tag = 0;
-	p->slot.res.close_after = 1;
-	cmd_reply_error(&p->slot, CMD_ERR_REQUEST_TIMEOUT,
-			"the request was not complete within request_timeout");
-	if (!c->dirty && c->head->done) {
-		c->dirty = 1;
-		c->ctx->ready(c->ctx, c);
-	}
-}
-
-/* gRPC: every byte received goes to the session (nghttp2 keeps partial
- * frames itself); output waiting too long holds reading. */
-static void process_grpc(struct conn *c)
-{
-	struct evbuffer *in = c->in;
-	size_t len = evbuffer_get_length(in);
-	if (c->closing || c->closed || c->cooling)
-		return;
-	if (evbuffer_get_length(c->out) >= OUT_HIGH) {
-		c->paused = 1;
-		event_del(c->rev);
+	if (rc == 0)
+		return; /* what was partial ended meanwhile */
+	if (c->ops->goodbye) {
+		/* the connection ends as on SIGTERM: the requests it has are
+		 * answered, the client told which were not taken */
+		goodbye(c);
 		return;
 	}
-	if (len) {
-		const uint8_t *data = evbuffer_pullup(in, (ev_ssize_t)len);
-		int rc = data ? grpc_session_input(c->grpc, data, len) : -1;
-		evbuffer_drain(in, len);
-		if (rc < 0) {
-			c->closing = 1; /* the GOAWAY goes out, then the connection closes */
-			event_del(c->rev);
-		}
-	}
-	if (c->eof)
-		c->closing = 1;
-	if (grpc_session_take_refused(c->grpc))
-		cool_start(c);
-	request_clock(c, len > 0);
-	if (!c->dirty && !c->closed) {
-		c->dirty = 1;
-		c->ctx->ready(c->ctx, c);
-	}
+	stop_reading(c);
+	if (c->ops->has_output(c->sess))
+		mark_ready(c);
 }
 
 static void process_input(struct conn *c)
 {
-	if (c->grpc) {
-		process_grpc(c);
+	if (c->closed)
+		return;
+	struct session_step st = {0};
+	if (!c->closing && !c->cooling) {
+		if (evbuffer_get_length(c->out) >= OUT_HIGH)
+			st.pause = 1; /* the client is not reading its replies */
+		else
+			c->ops->input(c->sess, c->in, c->eof, &st);
+	}
+	if (st.fail) {
+		conn_close(c);
 		return;
 	}
-	struct evbuffer *in = c->in;
-	struct evbuffer *out = c->out;
-	struct config *cfg = c->ctx->cfg;
-	size_t max_line = cfg->max_line;
-	size_t window = max_line + 2;
-	int progress = 0; /* a request was taken: the partial one after it is new */
-	int refused = 0;
-
-	while (!c->closing && !c->closed && !c->cooling) {
-		if (c->npending >= MAX_PENDING || evbuffer_get_length(out) >= OUT_HIGH) {
-			c->paused = 1;
-			event_del(c->rev);
-			break;
-		}
-		size_t len = evbuffer_get_length(in);
-		if (len == 0) {
-			c->closing |= c->eof;
-			break;
-		}
-		if (!c->proto) {
-			const char *first = (const char *)evbuffer_pullup(in, 1);
-			c->proto = first[0] == '*' ? &proto_resp : &proto_line;
-		}
-		if (window < c->proto->window_min)
-			window = c->proto->window_min;
-		size_t want = len < window ? len : window;
-		const char *data = (const char *)evbuffer_pullup(in, (ev_ssize_t)want);
-		struct proto_parsed got;
-		got.used = 0;
-		got.tag = 0;
-		got.close_after = 0;
-		enum proto_step step = c->proto->parse(data, want, max_line, c->pc, &got);
-		if (step == PROTO_NEED_MORE) {
-			c->closing |= c->eof; /* a partial last request is not a request */
-			break;
-		}
-		progress = 1;
-		if (step == PROTO_SKIP) {
-			evbuffer_drain(in, got.used);
-			continue;
-		}
-		struct pending *p = pending_new(c);
-		if (!p) {
-			log_error("out of memory; dropping client");
-			conn_close(c);
-			return;
-		}
-		p->slot.res.tag = got.tag;
-		p->slot.names_policy = c->proto->names_policy;
-		p->slot.front = c->proto == &proto_resp	  ? STATS_FRONT_RESP
-				: c->proto == &proto_http ? STATS_FRONT_HTTP
-							  : STATS_FRONT_LINE;
-		p->slot.res.close_after = got.close_after;
-		if (got.close_after)
-			c->closing = 1; /* nothing after it is read */
-		switch (step) {
-		case PROTO_FATAL:
-			c->closing = 1;
-			p->slot.res.close_after = 1;
-			cmd_reply_error(&p->slot, got.err.code, got.err.msg);
-			break;
-		case PROTO_BAD:
-			cmd_reply_error(&p->slot, got.err.code, got.err.msg);
-			break;
-		case PROTO_LOCAL:
-			cmd_reply_local(&p->slot, got.local);
-			break;
-		default:
-			if (got.req.verb == CMD_QUIT)
-				c->closing = 1;
-			cmd_execute(cfg, c->ctx->env, &got.req, c->admin, &p->slot);
-			/* answered already (p stays queued until written) */
-			refused |= p->done && p->slot.res.refused;
-			break;
-		}
-		if (step == PROTO_FATAL)
-			break;
-		/* The store copied what it needs; the request's bytes can go. */
-		if (!c->closed)
-			evbuffer_drain(in, got.used);
-	}
-	if (refused)
-		cool_start(c);
-	if (!c->closed)
-		request_clock(c, progress);
-	if (!c->closed && !c->dirty && (c->head == NULL || c->head->done)) {
-		c->dirty = 1;
-		c->ctx->ready(c->ctx, c);
-	}
+	apply(c, &st);
+	if (c->closed)
+		return;
+	request_clock(c, st.progress);
+	if (c->ops->has_output(c->sess))
+		mark_ready(c);
 }
 
 void conn_flush(struct conn *c)
 {
 	c->dirty = 0;
 	if (!c->closed)
-		flush_replies(c);
+		flush(c);
 }
 
 /*
- * gRPC's goodbye: a GOAWAY naming the last call taken. Those are answered;
- * a call the client opened after it is one HTTP/2 tells the client was
- * never processed (its stream id is higher), so the client retries it
- * elsewhere instead of losing it to a bare close. Then the close, once
- * the GOAWAY is written (want_write bounds how long that may take).
+ * The protocol's goodbye (gRPC's GOAWAY naming the last call taken): those
+ * are answered; one the client opened after it is one it is told was never
+ * processed, so it retries it elsewhere instead of losing it to a bare
+ * close. Then the close, once the goodbye is written (want_write bounds how
+ * long that may take).
  */
-static void grpc_goodbye(struct conn *c)
+static void goodbye(struct conn *c)
 {
 	c->closing = 1;
-	grpc_session_drain(c->grpc);
+	c->ops->goodbye(c->sess);
 	event_del(c->rev);
-	flush_grpc(c);
+	flush(c);
 }
 
 /* One recv() into c->in: 1 with bytes, 0 with none now, -1 closed (an
@@ -701,7 +485,7 @@ static int read_some(struct conn *c)
 		conn_close(c);
 		return -1;
 	}
-	ssize_t n = recv(c->fd, v.iov_base, v.iov_len, MSG_DONTWAIT);
+	ssize_t n = c->io->read(c->fd, v.iov_base, v.iov_len);
 	if (n > 0) {
 		v.iov_len = (size_t)n;
 		evbuffer_commit_space(c->in, &v, 1);
@@ -732,8 +516,8 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 		 * nothing is idle; one mid-request is request_timeout's */
 		if (!owes(c) && !mid_request(c)) {
 			log_debug("closing idle client");
-			if (c->grpc)
-				grpc_goodbye(c); /* a call sent meanwhile is retried, not lost */
+			if (c->ops->goodbye)
+				goodbye(c); /* a request sent meanwhile is retried, not lost */
 			else
 				conn_close(c);
 		}
@@ -765,7 +549,7 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
 		conn_close(c);
 		return;
 	}
-	if (evbuffer_write(c->out, fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	if (c->io->write_out(c->out, fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
 	    errno != EINTR) {
 		conn_close(c);
 		return;
@@ -776,19 +560,9 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
 	else
 		c->outq = send_queue(c); /* the clock restarts from here */
 	if (c->paused && left <= OUT_LOW)
-		flush_replies(c); /* resumes reading */
+		flush(c); /* resumes reading */
 	else
 		maybe_finish(c);
-}
-
-/* The gRPC session has output: written at the end of the loop turn. */
-static void grpc_ready(void *arg)
-{
-	struct conn *c = arg;
-	if (!c->closed && !c->dirty) {
-		c->dirty = 1;
-		c->ctx->ready(c->ctx, c);
-	}
 }
 
 struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct sockaddr *sa,
@@ -799,36 +573,23 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 		evutil_closesocket(fd);
 		return NULL;
 	}
-	if (port->protocol == CONFIG_PROTOCOL_HTTP) {
-		c->pc = calloc(1, sizeof(*c->pc));
-		if (!c->pc) {
-			free(c);
-			evutil_closesocket(fd);
-			return NULL;
-		}
-		c->pc->http = port->http;
-		addr_ip_of(sa, &c->pc->peer);
-		c->pc->peer_trusted = c->pc->peer.family == 0;
-		for (size_t i = 0; i < port->http.ntrusted && !c->pc->peer_trusted; i++)
-			c->pc->peer_trusted = addr_net_match(&port->http.trusted[i], &c->pc->peer);
-		c->proto = &proto_http;
-	} else if (port->protocol == CONFIG_PROTOCOL_GRPC) {
-		struct grpc_host host = {
-			.cfg = &ctx->cfg,
-			.env = ctx->env,
-			.admin = port->admin,
-			.ready = grpc_ready,
-			.arg = c,
-		};
-		c->grpc = grpc_session_new(&host);
-		if (!c->grpc) {
-			free(c);
-			evutil_closesocket(fd);
-			return NULL;
-		}
+	const struct frontend *fe = frontend_of(port->protocol);
+	struct session_host host = {
+		.cfg = &ctx->cfg,
+		.env = ctx->env,
+		.admin = port->admin,
+		.ready = session_ready,
+		.arg = c,
+	};
+	c->io = &plain_io;
+	c->ops = fe->session;
+	c->sess = c->ops->new (fe, &host, port, sa);
+	if (!c->sess) {
+		free(c);
+		evutil_closesocket(fd);
+		return NULL;
 	}
 	c->ctx = ctx;
-	c->admin = port->admin;
 	c->fd = fd;
 	evutil_make_socket_nonblocking(fd);
 	c->rev = event_new(ctx->base, fd, EV_READ | EV_PERSIST, read_cb, c);
@@ -851,8 +612,7 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 		if (c->out)
 			evbuffer_free(c->out);
 		evutil_closesocket(fd);
-		grpc_session_free(c->grpc);
-		free(c->pc);
+		c->ops->free(c->sess);
 		free(c);
 		return NULL;
 	}
@@ -867,10 +627,10 @@ void conn_drain(struct conn *c)
 {
 	if (c->closed)
 		return;
-	if (c->grpc) {
-		/* sent now, before the close an idle connection would otherwise
+	if (c->ops->goodbye) {
+		/* said now, before the close an idle connection would otherwise
 		 * get at once */
-		grpc_goodbye(c);
+		goodbye(c);
 		return;
 	}
 	/* Requests already in the kernel's buffer were received before the

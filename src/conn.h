@@ -1,23 +1,17 @@
-/* conn.h - one client connection: framing, ordered replies, backpressure. */
+/* conn.h - one client connection: the transport a session runs on (session.h). */
 #ifndef RL_CONN_H
 #define RL_CONN_H
 
 #include <event2/util.h>
 
 #include "config.h"
+#include "conn_types.h"
 
 struct event_base;
 struct cmd_env;
 struct conn;
 struct sockaddr;
 
-/* What a listener tells the connections it accepts (copied: a reload may
- * free the configuration it came from). */
-struct conn_port {
-	int admin; /* the listener allows admin commands */
-	enum config_protocol protocol;
-	struct config_http http;
-};
 
 /*
  * What the connections share with the registry that keeps them (clients.c):
@@ -47,8 +41,8 @@ void conn_close(struct conn *c);
 void conn_flush(struct conn *c);
 void conn_reap(struct conn *c);
 
-/* Frees the recycled request slots (and gRPC's streams); at exit, after
- * the store is freed. */
+/* Frees what the sessions recycle (request slots, gRPC's streams); at
+ * exit, after the store is freed. */
 void conn_pool_free(void);
 
 /* The owner's list of clients threads through each conn. */

@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "session.h"
 
 /* RST_STREAMs a client may send per second before the session ends
  * (nghttp2's rapid-reset guard: a burst, then a rate). Envoy cancels
@@ -700,3 +701,114 @@ void grpc_session_free(struct grpc_session *s)
 	if (s->calls == 0)
 		session_destroy(s);
 }
+
+/* ---- behind struct session_ops (session.h): the connection's view ---- */
+
+static void *ops_new(const struct frontend *fe, const struct session_host *host,
+		     const struct conn_port *port, const struct sockaddr *sa)
+{
+	(void)fe;
+	(void)port;
+	(void)sa;
+	struct grpc_host h = {
+		.cfg = host->cfg,
+		.env = host->env,
+		.admin = host->admin,
+		.ready = host->ready,
+		.arg = host->arg,
+	};
+	return grpc_session_new(&h);
+}
+
+/* Every byte received goes to the session (nghttp2 keeps partial frames
+ * itself). */
+static void ops_input(void *p, struct evbuffer *in, int eof, struct session_step *st)
+{
+	struct grpc_session *s = p;
+	size_t len = evbuffer_get_length(in);
+	if (len) {
+		const uint8_t *data = evbuffer_pullup(in, (ev_ssize_t)len);
+		int rc = data ? grpc_session_input(s, data, len) : -1;
+		evbuffer_drain(in, len);
+		if (rc < 0)
+			st->over = 1; /* the GOAWAY goes out, then the connection closes */
+	}
+	st->close |= eof;
+	st->refused |= grpc_session_take_refused(s);
+	st->progress |= len > 0;
+}
+
+static ssize_t ops_next(void *p, char *room, size_t len, const char **data, struct session_step *st)
+{
+	(void)room;
+	(void)len;
+	const uint8_t *d;
+	ssize_t k = grpc_session_next(p, &d);
+	if (k < 0)
+		st->over = 1; /* nothing more is read, what was received is dropped */
+	*data = (const char *)d;
+	return k;
+}
+
+static void ops_sent(void *p, struct session_step *st)
+{
+	struct grpc_session *s = p;
+	st->over |= grpc_session_over(s);
+	st->refused |= grpc_session_take_refused(s);
+}
+
+static unsigned ops_calls(const void *p)
+{
+	return grpc_session_calls(p);
+}
+
+static int ops_partial(const void *p, size_t unread)
+{
+	(void)unread; /* nghttp2 has taken every byte: partial frames are its */
+	return grpc_session_partial(p) > 0;
+}
+
+static int ops_yes(const void *p)
+{
+	(void)p;
+	return 1;
+}
+
+/* A stream begun and not whole: answered DEADLINE_EXCEEDED (and the
+ * connection then says goodbye). */
+static int ops_timeout(void *p)
+{
+	struct grpc_session *s = p;
+	if (grpc_session_partial(s) == 0)
+		return 0; /* what was partial ended meanwhile */
+	log_debug("closing a gRPC client whose call was not whole within request_timeout");
+	grpc_session_fail_partial(s, GRPC_DEADLINE_EXCEEDED,
+				  "the call was not complete within request_timeout");
+	return 1;
+}
+
+static void ops_goodbye(void *p)
+{
+	grpc_session_drain(p);
+}
+
+static void ops_free(void *p)
+{
+	grpc_session_free(p);
+}
+
+const struct session_ops grpc_session_ops = {
+	.new = ops_new,
+	.input = ops_input,
+	.next = ops_next,
+	.sent = ops_sent,
+	.owes = ops_calls,
+	.inflight = ops_calls,
+	.partial = ops_partial,
+	.may_resume = ops_yes,
+	.has_output = ops_yes,
+	.timeout = ops_timeout,
+	.goodbye = ops_goodbye,
+	.free = ops_free,
+	.pool_free = grpc_pool_free,
+};

@@ -18,6 +18,7 @@ struct config;
 struct cmd_env;
 struct evbuffer;
 struct grpc_session;
+struct session_ops;
 
 /* The largest request message taken (RESOURCE_EXHAUSTED beyond). */
 #define GRPC_MAX_MESSAGE (64 * 1024)
@@ -98,5 +99,8 @@ void grpc_session_drain(struct grpc_session *s);
 void grpc_session_free(struct grpc_session *s);
 /* Frees the recycled streams and call states; at exit. */
 void grpc_pool_free(void);
+
+/* The session above, as a connection runs it (session.h). */
+extern const struct session_ops grpc_session_ops;
 
 #endif

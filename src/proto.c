@@ -5,6 +5,7 @@
  */
 #include "proto.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "decimal.h"
@@ -40,6 +41,22 @@ const char *proto_verb_name(enum cmd_verb v)
 const char *proto_error_code(enum cmd_error e)
 {
 	return (unsigned)e < CMD_ERR_N ? error_codes[e] : "other";
+}
+
+size_t proto_refusal(const struct proto *proto, char *buf)
+{
+	struct cmd_result res;
+	memset(&res, 0, sizeof(res));
+	res.kind = CMD_REPLY_ERROR;
+	res.error = CMD_ERR_TOO_MANY_CLIENTS;
+	res.close_after = 1;
+	snprintf(res.msg, sizeof(res.msg), "max_clients reached");
+	return proto->format(buf, &res);
+}
+
+size_t proto_window(const struct proto *proto, size_t max_line)
+{
+	return max_line + 2 > proto->window_min ? max_line + 2 : proto->window_min;
 }
 
 int proto_word_is(const char *tok, size_t len, const char *word)

@@ -44,22 +44,6 @@ struct proto_parsed {
 	int close_after;	/* close once this request's reply is written */
 };
 
-/*
- * What a protocol may know of its connection (HTTP's, allocated only for
- * HTTP connections): the listener's options, the peer, and room to decode
- * a request's arguments into (valid until the next step).
- */
-struct proto_conn {
-	struct config_http http;
-	struct addr_ip peer; /* family 0: a unix socket */
-	int peer_trusted;    /* in http.trusted (a unix socket always is) */
-	char user[KEYS_USER_MAX];
-	char action[POLICY_NAME_MAX + 1];
-	/* /v1/mallow's pairs, decoded */
-	char pair_user[CMD_PAIRS_MAX][KEYS_USER_MAX];
-	char pair_action[CMD_PAIRS_MAX][POLICY_NAME_MAX + 1];
-};
-
 struct proto {
 	const char *name;
 	/* Longest reply format writes. */
@@ -72,15 +56,22 @@ struct proto {
 	int names_policy;
 	/*
 	 * Looks at buf[0..len), the start of the unparsed input: at most
-	 * max(max_line + 2, window_min) bytes of it (no request may be
-	 * longer). pc: NULL but for protocols that need it (HTTP).
+	 * proto_window() bytes of it (no request may be longer). state: the
+	 * connection's own state for protocols that keep one (frontend.c's
+	 * state_size, e.g. HTTP's struct http_conn), else NULL.
 	 */
-	enum proto_step (*parse)(const char *buf, size_t len, size_t max_line,
-				 struct proto_conn *pc, struct proto_parsed *out);
+	enum proto_step (*parse)(const char *buf, size_t len, size_t max_line, void *state,
+				 struct proto_parsed *out);
 	/* Writes res's reply to buf (reply_max bytes of room); returns its length. */
 	size_t (*format)(char *buf, const struct cmd_result *res);
 };
 
+/* What a client refused at max_clients is told in proto: the
+ * too-many-clients error, the connection closing. Writes buf (reply_max
+ * bytes of room), returns the length. */
+size_t proto_refusal(const struct proto *proto, char *buf);
+/* The most bytes a step of proto sees: max(max_line + 2, window_min). */
+size_t proto_window(const struct proto *proto, size_t max_line);
 /* 1 if tok is word (upper case), in any case. */
 int proto_word_is(const char *tok, size_t len, const char *word);
 /* A cost: decimal digits only, 1 to CMD_COST_MAX (leading zeros allowed). 0 or -1. */

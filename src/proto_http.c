@@ -1,7 +1,7 @@
 /*
  * proto_http.c - HTTP/1.1 framer, parser and reply formatter; pure: no
  * I/O, no allocation (arguments are decoded into the connection's
- * proto_conn). Keep-alive and pipelining come from conn.c like for every
+ * http_conn). Keep-alive and pipelining come from pipeline.c like for every
  * protocol: replies in request order, backpressure, bounds.
  *
  *   GET|POST /v1/allow?user=U&action=A[&cost=N]  (or a JSON body)
@@ -36,7 +36,7 @@ enum http_kind { HTTP_API, HTTP_AUTH };
 
 static size_t window_of(size_t max_line)
 {
-	return max_line + 2 > PROTO_HTTP_WINDOW ? max_line + 2 : PROTO_HTTP_WINDOW;
+	return proto_window(&proto_http, max_line);
 }
 
 static int lower(int c)
@@ -150,7 +150,7 @@ static int query_next(const char *q, size_t len, size_t *i, const char **k, size
 	return 1;
 }
 
-static enum proto_step query_args(const char *q, size_t len, struct proto_conn *pc, struct args *a,
+static enum proto_step query_args(const char *q, size_t len, struct http_conn *pc, struct args *a,
 				  struct proto_parsed *out)
 {
 	size_t i = 0, klen, vlen;
@@ -186,7 +186,7 @@ static enum proto_step query_args(const char *q, size_t len, struct proto_conn *
 
 /* /v1/mallow, /v1/mpeek: user and action parameters paired in order, into
  * the connection's room for pairs. */
-static enum proto_step query_pairs(const char *q, size_t len, struct proto_conn *pc,
+static enum proto_step query_pairs(const char *q, size_t len, struct http_conn *pc,
 				   struct cmd_request *req, struct proto_parsed *out)
 {
 	int nu = 0, na = 0;
@@ -351,7 +351,7 @@ static long json_string(const char *s, size_t len, size_t *i, char *dst, size_t 
 	return too_long ? -2 : (long)n;
 }
 
-static enum proto_step json_args(const char *s, size_t len, struct proto_conn *pc, struct args *a,
+static enum proto_step json_args(const char *s, size_t len, struct http_conn *pc, struct args *a,
 				 struct proto_parsed *out)
 {
 	size_t i = json_ws(s, len, 0);
@@ -457,7 +457,7 @@ struct headers {
  * client address of X-Forwarded-For (its rightmost address that is not a
  * trusted proxy) or X-Real-IP. From anyone else: the peer's own address.
  */
-static enum proto_step user_of(const struct headers *h, struct proto_conn *pc, struct args *a,
+static enum proto_step user_of(const struct headers *h, struct http_conn *pc, struct args *a,
 			       struct proto_parsed *out)
 {
 	struct addr_ip ip = pc->peer;
@@ -511,7 +511,7 @@ static enum proto_step user_of(const struct headers *h, struct proto_conn *pc, s
 }
 
 /* Reads the header lines of buf[0..hend): -1 when malformed. */
-static int read_headers(const char *buf, size_t from, size_t hend, const struct proto_conn *pc,
+static int read_headers(const char *buf, size_t from, size_t hend, const struct http_conn *pc,
 			struct headers *h)
 {
 	size_t i = from;
@@ -593,9 +593,10 @@ static size_t headers_end(const char *buf, size_t len)
 	return 0;
 }
 
-static enum proto_step http_parse(const char *buf, size_t len, size_t max_line,
-				  struct proto_conn *pc, struct proto_parsed *out)
+static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, void *state,
+				  struct proto_parsed *out)
 {
+	struct http_conn *pc = state;
 	/* Blank lines before a request are ignored (RFC 9112 2.2). */
 	size_t skip = 0;
 	while (skip < len && (buf[skip] == '\r' || buf[skip] == '\n'))

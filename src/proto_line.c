@@ -208,10 +208,10 @@ size_t proto_line_format(char *buf, const struct cmd_result *res)
 	return n;
 }
 
-static enum proto_step line_parse(const char *buf, size_t len, size_t max_line,
-				  struct proto_conn *pc, struct proto_parsed *out)
+static enum proto_step line_parse(const char *buf, size_t len, size_t max_line, void *state,
+				  struct proto_parsed *out)
 {
-	(void)pc;
+	(void)state;
 	size_t consumed = 0;
 	long n = proto_line_frame(buf, len, max_line, &consumed);
 	if (n == -1)

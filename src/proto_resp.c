@@ -217,10 +217,10 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	return PROTO_REQUEST;
 }
 
-static enum proto_step resp_parse(const char *buf, size_t len, size_t max_line,
-				  struct proto_conn *pc, struct proto_parsed *out)
+static enum proto_step resp_parse(const char *buf, size_t len, size_t max_line, void *state,
+				  struct proto_parsed *out)
 {
-	(void)pc;
+	(void)state;
 	/* Beyond this the request cannot be whole: the caller shows no more. */
 	int window_full = len >= max_line + 2;
 	size_t pos = 0;

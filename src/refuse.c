@@ -1,10 +1,11 @@
 /*
  * refuse.c - clients refused at max_clients, answered in their protocol.
  *
- * The answer depends on what the client speaks, and a line port also speaks
- * RESP: there the client's first byte decides, so a refusal waits for it
- * (at most REFUSE_WAIT_MS; a client that says nothing gets the line
- * protocol's answer). A gRPC client's call only fails clearly when its
+ * The answer is the port's front end's (frontend.c's refuse: an in-order
+ * protocol's own too-many-clients error reply, proto_refusal), and
+ * a port whose front end detects another by the first byte (a line port
+ * also speaks RESP) waits for that byte (at most REFUSE_WAIT_MS; a client
+ * that says nothing gets the port's own answer). A gRPC client's call only fails clearly when its
  * stream is answered (a GOAWAY alone, grpcio takes for a server going away
  * and reconnects at once, again and again): the server preface goes out at
  * once, the first HEADERS frame is waited for and answered UNAVAILABLE. An
@@ -29,6 +30,8 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
+#include "frontend.h"
+#include "proto.h"
 #include "refuse_msg.h"
 
 #define REFUSE_MAX 64
@@ -42,7 +45,7 @@ enum slot_state { SLOT_FREE, SLOT_WAIT, SLOT_LINGER };
 struct slot {
 	enum slot_state state;
 	evutil_socket_t fd;
-	enum config_protocol protocol;
+	const struct frontend *fe; /* the port's */
 	struct refuse_h2_scan h2;
 	struct event *rev;   /* aimed at fd by each refuse_start */
 	struct event *timer; /* the wait, then the linger */
@@ -89,11 +92,13 @@ static void answer(struct slot *s, const void *p, size_t len)
 	arm(s, REFUSE_LINGER_MS);
 }
 
-static void answer_text(struct slot *s, enum refuse_msg_proto proto)
+/* Room for any in-order protocol's refusal (its reply_max). */
+#define REPLY_ROOM 4096
+
+static void answer_reply(struct slot *s, const struct frontend *fe)
 {
-	size_t len;
-	const char *text = refuse_msg_text(proto, &len);
-	answer(s, text, len);
+	char buf[REPLY_ROOM];
+	answer(s, buf, proto_refusal(fe->proto, buf));
 }
 
 static void answer_h2(struct slot *s, uint32_t stream)
@@ -134,8 +139,8 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 		finish(s);
 		return;
 	}
-	if (s->protocol != CONFIG_PROTOCOL_GRPC) {
-		answer_text(s, refuse_msg_sniff(buf[0]));
+	if (s->fe->refuse == FRONTEND_REFUSE_REPLY) {
+		answer_reply(s, s->fe->detect ? s->fe->detect(buf[0]) : s->fe);
 		return;
 	}
 	switch (refuse_h2_feed(&s->h2, buf, (size_t)r)) {
@@ -160,10 +165,10 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	/* said nothing (or no whole stream) in time */
-	if (s->protocol == CONFIG_PROTOCOL_GRPC)
+	if (s->fe->refuse == FRONTEND_REFUSE_H2)
 		answer_h2(s, 0);
 	else
-		answer_text(s, REFUSE_MSG_LINE);
+		answer_reply(s, s->fe);
 }
 
 static struct slot *free_slot(struct refuse *rf)
@@ -175,12 +180,11 @@ static struct slot *free_slot(struct refuse *rf)
 }
 
 /* No slot: what can be said without reading, then the close. */
-static void refuse_now(evutil_socket_t fd, enum config_protocol protocol)
+static void refuse_now(evutil_socket_t fd, const struct frontend *fe)
 {
-	if (protocol != CONFIG_PROTOCOL_GRPC) {
-		size_t len;
-		const char *text = refuse_msg_text(
-			protocol == CONFIG_PROTOCOL_HTTP ? REFUSE_MSG_HTTP : REFUSE_MSG_LINE, &len);
+	if (fe->refuse == FRONTEND_REFUSE_REPLY) {
+		char text[REPLY_ROOM];
+		size_t len = proto_refusal(fe->proto, text);
 		ssize_t w = send(fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 		(void)w;
 	}
@@ -189,22 +193,23 @@ static void refuse_now(evutil_socket_t fd, enum config_protocol protocol)
 
 void refuse_start(struct refuse *rf, evutil_socket_t fd, enum config_protocol protocol)
 {
+	const struct frontend *fe = frontend_of(protocol);
 	struct slot *s = free_slot(rf);
 	if (!s || evutil_make_socket_nonblocking(fd) < 0 ||
 	    event_assign(s->rev, rf->base, fd, EV_READ | EV_PERSIST, read_cb, s) < 0 ||
 	    event_add(s->rev, NULL) < 0) {
-		refuse_now(fd, protocol);
+		refuse_now(fd, fe);
 		return;
 	}
 	s->fd = fd;
-	s->protocol = protocol;
+	s->fe = fe;
 	s->h2 = (struct refuse_h2_scan){0};
 	s->state = SLOT_WAIT;
 	arm(s, REFUSE_WAIT_MS);
-	if (protocol == CONFIG_PROTOCOL_HTTP)
-		answer_text(s, REFUSE_MSG_HTTP);
-	else if (protocol == CONFIG_PROTOCOL_GRPC)
+	if (fe->refuse == FRONTEND_REFUSE_H2)
 		send_all(s, refuse_h2_settings, sizeof(refuse_h2_settings));
+	else if (!fe->detect)
+		answer_reply(s, fe); /* nothing to wait for */
 }
 
 struct refuse *refuse_new(struct event_base *base)

@@ -1,38 +1,10 @@
-/* refuse_msg.c - a too-many-clients refusal's bytes per protocol, pure. */
+/* refuse_msg.c - a too-many-clients refusal's bytes over HTTP/2, pure (an
+ * in-order protocol's are its own error reply: proto_refusal). */
 #include "refuse_msg.h"
 
 #include <string.h>
 
 #define TEXT "too-many-clients max_clients reached"
-
-static const char line_text[] = "ERR " TEXT "\n";
-static const char resp_text[] = "-ERR " TEXT "\r\n";
-static const char http_text[] =
-	"HTTP/1.1 503 Service Unavailable\r\n"
-	"Content-Type: application/json\r\n"
-	"Content-Length: 61\r\nConnection: close\r\n\r\n"
-	"{\"error\":\"too-many-clients\",\"message\":\"max_clients reached\"}\n";
-
-const char *refuse_msg_text(enum refuse_msg_proto proto, size_t *len)
-{
-	switch (proto) {
-	case REFUSE_MSG_RESP:
-		*len = sizeof(resp_text) - 1;
-		return resp_text;
-	case REFUSE_MSG_HTTP:
-		*len = sizeof(http_text) - 1;
-		return http_text;
-	case REFUSE_MSG_LINE:
-		break;
-	}
-	*len = sizeof(line_text) - 1;
-	return line_text;
-}
-
-enum refuse_msg_proto refuse_msg_sniff(uint8_t first)
-{
-	return first == '*' ? REFUSE_MSG_RESP : REFUSE_MSG_LINE;
-}
 
 /* RFC 9113: frame types, flags and error codes used here */
 #define H2_HEADERS 0x1

@@ -1,29 +1,15 @@
 /*
- * refuse_msg.h - what a client refused at max_clients is told, in its own
- * protocol, pure: the line, RESP and HTTP texts, the scan of an HTTP/2
- * client's opening bytes for its first stream, and the HTTP/2 frames that
- * answer that stream and end the connection. No I/O, no allocation
- * (refuse.c does the sockets).
+ * refuse_msg.h - what an HTTP/2 (gRPC) client refused at max_clients is
+ * told, pure: the scan of its opening bytes for its first stream, and the
+ * frames that answer that stream and end the connection. No I/O, no
+ * allocation (refuse.c does the sockets; an in-order protocol's refusal is
+ * its own error reply, proto_refusal).
  */
 #ifndef RL_REFUSE_MSG_H
 #define RL_REFUSE_MSG_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* The protocols a refusal answers in. */
-enum refuse_msg_proto {
-	REFUSE_MSG_LINE, /* ERR too-many-clients max_clients reached\n */
-	REFUSE_MSG_RESP, /* -ERR too-many-clients max_clients reached\r\n */
-	REFUSE_MSG_HTTP, /* 503 with the JSON error body */
-};
-
-/* The whole reply for proto; *len gets its length. */
-const char *refuse_msg_text(enum refuse_msg_proto proto, size_t *len);
-
-/* A line/RESP port's client: RESP when its first byte is '*' (as proto.c
- * decides for an accepted client), else the line protocol. */
-enum refuse_msg_proto refuse_msg_sniff(uint8_t first);
 
 /* The server's connection preface: an empty SETTINGS frame. */
 #define REFUSE_H2_SETTINGS_LEN 9

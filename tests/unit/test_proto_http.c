@@ -17,7 +17,7 @@
 
 #define MAX_LINE 4096
 
-static struct proto_conn pc;
+static struct http_conn pc;
 
 static void conn_reset(void)
 {

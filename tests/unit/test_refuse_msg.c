@@ -1,12 +1,16 @@
 /* test_refuse_msg.c - a too-many-clients refusal's bytes per protocol: the
- * texts, the RESP sniff, the scan of an HTTP/2 client's opening and the
- * frames that end a refused HTTP/2 connection. */
+ * in-order protocols' (proto_refusal), the scan of an HTTP/2 client's
+ * opening and the frames that end a refused HTTP/2 connection. */
 #include <check.h>
 
 #include "runner.h"
 #include <nghttp2/nghttp2.h>
 #include <string.h>
 
+#include "proto.h"
+#include "proto_http.h"
+#include "proto_line.h"
+#include "proto_resp.h"
 #include "refuse_msg.h"
 
 static const char preface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -35,23 +39,27 @@ static size_t grpc_opening(uint8_t *b, uint32_t stream)
 
 START_TEST(test_texts)
 {
-	size_t len;
-	const char *t = refuse_msg_text(REFUSE_MSG_LINE, &len);
+	char t[4096];
+	size_t len = proto_refusal(&proto_line, t);
 	ck_assert_uint_eq(len, strlen("ERR too-many-clients max_clients reached\n"));
 	ck_assert(memcmp(t, "ERR too-many-clients max_clients reached\n", len) == 0);
-	t = refuse_msg_text(REFUSE_MSG_RESP, &len);
+	len = proto_refusal(&proto_resp, t);
 	ck_assert_uint_eq(len, strlen("-ERR too-many-clients max_clients reached\r\n"));
 	ck_assert(memcmp(t, "-ERR too-many-clients max_clients reached\r\n", len) == 0);
-	t = refuse_msg_text(REFUSE_MSG_HTTP, &len);
+	len = proto_refusal(&proto_http, t);
+	t[len] = '\0';
 	ck_assert(memcmp(t, "HTTP/1.1 503 ", 13) == 0);
+	static const char http[] =
+		"HTTP/1.1 503 Service Unavailable\r\n"
+		"Content-Type: application/json\r\n"
+		"Content-Length: 61\r\nConnection: close\r\n\r\n"
+		"{\"error\":\"too-many-clients\",\"message\":\"max_clients reached\"}\n";
+	ck_assert_uint_eq(len, sizeof(http) - 1);
+	ck_assert(memcmp(t, http, len) == 0);
 	/* Content-Length matches the body */
 	const char *body = strstr(t, "\r\n\r\n") + 4;
 	ck_assert_uint_eq((size_t)(t + len - body), 61);
 	ck_assert(memcmp(body, "{\"error\":\"too-many-clients\"", 27) == 0);
-
-	ck_assert_int_eq(refuse_msg_sniff('*'), REFUSE_MSG_RESP);
-	ck_assert_int_eq(refuse_msg_sniff('P'), REFUSE_MSG_LINE);
-	ck_assert_int_eq(refuse_msg_sniff('\n'), REFUSE_MSG_LINE);
 }
 END_TEST
 

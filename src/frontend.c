@@ -1,0 +1,94 @@
+/*
+ * frontend.c - the front ends' table: what a listener's protocol word
+ * means, one row each. A new in-order front end is its proto_X.c and a row
+ * here.
+ */
+#include "frontend.h"
+
+#include <string.h>
+
+#include "addr.h"
+#include "conn_types.h"
+#include "grpc.h"
+#include "pipeline.h"
+#include "proto.h"
+#include "proto_http.h"
+#include "proto_line.h"
+#include "proto_resp.h"
+
+/* HTTP's connection state: the listener's options, and the peer (trusted
+ * or not for the identity headers). */
+static void http_state_init(void *state, const struct conn_port *port, const struct sockaddr *sa)
+{
+	struct http_conn *pc = state;
+	pc->http = port->http;
+	addr_ip_of(sa, &pc->peer);
+	pc->peer_trusted = pc->peer.family == 0;
+	for (size_t i = 0; i < port->http.ntrusted && !pc->peer_trusted; i++)
+		pc->peer_trusted = addr_net_match(&port->http.trusted[i], &pc->peer);
+}
+
+static const struct frontend *line_or_resp(uint8_t first);
+
+const struct frontend frontends[] = {
+	{
+		.name = "line",
+		.config = 1,
+		.protocol = CONFIG_PROTOCOL_LINE,
+		.front = STATS_FRONT_LINE,
+		.session = &pipeline_ops,
+		.proto = &proto_line,
+		.detect = line_or_resp,
+		.refuse = FRONTEND_REFUSE_REPLY,
+	},
+	{
+		/* on a line port, told by its first byte */
+		.name = "resp",
+		.front = STATS_FRONT_RESP,
+		.session = &pipeline_ops,
+		.proto = &proto_resp,
+		.refuse = FRONTEND_REFUSE_REPLY,
+	},
+	{
+		.name = "http",
+		.config = 1,
+		.protocol = CONFIG_PROTOCOL_HTTP,
+		.front = STATS_FRONT_HTTP,
+		.session = &pipeline_ops,
+		.proto = &proto_http,
+		.state_size = sizeof(struct http_conn),
+		.state_init = http_state_init,
+		.refuse = FRONTEND_REFUSE_REPLY,
+	},
+	{
+		.name = "grpc",
+		.config = 1,
+		.protocol = CONFIG_PROTOCOL_GRPC,
+		.front = STATS_FRONT_GRPC,
+		.session = &grpc_session_ops,
+		.refuse = FRONTEND_REFUSE_H2,
+	},
+	{.name = NULL},
+};
+
+/* A RESP array starts with '*'; anything else is a line. */
+static const struct frontend *line_or_resp(uint8_t first)
+{
+	return first == '*' ? &frontends[1] : &frontends[0];
+}
+
+const struct frontend *frontend_of(enum config_protocol protocol)
+{
+	for (const struct frontend *fe = frontends; fe->name; fe++)
+		if (fe->config && fe->protocol == protocol)
+			return fe;
+	return &frontends[0]; /* not reached: every protocol has its row */
+}
+
+void frontend_pool_free(void)
+{
+	/* a kind shared by several rows is freed again: a no-op */
+	for (const struct frontend *fe = frontends; fe->name; fe++)
+		if (fe->session->pool_free)
+			fe->session->pool_free();
+}

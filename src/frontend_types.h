@@ -1,0 +1,47 @@
+/*
+ * frontend_types.h - a front end's table row, as a type only: what the
+ * sessions that run a front end's clients (pipeline.c) read of it, without
+ * the table (frontend.h), which names those sessions.
+ */
+#ifndef RL_FRONTEND_TYPES_H
+#define RL_FRONTEND_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "stats.h"
+
+struct conn_port;
+struct proto;
+struct session_ops;
+struct sockaddr;
+
+/* How a client refused at max_clients is answered (refuse.c). */
+enum frontend_refuse {
+	/* its proto's too-many-clients error (proto_refusal), at once, or
+	 * once the first byte says which front end it is (detect) */
+	FRONTEND_REFUSE_REPLY,
+	FRONTEND_REFUSE_H2, /* the HTTP/2 preface, then its first stream failed */
+};
+
+struct frontend {
+	const char *name; /* the stats label's word, and the configuration's when config */
+	/* the listener protocol it is, when a listener can be configured with it */
+	int config;
+	enum config_protocol protocol;
+	enum stats_front front; /* its decision latency's label */
+	const struct session_ops *session;
+	/* In-order sessions (pipeline.c): how requests are framed and answered. */
+	const struct proto *proto;
+	/* Another front end sharing the port, told by the client's first byte
+	 * (the line protocol's port also speaks RESP); NULL: this one. */
+	const struct frontend *(*detect)(uint8_t first);
+	/* Per-connection state the proto's parse gets (0: none, NULL passed),
+	 * set up by state_init for a client accepted on port from sa. */
+	size_t state_size;
+	void (*state_init)(void *state, const struct conn_port *port, const struct sockaddr *sa);
+	enum frontend_refuse refuse;
+};
+
+#endif
