@@ -67,7 +67,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64, help="decisions per call (default 64)")
     ap.add_argument("--calls", type=int, default=3000, help="measured calls (default 3000)")
     ap.add_argument("--depth", type=int, default=4, help="calls in flight (default 4)")
-    ap.add_argument("--script", default=os.path.join(HERE, "..", "src", "lua", "ratelimit.lua"))
+    ap.add_argument("--script", default=os.path.join(HERE, "..", "src", "store", "lua", "ratelimit.lua"))
     o = ap.parse_args()
 
     with open(o.script) as f:

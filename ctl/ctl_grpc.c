@@ -8,7 +8,7 @@
  * Envoy connects): libnghttp2's client session over a blocking loop of
  * poll() with the -T deadline (sent as grpc-timeout), the messages packed
  * and unpacked by the same protoc-c code the daemon is built with (the
- * inverse of src/rls.c and src/grpc.c). Exit status as the other commands:
+ * inverse of src/grpc/rls.c and src/grpc/grpc.c). Exit status as the other commands:
  * 0 OK (SERVING), 1 OVER_LIMIT (not SERVING), 2 an error (a gRPC status
  * other than OK among them). Kept apart from ratelimitctl.c, which calls
  * ctl_grpc() alone; what the two share (errors, the deadline, connecting,

@@ -1,6 +1,6 @@
 /*
  * fuzz_config.c - libFuzzer harness for the YAML configuration loader
- * (config_parse in src/config.c).
+ * (config_parse in src/config/config.c).
  *
  * The input is the whole file. On failure the error must be 1 to
  * CONFIG_ERRORS_SHOWN printable lines "fuzz.yaml:LINE:COL: message" (LINE and

@@ -1,6 +1,6 @@
 /*
  * fuzz_envoy.c - libFuzzer harness for envoyproxy/ratelimit's rule files
- * (envoy_rules_parse and envoy_lookup in src/envoy_rules.c), which a
+ * (envoy_rules_parse and envoy_lookup in src/config/envoy_rules.c), which a
  * SIGHUP reads from whatever the operator's directory holds.
  *
  * Input: a rules file up to the first NUL byte; after it, a descriptor to

@@ -1,6 +1,6 @@
 /*
  * fuzz_errors.h - the shape every loader's error text must have (config.c
- * and envoy_rules.c share src/config_yaml.c's reporting): 1 to max_lines
+ * and envoy_rules.c share src/config/config_yaml.c's reporting): 1 to max_lines
  * printable lines "NAME:LINE:COL: message", LINE and COL 1-based and inside
  * the input, perhaps followed by "... and N more errors".
  */

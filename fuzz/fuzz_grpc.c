@@ -1,5 +1,5 @@
 /*
- * fuzz_grpc.c - libFuzzer harness for the gRPC session (src/grpc.c):
+ * fuzz_grpc.c - libFuzzer harness for the gRPC session (src/grpc/grpc.c):
  * nghttp2's server side and gRPC's framing of each call, fed the bytes a
  * client sends after its preface, in chunks. The methods here answer at
  * once, fail, or wait; the waiting ones are answered half before and half

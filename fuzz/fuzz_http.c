@@ -1,5 +1,5 @@
 /*
- * fuzz_http.c - libFuzzer harness for HTTP (src/proto_http.c): the step
+ * fuzz_http.c - libFuzzer harness for HTTP (src/proto/proto_http.c): the step
  * conn.c takes and the reply formatter, through the shared loop of
  * fuzz_step.c. Every reply is checked to be one well-formed HTTP/1.1
  * response whose Content-Length is its body's.

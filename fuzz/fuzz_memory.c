@@ -1,5 +1,5 @@
 /*
- * fuzz_memory.c - the memory store (src/store_memory.c) against limiter.c on
+ * fuzz_memory.c - the memory store (src/store/store_memory.c) against limiter.c on
  * plain state arrays, which never expire or evict: bytes in, a sequence of
  * decisions (op, user, policy, cost, time step) out, both must answer alike
  * on every one. A key the store drops when Redis would have must never

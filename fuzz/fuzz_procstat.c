@@ -1,6 +1,6 @@
 /*
  * fuzz_procstat.c - libFuzzer harness for /proc/PID/stat parsing
- * (src/process.c). The input is the file's text, in a buffer of exactly its
+ * (src/ops/process.c). The input is the file's text, in a buffer of exactly its
  * size (ASan sees any read past it). When it parses, fields after rss are
  * ignored: the same text with more fields parses to the same values, and
  * the text's fields after the last ')' are read back with strtoull.

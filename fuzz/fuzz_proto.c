@@ -1,6 +1,6 @@
 /*
  * fuzz_proto.c - libFuzzer harness for the line protocol's framer, parser,
- * step (what conn.c calls) and reply formatter (src/proto_line.c).
+ * step (what conn.c calls) and reply formatter (src/proto/proto_line.c).
  *
  * Input: a 4-byte header, then the byte stream a client sends.
  *   bytes 0-1  max_line = 1 + (little-endian u16 % 8192)
@@ -19,7 +19,7 @@
  * classifier written from the protocol spec, the framing result is checked
  * against the bytes in (b), (d) and (e), and the replies each line can lead to
  * are formatted and parsed back, by hand and by line_reply_parse (the
- * client side, src/line_reply.c), which also takes every input line as a
+ * client side, src/proto/line_reply.c), which also takes every input line as a
  * reply. Any violation aborts.
  */
 #include <stdint.h>

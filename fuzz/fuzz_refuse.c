@@ -1,6 +1,6 @@
 /*
  * fuzz_refuse.c - libFuzzer harness for what a client refused at
- * max_clients is told over HTTP/2 (src/refuse_msg.c): the scan of its
+ * max_clients is told over HTTP/2 (src/grpc/refuse_msg.c): the scan of its
  * opening bytes for the first stream, fed whole and in chunks of
  * input-seeded sizes (each chunk an exact-size copy: ASan sees any read
  * past it), which must agree; a found stream is odd, nonzero and the id of

@@ -1,6 +1,6 @@
 /*
  * fuzz_reply.c - libFuzzer harness for decoding Redis replies to the decision
- * script (store_reply_decision in src/store_reply.c), behind hiredis's own
+ * script (store_reply_decision in src/store/store_reply.c), behind hiredis's own
  * reply reader as the daemon uses it.
  *
  * Input: byte 0 chooses how the rest is fed to the redisReader (whole, or in

@@ -1,5 +1,5 @@
 /*
- * fuzz_resp.c - libFuzzer harness for RESP2 (src/proto_resp.c): the step
+ * fuzz_resp.c - libFuzzer harness for RESP2 (src/proto/proto_resp.c): the step
  * conn.c takes and the reply formatter, through the shared loop of
  * fuzz_step.c. Every reply is parsed back as one well-formed RESP2 value.
  *

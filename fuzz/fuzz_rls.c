@@ -1,6 +1,6 @@
 /*
  * fuzz_rls.c - libFuzzer harness for Envoy's ShouldRateLimit, pure part
- * (src/rls.c): protobuf-c's unpack of a RateLimitRequest into the arena,
+ * (src/grpc/rls.c): protobuf-c's unpack of a RateLimitRequest into the arena,
  * the lookup in envoy rules, the plan, and the answer for results taken
  * from the input.
  *

@@ -5,7 +5,7 @@
  * itself (accumulate, take the step on at most its window, stop after a
  * fatal error, QUIT or a close; an unfinished last request is not a
  * request); (b) one byte at a time and (c) in writes of pseudo-random
- * sizes, both through the daemon's own in-order session (src/pipeline.c,
+ * sizes, both through the daemon's own in-order session (src/proto/pipeline.c,
  * with cmd's entry points stubbed below: each request answered at once).
  * Their outcome logs must be identical. In (a) each step sees an exact-size
  * copy of its window (ASan sees any read past it), its result is checked

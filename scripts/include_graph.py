@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """scripts/include_graph.py - include cycles between src/'s modules.
 
-A module is a file stem: src/X.c and src/X.h together. Module X depends on
+A module is a file stem: X.c and X.h together, in src/ or one of its layer
+folders (src/store/X.c: the stem is still X, since every folder is an
+include directory and an #include names a header alone). Module X depends on
 module Y when X.c or X.h has `#include "Y.h"`. The script builds that graph,
 finds its strongly-connected components (Tarjan) and prints every one of more
 than one module: modules that cannot be understood, tested or moved apart.
@@ -27,18 +29,24 @@ ALLOWED = [
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
 
+def source_files(src):
+    """{file stem: [paths of its .c and .h]}, over src/ and its folders."""
+    files = {}
+    for d, dirs, names in os.walk(src):
+        dirs.sort()
+        for name in sorted(names):
+            stem, ext = os.path.splitext(name)
+            if ext in ('.c', '.h'):
+                files.setdefault(stem, []).append(os.path.join(d, name))
+    return files
+
+
 def module_graph(src):
-    """{module: set of modules it includes}, over src/*.c and src/*.h."""
-    mods = {}
-    for name in os.listdir(src):
-        stem, ext = os.path.splitext(name)
-        if ext in ('.c', '.h'):
-            mods.setdefault(stem, set())
+    """{module: set of modules it includes}, over src/**/*.c and *.h."""
+    files = source_files(src)
+    mods = {stem: set() for stem in files}
     for stem, deps in mods.items():
-        for ext in ('.c', '.h'):
-            path = os.path.join(src, stem + ext)
-            if not os.path.exists(path):
-                continue
+        for path in files[stem]:
             with open(path, encoding='utf-8') as f:
                 for line in f:
                     m = INCLUDE.match(line)

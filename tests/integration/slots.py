@@ -1,5 +1,5 @@
 """slots.py - where a user's keys live in a Redis Cluster, for the tests:
-the key layout of src/keys.c (<prefix>{<action>:<escaped user>}:<suffix>),
+the key layout of src/model/keys.c (<prefix>{<action>:<escaped user>}:<suffix>),
 the hash slot of a key (CRC16 of its hash tag, as CLUSTER KEYSLOT), and
 users whose keys fall in given slots."""
 

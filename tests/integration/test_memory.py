@@ -295,7 +295,7 @@ class DifferentialTest(DaemonTest):
         got_c = p.stdout.splitlines()
 
         redis = self.start_redis()
-        with open(os.path.join(SRCDIR, "src", "lua", "ratelimit.lua")) as f:
+        with open(os.path.join(SRCDIR, "src", "store", "lua", "ratelimit.lua")) as f:
             script = NO_EXPIRY + f.read()
         got_lua, where = [], []
         with redis.resp() as r:

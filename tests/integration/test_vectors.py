@@ -9,7 +9,7 @@ import unittest
 from harness import SRCDIR, RedisServer
 
 
-# The script's name of each algorithm (src/redis_script.c's algo_arg), and
+# The script's name of each algorithm (src/store/redis_script.c's algo_arg), and
 # whether its policy line gives a capacity before the rate.
 ALGOS = {"sliding_window": ("s", False), "funnel": ("f", True),
          "fixed_window": ("w", False), "sliding_window_counter": ("c", False)}
@@ -92,7 +92,7 @@ class LuaVectors(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="rl-vectors-")
         self.redis = RedisServer(self.tmp).start()
-        with open(os.path.join(SRCDIR, "src", "lua", "ratelimit.lua")) as f:
+        with open(os.path.join(SRCDIR, "src", "store", "lua", "ratelimit.lua")) as f:
             self.script = f.read()
 
     def tearDown(self):

@@ -151,7 +151,7 @@ static int is(const struct call *c, int i, const char *s)
 	return c->argl[i] == strlen(s) && memcmp(c->argv[i], s, c->argl[i]) == 0;
 }
 
-/* src/lua/ratelimit.lua's decision_argc, on argv from `a` on (ARGV[a]):
+/* src/store/lua/ratelimit.lua's decision_argc, on argv from `a` on (ARGV[a]):
  * how many arguments the decision takes, and how many keys. */
 static int decision_argc(const struct call *c, int a, int *nkeys)
 {
