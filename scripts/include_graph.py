@@ -8,6 +8,12 @@ module Y when X.c or X.h has `#include "Y.h"`. The script builds that graph,
 finds its strongly-connected components (Tarjan) and prints every one of more
 than one module: modules that cannot be understood, tested or moved apart.
 
+It also checks that includes point down the layers: src/'s folders in
+LAYERS order, lowest first, with src/ itself on top. A file may include a
+header of its own folder or of a lower one; an `#include "x.h"` of a higher
+layer's header is printed as FILE:LINE and fails, unless UPWARD allows it.
+A folder of src/ not in LAYERS (or a LAYERS entry with no folder) fails too.
+
 It exits 1 when a cycle is not on ALLOWED below, or when an ALLOWED entry no
 longer matches a cycle (then the entry should go: the list only shrinks).
 The suite runs it (meson test 'include-cycles', suite style).
@@ -24,6 +30,16 @@ import sys
 ALLOWED = [
     # (none: keep it so. A cycle to live with goes here as
     # (['module', 'module', ...], 'why'), until it is broken.)
+]
+
+# src/'s folders, lowest layer first (docs/architecture.md, "Layers");
+# src/ itself (main, server, metrics, status) is above them all.
+LAYERS = ['lib', 'model', 'config', 'ops', 'store', 'decide', 'proto', 'grpc', 'net']
+
+# Upward includes known and accepted for now, each ('file', 'header', 'why')
+# with the including file's path under src/. The goal is an empty list.
+UPWARD = [
+    # (none: keep it so.)
 ]
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
@@ -56,6 +72,71 @@ def module_graph(src):
                     if dep in mods and dep != stem:
                         deps.add(dep)
     return mods
+
+
+def layer_of(src, path):
+    """The layer index of a file under src/: its folder's place in LAYERS,
+    len(LAYERS) for src/ itself, None for a folder LAYERS does not name."""
+    rel = os.path.relpath(os.path.dirname(path), src)
+    if rel == '.':
+        return len(LAYERS)
+    top = rel.split(os.sep)[0]
+    return LAYERS.index(top) if top in LAYERS else None
+
+
+def upward_includes(src):
+    """(problems, count of includes checked): every include of a higher
+    layer's header, as 'FILE:LINE: ...' lines, and every folder out of
+    LAYERS."""
+    problems = []
+    folders = sorted(d for d in os.listdir(src) if os.path.isdir(os.path.join(src, d)))
+    # a folder without C (src/store/lua/) is nobody's layer
+    folders = [d for d in folders if any(n.endswith(('.c', '.h'))
+                                         for _d, _s, ns in os.walk(os.path.join(src, d))
+                                         for n in ns)]
+    for d in folders:
+        if d not in LAYERS:
+            problems.append(f'src/{d}/: a folder that is not in LAYERS (scripts/include_graph.py)')
+    for d in LAYERS:
+        if d not in folders:
+            problems.append(f'LAYERS names {d}, which is not a folder of src/ with C files')
+    headers = {}
+    for paths in source_files(src).values():
+        for p in paths:
+            if p.endswith('.h'):
+                headers[os.path.basename(p)] = p
+    allowed = {(f, h) for f, h, _why in UPWARD}
+    used = set()
+    checked = 0
+    for paths in source_files(src).values():
+        for path in paths:
+            mine = layer_of(src, path)
+            if mine is None:
+                continue
+            rel = os.path.relpath(path, src).replace(os.sep, '/')
+            with open(path, encoding='utf-8') as f:
+                for n, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if not m or os.path.basename(m.group(1)) not in headers:
+                        continue
+                    checked += 1
+                    hdr = headers[os.path.basename(m.group(1))]
+                    theirs = layer_of(src, hdr)
+                    if theirs is None or theirs <= mine:
+                        continue
+                    hrel = os.path.relpath(hdr, src).replace(os.sep, '/')
+                    if (rel, os.path.basename(hdr)) in allowed:
+                        used.add((rel, os.path.basename(hdr)))
+                        continue
+                    problems.append(f'src/{rel}:{n}: includes {m.group(1)} (src/{hrel}), '
+                                    f'a higher layer ({layer_name(mine)} < {layer_name(theirs)})')
+    for f, h in sorted(allowed - used):
+        problems.append(f'STALE UPWARD entry (no such include now; remove it): {f} -> {h}')
+    return problems, checked
+
+
+def layer_name(i):
+    return LAYERS[i] if i < len(LAYERS) else 'src/'
 
 
 def sccs(graph):
@@ -130,6 +211,13 @@ def main(argv):
             print(f'STALE allow-list entry (no such cycle now; remove it): {" ".join(sorted(a))}')
     if not cycles:
         print('no include cycle between modules')
+    problems, checked = upward_includes(src)
+    for p in problems:
+        print(p)
+    bad += len(problems)
+    if not problems:
+        print(f'every include points down the layers ({checked} includes, '
+              f'{" < ".join(LAYERS)} < src/)')
     return 1 if bad else 0
 
 
