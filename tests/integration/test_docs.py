@@ -752,6 +752,33 @@ class ParserTest(unittest.TestCase):
         for d in docs:
             self.assertIn(d, named, "README.md's Layout does not list " + d)
 
+    def test_architecture_layers(self):
+        """docs/architecture.md's Layers table is src/'s folders, each row
+        naming every module of its folder (X for X.c, X.h for a header
+        alone) and no other."""
+        with open(os.path.join(SRCDIR, "docs", "architecture.md")) as f:
+            text = f.read().split("## Layers", 1)[1].split("\n## ", 1)[0]
+        rows = {}
+        for line in text.splitlines():
+            cells = [c.strip() for c in line.split("|")]
+            if len(cells) > 4 and re.fullmatch(r"`src/(?:[a-z_]+/)?`", cells[2]):
+                names = set(re.findall(r"`([a-z_]+(?:\.h)?)`", cells[3]))
+                rows[cells[2].strip("`")] = names
+        want = {}
+        top = os.path.join(SRCDIR, "src")
+        for d, _dirs, names in os.walk(top):
+            rel = os.path.relpath(d, top)
+            folder = "src/" if rel == "." else "src/" + rel.replace(os.sep, "/") + "/"
+            for n in names:
+                stem, ext = os.path.splitext(n)
+                if ext == ".c" or (ext == ".h" and stem + ".c" not in names):
+                    want.setdefault(folder, set()).add(stem if ext == ".c" else n)
+        self.assertEqual(sorted(rows), sorted(want),
+                         "docs/architecture.md's Layers rows are not src/'s folders")
+        for folder in sorted(want):
+            self.assertEqual(sorted(rows[folder]), sorted(want[folder]),
+                             "docs/architecture.md's Layers row of " + folder)
+
     def test_helpers(self):
         self.assertEqual(printf_bytes(r"A\001b\tc\n\\%%"), b"A\x01b\tc\n\\%")
         self.assertEqual(printf_bytes(r"\0"), b"\0")
@@ -805,6 +832,51 @@ def c_modules():
     return out
 
 
+def _dot_clusters():
+    """[(folder label or None, text)] for each line of architecture.dot
+    (comments left out), with the innermost enclosing cluster whose label
+    starts with src/ (its folder: "src/" or "src/X/")."""
+    with open(os.path.join(SRCDIR, "docs", "architecture.dot")) as f:
+        dot = re.sub(r"(?m)^\s*//.*$", "", f.read())
+    stack = []  # [(depth at its opening, folder or None)]
+    depth = 0
+    out = []
+    for line in dot.splitlines():
+        m = re.match(r"\s*subgraph\s+(cluster_\w+)\s*\{", line)
+        if m:
+            stack.append([depth, None])
+        elif stack and stack[-1][1] is None:
+            lab = re.match(r'\s*label="(src/(?:[a-z_]+/)?)[:"]', line)
+            if lab:
+                stack[-1][1] = lab.group(1)
+            elif re.match(r'\s*label="', line):
+                stack[-1][1] = ""
+        depth += line.count("{") - line.count("}")
+        while stack and depth <= stack[-1][0]:
+            stack.pop()
+        inner = next((f for _d, f in reversed(stack) if f), None)
+        out.append((inner, line.replace("\\n", " ")))
+    return out
+
+
+def diagram_cluster_labels():
+    """The folders ("src/", "src/X/") architecture.dot has a cluster of."""
+    with open(os.path.join(SRCDIR, "docs", "architecture.dot")) as f:
+        dot = re.sub(r"(?m)^\s*//.*$", "", f.read())
+    return re.findall(r'(?m)^\s*label="(src/(?:[a-z_]+/)?)[:"]', dot)
+
+
+def diagram_clusters():
+    """{module: the src/ folder cluster architecture.dot shows its x.c in}."""
+    out = {}
+    for folder, line in _dot_clusters():
+        if re.match(r'\s*label="src/', line):
+            continue  # a cluster's own label
+        for n in re.findall(r"\b([a-z_]+)\.c\b", line):
+            out.setdefault(n, folder)
+    return out
+
+
 def diagram_modules():
     """The src/*.c files docs/architecture.dot names (its labels' "x.c"
     words; comments left out)."""
@@ -847,6 +919,26 @@ class FiguresTest(unittest.TestCase):
             self.assertRegex(svg, r"(?<![a-z_])%s\.c\b" % n,
                              "docs/architecture.svg does not show %s.c: scripts/plots "
                              "architecture redraws it from docs/architecture.dot" % n)
+
+    def test_diagram_clusters_are_folders(self):
+        """architecture.dot's "src/..." clusters are src/ and its folders,
+        all of them, and each names every .c of its folder and no other."""
+        where = diagram_clusters()
+        modules = c_modules()
+        folders = {"src/" + (f + "/" if f else "") for f in modules.values()}
+        labels = diagram_cluster_labels()
+        self.assertEqual(sorted(set(labels)), sorted(folders),
+                         "docs/architecture.dot's src/ clusters are not src/'s folders")
+        self.assertEqual(len(labels), len(set(labels)), "a folder with two clusters: %s" % labels)
+        for n, folder in sorted(where.items()):
+            self.assertIn(n, modules, "docs/architecture.dot names %s.c, which src/ does not have"
+                          % n)
+            want = "src/" + (modules[n] + "/" if modules[n] else "")
+            self.assertEqual(folder, want, "docs/architecture.dot shows %s.c in %s, but it is in %s"
+                             % (n, folder, want))
+        for n in sorted(modules):
+            self.assertIn(n, where, "docs/architecture.dot shows no %s.c (in its folder's cluster)"
+                          % n)
 
     def test_load_figures_data(self):
         """The load figures' data is kept beside them, a sweep of 2 or more
