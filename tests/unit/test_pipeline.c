@@ -6,9 +6,9 @@
  * request is answered with an error naming its user, so a reply says which
  * request it answers, and the answers are held until the test completes
  * them, in any order (or, in AUTO mode, given at once). Checked: replies in
- * request order whatever the completion order (line, RESP); one reply per
- * request, bad and too-long lines included; QUIT answered after the replies
- * before it, then the close; backpressure at the pipeline's MAX_PENDING
+ * request order whatever the completion order (line, RESP, HTTP
+ * keep-alive); one reply per request, bad and too-long lines included; QUIT
+ * answered after the replies before it, then the close; backpressure at the pipeline's MAX_PENDING
  * (resumed at half) and at conn.c's OUT_HIGH (resumed when the client
  * reads), nothing lost or doubled; late answers for a client gone.
  */
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "cmd.h"
@@ -209,7 +210,7 @@ static int nreplies(void)
 	return n;
 }
 
-enum wire { LINE, RESP };
+enum wire { LINE, RESP, HTTP };
 
 /* Request i: ALLOW u<i> <action> (the action is not in the reply). */
 static void send_action(enum wire w, int i, const char *action)
@@ -217,10 +218,16 @@ static void send_action(enum wire w, int i, const char *action)
 	char b[256];
 	char user[32];
 	int ulen = snprintf(user, sizeof(user), "u%d", i);
-	int n = w == LINE
-			? snprintf(b, sizeof(b), "ALLOW %s %s\n", user, action)
-			: snprintf(b, sizeof(b), "*3\r\n$5\r\nALLOW\r\n$%d\r\n%s\r\n$%zu\r\n%s\r\n",
-				   ulen, user, strlen(action), action);
+	int n;
+	if (w == LINE)
+		n = snprintf(b, sizeof(b), "ALLOW %s %s\n", user, action);
+	else if (w == RESP)
+		n = snprintf(b, sizeof(b), "*3\r\n$5\r\nALLOW\r\n$%d\r\n%s\r\n$%zu\r\n%s\r\n", ulen,
+			     user, strlen(action), action);
+	else
+		n = snprintf(b, sizeof(b),
+			     "GET /v1/allow?user=%s&action=%s HTTP/1.1\r\nHost: t\r\n\r\n", user,
+			     action);
 	client_send(b, (size_t)n);
 }
 
@@ -242,8 +249,30 @@ static void expect_answer(char **buf, size_t *len, enum wire w, int i)
 }
 
 /* What the client must have read: the answers to requests 0..n-1. */
+/* HTTP: n responses, the i-th the answer to request i (the stub's error
+ * is a 503 whose JSON message names the user). */
+static void check_http_answers(int n)
+{
+	const char *p = rx;
+	for (int i = 0; i < n; i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "\"message\":\"u%d\"", i);
+		ck_assert_msg(strncmp(p, "HTTP/1.1 503 ", 13) == 0, "response %d: a 503", i);
+		const char *m = strstr(p, "\"message\":\"");
+		ck_assert_msg(m && strncmp(m, want, strlen(want)) == 0,
+			      "response %d is not the answer to request %d", i, i);
+		const char *next = strstr(m, "HTTP/1.1 ");
+		p = next ? next : rx + rxlen;
+	}
+	ck_assert_msg(p == rx + rxlen, "more than %d responses read", n);
+}
+
 static void check_answers(enum wire w, int n)
 {
+	if (w == HTTP) {
+		check_http_answers(n);
+		return;
+	}
 	size_t off = 0;
 	for (int i = 0; i < n; i++) {
 		char *want = NULL;
@@ -282,8 +311,9 @@ static void setup(void)
 	rx_eof = 0;
 }
 
-/* The connection, on a socketpair; sndbuf: the daemon's send buffer, or 0. */
-static void connect_client(int sndbuf)
+/* The connection, on a socketpair, to a listener of w (line: line and
+ * RESP); sndbuf: the daemon's send buffer, or 0. */
+static void connect_to(enum wire w, int sndbuf)
 {
 	int sv[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -291,9 +321,16 @@ static void connect_client(int sndbuf)
 		ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)),
 				 0);
 	cfd = sv[1];
-	static const struct conn_port port = {.admin = 0, .protocol = CONFIG_PROTOCOL_LINE};
-	conn = conn_new(&ctx, sv[0], NULL, &port);
+	struct conn_port port = {
+		.admin = 0, .protocol = w == HTTP ? CONFIG_PROTOCOL_HTTP : CONFIG_PROTOCOL_LINE};
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	conn = conn_new(&ctx, sv[0], (const struct sockaddr *)&sa, &port);
 	ck_assert_ptr_nonnull(conn);
+}
+
+static void connect_client(int sndbuf)
+{
+	connect_to(LINE, sndbuf);
 }
 
 static void teardown(void)
@@ -334,12 +371,13 @@ static const int orders[][NORDER] = {
 };
 #define NORDERS ((int)(sizeof(orders) / sizeof(orders[0])))
 
-/* Test i: the orders, first over the line protocol, then over RESP. */
+/* Test i: the orders over the line protocol, then RESP, then HTTP
+ * keep-alive. */
 START_TEST(test_order)
 {
-	enum wire w = _i < NORDERS ? LINE : RESP;
+	enum wire w = (enum wire)(_i / NORDERS);
 	const int *order = orders[_i % NORDERS];
-	connect_client(0);
+	connect_to(w, 0);
 	for (int i = 0; i < NORDER; i++)
 		send_allow(w, i);
 	pump(1);
@@ -602,7 +640,7 @@ static void add(Suite *s, const char *name, const TTest *t, int n)
 int main(void)
 {
 	Suite *s = suite_create("pipeline");
-	add(s, "order", test_order, 2 * NORDERS);
+	add(s, "order", test_order, 3 * NORDERS);
 	add(s, "errors", test_errors_interleaved, 0);
 	add(s, "quit", test_quit, 2);
 	add(s, "backpressure_pending", test_backpressure_pending, 0);
