@@ -85,6 +85,9 @@ class LocalTest(DaemonTest):
         self.assertIn("degraded: redis unavailable; deciding locally", body)
         self.assertEqual(self.metric("ratelimitd_local_active"), 1)
         time.sleep(1.5 * SLOW)
+        # Redis may answer before start_redis returns (the daemon reconnects
+        # while it polls): the down window ends when Redis is started
+        t_start = time.monotonic()
         self.redis = self.start_redis(port=port)
         t_up = time.monotonic()
         wait_until(lambda: self.metric("ratelimitd_local_active") == 0, 3 * SLOW,
@@ -102,10 +105,14 @@ class LocalTest(DaemonTest):
             self.assertNotEqual(v[2], -1, "a fallback answer: %r" % rep)
             self.assertLess(took, 0.05 + STORE_MARGIN, "%r took %.3f s" % (rep, took))
         # while Redis was down (and after the first local decision): at most
-        # the local limit per user; the local counts start from nothing
+        # the local limit per user; the local counts start from nothing.
+        # Only replies that came back before the new Redis was even started:
+        # the restarted, empty Redis allows 5 more of its own, and one that
+        # answered while start_redis still polled was counted here (7 > 5
+        # seen once, in a fresh clone's run)
         local = {}
         for t0, user, rep, took in out:
-            if t_down < t0 < t_up and rep.startswith("ALLOWED"):
+            if t_down < t0 and t0 + took < t_start and rep.startswith("ALLOWED"):
                 local[user] = local.get(user, 0) + 1
         self.assertTrue(local, "no local decision seen")
         self.assertLessEqual(max(local.values()), 5, local)
