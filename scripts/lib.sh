@@ -4,7 +4,7 @@
 # (python3-yaml: scripts/run reads the config's addresses with it).
 RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 	libevent-dev libhiredis-dev libyaml-dev libsystemd-dev check
-	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler scdoc
+	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler scdoc libssl-dev
 	redis-server redis-tools netcat-openbsd python3-yaml"
 # What scripts/package needs to build and check the Debian package (no
 # fakeroot: debian/control says Rules-Requires-Root: no). The test suite

@@ -147,6 +147,16 @@ static void reload(struct daemon *d)
 		stats.restart_pending = pending;
 		if (cfg->log_level != old->log_level)
 			log_set_level(cfg->log_level);
+		/* certificates renewed in place take effect without a restart */
+		char tlserr[400];
+		int tls = store_reload_tls(d->store, cfg, tlserr, sizeof(tlserr));
+		if (tls < 0)
+			log_error("reload: %s; new Redis connections keep the certificates "
+				  "loaded before",
+				  tlserr);
+		else if (tls > 0)
+			log_info("reload: redis.tls certificates read again; new Redis "
+				 "connections use them");
 		char counts[96];
 		policies_text(cfg, counts, sizeof(counts));
 		server_set_config(d->srv, cfg);
@@ -281,6 +291,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "%s\n", err);
 		else
 			config_log_errors("", err);
+		return 1;
+	}
+	if (store_check_tls(cfg, err, sizeof(err)) < 0) {
+		if (test_only)
+			fprintf(stderr, "%s: %s\n", path, err);
+		else
+			log_error("%s: %s", path, err);
+		config_unref(cfg);
 		return 1;
 	}
 	if (test_only) {

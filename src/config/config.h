@@ -42,6 +42,14 @@ struct config_addrs {
 	size_t n;
 };
 
+/* TLS to Redis (redis.tls): files are re-read on every reload. */
+struct config_redis_tls {
+	int enabled;		    /* the tls section is there and does not say enabled: false */
+	char *ca_file, *ca_dir;	    /* trusted CAs; both NULL: the system's */
+	char *cert_file, *key_file; /* our certificate (mTLS), NULL when unset */
+	char *server_name;	    /* verify servers as this name; NULL: as their host */
+};
+
 struct config_redis {
 	enum config_redis_mode mode;
 	char *address;		       /* "host:port" or "unix:/path" (single) */
@@ -53,6 +61,7 @@ struct config_redis {
 	int database;
 	int64_t timeout_ms;
 	int connections;
+	struct config_redis_tls tls;
 };
 
 /* What a listener speaks. */

@@ -71,7 +71,8 @@ void config_listen_free(struct config *c);
 
 /* config_store.c: store, memory and redis (single, cluster, sentinel). */
 extern const struct yenum config_store_names[];
-extern const struct ktable config_memory_table, config_redis_table, config_sentinel_table;
+extern const struct ktable config_memory_table, config_redis_table, config_sentinel_table,
+	config_redis_tls_table;
 int config_store_set_memory(struct yparser *P, const struct ykey *k, void *dst);
 int config_store_set_redis(struct yparser *P, const struct ykey *k, void *dst);
 void config_store_free_redis(struct config_redis *r);

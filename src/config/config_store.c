@@ -1,4 +1,5 @@
 /* config_store.c - the schema of store, memory and redis (one server, a cluster or sentinels). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,6 +78,7 @@ static void put_sentinel_addresses(FILE *f, const struct ykey *k, const void *ba
 
 static int set_addr_list(struct yparser *P, const struct ykey *k, void *dst);
 static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst);
+static int set_tls(struct yparser *P, const struct ykey *k, void *dst);
 
 enum {
 	RK_ADDRESS,
@@ -87,6 +89,7 @@ enum {
 	RK_DATABASE,
 	RK_TIMEOUT,
 	RK_CONNECTIONS,
+	RK_TLS,
 	RK_N
 };
 
@@ -107,6 +110,8 @@ static const struct ykey redis_keys[RK_N] = {
 			60000, YP_RELOAD, yp_put_duration, NULL},
 	[RK_CONNECTIONS] = {"connections", yp_set_int, offsetof(struct config_redis, connections),
 			    1, 64, YP_RESTART, yp_put_int, NULL},
+	[RK_TLS] = {"tls", set_tls, offsetof(struct config_redis, tls), 0, 0, YP_SECTION, NULL,
+		    NULL},
 };
 
 int config_store_set_redis(struct yparser *P, const struct ykey *k, void *dst)
@@ -149,6 +154,11 @@ static void free_addrs(struct config_addrs *a)
 
 void config_store_free_redis(struct config_redis *r)
 {
+	free(r->tls.ca_file);
+	free(r->tls.ca_dir);
+	free(r->tls.cert_file);
+	free(r->tls.key_file);
+	free(r->tls.server_name);
 	free(r->address);
 	free_addrs(&r->cluster);
 	free_addrs(&r->sentinels);
@@ -221,7 +231,70 @@ static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
+/* A file's path; a relative one is taken from the configuration file's
+ * directory (a daemon's working directory is /), as envoy.config is. */
+static int set_path(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s, *slash = strrchr(P->name, '/');
+	size_t len;
+	if (yp_scalar(P, k->name, "a file's path", &s, &len) < 0)
+		return -1;
+	if (len == 0)
+		return yp_failk(P, P->ev.start_mark, k->name, "must not be empty");
+	if (memchr(s, '\0', len))
+		return yp_failk(P, P->ev.start_mark, k->name, "must not hold a NUL byte");
+	char **out = dst;
+	free(*out);
+	*out = NULL;
+	if (s[0] == '/' || !slash)
+		return yp_dup_string(P, out, s, len);
+	if (asprintf(out, "%.*s/%.*s", (int)(slash - P->name), P->name, (int)len, s) < 0) {
+		*out = NULL;
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	}
+	return 0;
+}
+
+/* The paths are read when the store starts and again on every reload
+ * (new connections use what they hold); turning TLS on or off takes a restart. */
+enum { TLK_ENABLED, TLK_CA_FILE, TLK_CA_DIR, TLK_CERT_FILE, TLK_KEY_FILE, TLK_SERVER_NAME, TLK_N };
+
+static const struct ykey tls_keys[TLK_N] = {
+	[TLK_ENABLED] = {"enabled", yp_set_bool, offsetof(struct config_redis_tls, enabled), 0, 0,
+			 YP_RESTART, yp_put_bool, NULL},
+	[TLK_CA_FILE] = {"ca_file", set_path, offsetof(struct config_redis_tls, ca_file), 0, 0,
+			 YP_RELOAD, yp_put_string, NULL},
+	[TLK_CA_DIR] = {"ca_dir", set_path, offsetof(struct config_redis_tls, ca_dir), 0, 0,
+			YP_RELOAD, yp_put_string, NULL},
+	[TLK_CERT_FILE] = {"cert_file", set_path, offsetof(struct config_redis_tls, cert_file), 0,
+			   0, YP_RELOAD, yp_put_string, NULL},
+	[TLK_KEY_FILE] = {"key_file", set_path, offsetof(struct config_redis_tls, key_file), 0, 0,
+			  YP_RELOAD, yp_put_string, NULL},
+	[TLK_SERVER_NAME] = {"server_name", yp_set_string,
+			     offsetof(struct config_redis_tls, server_name), 0, 0, YP_RELOAD,
+			     yp_put_string, NULL},
+};
+
+static int set_tls(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct config_redis_tls *t = dst;
+	unsigned seen;
+	yaml_mark_t marks[TLK_N], start;
+	t->enabled = 1;
+	if (yp_section(P, k, "expected a mapping (tls: {} for the system's CAs)", tls_keys, TLK_N,
+		       dst, &seen, marks, &start) < 0)
+		return -1;
+	if ((seen & (1u << TLK_KEY_FILE)) && !(seen & (1u << TLK_CERT_FILE)))
+		return yp_failk(P, marks[TLK_KEY_FILE], "key_file", "requires redis.tls.cert_file");
+	if ((seen & (1u << TLK_CERT_FILE)) && !(seen & (1u << TLK_KEY_FILE)))
+		return yp_failk(P, marks[TLK_CERT_FILE], "cert_file",
+				"requires redis.tls.key_file");
+	return 0;
+}
+
 const struct ktable config_redis_table = {"redis.", redis_keys, RK_N, KT_AT_BASE,
 					  offsetof(struct config, redis)};
 const struct ktable config_sentinel_table = {"redis.sentinel.", sentinel_keys, SK_N, KT_AT_BASE,
 					     offsetof(struct config, redis)};
+const struct ktable config_redis_tls_table = {"redis.tls.", tls_keys, TLK_N, KT_AT_BASE,
+					      offsetof(struct config, redis.tls)};

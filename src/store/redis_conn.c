@@ -1,13 +1,11 @@
 /*
- * redis_conn.c - one hiredis async connection: our libevent adapter,
- * connect, setup and the script's check, reconnect backoff, stall detection.
+ * redis_conn.c - one Redis connection of a pool (an rlink): connect with a
+ * timeout, setup and the script's check, reconnect backoff, stall detection.
  */
 #include "redis_conn.h"
 
 #include <event2/event.h>
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <hiredis/sds.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,8 +13,10 @@
 #include "addr.h"
 #include "clock.h"
 #include "log.h"
+#include "rlink.h"
 #include "store.h"
 #include "store_reply.h"
+#include "tls.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 500
@@ -25,8 +25,9 @@
 #define STABLE_US 1000000u
 
 int redis_target_init(struct redis_target *t, const char *address, const char *username,
-		      const char *password, char *err, size_t errlen)
+		      const char *password, struct tls_client *tls, char *err, size_t errlen)
 {
+	t->tls = tls_client_ref(tls);
 	if (strncmp(address, "unix:", 5) == 0) {
 		t->unix_path = strdup(address + 5);
 		if (!t->unix_path)
@@ -58,142 +59,8 @@ void redis_target_free(struct redis_target *t)
 	free(t->username);
 	free(t->password);
 	t->host = t->unix_path = t->username = t->password = NULL;
-}
-
-/* ---- the event-loop adapter ----
- *
- * Our own hiredis <-> libevent glue instead of hiredis's adapter, which
- * arms EV_WRITE for every command and writes one loop turn later: that is
- * two epoll_ctl calls and a turn of latency per batch. Once connected, we
- * write hiredis's output ourselves at the end of the loop turn (flush_cb)
- * and arm EV_WRITE only when the socket could not take it all. A context
- * of no redis_conn (the cluster's and Sentinel's few control commands)
- * simply arms EV_WRITE: one glue for every hiredis context.
- */
-struct rl_ev {
-	redisAsyncContext *ac;
-	struct redis_conn *c; /* NULL: a control context (redis_conn_attach) */
-	struct event *rev, *wev;
-	int wev_added;
-};
-
-static void ev_read_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct rl_ev *e = arg;
-	redisAsyncHandleRead(e->ac);
-}
-
-static void ev_write_cb(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd;
-	(void)what;
-	struct rl_ev *e = arg;
-	redisAsyncHandleWrite(e->ac);
-}
-
-static void ev_add_read(void *p)
-{
-	struct rl_ev *e = p;
-	event_add(e->rev, NULL);
-}
-
-static void ev_del_read(void *p)
-{
-	struct rl_ev *e = p;
-	event_del(e->rev);
-}
-
-static void ev_add_write(void *p)
-{
-	struct rl_ev *e = p;
-	if (!e->c || !(e->ac->c.flags & REDIS_CONNECTED)) {
-		/* connecting (writability is how we learn the connect finished),
-		 * or a control context: write when the socket takes it */
-		if (!e->wev_added) {
-			event_add(e->wev, NULL);
-			e->wev_added = 1;
-		}
-		return;
-	}
-	if (!e->wev_added && !e->c->want_write) {
-		e->c->want_write = 1;
-		event_active(e->c->flush, EV_TIMEOUT, 0);
-	}
-}
-
-static void ev_del_write(void *p)
-{
-	struct rl_ev *e = p;
-	if (e->wev_added) {
-		event_del(e->wev);
-		e->wev_added = 0;
-	}
-}
-
-static void ev_cleanup(void *p)
-{
-	struct rl_ev *e = p;
-	event_free(e->rev);
-	event_free(e->wev);
-	free(e);
-}
-
-static int ev_attach(redisAsyncContext *ac, struct redis_conn *c, struct event_base *base)
-{
-	struct rl_ev *e = calloc(1, sizeof(*e));
-	if (!e)
-		return -1;
-	e->ac = ac;
-	e->c = c;
-	e->rev = event_new(base, ac->c.fd, EV_READ | EV_PERSIST, ev_read_cb, e);
-	e->wev = event_new(base, ac->c.fd, EV_WRITE | EV_PERSIST, ev_write_cb, e);
-	if (!e->rev || !e->wev) {
-		if (e->rev)
-			event_free(e->rev);
-		if (e->wev)
-			event_free(e->wev);
-		free(e);
-		return -1;
-	}
-	/*
-	 * RESET notices first: when a loop turn has both the notice and a
-	 * client's request for that pair, the request must see the reset. Only
-	 * them: libevent runs a lower priority only in a turn with nothing
-	 * active above it, so replies at priority 0 would starve the clients,
-	 * the writes to Redis and the deadlines while replies keep coming.
-	 */
-	if (c && c->sub)
-		event_priority_set(e->rev, 0);
-	ac->ev.data = e;
-	ac->ev.addRead = ev_add_read;
-	ac->ev.delRead = ev_del_read;
-	ac->ev.addWrite = ev_add_write;
-	ac->ev.delWrite = ev_del_write;
-	ac->ev.cleanup = ev_cleanup;
-	return 0;
-}
-
-int redis_conn_attach(redisAsyncContext *ac, struct event_base *base)
-{
-	return ev_attach(ac, NULL, base);
-}
-
-/* Writes what hiredis has queued now; arms EV_WRITE for any rest. */
-static void conn_write(struct redis_conn *c)
-{
-	c->want_write = 0;
-	if (!c->ac)
-		return;
-	redisAsyncHandleWrite(c->ac); /* may disconnect: c->ac is then NULL */
-	if (c->ac && c->ac->c.obuf && sdslen(c->ac->c.obuf) > 0) {
-		struct rl_ev *e = c->ac->ev.data;
-		if (!e->wev_added) {
-			event_add(e->wev, NULL);
-			e->wev_added = 1;
-		}
-	}
+	tls_client_unref(t->tls);
+	t->tls = NULL;
 }
 
 /* End of a loop turn: the owner sends what it holds, then everything queued is written. */
@@ -203,8 +70,8 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct redis_conn *c = arg;
 	c->t->ops->flush(c);
-	if (c->want_write)
-		conn_write(c);
+	if (c->link)
+		rlink_flush(c->link); /* may lose the link: c->link is then NULL */
 }
 
 void redis_conn_kick(struct redis_conn *c)
@@ -255,7 +122,7 @@ static void conn_lost(struct redis_conn *c, const char *why)
 	/* State may be lost only with a Redis we were talking to (it may come
 	 * back empty); failed attempts to reach one change nothing. */
 	int was_up = c->state == REDIS_CONN_UP;
-	c->ac = NULL;
+	c->link = NULL;
 	c->state = REDIS_CONN_DOWN;
 	c->verified = 0;
 	evtimer_del(c->connect_timeout);
@@ -263,13 +130,13 @@ static void conn_lost(struct redis_conn *c, const char *why)
 	schedule_retry(c);
 }
 
-static void on_connect(const redisAsyncContext *ac, int status)
+static void on_connect(const struct rlink *l, int ok)
 {
-	struct redis_conn *c = ac->data;
+	struct redis_conn *c = l->data;
 	if (!c)
 		return;
-	if (status != REDIS_OK) {
-		conn_lost(c, ac->errstr[0] ? ac->errstr : "connect failed");
+	if (!ok) {
+		conn_lost(c, l->errstr[0] ? l->errstr : "connect failed");
 		return;
 	}
 	evtimer_del(c->connect_timeout);
@@ -279,18 +146,17 @@ static void on_connect(const redisAsyncContext *ac, int status)
 	c->t->ops->connected(c);
 }
 
-static void on_disconnect(const redisAsyncContext *ac, int status)
+static void on_disconnect(const struct rlink *l, int ok)
 {
-	struct redis_conn *c = ac->data;
+	struct redis_conn *c = l->data;
 	if (!c)
 		return;
-	conn_lost(c, status == REDIS_OK ? "connection closed" : ac->errstr);
+	conn_lost(c, ok ? "connection closed" : l->errstr);
 }
 
-static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void setup_reply_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
-	struct redis_conn *c = ac->data;
-	redisReply *rep = reply;
+	struct redis_conn *c = l->data;
 	const char *what = privdata;
 	if (!rep || !c)
 		return;
@@ -301,8 +167,8 @@ static void setup_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		if (!t->setup_err_logged)
 			log_error("redis %s failed: %.200s", what, rep->str);
 		t->setup_err_logged = 1;
-		if (strcmp(what, "SCRIPT LOAD") != 0 && c->ac)
-			redisAsyncDisconnect(c->ac);
+		if (strcmp(what, "SCRIPT LOAD") != 0 && c->link)
+			rlink_disconnect(c->link);
 		return;
 	}
 	if (strcmp(what, "SCRIPT LOAD") == 0) {
@@ -316,22 +182,21 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct redis_conn *c = arg;
-	if (c->state != REDIS_CONN_CONNECTING || !c->ac)
+	if (c->state != REDIS_CONN_CONNECTING || !c->link)
 		return;
-	redisAsyncContext *ac = c->ac;
-	/* Not inside a hiredis callback: freeing here is safe. Pending requests get NULL replies. */
-	ac->data = NULL;
-	c->ac = NULL;
-	redisAsyncFree(ac);
+	struct rlink *l = c->link;
+	/* Pending requests get NULL replies; a TLS handshake that stalls ends here too. */
+	l->data = NULL;
+	c->link = NULL;
+	rlink_free(l);
 	conn_lost(c, "connect timed out");
 }
 
 /* Every RESET, by any daemon, publishes the pair's hash tag (see the script). */
-static void notice_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void notice_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
 	(void)privdata;
-	struct redis_conn *c = ac->data;
-	redisReply *rep = reply;
+	struct redis_conn *c = l->data;
 	if (!c || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
 		return;
 	const redisReply *kind = rep->element[0], *msg = rep->element[2];
@@ -349,47 +214,48 @@ static void notice_cb(redisAsyncContext *ac, void *reply, void *privdata)
 void redis_conn_connect(struct redis_conn *c)
 {
 	struct redis_target *t = c->t;
-	redisAsyncContext *ac =
-		t->host ? redisAsyncConnect(t->host, t->port) : redisAsyncConnectUnix(t->unix_path);
-	if (!ac) {
+	struct rlink *l = rlink_connect(t->base, t->host, t->port, t->unix_path, t->tls);
+	if (!l) {
 		conn_lost(c, "out of memory");
 		return;
 	}
-	if (ac->err) {
-		char why[128];
-		snprintf(why, sizeof(why), "%s", ac->errstr);
-		redisAsyncFree(ac);
+	if (l->err) {
+		char why[sizeof(l->errstr)];
+		snprintf(why, sizeof(why), "%s", l->errstr);
+		rlink_free(l);
 		conn_lost(c, why);
 		return;
 	}
-	ac->data = c;
-	store_reply_guard_reader(ac->c.reader);
-	if (ev_attach(ac, c, t->base) < 0) {
-		redisAsyncFree(ac);
-		conn_lost(c, "cannot attach to event loop");
-		return;
-	}
-	redisAsyncSetConnectCallback(ac, on_connect);
-	redisAsyncSetDisconnectCallback(ac, on_disconnect);
-	c->ac = ac;
+	l->data = c;
+	/*
+	 * RESET notices first: when a loop turn has both the notice and a
+	 * client's request for that pair, the request must see the reset. Only
+	 * them: libevent runs a lower priority only in a turn with nothing
+	 * active above it, so replies at priority 0 would starve the clients,
+	 * the writes to Redis and the deadlines while replies keep coming.
+	 */
+	if (c->sub)
+		rlink_set_priority(l, 0);
+	rlink_set_callbacks(l, on_connect, on_disconnect);
+	c->link = l;
 	c->state = REDIS_CONN_CONNECTING;
 	/* Queued before any request so they reach Redis first. */
 	if (t->password) {
 		if (t->username)
-			redisAsyncCommand(ac, setup_reply_cb, "AUTH", "AUTH %s %s", t->username,
-					  t->password);
+			rlink_command(l, setup_reply_cb, "AUTH", "AUTH %s %s", t->username,
+				      t->password);
 		else
-			redisAsyncCommand(ac, setup_reply_cb, "AUTH", "AUTH %s", t->password);
+			rlink_command(l, setup_reply_cb, "AUTH", "AUTH %s", t->password);
 	}
 	if (c->sub) {
-		redisAsyncCommand(ac, notice_cb, NULL, "SUBSCRIBE %s", c->channel);
+		rlink_subscribe(l, notice_cb, NULL, c->channel);
 		goto timeout;
 	}
 	if (t->database)
-		redisAsyncCommand(ac, setup_reply_cb, "SELECT", "SELECT %d", t->database);
+		rlink_command(l, setup_reply_cb, "SELECT", "SELECT %d", t->database);
 	const char *argv[3] = {"SCRIPT", "LOAD", t->script};
 	size_t argl[3] = {6, 4, t->script_len};
-	redisAsyncCommandArgv(ac, setup_reply_cb, "SCRIPT LOAD", 3, argv, argl);
+	rlink_command_argv(l, setup_reply_cb, "SCRIPT LOAD", 3, argv, argl);
 timeout:;
 	struct timeval tv = {.tv_sec = CONNECT_TIMEOUT_MS / 1000,
 			     .tv_usec = (CONNECT_TIMEOUT_MS % 1000) * 1000};
@@ -409,32 +275,30 @@ static void retry_cb(evutil_socket_t fd, short what, void *arg)
 
 void redis_conn_restart(struct redis_conn *c)
 {
-	if (c->ac)
-		redisAsyncDisconnect(c->ac);
+	if (c->link)
+		rlink_disconnect(c->link);
 	else if (c->state == REDIS_CONN_DOWN && !evtimer_pending(c->retry, NULL))
 		redis_conn_connect(c);
 }
 
 void redis_conn_check_stall(struct redis_conn *c, uint64_t now, int64_t stall_ms)
 {
-	if (!c->ac || c->state != REDIS_CONN_UP || c->inflight == 0)
+	if (!c->link || c->state != REDIS_CONN_UP || c->inflight == 0)
 		return;
 	uint64_t since = c->last_rx_us > c->busy_since_us ? c->last_rx_us : c->busy_since_us;
 	if (now - since < (uint64_t)stall_ms * 1000u)
 		return;
 	log_warn("redis connection %d: no reply for %lld ms with %u requests owed; reconnecting",
 		 c->idx, (long long)((now - since) / 1000), c->inflight);
-	/* Not in a hiredis callback, so freeing is allowed: owed requests
-	 * are called back with NULL, on_disconnect schedules the reconnect.
-	 * (redisAsyncDisconnect would wait for the replies that never come.) */
-	redisAsyncFree(c->ac);
+	/* Owed requests are called back with NULL, on_disconnect schedules the
+	 * reconnect. (rlink_disconnect would wait for the replies that never come.) */
+	rlink_free(c->link);
 }
 
-static void check_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void check_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
 	(void)privdata;
-	struct redis_conn *c = ac->data;
-	redisReply *rep = reply;
+	struct redis_conn *c = l->data;
 	if (!rep || !c)
 		return; /* connection lost: the next connect checks again */
 	char what[200];
@@ -463,11 +327,11 @@ static void check_cb(redisAsyncContext *ac, void *reply, void *privdata)
 
 void redis_conn_check(struct redis_conn *c, const char *prefix, size_t prefix_len)
 {
-	if (!c->ac || !prefix_len)
+	if (!c->link || !prefix_len)
 		return; /* no prefix known yet */
 	const char *argv[] = {"EVALSHA", c->t->script_sha, "0", "0", "check", prefix};
 	size_t argl[] = {7, 40, 1, 1, 5, prefix_len};
-	redisAsyncCommandArgv(c->ac, check_cb, NULL, 6, argv, argl);
+	rlink_command_argv(c->link, check_cb, NULL, 6, argv, argl);
 }
 
 void redis_conn_init(struct redis_conn *c, struct redis_target *t, int idx, int sub)
@@ -483,11 +347,11 @@ void redis_conn_init(struct redis_conn *c, struct redis_target *t, int idx, int 
 
 void redis_conn_free(struct redis_conn *c)
 {
-	if (c->ac) {
-		redisAsyncContext *ac = c->ac;
-		ac->data = NULL;
-		c->ac = NULL;
-		redisAsyncFree(ac); /* runs pending callbacks with NULL */
+	if (c->link) {
+		struct rlink *l = c->link;
+		l->data = NULL;
+		c->link = NULL;
+		rlink_free(l); /* runs pending callbacks with NULL */
 	}
 	if (c->retry)
 		event_free(c->retry);

@@ -1,8 +1,7 @@
 /*
- * redis_conn.h - one async hiredis connection to one Redis, on our own
- * libevent adapter: connect with a timeout, setup (AUTH, SELECT, SCRIPT
- * LOAD), the script's check, reconnects with capped backoff, stall
- * detection. What is sent on it, and why, is its owner's business
+ * redis_conn.h - one connection of a pool to one Redis (an rlink, plain or
+ * TLS): connect with a timeout, setup (AUTH, SELECT, SCRIPT LOAD), the
+ * script's check, reconnects with capped backoff, stall detection. What is sent on it, and why, is its owner's business
  * (store_redis.c); the connection tells its owner through redis_conn_ops.
  */
 #ifndef RL_REDIS_CONN_H
@@ -13,8 +12,9 @@
 
 struct event;
 struct event_base;
-struct redisAsyncContext;
+struct rlink;
 struct redis_conn;
+struct tls_client;
 
 /* What a connection tells its owner; every callback runs from the loop. */
 struct redis_conn_ops {
@@ -46,6 +46,7 @@ struct redis_target {
 	char *unix_path;
 	char *username, *password;
 	int database;
+	struct tls_client *tls; /* NULL: plain TCP or unix */
 	const char *script, *script_sha;
 	size_t script_len;
 	int closing;	      /* the owner is shutting down: nothing reconnects */
@@ -54,18 +55,19 @@ struct redis_target {
 
 /*
  * Fills t for address ("host:port" or "unix:/path") with copies of the
- * credentials. 0, or -1 with err (t then holds nothing to free).
+ * credentials and a reference to tls (NULL: none). 0, or -1 with err (t
+ * then holds nothing to free).
  */
 int redis_target_init(struct redis_target *t, const char *address, const char *username,
-		      const char *password, char *err, size_t errlen);
+		      const char *password, struct tls_client *tls, char *err, size_t errlen);
 void redis_target_free(struct redis_target *t);
 
 enum redis_conn_state { REDIS_CONN_DOWN, REDIS_CONN_CONNECTING, REDIS_CONN_UP };
 
 struct redis_conn {
 	struct redis_target *t;
-	int idx; /* for logs */
-	struct redisAsyncContext *ac;
+	int idx;	    /* for logs */
+	struct rlink *link; /* NULL while down */
 	enum redis_conn_state state;
 	int verified;		/* got a good reply since connecting */
 	int sub;		/* a subscriber, not a request connection */
@@ -75,18 +77,10 @@ struct redis_conn {
 	uint64_t last_rx_us;	/* a reply last arrived at */
 	uint64_t busy_since_us; /* inflight went from 0 to more at (the owner sets it) */
 	int backoff_ms;
-	int want_write;	     /* hiredis has output queued; written at the end of the turn */
 	struct event *retry; /* reconnect after backoff */
 	struct event *connect_timeout;
 	struct event *flush;
 };
-
-/*
- * Attaches a hiredis context that is no redis_conn (a control connection:
- * CLUSTER SLOTS, a Sentinel query) to base, with the same glue as the
- * pool's. -1 when out of memory; ac is then still the caller's to free.
- */
-int redis_conn_attach(struct redisAsyncContext *ac, struct event_base *base);
 
 /* Sets c up, down; a subscriber reads its replies before anything else. */
 void redis_conn_init(struct redis_conn *c, struct redis_target *t, int idx, int sub);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tls.h"
+
 int store_request_save(struct store_saved_request *sv, const struct store_request *req)
 {
 	sv->op = req->op;
@@ -151,8 +153,11 @@ int store_resets_followed(const struct store *s)
 
 void store_free(struct store *s)
 {
-	if (s)
-		s->ops->free(s);
+	if (!s)
+		return;
+	struct tls_client *tls = s->tls;
+	s->ops->free(s);
+	tls_client_unref(tls); /* after: the backend's connections held their own */
 }
 
 const char *store_status_name(enum store_status st)

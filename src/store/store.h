@@ -163,8 +163,11 @@ struct store_ops {
 	int local;
 };
 
+struct tls_client;
 struct store {
 	const struct store_ops *ops;
+	/* TLS to Redis, as store_new made it (re-read on reload); NULL: none */
+	struct tls_client *tls;
 };
 
 /* A backend is built by store_new (store_factory.h). */

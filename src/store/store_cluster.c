@@ -16,7 +16,6 @@
 #include "store_cluster.h"
 
 #include <event2/event.h>
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,10 +29,12 @@
 #include "log.h"
 #include "policy.h"
 #include "redis_conn.h"
+#include "rlink.h"
 #include "store.h"
 #include "store_redis.h"
 #include "store_reply.h"
 #include "store_retry.h"
+#include "tls.h"
 
 #define NSLOTS 16384
 #define MAX_NODES 256
@@ -52,6 +53,7 @@ struct store_cluster {
 	struct store base;
 	struct event_base *evbase;
 	struct config_redis cfg; /* credentials and pool size for new nodes */
+	struct tls_client *tls;	 /* to every node, NULL for plain TCP */
 	char **seeds;
 	size_t nseeds;
 	struct cnode nodes[MAX_NODES];
@@ -63,7 +65,7 @@ struct store_cluster {
 	struct creq *held[NSLOTS], *held_tail[NSLOTS];
 	int have_map;
 	/* CLUSTER SLOTS in the background */
-	redisAsyncContext *ctl;
+	struct rlink *ctl;
 	int ctl_next; /* which address to ask next (nodes, then seeds) */
 	int refresh_wanted;
 	uint64_t last_refresh_us;
@@ -112,7 +114,7 @@ static int node_for(struct store_cluster *c, const char *addr, size_t len)
 	if (!n->addr)
 		return -1;
 	char err[256] = "";
-	n->st = store_redis_new_node(c->evbase, &c->cfg, n->addr, err, sizeof(err));
+	n->st = store_redis_new_node(c->evbase, &c->cfg, n->addr, c->tls, err, sizeof(err));
 	if (!n->st) {
 		log_error("redis cluster node %s: %s", n->addr, err);
 		free(n->addr);
@@ -355,11 +357,10 @@ static void rehome_watch(struct store_cluster *c)
 	store_watch_resets(c->nodes[to].st, c->watch_prefix, c->watch_fn, c->watch_arg);
 }
 
-static void slots_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void slots_reply_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
 	(void)privdata;
-	struct store_cluster *c = ac->data;
-	redisReply *rep = reply;
+	struct store_cluster *c = l->data;
 	if (!c || !rep)
 		return; /* the connection failed or went away: its callbacks say so */
 	int ok = 0;
@@ -382,7 +383,7 @@ static void slots_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 			char addr[300];
 			const char *ip = m->element[0]->str;
 			if (!ip[0] || strcmp(ip, "?") == 0)
-				ip = ac->c.tcp.host;
+				ip = l->host;
 			int n = snprintf(addr, sizeof(addr),
 					 strchr(ip, ':') ? "[%s]:%lld" : "%s:%lld", ip,
 					 m->element[1]->integer);
@@ -408,28 +409,30 @@ static void slots_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	else
 		rehome_watch(c);
 	c->ctl = NULL;
-	ac->data = NULL;
-	redisAsyncDisconnect(ac); /* allowed inside a callback: hiredis frees it after */
+	l->data = NULL;
+	rlink_disconnect(l); /* allowed inside a callback: freed after it */
 	if (c->refresh_wanted)
 		cluster_refresh(c);
 }
 
-static void ctl_connect_cb(const redisAsyncContext *ac, int status)
+static void ctl_connect_cb(const struct rlink *l, int ok)
 {
-	struct store_cluster *c = ac->data;
-	if (status != REDIS_OK && c) {
-		((redisAsyncContext *)ac)->data = NULL; /* its reply callback runs with NULL next */
+	struct store_cluster *c = l->data;
+	if (!ok && c) {
+		log_debug("redis cluster: CLUSTER SLOTS from %s:%d: %s", l->host, l->port,
+			  l->errstr);
+		((struct rlink *)l)->data = NULL; /* its reply callback runs with NULL next */
 		c->ctl = NULL;
 		c->refresh_wanted = 1;
 		cluster_refresh(c);
 	}
 }
 
-static void ctl_disconnect_cb(const redisAsyncContext *ac, int status)
+static void ctl_disconnect_cb(const struct rlink *l, int ok)
 {
-	(void)status;
-	struct store_cluster *c = ac->data;
-	if (c && c->ctl == ac) {
+	(void)ok;
+	struct store_cluster *c = l->data;
+	if (c && c->ctl == l) {
 		c->ctl = NULL;
 		c->refresh_wanted = 1;
 		cluster_refresh(c);
@@ -465,37 +468,28 @@ static void cluster_refresh(struct store_cluster *c)
 	c->last_refresh_us = now;
 	char host[256];
 	int port;
-	redisAsyncContext *ac = ctl_next_addr(c, host, sizeof(host), &port) == 0
-					? redisAsyncConnect(host, port)
-					: NULL;
-	if (!ac || ac->err) {
-		if (ac)
-			redisAsyncFree(ac);
+	struct rlink *l = ctl_next_addr(c, host, sizeof(host), &port) == 0
+				  ? rlink_connect(c->evbase, host, port, NULL, c->tls)
+				  : NULL;
+	if (!l || l->err) {
+		if (l)
+			rlink_free(l);
 		c->refresh_wanted = 1;
 		struct timeval tv = {0, REFRESH_MIN_MS * 1000};
 		evtimer_add(c->refresh_timer, &tv);
 		return;
 	}
-	if (redis_conn_attach(ac, c->evbase) < 0) {
-		redisAsyncFree(ac);
-		c->refresh_wanted = 1;
-		struct timeval tv = {0, REFRESH_MIN_MS * 1000};
-		evtimer_add(c->refresh_timer, &tv);
-		return;
-	}
-	ac->data = c;
-	store_reply_guard_reader(ac->c.reader);
-	redisAsyncSetConnectCallback(ac, ctl_connect_cb);
-	redisAsyncSetDisconnectCallback(ac, ctl_disconnect_cb);
+	l->data = c;
+	rlink_set_callbacks(l, ctl_connect_cb, ctl_disconnect_cb);
 	if (c->cfg.password) {
 		if (c->cfg.username)
-			redisAsyncCommand(ac, NULL, NULL, "AUTH %s %s", c->cfg.username,
-					  c->cfg.password);
+			rlink_command(l, NULL, NULL, "AUTH %s %s", c->cfg.username,
+				      c->cfg.password);
 		else
-			redisAsyncCommand(ac, NULL, NULL, "AUTH %s", c->cfg.password);
+			rlink_command(l, NULL, NULL, "AUTH %s", c->cfg.password);
 	}
-	redisAsyncCommand(ac, slots_reply_cb, NULL, "CLUSTER SLOTS");
-	c->ctl = ac;
+	rlink_command(l, slots_reply_cb, NULL, "CLUSTER SLOTS");
+	c->ctl = l;
 }
 
 /* ---- store interface ---- */
@@ -549,7 +543,7 @@ static void cluster_free(struct store *base)
 	c->closing = 1;
 	if (c->ctl) {
 		c->ctl->data = NULL;
-		redisAsyncFree(c->ctl);
+		rlink_free(c->ctl);
 	}
 	for (unsigned s = 0; s < NSLOTS; s++) {
 		struct creq *q = c->held[s];
@@ -570,6 +564,7 @@ static void cluster_free(struct store *base)
 	free(c->seeds);
 	free(c->cfg.username);
 	free(c->cfg.password);
+	tls_client_unref(c->tls);
 	free(c->watch_prefix);
 	free(c);
 }
@@ -600,8 +595,8 @@ static const struct store_ops cluster_ops = {
 	.multi = 0, /* the pairs' keys hash to slots on different masters */
 };
 
-struct store *store_cluster_new(struct event_base *base, const struct config_redis *cfg, char *err,
-				size_t errlen)
+struct store *store_cluster_new(struct event_base *base, const struct config_redis *cfg,
+				struct tls_client *tls, char *err, size_t errlen)
 {
 	struct store_cluster *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -616,6 +611,7 @@ struct store *store_cluster_new(struct event_base *base, const struct config_red
 	c->cfg.connections = cfg->connections;
 	c->cfg.username = cfg->username ? strdup(cfg->username) : NULL;
 	c->cfg.password = cfg->password ? strdup(cfg->password) : NULL;
+	c->tls = tls_client_ref(tls);
 	c->seeds = calloc(cfg->cluster.n, sizeof(char *));
 	c->refresh_timer = evtimer_new(base, refresh_timer_cb, c);
 	if (!c->seeds || !c->refresh_timer) {

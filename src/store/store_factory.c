@@ -4,14 +4,17 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "store.h"
 #include "store_cluster.h"
 #include "store_memory.h"
 #include "store_redis.h"
 #include "store_sentinel.h"
+#include "tls.h"
 
-static struct store *memory_make(struct event_base *base, const struct config *cfg, char *err,
-				 size_t errlen)
+static struct store *memory_make(struct event_base *base, const struct config *cfg,
+				 struct tls_client *tls, char *err, size_t errlen)
 {
+	(void)tls;
 	return store_memory_new(base, &cfg->memory, err, errlen);
 }
 
@@ -20,21 +23,22 @@ static void memory_describe(const struct config *cfg, char *buf, size_t len)
 	snprintf(buf, len, "memory (at most %d keys)", cfg->memory.max_keys);
 }
 
-static struct store *redis_make(struct event_base *base, const struct config *cfg, char *err,
-				size_t errlen)
+static struct store *redis_make(struct event_base *base, const struct config *cfg,
+				struct tls_client *tls, char *err, size_t errlen)
 {
-	return store_redis_new(base, &cfg->redis, err, errlen);
+	return store_redis_new(base, &cfg->redis, tls, err, errlen);
 }
 
 static void redis_describe(const struct config *cfg, char *buf, size_t len)
 {
-	snprintf(buf, len, "redis %s", cfg->redis.address);
+	snprintf(buf, len, "redis %s%s", cfg->redis.address,
+		 cfg->redis.tls.enabled ? " (TLS)" : "");
 }
 
-static struct store *cluster_make(struct event_base *base, const struct config *cfg, char *err,
-				  size_t errlen)
+static struct store *cluster_make(struct event_base *base, const struct config *cfg,
+				  struct tls_client *tls, char *err, size_t errlen)
 {
-	return store_cluster_new(base, &cfg->redis, err, errlen);
+	return store_cluster_new(base, &cfg->redis, tls, err, errlen);
 }
 
 static void cluster_describe(const struct config *cfg, char *buf, size_t len)
@@ -43,10 +47,10 @@ static void cluster_describe(const struct config *cfg, char *buf, size_t len)
 		 cfg->redis.cluster.n > 1 ? " and more" : "");
 }
 
-static struct store *sentinel_make(struct event_base *base, const struct config *cfg, char *err,
-				   size_t errlen)
+static struct store *sentinel_make(struct event_base *base, const struct config *cfg,
+				   struct tls_client *tls, char *err, size_t errlen)
 {
-	return store_sentinel_new(base, &cfg->redis, err, errlen);
+	return store_sentinel_new(base, &cfg->redis, tls, err, errlen);
 }
 
 static void sentinel_describe(const struct config *cfg, char *buf, size_t len)
@@ -82,9 +86,68 @@ const struct store_backend *store_backend_of(const struct config *cfg)
 	return &store_backends[BACKEND_REDIS];
 }
 
+static void tls_files(const struct config_redis_tls *t, struct tls_client_files *f)
+{
+	f->ca_file = t->ca_file;
+	f->ca_dir = t->ca_dir;
+	f->cert_file = t->cert_file;
+	f->key_file = t->key_file;
+	f->server_name = t->server_name;
+}
+
+static int uses_tls(const struct config *cfg)
+{
+	return cfg->store == CONFIG_STORE_REDIS && cfg->redis.tls.enabled;
+}
+
+/* The TLS context cfg asks for: NULL and err[0] == 0 when it asks none. */
+static struct tls_client *tls_make(const struct config *cfg, char *err, size_t errlen)
+{
+	err[0] = '\0';
+	if (!uses_tls(cfg))
+		return NULL;
+	struct tls_client_files f;
+	tls_files(&cfg->redis.tls, &f);
+	char why[300];
+	struct tls_client *tls = tls_client_new(&f, why, sizeof(why));
+	if (!tls)
+		snprintf(err, errlen, "redis.tls: %s", why);
+	return tls;
+}
+
+int store_check_tls(const struct config *cfg, char *err, size_t errlen)
+{
+	struct tls_client *tls = tls_make(cfg, err, errlen);
+	tls_client_unref(tls);
+	return err[0] ? -1 : 0;
+}
+
 struct store *store_new(struct event_base *base, const struct config *cfg, char *err, size_t errlen)
 {
-	return store_backend_of(cfg)->make(base, cfg, err, errlen);
+	struct tls_client *tls = tls_make(cfg, err, errlen);
+	if (!tls && err[0])
+		return NULL;
+	struct store *s = store_backend_of(cfg)->make(base, cfg, tls, err, errlen);
+	if (s)
+		s->tls = tls; /* the store's own reference, for reloads */
+	else
+		tls_client_unref(tls);
+	return s;
+}
+
+int store_reload_tls(struct store *s, const struct config *cfg, char *err, size_t errlen)
+{
+	err[0] = '\0';
+	if (!s->tls || !uses_tls(cfg))
+		return 0; /* turning TLS on or off takes a restart (reported as such) */
+	struct tls_client_files f;
+	tls_files(&cfg->redis.tls, &f);
+	char why[300];
+	if (tls_client_reload(s->tls, &f, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "redis.tls: %s", why);
+		return -1;
+	}
+	return 1;
 }
 
 void store_describe(const struct config *cfg, char *buf, size_t len)

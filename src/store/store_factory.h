@@ -11,6 +11,7 @@
 struct config;
 struct event_base;
 struct store;
+struct tls_client;
 
 struct store_backend {
 	/* what the daemon's status line (systemd's STATUS=) calls the store:
@@ -18,8 +19,8 @@ struct store_backend {
 	const char *kind;
 	/* builds it, connecting in the background; NULL with err only for a
 	 * configuration it cannot use */
-	struct store *(*make)(struct event_base *base, const struct config *cfg, char *err,
-			      size_t errlen);
+	struct store *(*make)(struct event_base *base, const struct config *cfg,
+			      struct tls_client *tls, char *err, size_t errlen);
 	/* where cfg decides, for logs: "redis 127.0.0.1:6379" */
 	void (*describe)(const struct config *cfg, char *buf, size_t len);
 };
@@ -34,6 +35,15 @@ const struct store_backend *store_backend_of(const struct config *cfg);
  */
 struct store *store_new(struct event_base *base, const struct config *cfg, char *err,
 			size_t errlen);
+/* -1 with err when cfg's redis.tls files do not load (ratelimitd -t). */
+int store_check_tls(const struct config *cfg, char *err, size_t errlen);
+/*
+ * A reload: s's TLS context (if it has one and cfg still asks for TLS)
+ * reads cfg's files again; new connections use them, open ones keep
+ * theirs. 1 when reloaded, 0 when there is none, -1 with err when the
+ * files do not load (the context loaded before stays).
+ */
+int store_reload_tls(struct store *s, const struct config *cfg, char *err, size_t errlen);
 /* "redis 127.0.0.1:6379", "redis cluster via ...", "memory": where cfg
  * decides, for logs. */
 void store_describe(const struct config *cfg, char *buf, size_t len);

@@ -18,7 +18,6 @@
 
 #include <stddef.h>
 #include <event2/event.h>
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +33,7 @@
 #include "policy.h"
 #include "redis_conn.h"
 #include "redis_script.h"
+#include "rlink.h"
 #include "stats.h"
 #include "store.h"
 #include "store_reply.h"
@@ -301,7 +301,7 @@ struct sbatch {
 	struct sreq *reqs[MAX_BATCH];
 };
 
-static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata);
+static void batch_cb(struct rlink *l, redisReply *rep, void *privdata);
 
 static struct sbatch *batch_new(struct rconn *rc)
 {
@@ -337,8 +337,7 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	else
 		redis_script_call(&s->call, "EVALSHA", s->t.script_sha, 40, reqs, b->n, keys_after);
 	size_t len = redis_resp_format(s->cmdbuf, &s->call);
-	if (!rc->c.ac ||
-	    redisAsyncFormattedCommand(rc->c.ac, batch_cb, b, s->cmdbuf, len) != REDIS_OK)
+	if (!rc->c.link || rlink_formatted(rc->c.link, batch_cb, b, s->cmdbuf, len) < 0)
 		return -1;
 	b->sent_us = clock_mono_us();
 	hist_observe(&stats.batch_size, &stats_batch_bounds, (uint64_t)b->n);
@@ -430,10 +429,9 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 		if (b)
 			rconn_send_open(rc);
 		b = batch_new(rc);
-		if (!b || !rc->c.ac ||
+		if (!b || !rc->c.link ||
 		    (r->how == STORE_NODE_ASKING &&
-		     redisAsyncFormattedCommand(rc->c.ac, NULL, NULL, asking, sizeof(asking) - 1) !=
-			     REDIS_OK)) {
+		     rlink_formatted(rc->c.link, NULL, NULL, asking, sizeof(asking) - 1) < 0)) {
 			free(b);
 			answer_status(r, STORE_UNAVAILABLE, "redis connection is closing");
 			sreq_put(rc->s, r);
@@ -481,13 +479,12 @@ static void rconn_measure(struct rconn *rc, const struct sbatch *b, uint64_t pre
 	admission_measure(&rc->adm, b->sent_us, prev_rx, rc->c.last_rx_us, (unsigned)b->n);
 }
 
-static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
-	(void)ac;
+	(void)l;
 	struct sbatch *b = privdata;
 	struct rconn *rc = b->rc;
 	struct store_redis *s = rc->s;
-	redisReply *rep = reply;
 	rc->c.inflight -= (unsigned)b->n;
 	rc->queued -= (unsigned)b->n;
 	if (--rc->batches == 0 && rc->open)
@@ -506,7 +503,7 @@ static void batch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	enum store_error err = rep->type == REDIS_REPLY_ERROR
 				       ? store_reply_error(rep->str, rep->len)
 				       : STORE_ERROR_NONE;
-	if (err == STORE_ERROR_NOSCRIPT && !b->evaled && rc->c.ac && !s->t.closing) {
+	if (err == STORE_ERROR_NOSCRIPT && !b->evaled && rc->c.link && !s->t.closing) {
 		/* SCRIPT FLUSH or a restarted Redis: EVAL sends the body and caches it.
 		 * Requests already answered (timed out) are not run again. */
 		rc->queued += (unsigned)b->n; /* queued again, less those compacted away */
@@ -706,7 +703,8 @@ static struct rconn *pick_conn(struct store_redis *s, const struct store_request
 		h = (h ^ (uint8_t)user[i]) * 16777619u;
 	for (int i = 0; i < s->nconns; i++) {
 		struct rconn *rc = &s->conns[(h + (uint32_t)i) % (uint32_t)s->nconns];
-		if (rc->c.state != REDIS_CONN_DOWN && rc->c.ac && rconn_admits(rc, req->timeout_ms))
+		if (rc->c.state != REDIS_CONN_DOWN && rc->c.link &&
+		    rconn_admits(rc, req->timeout_ms))
 			return rc;
 	}
 	return NULL;
@@ -863,8 +861,8 @@ static void redis_watch_resets(struct store *base, const char *prefix, store_res
 		s->reset_channel = NULL;
 		s->subconn.c.channel = NULL;
 		s->on_reset = NULL;
-		if (s->subconn.c.ac)
-			redisAsyncDisconnect(s->subconn.c.ac);
+		if (s->subconn.c.link)
+			rlink_disconnect(s->subconn.c.link);
 		return;
 	}
 	size_t plen = strlen(prefix);
@@ -910,9 +908,9 @@ static void rcall_answer(struct rcall *c, const struct redisReply *reply, const 
 	c->done(c->arg, reply, why);
 }
 
-static void rcall_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void rcall_cb(struct rlink *l, redisReply *reply, void *privdata)
 {
-	(void)ac;
+	(void)l;
 	struct rcall *c = privdata;
 	rcall_answer(c, reply, reply ? NULL : "connection to redis lost");
 	event_free(c->timer);
@@ -932,7 +930,7 @@ static void redis_call(struct store *base, const struct store_call *sc, store_ca
 	struct store_redis *s = (struct store_redis *)base;
 	struct rconn *rc = NULL;
 	for (int i = 0; i < s->nconns && !rc; i++)
-		if (s->conns[i].c.state == REDIS_CONN_UP && s->conns[i].c.ac)
+		if (s->conns[i].c.state == REDIS_CONN_UP && s->conns[i].c.link)
 			rc = &s->conns[i];
 	if (!rc || s->t.closing) {
 		done(arg, NULL, "redis is not connected");
@@ -964,7 +962,7 @@ static void redis_call(struct store *base, const struct store_call *sc, store_ca
 		argv[argc] = sc->argv[i];
 		argl[argc] = sc->argvlen[i];
 	}
-	if (redisAsyncCommandArgv(rc->c.ac, rcall_cb, c, argc, argv, argl) != REDIS_OK) {
+	if (rlink_command_argv(rc->c.link, rcall_cb, c, argc, argv, argl) < 0) {
 		event_free(c->timer);
 		free(c);
 		done(arg, NULL, "redis connection is closing");
@@ -1100,7 +1098,8 @@ static void redis_learn_prefix(struct store_redis *s, const char *prefix, size_t
 }
 
 static struct store *redis_new(struct event_base *base, const struct config_redis *cfg,
-			       const char *address, int cluster, char *err, size_t errlen)
+			       const char *address, int cluster, struct tls_client *tls, char *err,
+			       size_t errlen)
 {
 	struct store_redis *s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -1119,12 +1118,13 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 	t->script = cluster ? lua_ratelimit_cluster_src : lua_ratelimit_src;
 	t->script_len = cluster ? lua_ratelimit_cluster_len : lua_ratelimit_len;
 	t->script_sha = cluster ? lua_ratelimit_cluster_sha : lua_ratelimit_sha;
-	if (redis_target_init(t, address, cfg->username, cfg->password, err, errlen) < 0) {
+	if (redis_target_init(t, address, cfg->username, cfg->password, tls, err, errlen) < 0) {
 		free(s);
 		return NULL;
 	}
 	if (t->host)
-		snprintf(s->name, sizeof(s->name), "redis %s:%d", t->host, t->port);
+		snprintf(s->name, sizeof(s->name), "redis %s:%d%s", t->host, t->port,
+			 tls ? " (TLS)" : "");
 	else
 		snprintf(s->name, sizeof(s->name), "redis unix:%s", t->unix_path);
 	s->max_batch = MAX_BATCH;
@@ -1156,14 +1156,15 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 	return &s->base;
 }
 
-struct store *store_redis_new(struct event_base *base, const struct config_redis *cfg, char *err,
-			      size_t errlen)
+struct store *store_redis_new(struct event_base *base, const struct config_redis *cfg,
+			      struct tls_client *tls, char *err, size_t errlen)
 {
-	return redis_new(base, cfg, cfg->address, 0, err, errlen);
+	return redis_new(base, cfg, cfg->address, 0, tls, err, errlen);
 }
 
 struct store *store_redis_new_node(struct event_base *base, const struct config_redis *cfg,
-				   const char *address, char *err, size_t errlen)
+				   const char *address, struct tls_client *tls, char *err,
+				   size_t errlen)
 {
-	return redis_new(base, cfg, address, 1, err, errlen);
+	return redis_new(base, cfg, address, 1, tls, err, errlen);
 }

@@ -9,14 +9,15 @@ struct config_redis;
 struct store;
 struct store_request;
 struct store_result;
+struct tls_client;
 
 /*
  * Starts connecting at once and keeps reconnecting with capped backoff; a
  * Redis that is down at start-up is not an error. NULL with err only for a
  * configuration it cannot use.
  */
-struct store *store_redis_new(struct event_base *base, const struct config_redis *cfg, char *err,
-			      size_t errlen);
+struct store *store_redis_new(struct event_base *base, const struct config_redis *cfg,
+			      struct tls_client *tls, char *err, size_t errlen);
 
 /*
  * A store for one Redis Cluster master at `address` (credentials, timeout and
@@ -24,7 +25,8 @@ struct store *store_redis_new(struct event_base *base, const struct config_redis
  * batch. store_cluster.c submits to it with store_redis_submit_node.
  */
 struct store *store_redis_new_node(struct event_base *base, const struct config_redis *cfg,
-				   const char *address, char *err, size_t errlen);
+				   const char *address, struct tls_client *tls, char *err,
+				   size_t errlen);
 
 /* How store_cluster.c sends one request to a node. */
 enum store_node_send {

@@ -12,7 +12,6 @@
 #include "store_sentinel.h"
 
 #include <event2/event.h>
-#include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +25,12 @@
 #include "log.h"
 #include "policy.h"
 #include "redis_conn.h"
+#include "rlink.h"
 #include "store.h"
 #include "store_redis.h"
 #include "store_reply.h"
 #include "store_retry.h"
+#include "tls.h"
 
 #define RECHECK_MS 5000
 #define ASK_MIN_MS 100
@@ -41,6 +42,7 @@ struct store_sentinel {
 	struct store base;
 	struct event_base *evbase;
 	struct config_redis cfg; /* for the master's pool; address set per master */
+	struct tls_client *tls;	 /* to the sentinels and the master, NULL for plain TCP */
 	char *master_name;
 	char **sentinels;
 	size_t nsentinels;
@@ -49,9 +51,9 @@ struct store_sentinel {
 	char *cur_addr;
 	struct store *retired[MAX_RETIRED];
 	int nretired;
-	unsigned long gen_base;	 /* generations of pools let go */
-	redisAsyncContext *ask;	 /* get-master-addr-by-name in flight */
-	redisAsyncContext *subs; /* +switch-master subscription */
+	unsigned long gen_base; /* generations of pools let go */
+	struct rlink *ask;	/* get-master-addr-by-name in flight */
+	struct rlink *subs;	/* +switch-master subscription */
 	uint64_t last_ask_us;
 	struct event *timer; /* re-ask, re-subscribe, free retired pools */
 	size_t pending;
@@ -88,7 +90,7 @@ static void use_master(struct store_sentinel *s, const char *ip, const char *por
 		return;
 	s->cfg.address = copy;
 	char err[256] = "";
-	struct store *st = store_redis_new(s->evbase, &s->cfg, err, sizeof(err));
+	struct store *st = store_redis_new(s->evbase, &s->cfg, s->tls, err, sizeof(err));
 	if (!st) {
 		log_error("sentinel: master %s: %s", addr, err);
 		free(copy);
@@ -116,11 +118,10 @@ static void use_master(struct store_sentinel *s, const char *ip, const char *por
 		store_watch_resets(st, s->watch_prefix, s->watch_fn, s->watch_arg);
 }
 
-static void master_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void master_reply_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
 	(void)privdata;
-	struct store_sentinel *s = ac->data;
-	redisReply *rep = reply;
+	struct store_sentinel *s = l->data;
 	if (!s || !rep)
 		return;
 	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
@@ -128,54 +129,49 @@ static void master_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
 	    rep->element[1]->type == REDIS_REPLY_STRING)
 		use_master(s, rep->element[0]->str, rep->element[1]->str);
 	else
-		log_warn("sentinel %s:%d does not know master %s", ac->c.tcp.host, ac->c.tcp.port,
+		log_warn("sentinel %s:%d does not know master %s", l->host, l->port,
 			 s->master_name);
 	s->ask = NULL;
-	ac->data = NULL;
-	redisAsyncDisconnect(ac);
+	l->data = NULL;
+	rlink_disconnect(l);
 }
 
-static void ask_connect_cb(const redisAsyncContext *ac, int status)
+static void ask_connect_cb(const struct rlink *l, int ok)
 {
-	struct store_sentinel *s = ac->data;
-	if (status != REDIS_OK && s) {
-		((redisAsyncContext *)ac)->data = NULL;
+	struct store_sentinel *s = l->data;
+	if (!ok && s) {
+		log_debug("sentinel %s:%d: %s", l->host, l->port, l->errstr);
+		((struct rlink *)l)->data = NULL;
 		s->ask = NULL;
 		sentinel_ask(s); /* the next sentinel */
 	}
 }
 
-static void ask_disconnect_cb(const redisAsyncContext *ac, int status)
+static void ask_disconnect_cb(const struct rlink *l, int ok)
 {
-	(void)status;
-	struct store_sentinel *s = ac->data;
-	if (s && s->ask == ac)
+	(void)ok;
+	struct store_sentinel *s = l->data;
+	if (s && s->ask == l)
 		s->ask = NULL;
 }
 
-static redisAsyncContext *sentinel_connect(struct store_sentinel *s, redisConnectCallback *on_conn,
-					   redisDisconnectCallback *on_disc)
+static struct rlink *sentinel_connect(struct store_sentinel *s, rlink_connect_fn *on_conn,
+				      rlink_disconnect_fn *on_disc)
 {
 	char host[256];
 	int port;
 	if (addr_split(s->sentinels[s->next_sentinel++ % s->nsentinels], host, sizeof(host),
 		       &port) < 0)
 		return NULL;
-	redisAsyncContext *ac = redisAsyncConnect(host, port);
-	if (!ac || ac->err) {
-		if (ac)
-			redisAsyncFree(ac);
+	struct rlink *l = rlink_connect(s->evbase, host, port, NULL, s->tls);
+	if (!l || l->err) {
+		if (l)
+			rlink_free(l);
 		return NULL;
 	}
-	if (redis_conn_attach(ac, s->evbase) < 0) {
-		redisAsyncFree(ac);
-		return NULL;
-	}
-	ac->data = s;
-	store_reply_guard_reader(ac->c.reader);
-	redisAsyncSetConnectCallback(ac, on_conn);
-	redisAsyncSetDisconnectCallback(ac, on_disc);
-	return ac;
+	l->data = s;
+	rlink_set_callbacks(l, on_conn, on_disc);
+	return l;
 }
 
 /* Asks one sentinel (the next in turn) for the master; at most every ASK_MIN_MS. */
@@ -185,20 +181,19 @@ static void sentinel_ask(struct store_sentinel *s)
 	if (s->closing || s->ask || now < s->last_ask_us + ASK_MIN_MS * 1000u)
 		return;
 	s->last_ask_us = now;
-	redisAsyncContext *ac = sentinel_connect(s, ask_connect_cb, ask_disconnect_cb);
-	if (!ac)
+	struct rlink *l = sentinel_connect(s, ask_connect_cb, ask_disconnect_cb);
+	if (!l)
 		return;
-	redisAsyncCommand(ac, master_reply_cb, NULL, "SENTINEL get-master-addr-by-name %s",
-			  s->master_name);
-	s->ask = ac;
+	rlink_command(l, master_reply_cb, NULL, "SENTINEL get-master-addr-by-name %s",
+		      s->master_name);
+	s->ask = l;
 }
 
 /* "+switch-master <name> <old-ip> <old-port> <new-ip> <new-port>" */
-static void switch_cb(redisAsyncContext *ac, void *reply, void *privdata)
+static void switch_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
 	(void)privdata;
-	struct store_sentinel *s = ac->data;
-	redisReply *rep = reply;
+	struct store_sentinel *s = l->data;
 	if (!s || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3 ||
 	    rep->element[2]->type != REDIS_REPLY_STRING)
 		return;
@@ -209,20 +204,20 @@ static void switch_cb(redisAsyncContext *ac, void *reply, void *privdata)
 		use_master(s, nip, nport);
 }
 
-static void subs_connect_cb(const redisAsyncContext *ac, int status)
+static void subs_connect_cb(const struct rlink *l, int ok)
 {
-	struct store_sentinel *s = ac->data;
-	if (status != REDIS_OK && s) {
-		((redisAsyncContext *)ac)->data = NULL;
+	struct store_sentinel *s = l->data;
+	if (!ok && s) {
+		((struct rlink *)l)->data = NULL;
 		s->subs = NULL; /* the timer subscribes again */
 	}
 }
 
-static void subs_disconnect_cb(const redisAsyncContext *ac, int status)
+static void subs_disconnect_cb(const struct rlink *l, int ok)
 {
-	(void)status;
-	struct store_sentinel *s = ac->data;
-	if (s && s->subs == ac) {
+	(void)ok;
+	struct store_sentinel *s = l->data;
+	if (s && s->subs == l) {
 		s->subs = NULL;
 		sentinel_ask(s); /* a switch may have been missed */
 	}
@@ -237,7 +232,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 	if (!s->subs) {
 		s->subs = sentinel_connect(s, subs_connect_cb, subs_disconnect_cb);
 		if (s->subs)
-			redisAsyncCommand(s->subs, switch_cb, NULL, "SUBSCRIBE +switch-master");
+			rlink_subscribe(s->subs, switch_cb, NULL, "+switch-master");
 	}
 	/* retired pools go once they have answered everything */
 	for (int i = 0; i < s->nretired;) {
@@ -383,11 +378,11 @@ static void sentinel_free(struct store *base)
 	s->closing = 1;
 	if (s->ask) {
 		s->ask->data = NULL;
-		redisAsyncFree(s->ask);
+		rlink_free(s->ask);
 	}
 	if (s->subs) {
 		s->subs->data = NULL;
-		redisAsyncFree(s->subs);
+		rlink_free(s->subs);
 	}
 	if (s->cur)
 		store_free(s->cur);
@@ -402,6 +397,7 @@ static void sentinel_free(struct store *base)
 	free(s->cur_addr);
 	free(s->cfg.username);
 	free(s->cfg.password);
+	tls_client_unref(s->tls);
 	free(s->watch_prefix);
 	free(s);
 }
@@ -429,8 +425,8 @@ static const struct store_ops sentinel_ops = {
 	.multi = 1, /* one master decides it all */
 };
 
-struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg, char *err,
-				 size_t errlen)
+struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg,
+				 struct tls_client *tls, char *err, size_t errlen)
 {
 	struct store_sentinel *s = calloc(1, sizeof(*s));
 	if (!s) {
@@ -444,6 +440,7 @@ struct store *store_sentinel_new(struct event_base *base, const struct config_re
 	s->cfg.connections = cfg->connections;
 	s->cfg.username = cfg->username ? strdup(cfg->username) : NULL;
 	s->cfg.password = cfg->password ? strdup(cfg->password) : NULL;
+	s->tls = tls_client_ref(tls);
 	s->master_name = strdup(cfg->sentinel_master);
 	s->sentinels = calloc(cfg->sentinels.n, sizeof(char *));
 	s->timer = evtimer_new(base, timer_cb, s);

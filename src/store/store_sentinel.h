@@ -7,9 +7,10 @@
 struct event_base;
 struct config_redis;
 struct store;
+struct tls_client;
 
 /* Asks cfg->sentinels for cfg->sentinel_master in the background and follows failovers. */
-struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg, char *err,
-				 size_t errlen);
+struct store *store_sentinel_new(struct event_base *base, const struct config_redis *cfg,
+				 struct tls_client *tls, char *err, size_t errlen);
 
 #endif

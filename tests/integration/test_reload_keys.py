@@ -125,6 +125,29 @@ CHANGES = {
     "redis.timeout": ({"redis": '{address: "%(redis)s", timeout: 250ms}'}, {"redis.timeout"}),
     "redis.connections": ({"redis": '{address: "%(redis)s", timeout: 2s, connections: 3}'},
                           {"redis.connections"}),
+    "redis.tls": ({"redis": '{address: "%(redis)s", timeout: 2s, '
+                            'tls: {enabled: false, server_name: redis.example}}'},
+                  {"redis.tls.server_name"}),
+    "redis.tls.enabled": ({"redis": '{address: "%(redis)s", timeout: 2s, '
+                                    'tls: {ca_file: %(tmp)s/ca.pem}}'},
+                          {"redis.tls.enabled", "redis.tls.ca_file"}),
+    "redis.tls.ca_file": ({"redis": '{address: "%(redis)s", timeout: 2s, '
+                                    'tls: {enabled: false, ca_file: %(tmp)s/ca.pem}}'},
+                          {"redis.tls.ca_file"}),
+    "redis.tls.ca_dir": ({"redis": '{address: "%(redis)s", timeout: 2s, '
+                                   'tls: {enabled: false, ca_dir: %(tmp)s}}'},
+                         {"redis.tls.ca_dir"}),
+    "redis.tls.cert_file": ({"redis": '{address: "%(redis)s", timeout: 2s, '
+                                      'tls: {enabled: false, cert_file: %(tmp)s/c.pem, '
+                                      'key_file: %(tmp)s/k.pem}}'},
+                            {"redis.tls.cert_file", "redis.tls.key_file"}),
+    "redis.tls.key_file": ({"redis": '{address: "%(redis)s", timeout: 2s, '
+                                     'tls: {enabled: false, cert_file: %(tmp)s/c.pem, '
+                                     'key_file: %(tmp)s/k.pem}}'},
+                           {"redis.tls.cert_file", "redis.tls.key_file"}),
+    "redis.tls.server_name": ({"redis": '{address: "%(redis)s", timeout: 2s, '
+                                        'tls: {enabled: false, server_name: redis.example}}'},
+                              {"redis.tls.server_name"}),
     "redis.sentinel.master": ({"redis": '{sentinel: {master: other, addresses: '
                                         '["127.0.0.1:%(xport)d"]}, timeout: 2s}'},
                               {"redis.address", "redis.sentinel.master",

@@ -424,6 +424,15 @@ static const struct {
 	 "t.yaml:3:3: redis.username: requires redis.password"},
 	{"redis: {password: \"\"}\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:19: redis.password: must not be empty"},
+	/* TLS to Redis: a certificate and its key go together */
+	{"redis:\n  tls: {cert_file: /c.pem}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:9: redis.tls.cert_file: requires redis.tls.key_file"},
+	{"redis:\n  tls: {key_file: /k.pem}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:9: redis.tls.key_file: requires redis.tls.cert_file"},
+	{"redis:\n  tls: yes\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:8: redis.tls: expected a mapping (tls: {} for the system's CAs)"},
+	{"redis:\n  tls: {ca_file: \"\"}\npolicies: {a: 1/1s}\n",
+	 "t.yaml:2:18: redis.tls.ca_file: must not be empty"},
 	{"redis: 127.0.0.1:6379\npolicies: {a: 1/1s}\n", "t.yaml:1:8: redis: expected a mapping"},
 	/* anchors, aliases, complex keys */
 	{"policies:\n  a: &r 1/1s\n  b: *r\n", "t.yaml:2:6: YAML anchors are not supported"},
@@ -816,7 +825,7 @@ START_TEST(reload_kinds)
 	int n[CONFIG_RELOAD_PER_POLICY + 1] = {0};
 	config_key_reloads(count_kind, n);
 	ck_assert_int_eq(n[CONFIG_RELOAD_SECTION],
-			 6); /* memory redis metrics throttle envoy sentinel */
+			 7); /* memory redis metrics throttle envoy sentinel redis.tls */
 	ck_assert_int_gt(n[CONFIG_RELOAD_APPLIES], 10);
 	ck_assert_int_gt(n[CONFIG_RELOAD_RESTART], 10);
 }
