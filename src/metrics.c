@@ -246,6 +246,7 @@ COUNT(redis_refusing, s->health.refusing)
 COUNT(redis_connections, s->health.conns)
 COUNT(redis_connections_up, s->health.conns_up)
 COUNT(redis_connections_lost, s->health.conns_lost)
+COUNT(redis_tls_failures, stats.redis_tls_failures)
 COUNT(local_is_active, local_active(server_local(s->m->srv)))
 COUNT(memory_keys, s->health.memory_keys)
 COUNT(memory_bytes, s->health.memory_bytes)
@@ -372,6 +373,10 @@ static const struct family families[] = {
 	 "Of those, the ones connected and answering now.", .count = redis_connections_up},
 	{"ratelimitd_redis_connections_lost_total", "counter",
 	 "Connections to Redis that were up and were lost.", .count = redis_connections_lost},
+	{"ratelimitd_redis_tls_failures_total", "counter",
+	 "TLS handshakes and sessions with Redis or a sentinel that failed (an untrusted or "
+	 "expired certificate, another name, our certificate refused).",
+	 .count = redis_tls_failures},
 	{"ratelimitd_local_active", "gauge",
 	 "1 while decisions are made in this daemon because Redis cannot (on_store_error: "
 	 "local), else 0.",

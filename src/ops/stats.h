@@ -54,6 +54,8 @@ struct stats {
 	 * its check and its charge) */
 	unsigned long long multi_partial;
 	unsigned long long clients_accepted;
+	/* TLS handshakes and sessions with a Redis or a sentinel that failed (rlink.c) */
+	unsigned long long redis_tls_failures;
 	/* gRPC ShouldRateLimit calls for a domain no envoy rule file has */
 	unsigned long long envoy_unknown_domain;
 	unsigned long long reloads_ok, reloads_failed;

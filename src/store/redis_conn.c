@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "log.h"
 #include "rlink.h"
+#include "stats.h"
 #include "store.h"
 #include "store_reply.h"
 #include "tls.h"
@@ -185,11 +186,16 @@ static void connect_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	if (c->state != REDIS_CONN_CONNECTING || !c->link)
 		return;
 	struct rlink *l = c->link;
-	/* Pending requests get NULL replies; a TLS handshake that stalls ends here too. */
+	/* A TLS handshake that stalls (a peer that does not speak TLS) ends
+	 * here too, and says so. Pending requests get NULL replies. */
+	int handshaking = rlink_handshaking(l);
+	if (handshaking)
+		stats.redis_tls_failures++;
 	l->data = NULL;
 	c->link = NULL;
 	rlink_free(l);
-	conn_lost(c, "connect timed out");
+	conn_lost(c, handshaking ? "TLS handshake: timed out (does the server speak TLS?)"
+				 : "connect timed out");
 }
 
 /* Every RESET, by any daemon, publishes the pair's hash tag (see the script). */

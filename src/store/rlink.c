@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "stats.h"
 #include "store_reply.h"
 #include "tls.h"
 
@@ -143,6 +144,16 @@ static void destroy(struct rlink *l)
 	free((struct rlink_full *)l);
 }
 
+/* A TLS session failed after its handshake (TLS 1.3 tells a refused
+ * client certificate only then): counted with the handshake failures. */
+static void tls_failed(struct rlink *l, const char *why)
+{
+	char msg[200];
+	stats.redis_tls_failures++;
+	snprintf(msg, sizeof(msg), "TLS: %s", why);
+	doom(l, 0, msg);
+}
+
 /* ---- output ---- */
 
 static void want_write(struct rlink *l, int on)
@@ -180,7 +191,7 @@ static void do_write(struct rlink *l)
 				doom(l, 0, "Server closed the connection");
 				return;
 			case TLS_IO_ERROR:
-				doom(l, 0, why);
+				tls_failed(l, why);
 				return;
 			}
 		} else {
@@ -399,7 +410,7 @@ static void do_read(struct rlink *l)
 			doom(l, 0, "Server closed the connection");
 			return;
 		case TLS_IO_ERROR:
-			doom(l, 0, why);
+			tls_failed(l, why);
 			return;
 		}
 	}
@@ -436,6 +447,7 @@ static void handshake(struct rlink *l)
 		return;
 	case TLS_IO_CLOSED:
 	case TLS_IO_ERROR:
+		stats.redis_tls_failures++;
 		snprintf(msg, sizeof(msg), "TLS handshake: %s", why);
 		fail_connect(l, msg);
 		return;
@@ -635,6 +647,11 @@ void rlink_free(struct rlink *l)
 	enter(l);
 	doom(l, 1, "");
 	leave(l);
+}
+
+int rlink_handshaking(const struct rlink *l)
+{
+	return l->p->state == LS_HANDSHAKE && !dead(l);
 }
 
 int rlink_up(const struct rlink *l)

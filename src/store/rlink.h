@@ -68,6 +68,8 @@ void rlink_disconnect(struct rlink *l);
  * had connected. Inside one of the link's callbacks it happens when the
  * callback returns. */
 void rlink_free(struct rlink *l);
+/* 1 while a TLS handshake is under way (connected, not yet up). */
+int rlink_handshaking(const struct rlink *l);
 /* 1 once connected (and, with TLS, the handshake done). */
 int rlink_up(const struct rlink *l);
 /* Bytes queued and not yet written. */

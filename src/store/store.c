@@ -125,6 +125,8 @@ enum store_verdict store_verdict(const struct store *s, enum policy_on_error mod
 	store_health(s, &h);
 	*why = "";
 	*refusal = h.refusing ? h.refusal : NULL;
+	if (h.conns_up == 0 && h.down_reason && h.down_reason[0])
+		*refusal = h.down_reason;
 	if (h.memory)
 		return STORE_VERDICT_OK;
 	if (h.conns_up == 0)

@@ -129,6 +129,9 @@ struct store_health {
 	 * (the first one's; valid until the loop turns). */
 	unsigned refusing;
 	const char *refusal;
+	/* while no connection is up: why the last one failed or was lost
+	 * ("TLS handshake: certificate verify failed: ..."), NULL if unknown */
+	const char *down_reason;
 	int memory; /* decides in this daemon's memory: needs no connection */
 	/* with memory: what it holds (store_memory.h's store_memory_stats) */
 	size_t memory_keys, memory_bytes;

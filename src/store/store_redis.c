@@ -111,6 +111,7 @@ struct store_redis {
 	 * by the next decision or check that works. */
 	int refusing;
 	char refusal[200];
+	char down_reason[200];	/* why the last connection failed or was lost */
 	char check_logged[200]; /* what the last failed check logged: log changes only */
 	struct event *check_timer;
 	char prefix[KEYS_PREFIX_MAX +
@@ -653,6 +654,10 @@ static void rconn_lost(struct redis_conn *c, const char *why, int was_up)
 	 * back empty); failed attempts to reach one change nothing. */
 	if (was_up)
 		s->generation++;
+	/* the subscriber's loss says less than the pool's own failures */
+	if (c->idx >= 0 || !s->down_reason[0])
+		snprintf(s->down_reason, sizeof(s->down_reason), "%.*s",
+			 log_reason_len(why, strlen(why)), why);
 	store_note_down(s, why);
 }
 
@@ -814,6 +819,8 @@ static void redis_health(const struct store *base, struct store_health *h)
 			h->conns_up++;
 	}
 	h->conns_lost += s->generation;
+	if (!h->down_reason && s->down_reason[0])
+		h->down_reason = s->down_reason;
 	if (s->refusing && h->conns_up) {
 		h->refusing++;
 		if (!h->refusal)

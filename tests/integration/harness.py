@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -198,13 +199,15 @@ def rss_slack_kb():
 class Resp:
     """A minimal blocking RESP2 client for inspecting Redis state."""
 
-    def __init__(self, host="127.0.0.1", port=6379, timeout=5.0, unix=None):
+    def __init__(self, host="127.0.0.1", port=6379, timeout=5.0, unix=None, tls=None):
         if unix:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             self.sock.settimeout(timeout)
             self.sock.connect(unix)
         else:
             self.sock = socket.create_connection((host, port), timeout=timeout)
+        if tls is not None:  # an ssl.SSLContext
+            self.sock = tls.wrap_socket(self.sock, server_hostname=host)
         self.buf = b""
 
     def close(self):
@@ -288,9 +291,46 @@ def commandstats(server):
     return info_counts(server, "commandstats", "cmdstat_", "calls")
 
 
+class RedisTls:
+    """How a redis-server speaks TLS only (port 0, tls-port): its certificate
+    (the Pki's server one unless given), the CA it trusts for clients, and
+    whether it asks clients for a certificate (tls-auth-clients)."""
+
+    def __init__(self, pki, auth_clients=False, cert=None, key=None, cluster=False):
+        self.pki = pki
+        self.auth_clients = auth_clients
+        self.cert = cert or pki.server_cert
+        self.key = key or pki.server_key
+        self.cluster = cluster
+
+    def server_args(self, port):
+        a = ["--port", "0", "--tls-port", str(port), "--tls-cert-file", self.cert,
+             "--tls-key-file", self.key, "--tls-ca-cert-file", self.pki.ca,
+             "--tls-auth-clients", "yes" if self.auth_clients else "no",
+             "--tls-replication", "yes"]
+        if self.cluster:
+            a += ["--tls-cluster", "yes"]
+        return a
+
+    def context(self):
+        """The tests' own client context, with the client certificate. It
+        does not verify the server: a test may give it a certificate made
+        to be refused (expired, another name)."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ctx.load_cert_chain(self.pki.client_cert, self.pki.client_key)
+        return ctx
+
+    def cli_args(self):
+        return ["--tls", "--cacert", self.pki.ca, "--cert", self.pki.client_cert,
+                "--key", self.pki.client_key]
+
+
 class RedisServer:
-    def __init__(self, tmpdir, port=None, password=None, unixsocket=False, extra=()):
+    def __init__(self, tmpdir, port=None, password=None, unixsocket=False, extra=(), tls=None):
         self.tmpdir = tmpdir
+        self.tls = tls
         self.port = port or free_port()
         self.password = password
         self.unix = os.path.join(tmpdir, "redis-%d.sock" % self.port) if unixsocket else None
@@ -311,6 +351,8 @@ class RedisServer:
             argv += ["--requirepass", self.password]
         if self.unix:
             argv += ["--unixsocket", self.unix, "--unixsocketperm", "700"]
+        if self.tls:
+            argv += self.tls.server_args(self.port)
         argv += self.extra
         self.logf = open(self.log_path, "ab")
         self.proc = spawn(argv, stdout=self.logf, stderr=subprocess.STDOUT,
@@ -329,7 +371,8 @@ class RedisServer:
             return f.read().decode(errors="replace")
 
     def resp(self, timeout=5.0):
-        r = Resp(port=self.port, timeout=timeout)
+        r = Resp(port=self.port, timeout=timeout,
+                 tls=self.tls.context() if self.tls else None)
         if self.password:
             r.call("AUTH", self.password)
         return r
@@ -356,6 +399,8 @@ class RedisServer:
     def cli(self, *args, timeout=10):
         """Runs redis-cli against this server; returns stdout (str)."""
         argv = [REDIS_CLI, "-h", "127.0.0.1", "-p", str(self.port)]
+        if self.tls:
+            argv += self.tls.cli_args()
         if self.password:
             argv += ["--no-auth-warning", "-a", self.password]
         out = subprocess.run(argv + list(args), capture_output=True, timeout=timeout,
