@@ -479,7 +479,6 @@ void fuzz_run(size_t max_line, const void *state, size_t state_size, const char 
 	      uint32_t rnd)
 {
 	/* each feed starts from a copy of the harness's connection state */
-	fuzz_frontend.name = fuzz_name;
 	fuzz_frontend.session = &pipeline_ops;
 	fuzz_frontend.proto = fuzz_proto;
 	fuzz_frontend.state_size = state_size;
