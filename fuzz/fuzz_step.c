@@ -1,5 +1,5 @@
 /*
- * fuzz_step.c - the part of the protocol fuzzers (fuzz_resp, fuzz_http)
+ * fuzz_step.c - the part of the protocol fuzzers (fuzz_proto, fuzz_resp, fuzz_http)
  * that is the same for every protocol. The stream is fed three times: (a)
  * in one write, through a reference loop that takes the protocol's step
  * itself (accumulate, take the step on at most its window, stop after a
@@ -10,7 +10,8 @@
  * Their outcome logs must be identical. In (a) each step sees an exact-size
  * copy of its window (ASan sees any read past it), its result is checked
  * against the step's contract, and every reply its outcome can lead to goes
- * to the protocol's fuzz_check_reply; in (b) and (c) every reply is
+ * to the protocol's fuzz_check_reply (and the step to the harness's own
+ * fuzz_step_check, if it set one); in (b) and (c) every reply is
  * formatted by the pipeline as it would be written.
  */
 #include "fuzz_step.h"
@@ -31,6 +32,9 @@
 #include "pipeline.h"
 #include "policy.h"
 #include "session.h"
+
+void (*fuzz_step_check)(const char *w, size_t len, size_t max_line, enum proto_step st,
+			const struct proto_parsed *got);
 
 size_t fuzz_window(size_t max_line)
 {
@@ -243,6 +247,8 @@ static void conn_process(struct conn *c)
 		got.close_after = 0;
 		enum proto_step st = fuzz_proto->parse(w, want, c->max_line, c->state, &got);
 		check_step(w, want, c->max_line, c->state, c->state_size, st, &got);
+		if (fuzz_step_check)
+			fuzz_step_check(w, want, c->max_line, st, &got);
 		if (st == PROTO_NEED_MORE) { /* not logged: how the bytes came decides it */
 			free(w);
 			break;
@@ -473,7 +479,6 @@ void fuzz_run(size_t max_line, const void *state, size_t state_size, const char 
 	      uint32_t rnd)
 {
 	/* each feed starts from a copy of the harness's connection state */
-	fuzz_frontend.name = fuzz_name;
 	fuzz_frontend.session = &pipeline_ops;
 	fuzz_frontend.proto = fuzz_proto;
 	fuzz_frontend.state_size = state_size;

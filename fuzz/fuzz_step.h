@@ -13,6 +13,12 @@ extern const struct proto *const fuzz_proto;
 /* Formats res with fuzz_proto into an exact-size buffer and checks it. */
 void fuzz_check_reply(const struct cmd_result *res);
 
+/* Optional, set by a harness before fuzz_run (NULL: none): more checks of
+ * its own on each step of the one-write feed, given the step's exact-size
+ * window w[0..len), its result and outcome, after the shared ones. */
+extern void (*fuzz_step_check)(const char *w, size_t len, size_t max_line, enum proto_step st,
+			       const struct proto_parsed *got);
+
 /* The most bytes a step sees (proto_window). */
 size_t fuzz_window(size_t max_line);
 /* Feeds the stream s[0..n) three ways and compares (see fuzz_step.c);

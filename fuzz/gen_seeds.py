@@ -23,7 +23,7 @@ def write(kind, name, data):
         f.write(data)
 
 
-# ---- proto: 4-byte header (max_line - 1 as u16 LE, split as u16 LE), stream ----
+# ---- proto: 4-byte header (max_line - 1 as u16 LE, a u16 LE: both seed chunk sizes), stream ----
 
 def proto(name, stream, max_line=4096, split=0):
     write("proto", name, struct.pack("<HH", (max_line - 1) % 8192, split) + stream)

@@ -64,12 +64,14 @@ struct config_redis {
 	struct config_redis_tls tls;
 };
 
-/* What a listener speaks. */
+/* What a listener speaks. Each value's word (listen.protocol) is also its
+ * front end's label (enum stats_front takes these values). */
 enum config_protocol {
 	CONFIG_PROTOCOL_LINE, /* the line protocol, or RESP2 when the first byte is '*' */
 	CONFIG_PROTOCOL_HTTP,
 	CONFIG_PROTOCOL_GRPC, /* gRPC over h2c: Envoy's rate limit service (grpc.c) */
 };
+#define CONFIG_PROTOCOL_N (CONFIG_PROTOCOL_GRPC + 1)
 
 #define CONFIG_HEADER_NAME_MAX 64
 #define CONFIG_TRUSTED_MAX 32
@@ -184,6 +186,8 @@ enum config_reload {
 };
 /* "applies", "restart", "section", "per-policy": ratelimitd --reload-keys. */
 const char *config_reload_name(enum config_reload r);
+/* A protocol's word, as listen.protocol writes it ("line", "http", "grpc"). */
+const char *config_protocol_name(enum config_protocol p);
 /* Calls fn with the path of every key a file may hold, as the manual
  * writes them: "redis.timeout", "listen[].address", "policies.NAME.ban.for"
  * (a list's entries [], a name of the file's own NAME or USER). */

@@ -143,13 +143,23 @@ static void put_mode(FILE *f, const struct ykey *k, const void *base)
 	fprintf(f, "%04o", (unsigned)*(const int *)((const char *)base + k->offset));
 }
 
+/* Every protocol's word, the only place it is written: listen.protocol's
+ * names, and the front ends' labels (stats_front_name, frontend.c). */
 static const struct yenum protocol_names[] = {
 	{"line", CONFIG_PROTOCOL_LINE, "the line protocol and RESP"},
 	{"http", CONFIG_PROTOCOL_HTTP, NULL},
 	{"grpc", CONFIG_PROTOCOL_GRPC, "Envoy's rate limit service"},
 	{NULL, 0, NULL},
 };
+_Static_assert(sizeof(protocol_names) / sizeof(protocol_names[0]) == CONFIG_PROTOCOL_N + 1,
+	       "every protocol has a word");
 _Static_assert(sizeof(enum config_protocol) == sizeof(int), "yp_set_enum stores an int");
+
+const char *config_protocol_name(enum config_protocol p)
+{
+	const char *name = yenum_name(protocol_names, (int)p);
+	return name ? name : "?";
+}
 
 /* "[10.0.0.0/8 ::1/128]" */
 static void put_nets(FILE *f, const struct config_http *h)

@@ -1,7 +1,8 @@
 /*
  * frontend.c - the front ends' table: what a listener's protocol word
  * means, one row each. A new in-order front end is its proto_X.c and a row
- * here.
+ * here, with its value in enum config_protocol and its word in
+ * config_listen.c's protocol_names (the row's label too).
  */
 #include "frontend.h"
 
@@ -32,9 +33,6 @@ static const struct frontend *line_or_resp(uint8_t first);
 
 const struct frontend frontends[] = {
 	{
-		.name = "line",
-		.config = 1,
-		.protocol = CONFIG_PROTOCOL_LINE,
 		.front = STATS_FRONT_LINE,
 		.session = &pipeline_ops,
 		.proto = &proto_line,
@@ -42,17 +40,13 @@ const struct frontend frontends[] = {
 		.refuse = FRONTEND_REFUSE_REPLY,
 	},
 	{
-		/* on a line port, told by its first byte */
-		.name = "resp",
+		/* on a line port, told by its first byte; no protocol word */
 		.front = STATS_FRONT_RESP,
 		.session = &pipeline_ops,
 		.proto = &proto_resp,
 		.refuse = FRONTEND_REFUSE_REPLY,
 	},
 	{
-		.name = "http",
-		.config = 1,
-		.protocol = CONFIG_PROTOCOL_HTTP,
 		.front = STATS_FRONT_HTTP,
 		.session = &pipeline_ops,
 		.proto = &proto_http,
@@ -61,14 +55,11 @@ const struct frontend frontends[] = {
 		.refuse = FRONTEND_REFUSE_REPLY,
 	},
 	{
-		.name = "grpc",
-		.config = 1,
-		.protocol = CONFIG_PROTOCOL_GRPC,
 		.front = STATS_FRONT_GRPC,
 		.session = &grpc_session_ops,
 		.refuse = FRONTEND_REFUSE_H2,
 	},
-	{.name = NULL},
+	{.session = NULL},
 };
 
 /* A RESP array starts with '*'; anything else is a line. */
@@ -79,8 +70,8 @@ static const struct frontend *line_or_resp(uint8_t first)
 
 const struct frontend *frontend_of(enum config_protocol protocol)
 {
-	for (const struct frontend *fe = frontends; fe->name; fe++)
-		if (fe->config && fe->protocol == protocol)
+	for (const struct frontend *fe = frontends; fe->session; fe++)
+		if ((int)fe->front == (int)protocol)
 			return fe;
 	return &frontends[0]; /* not reached: every protocol has its row */
 }
@@ -88,7 +79,7 @@ const struct frontend *frontend_of(enum config_protocol protocol)
 void frontend_pool_free(void)
 {
 	/* a kind shared by several rows is freed again: a no-op */
-	for (const struct frontend *fe = frontends; fe->name; fe++)
+	for (const struct frontend *fe = frontends; fe->session; fe++)
 		if (fe->session->pool_free)
 			fe->session->pool_free();
 }

@@ -162,16 +162,11 @@ void stats_observe_decision(enum stats_front f, uint64_t us)
 		hist_observe(&stats.decision_us[f], &stats_latency_bounds, us);
 }
 
-static const char *const front_names[STATS_FRONT_N] = {
-	[STATS_FRONT_LINE] = "line",
-	[STATS_FRONT_RESP] = "resp",
-	[STATS_FRONT_HTTP] = "http",
-	[STATS_FRONT_GRPC] = "grpc",
-};
-
 const char *stats_front_name(enum stats_front f)
 {
-	return (unsigned)f < STATS_FRONT_N ? front_names[f] : "other";
+	if ((unsigned)f < CONFIG_PROTOCOL_N)
+		return config_protocol_name((enum config_protocol)f);
+	return f == STATS_FRONT_RESP ? "resp" : "other";
 }
 
 static const char *const from_names[STATS_FROM_N] = {

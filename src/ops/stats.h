@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "cmd_types.h"
+#include "config.h"
 #include "hist.h"
 #include "policy.h"
 #include "store_types.h"
@@ -28,12 +29,15 @@ enum stats_from {
 
 #define STATS_STORE_STATUS_N (STORE_FAILED + 1)
 
-/* The front end a request came through: its decision latency's label. */
+/* The front end a request came through: its decision latency's label. A
+ * listener protocol's front end is that protocol's value, and its label
+ * the protocol's word (config_protocol_name); RESP, on a line listener
+ * and with no word of its own, comes after them. */
 enum stats_front {
-	STATS_FRONT_LINE,
-	STATS_FRONT_RESP,
-	STATS_FRONT_HTTP,
-	STATS_FRONT_GRPC,
+	STATS_FRONT_LINE = CONFIG_PROTOCOL_LINE,
+	STATS_FRONT_HTTP = CONFIG_PROTOCOL_HTTP,
+	STATS_FRONT_GRPC = CONFIG_PROTOCOL_GRPC,
+	STATS_FRONT_RESP = CONFIG_PROTOCOL_N,
 	STATS_FRONT_N
 };
 

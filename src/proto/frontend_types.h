@@ -26,12 +26,11 @@ enum frontend_refuse {
 };
 
 struct frontend {
-	const char *name; /* the stats label's word, and the configuration's when config */
-	/* the listener protocol it is, when a listener can be configured with it */
-	int config;
-	enum config_protocol protocol;
-	enum stats_front front; /* its decision latency's label */
-	const struct session_ops *session;
+	/* Which front end it is: its decision latency's label, and, below
+	 * CONFIG_PROTOCOL_N, the listener protocol it is (enum stats_front
+	 * takes config_protocol's values; the word is config_protocol_name's). */
+	enum stats_front front;
+	const struct session_ops *session; /* NULL: the table's end */
 	/* In-order sessions (pipeline.c): how requests are framed and answered. */
 	const struct proto *proto;
 	/* Another front end sharing the port, told by the client's first byte

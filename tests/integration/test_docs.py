@@ -779,6 +779,46 @@ class ParserTest(unittest.TestCase):
             self.assertEqual(sorted(rows[folder]), sorted(want[folder]),
                              "docs/architecture.md's Layers row of " + folder)
 
+    def test_architecture_change_table(self):
+        """docs/architecture.md's before/after table of the files each kind
+        of change touches: each cell's count is the paths it names (those
+        from the top of the tree: src/..., meson.build, man/, docs/, tests/,
+        bench/); the after column's paths exist today, the before column's
+        at f4af880 (when git can tell), new files (X) aside; a shorter name
+        (net/conn.c, proto.h) is the end of some path of its tree."""
+        with open(os.path.join(SRCDIR, "docs", "architecture.md")) as f:
+            text = f.read().split("## Where the next capabilities go", 1)[1].split("\n## ", 1)[0]
+        today = [os.path.relpath(os.path.join(d, n), SRCDIR).replace(os.sep, "/")
+                 for top in ("src", "man", "docs", "tests", "bench")
+                 for d, _dirs, names in os.walk(os.path.join(SRCDIR, top)) for n in names]
+        today.append("meson.build")
+        r = subprocess.run(["git", "-C", SRCDIR, "ls-tree", "-r", "--name-only", "f4af880"],
+                           capture_output=True, text=True)
+        before = r.stdout.split() if r.returncode == 0 else None
+        path = re.compile(r"^[A-Za-z0-9_./-]+\.(?:c|h|lua|build|scd|md|py)$")
+        top = re.compile(r"^(?:src/|man/|docs/|tests/|bench/|meson\.build$)")
+        rows = 0
+        for line in text.splitlines():
+            cells = [c.strip() for c in line.split("|")]
+            if len(cells) != 5 or not re.match(r"^\d+ files: ", cells[2]):
+                continue
+            rows += 1
+            for cell, tree in ((cells[2], before), (cells[3], today)):
+                names = [n for n in re.findall(r"`([^`]+)`", cell) if path.match(n)]
+                counted = {n for n in names if top.match(n)}
+                self.assertEqual(int(cell.split()[0]), len(counted),
+                                 "%s: the count is not the paths named %s"
+                                 % (cells[1], sorted(counted)))
+                if tree is None:
+                    continue
+                for n in names:
+                    if "_X." in n:
+                        continue
+                    found = n in tree if top.match(n) else any(
+                        t.endswith("/" + n) for t in tree)
+                    self.assertTrue(found, "%s: %s is not in its tree" % (cells[1], n))
+        self.assertEqual(rows, 4, "the table's rows: front end, algorithm, store, config key")
+
     def test_helpers(self):
         self.assertEqual(printf_bytes(r"A\001b\tc\n\\%%"), b"A\x01b\tc\n\\%")
         self.assertEqual(printf_bytes(r"\0"), b"\0")

@@ -547,6 +547,28 @@ START_TEST(mallow_denied_by_the_roomier_pair)
 }
 END_TEST
 
+/* An allowed MALLOW forgets every pair's cached denial: a denial cached at
+ * another cost is not its cache hit, and once the MALLOW is charged that
+ * denial's remaining is stale, so the store must answer the next one. */
+START_TEST(mallow_allowed_forgets_cached_denials)
+{
+	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 1, 3, 1, 0);
+	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 0, 3, 1, 60000);
+	ck_decision(one(CMD_ALLOW, "api", "eve", 3), 1, 5, 2, 0);
+	ck_decision(one(CMD_ALLOW, "api", "eve", 3), 0, 5, 2, 60000);
+	ck_assert_uint_eq(denycache_size(F.deny), 2);
+	struct cmd_result r = many(CMD_MALLOW, "eve", 2, two);
+	ck_decision(r, 1, 3, 0, 0);
+	ck_assert_int_eq(r.pair, 1);
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+	/* asked again at the cached cost: the store answers, with what is left */
+	int submits = F.fake.submits;
+	ck_decision(one(CMD_ALLOW, "login", "eve", 2), 0, 3, 0, 60000);
+	ck_decision(one(CMD_ALLOW, "api", "eve", 3), 0, 5, 1, 60000);
+	ck_assert_int_eq(F.fake.submits, submits + 2);
+}
+END_TEST
+
 START_TEST(mpeek_consumes_nothing)
 {
 	for (int i = 0; i < 4; i++) {
@@ -795,6 +817,7 @@ int main(void)
 		mallow_all_or_nothing,
 		mallow_one_denied_charges_none,
 		mallow_denied_by_the_roomier_pair,
+		mallow_allowed_forgets_cached_denials,
 		mpeek_consumes_nothing,
 		mallow_unknown_action,
 		mallow_shadow_pair_never_denies,

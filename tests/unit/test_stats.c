@@ -105,6 +105,22 @@ START_TEST(test_errors_by_code)
 }
 END_TEST
 
+/* A front end's label (ratelimitd_decision_duration_seconds's protocol=)
+ * is its listener protocol's word, from config_listen.c's one table;
+ * RESP's, which has no word, its own. */
+START_TEST(test_front_labels_are_the_protocol_words)
+{
+	ck_assert_str_eq(stats_front_name(STATS_FRONT_LINE), "line");
+	ck_assert_str_eq(stats_front_name(STATS_FRONT_HTTP), "http");
+	ck_assert_str_eq(stats_front_name(STATS_FRONT_GRPC), "grpc");
+	ck_assert_str_eq(stats_front_name(STATS_FRONT_RESP), "resp");
+	ck_assert_str_eq(stats_front_name(STATS_FRONT_N), "other");
+	for (int p = 0; p < CONFIG_PROTOCOL_N; p++)
+		ck_assert_str_eq(stats_front_name((enum stats_front)p),
+				 config_protocol_name((enum config_protocol)p));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("stats");
@@ -112,6 +128,7 @@ int main(void)
 	tcase_add_test(tc, test_counts_by_action_and_source);
 	tcase_add_test(tc, test_kept_by_name_across_reloads);
 	tcase_add_test(tc, test_errors_by_code);
+	tcase_add_test(tc, test_front_labels_are_the_protocol_words);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
