@@ -8,14 +8,20 @@ server_name; certificates re-read on SIGHUP (a bad file keeps the ones
 loaded before); `ratelimitd -t` on files that do not load."""
 
 import os
+import random
 import shutil
 import signal
+import threading
+import time
 import unittest
 
-from harness import (FALLBACK_ALLOW, FALLBACK_DENY, SLOW, DaemonTest, RedisTls, free_port,
-                     http_get, make_config, parse_decision, run_cli, scrape_metrics,
-                     wait_until)
+from harness import (FALLBACK_ALLOW, FALLBACK_DENY, SLOW, Client, DaemonTest, RedisTls,
+                     free_port, http_get, is_real, make_config, parse_decision, run_cli,
+                     scrape_metrics, wait_until)
 from pki import Pki
+from slots import key_slot, users_in_slots
+from topology import (add_cluster, add_sentinels, cluster_redis_opts,
+                      sentinel_redis_opts)
 
 POLICIES = {
     "sw": "{algorithm: sliding_window, limits: 3/60s}",
@@ -223,6 +229,115 @@ class TlsRedisTest(DaemonTest):
                                 POLICIES))
         r = run_cli(["-t", "-c", path])
         self.assertEqual((r.returncode, r.stdout), (0, "configuration OK\n"), r.stderr)
+
+
+class TlsTopologyTest(DaemonTest):
+    """A Cluster with tls-cluster yes and a Sentinel set, TLS only: every
+    node, every sentinel and the masters they name are reached over TLS."""
+
+    def setUp(self):
+        super().setUp()
+        self.pki = Pki(self.tmpdir)
+        self.tls_yaml = "{ca_file: %s, cert_file: %s, key_file: %s}" % (
+            self.pki.ca, self.pki.client_cert, self.pki.client_key)
+
+    def test_cluster_three_daemons_exact_and_a_failover(self):
+        """Three daemons, 24 connections pipelining ALLOWs for 300 users over
+        every master: for each (user, action) exactly the limit is allowed,
+        each with its own remaining. Then a master is killed: its users are
+        answered per on_store_error, then by the promoted replica, over TLS."""
+        cl = add_cluster(self, replicas=1, full_coverage=False,
+                         tls=RedisTls(self.pki, auth_clients=True, cluster=True))
+        pol = {"ex": "4/60s", "exf": "{algorithm: funnel, capacity: 3, rate: 1/60s}",
+               "big": "100000/60s"}
+        limits = {"ex": (4, 6), "exf": (3, 5)}
+        ds = []
+        for i in range(3):
+            port = free_port()
+            ropts = cluster_redis_opts(cl, timeout="%dms" % int(300 * SLOW),
+                                       tls=self.tls_yaml, connections=1 + i)
+            ds.append(self.start_daemon(config=make_config(["127.0.0.1:%d" % port], ropts, pol),
+                                        port=port, name="rl%d" % i))
+        for d in ds:
+            with d.client(timeout=10 * SLOW) as c:
+                wait_until(lambda: is_real(c.request("PEEK ready big")), 10 * SLOW,
+                           interval=0.05, what="decisions over TLS from the cluster")
+        users = ["x%d" % i for i in range(300)]
+        reqs = [("ALLOW %s %s" % (u, a)) for u in users for a, (_, n) in limits.items()
+                for _ in range(n)]
+        random.Random(7).shuffle(reqs)
+        nconn = 24
+        results, errors, lock = [], [], threading.Lock()
+
+        def run(i):
+            try:
+                with Client(port=ds[i % 3].port, timeout=30 * SLOW) as c:
+                    mine = reqs[i::nconn]
+                    out = []
+                    for k in range(0, len(mine), 50):
+                        chunk = mine[k:k + 50]
+                        out += list(zip(chunk, c.pipeline(chunk, timeout=30 * SLOW)))
+                with lock:
+                    results.extend(out)
+            except BaseException as e:  # noqa: BLE001
+                with lock:
+                    errors.append(repr(e))
+        ts = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(nconn)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120 * SLOW)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), len(reqs))
+        self.assertEqual([r for r in results if not is_real(r[1])][:5], [])
+        per = {}
+        for ln, r in results:
+            per.setdefault(ln, []).append(parse_decision(r))
+        for ln, vs in per.items():
+            lim = limits[ln.split()[2]][0]
+            allowed = sorted(v[2] for v in vs if v[0] == "ALLOWED")
+            self.assertEqual(allowed, list(range(lim)), "%s: remaining seen %s" % (ln, allowed))
+        # every master holds keys: TLS reached all of them
+        holders = {n.address for n in cl.masters() if n.keys("rl:*")}
+        self.assertEqual(len(holders), 3, holders)
+
+        # a master dies: its replica is promoted; the daemons follow over TLS
+        victim = cl.masters()[0]
+        vslots = set(cl.slots_of(victim))
+        vus = users_in_slots("big", vslots, 10, name="v")
+        cl.wait_replicated(victim)
+        cl.kill(victim)
+        new, _ = cl.wait_failover(victim)
+        with ds[0].client(timeout=10 * SLOW) as c:
+            wait_until(lambda: all(is_real(r) for r in
+                                   c.pipeline(["ALLOW %s big" % u for u in vus])),
+                       30 * SLOW, interval=0.1, what="the promoted replica deciding over TLS")
+        self.assertTrue(any(key_slot(k) in vslots for k in new.keys("rl:*")))
+
+    def test_sentinel_follows_a_failover_over_tls(self):
+        ss = add_sentinels(self, replicas=1, tls=RedisTls(self.pki, auth_clients=True))
+        port, mport = free_port(), free_port()
+        ropts = sentinel_redis_opts(ss.addresses(), timeout="%dms" % int(300 * SLOW),
+                                    tls=self.tls_yaml)
+        d = self.start_daemon(config=make_config(["127.0.0.1:%d" % port], ropts,
+                                                 {"reply": "5/60s", "big": "100000/60s"},
+                                                 metrics='{listen: "127.0.0.1:%d"}' % mport),
+                              port=port)
+        with d.client(timeout=10 * SLOW) as c:
+            wait_until(lambda: is_real(c.request("PEEK ready big")), 10 * SLOW, interval=0.05,
+                       what="decisions over TLS from the master the sentinels name")
+            self.assertEqual([r.split()[0] for r in c.pipeline(["ALLOW cap reply"] * 6)],
+                             ["ALLOWED"] * 5 + ["DENIED"])
+            old = ss.current_master()
+            self.assertIn(b"rl:{reply:cap}:s60000", old.keys())
+            ss.wait_replicated()
+            ss.kill_master()
+            new, _ = ss.wait_failover(old)
+            wait_until(lambda: is_real(c.request("ALLOW after big")), 30 * SLOW,
+                       interval=0.1, what="decisions from the new master over TLS")
+            self.assertEqual(c.request("PEEK cap reply").split()[:3], ["DENIED", "5", "0"])
+            self.assertIn(b"rl:{big:after}:s60000", new.keys())
+        self.assertEqual(scrape_metrics(mport)["ratelimitd_redis_tls_failures_total"], 0)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ class ClusterNode(RedisServer):
     """One redis-server with cluster-enabled yes."""
 
     def __init__(self, tmpdir, port=None, password=None, node_timeout=NODE_TIMEOUT_MS,
-                 full_coverage=True, extra=()):
+                 full_coverage=True, extra=(), tls=None):
         port = port or free_port()
         self.bus_port = free_port()
         ex = ["--cluster-enabled", "yes",
@@ -78,7 +78,7 @@ class ClusterNode(RedisServer):
               "--repl-diskless-sync-delay", "0"]
         if password:
             ex += ["--masterauth", password]
-        super().__init__(tmpdir, port=port, password=password, extra=ex + list(extra))
+        super().__init__(tmpdir, port=port, password=password, extra=ex + list(extra), tls=tls)
         self._id = None
 
     @property
@@ -121,7 +121,7 @@ class RedisCluster:
 
     def __init__(self, tmpdir, masters=3, replicas=0, password=None,
                  node_timeout=NODE_TIMEOUT_MS, full_coverage=True, create="auto", extra=(),
-                 announce_ip=True):
+                 announce_ip=True, tls=None):
         self.tmpdir = tmpdir
         self.nmasters = masters
         self.nreplicas = replicas
@@ -131,8 +131,10 @@ class RedisCluster:
         # announce_ip=False: a 1-node cluster does not know its own IP and
         # CLUSTER SLOTS gives "" for it (clients use the address they asked)
         extra = list(extra) + (["--cluster-announce-ip", "127.0.0.1"] if announce_ip else [])
+        # tls: a harness.RedisTls with cluster=True (the bus and replication too)
+        self.tls = tls
         self.nodes = [ClusterNode(tmpdir, password=password, node_timeout=node_timeout,
-                                  full_coverage=full_coverage, extra=extra)
+                                  full_coverage=full_coverage, extra=extra, tls=tls)
                       for _ in range(masters * (1 + replicas))]
         self.start_seconds = None
 
@@ -157,7 +159,7 @@ class RedisCluster:
         return self
 
     def _create_cli(self, timeout):
-        argv = [REDIS_CLI]
+        argv = [REDIS_CLI] + (self.tls.cli_args() if self.tls else [])
         if self.password:
             argv += ["--no-auth-warning", "-a", self.password]
         argv += ["--cluster", "create"] + [n.address for n in self.nodes]
@@ -520,9 +522,10 @@ class Sentinel:
     (Sentinel rewrites it)."""
 
     def __init__(self, tmpdir, master_name, master_port, quorum=2, down_after_ms=1000,
-                 failover_timeout_ms=3000, password=None, port=None):
+                 failover_timeout_ms=3000, password=None, port=None, tls=None):
         self.tmpdir = tmpdir
         self.port = port or free_port()
+        self.tls = tls
         self.conf = os.path.join(tmpdir, "sentinel-%d.conf" % self.port)
         self.log_path = os.path.join(tmpdir, "sentinel-%d.log" % self.port)
         lines = ["port %d" % self.port, "bind 127.0.0.1", "daemonize no",
@@ -533,6 +536,9 @@ class Sentinel:
                  "sentinel parallel-syncs %s 1" % master_name]
         if password:
             lines.append("sentinel auth-pass %s %s" % (master_name, password))
+        if tls:  # TLS only: to clients, to the servers and to the other sentinels
+            a = tls.server_args(self.port)
+            lines += ["%s %s" % (a[i][2:], a[i + 1]) for i in range(0, len(a), 2)]
         with open(self.conf, "w") as f:
             f.write("\n".join(lines) + "\n")
         self.proc = None
@@ -560,7 +566,8 @@ class Sentinel:
             return f.read().decode(errors="replace")
 
     def resp(self, timeout=5.0):
-        return harness.Resp(port=self.port, timeout=timeout)
+        return harness.Resp(port=self.port, timeout=timeout,
+                            tls=self.tls.context() if self.tls else None)
 
     def call(self, *args):
         with self.resp() as r:
@@ -587,7 +594,7 @@ class SentinelSet:
     `name`. stop() kills them all."""
 
     def __init__(self, tmpdir, replicas=1, sentinels=3, name="mymaster", password=None,
-                 down_after_ms=1000, failover_timeout_ms=3000):
+                 down_after_ms=1000, failover_timeout_ms=3000, tls=None):
         self.tmpdir = tmpdir
         self.name = name
         self.password = password
@@ -595,15 +602,18 @@ class SentinelSet:
         ex += ["--masterauth", password] if password else []
         ports = [free_port() for _ in range(1 + replicas)]
         self.master0 = RedisServer(tmpdir, port=ports[0], password=password,
-                                   extra=ex + ["--dbfilename", "dump-%d.rdb" % ports[0]])
+                                   extra=ex + ["--dbfilename", "dump-%d.rdb" % ports[0]],
+                                   tls=tls)
         self.servers = [self.master0] + [
             RedisServer(tmpdir, port=p, password=password,
                         extra=ex + ["--dbfilename", "dump-%d.rdb" % p,
-                                    "--replicaof", "127.0.0.1", str(self.master0.port)])
+                                    "--replicaof", "127.0.0.1", str(self.master0.port)],
+                        tls=tls)
             for p in ports[1:]]
         self.sentinels = [Sentinel(tmpdir, name, self.master0.port, quorum=2,
                                    down_after_ms=down_after_ms,
-                                   failover_timeout_ms=failover_timeout_ms, password=password)
+                                   failover_timeout_ms=failover_timeout_ms, password=password,
+                                   tls=tls)
                           for _ in range(sentinels)]
         self.start_seconds = None
 
