@@ -60,6 +60,7 @@ struct rlink_priv {
 	int doomed_ok;	      /* ... closed on purpose (1) or on an error (0) */
 	int connect_failed;   /* ... because connecting failed */
 	int destroying;	      /* destroy() is calling back: every entry is refused */
+	int replied;	      /* a reply came: the peer took our TLS session */
 	int write_wants_read; /* TLS: a write waits for readability */
 	int read_wants_write; /* TLS: a read waits for writability */
 };
@@ -144,14 +145,33 @@ static void destroy(struct rlink *l)
 	free((struct rlink_full *)l);
 }
 
-/* A TLS session failed after its handshake (TLS 1.3 tells a refused
- * client certificate only then): counted with the handshake failures. */
+/*
+ * A TLS session failed or was closed after its handshake. Before any
+ * reply, that is how a server refusing our client certificate looks: TLS
+ * 1.3 tells it only after the handshake, by an alert, which a reset can
+ * overtake. Without the alert's own words, the hint is given; counted
+ * with the handshake failures.
+ */
 static void tls_failed(struct rlink *l, const char *why)
 {
 	char msg[200];
 	stats.redis_tls_failures++;
-	snprintf(msg, sizeof(msg), "TLS: %s", why);
+	if (!l->p->replied && !strstr(why, "alert"))
+		snprintf(msg, sizeof(msg),
+			 "TLS: %s right after the handshake (our client certificate refused?)",
+			 why);
+	else
+		snprintf(msg, sizeof(msg), "TLS: %s", why);
 	doom(l, 0, msg);
+}
+
+/* The peer closed or reset l (a TLS session: see tls_failed). */
+static void lost(struct rlink *l, const char *why)
+{
+	if (l->p->ssl && !l->p->replied)
+		tls_failed(l, why);
+	else
+		doom(l, 0, why);
 }
 
 /* ---- output ---- */
@@ -188,7 +208,7 @@ static void do_write(struct rlink *l)
 				p->write_wants_read = 1; /* the read event is armed while up */
 				return;
 			case TLS_IO_CLOSED:
-				doom(l, 0, "Server closed the connection");
+				lost(l, "Server closed the connection");
 				return;
 			case TLS_IO_ERROR:
 				tls_failed(l, why);
@@ -203,7 +223,7 @@ static void do_write(struct rlink *l)
 					want_write(l, 1);
 					return;
 				}
-				doom(l, 0, strerror(errno));
+				lost(l, strerror(errno));
 				return;
 			}
 			n = (size_t)r;
@@ -329,6 +349,7 @@ static void deliver(struct rlink *l, redisReply *reply)
 {
 	struct rlink_priv *p = l->p;
 	struct rcb *cb = p->head;
+	p->replied = 1;
 	if (!cb) {
 		/* nothing asked: Redis refusing a connection over maxclients says
 		 * so unasked; anything else is a peer we do not understand */
@@ -387,9 +408,9 @@ static void do_read(struct rlink *l)
 		if (r > 0)
 			feed(l, buf, (size_t)r);
 		else if (r == 0)
-			doom(l, 0, "Server closed the connection");
+			lost(l, "Server closed the connection");
 		else if (errno != EAGAIN && errno != EWOULDBLOCK)
-			doom(l, 0, strerror(errno));
+			lost(l, strerror(errno));
 		return;
 	}
 	/* TLS: drain what OpenSSL holds, or no readable event tells of it */
@@ -407,7 +428,7 @@ static void do_read(struct rlink *l)
 			want_write(l, 1);
 			return;
 		case TLS_IO_CLOSED:
-			doom(l, 0, "Server closed the connection");
+			lost(l, "Server closed the connection");
 			return;
 		case TLS_IO_ERROR:
 			tls_failed(l, why);
