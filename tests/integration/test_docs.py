@@ -58,6 +58,7 @@ A shell session's HOST:PORT picks the listener by address.
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -124,7 +125,7 @@ def parse_opts(text):
         k, _, v = word.partition("=")
         opts[k] = v or True
     unknown = set(opts) - {"listener", "redis", "continue", "ms", "yaml", "under", "wrap",
-                           "skip", "envoy-rules", "envoy-daemon", "envoy", "proxy"}
+                           "skip", "envoy-rules", "envoy-daemon", "envoy", "proxy", "tls-files"}
     if unknown:
         raise ValueError("unknown example option(s) %s" % sorted(unknown))
     return opts
@@ -499,6 +500,18 @@ class DocsTest(DaemonTest):
             with open(rules, "w") as f:
                 f.write("domain: d\ndescriptors:\n  - {key: k}\n")
             text = text.replace("/etc/ratelimit/config", rules)
+        if b.opts.get("tls-files"):
+            # the example's files under /etc/ratelimitd/, made real: -t reads them
+            from pki import Pki
+            pki = Pki(self.tmpdir)
+            made = {"ca_file": pki.ca, "cert_file": pki.client_cert,
+                    "key_file": pki.client_key}
+            names = re.findall(r"^\s*(ca_file|cert_file|key_file): /etc/ratelimitd/(\S+)$",
+                               text, re.M)
+            self.assertTrue(names, b.where)
+            for key, name in names:
+                shutil.copy(made[key], os.path.join(self.tmpdir, name))
+            text = text.replace("/etc/ratelimitd/", self.tmpdir + "/")
         under = b.opts.get("under")
         if under:
             text = "%s:\n%s" % (under, "".join("  " + ln + "\n" for ln in b.body))
