@@ -820,6 +820,46 @@ static void count_kind(const char *path, enum config_reload how, void *arg)
 		ck_assert_msg(strncmp(path, "policies", 8) != 0, "%s", path);
 }
 
+/* redis.tls: on with the section, paths from the file's directory unless absolute. */
+START_TEST(redis_tls_values)
+{
+	char err[CONFIG_ERR_MAX];
+	const char *y = "redis:\n  tls: {ca_file: ca.pem, cert_file: /abs/c.pem, key_file: "
+			"k/k.key, server_name: r.example}\npolicies: {a: 1/1s}\n";
+	struct config *c = config_parse("/etc/rl/t.yaml", y, strlen(y), err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_int_eq(c->redis.tls.enabled, 1);
+	ck_assert_str_eq(c->redis.tls.ca_file, "/etc/rl/ca.pem");
+	ck_assert_str_eq(c->redis.tls.cert_file, "/abs/c.pem");
+	ck_assert_str_eq(c->redis.tls.key_file, "/etc/rl/k/k.key");
+	ck_assert_str_eq(c->redis.tls.server_name, "r.example");
+	ck_assert_ptr_null(c->redis.tls.ca_dir);
+	config_unref(c);
+	/* a name without a directory: the path as written */
+	y = "redis: {tls: {ca_dir: certs}}\npolicies: {a: 1/1s}\n";
+	c = config_parse("t.yaml", y, strlen(y), err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_str_eq(c->redis.tls.ca_dir, "certs");
+	config_unref(c);
+	y = "redis: {tls: {}}\npolicies: {a: 1/1s}\n";
+	c = config_parse("t.yaml", y, strlen(y), err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_int_eq(c->redis.tls.enabled, 1);
+	ck_assert_ptr_null(c->redis.tls.ca_file);
+	config_unref(c);
+	y = "redis: {tls: {enabled: false, ca_file: x.pem}}\npolicies: {a: 1/1s}\n";
+	c = config_parse("t.yaml", y, strlen(y), err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_int_eq(c->redis.tls.enabled, 0);
+	config_unref(c);
+	y = "policies: {a: 1/1s}\n";
+	c = config_parse("t.yaml", y, strlen(y), err, sizeof(err));
+	ck_assert_msg(c != NULL, "%s", err);
+	ck_assert_int_eq(c->redis.tls.enabled, 0);
+	config_unref(c);
+}
+END_TEST
+
 START_TEST(reload_kinds)
 {
 	int n[CONFIG_RELOAD_PER_POLICY + 1] = {0};
@@ -993,6 +1033,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, restart_diff);
 	tcase_add_test(tc, reload_diff);
 	tcase_add_test(tc, reload_kinds);
+	tcase_add_test(tc, redis_tls_values);
 	tcase_add_test(tc, count_limits);
 	tcase_add_test(tc, on_error_inherit);
 	tcase_add_test(tc, shadow_inherit);
