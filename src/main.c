@@ -293,7 +293,8 @@ int main(int argc, char **argv)
 			config_log_errors("", err);
 		return 1;
 	}
-	if (store_check_tls(cfg, err, sizeof(err)) < 0) {
+	if (store_check_tls(cfg, err, sizeof(err)) < 0 ||
+	    server_check_tls(cfg, err, sizeof(err)) < 0) {
 		if (test_only)
 			fprintf(stderr, "%s: %s\n", path, err);
 		else

@@ -175,6 +175,15 @@ static void store_failures(struct evbuffer *b, const char *name, const struct sc
 				    store_error_name((enum store_error)e), stats.store_failures[e]);
 }
 
+static void client_tls_failures(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
+	for (int f = 0; f < STATS_TLS_N; f++)
+		evbuffer_add_printf(b, "%s{reason=\"%s\"} %llu\n", name,
+				    stats_tls_failure_name((enum stats_tls_failure)f),
+				    stats.client_tls_failures[f]);
+}
+
 static void errors(struct evbuffer *b, const char *name, const struct scrape *s)
 {
 	(void)s;
@@ -247,6 +256,7 @@ COUNT(redis_connections, s->health.conns)
 COUNT(redis_connections_up, s->health.conns_up)
 COUNT(redis_connections_lost, s->health.conns_lost)
 COUNT(redis_tls_failures, stats.redis_tls_failures)
+COUNT(client_tls_handshakes, stats.client_tls_handshakes)
 COUNT(local_is_active, local_active(server_local(s->m->srv)))
 COUNT(memory_keys, s->health.memory_keys)
 COUNT(memory_bytes, s->health.memory_bytes)
@@ -337,6 +347,14 @@ static const struct family families[] = {
 	 .samples = store_failures},
 	{"ratelimitd_errors_total", "counter", "ERR replies, by code.", .samples = errors},
 	{"ratelimitd_clients", "gauge", "Clients connected now.", .count = clients},
+	{"ratelimitd_client_tls_handshakes_total", "counter",
+	 "TLS handshakes with clients that finished (listen[].tls).",
+	 .count = client_tls_handshakes},
+	{"ratelimitd_client_tls_failures_total", "counter",
+	 "Client connections to a TLS listener (or TLS to a plaintext one) that failed, by "
+	 "reason: handshake, timeout (not finished within request_timeout), plaintext (a "
+	 "client spoke plain text to a TLS listener), tls_on_plaintext.",
+	 .samples = client_tls_failures},
 	{"ratelimitd_clients_accepted_total", "counter",
 	 "Client connections accepted (those refused by max_clients are in "
 	 "ratelimitd_errors_total{code=\"too-many-clients\"}).",

@@ -23,6 +23,7 @@
 #include "override_live.h"
 #include "stats.h"
 #include "store.h"
+#include "tls.h"
 
 /* Denials remembered locally; each costs ~100 bytes plus its key. */
 #define DENY_CACHE_ENTRIES 65536
@@ -32,6 +33,7 @@ struct port {
 	struct clients *clients;
 	struct listener *l;
 	struct conn_port cp;
+	char *name; /* cp.name's */
 };
 
 struct server {
@@ -95,6 +97,8 @@ static void reset_notice(void *arg, const char *tag, size_t len)
 		denycache_reset_pair(srv->env.deny, action, alen, user, ulen);
 }
 
+static void reload_tls(struct server *srv, const struct config *cfg);
+
 void server_set_config(struct server *srv, struct config *cfg)
 {
 	config_ref(cfg);
@@ -108,12 +112,90 @@ void server_set_config(struct server *srv, struct config *cfg)
 	if (srv->env.live)
 		override_live_set_config(srv->env.live, cfg);
 	store_watch_resets(srv->env.store, cfg->prefix, reset_notice, srv);
+	reload_tls(srv, cfg);
 }
 
 static void accept_cb(evutil_socket_t fd, const struct sockaddr *sa, void *arg)
 {
 	struct port *p = arg;
 	clients_accept(p->clients, fd, sa, &p->cp);
+}
+
+/* A listener's TLS files as lib/tls.h takes them. */
+static void listen_tls_files(const struct config_listen_tls *t, struct tls_server_files *f)
+{
+	f->cert_file = t->cert_file;
+	f->key_file = t->key_file;
+	f->ca_file = t->ca_file;
+	f->ca_dir = t->ca_dir;
+	switch (t->client_certs) {
+	case CONFIG_CLIENT_CERTS_NONE:
+		f->client_certs = TLS_CLIENT_CERTS_NONE;
+		break;
+	case CONFIG_CLIENT_CERTS_OPTIONAL:
+		f->client_certs = TLS_CLIENT_CERTS_OPTIONAL;
+		break;
+	case CONFIG_CLIENT_CERTS_REQUIRED:
+		f->client_certs = TLS_CLIENT_CERTS_REQUIRED;
+		break;
+	}
+}
+
+/* The ALPN protocol a listener agrees to: gRPC is h2 (RFC 7540's "h2" over TLS). */
+static const char *listen_alpn(enum config_protocol p)
+{
+	switch (p) {
+	case CONFIG_PROTOCOL_GRPC:
+		return "h2";
+	case CONFIG_PROTOCOL_HTTP:
+		return "http/1.1";
+	case CONFIG_PROTOCOL_LINE:
+		break;
+	}
+	return NULL;
+}
+
+/* -1 with err when cfg's listen[].tls files do not load (ratelimitd -t). */
+int server_check_tls(const struct config *cfg, char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cfg->nlisten; i++) {
+		const struct config_listen *cl = &cfg->listen[i];
+		if (!cl->tls.enabled)
+			continue;
+		struct tls_server_files f;
+		listen_tls_files(&cl->tls, &f);
+		char why[300];
+		struct tls_server *t =
+			tls_server_new(&f, listen_alpn(cl->protocol), why, sizeof(why));
+		if (!t) {
+			snprintf(err, errlen, "listen %s: tls: %s", cl->address, why);
+			return -1;
+		}
+		tls_server_unref(t);
+	}
+	return 0;
+}
+
+/* A reload: every TLS listener reads its files again (the new file's, when
+ * the entry is still the same listener with TLS). */
+static void reload_tls(struct server *srv, const struct config *cfg)
+{
+	for (size_t i = 0; i < srv->nports; i++) {
+		struct port *p = &srv->ports[i];
+		if (!p->cp.tls || i >= cfg->nlisten || !cfg->listen[i].tls.enabled)
+			continue; /* a restart applies the change (reported as pending) */
+		struct tls_server_files f;
+		listen_tls_files(&cfg->listen[i].tls, &f);
+		char why[300];
+		if (tls_server_reload(p->cp.tls, &f, why, sizeof(why)) < 0)
+			log_error("reload: listen %s: tls: %s; new connections keep the "
+				  "certificate loaded before",
+				  p->cp.name, why);
+		else
+			log_info("reload: listen %s: certificate read again; new connections "
+				 "use it",
+				 p->cp.name);
+	}
 }
 
 static void close_listeners(struct server *srv)
@@ -159,6 +241,19 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 		p->cp.admin = cl->admin;
 		p->cp.protocol = cl->protocol;
 		p->cp.http = cl->http;
+		p->name = strdup(cl->address);
+		p->cp.name = p->name;
+		if (cl->tls.enabled) {
+			struct tls_server_files f;
+			listen_tls_files(&cl->tls, &f);
+			char why[300];
+			p->cp.tls = tls_server_new(&f, listen_alpn(cl->protocol), why, sizeof(why));
+			if (!p->cp.tls) {
+				snprintf(err, errlen, "listen %s: tls: %s", cl->address, why);
+				server_free(srv);
+				return NULL;
+			}
+		}
 		int fd = activation_claim(act, cl->address, cl->name);
 		if (fd >= 0) {
 			p->l = listener_new_fd(base, fd, cl->address, accept_cb, p, err, errlen);
@@ -189,8 +284,11 @@ void server_free(struct server *srv)
 		return;
 	close_listeners(srv);
 	clients_free(srv->clients);
-	for (size_t i = 0; i < srv->nports; i++)
+	for (size_t i = 0; i < srv->nports; i++) {
 		listener_free(srv->ports[i].l);
+		tls_server_unref(srv->ports[i].cp.tls);
+		free(srv->ports[i].name);
+	}
 	free(srv->ports);
 	config_unref(srv->cfg);
 	denycache_free(srv->env.deny);

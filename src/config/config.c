@@ -125,6 +125,30 @@ int config_address_scalar(struct yparser *P, const char *key, const char **s, si
 	return 0;
 }
 
+/* A file's path; a relative one is taken from the configuration file's
+ * directory (a daemon's working directory is /), as envoy.config is. */
+int config_set_path(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s, *slash = strrchr(P->name, '/');
+	size_t len;
+	if (yp_scalar(P, k->name, "a file's path", &s, &len) < 0)
+		return -1;
+	if (len == 0)
+		return yp_failk(P, P->ev.start_mark, k->name, "must not be empty");
+	if (memchr(s, '\0', len))
+		return yp_failk(P, P->ev.start_mark, k->name, "must not hold a NUL byte");
+	char **out = dst;
+	free(*out);
+	*out = NULL;
+	if (s[0] == '/' || !slash)
+		return yp_dup_string(P, out, s, len);
+	if (asprintf(out, "%.*s/%.*s", (int)(slash - P->name), P->name, (int)len, s) < 0) {
+		*out = NULL;
+		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
+	}
+	return 0;
+}
+
 int config_set_address(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
@@ -284,18 +308,19 @@ static const struct ktable throttle_table = {"throttle.", throttle_keys, HK_N, K
 
 /* Every table of keys, in the order --config-keys lists them. */
 static const struct ktable *const key_tables[] = {
-	&top_table,		 /* "" */
-	&config_listen_table,	 /* "listen[]." (config_listen.c) */
-	&config_memory_table,	 /* "memory." (config_store.c) */
-	&config_redis_table,	 /* "redis." */
-	&config_sentinel_table,	 /* "redis.sentinel." */
-	&config_redis_tls_table, /* "redis.tls." */
-	&config_metrics_table,	 /* "metrics." (config_listen.c) */
-	&throttle_table,	 /* "throttle." */
-	&config_envoy_table,	 /* "envoy." (config_envoy.c) */
-	&config_policy_table,	 /* "policies.NAME." (config_policy.c) */
-	&config_ban_table,	 /* "policies.NAME.ban." */
-	&config_override_table,	 /* "policies.NAME.overrides.USER." */
+	&top_table,		  /* "" */
+	&config_listen_table,	  /* "listen[]." (config_listen.c) */
+	&config_listen_tls_table, /* "listen[].tls." */
+	&config_memory_table,	  /* "memory." (config_store.c) */
+	&config_redis_table,	  /* "redis." */
+	&config_sentinel_table,	  /* "redis.sentinel." */
+	&config_redis_tls_table,  /* "redis.tls." */
+	&config_metrics_table,	  /* "metrics." (config_listen.c) */
+	&throttle_table,	  /* "throttle." */
+	&config_envoy_table,	  /* "envoy." (config_envoy.c) */
+	&config_policy_table,	  /* "policies.NAME." (config_policy.c) */
+	&config_ban_table,	  /* "policies.NAME.ban." */
+	&config_override_table,	  /* "policies.NAME.overrides.USER." */
 };
 
 static enum config_reload reload_of(enum yp_reload r)
@@ -462,21 +487,28 @@ static void diff_at_base(struct diff *D, const char *name, const struct ykey *k,
 }
 
 /* Key k of every listen entry, when the file has as many as are running. */
-static void diff_listen(struct diff *D, const struct ykey *k)
+static void diff_listen(struct diff *D, const struct ktable *kt, const struct ykey *k)
 {
 	if (D->running->nlisten != D->file->nlisten)
 		return; /* reported as listen */
 	for (size_t i = 0; i < D->file->nlisten; i++) {
 		char name[64];
-		snprintf(name, sizeof(name), "listen[%zu].%s", i, k->name);
-		const struct config_listen *run = &D->running->listen[i],
-					   *file = &D->file->listen[i];
+		/* "listen[].tls." -> "listen[2].tls.cert_file" */
+		snprintf(name, sizeof(name), "listen[%zu].%s%s", i,
+			 kt->at + sizeof("listen[].") - 1, k->name);
+		const char *run = (const char *)&D->running->listen[i] + kt->base,
+			   *file = (const char *)&D->file->listen[i] + kt->base;
 		switch (k->reload) {
 		case YP_RESTART:
 		case YP_RESTART_SECRET:
 			diff_key(D, CONFIG_CHANGE_RESTART_PENDING, name, k, run, file);
 			break;
-		case YP_RELOAD:	      /* the listeners are made once: none of these */
+		case YP_RELOAD:
+			/* a listener's files (tls), read again on every reload */
+			if (D->old->nlisten == D->file->nlisten)
+				diff_key(D, CONFIG_CHANGE_APPLIED, name, k,
+					 (const char *)&D->old->listen[i] + kt->base, file);
+			break;
 		case YP_RESTART_LIST: /* no list in a listen entry */
 		case YP_SECTION:
 		case YP_PER_POLICY:
@@ -500,7 +532,7 @@ int config_diff(const struct config *running, const struct config *old, const st
 				diff_at_base(&D, name, k, kt->base);
 				break;
 			case KT_LISTEN:
-				diff_listen(&D, k);
+				diff_listen(&D, kt, k);
 				break;
 			case KT_POLICY:
 				break; /* the policies key reported them */

@@ -114,6 +114,21 @@ struct config_envoy {
 /* A socket's name from systemd (FileDescriptorName=): at most 255 bytes */
 #define CONFIG_FDNAME_MAX 255
 
+/* Who must show a client certificate on a TLS listener. */
+enum config_client_certs {
+	CONFIG_CLIENT_CERTS_NONE,     /* none asked */
+	CONFIG_CLIENT_CERTS_OPTIONAL, /* asked; one shown must verify */
+	CONFIG_CLIENT_CERTS_REQUIRED, /* a client without one is refused */
+};
+
+/* TLS on a listener (listen[].tls): files re-read on every reload. */
+struct config_listen_tls {
+	int enabled;		    /* the tls section is there and does not say false */
+	char *cert_file, *key_file; /* the listener's certificate chain and key */
+	char *ca_file, *ca_dir;	    /* CAs that sign client certificates */
+	enum config_client_certs client_certs;
+};
+
 struct config_listen {
 	char *address; /* "host:port" or "unix:/path" */
 	/* the FileDescriptorName= of the socket systemd passes for this entry
@@ -123,6 +138,7 @@ struct config_listen {
 	int mode;  /* file mode of a unix socket */
 	enum config_protocol protocol;
 	struct config_http http;
+	struct config_listen_tls tls;
 };
 
 #define CONFIG_DEFAULT_SOCKET_MODE 0660

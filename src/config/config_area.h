@@ -54,9 +54,12 @@ struct config_read {
 int config_address_scalar(struct yparser *P, const char *key, const char **s, size_t *len);
 /* A setter: such an address, into a char *. */
 int config_set_address(struct yparser *P, const struct ykey *k, void *dst);
+/* A setter: a file's path into a char *, a relative one taken from the
+ * configuration file's directory (a daemon's working directory is /). */
+int config_set_path(struct yparser *P, const struct ykey *k, void *dst);
 
 /* config_listen.c: listen (a list of addresses and their options) and metrics. */
-extern const struct ktable config_listen_table, config_metrics_table;
+extern const struct ktable config_listen_table, config_listen_tls_table, config_metrics_table;
 /* The listen key's setter (dst: the struct config) and printer. */
 int config_listen_set(struct yparser *P, const struct ykey *k, void *dst);
 void config_listen_put(FILE *f, const struct ykey *k, const void *base);

@@ -8,8 +8,14 @@
 
 void config_listen_free(struct config *c)
 {
-	for (size_t i = 0; i < c->nlisten; i++)
+	for (size_t i = 0; i < c->nlisten; i++) {
+		struct config_listen_tls *t = &c->listen[i].tls;
 		free(c->listen[i].address);
+		free(t->cert_file);
+		free(t->key_file);
+		free(t->ca_file);
+		free(t->ca_dir);
+	}
 	free(c->listen);
 	c->listen = NULL;
 	c->nlisten = 0;
@@ -132,6 +138,7 @@ enum {
 	LK_TRUSTED,
 	LK_DENY_STATUS,
 	LK_LEGACY,
+	LK_TLS,
 	LK_N
 };
 
@@ -178,7 +185,10 @@ static void put_trusted(FILE *f, const struct ykey *k, const void *base)
 	put_nets(f, (const void *)((const char *)base + k->offset));
 }
 
-/* The listeners are made once, at start-up: every key is restart-only. */
+static int set_tls(struct yparser *P, const struct ykey *k, void *dst);
+
+/* The listeners are made once, at start-up: every key is restart-only
+ * (but tls's files, read again on every reload). */
 static const struct ykey listen_keys[LK_N] = {
 	[LK_ADDRESS] = {"address", config_set_address, offsetof(struct config_listen, address), 0,
 			0, YP_RESTART, yp_put_string, NULL},
@@ -201,9 +211,65 @@ static const struct ykey listen_keys[LK_N] = {
 	[LK_LEGACY] = {"legacy_headers", yp_set_bool,
 		       offsetof(struct config_listen, http.legacy_headers), 0, 0, YP_RESTART,
 		       yp_put_bool, NULL},
+	[LK_TLS] = {"tls", set_tls, offsetof(struct config_listen, tls), 0, 0, YP_SECTION, NULL,
+		    NULL},
 };
 
 const struct ktable config_listen_table = {"listen[].", listen_keys, LK_N, KT_LISTEN, 0};
+
+static const struct yenum config_client_certs_names[] = {
+	{"none", CONFIG_CLIENT_CERTS_NONE, "no certificate asked"},
+	{"optional", CONFIG_CLIENT_CERTS_OPTIONAL, "asked; one shown must verify"},
+	{"required", CONFIG_CLIENT_CERTS_REQUIRED, "a client without one is refused"},
+	{NULL, 0, NULL},
+};
+_Static_assert(sizeof(enum config_client_certs) == sizeof(int), "yp_set_enum stores an int");
+
+enum { LTK_ENABLED, LTK_CERT, LTK_KEY, LTK_CA_FILE, LTK_CA_DIR, LTK_CLIENT_CERTS, LTK_N };
+
+/* The files are read at start-up and again on every reload (new
+ * connections use them, open ones keep theirs); the rest is restart-only. */
+static const struct ykey tls_keys[LTK_N] = {
+	[LTK_ENABLED] = {"enabled", yp_set_bool, offsetof(struct config_listen_tls, enabled), 0, 0,
+			 YP_RESTART, yp_put_bool, NULL},
+	[LTK_CERT] = {"cert_file", config_set_path, offsetof(struct config_listen_tls, cert_file),
+		      0, 0, YP_RELOAD, yp_put_string, NULL},
+	[LTK_KEY] = {"key_file", config_set_path, offsetof(struct config_listen_tls, key_file), 0,
+		     0, YP_RELOAD, yp_put_string, NULL},
+	[LTK_CA_FILE] = {"ca_file", config_set_path, offsetof(struct config_listen_tls, ca_file), 0,
+			 0, YP_RELOAD, yp_put_string, NULL},
+	[LTK_CA_DIR] = {"ca_dir", config_set_path, offsetof(struct config_listen_tls, ca_dir), 0, 0,
+			YP_RELOAD, yp_put_string, NULL},
+	[LTK_CLIENT_CERTS] = {"client_certs", yp_set_enum,
+			      offsetof(struct config_listen_tls, client_certs), 0, 0, YP_RESTART,
+			      yp_put_enum, config_client_certs_names},
+};
+
+static int set_tls(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct config_listen_tls *t = dst;
+	unsigned seen;
+	yaml_mark_t marks[LTK_N], start;
+	t->enabled = 1;
+	if (yp_section(P, k, "expected a mapping with cert_file and key_file", tls_keys, LTK_N, dst,
+		       &seen, marks, &start) < 0)
+		return -1;
+	if (!(seen & (1u << LTK_CERT)) || !(seen & (1u << LTK_KEY)))
+		return yp_fail_section(P, start, "needs cert_file and key_file");
+	int ca = (seen & (1u << LTK_CA_FILE)) || (seen & (1u << LTK_CA_DIR));
+	if (t->client_certs != CONFIG_CLIENT_CERTS_NONE && !ca)
+		return yp_failk(P, marks[LTK_CLIENT_CERTS], "client_certs",
+				"needs ca_file or ca_dir (the CAs that sign client certificates)");
+	if (t->client_certs == CONFIG_CLIENT_CERTS_NONE && ca) {
+		int at = (seen & (1u << LTK_CA_FILE)) ? LTK_CA_FILE : LTK_CA_DIR;
+		return yp_failk(P, marks[at], tls_keys[at].name,
+				"only applies with client_certs: optional or required");
+	}
+	return 0;
+}
+
+const struct ktable config_listen_tls_table = {"listen[].tls.", tls_keys, LTK_N, KT_LISTEN,
+					       offsetof(struct config_listen, tls)};
 
 /* The defaults of an HTTP listener: loopback proxies are trusted. */
 void config_listen_http_defaults(struct config_http *h)

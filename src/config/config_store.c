@@ -231,30 +231,6 @@ static int set_sentinel(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-/* A file's path; a relative one is taken from the configuration file's
- * directory (a daemon's working directory is /), as envoy.config is. */
-static int set_path(struct yparser *P, const struct ykey *k, void *dst)
-{
-	const char *s, *slash = strrchr(P->name, '/');
-	size_t len;
-	if (yp_scalar(P, k->name, "a file's path", &s, &len) < 0)
-		return -1;
-	if (len == 0)
-		return yp_failk(P, P->ev.start_mark, k->name, "must not be empty");
-	if (memchr(s, '\0', len))
-		return yp_failk(P, P->ev.start_mark, k->name, "must not hold a NUL byte");
-	char **out = dst;
-	free(*out);
-	*out = NULL;
-	if (s[0] == '/' || !slash)
-		return yp_dup_string(P, out, s, len);
-	if (asprintf(out, "%.*s/%.*s", (int)(slash - P->name), P->name, (int)len, s) < 0) {
-		*out = NULL;
-		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");
-	}
-	return 0;
-}
-
 /* The paths are read when the store starts and again on every reload
  * (new connections use what they hold); turning TLS on or off takes a restart. */
 enum { TLK_ENABLED, TLK_CA_FILE, TLK_CA_DIR, TLK_CERT_FILE, TLK_KEY_FILE, TLK_SERVER_NAME, TLK_N };
@@ -262,14 +238,15 @@ enum { TLK_ENABLED, TLK_CA_FILE, TLK_CA_DIR, TLK_CERT_FILE, TLK_KEY_FILE, TLK_SE
 static const struct ykey tls_keys[TLK_N] = {
 	[TLK_ENABLED] = {"enabled", yp_set_bool, offsetof(struct config_redis_tls, enabled), 0, 0,
 			 YP_RESTART, yp_put_bool, NULL},
-	[TLK_CA_FILE] = {"ca_file", set_path, offsetof(struct config_redis_tls, ca_file), 0, 0,
-			 YP_RELOAD, yp_put_string, NULL},
-	[TLK_CA_DIR] = {"ca_dir", set_path, offsetof(struct config_redis_tls, ca_dir), 0, 0,
+	[TLK_CA_FILE] = {"ca_file", config_set_path, offsetof(struct config_redis_tls, ca_file), 0,
+			 0, YP_RELOAD, yp_put_string, NULL},
+	[TLK_CA_DIR] = {"ca_dir", config_set_path, offsetof(struct config_redis_tls, ca_dir), 0, 0,
 			YP_RELOAD, yp_put_string, NULL},
-	[TLK_CERT_FILE] = {"cert_file", set_path, offsetof(struct config_redis_tls, cert_file), 0,
-			   0, YP_RELOAD, yp_put_string, NULL},
-	[TLK_KEY_FILE] = {"key_file", set_path, offsetof(struct config_redis_tls, key_file), 0, 0,
-			  YP_RELOAD, yp_put_string, NULL},
+	[TLK_CERT_FILE] = {"cert_file", config_set_path,
+			   offsetof(struct config_redis_tls, cert_file), 0, 0, YP_RELOAD,
+			   yp_put_string, NULL},
+	[TLK_KEY_FILE] = {"key_file", config_set_path, offsetof(struct config_redis_tls, key_file),
+			  0, 0, YP_RELOAD, yp_put_string, NULL},
 	[TLK_SERVER_NAME] = {"server_name", yp_set_string,
 			     offsetof(struct config_redis_tls, server_name), 0, 0, YP_RELOAD,
 			     yp_put_string, NULL},

@@ -42,6 +42,41 @@ void tls_client_unref(struct tls_client *c);
 struct ssl_st *tls_client_session(struct tls_client *c, int fd, const char *host, char *err,
 				  size_t errlen);
 
+/* A listener's certificate, and the CAs its clients' certificates need. */
+enum tls_client_certs {
+	TLS_CLIENT_CERTS_NONE,
+	TLS_CLIENT_CERTS_OPTIONAL,
+	TLS_CLIENT_CERTS_REQUIRED
+};
+struct tls_server_files {
+	const char *cert_file, *key_file;
+	const char *ca_file, *ca_dir;
+	enum tls_client_certs client_certs;
+};
+
+/* A listener's context, counted, re-read in place. */
+struct tls_server;
+
+/*
+ * Builds a listener's context: TLS 1.2 at least, no renegotiation; alpn
+ * ("h2", "http/1.1" or NULL) is chosen when the client offers it. NULL
+ * with err naming the file and OpenSSL's reason.
+ */
+struct tls_server *tls_server_new(const struct tls_server_files *f, const char *alpn, char *err,
+				  size_t errlen);
+/* Re-reads the files: new sessions use them. -1 with err (s unchanged). */
+int tls_server_reload(struct tls_server *s, const struct tls_server_files *f, char *err,
+		      size_t errlen);
+struct tls_server *tls_server_ref(struct tls_server *s);
+void tls_server_unref(struct tls_server *s);
+/* A server session on accepted fd. NULL with err. */
+struct ssl_st *tls_server_session(struct tls_server *s, int fd, char *err, size_t errlen);
+/* The verified client certificate's common name into buf ("" when none):
+ * 1 if there is one. */
+int tls_peer_name(struct ssl_st *s, char *buf, size_t len);
+/* Bytes OpenSSL holds decrypted and unread (no readable event tells of them). */
+size_t tls_pending(struct ssl_st *s);
+
 enum tls_io {
 	TLS_IO_DONE,	   /* the step is complete (n bytes moved) */
 	TLS_IO_WANT_READ,  /* retry once fd is readable */
@@ -50,7 +85,7 @@ enum tls_io {
 	TLS_IO_ERROR,	   /* failed: err says why */
 };
 
-/* One step of the client handshake. On TLS_IO_ERROR err names the cause:
+/* One step of a handshake (client or server). On TLS_IO_ERROR err names the cause:
  * a certificate's verify error ("certificate has expired", "hostname
  * mismatch", ...) or OpenSSL's reason. */
 enum tls_io tls_handshake(struct ssl_st *s, char *err, size_t errlen);
@@ -61,5 +96,9 @@ enum tls_io tls_write(struct ssl_st *s, const void *buf, size_t len, size_t *n, 
 		      size_t errlen);
 /* Sends close_notify if it can without waiting, and frees s. */
 void tls_session_free(struct ssl_st *s);
+/* Sends close_notify if it can without waiting; s stays. */
+void tls_session_close(struct ssl_st *s);
+/* Frees s, sending nothing. */
+void tls_session_drop(struct ssl_st *s);
 
 #endif

@@ -106,8 +106,9 @@ enum cmd_error {
 	CMD_ERR_TOO_MANY_CLIENTS,
 	CMD_ERR_STORE_UNAVAILABLE,
 	CMD_ERR_REQUEST_TIMEOUT, /* a request begun was not whole in time */
+	CMD_ERR_TLS_REQUIRED,	 /* plain text sent to a TLS listener */
 };
-#define CMD_ERR_N (CMD_ERR_REQUEST_TIMEOUT + 1)
+#define CMD_ERR_N (CMD_ERR_TLS_REQUIRED + 1)
 
 enum cmd_reply {
 	CMD_REPLY_DECISION, /* ALLOW, PEEK */

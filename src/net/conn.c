@@ -10,6 +10,10 @@
  * Plain events and evbuffers rather than bufferevents: a read is one recv()
  * (no FIONREAD ioctl first), replies are sent directly at the end of the loop
  * turn, and EV_WRITE is armed only while the socket is full.
+ *
+ * A TLS listener's connections move their bytes through OpenSSL (tls_io):
+ * the handshake first, bounded by request_timeout, then the same reads and
+ * writes; the session never knows.
  */
 #include "conn.h"
 
@@ -22,10 +26,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "config.h"
 #include "frontend.h"
 #include "log.h"
 #include "session.h"
+#include "stats.h"
+#include "tls.h"
 
 /* Output bytes owed to a client that is not reading. */
 #define OUT_HIGH (256 * 1024)
@@ -46,53 +53,28 @@
  * its first request (it was accepted just before the stop). */
 #define CONN_DRAIN_FRESH_MS 1000
 
+struct conn;
+
 /*
- * How bytes move on the socket: the seam a TLS layer would sit in (its own
- * four calls on the same fd). Each returns as the system call it stands for
- * does, errno set.
+ * How bytes move on the socket: plain, or through a TLS session (tls_io).
+ * Each returns as the system call it stands for does, errno set.
  */
 struct conn_io {
-	ssize_t (*read)(evutil_socket_t fd, void *buf, size_t len);
-	ssize_t (*write)(evutil_socket_t fd, const void *buf, size_t len);
-	/* writes what it can of out, and drains that */
-	int (*write_out)(struct evbuffer *out, evutil_socket_t fd);
+	ssize_t (*read)(struct conn *c, void *buf, size_t len);
+	ssize_t (*write)(struct conn *c, const void *buf, size_t len);
+	/* writes what it can of c->out, and drains that */
+	int (*write_out)(struct conn *c);
 	/* every reply is out: end our side, drop what input is queued */
-	void (*finish)(evutil_socket_t fd);
-};
-
-static ssize_t plain_read(evutil_socket_t fd, void *buf, size_t len)
-{
-	return recv(fd, buf, len, MSG_DONTWAIT);
-}
-
-static ssize_t plain_write(evutil_socket_t fd, const void *buf, size_t len)
-{
-	return send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-}
-
-/*
- * Closing a socket that still has unread input makes the kernel send RST,
- * which can destroy replies the client has not read yet; so send FIN first
- * and drop what input is queued.
- */
-static void plain_finish(evutil_socket_t fd)
-{
-	char sink[4096];
-	shutdown(fd, SHUT_WR);
-	for (int i = 0; i < 64 && recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
-		;
-}
-
-static const struct conn_io plain_io = {
-	.read = plain_read,
-	.write = plain_write,
-	.write_out = evbuffer_write,
-	.finish = plain_finish,
+	void (*finish)(struct conn *c);
 };
 
 struct conn {
 	struct conn_link link;
 	const struct conn_io *io;
+	struct ssl_st *ssl;	   /* a TLS listener's session, else NULL */
+	int handshaking;	   /* TLS: the handshake is not done */
+	const struct frontend *fe; /* the listener's row (tls-required's words) */
+	const char *lname;	   /* the listener's address, for logs */
 	struct conn_ctx *ctx;
 	/* what runs on the bytes (frontend.c's row for the listener) */
 	const struct session_ops *ops;
@@ -114,6 +96,136 @@ struct conn {
 	int eof;	     /* the client shut its side; answer what it sent */
 	int dirty;	     /* replies ready to write at the end of this loop turn */
 };
+
+static ssize_t plain_read(struct conn *c, void *buf, size_t len)
+{
+	return recv(c->fd, buf, len, MSG_DONTWAIT);
+}
+
+static ssize_t plain_write(struct conn *c, const void *buf, size_t len)
+{
+	return send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+static int plain_write_out(struct conn *c)
+{
+	return evbuffer_write(c->out, c->fd);
+}
+
+/*
+ * Closing a socket that still has unread input makes the kernel send RST,
+ * which can destroy replies the client has not read yet; so send FIN first
+ * and drop what input is queued.
+ */
+static void plain_finish(struct conn *c)
+{
+	char sink[4096];
+	shutdown(c->fd, SHUT_WR);
+	for (int i = 0; i < 64 && recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT) > 0; i++)
+		;
+}
+
+static const struct conn_io plain_io = {
+	.read = plain_read,
+	.write = plain_write,
+	.write_out = plain_write_out,
+	.finish = plain_finish,
+};
+
+/* A TLS step's result as a system call's: a wait is EAGAIN, the peer's
+ * close 0, a failure ECONNRESET. */
+static ssize_t tls_result(enum tls_io r, size_t n)
+{
+	switch (r) {
+	case TLS_IO_DONE:
+		return (ssize_t)n;
+	case TLS_IO_WANT_READ:
+	case TLS_IO_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case TLS_IO_CLOSED:
+		return 0;
+	case TLS_IO_ERROR:
+		break;
+	}
+	errno = ECONNRESET;
+	return -1;
+}
+
+static ssize_t tls_conn_read(struct conn *c, void *buf, size_t len)
+{
+	char why[160];
+	size_t n = 0;
+	enum tls_io r = tls_read(c->ssl, buf, len, &n, why, sizeof(why)); /* before n is read */
+	return tls_result(r, n);
+}
+
+static ssize_t tls_conn_write(struct conn *c, const void *buf, size_t len)
+{
+	char why[160];
+	size_t n = 0;
+	enum tls_io step = tls_write(c->ssl, buf, len, &n, why, sizeof(why));
+	ssize_t r = tls_result(step, n);
+	if (r == 0) { /* a write cannot take a close: the peer is gone */
+		errno = EPIPE;
+		return -1;
+	}
+	return r;
+}
+
+/* c->out through the session, chunk by chunk, as evbuffer_write would. */
+static int tls_conn_write_out(struct conn *c)
+{
+	int total = 0;
+	for (;;) {
+		struct evbuffer_iovec v;
+		if (evbuffer_peek(c->out, -1, NULL, &v, 1) < 1 || v.iov_len == 0)
+			return total;
+		ssize_t w = tls_conn_write(c, v.iov_base, v.iov_len);
+		if (w <= 0)
+			return total ? total : -1;
+		evbuffer_drain(c->out, (size_t)w);
+		total += (int)w;
+	}
+}
+
+static void tls_conn_finish(struct conn *c)
+{
+	tls_session_close(c->ssl); /* close_notify, then the FIN */
+	plain_finish(c);
+}
+
+static const struct conn_io tls_io = {
+	.read = tls_conn_read,
+	.write = tls_conn_write,
+	.write_out = tls_conn_write_out,
+	.finish = tls_conn_finish,
+};
+
+/*
+ * A client's TLS failed: counted by why, and logged at most every
+ * TLS_LOG_US with how many failed meanwhile and the last cause, so a
+ * scanner or a misconfigured fleet cannot flood the log.
+ */
+#define TLS_LOG_US 10000000u
+static void tls_failed(struct conn *c, enum stats_tls_failure why, const char *detail)
+{
+	static uint64_t last_us;
+	static unsigned long long unlogged;
+	stats.client_tls_failures[why]++;
+	unlogged++;
+	uint64_t now = clock_mono_us();
+	if (last_us && now - last_us < TLS_LOG_US) {
+		log_debug("listen %s: TLS: %s", c->lname ? c->lname : "?", detail);
+		return;
+	}
+	log_warn("listen %s: %llu client TLS %s failed%s (the last: %s: %s)",
+		 c->lname ? c->lname : "?", unlogged,
+		 log_plural(unlogged, "connection", "connections"),
+		 last_us ? " in the last 10 s" : "", stats_tls_failure_name(why), detail);
+	last_us = now;
+	unlogged = 0;
+}
 
 static void process_input(struct conn *c);
 static void request_clock(struct conn *c, int progress);
@@ -152,6 +264,8 @@ void conn_reap(struct conn *c)
 	evbuffer_free(c->in);
 	evbuffer_free(c->out);
 	evutil_closesocket(c->fd);
+	if (c->ssl)
+		tls_session_drop(c->ssl);
 	c->ops->free(c->sess); /* what is in flight finishes into nothing */
 	free(c);
 }
@@ -159,7 +273,7 @@ void conn_reap(struct conn *c)
 /* Every reply is with the kernel: close gently (plain_finish). */
 static void conn_finish(struct conn *c)
 {
-	c->io->finish(c->fd);
+	c->io->finish(c);
 	conn_close(c);
 }
 
@@ -180,8 +294,12 @@ static void maybe_finish(struct conn *c)
 
 static void read_on(struct conn *c)
 {
-	if (!c->cooling)
-		event_add(c->rev, c->idle.tv_sec || c->idle.tv_usec ? &c->idle : NULL);
+	if (c->cooling)
+		return;
+	event_add(c->rev, c->idle.tv_sec || c->idle.tv_usec ? &c->idle : NULL);
+	/* what OpenSSL decrypted and holds, no readable event will tell */
+	if (c->ssl && !c->handshaking && tls_pending(c->ssl) > 0)
+		event_active(c->rev, EV_READ, 1);
 }
 
 static void cool_arm(struct conn *c, int ms)
@@ -291,7 +409,7 @@ static int send_now(struct conn *c, const char *buf, size_t n)
 {
 	size_t off = 0;
 	if (evbuffer_get_length(c->out) == 0) {
-		ssize_t w = c->io->write(c->fd, buf, n);
+		ssize_t w = c->io->write(c, buf, n);
 		if (w > 0)
 			off = (size_t)w;
 		else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
@@ -406,6 +524,12 @@ static void request_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct conn *c = arg;
+	if (c->handshaking && !c->closed) {
+		tls_failed(c, STATS_TLS_TIMEOUT,
+			   "the handshake was not finished within request_timeout");
+		conn_close(c);
+		return;
+	}
 	if (c->drain_fresh && !c->closed) {
 		drain_now(c); /* no request came in time */
 		return;
@@ -485,8 +609,17 @@ static int read_some(struct conn *c)
 		conn_close(c);
 		return -1;
 	}
-	ssize_t n = c->io->read(c->fd, v.iov_base, v.iov_len);
+	ssize_t n = c->io->read(c, v.iov_base, v.iov_len);
 	if (n > 0) {
+		/* a TLS ClientHello on a plaintext listener: no protocol here
+		 * begins with 0x16, and no answer in plain text would be read */
+		if (!c->got_bytes && !c->ssl && *(const uint8_t *)v.iov_base == 0x16) {
+			evbuffer_commit_space(c->in, &v, 0);
+			tls_failed(c, STATS_TLS_ON_PLAIN,
+				   "a TLS handshake on a plaintext listener");
+			conn_close(c);
+			return -1;
+		}
 		v.iov_len = (size_t)n;
 		evbuffer_commit_space(c->in, &v, 1);
 		c->got_bytes = 1;
@@ -503,6 +636,57 @@ static int read_some(struct conn *c)
 	c->eof = 1;
 	event_del(c->rev);
 	return 0;
+}
+
+/*
+ * One step of a TLS listener's handshake, each time the socket is ready.
+ * A client whose first byte is no TLS record speaks plain text: it is told
+ * so in its protocol, in plain text, and closed.
+ */
+static void handshake_step(struct conn *c)
+{
+	if (!c->got_bytes) {
+		uint8_t first;
+		ssize_t n = recv(c->fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			return;
+		if (n <= 0) {
+			conn_close(c); /* gone before a word */
+			return;
+		}
+		c->got_bytes = 1;
+		if (first != 0x16) {
+			char buf[FRONTEND_REPLY_ROOM];
+			size_t len = frontend_tls_required(c->fe, first, buf);
+			tls_failed(c, STATS_TLS_PLAINTEXT, "plain text on a TLS listener");
+			if (len)
+				(void)send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+			plain_finish(c);
+			conn_close(c);
+			return;
+		}
+	}
+	char why[160];
+	switch (tls_handshake(c->ssl, why, sizeof(why))) {
+	case TLS_IO_DONE:
+		c->handshaking = 0;
+		stats.client_tls_handshakes++;
+		event_del(c->rto);
+		event_del(c->wev);
+		read_on(c); /* and what came with the handshake's last flight */
+		return;
+	case TLS_IO_WANT_READ:
+		event_del(c->wev);
+		return;
+	case TLS_IO_WANT_WRITE:
+		event_add(c->wev, NULL);
+		return;
+	case TLS_IO_CLOSED:
+	case TLS_IO_ERROR:
+		tls_failed(c, STATS_TLS_HANDSHAKE, why);
+		conn_close(c);
+		return;
+	}
 }
 
 static void read_cb(evutil_socket_t fd, short what, void *arg)
@@ -523,6 +707,10 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 		}
 		return; /* EV_PERSIST: the timeout is armed again */
 	}
+	if (c->handshaking) {
+		handshake_step(c);
+		return;
+	}
 	int got = read_some(c);
 	if (got > 0 || (got == 0 && c->eof))
 		process_input(c);
@@ -532,9 +720,14 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 
 static void write_cb(evutil_socket_t fd, short what, void *arg)
 {
+	(void)fd;
 	struct conn *c = arg;
 	if (c->closed)
 		return;
+	if (c->handshaking) {
+		handshake_step(c);
+		return;
+	}
 	if (what & EV_TIMEOUT) {
 		int q = send_queue(c);
 		if (q >= 0 && q < c->outq) {
@@ -549,8 +742,7 @@ static void write_cb(evutil_socket_t fd, short what, void *arg)
 		conn_close(c);
 		return;
 	}
-	if (c->io->write_out(c->out, fd) < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
-	    errno != EINTR) {
+	if (c->io->write_out(c) < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
 		conn_close(c);
 		return;
 	}
@@ -582,9 +774,25 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 		.arg = c,
 	};
 	c->io = &plain_io;
+	c->fe = fe;
+	c->lname = port->name;
+	if (port->tls) {
+		char why[160];
+		c->ssl = tls_server_session(port->tls, fd, why, sizeof(why));
+		if (!c->ssl) {
+			log_error("listen %s: %s; dropping client", port->name, why);
+			free(c);
+			evutil_closesocket(fd);
+			return NULL;
+		}
+		c->io = &tls_io;
+		c->handshaking = 1;
+	}
 	c->ops = fe->session;
 	c->sess = c->ops->new (fe, &host, port, sa);
 	if (!c->sess) {
+		if (c->ssl)
+			tls_session_drop(c->ssl);
 		free(c);
 		evutil_closesocket(fd);
 		return NULL;
@@ -612,6 +820,8 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 		if (c->out)
 			evbuffer_free(c->out);
 		evutil_closesocket(fd);
+		if (c->ssl)
+			tls_session_drop(c->ssl);
 		c->ops->free(c->sess);
 		free(c);
 		return NULL;
@@ -620,6 +830,12 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 	c->idle.tv_sec = idle / 1000;
 	c->idle.tv_usec = (idle % 1000) * 1000;
 	read_on(c);
+	if (c->handshaking) {
+		/* a handshake is a request: bounded by request_timeout */
+		int64_t ms = ctx->cfg->request_timeout_ms;
+		struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+		evtimer_add(c->rto, &tv);
+	}
 	return c;
 }
 
@@ -627,6 +843,10 @@ void conn_drain(struct conn *c)
 {
 	if (c->closed)
 		return;
+	if (c->handshaking) {
+		conn_close(c); /* no request yet, nor a session to take one */
+		return;
+	}
 	if (c->ops->goodbye) {
 		/* said now, before the close an idle connection would otherwise
 		 * get at once */

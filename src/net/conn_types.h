@@ -10,10 +10,14 @@
 
 /* What a listener tells the connections it accepts (copied: a reload may
  * free the configuration it came from). */
+struct tls_server;
 struct conn_port {
 	int admin; /* the listener allows admin commands */
 	enum config_protocol protocol;
 	struct config_http http;
+	struct tls_server
+		*tls;	  /* listen[].tls: the listener's (it holds the reference); NULL: plain */
+	const char *name; /* the listen address, for logs */
 };
 
 #endif

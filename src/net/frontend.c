@@ -76,6 +76,15 @@ const struct frontend *frontend_of(enum config_protocol protocol)
 	return &frontends[0]; /* not reached: every protocol has its row */
 }
 
+size_t frontend_tls_required(const struct frontend *fe, uint8_t first, char *buf)
+{
+	if (!fe->proto)
+		return 0;
+	if (fe->detect)
+		fe = fe->detect(first);
+	return fe->proto->reply_max <= FRONTEND_REPLY_ROOM ? proto_tls_required(fe->proto, buf) : 0;
+}
+
 void frontend_pool_free(void)
 {
 	/* a kind shared by several rows is freed again: a no-op */

@@ -15,6 +15,14 @@
 const struct frontend *frontend_of(enum config_protocol protocol);
 /* The rows, ended by one without a session. */
 extern const struct frontend frontends[];
+/*
+ * What a client that sent plain text (starting with byte first) to a TLS
+ * listener of fe is told, in its protocol's words (tls-required): written
+ * to buf (room: FRONTEND_REPLY_ROOM), its length; 0 when the protocol has
+ * no words a plain-text client reads (gRPC: the connection just closes).
+ */
+#define FRONTEND_REPLY_ROOM 4096
+size_t frontend_tls_required(const struct frontend *fe, uint8_t first, char *buf);
 /* Frees every session kind's recycled memory; at exit. */
 void frontend_pool_free(void);
 

@@ -162,6 +162,23 @@ void stats_observe_decision(enum stats_front f, uint64_t us)
 		hist_observe(&stats.decision_us[f], &stats_latency_bounds, us);
 }
 
+const char *stats_tls_failure_name(enum stats_tls_failure f)
+{
+	switch (f) {
+	case STATS_TLS_HANDSHAKE:
+		return "handshake";
+	case STATS_TLS_TIMEOUT:
+		return "timeout";
+	case STATS_TLS_PLAINTEXT:
+		return "plaintext";
+	case STATS_TLS_ON_PLAIN:
+		return "tls_on_plaintext";
+	case STATS_TLS_N:
+		break;
+	}
+	return "?";
+}
+
 const char *stats_front_name(enum stats_front f)
 {
 	if ((unsigned)f < CONFIG_PROTOCOL_N)

@@ -41,6 +41,16 @@ enum stats_front {
 	STATS_FRONT_N
 };
 
+/* Why a client's TLS connection failed (ratelimitd_client_tls_failures_total). */
+enum stats_tls_failure {
+	STATS_TLS_HANDSHAKE, /* the handshake failed: no common version, a bad certificate... */
+	STATS_TLS_TIMEOUT,   /* not finished within request_timeout */
+	STATS_TLS_PLAINTEXT, /* a client spoke plain text to a TLS listener */
+	STATS_TLS_ON_PLAIN,  /* a client began TLS on a plaintext listener */
+	STATS_TLS_N
+};
+const char *stats_tls_failure_name(enum stats_tls_failure f);
+
 struct stats {
 	unsigned long long requests[CMD_VERB_N]; /* parsed requests, by verb */
 	/* ALLOW and PEEK answers: [where from][0 denied, 1 allowed] */
@@ -60,6 +70,9 @@ struct stats {
 	unsigned long long clients_accepted;
 	/* TLS handshakes and sessions with a Redis or a sentinel that failed (rlink.c) */
 	unsigned long long redis_tls_failures;
+	/* clients' TLS connections that failed, by why (conn.c) */
+	unsigned long long client_tls_failures[STATS_TLS_N];
+	unsigned long long client_tls_handshakes; /* finished */
 	/* gRPC ShouldRateLimit calls for a domain no envoy rule file has */
 	unsigned long long envoy_unknown_domain;
 	unsigned long long reloads_ok, reloads_failed;

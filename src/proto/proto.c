@@ -31,6 +31,7 @@ static const char *const error_codes[CMD_ERR_N] = {
 	[CMD_ERR_TOO_MANY_CLIENTS] = "too-many-clients",
 	[CMD_ERR_STORE_UNAVAILABLE] = "store-unavailable",
 	[CMD_ERR_REQUEST_TIMEOUT] = "request-timeout",
+	[CMD_ERR_TLS_REQUIRED] = "tls-required",
 };
 
 const char *proto_verb_name(enum cmd_verb v)
@@ -51,6 +52,17 @@ size_t proto_refusal(const struct proto *proto, char *buf)
 	res.error = CMD_ERR_TOO_MANY_CLIENTS;
 	res.close_after = 1;
 	snprintf(res.msg, sizeof(res.msg), "max_clients reached");
+	return proto->format(buf, &res);
+}
+
+size_t proto_tls_required(const struct proto *proto, char *buf)
+{
+	struct cmd_result res;
+	memset(&res, 0, sizeof(res));
+	res.kind = CMD_REPLY_ERROR;
+	res.error = CMD_ERR_TLS_REQUIRED;
+	res.close_after = 1;
+	snprintf(res.msg, sizeof(res.msg), "this listener speaks TLS: connect with TLS");
 	return proto->format(buf, &res);
 }
 

@@ -70,6 +70,9 @@ struct proto {
  * too-many-clients error, the connection closing. Writes buf (reply_max
  * bytes of room), returns the length. */
 size_t proto_refusal(const struct proto *proto, char *buf);
+/* What a client that sent plain text to a TLS listener is told in proto:
+ * tls-required, the connection closing. As proto_refusal. */
+size_t proto_tls_required(const struct proto *proto, char *buf);
 /* The most bytes a step of proto sees: max(max_line + 2, window_min). */
 size_t proto_window(const struct proto *proto, size_t max_line);
 /* 1 if tok is word (upper case), in any case. */

@@ -794,6 +794,8 @@ static int error_status(enum cmd_error e)
 		return 503;
 	case CMD_ERR_REQUEST_TIMEOUT:
 		return 408;
+	case CMD_ERR_TLS_REQUIRED:
+		return 400;
 	}
 	return 500;
 }

@@ -78,8 +78,21 @@ def request(domain, descriptors, hits_addend=0):
 
 
 class RlsClient:
-    def __init__(self, port, host="127.0.0.1"):
-        self.channel = grpc.insecure_channel("%s:%d" % (host, port))
+    def __init__(self, port, host="127.0.0.1", tls=None):
+        """tls: None for h2c, or (ca_file, cert_file, key_file) with cert and
+        key None when no client certificate is sent."""
+        if tls:
+            ca, cert, key = tls
+
+            def read(path):
+                if not path:
+                    return None
+                with open(path, "rb") as f:
+                    return f.read()
+            creds = grpc.ssl_channel_credentials(read(ca), read(key), read(cert))
+            self.channel = grpc.secure_channel("%s:%d" % (host, port), creds)
+        else:
+            self.channel = grpc.insecure_channel("%s:%d" % (host, port))
         c = classes()
         self.rls = self.channel.unary_unary(
             RLS_METHOD, request_serializer=lambda m: m.SerializeToString(),
