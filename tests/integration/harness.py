@@ -670,7 +670,7 @@ class RawSocket:
 class Client:
     """A line-protocol client. Replies are returned without the line end."""
 
-    def __init__(self, port=None, timeout=READ_TIMEOUT, unix=None):
+    def __init__(self, port=None, timeout=READ_TIMEOUT, unix=None, tls=None):
         self.timeout = timeout
         if unix:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -680,6 +680,8 @@ class Client:
             self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         if not unix:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:  # an ssl.SSLContext: a TLS listener
+            self.sock = tls.wrap_socket(self.sock, server_hostname="127.0.0.1")
         self.buf = b""
         self.eof = False
 
