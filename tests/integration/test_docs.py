@@ -505,12 +505,15 @@ class DocsTest(DaemonTest):
             from pki import Pki
             pki = Pki(self.tmpdir)
             made = {"ca_file": pki.ca, "cert_file": pki.client_cert,
-                    "key_file": pki.client_key}
-            names = re.findall(r"^\s*(ca_file|cert_file|key_file): /etc/ratelimitd/(\S+)$",
-                               text, re.M)
+                    "key_file": pki.client_key, "server cert_file": pki.server_cert,
+                    "server key_file": pki.server_key}
+            names = re.findall(r"\b(ca_file|cert_file|key_file): /etc/ratelimitd/([^\s,}]+)",
+                               text)
             self.assertTrue(names, b.where)
             for key, name in names:
-                shutil.copy(made[key], os.path.join(self.tmpdir, name))
+                # a file named server... is a listener's, the rest a client's
+                mine = made.get(("server " if name.startswith("server") else "") + key)
+                shutil.copy(mine, os.path.join(self.tmpdir, name))
             text = text.replace("/etc/ratelimitd/", self.tmpdir + "/")
         under = b.opts.get("under")
         if under:

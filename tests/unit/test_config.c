@@ -424,6 +424,20 @@ static const struct {
 	 "t.yaml:3:3: redis.username: requires redis.password"},
 	{"redis: {password: \"\"}\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:19: redis.password: must not be empty"},
+	/* TLS on a listener: a certificate and key, client certificates with their CAs */
+	{"listen: [{address: 127.0.0.1:1, tls: {cert_file: /c.pem}}]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:38: listen.tls: needs cert_file and key_file"},
+	{"listen: [{address: 127.0.0.1:1, tls: {cert_file: /c, key_file: /k, client_certs: "
+	 "required}}]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:68: listen.tls.client_certs: needs ca_file or ca_dir (the CAs that sign client "
+	 "certificates)"},
+	{"listen: [{address: 127.0.0.1:1, tls: {cert_file: /c, key_file: /k, ca_file: /ca}}]\n"
+	 "policies: {a: 1/1s}\n",
+	 "t.yaml:1:68: listen.tls.ca_file: only applies with client_certs: optional or required"},
+	{"listen: [{address: 127.0.0.1:1, tls: {cert_file: /c, key_file: /k, client_certs: "
+	 "maybe}}]\npolicies: {a: 1/1s}\n",
+	 "t.yaml:1:82: listen.tls.client_certs: must be none (no certificate asked), optional "
+	 "(asked; one shown must verify) or required (a client without one is refused)"},
 	/* TLS to Redis: a certificate and its key go together */
 	{"redis:\n  tls: {cert_file: /c.pem}\npolicies: {a: 1/1s}\n",
 	 "t.yaml:2:9: redis.tls.cert_file: requires redis.tls.key_file"},
@@ -864,8 +878,9 @@ START_TEST(reload_kinds)
 {
 	int n[CONFIG_RELOAD_PER_POLICY + 1] = {0};
 	config_key_reloads(count_kind, n);
-	ck_assert_int_eq(n[CONFIG_RELOAD_SECTION],
-			 7); /* memory redis metrics throttle envoy sentinel redis.tls */
+	ck_assert_int_eq(
+		n[CONFIG_RELOAD_SECTION],
+		8); /* memory redis metrics throttle envoy sentinel redis.tls listen[].tls */
 	ck_assert_int_gt(n[CONFIG_RELOAD_APPLIES], 10);
 	ck_assert_int_gt(n[CONFIG_RELOAD_RESTART], 10);
 }
