@@ -88,6 +88,10 @@ static void ctx_defaults(SSL_CTX *ctx)
 	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_IGNORE_UNEXPECTED_EOF);
 	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* one read() takes what the socket holds, not a record header and then
+	 * its body: half the system calls for small requests (tls_pending
+	 * tells of what was read ahead) */
+	SSL_CTX_set_read_ahead(ctx, 1);
 }
 
 /* cert_file and key_file into ctx; -1 with err. */
@@ -434,8 +438,7 @@ int tls_peer_name(SSL *s, char *buf, size_t len)
 	return 1;
 }
 
-size_t tls_pending(SSL *s)
+int tls_pending(SSL *s)
 {
-	int n = SSL_pending(s);
-	return n > 0 ? (size_t)n : 0;
+	return SSL_has_pending(s);
 }

@@ -74,8 +74,9 @@ struct ssl_st *tls_server_session(struct tls_server *s, int fd, char *err, size_
 /* The verified client certificate's common name into buf ("" when none):
  * 1 if there is one. */
 int tls_peer_name(struct ssl_st *s, char *buf, size_t len);
-/* Bytes OpenSSL holds decrypted and unread (no readable event tells of them). */
-size_t tls_pending(struct ssl_st *s);
+/* 1 if OpenSSL holds input not yet read through it, decrypted or read
+ * ahead from the socket: no readable event will tell of it. */
+int tls_pending(struct ssl_st *s);
 
 enum tls_io {
 	TLS_IO_DONE,	   /* the step is complete (n bytes moved) */

@@ -298,7 +298,7 @@ static void read_on(struct conn *c)
 		return;
 	event_add(c->rev, c->idle.tv_sec || c->idle.tv_usec ? &c->idle : NULL);
 	/* what OpenSSL decrypted and holds, no readable event will tell */
-	if (c->ssl && !c->handshaking && tls_pending(c->ssl) > 0)
+	if (c->ssl && !c->handshaking && tls_pending(c->ssl))
 		event_active(c->rev, EV_READ, 1);
 }
 
@@ -714,6 +714,10 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 	int got = read_some(c);
 	if (got > 0 || (got == 0 && c->eof))
 		process_input(c);
+	/* TLS: what OpenSSL read ahead is read on the next turn (unless reading stopped) */
+	if (got > 0 && c->ssl && !c->closed && tls_pending(c->ssl) &&
+	    event_pending(c->rev, EV_READ, NULL))
+		event_active(c->rev, EV_READ, 1);
 	if (c->drain_fresh && !c->closed && (c->got_bytes || c->eof))
 		drain_now(c); /* its first request came: answered, then closed */
 }
