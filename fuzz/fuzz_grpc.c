@@ -79,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned seed = data[0];
 	data++;
 	size--;
-	struct grpc_host host = {.cfg = &cfg, .env = NULL, .admin = 0, .ready = ready};
+	struct grpc_host host = {.cfg = &cfg, .env = NULL, .caller = NULL, .ready = ready};
 	struct grpc_session *s = grpc_session_new(&host);
 	check(s != NULL, "session");
 	struct evbuffer *out = evbuffer_new();

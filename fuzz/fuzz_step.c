@@ -344,11 +344,11 @@ static void answer(struct cmd_slot *slot)
 }
 
 void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *req,
-		 int admin, struct cmd_slot *slot)
+		 struct cmd_caller *caller, struct cmd_slot *slot)
 {
 	(void)cfg;
 	(void)env;
-	(void)admin;
+	(void)caller;
 	log_start(slot);
 	log_request(&cur->log, req);
 	struct cmd_result *res = &slot->res;

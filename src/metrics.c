@@ -184,6 +184,25 @@ static void client_tls_failures(struct evbuffer *b, const char *name, const stru
 				    stats.client_tls_failures[f]);
 }
 
+static void auth_failures(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
+	for (int f = 0; f < STATS_AUTH_N; f++)
+		evbuffer_add_printf(b, "%s{reason=\"%s\"} %llu\n", name,
+				    stats_auth_failure_name((enum stats_auth_failure)f),
+				    stats.auth_failures[f]);
+}
+
+static void identity_requests(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
+	size_t n;
+	const struct stats_identity *ids = stats_identities(&n);
+	for (size_t i = 0; i < n; i++)
+		evbuffer_add_printf(b, "%s{identity=\"%s\"} %llu\n", name, ids[i].name,
+				    ids[i].requests);
+}
+
 static void errors(struct evbuffer *b, const char *name, const struct scrape *s)
 {
 	(void)s;
@@ -355,6 +374,14 @@ static const struct family families[] = {
 	 "reason: handshake, timeout (not finished within request_timeout), plaintext (a "
 	 "client spoke plain text to a TLS listener), tls_on_plaintext.",
 	 .samples = client_tls_failures},
+	{"ratelimitd_auth_failures_total", "counter",
+	 "Requests refused by listen[].auth before anything else, by reason: noauth (no "
+	 "identity proved), bad_token, forbidden (a right or a policy the identity lacks). "
+	 "Never charged.",
+	 .samples = auth_failures},
+	{"ratelimitd_identity_requests_total", "counter",
+	 "Requests taken from each identity (listen[].auth: required), by its name.",
+	 .samples = identity_requests},
 	{"ratelimitd_clients_accepted_total", "counter",
 	 "Client connections accepted (those refused by max_clients are in "
 	 "ratelimitd_errors_total{code=\"too-many-clients\"}).",

@@ -239,6 +239,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 		struct port *p = &srv->ports[srv->nports++];
 		p->clients = srv->clients;
 		p->cp.admin = cl->admin;
+		p->cp.auth = cl->auth;
 		p->cp.protocol = cl->protocol;
 		p->cp.http = cl->http;
 		p->name = strdup(cl->address);

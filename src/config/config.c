@@ -255,6 +255,7 @@ enum {
 	TK_THROTTLE,
 	TK_SHADOW,
 	TK_ENVOY,
+	TK_IDENTITIES,
 	TK_POLICIES,
 	TK_N
 };
@@ -296,6 +297,9 @@ static const struct ykey top_keys[TK_N] = {
 			 YP_SECTION, NULL, NULL},
 	[TK_ENVOY] = {"envoy", config_envoy_set, offsetof(struct config, envoy), 0, 0, YP_SECTION,
 		      NULL, NULL},
+	/* tokens are read again on every reload (config_load) */
+	[TK_IDENTITIES] = {"identities", config_identity_set, 0, 0, CONFIG_IDENTITIES_MAX,
+			   YP_RELOAD, config_identity_put, NULL},
 	[TK_POLICIES] = {"policies", config_policy_set, 0, 0, CONFIG_POLICIES_MAX, YP_PER_POLICY,
 			 NULL, NULL},
 };
@@ -318,6 +322,7 @@ static const struct ktable *const key_tables[] = {
 	&config_metrics_table,	  /* "metrics." (config_listen.c) */
 	&throttle_table,	  /* "throttle." */
 	&config_envoy_table,	  /* "envoy." (config_envoy.c) */
+	&config_identity_table,	  /* "identities.NAME." (config_identity.c) */
 	&config_policy_table,	  /* "policies.NAME." (config_policy.c) */
 	&config_ban_table,	  /* "policies.NAME.ban." */
 	&config_override_table,	  /* "policies.NAME.overrides.USER." */
@@ -536,6 +541,8 @@ int config_diff(const struct config *running, const struct config *old, const st
 				break;
 			case KT_POLICY:
 				break; /* the policies key reported them */
+			case KT_IDENTITY:
+				break; /* the identities key reported them */
 			}
 		}
 	}
@@ -607,6 +614,13 @@ static int parse_stream(struct yparser *P, struct config *c)
 		yp_fail(P, marks[TK_THROTTLE],
 			"throttle.namespace: %s is a policy's name too: they would share keys",
 			c->throttle.namespace);
+	for (size_t i = 0; i < c->nlisten && !c->nidentities; i++)
+		if (c->listen[i].auth) {
+			yp_fail(P, marks[TK_LISTEN],
+				"listen %s: auth: required needs identities (who may connect)",
+				c->listen[i].address);
+			break;
+		}
 	if (yp_close_document(P) < 0 && P->fatal)
 		return -1;
 	return P->nerr ? -1 : 0;
@@ -621,6 +635,7 @@ static void config_free(struct config *c)
 	free(c->metrics_listen);
 	free(c->envoy.config);
 	envoy_rules_free(c->envoy.rules);
+	config_identity_free(c);
 	for (size_t i = 0; i < c->npolicies; i++)
 		override_set_free(c->policies[i].overrides);
 	free(c->policies);
@@ -664,6 +679,11 @@ struct config *config_load(const char *path, char *err, size_t errlen)
 	free(buf);
 	/* the envoy rules' files: here, so that config_parse reads no file */
 	if (c && c->envoy.config && config_envoy_load(c, path, err, errlen) < 0) {
+		config_free(c);
+		return NULL;
+	}
+	/* the identities' tokens, after the rules: a policy they name may be a rule's */
+	if (c && config_identity_load(c, path, err, errlen) < 0) {
 		config_free(c);
 		return NULL;
 	}

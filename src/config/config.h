@@ -129,6 +129,27 @@ struct config_listen_tls {
 	enum config_client_certs client_certs;
 };
 
+/* Who a client may prove to be (identities.NAME), and what it may then do. */
+#define CONFIG_IDENTITY_NAME_MAX 64
+#define CONFIG_IDENTITIES_MAX 1024
+#define CONFIG_TOKEN_MIN 16
+#define CONFIG_TOKEN_MAX 4096
+enum config_right {
+	CONFIG_RIGHT_DECIDE = 1, /* ALLOW, PEEK, MALLOW, MPEEK, CL.THROTTLE */
+	CONFIG_RIGHT_ADMIN = 2,	 /* RESET, OVERRIDE, UNOVERRIDE, OVERRIDES */
+};
+struct config_identity {
+	char name[CONFIG_IDENTITY_NAME_MAX + 1];
+	char *token_file; /* the token is this file's first line */
+	char *token_env;  /* ... or this environment variable's value */
+	char *cert_name;  /* ... or a verified client certificate with this common name */
+	unsigned rights;  /* enum config_right bits */
+	char **policies;  /* the only policies it may use; NULL: every one */
+	size_t npolicies;
+	char *token; /* read by config_load; never shown, logged or compared but in constant time */
+	size_t token_len;
+};
+
 struct config_listen {
 	char *address; /* "host:port" or "unix:/path" */
 	/* the FileDescriptorName= of the socket systemd passes for this entry
@@ -139,6 +160,7 @@ struct config_listen {
 	enum config_protocol protocol;
 	struct config_http http;
 	struct config_listen_tls tls;
+	int auth; /* listen[].auth: required: a client proves who it is before anything else */
 };
 
 #define CONFIG_DEFAULT_SOCKET_MODE 0660
@@ -178,6 +200,8 @@ struct config {
 	struct config_envoy envoy;
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;
+	struct config_identity *identities; /* in the file's order */
+	size_t nidentities;
 };
 
 /*
@@ -193,6 +217,17 @@ struct config *config_load(const char *path, char *err, size_t errlen);
  * no other file: envoy.config's rules are loaded by config_load only. */
 struct config *config_parse(const char *name, const char *buf, size_t len, char *err,
 			    size_t errlen);
+/* The identity whose token is tok (compared in constant time), or NULL. */
+const struct config_identity *config_identity_by_token(const struct config *c, const char *tok,
+						       size_t len);
+/* The identity a verified client certificate's common name proves, or NULL. */
+const struct config_identity *config_identity_by_cert(const struct config *c, const char *cn);
+/* The identity called name, or NULL. */
+const struct config_identity *config_identity_by_name(const struct config *c, const char *name);
+/* 1 if id has right and, when it names its policies, may use action. */
+int config_identity_may(const struct config_identity *id, enum config_right right,
+			const char *action, size_t action_len);
+
 /* What a reload does with a key (the key tables say, key by key). */
 enum config_reload {
 	CONFIG_RELOAD_APPLIES,	  /* a reload applies it, and logs "KEY OLD -> NEW" */

@@ -21,9 +21,10 @@ struct config_redis;
 
 /* Where the values of a table's keys are in a snapshot, for a reload to compare them. */
 enum ktable_values {
-	KT_AT_BASE, /* at `base` in struct config */
-	KT_LISTEN,  /* in each listen entry, compared entry by entry */
-	KT_POLICY,  /* in each policy: the policies key reports them, policy by policy */
+	KT_AT_BASE,  /* at `base` in struct config */
+	KT_LISTEN,   /* in each listen entry, compared entry by entry */
+	KT_POLICY,   /* in each policy: the policies key reports them, policy by policy */
+	KT_IDENTITY, /* in each identity: the identities key reports them */
 };
 
 /* A table of keys, where it sits in the file and where its values are;
@@ -95,5 +96,14 @@ int config_envoy_set(struct yparser *P, const struct ykey *k, void *dst);
 /* Loads c->envoy.config's rules, a path relative to the directory of the
  * configuration file `name`; 0, or -1 with err. */
 int config_envoy_load(struct config *c, const char *name, char *err, size_t errlen);
+
+/* config_identity.c: identities (who a client may prove to be). */
+extern const struct ktable config_identity_table;
+int config_identity_set(struct yparser *P, const struct ykey *k, void *dst);
+void config_identity_put(FILE *f, const struct ykey *k, const void *base);
+void config_identity_free(struct config *c);
+/* Reads each identity's token (file or environment) and checks the
+ * policies they name; -1 with "NAME: why" in err. */
+int config_identity_load(struct config *c, const char *name, char *err, size_t errlen);
 
 #endif

@@ -139,6 +139,7 @@ enum {
 	LK_DENY_STATUS,
 	LK_LEGACY,
 	LK_TLS,
+	LK_AUTH,
 	LK_N
 };
 
@@ -187,6 +188,12 @@ static void put_trusted(FILE *f, const struct ykey *k, const void *base)
 
 static int set_tls(struct yparser *P, const struct ykey *k, void *dst);
 
+static const struct yenum auth_names[] = {
+	{"off", 0, "anyone who connects may ask anything (the default)"},
+	{"required", 1, "a client proves who it is (identities) before anything else"},
+	{NULL, 0, NULL},
+};
+
 /* The listeners are made once, at start-up: every key is restart-only
  * (but tls's files, read again on every reload). */
 static const struct ykey listen_keys[LK_N] = {
@@ -213,6 +220,8 @@ static const struct ykey listen_keys[LK_N] = {
 		       yp_put_bool, NULL},
 	[LK_TLS] = {"tls", set_tls, offsetof(struct config_listen, tls), 0, 0, YP_SECTION, NULL,
 		    NULL},
+	[LK_AUTH] = {"auth", yp_set_enum, offsetof(struct config_listen, auth), 0, 0, YP_RESTART,
+		     yp_put_enum, auth_names},
 };
 
 const struct ktable config_listen_table = {"listen[].", listen_keys, LK_N, KT_LISTEN, 0};

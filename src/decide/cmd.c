@@ -167,9 +167,127 @@ static void live_command(struct config *cfg, const struct cmd_env *env,
 			  live_done, slot);
 }
 
-void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
-		 int admin, struct cmd_slot *slot)
+_Static_assert(CMD_WHO_MAX == CONFIG_IDENTITY_NAME_MAX, "an identity's name fits a caller");
+
+/* The right a verb needs; 0: none (PING, QUIT, AUTH are for anyone). */
+static unsigned verb_right(enum cmd_verb v)
 {
+	switch (v) {
+	case CMD_ALLOW:
+	case CMD_PEEK:
+	case CMD_MALLOW:
+	case CMD_MPEEK:
+	case CMD_THROTTLE:
+		return CONFIG_RIGHT_DECIDE;
+	case CMD_RESET:
+	case CMD_OVERRIDE:
+	case CMD_UNOVERRIDE:
+	case CMD_OVERRIDES:
+		return CONFIG_RIGHT_ADMIN;
+	case CMD_PING:
+	case CMD_QUIT:
+	case CMD_AUTH:
+		break;
+	}
+	return 0;
+}
+
+/* A token no identity has: counted; the connection closes at the
+ * CMD_AUTH_FAILURES_MAXth in a row (guessing takes connections). */
+static void auth_failed(struct cmd_caller *caller, struct cmd_slot *slot, const char *msg)
+{
+	stats.auth_failures[STATS_AUTH_BAD_TOKEN]++;
+	if (caller && ++caller->failures >= CMD_AUTH_FAILURES_MAX)
+		slot->res.close_after = 1;
+	cmd_reply_error(slot, CMD_ERR_AUTH_FAILED, msg);
+}
+
+/* May id use action (NULL: none named) with right? */
+static int may(const struct config_identity *id, unsigned right, const char *action, size_t len)
+{
+	return config_identity_may(id, (enum config_right)right, action, len);
+}
+
+/*
+ * listen[].auth: who sends pc, and may it? 0: go on; -1: answered (AUTH's
+ * OK, or an error that charges nothing). A listener without auth takes
+ * every request as before, and ignores tokens (forward-auth's requests
+ * carry their end users' Authorization headers).
+ */
+static int authorize(struct config *cfg, const struct cmd_request *pc, struct cmd_caller *caller,
+		     struct cmd_slot *slot)
+{
+	if (pc->verb == CMD_AUTH) {
+		if (cfg->nidentities == 0) {
+			cmd_reply_error(slot, CMD_ERR_AUTH_FAILED, CMD_AUTH_NO_IDENTITIES);
+			return -1;
+		}
+		const struct config_identity *id =
+			config_identity_by_token(cfg, pc->token, pc->token_len);
+		if (!id) {
+			auth_failed(caller, slot, "invalid token");
+			return -1;
+		}
+		if (caller) {
+			memcpy(caller->who, id->name, strlen(id->name) + 1);
+			caller->failures = 0;
+		}
+		reply(slot, CMD_REPLY_OK);
+		return -1;
+	}
+	unsigned right = verb_right(pc->verb);
+	if (!caller || !caller->auth || right == 0)
+		return 0;
+	const struct config_identity *id = NULL;
+	if (pc->token) {
+		id = config_identity_by_token(cfg, pc->token, pc->token_len);
+		if (!id) {
+			auth_failed(caller, slot, "invalid token");
+			return -1;
+		}
+	} else if (caller->who[0]) {
+		id = config_identity_by_name(cfg, caller->who);
+	} else if (caller->cert_cn[0]) {
+		id = config_identity_by_cert(cfg, caller->cert_cn);
+	}
+	if (!id) {
+		stats.auth_failures[STATS_AUTH_NOAUTH]++;
+		cmd_reply_error(slot, CMD_ERR_NOAUTH,
+				"authentication required: AUTH <token> (or a token, or a client "
+				"certificate of an identity) first");
+		return -1;
+	}
+	int ok;
+	if (pc->verb == CMD_MALLOW || pc->verb == CMD_MPEEK) {
+		ok = pc->npairs > 0;
+		for (int i = 0; i < pc->npairs && ok; i++)
+			ok = may(id, right, pc->pairs[i].action, pc->pairs[i].action_len);
+	} else if (pc->policy) {
+		ok = may(id, right, pc->policy->name, pc->policy->name_len);
+	} else if (pc->verb == CMD_THROTTLE) {
+		ok = may(id, right, cfg->throttle.namespace, strlen(cfg->throttle.namespace));
+	} else if (pc->verb == CMD_OVERRIDES) {
+		ok = may(id, right, NULL, 0);
+	} else {
+		ok = may(id, right, pc->action, pc->action_len);
+	}
+	if (!ok) {
+		char msg[160];
+		stats.auth_failures[STATS_AUTH_FORBIDDEN]++;
+		snprintf(msg, sizeof(msg), "identity %s may not %s%s", id->name,
+			 right == CONFIG_RIGHT_ADMIN ? "administer" : "decide",
+			 id->policies ? " (or not this policy)" : "");
+		cmd_reply_error(slot, CMD_ERR_FORBIDDEN, msg);
+		return -1;
+	}
+	stats_count_identity(id->name);
+	return 0;
+}
+
+void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		 struct cmd_caller *caller, struct cmd_slot *slot)
+{
+	int admin = caller ? caller->admin : 0;
 	slot->parsed_us = clock_mono_us();
 	slot->cfg = NULL;
 	slot->multi = NULL;
@@ -179,12 +297,16 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	enum store_op op;
 	if ((unsigned)pc->verb < CMD_VERB_N)
 		stats.requests[pc->verb]++;
+	if (authorize(cfg, pc, caller, slot) < 0)
+		return;
 	switch (pc->verb) {
 	case CMD_PING:
 		reply(slot, CMD_REPLY_PONG);
 		return;
 	case CMD_QUIT:
 		reply(slot, CMD_REPLY_BYE);
+		return;
+	case CMD_AUTH: /* authorize answered it */
 		return;
 	case CMD_RESET:
 		if (!admin) {

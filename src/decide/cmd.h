@@ -14,9 +14,10 @@
 
 struct config;
 
-/* admin: the request came through a listener with admin: true. */
+/* caller: who sends it (the listener's admin and auth, the identity proved;
+ * AUTH changes it). */
 void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *req,
-		 int admin, struct cmd_slot *slot);
+		 struct cmd_caller *caller, struct cmd_slot *slot);
 
 /* Frees what a result owns (an OVERRIDES item); before a slot is reused. */
 void cmd_result_release(struct cmd_result *res);

@@ -75,6 +75,8 @@ struct grpc_stream {
 	int answered;	   /* ... and it answered */
 	int gone;	   /* the HTTP/2 stream is closed */
 	int64_t timeout_ms;
+	char *token; /* authorization: Bearer's (allocated) */
+	size_t token_len;
 	uint8_t *body;
 	size_t len, cap;
 	/* the answer: the framed message, sent by the data provider */
@@ -155,6 +157,10 @@ static void stream_free(struct grpc_stream *st)
 		free(st->body);
 	if (st->out != st->out_inline)
 		free(st->out);
+	if (st->token) {
+		memset(st->token, 0, st->token_len);
+		free(st->token);
+	}
 	stream_put(st);
 }
 
@@ -360,6 +366,14 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
 		st->has_timeout = 1;
 	} else if (name_is(name, namelen, "grpc-encoding")) {
 		st->identity_only = valuelen == 8 && memcmp(value, "identity", 8) == 0;
+	} else if (name_is(name, namelen, "authorization") && valuelen > 7 &&
+		   strncasecmp((const char *)value, "bearer ", 7) == 0 && !st->token) {
+		/* a listener with auth: required takes it (the header list is bounded) */
+		st->token = malloc(valuelen - 7);
+		if (st->token) {
+			memcpy(st->token, value + 7, valuelen - 7);
+			st->token_len = valuelen - 7;
+		}
 	}
 	return 0;
 }
@@ -496,7 +510,9 @@ static void stream_request(struct grpc_session *s, struct grpc_stream *st)
 		.timeout_ms = st->timeout_ms > 0 ? st->timeout_ms - st->timeout_ms / 10 : 0,
 		.cfg = *s->host.cfg,
 		.env = s->host.env,
-		.admin = s->host.admin,
+		.caller = s->host.caller,
+		.token = st->token,
+		.token_len = st->token_len,
 		.state = state,
 	};
 	config_ref(st->call.cfg);
@@ -713,7 +729,7 @@ static void *ops_new(const struct frontend *fe, const struct session_host *host,
 	struct grpc_host h = {
 		.cfg = host->cfg,
 		.env = host->env,
-		.admin = host->admin,
+		.caller = host->caller,
 		.ready = host->ready,
 		.arg = host->arg,
 	};

@@ -34,7 +34,7 @@ struct session_ops;
 struct grpc_host {
 	struct config *const *cfg; /* the snapshot new calls run under */
 	const struct cmd_env *env;
-	int admin;
+	struct cmd_caller *caller; /* the connection's (session.h) */
 	/* output is waiting: grpc_session_output at the end of the loop turn */
 	void (*ready)(void *arg);
 	void *arg;
@@ -47,7 +47,10 @@ struct grpc_call {
 	int64_t timeout_ms; /* grpc-timeout less a tenth (the answer's way back); 0: none */
 	struct config *cfg; /* the snapshot it runs under (held by the session) */
 	const struct cmd_env *env;
-	int admin;
+	struct cmd_caller *caller;
+	/* the authorization metadata's bearer token (valid until answered); NULL: none */
+	const char *token;
+	size_t token_len;
 	void *state; /* the method's own room (grpc_method.state_size bytes, not zeroed) */
 };
 

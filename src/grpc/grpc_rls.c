@@ -29,6 +29,32 @@ static void rls_answer(struct rls_call *rc, const struct cmd_result *res, int al
 	grpc_call_reply(rc->call, buf, len);
 }
 
+/* The status a call's error is answered with. */
+static enum grpc_status rls_status_of(enum cmd_error e)
+{
+	switch (e) {
+	case CMD_ERR_STORE_UNAVAILABLE:
+		return GRPC_UNAVAILABLE;
+	case CMD_ERR_REQUEST_TIMEOUT:
+		return GRPC_DEADLINE_EXCEEDED;
+	case CMD_ERR_NOAUTH:
+	case CMD_ERR_AUTH_FAILED:
+		return GRPC_UNAUTHENTICATED;
+	case CMD_ERR_FORBIDDEN:
+		return GRPC_PERMISSION_DENIED;
+	case CMD_ERR_SYNTAX:
+	case CMD_ERR_UNKNOWN_COMMAND:
+	case CMD_ERR_UNKNOWN_ACTION:
+	case CMD_ERR_BAD_COST:
+	case CMD_ERR_BAD_USER:
+	case CMD_ERR_LINE_TOO_LONG:
+	case CMD_ERR_TOO_MANY_CLIENTS:
+	case CMD_ERR_TLS_REQUIRED:
+		break;
+	}
+	return GRPC_INVALID_ARGUMENT;
+}
+
 static void rls_complete(struct cmd_slot *slot)
 {
 	struct rls_call *rc = (struct rls_call *)slot;
@@ -49,11 +75,7 @@ static void rls_complete(struct cmd_slot *slot)
 		rls_answer(rc, res, (res->allowed || rc->plan.cost == 0) && !rc->plan.zero_over);
 		break;
 	case CMD_REPLY_ERROR:
-		grpc_call_fail(rc->call,
-			       res->error == CMD_ERR_STORE_UNAVAILABLE ? GRPC_UNAVAILABLE
-			       : res->error == CMD_ERR_REQUEST_TIMEOUT ? GRPC_DEADLINE_EXCEEDED
-								       : GRPC_INVALID_ARGUMENT,
-			       res->msg);
+		grpc_call_fail(rc->call, rls_status_of(res->error), res->msg);
 		break;
 	default:
 		grpc_call_fail(rc->call, GRPC_INTERNAL, "unexpected reply");
@@ -83,11 +105,13 @@ static void rls_start(struct grpc_call *call)
 	struct cmd_request req;
 	rls_request(&rc->plan, &req);
 	req.timeout_ms = call->timeout_ms;
+	req.token = call->token;
+	req.token_len = call->token_len;
 	rc->slot.complete = rls_complete;
 	rc->slot.front = STATS_FRONT_GRPC;
 	rc->slot.cfg = NULL;
 	rc->slot.res.item = NULL;
-	cmd_execute(call->cfg, call->env, &req, call->admin, &rc->slot);
+	cmd_execute(call->cfg, call->env, &req, call->caller, &rc->slot);
 }
 
 /* ---- health ---- */

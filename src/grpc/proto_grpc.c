@@ -151,6 +151,10 @@ const char *grpc_status_name(enum grpc_status s)
 		return "INTERNAL";
 	case GRPC_UNAVAILABLE:
 		return "UNAVAILABLE";
+	case GRPC_PERMISSION_DENIED:
+		return "PERMISSION_DENIED";
+	case GRPC_UNAUTHENTICATED:
+		return "UNAUTHENTICATED";
 	}
 	return "UNKNOWN";
 }

@@ -32,8 +32,9 @@ enum cmd_verb {
 	CMD_OVERRIDE,	/* admin: set a run-time override (override_live.h) */
 	CMD_UNOVERRIDE, /* admin: clear one */
 	CMD_OVERRIDES,	/* admin: the index-th one in force */
+	CMD_AUTH,	/* prove an identity (token): the connection's requests are its */
 };
-#define CMD_VERB_N (CMD_OVERRIDES + 1)
+#define CMD_VERB_N (CMD_AUTH + 1)
 
 /* The most pairs one MALLOW or MPEEK may name. */
 #define CMD_PAIRS_MAX 8
@@ -91,7 +92,34 @@ struct cmd_request {
 	 * statuses), so a cached denial of one pair may not answer alone: it
 	 * knows nothing of the others' remaining */
 	int pair_figures;
+	/* AUTH's token, or the one a request carries (HTTP's Authorization:
+	 * Bearer, gRPC's authorization metadata); NULL: none */
+	const char *token;
+	size_t token_len;
 };
+
+/* The longest identity name (config.h's CONFIG_IDENTITY_NAME_MAX). */
+#define CMD_WHO_MAX 64
+
+/*
+ * Who sends a connection's requests: the listener's admin and auth, and
+ * the identity proved on it (by AUTH, or a client certificate's name).
+ * Names, not pointers: a reload may change or remove the identity, and
+ * each request finds it again in its own configuration.
+ */
+struct cmd_caller {
+	int admin;		       /* listen[].admin */
+	int auth;		       /* listen[].auth: required */
+	char who[CMD_WHO_MAX + 1];     /* the identity AUTH proved; "" none */
+	char cert_cn[CMD_WHO_MAX + 1]; /* a verified client certificate's name; "" none */
+	unsigned failures;	       /* failed AUTHs in a row: at CMD_AUTH_FAILURES_MAX, closed */
+};
+#define CMD_AUTH_FAILURES_MAX 3
+/* AUTH's answer when no identity is configured: Redis's words for AUTH to
+ * a server without a password (clients such as ioredis then go on). */
+#define CMD_AUTH_NO_IDENTITIES                                                              \
+	"AUTH <password> called without any password configured for the default user. Are " \
+	"you sure your configuration is correct?"
 
 /* Why a request got an error: the codes of proto/protocol.md, in order
  * (proto_error_code names them). */
@@ -107,8 +135,10 @@ enum cmd_error {
 	CMD_ERR_STORE_UNAVAILABLE,
 	CMD_ERR_REQUEST_TIMEOUT, /* a request begun was not whole in time */
 	CMD_ERR_TLS_REQUIRED,	 /* plain text sent to a TLS listener */
+	CMD_ERR_NOAUTH,		 /* listen[].auth: required, and no identity proved */
+	CMD_ERR_AUTH_FAILED,	 /* a token no identity has */
 };
-#define CMD_ERR_N (CMD_ERR_TLS_REQUIRED + 1)
+#define CMD_ERR_N (CMD_ERR_AUTH_FAILED + 1)
 
 enum cmd_reply {
 	CMD_REPLY_DECISION, /* ALLOW, PEEK */

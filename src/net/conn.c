@@ -75,6 +75,7 @@ struct conn {
 	int handshaking;	   /* TLS: the handshake is not done */
 	const struct frontend *fe; /* the listener's row (tls-required's words) */
 	const char *lname;	   /* the listener's address, for logs */
+	struct cmd_caller caller;  /* who sends the requests (the sessions point here) */
 	struct conn_ctx *ctx;
 	/* what runs on the bytes (frontend.c's row for the listener) */
 	const struct session_ops *ops;
@@ -671,6 +672,9 @@ static void handshake_step(struct conn *c)
 	case TLS_IO_DONE:
 		c->handshaking = 0;
 		stats.client_tls_handshakes++;
+		/* a verified client certificate's name: an identity's cert_name proves it */
+		if (tls_peer_name(c->ssl, why, sizeof(why)) && strlen(why) <= CMD_WHO_MAX)
+			memcpy(c->caller.cert_cn, why, strlen(why) + 1);
 		event_del(c->rto);
 		event_del(c->wev);
 		read_on(c); /* and what came with the handshake's last flight */
@@ -773,11 +777,13 @@ struct conn *conn_new(struct conn_ctx *ctx, evutil_socket_t fd, const struct soc
 	struct session_host host = {
 		.cfg = &ctx->cfg,
 		.env = ctx->env,
-		.admin = port->admin,
+		.caller = &c->caller,
 		.ready = session_ready,
 		.arg = c,
 	};
 	c->io = &plain_io;
+	c->caller.admin = port->admin;
+	c->caller.auth = port->auth;
 	c->fe = fe;
 	c->lname = port->name;
 	if (port->tls) {

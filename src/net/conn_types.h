@@ -13,6 +13,7 @@
 struct tls_server;
 struct conn_port {
 	int admin; /* the listener allows admin commands */
+	int auth;  /* listen[].auth: required */
 	enum config_protocol protocol;
 	struct config_http http;
 	struct tls_server

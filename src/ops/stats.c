@@ -162,6 +162,43 @@ void stats_observe_decision(enum stats_front f, uint64_t us)
 		hist_observe(&stats.decision_us[f], &stats_latency_bounds, us);
 }
 
+const char *stats_auth_failure_name(enum stats_auth_failure f)
+{
+	switch (f) {
+	case STATS_AUTH_NOAUTH:
+		return "noauth";
+	case STATS_AUTH_BAD_TOKEN:
+		return "bad_token";
+	case STATS_AUTH_FORBIDDEN:
+		return "forbidden";
+	case STATS_AUTH_N:
+		break;
+	}
+	return "?";
+}
+
+static struct stats_identity identities[STATS_IDENTITIES_MAX];
+static size_t nidentities;
+
+void stats_count_identity(const char *name)
+{
+	for (size_t i = 0; i < nidentities; i++)
+		if (strcmp(identities[i].name, name) == 0) {
+			identities[i].requests++;
+			return;
+		}
+	if (nidentities == STATS_IDENTITIES_MAX || strlen(name) >= sizeof(identities[0].name))
+		return;
+	memcpy(identities[nidentities].name, name, strlen(name) + 1);
+	identities[nidentities++].requests = 1;
+}
+
+const struct stats_identity *stats_identities(size_t *n)
+{
+	*n = nidentities;
+	return identities;
+}
+
 const char *stats_tls_failure_name(enum stats_tls_failure f)
 {
 	switch (f) {

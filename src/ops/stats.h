@@ -51,6 +51,26 @@ enum stats_tls_failure {
 };
 const char *stats_tls_failure_name(enum stats_tls_failure f);
 
+/* Why a request was refused before anything else (listen[].auth: required). */
+enum stats_auth_failure {
+	STATS_AUTH_NOAUTH,    /* no identity proved */
+	STATS_AUTH_BAD_TOKEN, /* a token no identity has */
+	STATS_AUTH_FORBIDDEN, /* the identity lacks the right, or the policy */
+	STATS_AUTH_N
+};
+const char *stats_auth_failure_name(enum stats_auth_failure f);
+
+/* Requests taken from each identity, by name (identities come from the
+ * configuration: at most STATS_IDENTITIES_MAX names in a process's life). */
+#define STATS_IDENTITIES_MAX 1024
+struct stats_identity {
+	char name[65];
+	unsigned long long requests;
+};
+void stats_count_identity(const char *name);
+/* The identities counted so far, in the order first seen. */
+const struct stats_identity *stats_identities(size_t *n);
+
 struct stats {
 	unsigned long long requests[CMD_VERB_N]; /* parsed requests, by verb */
 	/* ALLOW and PEEK answers: [where from][0 denied, 1 allowed] */
@@ -73,6 +93,7 @@ struct stats {
 	/* clients' TLS connections that failed, by why (conn.c) */
 	unsigned long long client_tls_failures[STATS_TLS_N];
 	unsigned long long client_tls_handshakes; /* finished */
+	unsigned long long auth_failures[STATS_AUTH_N];
 	/* gRPC ShouldRateLimit calls for a domain no envoy rule file has */
 	unsigned long long envoy_unknown_domain;
 	unsigned long long reloads_ok, reloads_failed;

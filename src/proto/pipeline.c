@@ -215,7 +215,9 @@ static void pipeline_input(void *s, struct evbuffer *in, int eof, struct session
 		default:
 			if (got.req.verb == CMD_QUIT)
 				st->close = 1;
-			cmd_execute(cfg, pl->host.env, &got.req, pl->host.admin, &p->slot);
+			cmd_execute(cfg, pl->host.env, &got.req, pl->host.caller, &p->slot);
+			if (p->slot.res.close_after)
+				st->close = 1; /* too many failed AUTHs */
 			/* answered already (p stays queued until written) */
 			st->refused |= p->done && p->slot.res.refused;
 			break;

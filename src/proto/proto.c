@@ -17,7 +17,7 @@ static const char *const verb_names[CMD_VERB_N] = {
 	[CMD_QUIT] = "quit",	       [CMD_THROTTLE] = "throttle",
 	[CMD_MALLOW] = "mallow",       [CMD_MPEEK] = "mpeek",
 	[CMD_OVERRIDE] = "override",   [CMD_UNOVERRIDE] = "unoverride",
-	[CMD_OVERRIDES] = "overrides",
+	[CMD_OVERRIDES] = "overrides", [CMD_AUTH] = "auth",
 };
 
 static const char *const error_codes[CMD_ERR_N] = {
@@ -32,6 +32,8 @@ static const char *const error_codes[CMD_ERR_N] = {
 	[CMD_ERR_STORE_UNAVAILABLE] = "store-unavailable",
 	[CMD_ERR_REQUEST_TIMEOUT] = "request-timeout",
 	[CMD_ERR_TLS_REQUIRED] = "tls-required",
+	[CMD_ERR_NOAUTH] = "noauth",
+	[CMD_ERR_AUTH_FAILED] = "auth-failed",
 };
 
 const char *proto_verb_name(enum cmd_verb v)

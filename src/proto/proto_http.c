@@ -445,8 +445,8 @@ end:
 
 /* The request's headers that matter here. */
 struct headers {
-	const char *host, *xff, *real_ip, *user, *connection;
-	size_t xff_len, real_ip_len, user_len, connection_len;
+	const char *host, *xff, *real_ip, *user, *connection, *bearer;
+	size_t xff_len, real_ip_len, user_len, connection_len, bearer_len;
 	int nhost, te, ncl;
 	long long cl;
 };
@@ -567,6 +567,11 @@ static int read_headers(const char *buf, size_t from, size_t hend, const struct 
 		} else if (name_is(name, nlen, "x-real-ip")) {
 			h->real_ip = v;
 			h->real_ip_len = vlen;
+		} else if (name_is(name, nlen, "authorization") && vlen > 7 &&
+			   name_is(v, 6, "bearer") && v[6] == ' ') {
+			/* a listener with auth: required takes the token (RFC 6750) */
+			h->bearer = v + 7;
+			h->bearer_len = vlen - 7;
 		}
 		if (pc->http.user_header[0] && name_is(name, nlen, pc->http.user_header)) {
 			h->user = v;
@@ -678,6 +683,8 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 	struct cmd_request *req = &out->req;
 	memset(req, 0, sizeof(*req));
 	req->cost = 1;
+	req->token = h.bearer;
+	req->token_len = h.bearer_len;
 	struct args a;
 	memset(&a, 0, sizeof(a));
 	enum proto_step st;
@@ -796,6 +803,9 @@ static int error_status(enum cmd_error e)
 		return 408;
 	case CMD_ERR_TLS_REQUIRED:
 		return 400;
+	case CMD_ERR_NOAUTH:
+	case CMD_ERR_AUTH_FAILED:
+		return 401;
 	}
 	return 500;
 }
@@ -1016,6 +1026,8 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 		bl = put_json_text(body, bl, msg, sizeof(body) - 4);
 		bl = put(body, bl, "\"}\n");
 		n = head(buf, status, "application/json", bl, r->close_after);
+		if (status == 401) /* RFC 6750: how to authenticate */
+			n = put(buf, n, "WWW-Authenticate: Bearer realm=\"ratelimitd\"\r\n");
 		break;
 	}
 	}

@@ -102,9 +102,16 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 		if (ntok != 1)
 			return fail(err, CMD_ERR_SYNTAX, "usage: QUIT");
 		return 0;
+	} else if (proto_word_is(tok[0], tlen[0], "AUTH")) {
+		cmd->verb = CMD_AUTH;
+		if (ntok != 2)
+			return fail(err, CMD_ERR_SYNTAX, "usage: AUTH <token>");
+		cmd->token = tok[1];
+		cmd->token_len = tlen[1];
+		return 0;
 	} else {
 		return fail(err, CMD_ERR_UNKNOWN_COMMAND,
-			    "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT OVERRIDE "
+			    "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
 			    "UNOVERRIDE OVERRIDES");
 	}
 	if (tlen[1] > KEYS_USER_MAX)

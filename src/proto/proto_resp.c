@@ -18,7 +18,6 @@
 enum resp_local {
 	RESP_LOCAL_OK,		/* CLIENT SETNAME/SETINFO, SELECT 0 */
 	RESP_LOCAL_NOPROTO,	/* HELLO: clients fall back to RESP2 */
-	RESP_LOCAL_NOPASS,	/* AUTH: no password is configured */
 	RESP_LOCAL_INFO,	/* INFO: what a client's ready check reads */
 	RESP_LOCAL_EMPTY_ARRAY, /* COMMAND, COMMAND DOCS, CONFIG GET: nothing to tell */
 	RESP_LOCAL_DB_RANGE,	/* SELECT n, n != 0 */
@@ -39,9 +38,6 @@ enum resp_local {
 static const char *const local_replies[] = {
 	[RESP_LOCAL_OK] = "+OK\r\n",
 	[RESP_LOCAL_NOPROTO] = "-NOPROTO sorry, this protocol version is not supported\r\n",
-	/* Redis's own words: clients (ioredis) recognise them and go on */
-	[RESP_LOCAL_NOPASS] = "-ERR AUTH <password> called without any password configured for "
-			      "the default user. Are you sure your configuration is correct?\r\n",
 	[RESP_LOCAL_INFO] = NULL, /* a bulk string, formatted below */
 	[RESP_LOCAL_EMPTY_ARRAY] = "*0\r\n",
 	[RESP_LOCAL_DB_RANGE] = "-ERR DB index is out of range\r\n",
@@ -193,7 +189,14 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		return local(out, alen[1] == 1 && arg[1][0] == '0' ? RESP_LOCAL_OK
 								   : RESP_LOCAL_DB_RANGE);
 	} else if (proto_word_is(arg[0], alen[0], "AUTH")) {
-		return local(out, RESP_LOCAL_NOPASS);
+		/* AUTH <token>, or AUTH <user> <token> as Redis 6 clients send
+		 * it (the user is the identity's name; the token decides) */
+		if (n != 2 && n != 3)
+			return bad(out, CMD_ERR_SYNTAX, "usage: AUTH [<identity>] <token>");
+		req->verb = CMD_AUTH;
+		req->token = arg[n - 1];
+		req->token_len = alen[n - 1];
+		return PROTO_REQUEST;
 	} else if (proto_word_is(arg[0], alen[0], "INFO")) {
 		return local(out, RESP_LOCAL_INFO);
 	} else if (proto_word_is(arg[0], alen[0], "COMMAND")) {
@@ -203,7 +206,7 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		return local(out, RESP_LOCAL_EMPTY_ARRAY); /* no Redis parameter here */
 	} else {
 		return bad(out, CMD_ERR_UNKNOWN_COMMAND,
-			   "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT OVERRIDE "
+			   "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
 			   "UNOVERRIDE OVERRIDES");
 	}
 	if (alen[1] == 0)
@@ -361,6 +364,22 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 		break;
 	}
 	size_t cap = REPLY_MAX - 2;
+	/* AUTH to a daemon without identities: Redis's own words, which
+	 * clients (ioredis) recognise and go on */
+	if (res->kind == CMD_REPLY_ERROR && res->error == CMD_ERR_AUTH_FAILED &&
+	    strncmp(res->msg, CMD_AUTH_NO_IDENTITIES, sizeof(CMD_AUTH_NO_IDENTITIES) - 1) == 0) {
+		n = put_text(buf, 0, "-ERR ", cap);
+		n = put_text(buf, n, res->msg, cap);
+		return put(buf, n, "\r\n", 2);
+	}
+	/* the prefixes Redis clients know: they raise an authentication error */
+	if (res->kind == CMD_REPLY_ERROR &&
+	    (res->error == CMD_ERR_NOAUTH || res->error == CMD_ERR_AUTH_FAILED)) {
+		n = put_text(buf, 0, res->error == CMD_ERR_NOAUTH ? "-NOAUTH " : "-WRONGPASS ",
+			     cap);
+		n = put_text(buf, n, res->msg, cap);
+		return put(buf, n, "\r\n", 2);
+	}
 	n = put_text(buf, 0, "-ERR ", cap);
 	n = put_text(buf, n, res->kind == CMD_REPLY_ERROR ? proto_error_code(res->error) : "syntax",
 		     cap);

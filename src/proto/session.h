@@ -23,7 +23,9 @@ struct sockaddr;
 struct session_host {
 	struct config *const *cfg; /* the snapshot new requests run under */
 	const struct cmd_env *env;
-	int admin;
+	/* who sends the requests (admin, auth, the identity proved): the
+	 * connection's, living as long as it */
+	struct cmd_caller *caller;
 	/* output may be ready: the connection writes it at the end of the
 	 * loop turn (session_ops.next). Never called after free. */
 	void (*ready)(void *arg);

@@ -198,7 +198,8 @@ static struct cmd_result execute(const struct cmd_request *req, int admin)
 	memset(&F.slot, 0, sizeof(F.slot));
 	F.slot.complete = on_complete;
 	F.completed = 0;
-	cmd_execute(F.cfg, &F.env, req, admin, &F.slot);
+	struct cmd_caller caller = {.admin = admin};
+	cmd_execute(F.cfg, &F.env, req, &caller, &F.slot);
 	for (int i = 0; i < 100 && !F.completed; i++)
 		event_base_loop(F.base, EVLOOP_ONCE | EVLOOP_NONBLOCK);
 	ck_assert_int_eq(F.completed, 1);

@@ -43,9 +43,9 @@ static struct cmd_slot *slots[MAX_SLOTS];
 static int nslots; /* requests cmd_execute was given */
 
 void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *req,
-		 int admin, struct cmd_slot *slot)
+		 struct cmd_caller *caller, struct cmd_slot *slot)
 {
-	(void)cfg, (void)env, (void)admin;
+	(void)cfg, (void)env, (void)caller;
 	struct cmd_result *res = &slot->res;
 	if (req->verb == CMD_QUIT || req->verb == CMD_PING) {
 		res->kind = req->verb == CMD_QUIT ? CMD_REPLY_BYE : CMD_REPLY_PONG;

@@ -10,7 +10,7 @@
 #include "proto_resp.h"
 
 /* The protocol's own replies, as proto_resp.c numbers them. */
-enum { L_OK, L_NOPROTO, L_NOPASS, L_INFO, L_EMPTY_ARRAY, L_DB_RANGE };
+enum { L_OK, L_NOPROTO, L_INFO, L_EMPTY_ARRAY, L_DB_RANGE };
 
 #define MAX_LINE 128
 
@@ -117,7 +117,9 @@ static const struct rcase cases[] = {
 	LOCAL("*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n", L_OK),
 	LOCAL("*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n", L_DB_RANGE),
 	LOCAL("*2\r\n$6\r\nSELECT\r\n$2\r\n00\r\n", L_DB_RANGE),
-	LOCAL("*2\r\n$4\r\nAUTH\r\n$1\r\np\r\n", L_NOPASS),
+	REQ("*2\r\n$4\r\nAUTH\r\n$1\r\np\r\n", CMD_AUTH, NULL, NULL, 1),
+	REQ("*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$1\r\np\r\n", CMD_AUTH, NULL, NULL, 1),
+	BAD("*1\r\n$4\r\nAUTH\r\n", CMD_ERR_SYNTAX),
 	LOCAL("*1\r\n$4\r\nINFO\r\n", L_INFO),
 	LOCAL("*1\r\n$7\r\nCOMMAND\r\n", L_EMPTY_ARRAY),
 	LOCAL("*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$1\r\n*\r\n", L_EMPTY_ARRAY),
