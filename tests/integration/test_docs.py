@@ -507,13 +507,18 @@ class DocsTest(DaemonTest):
             made = {"ca_file": pki.ca, "cert_file": pki.client_cert,
                     "key_file": pki.client_key, "server cert_file": pki.server_cert,
                     "server key_file": pki.server_key}
-            names = re.findall(r"\b(ca_file|cert_file|key_file): /etc/ratelimitd/([^\s,}]+)",
-                               text)
+            names = re.findall(r"\b(ca_file|cert_file|key_file|token_file): "
+                               r"/etc/ratelimitd/([^\s,}]+)", text)
             self.assertTrue(names, b.where)
             for key, name in names:
+                path = os.path.join(self.tmpdir, name)
+                if key == "token_file":  # a token of its own for each
+                    with open(path, "w") as f:
+                        f.write("token-%s-0123456789abcdef\n" % name)
+                    continue
                 # a file named server... is a listener's, the rest a client's
                 mine = made.get(("server " if name.startswith("server") else "") + key)
-                shutil.copy(mine, os.path.join(self.tmpdir, name))
+                shutil.copy(mine, path)
             text = text.replace("/etc/ratelimitd/", self.tmpdir + "/")
         under = b.opts.get("under")
         if under:
@@ -615,7 +620,7 @@ class DocListsTest(DaemonTest):
                 c.send(verb)
                 r = c.readline()
                 self.assertFalse(r.startswith("ERR unknown-command"), (verb, r))
-        self.assertEqual(len(daemon), 10, daemon)
+        self.assertEqual(len(daemon), 11, daemon)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"*1\r\n$5\r\nFETCH\r\n")
             resp_reply = s.recv(4096).decode().rstrip("\r\n")

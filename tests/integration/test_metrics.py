@@ -16,8 +16,8 @@ import urllib.request
 
 import yaml
 
-from harness import (DAEMON, SLOW, SRCDIR, DaemonTest, free_port, http_get, make_config,
-                     parse_decision, run_cli, wait_until)
+from harness import (DAEMON, SLOW, SRCDIR, Client, DaemonTest, free_port, http_get,
+                     make_config, parse_decision, run_cli, wait_until)
 from harness import scrape_metrics as scrape
 from rls_client import RlsClient, overall
 import resp
@@ -556,7 +556,7 @@ class FrontEndsTest(DaemonTest):
 
 
 # Labels whose values are not a fixed list: policy names, versions, buckets.
-FREE_LABELS = {"action", "le", "version", "libevent", "hiredis", "nghttp2"}
+FREE_LABELS = {"action", "le", "version", "libevent", "hiredis", "nghttp2", "identity"}
 
 
 def doc_metric_rows():
@@ -605,11 +605,18 @@ class MetricsDocTest(DaemonTest):
     def test_table_matches_scrape(self):
         self.redis = self.start_redis()
         scraped = {}
+        os.environ["RL_METRICS_TOKEN"] = "metrics-test-token-0123456789"
         for store in ("redis: {address: %s}" % self.redis.address, "store: memory"):
-            port, mport = free_port(), free_port()
-            self.start_daemon(config="listen: [127.0.0.1:%d]\n%s\nmetrics: {listen: "
-                              "127.0.0.1:%d}\npolicies: {reply: 5/60s}\n"
-                              % (port, store, mport), port=port, name="rl%d" % port)
+            port, mport, aport = free_port(), free_port(), free_port()
+            # a listener with auth: an identity's requests are counted by its name
+            self.start_daemon(config="listen: [127.0.0.1:%d, {address: 127.0.0.1:%d, auth: "
+                              "required}]\n%s\nmetrics: {listen: 127.0.0.1:%d}\nidentities: "
+                              "{app: {token_env: RL_METRICS_TOKEN, rights: [decide]}}\n"
+                              "policies: {reply: 5/60s}\n"
+                              % (port, aport, store, mport), port=port, name="rl%d" % port)
+            with Client(aport) as c:
+                self.assertEqual(c.request("AUTH metrics-test-token-0123456789"), "OK")
+                self.assertTrue(c.request("ALLOW u reply").startswith("ALLOWED"))
             for fam, (typ, labels) in scrape_families(mport).items():
                 scraped.setdefault(fam, (typ, {}))
                 for k, vs in labels.items():

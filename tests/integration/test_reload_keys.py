@@ -121,6 +121,23 @@ CHANGES = {
           {"listen[0].tls.cert_file", "listen[0].tls.key_file", "listen[0].tls.client_certs", "listen[0].tls.ca_dir"}),
     "listen[].tls.client_certs": ({"listen": listen_with(0, '{address: "127.0.0.1:%(port)d", admin: true, tls: {enabled: false, cert_file: %(tmp)s/c.pem, key_file: %(tmp)s/k.pem, client_certs: optional, ca_file: %(tmp)s/ca.pem}}')},
           {"listen[0].tls.cert_file", "listen[0].tls.key_file", "listen[0].tls.client_certs", "listen[0].tls.ca_file"}),
+    "listen[].auth": ({"listen": listen_with(0, '{address: "127.0.0.1:%(port)d", admin: true, '
+                                                'auth: required}'),
+                       "identities": '{app: {token_env: RL_TEST_TOKEN, rights: [decide]}}'},
+                      {"listen[0].auth", "identities"}),
+    "identities": ({"identities": '{app: {token_env: RL_TEST_TOKEN, rights: [decide]}}'},
+                   {"identities"}),
+    "identities.NAME.token_env": ({"identities": '{app: {token_env: RL_TEST_TOKEN, '
+                                                 'rights: [decide]}}'}, {"identities"}),
+    "identities.NAME.token_file": ({"identities": '{app: {token_file: %(tmp)s/t.token, '
+                                                  'rights: [decide]}}'}, {"identities"}),
+    "identities.NAME.cert_name": ({"identities": '{app: {cert_name: app.internal, '
+                                                 'rights: [decide]}}'}, {"identities"}),
+    "identities.NAME.rights": ({"identities": '{app: {cert_name: app.internal, '
+                                              'rights: [decide, admin]}}'}, {"identities"}),
+    "identities.NAME.policies": ({"identities": '{app: {cert_name: app.internal, '
+                                                'rights: [decide], policies: [p]}}'},
+                                 {"identities"}),
     "memory.max_keys": ({"memory": "{max_keys: 5000}", "on_store_error": "local"},
                         {"memory.max_keys", "on_store_error"}),
     "redis.address": ({"redis": '{address: "127.0.0.1:%(xport)d", timeout: 2s}'},
@@ -249,6 +266,9 @@ class ReloadKeysTest(DaemonTest):
     def setUp(self):
         super().setUp()
         self.redis = self.start_redis()
+        os.environ["RL_TEST_TOKEN"] = "reload-keys-token-0123456789"
+        with open(os.path.join(self.tmpdir, "t.token"), "w") as f:
+            f.write("reload-keys-file-token-0123456789\n")
         for name in ("r1", "r2"):
             with open(os.path.join(self.tmpdir, name + ".yaml"), "w") as f:
                 f.write(RULES % name)
