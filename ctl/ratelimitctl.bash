@@ -16,10 +16,10 @@ _ratelimitctl()
 	fi
 
 	local commands="allow peek reset override unoverride overrides ping check-config policies reload rls health"
-	local options="-s --address -c --config -p --pid-file -j --json -T --timeout -V --version -h --help"
+	local options="-s --address -c --config -p --pid-file -j --json -T --timeout -k --token-file -V --version -h --help"
 
 	case $prev in
-	-c | --config | -p | --pid-file)
+	-c | --config | -p | --pid-file | -k | --token-file)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
@@ -36,7 +36,7 @@ _ratelimitctl()
 			config=(-c "${words[i + 1]}")
 			((i++))
 			;;
-		-s | --address | -p | --pid-file | -T | --timeout) ((i++)) ;;
+		-s | --address | -p | --pid-file | -T | --timeout | -k | --token-file) ((i++)) ;;
 		-*) ;;
 		*)
 			cmd=${words[i]}

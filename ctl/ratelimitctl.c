@@ -37,7 +37,8 @@
 struct ctl {
 	struct ctl_ctx x; /* address: -s; NULL: from the config file, else the defaults */
 	const char *config_path;
-	const char *pid_file; /* -p; NULL: the default, else systemctl */
+	const char *pid_file;	/* -p; NULL: the default, else systemctl */
+	const char *token_file; /* -k; NULL: RATELIMITCTL_TOKEN, else no AUTH */
 	int fd;
 	char in[CTL_REPLY_MAX];
 	size_t in_len, consumed; /* consumed: the last reply's line */
@@ -71,6 +72,8 @@ static void usage(FILE *f)
 		"                        without one, `systemctl reload ratelimitd`)\n"
 		"  -j, --json            print one JSON object\n"
 		"  -T, --timeout DUR     give up after DUR (default 5s; 500ms, 2s...)\n"
+		"  -k, --token-file FILE AUTH with the token in FILE first (a listener with\n"
+		"                        auth: required; default: RATELIMITCTL_TOKEN, if set)\n"
 		"  -V, --version, -h, --help\n"
 		"exit status: 0 allowed or done, 1 denied or an invalid config, 2 error\n",
 		CTL_DEFAULT_ADDRESS, CTL_DEFAULT_ADMIN_ADDRESS, CONFIG_DEFAULT_PATH,
@@ -215,6 +218,43 @@ static int request(struct ctl *c, const char *verb, char **args, int nargs, stru
 	if (ctl_send_all(&c->x, c->fd, line, n) < 0 || read_reply(c, r) < 0)
 		return CTL_EXIT_ERROR;
 	return CTL_EXIT_OK;
+}
+
+/* The token of -k (the file's first line), else RATELIMITCTL_TOKEN: sent
+ * with AUTH before the command. 0 (also when there is none), -1 printed. */
+static int authenticate(struct ctl *c)
+{
+	char tok[4100];
+	const char *env = getenv("RATELIMITCTL_TOKEN");
+	if (c->token_file) {
+		FILE *f = fopen(c->token_file, "r");
+		if (!f)
+			return ctl_failed(&c->x, "usage", "token file %s: %s", c->token_file,
+					  strerror(errno));
+		size_t n = fread(tok, 1, sizeof(tok) - 1, f);
+		fclose(f);
+		tok[n] = '\0';
+		tok[strcspn(tok, "\r\n")] = '\0';
+	} else if (env && *env) {
+		snprintf(tok, sizeof(tok), "%s", env);
+	} else {
+		return 0;
+	}
+	if (!tok[0] || strpbrk(tok, " \t"))
+		return ctl_failed(&c->x, "usage", "the token is empty or has a blank");
+	char *args[1] = {tok};
+	struct line_reply r;
+	int rc = request(c, "AUTH", args, 1, &r);
+	memset(tok, 0, sizeof(tok));
+	if (rc != CTL_EXIT_OK)
+		return -1;
+	if (r.kind == LINE_REPLY_ERR) {
+		print_err_reply(c, &r);
+		return -1;
+	}
+	if (r.kind != LINE_REPLY_OK)
+		return ctl_failed(&c->x, "protocol", "unexpected reply to AUTH");
+	return 0;
 }
 
 /* -- commands */
@@ -534,6 +574,8 @@ static int run(struct ctl *c, char **args, int nargs)
 	c->fd = ctl_connect(&c->x, 1);
 	if (c->fd < 0)
 		return CTL_EXIT_ERROR;
+	if (authenticate(c) < 0)
+		return CTL_EXIT_ERROR;
 
 	if (!strcmp(cmd, "allow") || !strcmp(cmd, "peek"))
 		return cmd_decide(c, cmd[0] == 'p', args, nargs);
@@ -557,6 +599,7 @@ int main(int argc, char **argv)
 		{"pid-file", required_argument, NULL, 'p'},
 		{"json", no_argument, NULL, 'j'},
 		{"timeout", required_argument, NULL, 'T'},
+		{"token-file", required_argument, NULL, 'k'},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -564,8 +607,11 @@ int main(int argc, char **argv)
 	int opt;
 	char why[128];
 	/* "+": options end at the command, so a user may begin with '-' */
-	while ((opt = getopt_long(argc, argv, "+s:c:p:jT:Vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+s:c:p:jT:k:Vh", longopts, NULL)) != -1) {
 		switch (opt) {
+		case 'k':
+			c.token_file = optarg;
+			break;
 		case 's':
 			c.x.address = optarg;
 			break;

@@ -229,6 +229,24 @@ class AuthTest(DaemonTest):
         m = scrape_metrics(self.mport)
         self.assertEqual(m['ratelimitd_identity_requests_total{identity="billing"}'], 1)
 
+    def test_ratelimitctl_sends_a_token(self):
+        from test_ctl import ctl
+        self.start()
+        addr = "127.0.0.1:%d" % self.aport
+        r = ctl("-s", addr, "allow", "hal", "reply")
+        self.assertEqual(r.returncode, 2, r.stdout)
+        self.assertIn("noauth", r.stderr)
+        r = ctl("-s", addr, "-k", self.token_file, "allow", "hal", "reply")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        r = ctl("-s", addr, "allow", "hal", "reply", env={"RATELIMITCTL_TOKEN": OPS})
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        r = ctl("-s", addr, "--json", "allow", "hal", "reply",
+                env={"RATELIMITCTL_TOKEN": "wrong-token-0123456789"})
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('"error":"auth-failed"', r.stdout.replace(" ", ""))
+        with Client(self.port) as c:  # two were charged, nothing for the refused ones
+            self.assertEqual(c.request("PEEK hal reply").split()[:3], ["ALLOWED", "5", "3"])
+
     # ---- reload and the command line
 
     def test_a_token_changed_by_a_reload(self):
