@@ -99,7 +99,10 @@ static void check_config(const struct config *c)
 		      (c->idle_timeout_ms >= 1000 && c->idle_timeout_ms <= POLICY_MAX_PERIOD_MS),
 	      "idle_timeout unset or 1s..366d");
 	check(c->log_level >= LOG_LEVEL_DEBUG && c->log_level <= LOG_LEVEL_ERROR, "log_level");
-	check(c->npolicies >= 1 && c->policies, "at least one policy");
+	/* an envoy-only file has none of its own: its rules are its policies
+	 * (loaded by config_load, which reads files; config_parse does not) */
+	check((c->npolicies >= 1 && c->policies) || c->envoy.config,
+	      "at least one policy, or envoy rules");
 	for (size_t i = 0; i < c->npolicies; i++)
 		check_policy(c, i);
 	check(config_find_policy(c, "", 0) == NULL, "empty name finds nothing");

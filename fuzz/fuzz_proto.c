@@ -196,6 +196,10 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 		r->verb = word_eq(v, vl, "PING") ? CMD_PING : CMD_QUIT;
 		if (n != 1)
 			r->code = "syntax";
+	} else if (word_eq(v, vl, "AUTH")) {
+		r->verb = CMD_AUTH;
+		if (n != 2)
+			r->code = "syntax";
 	} else {
 		r->code = "unknown-command";
 	}
@@ -498,6 +502,10 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 				      pr->action_len == ref.tlen[2 + 2 * i],
 			      "pair action token");
 		}
+		break;
+	case CMD_AUTH:
+		check(ref.ntok == 2 && cmd->token == ref.tok[1] && cmd->token_len == ref.tlen[1],
+		      "AUTH's token is its one argument");
 		break;
 	default:
 		check(0, "unknown verb");

@@ -148,6 +148,11 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 	case CMD_PING:
 	case CMD_QUIT:
 		break;
+	case CMD_AUTH:
+		check(r->token_len >= 1 &&
+			      in_request(r->token, r->token_len, w, got->used, state, state_size),
+		      "AUTH's token inside the request");
+		break;
 	default:
 		check(0, "unknown verb");
 	}
@@ -211,6 +216,8 @@ static void log_request(struct olog *l, const struct cmd_request *r)
 			log_bytes(l, r->pairs[i].user, r->pairs[i].user_len);
 	} else if (r->verb == CMD_OVERRIDES) {
 		log_u64(l, (uint64_t)r->index);
+	} else if (r->verb == CMD_AUTH) {
+		log_bytes(l, r->token, r->token_len);
 	} else if (r->verb != CMD_PING && r->verb != CMD_QUIT) {
 		log_bytes(l, r->user, r->user_len);
 		log_u64(l, r->action_len);
