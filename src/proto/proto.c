@@ -46,26 +46,28 @@ const char *proto_error_code(enum cmd_error e)
 	return (unsigned)e < CMD_ERR_N ? error_codes[e] : "other";
 }
 
-size_t proto_refusal(const struct proto *proto, char *buf)
+/* An error the connection closes after: proto's words for it in buf. */
+static size_t closing_error(const struct proto *proto, char *buf, enum cmd_error code,
+			    const char *msg)
 {
 	struct cmd_result res;
 	memset(&res, 0, sizeof(res));
 	res.kind = CMD_REPLY_ERROR;
-	res.error = CMD_ERR_TOO_MANY_CLIENTS;
+	res.error = code;
 	res.close_after = 1;
-	snprintf(res.msg, sizeof(res.msg), "max_clients reached");
+	snprintf(res.msg, sizeof(res.msg), "%s", msg);
 	return proto->format(buf, &res);
+}
+
+size_t proto_refusal(const struct proto *proto, char *buf)
+{
+	return closing_error(proto, buf, CMD_ERR_TOO_MANY_CLIENTS, "max_clients reached");
 }
 
 size_t proto_tls_required(const struct proto *proto, char *buf)
 {
-	struct cmd_result res;
-	memset(&res, 0, sizeof(res));
-	res.kind = CMD_REPLY_ERROR;
-	res.error = CMD_ERR_TLS_REQUIRED;
-	res.close_after = 1;
-	snprintf(res.msg, sizeof(res.msg), "this listener speaks TLS: connect with TLS");
-	return proto->format(buf, &res);
+	return closing_error(proto, buf, CMD_ERR_TLS_REQUIRED,
+			     "this listener speaks TLS: connect with TLS");
 }
 
 size_t proto_window(const struct proto *proto, size_t max_line)
