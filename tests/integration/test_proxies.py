@@ -225,5 +225,65 @@ http://127.0.0.1:%d {
             self.assertEqual(st, 502, body[:200])
 
 
+class ProxiesTlsTest(ProxiesTest):
+    """docs/proxies.md, "Over TLS, with a token": nginx's and Caddy's
+    blocks as written, to an HTTPS listener with auth: required."""
+
+    TOKEN = "proxy-token-0123456789abcdef"
+
+    def setUp(self):
+        DaemonTest.setUp(self)
+        from pki import Pki
+        self.pki = Pki(self.tmpdir)
+        self.redis = self.start_redis()
+        token = os.path.join(self.tmpdir, "proxy.token")
+        with open(token, "w") as f:
+            f.write(self.TOKEN + "\n")
+        line, self.rl_nginx, self.rl_caddy = free_port(), free_port(), free_port()
+        tls = "tls: {cert_file: %s, key_file: %s}" % (self.pki.server_cert, self.pki.server_key)
+        self.daemon = self.start_daemon(
+            POLICIES, port=line, admin=False,
+            identities="{proxy: {token_file: %s, rights: [decide]}}" % token,
+            listen=["127.0.0.1:%d" % line,
+                    "{address: \"127.0.0.1:%d\", protocol: http, deny_status: 403, "
+                    "auth: required, %s}" % (self.rl_nginx, tls),
+                    "{address: \"127.0.0.1:%d\", protocol: http, auth: required, %s}"
+                    % (self.rl_caddy, tls)])
+        self.app = self.start_app()
+
+    def swap_tls(self, text, rl_port):
+        text = text.replace("127.0.0.1:8443", "127.0.0.1:%d" % rl_port)
+        text = text.replace("/etc/nginx/ratelimitd-ca.pem", self.pki.ca)
+        text = text.replace("/etc/caddy/ratelimitd-ca.pem", self.pki.ca)
+        return self.swap(text, rl_port)
+
+    def test_nginx_auth_request(self):
+        main = self.swap(doc_block("nginx"), self.rl_nginx)
+        tls = self.swap_tls(doc_block("nginx", "nginx-tls"), self.rl_nginx)
+        start = main.index("location = /_ratelimit {")
+        end = main.index("}\n", start) + 2
+        port = self.start_nginx(main[:start] + tls + "\n" + main[end:])
+        got = self.check_limits(port)
+        self.assertEqual(got[0][1]["ratelimit"], '"login";r=2;t=60')
+
+    # not run again here: the plaintext class's failure modes are the same
+    test_nginx_without_ratelimitd = None
+
+    def test_caddy_forward_auth(self):
+        port = free_port()
+        block = self.swap_tls(doc_block("caddy", "caddy-tls"), self.rl_caddy)
+        tmp = os.path.join(self.tmpdir, "caddy")
+        os.makedirs(tmp)
+        path = os.path.join(tmp, "Caddyfile")
+        with open(path, "w") as f:
+            f.write("{\n    admin off\n    auto_https off\n}\nhttp://127.0.0.1:%d {\n"
+                    "    bind 127.0.0.1\n%s\n}\n" % (port, block))
+        env = dict(os.environ, HOME=tmp, XDG_DATA_HOME=tmp, XDG_CONFIG_HOME=tmp)
+        self.run_proxy([CADDY, "run", "--config", path, "--adapter", "caddyfile"], port, env=env,
+                       log=os.path.join(tmp, "caddy.log"))
+        got = self.check_limits(port)
+        self.assertEqual(got[3][1]["content-type"], "application/problem+json")
+
+
 if __name__ == "__main__":
     unittest.main()
