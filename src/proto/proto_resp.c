@@ -5,7 +5,9 @@
  * array of five integers. Besides ALLOW, PEEK, RESET, PING, QUIT and
  * redis-cell's CL.THROTTLE (when the configuration allows it), it
  * answers what Redis clients send when they connect (HELLO, CLIENT
- * SETNAME, SELECT 0, AUTH, INFO, COMMAND) the way they can handle.
+ * SETNAME, SELECT 0, AUTH, INFO, COMMAND) the way they can handle:
+ * HELLO 2 (with AUTH, an identity's proof) gets Redis's map of the
+ * server as a RESP2 array; HELLO 3 NOPROTO, so clients stay on RESP2.
  */
 #include "proto_resp.h"
 
@@ -16,17 +18,21 @@
 
 /* The protocol's own replies (PROTO_LOCAL, cmd_result.local). */
 enum resp_local {
-	RESP_LOCAL_OK,		/* CLIENT SETNAME/SETINFO, SELECT 0 */
-	RESP_LOCAL_NOPROTO,	/* HELLO: clients fall back to RESP2 */
-	RESP_LOCAL_INFO,	/* INFO: what a client's ready check reads */
-	RESP_LOCAL_EMPTY_ARRAY, /* COMMAND, COMMAND DOCS, CONFIG GET: nothing to tell */
-	RESP_LOCAL_DB_RANGE,	/* SELECT n, n != 0 */
+	RESP_LOCAL_OK,		  /* CLIENT SETNAME/SETINFO, SELECT 0 */
+	RESP_LOCAL_NOPROTO,	  /* HELLO: clients fall back to RESP2 */
+	RESP_LOCAL_INFO,	  /* INFO: what a client's ready check reads */
+	RESP_LOCAL_EMPTY_ARRAY,	  /* COMMAND, COMMAND DOCS, CONFIG GET: nothing to tell */
+	RESP_LOCAL_DB_RANGE,	  /* SELECT n, n != 0 */
+	RESP_LOCAL_HELLO,	  /* HELLO [2]: the server's map, as RESP2 */
+	RESP_LOCAL_HELLO_VERSION, /* HELLO x: not a version number */
 };
 
 /* cmd_result.tag: a CL.THROTTLE, answered in redis-cell's shape; with a
  * quantity of 0 (a look that never limits). */
 #define TAG_THROTTLE 1
 #define TAG_THROTTLE_PEEK 2
+/* an AUTH sent inside HELLO 2: its OK is HELLO's map */
+#define TAG_HELLO 4
 
 /* Longest "*<n>\r\n" or "$<n>\r\n" header we read: a sign, 10 digits, CRLF. */
 #define HEADER_MAX 14
@@ -35,12 +41,20 @@ enum resp_local {
 	"# Server\r\nratelimitd_version:" RATELIMITD_VERSION "\r\nredis_mode:standalone\r\n" \
 	"loading:0\r\n"
 
+/* HELLO's map (Redis's keys), flat as RESP2 has it; no client id here */
+#define HELLO_HEAD "*14\r\n$6\r\nserver\r\n$10\r\nratelimitd\r\n$7\r\nversion\r\n"
+#define HELLO_TAIL                                                                   \
+	"$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:0\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n" \
+	"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+
 static const char *const local_replies[] = {
 	[RESP_LOCAL_OK] = "+OK\r\n",
 	[RESP_LOCAL_NOPROTO] = "-NOPROTO sorry, this protocol version is not supported\r\n",
 	[RESP_LOCAL_INFO] = NULL, /* a bulk string, formatted below */
 	[RESP_LOCAL_EMPTY_ARRAY] = "*0\r\n",
 	[RESP_LOCAL_DB_RANGE] = "-ERR DB index is out of range\r\n",
+	[RESP_LOCAL_HELLO] = NULL, /* HELLO_TEXT */
+	[RESP_LOCAL_HELLO_VERSION] = "-ERR Protocol version is not an integer or out of range\r\n",
 };
 
 static enum proto_step fatal(struct proto_parsed *out, enum cmd_error code, const char *msg)
@@ -137,6 +151,43 @@ static enum proto_step throttle(const char *const *arg, const size_t *alen, int 
 	return PROTO_REQUEST;
 }
 
+/*
+ * HELLO [<protover> [AUTH <user> <token>] [SETNAME <name>]], as Redis 6
+ * takes it. Only version 2 is spoken: 3 gets NOPROTO before its AUTH is
+ * looked at (so a client retries on RESP2, with AUTH), as Redis does with
+ * a version it lacks. An AUTH becomes the AUTH request, answered with the
+ * map once it succeeds; the name is not kept.
+ */
+static enum proto_step hello(const char *const *arg, const size_t *alen, int n,
+			     struct proto_parsed *out)
+{
+	if (n == 1)
+		return local(out, RESP_LOCAL_HELLO);
+	int64_t ver = nonneg(arg[1], alen[1]);
+	if (ver < 2 || ver > 3)
+		return local(out, RESP_LOCAL_HELLO_VERSION);
+	if (ver == 3)
+		return local(out, RESP_LOCAL_NOPROTO);
+	struct cmd_request *req = &out->req;
+	for (int i = 2; i < n; i++) {
+		if (proto_word_is(arg[i], alen[i], "AUTH") && i + 2 < n && !req->token) {
+			req->verb = CMD_AUTH;
+			req->token = arg[i + 2];
+			req->token_len = alen[i + 2];
+			i += 2;
+		} else if (proto_word_is(arg[i], alen[i], "SETNAME") && i + 1 < n) {
+			i++;
+		} else {
+			return bad(out, CMD_ERR_SYNTAX,
+				   "usage: HELLO [2 [AUTH <identity> <token>] [SETNAME <name>]]");
+		}
+	}
+	if (!req->token)
+		return local(out, RESP_LOCAL_HELLO);
+	out->tag = TAG_HELLO;
+	return PROTO_REQUEST;
+}
+
 /* What the command in args means. */
 static enum proto_step command(const char *const *arg, const size_t *alen, int n,
 			       struct proto_parsed *out)
@@ -177,7 +228,7 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	} else if (proto_word_is(arg[0], alen[0], "CL.THROTTLE")) {
 		return throttle(arg, alen, n, out);
 	} else if (proto_word_is(arg[0], alen[0], "HELLO")) {
-		return local(out, RESP_LOCAL_NOPROTO);
+		return hello(arg, alen, n, out);
 	} else if (proto_word_is(arg[0], alen[0], "CLIENT")) {
 		if (n >= 2 && (proto_word_is(arg[1], alen[1], "SETNAME") ||
 			       proto_word_is(arg[1], alen[1], "SETINFO")))
@@ -312,6 +363,14 @@ static size_t throttle_reply(char *buf, size_t n, const struct cmd_result *res)
 	return put_int_line(buf, n, ':', res->reset_ms >= 0 ? res->reset_ms / 1000 : -1);
 }
 
+static size_t hello_reply(char *buf)
+{
+	size_t n = put(buf, 0, HELLO_HEAD, sizeof(HELLO_HEAD) - 1);
+	n = put_int_line(buf, n, '$', (int64_t)(sizeof(RATELIMITD_VERSION) - 1));
+	n = put(buf, n, RATELIMITD_VERSION "\r\n", sizeof(RATELIMITD_VERSION) + 1);
+	return put(buf, n, HELLO_TAIL, sizeof(HELLO_TAIL) - 1);
+}
+
 static size_t resp_format(char *buf, const struct cmd_result *res)
 {
 	size_t n = 0;
@@ -344,6 +403,9 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 		}
 		return put_int_line(buf, n, ':', res->item->ttl_ms);
 	case CMD_REPLY_OK:
+		if (res->tag & TAG_HELLO)
+			return hello_reply(buf);
+		return put(buf, n, "+OK\r\n", 5);
 	case CMD_REPLY_BYE:
 		return put(buf, n, "+OK\r\n", 5);
 	case CMD_REPLY_PONG:
@@ -354,6 +416,8 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 			n = put(buf, n, INFO_TEXT, sizeof(INFO_TEXT) - 1);
 			return put(buf, n, "\r\n", 2);
 		}
+		if (res->local == RESP_LOCAL_HELLO)
+			return hello_reply(buf);
 		if ((unsigned)res->local < sizeof(local_replies) / sizeof(local_replies[0])) {
 			const char *s = local_replies[res->local];
 			if (s)

@@ -171,6 +171,29 @@ class AuthTest(DaemonTest):
             anon.execute_command("ALLOW", "cy", "reply")
         anon.close()
 
+    def test_resp_hello_2_auth(self):
+        """HELLO 2 AUTH <identity> <token> (what RESP2 clients with a user send,
+        node-redis 5 among them): the server's map once the token is good,
+        WRONGPASS when not; HELLO 3 AUTH is NOPROTO, its token unread."""
+        from test_resp import RawResp
+        import resp
+        self.start()
+        c = RawResp(self.aport)
+        self.addCleanup(c.close)
+        c.send(resp.encode("HELLO", "3", "AUTH", "ops", OPS) + resp.encode("ALLOW", "ida", "reply")
+               + resp.encode("HELLO", "2", "AUTH", "ops", "not-the-token-xxxxxxx")
+               + resp.encode("HELLO", "2", "AUTH", "ops", OPS, "SETNAME", "worker-1")
+               + resp.encode("ALLOW", "ida", "reply") + resp.encode("RESET", "ida", "reply"))
+        hello3, noauth, wrong, hello2, allowed, reset = c.read(6)
+        self.assertTrue(str(hello3).startswith("NOPROTO "), hello3)
+        self.assertTrue(str(noauth).startswith("NOAUTH "), noauth)
+        self.assertEqual(str(wrong), "WRONGPASS invalid token")
+        m = dict(zip(hello2[0::2], hello2[1::2]))
+        self.assertEqual((m[b"server"], m[b"proto"], m[b"mode"]), (b"ratelimitd", 2, b"standalone"))
+        self.assertEqual(allowed, [1, 5, 4, 0, 60000])
+        self.assertEqual(reset, "OK")  # ops has admin
+        self.assertEqual(self.failures(), {"noauth": 1, "bad_token": 1, "forbidden": 0})
+
     def test_http_bearer_tokens_with_curl(self):
         self.start()
         url = "http://127.0.0.1:%d/v1/allow?user=dee&action=reply" % self.hport

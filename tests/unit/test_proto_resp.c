@@ -10,7 +10,7 @@
 #include "proto_resp.h"
 
 /* The protocol's own replies, as proto_resp.c numbers them. */
-enum { L_OK, L_NOPROTO, L_INFO, L_EMPTY_ARRAY, L_DB_RANGE };
+enum { L_OK, L_NOPROTO, L_INFO, L_EMPTY_ARRAY, L_DB_RANGE, L_HELLO, L_HELLO_VERSION };
 
 #define MAX_LINE 128
 
@@ -113,6 +113,22 @@ static const struct rcase cases[] = {
 	    CMD_ERR_BAD_USER),
 	/* what Redis clients send on connecting */
 	LOCAL("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n", L_NOPROTO),
+	LOCAL("*5\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n", L_NOPROTO),
+	LOCAL("*1\r\n$5\r\nHELLO\r\n", L_HELLO),
+	LOCAL("*2\r\n$5\r\nhello\r\n$1\r\n2\r\n", L_HELLO),
+	LOCAL("*4\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$7\r\nSETNAME\r\n$1\r\nx\r\n", L_HELLO),
+	LOCAL("*2\r\n$5\r\nHELLO\r\n$1\r\n4\r\n", L_HELLO_VERSION),
+	LOCAL("*2\r\n$5\r\nHELLO\r\n$3\r\ntwo\r\n", L_HELLO_VERSION),
+	REQ("*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$1\r\np\r\n", CMD_AUTH,
+	    NULL, NULL, 1),
+	REQ("*7\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$7\r\nSETNAME\r\n$1\r\nx\r\n$4\r\nauth\r\n$3\r\napp\r\n"
+	    "$1\r\np\r\n",
+	    CMD_AUTH, NULL, NULL, 1),
+	BAD("*4\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$1\r\nu\r\n", CMD_ERR_SYNTAX),
+	BAD("*3\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$6\r\nSELECT\r\n", CMD_ERR_SYNTAX),
+	BAD("*8\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n$4\r\nAUTH\r\n$1\r\nu\r\n"
+	    "$1\r\nq\r\n",
+	    CMD_ERR_SYNTAX),
 	LOCAL("*3\r\n$6\r\nCLIENT\r\n$7\r\nSETNAME\r\n$1\r\nx\r\n", L_OK),
 	LOCAL("*2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n", L_OK),
 	LOCAL("*2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n", L_DB_RANGE),
@@ -312,6 +328,8 @@ static const struct fcase fcases[] = {
 	 "-NOPROTO sorry, this protocol version is not supported\r\n"},
 	{{.kind = CMD_REPLY_LOCAL, .local = L_EMPTY_ARRAY}, "*0\r\n"},
 	{{.kind = CMD_REPLY_LOCAL, .local = L_DB_RANGE}, "-ERR DB index is out of range\r\n"},
+	{{.kind = CMD_REPLY_LOCAL, .local = L_HELLO_VERSION},
+	 "-ERR Protocol version is not an integer or out of range\r\n"},
 	{{.kind = CMD_REPLY_LOCAL, .local = 99}, "-ERR syntax no such reply\r\n"},
 };
 
@@ -322,6 +340,35 @@ START_TEST(test_format_table)
 	ck_assert_uint_le(n, proto_resp.reply_max);
 	buf[n] = '\0';
 	ck_assert_str_eq(buf, fcases[_i].want);
+}
+END_TEST
+
+/* HELLO's map, alone or as a successful HELLO 2 AUTH's reply: 7 pairs,
+ * the version in the middle; its token's AUTH fails as AUTH does. */
+START_TEST(test_format_hello)
+{
+	static const char want[] = "*14\r\n$6\r\nserver\r\n$10\r\nratelimitd\r\n$7\r\nversion\r\n";
+	static const char tail[] = "$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n";
+	struct cmd_result res[] = {{.kind = CMD_REPLY_LOCAL, .local = L_HELLO},
+				   {.kind = CMD_REPLY_OK, .tag = 4}};
+	for (size_t i = 0; i < 2; i++) {
+		char buf[2048];
+		size_t n = proto_resp.format(buf, &res[i]);
+		ck_assert_uint_le(n, proto_resp.reply_max);
+		buf[n] = '\0';
+		ck_assert_mem_eq(buf, want, sizeof(want) - 1);
+		ck_assert_ptr_nonnull(
+			strstr(buf, "\r\n" RATELIMITD_VERSION "\r\n$5\r\nproto\r\n:2\r\n"));
+		ck_assert_str_eq(buf + n - (sizeof(tail) - 1), tail);
+	}
+	struct cmd_result bad = {.kind = CMD_REPLY_ERROR,
+				 .error = CMD_ERR_AUTH_FAILED,
+				 .msg = "invalid token",
+				 .tag = 4};
+	char buf[2048];
+	size_t n = proto_resp.format(buf, &bad);
+	buf[n] = '\0';
+	ck_assert_str_eq(buf, "-WRONGPASS invalid token\r\n");
 }
 END_TEST
 
@@ -363,6 +410,7 @@ int main(void)
 	tcase_add_test(tc, test_throttle_fields);
 	tcase_add_loop_test(tc, test_format_table, 0, (int)(sizeof(fcases) / sizeof(fcases[0])));
 	tcase_add_test(tc, test_format_info_and_item);
+	tcase_add_test(tc, test_format_hello);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
