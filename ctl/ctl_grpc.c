@@ -4,8 +4,9 @@
  * grpc.health.v1.Health/Check to a `protocol: grpc` listener, so the
  * service can be tried without Envoy (grpcurl is not in Debian 12).
  *
- * One unary call on one HTTP/2 cleartext connection (prior knowledge, as
- * Envoy connects): libnghttp2's client session over a blocking loop of
+ * One unary call on one HTTP/2 connection, cleartext (prior knowledge, as
+ * Envoy connects) or TLS with ALPN h2 (--tls), the token (-k) as the
+ * authorization metadata: libnghttp2's client session over a blocking loop of
  * poll() with the -T deadline (sent as grpc-timeout), the messages packed
  * and unpacked by the same protoc-c code the daemon is built with (the
  * inverse of src/grpc/rls.c and src/grpc/grpc.c). Exit status as the other commands:
@@ -220,6 +221,13 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 	if (ctl_choose_address(k->x, k->config_path, CTL_LISTENER_GRPC, GRPC_DEFAULT_ADDRESS,
 			       "--addr") < 0)
 		return -1;
+	char tok[4100], bearer[4200];
+	int have = ctl_token(k->x, tok, sizeof(tok));
+	if (have < 0)
+		return -1;
+	snprintf(bearer, sizeof(bearer), "Bearer %s", have ? tok : "");
+	memset(tok, 0, sizeof(tok));
+	k->x->alpn = "h2";
 	k->fd = ctl_connect(k->x, 0);
 	if (k->fd < 0)
 		return -1;
@@ -243,37 +251,29 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 #define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, strlen(v), NGHTTP2_NV_FLAG_NONE}
 	nghttp2_nv hdrs[] = {
 		NV(":method", "POST"),
-		NV(":scheme", "http"),
+		NV(":scheme", k->x->ssl ? "https" : "http"),
 		NV(":authority", authority),
 		NV(":path", method),
 		NV("content-type", "application/grpc"),
 		NV("te", "trailers"),
 		NV("grpc-timeout", timeout),
 		NV("user-agent", "ratelimitctl/" RATELIMITD_VERSION),
+		NV("authorization", bearer), /* the last: left out without a token */
 	};
 #undef NV
+	size_t nhdrs = sizeof(hdrs) / sizeof(hdrs[0]) - (have ? 0 : 1);
 	nghttp2_data_provider body = {.read_callback = read_body};
 	if (nghttp2_submit_settings(k->h2, NGHTTP2_FLAG_NONE, NULL, 0) != 0 ||
-	    nghttp2_submit_request(k->h2, NULL, hdrs, sizeof(hdrs) / sizeof(hdrs[0]), &body, NULL) <
-		    0)
+	    nghttp2_submit_request(k->h2, NULL, hdrs, nhdrs, &body, NULL) < 0)
 		return ctl_failed(k->x, "memory", "HTTP/2: cannot submit the request");
 
 	while (!k->closed) {
 		if (flush_out(k) < 0)
 			return -1;
-		if (ctl_wait_ready(k->x, k->fd, POLLIN) < 0)
-			return -1;
 		uint8_t buf[16384];
-		ssize_t r = recv(k->fd, buf, sizeof(buf), 0);
-		if (r == 0)
-			return ctl_failed(k->x, "connect", "%s closed the connection",
-					  k->x->address);
-		if (r < 0) {
-			if (errno == EAGAIN || errno == EINTR)
-				continue;
-			return ctl_failed(k->x, "connect", "reading from %s: %s", k->x->address,
-					  strerror(errno));
-		}
+		long r = ctl_recv(k->x, k->fd, buf, sizeof(buf));
+		if (r < 0)
+			return -1;
 		ssize_t used = nghttp2_session_mem_recv(k->h2, buf, (size_t)r);
 		if (used < 0)
 			return ctl_failed(k->x, "protocol", "not HTTP/2 from %s: %s", k->x->address,
@@ -283,7 +283,7 @@ static int unary(struct call *k, const char *method, const uint8_t *msg, size_t 
 	nghttp2_session_terminate_session(k->h2, NGHTTP2_NO_ERROR);
 	const uint8_t *out;
 	ssize_t n = nghttp2_session_mem_send(k->h2, &out);
-	if (n > 0)
+	if (n > 0 && !k->x->ssl) /* over TLS, the close_notify says goodbye */
 		(void)send(k->fd, out, (size_t)n, MSG_NOSIGNAL);
 
 	if (k->closed < 0)
@@ -312,8 +312,7 @@ static void call_free(struct call *k)
 {
 	if (k->h2)
 		nghttp2_session_del(k->h2);
-	if (k->fd >= 0)
-		close(k->fd);
+	ctl_close(k->x, k->fd);
 	free(k->req);
 	free(k->body);
 }

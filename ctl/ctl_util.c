@@ -1,13 +1,15 @@
 /*
  * ctl_util.c - what ratelimitctl.c (the line protocol) and ctl_grpc.c
  * (gRPC) share: errors and JSON strings, the deadline and the waits and
- * connection within it, the config file's listener address. See
+ * connection within it (over TLS with the daemon's own src/lib/tls.c
+ * when asked), the token, the config file's listener address. See
  * ctl_util.h.
  */
 #include "ctl_util.h"
 
 #include <errno.h>
 #include <netdb.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +23,7 @@
 #include "addr.h"
 #include "config.h"
 #include "config_yaml.h"
+#include "tls.h"
 
 /* The longest single poll(): its timeout is an int of milliseconds. */
 #define CTL_POLL_MAX_MS 60000
@@ -80,7 +83,8 @@ void ctl_error(const struct ctl_ctx *x, const char *code, int grpc_status, const
 	va_end(ap);
 	/* where the address came from, for the errors it may explain */
 	if (x->why[0] && n >= 0 && (size_t)n < sizeof(msg) &&
-	    (!strcmp(code, "connect") || !strcmp(code, "timeout") || !strcmp(code, "protocol")))
+	    (!strcmp(code, "connect") || !strcmp(code, "timeout") || !strcmp(code, "protocol") ||
+	     !strcmp(code, "tls")))
 		snprintf(msg + n, sizeof(msg) - (size_t)n, " (%s)", x->why);
 	fprintf(stderr, "ratelimitctl: %s\n", msg);
 	if (x->json) {
@@ -170,7 +174,12 @@ int ctl_choose_address(struct ctl_ctx *x, const char *path, enum ctl_listener ki
 		if (match) {
 			snprintf(x->address_buf, sizeof(x->address_buf), "%s", l->address);
 			x->address = x->address_buf;
-			snprintf(x->why, sizeof(x->why), "the first %s of %s", kinds[kind], path);
+			/* its certificate is verified against --cacert, else the
+			 * system's CAs */
+			if (l->tls.enabled)
+				x->tls = 1;
+			snprintf(x->why, sizeof(x->why), "the first %s of %s%s", kinds[kind], path,
+				 l->tls.enabled ? ", TLS" : "");
 		}
 	}
 	config_unref(cfg);
@@ -210,10 +219,38 @@ int ctl_wait_ready(const struct ctl_ctx *x, int fd, short events)
 	return 0;
 }
 
+/* Waits as a TLS step asks: 0, or -1 printed. */
+static int tls_wait(const struct ctl_ctx *x, int fd, enum tls_io r)
+{
+	return ctl_wait_ready(x, fd, r == TLS_IO_WANT_WRITE ? POLLOUT : POLLIN);
+}
+
+static int tls_failed(const struct ctl_ctx *x, enum tls_io r, const char *err)
+{
+	if (r == TLS_IO_CLOSED)
+		return ctl_failed(x, "connect", "%s closed the connection", x->address);
+	return ctl_failed(x, "tls", "TLS with %s: %s", x->address, err);
+}
+
 int ctl_send_all(const struct ctl_ctx *x, int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
 	while (len) {
+		if (x->ssl) {
+			char err[256];
+			size_t n = 0;
+			enum tls_io r = tls_write(x->ssl, p, len, &n, err, sizeof(err));
+			if (r == TLS_IO_DONE) {
+				p += n;
+				len -= n;
+			} else if (r == TLS_IO_WANT_READ || r == TLS_IO_WANT_WRITE) {
+				if (tls_wait(x, fd, r) < 0)
+					return -1;
+			} else {
+				return tls_failed(x, r, err);
+			}
+			continue;
+		}
 		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
 		if (n > 0) {
 			p += n;
@@ -227,6 +264,125 @@ int ctl_send_all(const struct ctl_ctx *x, int fd, const void *buf, size_t len)
 		}
 	}
 	return 0;
+}
+
+long ctl_recv(const struct ctl_ctx *x, int fd, void *buf, size_t len)
+{
+	for (;;) {
+		if (x->ssl) {
+			/* read first: OpenSSL may hold bytes no poll() tells of */
+			char err[256];
+			size_t n = 0;
+			enum tls_io r = tls_read(x->ssl, buf, len, &n, err, sizeof(err));
+			if (r == TLS_IO_DONE && n > 0)
+				return (long)n;
+			if (r == TLS_IO_WANT_READ || r == TLS_IO_WANT_WRITE) {
+				if (tls_wait(x, fd, r) < 0)
+					return -1;
+				continue;
+			}
+			if (r != TLS_IO_DONE)
+				return tls_failed(x, r, err);
+			continue;
+		}
+		ssize_t n = recv(fd, buf, len, 0);
+		if (n > 0)
+			return (long)n;
+		if (n == 0)
+			return ctl_failed(x, "connect", "%s closed the connection", x->address);
+		if (errno != EAGAIN && errno != EINTR)
+			return ctl_failed(x, "connect", "reading from %s: %s", x->address,
+					  strerror(errno));
+		if (ctl_wait_ready(x, fd, POLLIN) < 0)
+			return -1;
+	}
+}
+
+void ctl_close(struct ctl_ctx *x, int fd)
+{
+	if (x->ssl)
+		tls_session_free(x->ssl);
+	x->ssl = NULL;
+	if (x->tls_ctx)
+		tls_client_unref(x->tls_ctx);
+	x->tls_ctx = NULL;
+	if (fd >= 0)
+		close(fd);
+}
+
+int ctl_token(const struct ctl_ctx *x, char *buf, size_t len)
+{
+	const char *env = getenv("RATELIMITCTL_TOKEN");
+	if (x->token_file) {
+		FILE *f = fopen(x->token_file, "r");
+		if (!f)
+			return ctl_failed(x, "usage", "token file %s: %s", x->token_file,
+					  strerror(errno));
+		size_t n = fread(buf, 1, len - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		buf[strcspn(buf, "\r\n")] = '\0';
+	} else if (env && *env) {
+		snprintf(buf, len, "%s", env);
+	} else {
+		return 0;
+	}
+	if (!buf[0] || strpbrk(buf, " \t"))
+		return ctl_failed(x, "usage", "the token is empty or has a blank");
+	return 1;
+}
+
+/* The handshake on connected fd, verifying the listener as host (or
+ * --servername): 0, or -1 printed ("tls": the certificate's verify error,
+ * or OpenSSL's reason). */
+static int tls_start(struct ctl_ctx *x, int fd, const char *host)
+{
+	char err[512];
+	struct tls_client_files f = {.ca_file = x->ca_file,
+				     .cert_file = x->cert_file,
+				     .key_file = x->key_file,
+				     .server_name = x->server_name};
+	x->tls_ctx = tls_client_new(&f, err, sizeof(err));
+	if (!x->tls_ctx)
+		return ctl_failed(x, "tls", "%s", err);
+	x->ssl = tls_client_session(x->tls_ctx, fd, host, err, sizeof(err));
+	if (!x->ssl)
+		return ctl_failed(x, "tls", "%s", err);
+	if (x->alpn) {
+		unsigned char list[32];
+		size_t n = strlen(x->alpn);
+		list[0] = (unsigned char)n;
+		memcpy(list + 1, x->alpn, n);
+		SSL_set_alpn_protos(x->ssl, list, (unsigned)n + 1);
+	}
+	for (;;) {
+		enum tls_io r = tls_handshake(x->ssl, err, sizeof(err));
+		if (r == TLS_IO_DONE)
+			return 0;
+		if (r == TLS_IO_WANT_READ || r == TLS_IO_WANT_WRITE) {
+			if (tls_wait(x, fd, r) < 0)
+				return -1;
+			continue;
+		}
+		if (r == TLS_IO_CLOSED)
+			return ctl_failed(x, "tls",
+					  "TLS handshake with %s: closed by the listener (is it "
+					  "TLS?)",
+					  x->address);
+		return ctl_failed(x, "tls", "TLS handshake with %s: %s", x->address, err);
+	}
+}
+
+/* ctl_connect()'s socket, then TLS when asked; fd or -1 printed. */
+static int with_tls(struct ctl_ctx *x, int fd, const char *host)
+{
+	if (fd < 0 || !x->tls)
+		return fd;
+	if (tls_start(x, fd, host) < 0) {
+		ctl_close(x, fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* fd, connect() called: waits for the outcome. 0 connected, else the error
@@ -273,7 +429,7 @@ int ctl_connect(struct ctl_ctx *x, int unix_ok)
 {
 	x->deadline_ms = ctl_now_ms() + x->timeout_ms;
 	if (unix_ok && strncmp(x->address, "unix:", 5) == 0)
-		return connect_unix(x, x->address + 5);
+		return with_tls(x, connect_unix(x, x->address + 5), "localhost");
 	char host[256], port[16];
 	int p;
 	if (addr_split(x->address, host, sizeof(host), &p) < 0 || p <= 0 || p > 65535)
@@ -312,5 +468,5 @@ int ctl_connect(struct ctl_ctx *x, int unix_ok)
 	if (fd < 0)
 		return ctl_failed(x, "connect", "cannot connect to %s: %s", x->address,
 				  strerror(err));
-	return fd;
+	return with_tls(x, fd, host);
 }

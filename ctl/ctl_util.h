@@ -2,8 +2,9 @@
  * ctl_util.h - what ratelimitctl's two clients share (ratelimitctl.c, the
  * line protocol; ctl_grpc.c, gRPC): the exit statuses, errors on stderr and
  * as --json's object, JSON strings, the clock and the -T deadline, a
- * connection made within it, and the listener address and why it was
- * chosen (the config file's, else a default).
+ * connection made within it (TLS when asked), the token a listener with
+ * auth: required is given, and the listener address and why it was chosen
+ * (the config file's, else a default).
  */
 #ifndef RL_CTL_UTIL_H
 #define RL_CTL_UTIL_H
@@ -12,6 +13,8 @@
 #include <stdint.h>
 
 struct config;
+struct ssl_st;
+struct tls_client;
 
 #define CTL_EXIT_OK 0
 #define CTL_EXIT_DENIED 1 /* denied, OVER_LIMIT, not SERVING, an invalid file */
@@ -28,6 +31,17 @@ struct ctl_ctx {
 	 * connect, timeout and protocol errors say it ("" : nothing to say) */
 	char why[1024];
 	char address_buf[512];
+	/* --tls and its files: the connection is TLS, the listener's
+	 * certificate verified against ca_file (NULL: the system's CAs) as
+	 * server_name (NULL: the address's host); cert_file and key_file our
+	 * certificate for client_certs. Also set when the config's listener
+	 * chosen is TLS. */
+	int tls;
+	const char *ca_file, *cert_file, *key_file, *server_name;
+	const char *alpn;	/* offered in the handshake ("h2" for gRPC), or NULL */
+	const char *token_file; /* -k; NULL: RATELIMITCTL_TOKEN, else no token */
+	struct tls_client *tls_ctx;
+	struct ssl_st *ssl; /* the connection's session, when TLS */
 };
 
 int64_t ctl_now_ms(void); /* CLOCK_MONOTONIC */
@@ -78,15 +92,27 @@ int ctl_wait(int fd, short events, int64_t deadline_ms);
 /* ctl_wait(): 0 ready, or -1 with the error printed ("timeout": "no answer
  * from ADDRESS within -T"). */
 int ctl_wait_ready(const struct ctl_ctx *x, int fd, short events);
-/* Sends len bytes of buf on fd (non-blocking) within the deadline: 0, or
- * -1 with the error printed. */
+/* Sends len bytes of buf on fd (non-blocking; through x->ssl when TLS)
+ * within the deadline: 0, or -1 with the error printed. */
 int ctl_send_all(const struct ctl_ctx *x, int fd, const void *buf, size_t len);
+/* Reads what arrives next on fd (through x->ssl when TLS), waiting within
+ * the deadline: the bytes read (> 0), or -1 with the error printed (a
+ * close among them: "ADDRESS closed the connection"). */
+long ctl_recv(const struct ctl_ctx *x, int fd, void *buf, size_t len);
+/* Closes fd and its TLS session (close_notify sent if it can be). */
+void ctl_close(struct ctl_ctx *x, int fd);
+
+/* The token of x->token_file (its first line), else RATELIMITCTL_TOKEN,
+ * into buf: 1, 0 when there is none, -1 with the error printed (a file
+ * that cannot be read, an empty token or one with a blank). */
+int ctl_token(const struct ctl_ctx *x, char *buf, size_t len);
 
 /*
  * A non-blocking socket connected to x->address (host:port, [v6]:port, a
  * listener on every address reached on loopback; also unix:PATH when
- * unix_ok) within -T, from now: sets x->deadline_ms. The socket, or -1 with
- * the error printed ("usage", "connect", "timeout").
+ * unix_ok) within -T, from now: sets x->deadline_ms. With x->tls the TLS
+ * handshake is made too (x->ssl). The socket, or -1 with the error printed
+ * ("usage", "connect", "timeout", "tls").
  */
 int ctl_connect(struct ctl_ctx *x, int unix_ok);
 

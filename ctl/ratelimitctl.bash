@@ -16,14 +16,14 @@ _ratelimitctl()
 	fi
 
 	local commands="allow peek reset override unoverride overrides ping check-config policies reload rls health"
-	local options="-s --address -c --config -p --pid-file -j --json -T --timeout -k --token-file -V --version -h --help"
+	local options="-s --address -c --config -p --pid-file -j --json -T --timeout -k --token-file --tls --cacert --cert --key --servername -V --version -h --help"
 
 	case $prev in
-	-c | --config | -p | --pid-file | -k | --token-file)
+	-c | --config | -p | --pid-file | -k | --token-file | --cacert | --cert | --key)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
-	-s | --address | -T | --timeout)
+	-s | --address | -T | --timeout | --servername)
 		return
 		;;
 	esac
@@ -36,7 +36,7 @@ _ratelimitctl()
 			config=(-c "${words[i + 1]}")
 			((i++))
 			;;
-		-s | --address | -p | --pid-file | -T | --timeout | -k | --token-file) ((i++)) ;;
+		-s | --address | -p | --pid-file | -T | --timeout | -k | --token-file | --cacert | --cert | --key | --servername) ((i++)) ;;
 		-*) ;;
 		*)
 			cmd=${words[i]}

@@ -31,14 +31,15 @@
 #define CTL_DEFAULT_ADDRESS "127.0.0.1:7379"
 #define CTL_DEFAULT_ADMIN_ADDRESS "127.0.0.1:7380"
 #define CTL_REPLY_MAX 2048
+/* long options without a letter */
+enum { OPT_TLS = 256, OPT_CACERT, OPT_CERT, OPT_KEY, OPT_SERVERNAME };
 /* OVERRIDES answers one item per request: a bound on a listing's length */
 #define CTL_OVERRIDES_MAX 1000000
 
 struct ctl {
 	struct ctl_ctx x; /* address: -s; NULL: from the config file, else the defaults */
 	const char *config_path;
-	const char *pid_file;	/* -p; NULL: the default, else systemctl */
-	const char *token_file; /* -k; NULL: RATELIMITCTL_TOKEN, else no AUTH */
+	const char *pid_file; /* -p; NULL: the default, else systemctl */
 	int fd;
 	char in[CTL_REPLY_MAX];
 	size_t in_len, consumed; /* consumed: the last reply's line */
@@ -73,7 +74,16 @@ static void usage(FILE *f)
 		"  -j, --json            print one JSON object\n"
 		"  -T, --timeout DUR     give up after DUR (default 5s; 500ms, 2s...)\n"
 		"  -k, --token-file FILE AUTH with the token in FILE first (a listener with\n"
-		"                        auth: required; default: RATELIMITCTL_TOKEN, if set)\n"
+		"                        auth: required; default: RATELIMITCTL_TOKEN, if set);\n"
+		"                        rls and health send it as gRPC authorization\n"
+		"      --tls             TLS to the listener (on by itself when the config's\n"
+		"                        listener has tls, or with --cacert, --cert)\n"
+		"      --cacert FILE     trust the CAs in FILE (default: the system's)\n"
+		"      --cert FILE, --key FILE\n"
+		"                        a client certificate (client_certs, identities'\n"
+		"                        cert_name)\n"
+		"      --servername NAME verify the listener's certificate as NAME (default:\n"
+		"                        the address's host)\n"
 		"  -V, --version, -h, --help\n"
 		"exit status: 0 allowed or done, 1 denied or an invalid config, 2 error\n",
 		CTL_DEFAULT_ADDRESS, CTL_DEFAULT_ADMIN_ADDRESS, CONFIG_DEFAULT_PATH,
@@ -185,19 +195,10 @@ static int read_reply(struct ctl *c, struct line_reply *r)
 		if (c->in_len == sizeof(c->in))
 			return ctl_failed(&c->x, "protocol", "reply line from %s too long",
 					  c->x.address);
-		ssize_t n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, 0);
-		if (n > 0) {
-			c->in_len += (size_t)n;
-		} else if (n == 0) {
-			return ctl_failed(&c->x, "connect", "%s closed the connection",
-					  c->x.address);
-		} else if (errno == EAGAIN || errno == EINTR) {
-			if (ctl_wait_ready(&c->x, c->fd, POLLIN) < 0)
-				return -1;
-		} else {
-			return ctl_failed(&c->x, "connect", "reading from %s: %s", c->x.address,
-					  strerror(errno));
-		}
+		long n = ctl_recv(&c->x, c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len);
+		if (n < 0)
+			return -1;
+		c->in_len += (size_t)n;
 	}
 }
 
@@ -225,23 +226,9 @@ static int request(struct ctl *c, const char *verb, char **args, int nargs, stru
 static int authenticate(struct ctl *c)
 {
 	char tok[4100];
-	const char *env = getenv("RATELIMITCTL_TOKEN");
-	if (c->token_file) {
-		FILE *f = fopen(c->token_file, "r");
-		if (!f)
-			return ctl_failed(&c->x, "usage", "token file %s: %s", c->token_file,
-					  strerror(errno));
-		size_t n = fread(tok, 1, sizeof(tok) - 1, f);
-		fclose(f);
-		tok[n] = '\0';
-		tok[strcspn(tok, "\r\n")] = '\0';
-	} else if (env && *env) {
-		snprintf(tok, sizeof(tok), "%s", env);
-	} else {
-		return 0;
-	}
-	if (!tok[0] || strpbrk(tok, " \t"))
-		return ctl_failed(&c->x, "usage", "the token is empty or has a blank");
+	int have = ctl_token(&c->x, tok, sizeof(tok));
+	if (have <= 0)
+		return have;
 	char *args[1] = {tok};
 	struct line_reply r;
 	int rc = request(c, "AUTH", args, 1, &r);
@@ -600,6 +587,11 @@ int main(int argc, char **argv)
 		{"json", no_argument, NULL, 'j'},
 		{"timeout", required_argument, NULL, 'T'},
 		{"token-file", required_argument, NULL, 'k'},
+		{"tls", no_argument, NULL, OPT_TLS},
+		{"cacert", required_argument, NULL, OPT_CACERT},
+		{"cert", required_argument, NULL, OPT_CERT},
+		{"key", required_argument, NULL, OPT_KEY},
+		{"servername", required_argument, NULL, OPT_SERVERNAME},
 		{"version", no_argument, NULL, 'V'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -610,7 +602,24 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "+s:c:p:jT:k:Vh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'k':
-			c.token_file = optarg;
+			c.x.token_file = optarg;
+			break;
+		case OPT_TLS:
+			c.x.tls = 1;
+			break;
+		case OPT_CACERT:
+			c.x.tls = 1;
+			c.x.ca_file = optarg;
+			break;
+		case OPT_CERT:
+			c.x.tls = 1;
+			c.x.cert_file = optarg;
+			break;
+		case OPT_KEY:
+			c.x.key_file = optarg;
+			break;
+		case OPT_SERVERNAME:
+			c.x.server_name = optarg;
 			break;
 		case 's':
 			c.x.address = optarg;
@@ -646,10 +655,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return CTL_EXIT_ERROR;
 	}
+	if (!c.x.cert_file != !c.x.key_file)
+		return ctl_fail(&c.x, "usage", "--cert and --key go together");
 	c.x.command = argv[optind];
 	int rc = run(&c, argv + optind + 1, argc - optind - 1);
-	if (c.fd >= 0)
-		close(c.fd);
+	ctl_close(&c.x, c.fd);
 	fflush(stdout);
 	return rc;
 }

@@ -270,6 +270,25 @@ class AuthTest(DaemonTest):
         self.assertIn('"error":"auth-failed"', r.stdout.replace(" ", ""))
         with Client(self.port) as c:  # two were charged, nothing for the refused ones
             self.assertEqual(c.request("PEEK hal reply").split()[:3], ["ALLOWED", "5", "3"])
+        # over TLS, proved by the client certificate (billing's cert_name)
+        r = ctl("-s", "127.0.0.1:%d" % self.tport, "--cacert", self.pki.ca, "allow", "hal",
+                "login")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("noauth", r.stderr)
+        r = ctl("-s", "127.0.0.1:%d" % self.tport, "--cacert", self.pki.ca, "--cert",
+                self.pki.client_cert, "--key", self.pki.client_key, "allow", "hal", "login")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        # rls and health: the token as the authorization metadata
+        gaddr = "127.0.0.1:%d" % self.gport
+        r = ctl("--json", "rls", "--addr", gaddr, "web", "user=hal")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("UNAUTHENTICATED", r.stdout)
+        r = ctl("--json", "rls", "--addr", gaddr, "web", "user=hal",
+                env={"RATELIMITCTL_TOKEN": OPS})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('"overall_code":"OK"', r.stdout.replace(" ", ""))
+        r = ctl("-k", self.token_file, "health", "--addr", gaddr)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
 
     # ---- reload and the command line
 

@@ -157,6 +157,59 @@ class TlsListenTest(DaemonTest):
         finally:
             c.close()
 
+    def test_ratelimitctl_over_tls(self):
+        """ratelimitctl --tls/--cacert on the line listener and for rls and
+        health on the gRPC one (h2 by ALPN); TLS chosen from the config's
+        listener by itself; the wrong CA, name or kind of listener each an
+        error naming it."""
+        from test_ctl import ctl
+        self.start()
+        ca, lport = self.pki.ca, "127.0.0.1:%d" % self.lport
+        r = ctl("-s", lport, "--cacert", ca, "allow", "ivy", "reply")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        self.assertIn("allowed", r.stdout)
+        r = ctl("-s", lport, "--cacert", ca, "--cert", self.pki.client_cert, "--key",
+                self.pki.client_key, "--json", "peek", "ivy", "reply")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('"remaining":4', r.stdout.replace(" ", ""))
+        # the wrong kind of listener, the wrong CA, the wrong name
+        r = ctl("-s", lport, "ping")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("tls-required", r.stderr)
+        r = ctl("-s", "127.0.0.1:%d" % self.pport, "--cacert", ca, "ping")
+        self.assertEqual(r.returncode, 2)
+        self.assertRegex(r.stderr, r"TLS handshake with 127\.0\.0\.1:%d: " % self.pport)
+        r = ctl("-s", lport, "--cacert", self.pki.other_ca, "--json", "ping")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn('"error":"tls"', r.stdout.replace(" ", ""))
+        self.assertIn("certificate", r.stderr)
+        r = ctl("-s", lport, "--cacert", ca, "--servername", "other.example", "ping")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("hostname mismatch", r.stderr)
+        r = ctl("-s", lport, "--cacert", ca, "--cert", self.pki.client_cert, "ping")
+        self.assertEqual((r.returncode, r.stderr.strip()),
+                         (2, "ratelimitctl: --cert and --key go together"))
+        # a config whose first line listener is TLS: TLS without --tls
+        cfg = os.path.join(self.tmpdir, "ctl.yaml")
+        with open(cfg, "w") as f:
+            f.write(make_config(['{address: "%s", %s}' % (lport, self.tls)],
+                                {"address": self.redis.address}, {"reply": "5/60s"},
+                                admin=False))
+        r = ctl("-c", cfg, "--cacert", ca, "ping")
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        r = ctl("-c", cfg, "ping")  # the system's CAs do not know ours
+        self.assertEqual(r.returncode, 2)
+        self.assertIn(", TLS", r.stderr)  # why this address (and TLS)
+        # gRPC over TLS: rls and health
+        gaddr = "127.0.0.1:%d" % self.gport
+        r = ctl("--cacert", ca, "--json", "rls", "--addr", gaddr, "web", "user=ivy")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('"overall_code":"OK"', r.stdout.replace(" ", ""))
+        r = ctl("--cacert", ca, "health", "--addr", gaddr)
+        self.assertEqual((r.returncode, r.stderr), (0, ""))
+        r = ctl("health", "--addr", gaddr)  # h2c on a TLS listener
+        self.assertEqual(r.returncode, 2)
+
     # ---- the wrong kind of client
 
     def test_plain_text_on_a_tls_listener_is_told_in_its_protocol(self):
