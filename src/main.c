@@ -157,6 +157,7 @@ static void reload(struct daemon *d)
 		else if (tls > 0)
 			log_info("reload: redis.tls certificates read again; new Redis "
 				 "connections use them");
+		metrics_reload_tls(d->metrics, &cfg->metrics_tls);
 		char counts[96];
 		policies_text(cfg, counts, sizeof(counts));
 		server_set_config(d->srv, cfg);
@@ -339,8 +340,8 @@ int main(int argc, char **argv)
 		log_fatal("%s", err);
 	activation_free(act);
 	if (cfg->metrics_listen) {
-		d.metrics = metrics_new(d.base, cfg->metrics_listen, metrics_fd, d.srv, err,
-					sizeof(err));
+		d.metrics = metrics_new(d.base, cfg->metrics_listen, metrics_fd, &cfg->metrics_tls,
+					d.srv, err, sizeof(err));
 		if (!d.metrics)
 			log_fatal("%s", err);
 	}

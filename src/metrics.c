@@ -3,16 +3,21 @@
  * the counters of stats.c, the server's gauges and the store's connection
  * health in the Prometheus text format; /health answers 200 while Redis is
  * reachable and 503 otherwise, so a load balancer can route clients to a
- * daemon that decides for real rather than per on_store_error.
+ * daemon that decides for real rather than per on_store_error. With
+ * metrics.tls, HTTPS: evhttp over libevent's OpenSSL bufferevents, the
+ * session from lib/tls.c's listener context (re-read on reload).
  */
 #include "metrics.h"
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <hiredis/hiredis.h>
 #include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
@@ -32,6 +37,7 @@
 #include "server.h"
 #include "stats.h"
 #include "store.h"
+#include "tls.h"
 
 /* A scrape is one short GET; anything bigger is not one. */
 #define METRICS_MAX_HEADERS 8192
@@ -41,6 +47,7 @@ struct metrics {
 	struct evhttp *http;
 	struct server *srv;
 	struct listener *listener; /* its evconnlistener belongs to http */
+	struct tls_server *tls;	   /* metrics.tls, or NULL: plain HTTP */
 	int stopping;
 };
 
@@ -544,8 +551,48 @@ static struct evutil_addrinfo *resolve(const char *host, int port, const char **
 	return ai;
 }
 
+/* evhttp's connection for an accepted client, HTTPS: the handshake runs
+ * inside the bufferevent, bounded by evhttp's timeout like a request. */
+static struct bufferevent *https_bev(struct event_base *base, void *arg)
+{
+	struct metrics *m = arg;
+	char why[256];
+	struct ssl_st *s = tls_server_session(m->tls, -1, why, sizeof(why));
+	if (!s) {
+		/* evhttp would then speak plain HTTP: the client's handshake
+		 * fails on it, nothing is served in clear to a TLS client */
+		log_error("metrics: %s", why);
+		return NULL;
+	}
+	/* libevent's bufferevent reads until SSL_pending() is 0, which
+	 * leaves bytes read ahead from the socket (a request sent with the
+	 * client's Finished) unread until more come: none would */
+	SSL_set_read_ahead(s, 0);
+	struct bufferevent *bev = bufferevent_openssl_socket_new(
+		base, -1, s, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
+	if (!bev)
+		tls_session_drop(s);
+	return bev;
+}
+
+void metrics_reload_tls(struct metrics *m, const struct config_listen_tls *tls)
+{
+	if (!m || !m->tls || !tls->enabled)
+		return; /* turning HTTPS on or off takes a restart (reported) */
+	struct tls_server_files f;
+	server_tls_files(tls, &f);
+	char why[300];
+	if (tls_server_reload(m->tls, &f, why, sizeof(why)) < 0)
+		log_error("reload: metrics tls: %s; new connections keep the certificate "
+			  "loaded before",
+			  why);
+	else
+		log_info("reload: metrics certificate read again; new connections use it");
+}
+
 struct metrics *metrics_new(struct event_base *base, const char *address, int fd,
-			    struct server *srv, char *err, size_t errlen)
+			    const struct config_listen_tls *tls, struct server *srv, char *err,
+			    size_t errlen)
 {
 	char host[256];
 	int port;
@@ -564,6 +611,20 @@ struct metrics *metrics_new(struct event_base *base, const char *address, int fd
 		return NULL;
 	}
 	m->srv = srv;
+	if (tls && tls->enabled) {
+		struct tls_server_files f;
+		server_tls_files(tls, &f);
+		char why[300];
+		m->tls = tls_server_new(&f, "http/1.1", why, sizeof(why));
+		if (!m->tls) {
+			snprintf(err, errlen, "metrics %s: tls: %s", address, why);
+			metrics_free(m);
+			if (fd >= 0)
+				close(fd);
+			return NULL;
+		}
+		evhttp_set_bevcb(m->http, https_bev, m);
+	}
 	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
 	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
 	evhttp_set_max_body_size(m->http, 0);
@@ -612,5 +673,7 @@ void metrics_free(struct metrics *m)
 	listener_free(m->listener);
 	if (m->http)
 		evhttp_free(m->http);
+	if (m->tls)
+		tls_server_unref(m->tls);
 	free(m);
 }

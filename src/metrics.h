@@ -10,12 +10,16 @@
 struct event_base;
 struct server;
 struct metrics;
+struct config_listen_tls;
 
 /* Listens on "host:port", or on fd when it is not -1 (the socket systemd
- * passed for that address, which it then owns). NULL with err on failure
- * (fd closed). */
+ * passed for that address, which it then owns); HTTPS when tls is enabled
+ * (metrics.tls). NULL with err on failure (fd closed). */
 struct metrics *metrics_new(struct event_base *base, const char *address, int fd,
-			    struct server *srv, char *err, size_t errlen);
+			    const struct config_listen_tls *tls, struct server *srv, char *err,
+			    size_t errlen);
+/* A reload: HTTPS's certificate files read again (new connections). */
+void metrics_reload_tls(struct metrics *m, const struct config_listen_tls *tls);
 /* From now on /health answers 503: the daemon is shutting down. */
 void metrics_set_stopping(struct metrics *m);
 void metrics_free(struct metrics *m);

@@ -121,8 +121,7 @@ static void accept_cb(evutil_socket_t fd, const struct sockaddr *sa, void *arg)
 	clients_accept(p->clients, fd, sa, &p->cp);
 }
 
-/* A listener's TLS files as lib/tls.h takes them. */
-static void listen_tls_files(const struct config_listen_tls *t, struct tls_server_files *f)
+void server_tls_files(const struct config_listen_tls *t, struct tls_server_files *f)
 {
 	f->cert_file = t->cert_file;
 	f->key_file = t->key_file;
@@ -163,12 +162,23 @@ int server_check_tls(const struct config *cfg, char *err, size_t errlen)
 		if (!cl->tls.enabled)
 			continue;
 		struct tls_server_files f;
-		listen_tls_files(&cl->tls, &f);
+		server_tls_files(&cl->tls, &f);
 		char why[300];
 		struct tls_server *t =
 			tls_server_new(&f, listen_alpn(cl->protocol), why, sizeof(why));
 		if (!t) {
 			snprintf(err, errlen, "listen %s: tls: %s", cl->address, why);
+			return -1;
+		}
+		tls_server_unref(t);
+	}
+	if (cfg->metrics_listen && cfg->metrics_tls.enabled) {
+		struct tls_server_files f;
+		server_tls_files(&cfg->metrics_tls, &f);
+		char why[300];
+		struct tls_server *t = tls_server_new(&f, "http/1.1", why, sizeof(why));
+		if (!t) {
+			snprintf(err, errlen, "metrics %s: tls: %s", cfg->metrics_listen, why);
 			return -1;
 		}
 		tls_server_unref(t);
@@ -185,7 +195,7 @@ static void reload_tls(struct server *srv, const struct config *cfg)
 		if (!p->cp.tls || i >= cfg->nlisten || !cfg->listen[i].tls.enabled)
 			continue; /* a restart applies the change (reported as pending) */
 		struct tls_server_files f;
-		listen_tls_files(&cfg->listen[i].tls, &f);
+		server_tls_files(&cfg->listen[i].tls, &f);
 		char why[300];
 		if (tls_server_reload(p->cp.tls, &f, why, sizeof(why)) < 0)
 			log_error("reload: listen %s: tls: %s; new connections keep the "
@@ -246,7 +256,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 		p->cp.name = p->name;
 		if (cl->tls.enabled) {
 			struct tls_server_files f;
-			listen_tls_files(&cl->tls, &f);
+			server_tls_files(&cl->tls, &f);
 			char why[300];
 			p->cp.tls = tls_server_new(&f, listen_alpn(cl->protocol), why, sizeof(why));
 			if (!p->cp.tls) {

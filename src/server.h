@@ -21,8 +21,13 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 			  struct activation *act, char *err, size_t errlen);
 /* Swaps in a new snapshot (takes a reference, drops the old one). */
 void server_set_config(struct server *srv, struct config *cfg);
-/* -1 with err when cfg's listen[].tls files do not load (ratelimitd -t). */
+/* -1 with err when cfg's listen[].tls (and metrics.tls) files do not load
+ * (ratelimitd -t). */
 int server_check_tls(const struct config *cfg, char *err, size_t errlen);
+struct config_listen_tls;
+struct tls_server_files;
+/* A listener's TLS files (listen[].tls, metrics.tls) as lib/tls.h takes them. */
+void server_tls_files(const struct config_listen_tls *t, struct tls_server_files *f);
 struct config *server_config(const struct server *srv);
 struct store *server_store(const struct server *srv);
 /* The local fallback (on_store_error: local); NULL when out of memory. */

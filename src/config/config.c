@@ -312,20 +312,21 @@ static const struct ktable throttle_table = {"throttle.", throttle_keys, HK_N, K
 
 /* Every table of keys, in the order --config-keys lists them. */
 static const struct ktable *const key_tables[] = {
-	&top_table,		  /* "" */
-	&config_listen_table,	  /* "listen[]." (config_listen.c) */
-	&config_listen_tls_table, /* "listen[].tls." */
-	&config_memory_table,	  /* "memory." (config_store.c) */
-	&config_redis_table,	  /* "redis." */
-	&config_sentinel_table,	  /* "redis.sentinel." */
-	&config_redis_tls_table,  /* "redis.tls." */
-	&config_metrics_table,	  /* "metrics." (config_listen.c) */
-	&throttle_table,	  /* "throttle." */
-	&config_envoy_table,	  /* "envoy." (config_envoy.c) */
-	&config_identity_table,	  /* "identities.NAME." (config_identity.c) */
-	&config_policy_table,	  /* "policies.NAME." (config_policy.c) */
-	&config_ban_table,	  /* "policies.NAME.ban." */
-	&config_override_table,	  /* "policies.NAME.overrides.USER." */
+	&top_table,		   /* "" */
+	&config_listen_table,	   /* "listen[]." (config_listen.c) */
+	&config_listen_tls_table,  /* "listen[].tls." */
+	&config_memory_table,	   /* "memory." (config_store.c) */
+	&config_redis_table,	   /* "redis." */
+	&config_sentinel_table,	   /* "redis.sentinel." */
+	&config_redis_tls_table,   /* "redis.tls." */
+	&config_metrics_table,	   /* "metrics." (config_listen.c) */
+	&config_metrics_tls_table, /* "metrics.tls." */
+	&throttle_table,	   /* "throttle." */
+	&config_envoy_table,	   /* "envoy." (config_envoy.c) */
+	&config_identity_table,	   /* "identities.NAME." (config_identity.c) */
+	&config_policy_table,	   /* "policies.NAME." (config_policy.c) */
+	&config_ban_table,	   /* "policies.NAME.ban." */
+	&config_override_table,	   /* "policies.NAME.overrides.USER." */
 };
 
 static enum config_reload reload_of(enum yp_reload r)

@@ -196,6 +196,7 @@ struct config {
 	int64_t request_timeout_ms;
 	int log_level;	      /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
 	char *metrics_listen; /* "host:port" of the HTTP metrics endpoint, or NULL */
+	struct config_listen_tls metrics_tls; /* metrics.tls: HTTPS (enabled 0: HTTP) */
 	struct config_throttle throttle;
 	struct config_envoy envoy;
 	struct policy *policies; /* sorted by name */

@@ -60,7 +60,8 @@ int config_set_address(struct yparser *P, const struct ykey *k, void *dst);
 int config_set_path(struct yparser *P, const struct ykey *k, void *dst);
 
 /* config_listen.c: listen (a list of addresses and their options) and metrics. */
-extern const struct ktable config_listen_table, config_listen_tls_table, config_metrics_table;
+extern const struct ktable config_listen_table, config_listen_tls_table, config_metrics_table,
+	config_metrics_tls_table;
 /* The listen key's setter (dst: the struct config) and printer. */
 int config_listen_set(struct yparser *P, const struct ykey *k, void *dst);
 void config_listen_put(FILE *f, const struct ykey *k, const void *base);

@@ -19,6 +19,11 @@ void config_listen_free(struct config *c)
 	free(c->listen);
 	c->listen = NULL;
 	c->nlisten = 0;
+	free(c->metrics_tls.cert_file);
+	free(c->metrics_tls.key_file);
+	free(c->metrics_tls.ca_file);
+	free(c->metrics_tls.ca_dir);
+	memset(&c->metrics_tls, 0, sizeof(c->metrics_tls));
 }
 
 /* An octal file mode such as 0660 (YAML would read a plain 0660 as octal
@@ -389,7 +394,7 @@ int config_listen_set(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-enum { MK_LISTEN, MK_N };
+enum { MK_LISTEN, MK_TLS, MK_N };
 
 /* HTTP is TCP here: evhttp binds host:port. */
 static int set_tcp_address(struct yparser *P, const struct ykey *k, void *dst)
@@ -407,9 +412,14 @@ static int set_tcp_address(struct yparser *P, const struct ykey *k, void *dst)
 static const struct ykey metrics_keys[MK_N] = {
 	[MK_LISTEN] = {"listen", set_tcp_address, offsetof(struct config, metrics_listen), 0, 0,
 		       YP_RESTART, yp_put_string, NULL},
+	/* as a listener's: HTTPS for a scraper across a network */
+	[MK_TLS] = {"tls", set_tls, offsetof(struct config, metrics_tls), 0, 0, YP_SECTION, NULL,
+		    NULL},
 };
 
 const struct ktable config_metrics_table = {"metrics.", metrics_keys, MK_N, KT_AT_BASE, 0};
+const struct ktable config_metrics_tls_table = {"metrics.tls.", tls_keys, LTK_N, KT_AT_BASE,
+						offsetof(struct config, metrics_tls)};
 
 int config_listen_set_metrics(struct yparser *P, const struct ykey *k, void *dst)
 {

@@ -416,7 +416,7 @@ SSL *tls_server_session(struct tls_server *s, int fd, char *err, size_t errlen)
 {
 	ERR_clear_error();
 	SSL *ssl = SSL_new(s->ctx);
-	if (!ssl || SSL_set_fd(ssl, fd) != 1) {
+	if (!ssl || (fd >= 0 && SSL_set_fd(ssl, fd) != 1)) {
 		openssl_reason(err, errlen, "cannot start a TLS session");
 		SSL_free(ssl);
 		return NULL;

@@ -69,7 +69,8 @@ int tls_server_reload(struct tls_server *s, const struct tls_server_files *f, ch
 		      size_t errlen);
 struct tls_server *tls_server_ref(struct tls_server *s);
 void tls_server_unref(struct tls_server *s);
-/* A server session on accepted fd. NULL with err. */
+/* A server session on accepted fd (-1: none yet; libevent's OpenSSL
+ * bufferevent sets it, for evhttp). NULL with err. */
 struct ssl_st *tls_server_session(struct tls_server *s, int fd, char *err, size_t errlen);
 /* The verified client certificate's common name into buf ("" when none):
  * 1 if there is one. */

@@ -7,6 +7,7 @@ one; a handshake that never finishes is bounded by request_timeout; broken
 handshakes (garbage, a close mid-handshake, renegotiation) end cleanly;
 certificates re-read on SIGHUP without dropping a connection."""
 
+import json
 import os
 import shutil
 import signal
@@ -16,8 +17,10 @@ import subprocess
 import sys
 import time
 import unittest
+import urllib.parse
+import urllib.request
 
-from harness import (SLOW, Client, DaemonTest, free_port, make_config, parse_decision,
+from harness import (SLOW, Client, DaemonTest, free_port, http_get, make_config, parse_decision,
                      run_cli, scrape_metrics, wait_until)
 from pki import Pki
 
@@ -287,6 +290,82 @@ class TlsListenTest(DaemonTest):
             self.assertEqual(c.request("PING"), "PONG")
         self.assertTrue(self.daemon.running())
 
+    # ---- the metrics endpoint over HTTPS
+
+    def test_metrics_over_https_scraped_by_prometheus(self):
+        """metrics.tls with client certificates required: curl and urllib with
+        the CA and a client certificate, a real Prometheus with tls_config;
+        no certificate and plain HTTP get nothing; a reload re-reads it."""
+        p = self.pki
+        port, mport, pport = free_port(), free_port(), free_port()
+        mtls = ("{cert_file: %s, key_file: %s, client_certs: required, ca_file: %s}"
+                % (p.server_cert, p.server_key, p.ca))
+        text = make_config(['"127.0.0.1:%d"' % port], {"address": self.redis.address},
+                           {"reply": "5/60s"}, admin=False,
+                           metrics='{listen: "127.0.0.1:%d", tls: %s}' % (mport, mtls))
+        self.daemon = self.start_daemon(config=text, port=port)
+        url = "https://127.0.0.1:%d/metrics" % mport
+        r = subprocess.run(["curl", "-sS", "--cacert", p.ca, "--cert", p.client_cert, "--key",
+                            p.client_key, url], capture_output=True, text=True, timeout=10 * SLOW)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("ratelimitd_build_info", r.stdout)
+        r = subprocess.run(["curl", "-sS", "--cacert", p.ca, url], capture_output=True,
+                           text=True, timeout=10 * SLOW)
+        self.assertNotEqual(r.returncode, 0)  # no client certificate: no answer
+        self.assertNotIn("ratelimitd_", r.stdout)
+        with self.assertRaises(Exception):  # plain HTTP on the HTTPS port
+            status = http_get(mport, timeout=3 * SLOW)[0]
+            self.assertNotEqual(status, 200)
+            raise ConnectionError("answered %d" % status)
+        ctx = self.ctx()
+        # one connection each: a request that arrives with the handshake's
+        # last bytes is answered too (OpenSSL's read-ahead once held it)
+        for _ in range(50):
+            with urllib.request.urlopen("https://127.0.0.1:%d/health" % mport, context=ctx,
+                                        timeout=5 * SLOW) as h:
+                self.assertEqual(h.status, 200)
+        # a real Prometheus, scheme https with the CA and its client certificate
+        conf = os.path.join(self.tmpdir, "prometheus.yml")
+        with open(conf, "w") as f:
+            f.write("global: {scrape_interval: 1s}\n"
+                    "scrape_configs:\n"
+                    "  - job_name: ratelimitd\n"
+                    "    scheme: https\n"
+                    "    tls_config: {ca_file: %s, cert_file: %s, key_file: %s}\n"
+                    "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
+                    % (p.ca, p.client_cert, p.client_key, mport))
+        log = open(os.path.join(self.tmpdir, "prometheus.log"), "wb")
+        self.addCleanup(log.close)
+        prom = subprocess.Popen(["prometheus", "--config.file=" + conf,
+                                 "--storage.tsdb.path=" + os.path.join(self.tmpdir, "tsdb"),
+                                 "--web.listen-address=127.0.0.1:%d" % pport,
+                                 "--log.level=warn"], stdout=log, stderr=log,
+                                stdin=subprocess.DEVNULL)
+
+        def stop():
+            prom.terminate()
+            try:
+                prom.wait(10)
+            except subprocess.TimeoutExpired:
+                prom.kill()
+                prom.wait()
+        self.addCleanup(stop)
+
+        def up():
+            self.assertIsNone(prom.poll(), "prometheus exited")
+            q = "http://127.0.0.1:%d/api/v1/query?query=%s" % (
+                pport, urllib.parse.quote('up{job="ratelimitd"}'))
+            with urllib.request.urlopen(q, timeout=5) as resp:
+                res = json.load(resp)["data"]["result"]
+            return res and res[0]["value"][1] == "1"
+        wait_until(up, 60 * SLOW, interval=0.5, what="Prometheus to scrape over HTTPS")
+        # a reload reads the certificate again
+        self.daemon.reload()
+        wait_until(lambda: "metrics certificate read again" in self.daemon.log(),
+                   5 * SLOW, what="the reload's log line")
+        with urllib.request.urlopen(url, context=ctx, timeout=10 * SLOW) as h:
+            self.assertEqual(h.status, 200)
+
     # ---- reload
 
     def test_certificates_reloaded_on_sighup_without_dropping_connections(self):
@@ -340,6 +419,17 @@ class TlsListenTest(DaemonTest):
         self.assertRegex(r.stderr, r"^%s: listen 127\.0\.0\.1:1: tls: key_file %s"
                          r"(: key values mismatch| does not match cert_file)"
                          % (path, self.pki.client_key))
+        # and metrics.tls's
+        with open(path, "w") as f:
+            f.write(make_config(['"127.0.0.1:1"'], {"address": "127.0.0.1:6390"}, {"a": "1/1s"},
+                                admin=False,
+                                metrics='{listen: "127.0.0.1:2", tls: {cert_file: %s, '
+                                        'key_file: %s/nosuch.key}}' % (self.pki.server_cert,
+                                                                      self.tmpdir)))
+        r = run_cli(["-t", "-c", path])
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertRegex(r.stderr, r"^%s: metrics 127\.0\.0\.1:2: tls: key_file %s/nosuch.key"
+                         % (path, self.tmpdir))
 
 
 if __name__ == "__main__":

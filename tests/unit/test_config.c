@@ -880,7 +880,7 @@ START_TEST(reload_kinds)
 	config_key_reloads(count_kind, n);
 	ck_assert_int_eq(
 		n[CONFIG_RELOAD_SECTION],
-		8); /* memory redis metrics throttle envoy sentinel redis.tls listen[].tls */
+		9); /* memory redis metrics throttle envoy sentinel redis.tls listen[].tls metrics.tls */
 	ck_assert_int_gt(n[CONFIG_RELOAD_APPLIES], 10);
 	ck_assert_int_gt(n[CONFIG_RELOAD_RESTART], 10);
 }
