@@ -48,6 +48,13 @@ static void usage(FILE *f)
 		"      --redis HOST:PORT|unix:PATH      Redis for direct mode (default 127.0.0.1:6379)\n"
 		"      --daemon HOST:PORT|unix:PATH     ratelimitd (default 127.0.0.1:7379)\n"
 		"      --resp                   talk RESP to the daemon (ALLOW as an array), not lines\n"
+		"      --tls                    TLS to the daemon (the direct Redis target stays plaintext)\n"
+		"      --cacert FILE            CAs to trust with --tls (default: the system's store)\n"
+		"      --cert FILE --key FILE   client certificate and key with --tls (mTLS)\n"
+		"      --sni NAME               name to send and verify with --tls (default: the\n"
+		"                               address's host; needed for a unix: address)\n"
+		"      --token-file FILE        AUTH with the file's first line on every daemon\n"
+		"                               connection (else $RATELIMIT_BENCH_TOKEN, if set)\n"
 		"      --flushdb                FLUSHDB on --redis before each target (throwaway Redis only)\n"
 		"      --redis-pid PID          report Redis CPU time per decision (from /proc)\n"
 		"      --daemon-pid PID         report ratelimitd CPU time per decision\n"
@@ -211,6 +218,105 @@ static void daemon_addr_from_config(struct bench_opts *o, const struct config *c
 	o->daemon_addr = o->daemon_buf;
 }
 
+/* The token's bytes, checked as the daemon checks its identities' tokens:
+ * the line protocol and RESP would split a token at a blank or a line end,
+ * so such a token could only ever be refused. */
+static int token_check(struct bench_opts *o)
+{
+	if (o->token_len < CONFIG_TOKEN_MIN || o->token_len > CONFIG_TOKEN_MAX) {
+		fprintf(stderr, "ratelimit-bench: the token in %s must be %d to %d bytes\n",
+			o->token_source, CONFIG_TOKEN_MIN, CONFIG_TOKEN_MAX);
+		return -1;
+	}
+	for (size_t i = 0; i < o->token_len; i++)
+		if ((unsigned char)o->token[i] <= ' ' || o->token[i] == 0x7f) {
+			fprintf(stderr,
+				"ratelimit-bench: the token in %s holds a blank or control byte\n",
+				o->token_source);
+			return -1;
+		}
+	return 0;
+}
+
+/* The token: --token-file's first line (without its line end), else
+ * $RATELIMIT_BENCH_TOKEN when set and not empty, else none. */
+static int token_load(struct bench_opts *o)
+{
+	if (o->token_file) {
+		FILE *f = fopen(o->token_file, "r");
+		if (!f) {
+			fprintf(stderr, "ratelimit-bench: --token-file %s: %s\n", o->token_file,
+				strerror(errno));
+			return -1;
+		}
+		/* one byte beyond the longest token tells a longer one */
+		char buf[CONFIG_TOKEN_MAX + 2];
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		int bad = ferror(f) ? errno : 0;
+		fclose(f);
+		if (bad) {
+			fprintf(stderr, "ratelimit-bench: --token-file %s: %s\n", o->token_file,
+				strerror(bad));
+			return -1;
+		}
+		buf[n] = 0;
+		n = strcspn(buf, "\r\n");
+		buf[n] = 0;
+		o->token_source = o->token_file;
+		o->token_len = n;
+		if (n <= CONFIG_TOKEN_MAX)
+			memcpy(o->token, buf, n + 1);
+		memset(buf, 0, sizeof(buf));
+		if (n == 0) {
+			fprintf(stderr,
+				"ratelimit-bench: --token-file %s: its first line is empty\n",
+				o->token_file);
+			return -1;
+		}
+		return token_check(o);
+	}
+	const char *v = getenv("RATELIMIT_BENCH_TOKEN");
+	if (!v || !*v)
+		return 0;
+	o->token_source = "RATELIMIT_BENCH_TOKEN";
+	o->token_len = strlen(v);
+	if (o->token_len <= CONFIG_TOKEN_MAX)
+		memcpy(o->token, v, o->token_len + 1);
+	return token_check(o);
+}
+
+/* --tls and its files, and the token: they concern the daemon target only. */
+static int check_daemon_link(struct bench_opts *o)
+{
+	const char *tls_only = o->cacert ? "--cacert"
+			       : o->cert ? "--cert"
+			       : o->key	 ? "--key"
+			       : o->sni	 ? "--sni"
+					 : NULL;
+	if (tls_only && !o->tls) {
+		fprintf(stderr, "ratelimit-bench: %s needs --tls\n", tls_only);
+		return -1;
+	}
+	if (o->key && !o->cert) {
+		fprintf(stderr, "ratelimit-bench: --key needs --cert\n");
+		return -1;
+	}
+	int daemon = (o->targets & BENCH_OPTS_TARGET_DAEMON) != 0;
+	if (!daemon && (o->tls || o->token_file)) {
+		fprintf(stderr,
+			"ratelimit-bench: %s is for the daemon target (direct Redis is plaintext, without AUTH)\n",
+			o->tls ? "--tls" : "--token-file");
+		return -1;
+	}
+	if (o->tls && !o->sni && strncmp(o->daemon_addr, "unix:", 5) == 0) {
+		fprintf(stderr,
+			"ratelimit-bench: --tls to %s: give --sni NAME, the name its certificate must hold\n",
+			o->daemon_addr);
+		return -1;
+	}
+	return daemon ? token_load(o) : 0;
+}
+
 enum {
 	OPT_TARGET = 256,
 	OPT_WARMUP,
@@ -232,6 +338,12 @@ enum {
 	OPT_CSV_HEADER,
 	OPT_IDLE,
 	OPT_RESP,
+	OPT_TLS,
+	OPT_CACERT,
+	OPT_CERT,
+	OPT_KEY,
+	OPT_SNI,
+	OPT_TOKEN_FILE,
 };
 
 static const struct option long_opts[] = {
@@ -259,6 +371,12 @@ static const struct option long_opts[] = {
 	{"csv-header", no_argument, NULL, OPT_CSV_HEADER},
 	{"idle-connections", required_argument, NULL, OPT_IDLE},
 	{"resp", no_argument, NULL, OPT_RESP},
+	{"tls", no_argument, NULL, OPT_TLS},
+	{"cacert", required_argument, NULL, OPT_CACERT},
+	{"cert", required_argument, NULL, OPT_CERT},
+	{"key", required_argument, NULL, OPT_KEY},
+	{"sni", required_argument, NULL, OPT_SNI},
+	{"token-file", required_argument, NULL, OPT_TOKEN_FILE},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -383,6 +501,26 @@ int bench_opts_parse(int argc, char **argv, struct bench_opts *o)
 		case OPT_RESP:
 			o->resp = 1;
 			break;
+		case OPT_TLS:
+			o->tls = 1;
+			break;
+		case OPT_CACERT:
+			o->cacert = optarg;
+			break;
+		case OPT_CERT:
+			o->cert = optarg;
+			break;
+		case OPT_KEY:
+			o->key = optarg;
+			break;
+		case OPT_SNI:
+			if (!*optarg || strpbrk(optarg, " \t\r\n"))
+				return bad_arg("--sni", optarg);
+			o->sni = optarg;
+			break;
+		case OPT_TOKEN_FILE:
+			o->token_file = optarg;
+			break;
 		case OPT_CSV_HEADER:
 			o->csv_header = 1;
 			break;
@@ -463,5 +601,5 @@ int bench_opts_parse(int argc, char **argv, struct bench_opts *o)
 		o->redis_addr = "127.0.0.1:6379";
 	if (!o->daemon_addr)
 		o->daemon_addr = "127.0.0.1:7379";
-	return 0;
+	return check_daemon_link(o);
 }

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "config.h"
 #include "keys.h"
 #include "policy.h"
 
@@ -41,6 +42,15 @@ struct bench_opts {
 	int flushdb;
 	uint64_t idle; /* extra connections that stay silent */
 	int resp;      /* the daemon target is spoken to in RESP */
+	/* TLS to the daemon target (the direct Redis target stays plaintext) */
+	int tls;
+	const char *cacert;	  /* NULL: the system's trust store */
+	const char *cert, *key;	  /* client certificate (mTLS); key NULL: in cert */
+	const char *sni;	  /* verify and SNI name; NULL: the address's host */
+	const char *token_file;	  /* --token-file, else RATELIMIT_BENCH_TOKEN */
+	const char *token_source; /* where the token came from, for errors */
+	char token[CONFIG_TOKEN_MAX + 1];
+	size_t token_len; /* 0: no AUTH */
 	/* derived */
 	struct policy policy;
 	int have_policy;

@@ -12,6 +12,11 @@
  * Nothing is allocated per request. Requests are built directly into `out`
  * from precomputed head/tail bytes; replies are parsed in place.
  *
+ * With --tls each daemon connection carries a TLS session (src/lib/tls.h)
+ * whose handshake, like AUTH with --token-file, is over before the load
+ * starts; every read and write goes through link_read / link_write, which
+ * serve a plaintext socket the same way.
+ *
  * Direct mode speaks RESP itself instead of using hiredis: hiredis async
  * allocates a command buffer and a callback node per command and a tree of
  * redisReply objects (6 for a 5-integer array) per reply. On a 2-core box
@@ -30,6 +35,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +56,7 @@
 #include "policy.h"
 #include "redis_script.h"
 #include "store.h"
+#include "tls.h"
 
 /* After the last request is sent, how long to wait for the replies owed. */
 #define DRAIN_TIMEOUT_NS (10ULL * 1000000000ULL)
@@ -58,6 +65,9 @@
 /* Longest reply line or RESP value we accept, beyond P typical replies. */
 #define IN_SLACK 4096
 #define ERR_TEXT_MAX 160
+/* The set-up's exchanges (TLS handshake, AUTH, PEEK, FLUSHDB, SCRIPT LOAD)
+ * each give up after this long rather than hang the run. */
+#define SETUP_TIMEOUT_S 30
 
 /* ---- clock, rng ---- */
 
@@ -107,15 +117,35 @@ struct result {
 
 /* ---- one run ---- */
 
+/* How to reach a target: where, over TLS or not, with a token or not. */
+struct endpoint {
+	const char *name; /* "redis" or "daemon", for errors */
+	const char *addr;
+	struct tls_client *tls; /* NULL: plaintext */
+	const char *token;	/* NULL: no AUTH */
+	size_t token_len;
+	const char *token_source; /* a file or a variable, for errors */
+};
+
+/* A connection's transport: its socket (nonblocking once open), and its TLS
+ * session when the endpoint has TLS. */
+struct link {
+	int fd;
+	struct ssl_st *ssl;
+	int broken; /* TLS failed: OpenSSL must not send close_notify */
+};
+
 enum phase { PH_WARMUP, PH_MEASURE, PH_DRAIN, PH_DONE };
 
 struct run;
 
 struct conn {
 	struct run *run;
-	int fd;
+	struct link link;
 	int dead;
 	int write_armed;
+	int read_wants_write; /* TLS must send before it reads on: write_cb reads */
+	int write_wants_read; /* TLS must read before it writes on: read_cb flushes */
 	struct event *ev_read, *ev_write;
 	char *in;
 	size_t in_len, in_cap;
@@ -360,7 +390,34 @@ static int resp_decision(const char *p, size_t len, const char **why, size_t *wh
 	return (int)allowed;
 }
 
-/* ---- sockets ---- */
+/* ---- sockets, and TLS on them ---- */
+
+/*
+ * The host of "host:port" or "[v6]:port" into host (brackets dropped), and
+ * where its port begins; -1 with err.
+ */
+static int split_addr(const char *addr, char *host, size_t cap, const char **port, char *err,
+		      size_t errlen)
+{
+	const char *colon = strrchr(addr, ':');
+	if (!colon || colon == addr || !colon[1]) {
+		snprintf(err, errlen, "%s: expected host:port or unix:/path", addr);
+		return -1;
+	}
+	size_t hl = (size_t)(colon - addr);
+	if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
+		addr++;
+		hl -= 2;
+	}
+	if (hl >= cap) {
+		snprintf(err, errlen, "host name too long");
+		return -1;
+	}
+	memcpy(host, addr, hl);
+	host[hl] = 0;
+	*port = colon + 1;
+	return 0;
+}
 
 /* Blocking connect to "host:port", "[v6]:port" or "unix:/path"; fd or -1 with err. */
 static int dial(const char *addr, char *err, size_t errlen)
@@ -381,25 +438,12 @@ static int dial(const char *addr, char *err, size_t errlen)
 		}
 		return fd;
 	}
-	const char *colon = strrchr(addr, ':');
-	if (!colon || colon == addr || !colon[1]) {
-		snprintf(err, errlen, "%s: expected host:port or unix:/path", addr);
-		return -1;
-	}
 	char host[256];
-	size_t hl = (size_t)(colon - addr);
-	if (hl >= 2 && addr[0] == '[' && addr[hl - 1] == ']') {
-		addr++;
-		hl -= 2;
-	}
-	if (hl >= sizeof(host)) {
-		snprintf(err, errlen, "host name too long");
+	const char *port;
+	if (split_addr(addr, host, sizeof(host), &port, err, errlen) < 0)
 		return -1;
-	}
-	memcpy(host, addr, hl);
-	host[hl] = 0;
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai;
-	int rc = getaddrinfo(host, colon + 1, &hints, &ai);
+	int rc = getaddrinfo(host, port, &hints, &ai);
 	if (rc != 0) {
 		snprintf(err, errlen, "%s: %s", host, gai_strerror(rc));
 		return -1;
@@ -419,7 +463,7 @@ static int dial(const char *addr, char *err, size_t errlen)
 	}
 	freeaddrinfo(ai);
 	if (fd < 0) {
-		snprintf(err, errlen, "%s:%s: %s", host, colon + 1, strerror(e));
+		snprintf(err, errlen, "%s:%s: %s", host, port, strerror(e));
 		return -1;
 	}
 	int one = 1;
@@ -427,16 +471,116 @@ static int dial(const char *addr, char *err, size_t errlen)
 	return fd;
 }
 
-static int write_all(int fd, const char *p, size_t n)
+/*
+ * One nonblocking read into buf: TLS_IO_DONE with *n > 0 bytes, or what
+ * stops it (tls.h's results serve plaintext too: EAGAIN is WANT_READ, EOF
+ * CLOSED). err says why on TLS_IO_ERROR.
+ */
+static enum tls_io link_read(struct link *l, void *buf, size_t len, size_t *n, char *err,
+			     size_t errlen)
 {
-	while (n) {
-		ssize_t w = write(fd, p, n);
+	if (l->ssl) {
+		enum tls_io io = tls_read(l->ssl, buf, len, n, err, errlen);
+		if (io == TLS_IO_ERROR)
+			l->broken = 1;
+		return io;
+	}
+	for (;;) {
+		ssize_t got = read(l->fd, buf, len);
+		if (got > 0) {
+			*n = (size_t)got;
+			return TLS_IO_DONE;
+		}
+		if (got == 0)
+			return TLS_IO_CLOSED;
+		if (errno == EINTR)
+			continue;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return TLS_IO_WANT_READ;
+		snprintf(err, errlen, "%s", strerror(errno));
+		return TLS_IO_ERROR;
+	}
+}
+
+/* One nonblocking write of up to len bytes (*n written), as link_read. */
+static enum tls_io link_write(struct link *l, const void *buf, size_t len, size_t *n, char *err,
+			      size_t errlen)
+{
+	if (l->ssl) {
+		enum tls_io io = tls_write(l->ssl, buf, len, n, err, errlen);
+		if (io == TLS_IO_ERROR)
+			l->broken = 1;
+		return io;
+	}
+	for (;;) {
+		ssize_t w = write(l->fd, buf, len);
+		if (w > 0) {
+			*n = (size_t)w;
+			return TLS_IO_DONE;
+		}
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0)
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return TLS_IO_WANT_WRITE;
+		snprintf(err, errlen, "%s", w < 0 ? strerror(errno) : "nothing written");
+		return TLS_IO_ERROR;
+	}
+}
+
+/* Closes l (close_notify first when its TLS session is sound). */
+static void link_close(struct link *l)
+{
+	if (l->ssl) {
+		if (l->broken)
+			tls_session_drop(l->ssl);
+		else
+			tls_session_free(l->ssl);
+		l->ssl = NULL;
+	}
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+}
+
+/* Waits for l's socket to be ready for what a step wants (TLS_IO_WANT_*),
+ * until deadline; -1 with err. Set-up only: the load never waits here. */
+static int link_wait(const struct link *l, enum tls_io want, uint64_t deadline, char *err,
+		     size_t errlen)
+{
+	for (;;) {
+		uint64_t now = now_ns();
+		if (now >= deadline) {
+			snprintf(err, errlen, "no answer within %d s", SETUP_TIMEOUT_S);
 			return -1;
-		p += w;
-		n -= (size_t)w;
+		}
+		struct pollfd p = {.fd = l->fd,
+				   .events = want == TLS_IO_WANT_WRITE ? POLLOUT : POLLIN};
+		int ms = (int)((deadline - now + 999999) / 1000000);
+		int n = poll(&p, 1, ms);
+		if (n > 0)
+			return 0; /* ready, or an error the next step will report */
+		if (n < 0 && errno != EINTR) {
+			snprintf(err, errlen, "poll: %s", strerror(errno));
+			return -1;
+		}
+	}
+}
+
+static int link_write_all(struct link *l, const char *p, size_t len, uint64_t deadline, char *err,
+			  size_t errlen)
+{
+	while (len) {
+		size_t n;
+		enum tls_io io = link_write(l, p, len, &n, err, errlen);
+		if (io == TLS_IO_DONE) {
+			p += n;
+			len -= n;
+		} else if (io == TLS_IO_CLOSED) {
+			snprintf(err, errlen, "connection closed");
+			return -1;
+		} else if (io == TLS_IO_ERROR || link_wait(l, io, deadline, err, errlen) < 0) {
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -464,40 +608,136 @@ static long line_end(char *buf, size_t len)
 	return (long)strlen(buf) + 1; /* an empty line is complete too */
 }
 
-/* Blocking: sends cmd, reads until `end` finds a complete reply in buf.
- * Returns what `end` returned, or -1. Only for set-up, never timed. */
-static long blocking_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t cap,
-			  reply_end_fn *end)
+/* Sends cmd, reads until `end` finds a complete reply in buf. Returns what
+ * `end` returned, or -1 with err. Only for set-up, never timed. */
+static long blocking_call(struct link *l, const char *cmd, size_t cmdlen, char *buf, size_t cap,
+			  reply_end_fn *end, char *err, size_t errlen)
 {
-	if (write_all(fd, cmd, cmdlen) < 0)
+	uint64_t deadline = now_ns() + (uint64_t)SETUP_TIMEOUT_S * 1000000000ULL;
+	if (link_write_all(l, cmd, cmdlen, deadline, err, errlen) < 0)
 		return -1;
 	size_t len = 0;
 	for (;;) {
 		long r = end(buf, len);
-		if (r != 0)
+		if (r != 0) {
+			if (r < 0)
+				snprintf(err, errlen, "malformed reply");
 			return r;
-		if (len + 1 >= cap)
+		}
+		if (len + 1 >= cap) {
+			snprintf(err, errlen, "reply longer than %zu bytes", cap - 1);
 			return -1;
-		ssize_t n = read(fd, buf + len, cap - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
+		}
+		size_t n;
+		enum tls_io io = link_read(l, buf + len, cap - 1 - len, &n, err, errlen);
+		if (io == TLS_IO_DONE) {
+			len += n;
+		} else if (io == TLS_IO_CLOSED) {
+			snprintf(err, errlen, "connection closed before a reply");
 			return -1;
-		len += (size_t)n;
+		} else if (io == TLS_IO_ERROR || link_wait(l, io, deadline, err, errlen) < 0) {
+			return -1;
+		}
 	}
 }
 
-/* One complete RESP reply into buf (NUL-terminated); its length or -1. */
-static long resp_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t cap)
+/* One complete RESP reply into buf (NUL-terminated); its length or -1 with err. */
+static long resp_call(struct link *l, const char *cmd, size_t cmdlen, char *buf, size_t cap,
+		      char *err, size_t errlen)
 {
-	return blocking_call(fd, cmd, cmdlen, buf, cap, resp_end);
+	return blocking_call(l, cmd, cmdlen, buf, cap, resp_end, err, errlen);
 }
 
-/* One reply line from the daemon into buf, without its line end; its length or -1. */
-static long line_call(int fd, const char *cmd, size_t cmdlen, char *buf, size_t cap)
+/* One reply line into buf, without its line end; its length or -1 with err. */
+static long line_call(struct link *l, const char *cmd, size_t cmdlen, char *buf, size_t cap,
+		      char *err, size_t errlen)
 {
-	long r = blocking_call(fd, cmd, cmdlen, buf, cap, line_end);
+	long r = blocking_call(l, cmd, cmdlen, buf, cap, line_end, err, errlen);
 	return r < 0 ? -1 : r - 1;
+}
+
+/* Proves ep's token on l: AUTH in RESP or as a line, OK / +OK back. */
+static int link_auth(struct link *l, const struct endpoint *ep, int resp, char *err, size_t errlen)
+{
+	char cmd[CONFIG_TOKEN_MAX + 64], reply[512], why[ERR_TEXT_MAX];
+	size_t n;
+	if (resp) {
+		n = (size_t)snprintf(cmd, sizeof(cmd), "*2\r\n");
+		n += put_bulk_str(cmd + n, "AUTH");
+		n += put_bulk(cmd + n, ep->token, ep->token_len);
+	} else {
+		n = (size_t)snprintf(cmd, sizeof(cmd), "AUTH ");
+		memcpy(cmd + n, ep->token, ep->token_len);
+		n += ep->token_len;
+		cmd[n++] = '\n';
+	}
+	long len = blocking_call(l, cmd, n, reply, sizeof(reply), resp ? resp_end : line_end, why,
+				 sizeof(why));
+	memset(cmd, 0, sizeof(cmd)); /* the token lives on in ep only */
+	if (len < 0) {
+		snprintf(err, errlen, "%s %s: AUTH with the token in %s: %s", ep->name, ep->addr,
+			 ep->token_source, why);
+		return -1;
+	}
+	if (strcmp(reply, resp ? "+OK\r\n" : "OK") == 0)
+		return 0;
+	reply[strcspn(reply, "\r\n")] = 0;
+	snprintf(err, errlen, "%s %s: AUTH with the token in %s refused: %.200s", ep->name,
+		 ep->addr, ep->token_source, reply);
+	return -1;
+}
+
+/*
+ * Opens l to ep: connects, makes the socket nonblocking, and with TLS
+ * completes the handshake; with a token, proves it (AUTH in RESP when resp,
+ * else as a line). -1 with err, l closed.
+ */
+static int link_open(const struct endpoint *ep, int resp, struct link *l, char *err, size_t errlen)
+{
+	char why[ERR_TEXT_MAX];
+	*l = (struct link){.fd = dial(ep->addr, err, errlen)};
+	if (l->fd < 0)
+		return -1;
+	int fl = fcntl(l->fd, F_GETFL);
+	if (fl < 0 || fcntl(l->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		snprintf(err, errlen, "%s: fcntl: %s", ep->addr, strerror(errno));
+		goto fail;
+	}
+	if (ep->tls) {
+		/* the name to verify: --sni when given (tls_client_new has it), else
+		 * the address's host; a unix: address has none (options demand --sni) */
+		char host[256] = "";
+		const char *port;
+		if (strncmp(ep->addr, "unix:", 5) != 0 &&
+		    split_addr(ep->addr, host, sizeof(host), &port, err, errlen) < 0)
+			goto fail;
+		l->ssl =
+			tls_client_session(ep->tls, l->fd, host[0] ? host : NULL, why, sizeof(why));
+		if (!l->ssl) {
+			snprintf(err, errlen, "%s %s: %s", ep->name, ep->addr, why);
+			goto fail;
+		}
+		uint64_t deadline = now_ns() + (uint64_t)SETUP_TIMEOUT_S * 1000000000ULL;
+		for (;;) {
+			enum tls_io io = tls_handshake(l->ssl, why, sizeof(why));
+			if (io == TLS_IO_DONE)
+				break;
+			if (io == TLS_IO_ERROR)
+				l->broken = 1;
+			if (io == TLS_IO_ERROR ||
+			    link_wait(l, io, deadline, why, sizeof(why)) < 0) {
+				snprintf(err, errlen, "%s %s: TLS handshake: %s", ep->name,
+					 ep->addr, why);
+				goto fail;
+			}
+		}
+	}
+	if (ep->token && link_auth(l, ep, resp, err, errlen) < 0)
+		goto fail;
+	return 0;
+fail:
+	link_close(l);
+	return -1;
 }
 
 /* ---- request building ---- */
@@ -665,29 +905,45 @@ static unsigned conn_fill(struct conn *c, uint64_t now, unsigned max)
 	return n;
 }
 
+static void arm_write(struct conn *c)
+{
+	if (!c->write_armed) {
+		event_add(c->ev_write, NULL);
+		c->write_armed = 1;
+	}
+}
+
 static void conn_flush(struct conn *c)
 {
+	char err[ERR_TEXT_MAX], why[ERR_TEXT_MAX + 16];
+	c->write_wants_read = 0;
 	while (!c->dead && c->out_off < c->out_len) {
-		ssize_t w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
-		if (w > 0) {
-			c->out_off += (size_t)w;
+		size_t n;
+		enum tls_io io = link_write(&c->link, c->out + c->out_off, c->out_len - c->out_off,
+					    &n, err, sizeof(err));
+		if (io == TLS_IO_DONE) {
+			c->out_off += n;
 			continue;
 		}
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (!c->write_armed) {
-				event_add(c->ev_write, NULL);
-				c->write_armed = 1;
-			}
+		if (io == TLS_IO_WANT_WRITE) {
+			arm_write(c);
 			return;
 		}
-		conn_fail(c, "write failed");
+		if (io == TLS_IO_WANT_READ) {
+			/* the read event, always armed, flushes again */
+			c->write_wants_read = 1;
+			break;
+		}
+		if (io == TLS_IO_CLOSED)
+			snprintf(why, sizeof(why), "connection closed by server");
+		else
+			snprintf(why, sizeof(why), "write failed: %s", err);
+		conn_fail(c, why);
 		return;
 	}
 	if (c->out_off == c->out_len)
 		c->out_off = c->out_len = 0;
-	if (c->write_armed && !c->dead) {
+	if (c->write_armed && !c->dead && !c->read_wants_write) {
 		event_del(c->ev_write);
 		c->write_armed = 0;
 	}
@@ -767,33 +1023,70 @@ static int conn_parse(struct conn *c, uint64_t now)
 	return 0;
 }
 
+/*
+ * Reads c's replies and refills it. Plaintext: one read per readable event.
+ * TLS: OpenSSL may hold decrypted or read-ahead bytes that no readable event
+ * will announce, so it reads on while tls_pending says there are some.
+ */
+static void conn_read(struct conn *c)
+{
+	struct run *r = c->run;
+	char err[ERR_TEXT_MAX], why[ERR_TEXT_MAX + 16];
+	uint64_t now = 0;
+	c->read_wants_write = 0;
+	do {
+		size_t n;
+		enum tls_io io = link_read(&c->link, c->in + c->in_len, c->in_cap - c->in_len, &n,
+					   err, sizeof(err));
+		if (io == TLS_IO_WANT_READ)
+			break;
+		if (io == TLS_IO_WANT_WRITE) {
+			/* TLS must send before it reads on: write_cb reads again */
+			c->read_wants_write = 1;
+			arm_write(c);
+			break;
+		}
+		if (io != TLS_IO_DONE) {
+			if (io == TLS_IO_CLOSED)
+				snprintf(why, sizeof(why), "connection closed by server");
+			else
+				snprintf(why, sizeof(why), "read failed: %s", err);
+			conn_fail(c, why);
+			run_step(r, now_ns());
+			return;
+		}
+		c->in_len += n;
+		now = now_ns();
+		if (conn_parse(c, now) < 0) {
+			conn_fail(c, "protocol error in reply");
+			break;
+		}
+	} while (c->link.ssl && tls_pending(c->link.ssl));
+	int filled = 0;
+	if (now) {
+		run_step(r, now);
+		filled = conn_fill(c, now, (unsigned)-1) > 0;
+	}
+	if (filled || c->write_wants_read)
+		conn_flush(c);
+}
+
 static void read_cb(evutil_socket_t fd, short what, void *arg)
 {
+	(void)fd;
 	(void)what;
-	struct conn *c = arg;
-	struct run *r = c->run;
-	ssize_t n = read(fd, c->in + c->in_len, c->in_cap - c->in_len);
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return;
-	if (n <= 0) {
-		conn_fail(c, n == 0 ? "connection closed by server" : "read failed");
-		run_step(r, now_ns());
-		return;
-	}
-	c->in_len += (size_t)n;
-	uint64_t now = now_ns();
-	if (conn_parse(c, now) < 0)
-		conn_fail(c, "protocol error in reply");
-	run_step(r, now);
-	if (conn_fill(c, now, (unsigned)-1))
-		conn_flush(c);
+	conn_read(arg);
 }
 
 static void write_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	conn_flush(arg);
+	struct conn *c = arg;
+	if (c->read_wants_write)
+		conn_read(c);
+	if (!c->dead)
+		conn_flush(c);
 }
 
 /* Counts c's requests in flight as errors and closes it. */
@@ -809,8 +1102,7 @@ static void conn_fail(struct conn *c, const char *why)
 	r->nlive--;
 	event_del(c->ev_read);
 	event_del(c->ev_write);
-	close(c->fd);
-	c->fd = -1;
+	link_close(&c->link);
 }
 
 static void start_measure(struct run *r, uint64_t now)
@@ -901,11 +1193,18 @@ static int zipf_init(struct run *r)
 	return 0;
 }
 
-/* Direct mode set-up on a blocking connection: optional FLUSHDB, SCRIPT LOAD. */
-static int redis_prepare(const struct bench_opts *o, int load_script, char *err, size_t errlen)
+/* Where the two targets are (built in main from the options). */
+struct endpoints {
+	struct endpoint redis, daemon;
+};
+
+/* Direct mode set-up on a connection of its own: optional FLUSHDB, SCRIPT LOAD. */
+static int redis_prepare(const struct bench_opts *o, const struct endpoints *eps, int load_script,
+			 char *err, size_t errlen)
 {
-	int fd = dial(o->redis_addr, err, errlen);
-	if (fd < 0)
+	struct link l;
+	char why[ERR_TEXT_MAX];
+	if (link_open(&eps->redis, 0, &l, err, errlen) < 0)
 		return -1;
 	static char cmd[65536 + 256];
 	char reply[256];
@@ -913,9 +1212,10 @@ static int redis_prepare(const struct bench_opts *o, int load_script, char *err,
 	size_t n;
 	if (o->flushdb) {
 		n = (size_t)snprintf(cmd, sizeof(cmd), "*1\r\n$7\r\nFLUSHDB\r\n");
-		if (resp_call(fd, cmd, n, reply, sizeof(reply)) < 0 || reply[0] != '+') {
+		long len = resp_call(&l, cmd, n, reply, sizeof(reply), why, sizeof(why));
+		if (len < 0 || reply[0] != '+') {
 			snprintf(err, errlen, "redis %s: FLUSHDB failed: %.100s", o->redis_addr,
-				 reply);
+				 len < 0 ? why : reply);
 			goto out;
 		}
 	}
@@ -928,37 +1228,45 @@ static int redis_prepare(const struct bench_opts *o, int load_script, char *err,
 		n += put_bulk_str(cmd + n, "SCRIPT");
 		n += put_bulk_str(cmd + n, "LOAD");
 		n += put_bulk(cmd + n, lua_ratelimit_src, lua_ratelimit_len);
-		long len = resp_call(fd, cmd, n, reply, sizeof(reply));
+		long len = resp_call(&l, cmd, n, reply, sizeof(reply), why, sizeof(why));
 		if (len < 0 || reply[0] != '$' || !strstr(reply, lua_ratelimit_sha)) {
 			snprintf(err, errlen, "redis %s: SCRIPT LOAD failed: %.100s", o->redis_addr,
-				 len < 0 ? "no reply" : reply);
+				 len < 0 ? why : reply);
 			goto out;
 		}
 	}
 	rc = 0;
 out:
-	close(fd);
+	link_close(&l);
 	return rc;
 }
 
-/* Daemon mode: one PEEK first, so a wrong action or address fails fast. */
-static int daemon_check(const struct bench_opts *o, char *err, size_t errlen)
+/* Daemon mode: one PEEK first (after AUTH, over TLS, as the load will be),
+ * so a wrong action, address, certificate or token fails fast. */
+static int daemon_check(const struct bench_opts *o, const struct endpoints *eps, char *err,
+			size_t errlen)
 {
-	int fd = dial(o->daemon_addr, err, errlen);
-	if (fd < 0)
+	struct link l;
+	char why[ERR_TEXT_MAX];
+	/* the PEEK is a line: AUTH in lines too (a connection keeps its first protocol) */
+	if (link_open(&eps->daemon, 0, &l, err, errlen) < 0)
 		return -1;
 	char cmd[256], reply[512];
 	size_t n = (size_t)snprintf(cmd, sizeof(cmd), "PEEK u0 %s %lld\n", o->action,
 				    (long long)o->cost);
-	long len = line_call(fd, cmd, n, reply, sizeof(reply));
-	close(fd);
+	long len = line_call(&l, cmd, n, reply, sizeof(reply), why, sizeof(why));
+	link_close(&l);
 	if (len < 0) {
-		snprintf(err, errlen, "daemon %s: no reply to PEEK", o->daemon_addr);
+		snprintf(err, errlen, "daemon %s: PEEK: %s", o->daemon_addr, why);
 		return -1;
 	}
 	if (line_decision(reply, (size_t)len) < 0) {
-		snprintf(err, errlen, "daemon %s: PEEK u0 %s answered: %.200s", o->daemon_addr,
-			 o->action, reply);
+		/* a listener with auth: required, and no token given */
+		const char *hint = !eps->daemon.token && strncmp(reply, "ERR noauth", 10) == 0
+					   ? " (give --token-file FILE or RATELIMIT_BENCH_TOKEN)"
+					   : "";
+		snprintf(err, errlen, "daemon %s: PEEK u0 %s answered: %.200s%s", o->daemon_addr,
+			 o->action, reply, hint);
 		return -1;
 	}
 	return 0;
@@ -971,41 +1279,40 @@ static double cpu_per_decision(long long before, long long after, uint64_t decis
 	return (double)(after - before) / (double)decisions;
 }
 
-static void close_idle_fds(int *fds, uint64_t n)
+static void close_idle(struct link *links, uint64_t n)
 {
 	for (uint64_t i = 0; i < n; i++)
-		close(fds[i]);
-	free(fds);
+		link_close(&links[i]);
+	free(links);
 }
 
 /*
- * Opens o->idle connections to the target that never send anything, and
- * measures how much the target's RSS grew per connection (a round trip on a
- * fresh connection afterwards makes sure the target has accepted them all).
+ * Opens o->idle connections to the target that never send anything (but
+ * the TLS handshake and AUTH, when the target has them), and measures how
+ * much the target's RSS grew per connection (a round trip on a fresh
+ * connection afterwards makes sure the target has accepted them all).
  */
-static int open_idle(const struct bench_opts *o, enum bench_opts_target t, int **fds, uint64_t *n,
-		     double *per_conn)
+static int open_idle(const struct bench_opts *o, const struct endpoints *eps,
+		     enum bench_opts_target t, struct link **links, uint64_t *n, double *per_conn)
 {
-	const char *addr = t == BENCH_OPTS_TARGET_DIRECT ? o->redis_addr : o->daemon_addr;
+	const struct endpoint *ep = t == BENCH_OPTS_TARGET_DIRECT ? &eps->redis : &eps->daemon;
 	int pid = t == BENCH_OPTS_TARGET_DIRECT ? o->redis_pid : o->daemon_pid;
 	char err[512];
 	long long rss0 = proc_rss_kib(pid);
-	*fds = malloc(sizeof(int) * (size_t)o->idle);
-	if (!*fds) {
+	*links = malloc(sizeof(**links) * (size_t)o->idle);
+	if (!*links) {
 		fprintf(stderr, "ratelimit-bench: out of memory\n");
 		return -1;
 	}
 	for (*n = 0; *n < o->idle; (*n)++) {
-		int fd = dial(addr, err, sizeof(err));
-		if (fd < 0) {
+		if (link_open(ep, o->resp, &(*links)[*n], err, sizeof(err)) < 0) {
 			fprintf(stderr, "ratelimit-bench: idle connection %llu: %s\n",
 				(unsigned long long)*n + 1, err);
 			return -1;
 		}
-		(*fds)[*n] = fd;
 	}
-	int rc = t == BENCH_OPTS_TARGET_DIRECT ? redis_prepare(o, 1, err, sizeof(err))
-					       : daemon_check(o, err, sizeof(err));
+	int rc = t == BENCH_OPTS_TARGET_DIRECT ? redis_prepare(o, eps, 1, err, sizeof(err))
+					       : daemon_check(o, eps, err, sizeof(err));
 	if (rc < 0) {
 		fprintf(stderr, "ratelimit-bench: after opening idle connections: %s\n", err);
 		return -1;
@@ -1016,25 +1323,26 @@ static int open_idle(const struct bench_opts *o, enum bench_opts_target t, int *
 	return 0;
 }
 
-static int run_target(const struct bench_opts *o, enum bench_opts_target t, struct result *res)
+static int run_target(const struct bench_opts *o, const struct endpoints *eps,
+		      enum bench_opts_target t, struct result *res)
 {
 	char err[512] = "";
 	memset(res, 0, sizeof(*res));
 	if (t == BENCH_OPTS_TARGET_DIRECT || o->flushdb) {
-		if (redis_prepare(o, t == BENCH_OPTS_TARGET_DIRECT, err, sizeof(err)) < 0) {
+		if (redis_prepare(o, eps, t == BENCH_OPTS_TARGET_DIRECT, err, sizeof(err)) < 0) {
 			fprintf(stderr, "ratelimit-bench: %s\n", err);
 			return -1;
 		}
 	}
-	if (t == BENCH_OPTS_TARGET_DAEMON && daemon_check(o, err, sizeof(err)) < 0) {
+	if (t == BENCH_OPTS_TARGET_DAEMON && daemon_check(o, eps, err, sizeof(err)) < 0) {
 		fprintf(stderr, "ratelimit-bench: %s\n", err);
 		return -1;
 	}
 
-	int *idle = NULL;
+	struct link *idle = NULL;
 	uint64_t nidle = 0;
 	res->idle_rss_bytes = -1;
-	if (o->idle && open_idle(o, t, &idle, &nidle, &res->idle_rss_bytes) < 0)
+	if (o->idle && open_idle(o, eps, t, &idle, &nidle, &res->idle_rss_bytes) < 0)
 		goto close_idle;
 
 	struct run *r = calloc(1, sizeof(*r));
@@ -1056,12 +1364,12 @@ static int run_target(const struct bench_opts *o, enum bench_opts_target t, stru
 		goto out;
 	}
 	build_templates(r);
-	const char *addr = t == BENCH_OPTS_TARGET_DIRECT ? o->redis_addr : o->daemon_addr;
+	const struct endpoint *ep = t == BENCH_OPTS_TARGET_DIRECT ? &eps->redis : &eps->daemon;
 	size_t P = (size_t)o->pipeline;
 	for (int i = 0; i < o->conns; i++) {
 		struct conn *c = &r->conns[i];
 		c->run = r;
-		c->fd = -1;
+		c->link.fd = -1;
 		c->dead = 1;
 		c->in_cap = P * 256 + IN_SLACK;
 		c->out_cap = (P + 1) * r->max_req;
@@ -1072,15 +1380,13 @@ static int run_target(const struct bench_opts *o, enum bench_opts_target t, stru
 			fprintf(stderr, "ratelimit-bench: out of memory\n");
 			goto out;
 		}
-		c->fd = dial(addr, err, sizeof(err));
-		if (c->fd < 0) {
+		/* TLS handshake and AUTH here, before anything is timed */
+		if (link_open(ep, o->resp, &c->link, err, sizeof(err)) < 0) {
 			fprintf(stderr, "ratelimit-bench: connection %d: %s\n", i + 1, err);
 			goto out;
 		}
-		int fl = fcntl(c->fd, F_GETFL);
-		fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
-		c->ev_read = event_new(r->base, c->fd, EV_READ | EV_PERSIST, read_cb, c);
-		c->ev_write = event_new(r->base, c->fd, EV_WRITE | EV_PERSIST, write_cb, c);
+		c->ev_read = event_new(r->base, c->link.fd, EV_READ | EV_PERSIST, read_cb, c);
+		c->ev_write = event_new(r->base, c->link.fd, EV_WRITE | EV_PERSIST, write_cb, c);
 		if (!c->ev_read || !c->ev_write) {
 			fprintf(stderr, "ratelimit-bench: out of memory\n");
 			goto out;
@@ -1132,8 +1438,7 @@ out:
 			event_free(c->ev_read);
 		if (c->ev_write)
 			event_free(c->ev_write);
-		if (c->fd >= 0)
-			close(c->fd);
+		link_close(&c->link);
 		free(c->in);
 		free(c->out);
 		free(c->sent);
@@ -1145,10 +1450,10 @@ out:
 	free(r->conns);
 	free(r->zipf_cdf);
 	free(r);
-	close_idle_fds(idle, nidle);
+	close_idle(idle, nidle);
 	return rc;
 close_idle:
-	close_idle_fds(idle, nidle);
+	close_idle(idle, nidle);
 	return -1;
 }
 
@@ -1187,8 +1492,11 @@ static void print_report(const struct bench_opts *o, const struct result res[2])
 		printf(" after %.1f s warm-up", o->warmup);
 	if (o->rate > 0)
 		printf(", paced at %.0f/s", o->rate);
-	printf(", keys %s, action %s%s, cost %lld\n", o->keys_spec, o->action, pol,
+	printf(", keys %s, action %s%s, cost %lld", o->keys_spec, o->action, pol,
 	       (long long)o->cost);
+	if ((o->targets & BENCH_OPTS_TARGET_DAEMON) && (o->tls || o->token_len))
+		printf(", daemon%s%s", o->tls ? " over TLS" : "", o->token_len ? " with AUTH" : "");
+	printf("\n");
 	printf("%-7s %12s %10s %10s %7s %9s %9s %9s %9s   %-26s\n", "target", "decisions/s",
 	       "ALLOWED", "DENIED", "ERR", "p50 us", "p99 us", "p99.9 us", "max us",
 	       "CPU us/decision:   redis   daemon    bench");
@@ -1288,13 +1596,35 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+	struct endpoints eps = {
+		.redis = {.name = "redis", .addr = o.redis_addr},
+		.daemon = {.name = "daemon",
+			   .addr = o.daemon_addr,
+			   .token = o.token_len ? o.token : NULL,
+			   .token_len = o.token_len,
+			   .token_source = o.token_source},
+	};
+	if (o.tls) {
+		/* one context for every connection: the files are read once */
+		char err[512];
+		struct tls_client_files f = {.ca_file = o.cacert,
+					     .cert_file = o.cert,
+					     .key_file = o.key,
+					     .server_name = o.sni};
+		eps.daemon.tls = tls_client_new(&f, err, sizeof(err));
+		if (!eps.daemon.tls) {
+			fprintf(stderr, "ratelimit-bench: --tls: %s\n", err);
+			return 2;
+		}
+	}
 	struct result res[2];
 	memset(res, 0, sizeof(res));
 	int failed = 0;
 	if (o.targets & BENCH_OPTS_TARGET_DIRECT)
-		failed |= run_target(&o, BENCH_OPTS_TARGET_DIRECT, &res[0]) < 0;
+		failed |= run_target(&o, &eps, BENCH_OPTS_TARGET_DIRECT, &res[0]) < 0;
 	if (!failed && (o.targets & BENCH_OPTS_TARGET_DAEMON))
-		failed |= run_target(&o, BENCH_OPTS_TARGET_DAEMON, &res[1]) < 0;
+		failed |= run_target(&o, &eps, BENCH_OPTS_TARGET_DAEMON, &res[1]) < 0;
+	tls_client_unref(eps.daemon.tls);
 	if (failed)
 		return 1;
 	if (o.csv)
