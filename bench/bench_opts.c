@@ -51,7 +51,7 @@ static void usage(FILE *f)
 		"      --tls                    TLS to the daemon (the direct Redis target stays plaintext)\n"
 		"      --cacert FILE            CAs to trust with --tls (default: the system's store)\n"
 		"      --cert FILE --key FILE   client certificate and key with --tls (mTLS)\n"
-		"      --sni NAME               name to send and verify with --tls (default: the\n"
+		"      --servername NAME        name to send and verify with --tls (default: the\n"
 		"                               address's host; needed for a unix: address)\n"
 		"      --token-file FILE        AUTH with the file's first line on every daemon\n"
 		"                               connection (else $RATELIMIT_BENCH_TOKEN, if set)\n"
@@ -291,7 +291,7 @@ static int check_daemon_link(struct bench_opts *o)
 	const char *tls_only = o->cacert ? "--cacert"
 			       : o->cert ? "--cert"
 			       : o->key	 ? "--key"
-			       : o->sni	 ? "--sni"
+			       : o->sni	 ? "--servername"
 					 : NULL;
 	if (tls_only && !o->tls) {
 		fprintf(stderr, "ratelimit-bench: %s needs --tls\n", tls_only);
@@ -310,7 +310,7 @@ static int check_daemon_link(struct bench_opts *o)
 	}
 	if (o->tls && !o->sni && strncmp(o->daemon_addr, "unix:", 5) == 0) {
 		fprintf(stderr,
-			"ratelimit-bench: --tls to %s: give --sni NAME, the name its certificate must hold\n",
+			"ratelimit-bench: --tls to %s: give --servername NAME, the name its certificate must hold\n",
 			o->daemon_addr);
 		return -1;
 	}
@@ -375,7 +375,7 @@ static const struct option long_opts[] = {
 	{"cacert", required_argument, NULL, OPT_CACERT},
 	{"cert", required_argument, NULL, OPT_CERT},
 	{"key", required_argument, NULL, OPT_KEY},
-	{"sni", required_argument, NULL, OPT_SNI},
+	{"servername", required_argument, NULL, OPT_SNI},
 	{"token-file", required_argument, NULL, OPT_TOKEN_FILE},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
@@ -515,7 +515,7 @@ int bench_opts_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case OPT_SNI:
 			if (!*optarg || strpbrk(optarg, " \t\r\n"))
-				return bad_arg("--sni", optarg);
+				return bad_arg("--servername", optarg);
 			o->sni = optarg;
 			break;
 		case OPT_TOKEN_FILE:

@@ -704,8 +704,8 @@ static int link_open(const struct endpoint *ep, int resp, struct link *l, char *
 		goto fail;
 	}
 	if (ep->tls) {
-		/* the name to verify: --sni when given (tls_client_new has it), else
-		 * the address's host; a unix: address has none (options demand --sni) */
+		/* the name to verify: --servername when given (tls_client_new has it), else
+		 * the address's host; a unix: address has none (options demand --servername) */
 		char host[256] = "";
 		const char *port;
 		if (strncmp(ep->addr, "unix:", 5) != 0 &&
