@@ -179,6 +179,10 @@ static int parse_policy_spec(struct bench_opts *o, const char *spec, char *err, 
 		   policy_algo_parse(tok, strlen(tok), &p->algo) == 0) {
 		if (strcmp(tok, "sliding") == 0)
 			p->algo = POLICY_SLIDING_WINDOW;
+		if (policy_algo_shape(p->algo) != POLICY_SHAPE_WINDOWS) {
+			why = "a concurrency policy takes ACQUIRE, not a rate";
+			goto bad;
+		}
 		while ((tok = strtok_r(NULL, " \t", &save))) {
 			if (p->nlimits >= POLICY_MAX_LIMITS) {
 				why = "too many limits (at most 8)";

@@ -200,6 +200,15 @@ static void auth_failures(struct evbuffer *b, const char *name, const struct scr
 				    stats.auth_failures[f]);
 }
 
+static void lease_events(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
+	for (int e = 0; e < STATS_LEASE_N; e++)
+		evbuffer_add_printf(b, "%s{event=\"%s\"} %llu\n", name,
+				    stats_lease_event_name((enum stats_lease_event)e),
+				    stats.leases[e]);
+}
+
 static void identity_requests(struct evbuffer *b, const char *name, const struct scrape *s)
 {
 	(void)s;
@@ -386,6 +395,11 @@ static const struct family families[] = {
 	 "identity proved), bad_token, forbidden (a right or a policy the identity lacks). "
 	 "Never charged.",
 	 .samples = auth_failures},
+	{"ratelimitd_leases_total", "counter",
+	 "Concurrency leases (algorithm: concurrency), by event: acquired, released (RELEASE), "
+	 "released_on_close (the connection that took it closed), expired (found past its "
+	 "lease, never released), failed (the store could not answer a lease request).",
+	 .samples = lease_events},
 	{"ratelimitd_identity_requests_total", "counter",
 	 "Requests taken from each identity (listen[].auth: required), by its name.",
 	 .samples = identity_requests},

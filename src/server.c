@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "denycache.h"
 #include "keys.h"
+#include "leases.h"
 #include "local.h"
 #include "listener.h"
 #include "log.h"
@@ -230,6 +231,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 		log_error("out of memory: run-time overrides are off");
 	/* made whatever the file says now: a reload may turn it on */
 	char lerr[128];
+	srv->env.leases = leases_new(); /* NULL: lease requests say out of memory */
 	srv->env.local = local_new(base, cfg, lerr, sizeof(lerr));
 	if (!srv->env.local)
 		log_error("%s: on_store_error: local answers as error", lerr);
@@ -305,5 +307,6 @@ void server_free(struct server *srv)
 	denycache_free(srv->env.deny);
 	override_live_free(srv->env.live);
 	local_free(srv->env.local);
+	leases_free(srv->env.leases);
 	free(srv);
 }

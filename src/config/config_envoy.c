@@ -41,6 +41,9 @@ int config_envoy_set(struct yparser *P, const struct ykey *k, void *dst)
 		return yp_fail_section(P, start,
 				       "needs config: a file or directory of envoyproxy/ratelimit "
 				       "configuration");
+	if (policy_algo_shape(((struct config_envoy *)dst)->algorithm) == POLICY_SHAPE_LEASE)
+		return yp_failk(P, marks[EK_ALGORITHM], "algorithm",
+				"envoy's rules are rates: concurrency is not one");
 	return 0;
 }
 

@@ -29,6 +29,7 @@ struct policy_form {
 	yaml_mark_t limit_marks[POLICY_MAX_LIMITS];
 	int64_t capacity;
 	struct rate rate;
+	int64_t limit, lease_ms; /* concurrency */
 	enum policy_on_error on_error;
 	int shadow;
 	struct policy_ban ban;
@@ -131,10 +132,23 @@ enum {
 	PK_SHADOW,
 	PK_BAN,
 	PK_OVERRIDES,
+	PK_LIMIT,
+	PK_LEASE,
 	PK_N
 };
 
 static int set_overrides(struct yparser *P, const struct ykey *k, void *dst);
+
+/* limit: a number of leases; a rate written there meant limits. */
+static int set_lease_limit(struct yparser *P, const struct ykey *k, void *dst)
+{
+	if (P->ev.type == YAML_SCALAR_EVENT &&
+	    memchr(P->ev.data.scalar.value, '/', P->ev.data.scalar.length))
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"a concurrency policy's limit is a number of leases; a rate "
+				"goes in limits");
+	return yp_set_int64(P, k, dst);
+}
 
 static const struct ykey policy_keys[PK_N] = {
 	[PK_ALGORITHM] = {"algorithm", yp_set_enum, offsetof(struct policy_form, algo), 0, 0,
@@ -152,6 +166,10 @@ static const struct ykey policy_keys[PK_N] = {
 			  NULL},
 	[PK_ON_ERROR] = {"on_store_error", yp_set_enum, offsetof(struct policy_form, on_error), 0,
 			 0, YP_PER_POLICY, NULL, policy_on_error_names},
+	[PK_LIMIT] = {"limit", set_lease_limit, offsetof(struct policy_form, limit), 1,
+		      POLICY_CONCURRENCY_MAX, YP_PER_POLICY, NULL, NULL},
+	[PK_LEASE] = {"lease", yp_set_duration, offsetof(struct policy_form, lease_ms), 1000,
+		      24LL * 3600 * 1000, YP_PER_POLICY, NULL, NULL},
 };
 
 /* The keys an override's mapping may have: the policy's, limits only. */
@@ -288,6 +306,8 @@ static int override_policy(struct yparser *P, const struct policy *p, const char
 				       "and a rate",
 				       at);
 		break;
+	case POLICY_SHAPE_LEASE:
+		return yp_fail(P, o->mark, "%s: a concurrency policy has no overrides", at);
 	case POLICY_SHAPE_WINDOWS:
 		if (o->seen & ((1u << PK_CAPACITY) | (1u << PK_RATE)))
 			return yp_fail(P, o->mark,
@@ -371,7 +391,44 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 	yaml_mark_t marks[PK_N];
 	if (yp_map(P, name, policy_keys, PK_N, f, &seen, marks) < 0)
 		return -1;
+	int lease_keys = (seen & (1u << PK_LIMIT)) || (seen & (1u << PK_LEASE));
+	if (lease_keys && policy_algo_shape(f->algo) != POLICY_SHAPE_LEASE) {
+		int at = (seen & (1u << PK_LIMIT)) ? PK_LIMIT : PK_LEASE;
+		return yp_failk(P, marks[at], policy_keys[at].name,
+				"only a concurrency policy has a %s (algorithm: concurrency)",
+				policy_keys[at].name);
+	}
 	switch (policy_algo_shape(f->algo)) {
+	case POLICY_SHAPE_LEASE:
+		for (int k = PK_LIMITS; k <= PK_RATE; k++)
+			if (seen & (1u << k))
+				return yp_failk(P, marks[k], policy_keys[k].name,
+						"a concurrency policy takes limit and lease, not "
+						"%s",
+						policy_keys[k].name);
+		if (seen & (1u << PK_BAN))
+			return yp_failk(P, marks[PK_BAN], "ban",
+					"a concurrency policy has no ban (a lease denied "
+					"is not an abuse to punish)");
+		if (seen & (1u << PK_SHADOW))
+			return yp_failk(P, marks[PK_SHADOW], "shadow",
+					"a concurrency policy has no shadow mode");
+		if (seen & (1u << PK_OVERRIDES))
+			return yp_failk(P, marks[PK_OVERRIDES], "overrides",
+					"a concurrency policy has no overrides (yet): give the "
+					"users another policy");
+		if (!(seen & (1u << PK_LIMIT)))
+			return yp_fail_section(P, start, "a concurrency policy needs a limit");
+		if (!(seen & (1u << PK_LEASE)))
+			return yp_fail_section(P, start,
+					       "a concurrency policy needs a lease (how long "
+					       "one is held at most: 30s)");
+		f->limits[0].capacity = f->limit;
+		f->limits[0].count = f->limit;
+		f->limits[0].period_ms = f->lease_ms;
+		f->limit_marks[0] = marks[PK_LIMIT];
+		f->nlimits = 1;
+		break;
 	case POLICY_SHAPE_RATE:
 		if (seen & (1u << PK_LIMITS))
 			return yp_failk(P, marks[PK_LIMITS], "limits",

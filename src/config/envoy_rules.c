@@ -363,7 +363,8 @@ static int make_limit(struct yparser *P, struct desc_form *f, enum policy_algo a
 			       lf->unit ? lf->unit : "");
 	}
 	if (lf->algorithm) {
-		if (policy_algo_parse(lf->algorithm, strlen(lf->algorithm), &algo) < 0) {
+		if (policy_algo_parse(lf->algorithm, strlen(lf->algorithm), &algo) < 0 ||
+		    policy_algo_shape(algo) == POLICY_SHAPE_LEASE) {
 			char names[128];
 			limit_free(l);
 			return yp_fail(P, lf->algorithm_mark, "rate_limit.algorithm: expected %s",

@@ -9,6 +9,8 @@
 #include "config.h"
 #include "decide.h"
 #include "denycache.h"
+#include "lease.h"
+#include "leases.h"
 #include "local.h"
 #include "multi.h"
 #include "override.h"
@@ -80,6 +82,28 @@ static void answer_override(struct config *cfg, enum store_op op, const struct p
 
 static void throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		     struct cmd_slot *slot);
+
+/* ACQUIRE on a concurrency policy's action; RELEASE and RENEW on the
+ * lease whose id names the action (pc->action, set by the parse). */
+static void lease_command(struct config *cfg, const struct cmd_env *env,
+			  const struct cmd_request *pc, struct cmd_slot *slot)
+{
+	const struct policy *p = config_find_policy(cfg, pc->action, pc->action_len);
+	if (!p) {
+		if (pc->verb == CMD_ACQUIRE)
+			cmd_reply_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+		else
+			cmd_reply_error(slot, CMD_ERR_NO_LEASE,
+					"not a lease id of a policy configured now");
+		return;
+	}
+	if (p->algo != POLICY_CONCURRENCY) {
+		cmd_reply_error(slot, CMD_ERR_POLICY_KIND,
+				"a rate policy: ALLOW it (ACQUIRE takes concurrency policies)");
+		return;
+	}
+	leases_execute(cfg, env, pc, p, slot);
+}
 
 void cmd_result_release(struct cmd_result *res)
 {
@@ -178,6 +202,9 @@ static unsigned verb_right(enum cmd_verb v)
 	case CMD_MALLOW:
 	case CMD_MPEEK:
 	case CMD_THROTTLE:
+	case CMD_ACQUIRE:
+	case CMD_RELEASE:
+	case CMD_RENEW:
 		return CONFIG_RIGHT_DECIDE;
 	case CMD_RESET:
 	case CMD_OVERRIDE:
@@ -325,6 +352,11 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	case CMD_THROTTLE:
 		throttle(cfg, env, pc, slot);
 		return;
+	case CMD_ACQUIRE:
+	case CMD_RELEASE:
+	case CMD_RENEW:
+		lease_command(cfg, env, pc, slot);
+		return;
 	case CMD_MALLOW:
 	case CMD_MPEEK:
 		multi_execute(cfg, env, pc, slot);
@@ -347,6 +379,15 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		pc->policy ? pc->policy : config_find_policy(cfg, pc->action, pc->action_len);
 	if (!p) {
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+		return;
+	}
+	if (p->algo == POLICY_CONCURRENCY) {
+		if (op == STORE_RESET) {
+			leases_execute(cfg, env, pc, p, slot); /* every lease of the user */
+			return;
+		}
+		cmd_reply_error(slot, CMD_ERR_POLICY_KIND,
+				"a concurrency policy: ACQUIRE a lease (RELEASE it when done)");
 		return;
 	}
 	slot->own_policy = 0;

@@ -22,7 +22,7 @@ void decide_complete(struct cmd_slot *slot)
 	struct config *cfg = slot->cfg;
 	slot->cfg = NULL;
 	/* only cmd_execute's requests get a decision: parsed_us is theirs */
-	if (slot->res.kind == CMD_REPLY_DECISION)
+	if (slot->res.kind == CMD_REPLY_DECISION || slot->res.kind == CMD_REPLY_LEASE)
 		stats_observe_decision((enum stats_front)slot->front,
 				       clock_mono_us() - slot->parsed_us);
 	slot->complete(slot);
@@ -103,7 +103,8 @@ void decide_answer(struct cmd_slot *slot, const struct config *cfg, const struct
 		memcpy(r->action, sp->name, sp->name_len);
 		r->action[sp->name_len] = '\0';
 	}
-	r->kind = CMD_REPLY_DECISION;
+	/* a lease acquired or renewed carries its id (leases.c) */
+	r->kind = r->item ? CMD_REPLY_LEASE : CMD_REPLY_DECISION;
 	r->allowed = allowed;
 	r->limit = limit;
 	r->remaining = remaining;

@@ -444,6 +444,13 @@ static const char *multi_lookup(struct config *cfg, const struct cmd_request *re
 			snprintf(msg, msglen, "no policy for the action of pair %d", i + 1);
 			return msg;
 		}
+		if (named[i]->algo == POLICY_CONCURRENCY) {
+			*code = CMD_ERR_POLICY_KIND;
+			snprintf(msg, msglen,
+				 "pair %d: a concurrency policy (ACQUIRE a lease of it alone)",
+				 i + 1);
+			return msg;
+		}
 		for (int j = 0; j < i; j++) {
 			const struct cmd_pair *b = &req->pairs[j];
 			/* the same keys twice (a given policy may share its name

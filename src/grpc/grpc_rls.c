@@ -50,6 +50,8 @@ static enum grpc_status rls_status_of(enum cmd_error e)
 	case CMD_ERR_LINE_TOO_LONG:
 	case CMD_ERR_TOO_MANY_CLIENTS:
 	case CMD_ERR_TLS_REQUIRED:
+	case CMD_ERR_POLICY_KIND: /* envoy's rules are rates: never here */
+	case CMD_ERR_NO_LEASE:
 		break;
 	}
 	return GRPC_INVALID_ARGUMENT;

@@ -15,6 +15,7 @@
 
 struct config;
 struct denycache;
+struct leases;
 struct local;
 struct multi;
 struct override_live;
@@ -33,8 +34,11 @@ enum cmd_verb {
 	CMD_UNOVERRIDE, /* admin: clear one */
 	CMD_OVERRIDES,	/* admin: the index-th one in force */
 	CMD_AUTH,	/* prove an identity (token): the connection's requests are its */
+	CMD_ACQUIRE,	/* take a lease of a concurrency policy (lease.h) */
+	CMD_RELEASE,	/* give one back, by its id */
+	CMD_RENEW,	/* extend one */
 };
-#define CMD_VERB_N (CMD_AUTH + 1)
+#define CMD_VERB_N (CMD_RENEW + 1)
 
 /* The most pairs one MALLOW or MPEEK may name. */
 #define CMD_PAIRS_MAX 8
@@ -96,6 +100,9 @@ struct cmd_request {
 	 * Bearer, gRPC's authorization metadata); NULL: none */
 	const char *token;
 	size_t token_len;
+	/* RELEASE, RENEW: the lease's id (its action is also in action) */
+	const char *lease_id;
+	size_t lease_id_len;
 };
 
 /* The longest identity name (config.h's CONFIG_IDENTITY_NAME_MAX). */
@@ -137,8 +144,10 @@ enum cmd_error {
 	CMD_ERR_TLS_REQUIRED,	 /* plain text sent to a TLS listener */
 	CMD_ERR_NOAUTH,		 /* listen[].auth: required, and no identity proved */
 	CMD_ERR_AUTH_FAILED,	 /* a token no identity has */
+	CMD_ERR_POLICY_KIND,	 /* ALLOW on a concurrency policy, ACQUIRE on a rate */
+	CMD_ERR_NO_LEASE,	 /* RELEASE, RENEW of a lease not held (or no lease id) */
 };
-#define CMD_ERR_N (CMD_ERR_AUTH_FAILED + 1)
+#define CMD_ERR_N (CMD_ERR_NO_LEASE + 1)
 
 enum cmd_reply {
 	CMD_REPLY_DECISION, /* ALLOW, PEEK */
@@ -148,10 +157,12 @@ enum cmd_reply {
 	CMD_REPLY_ERROR,
 	CMD_REPLY_LOCAL, /* a reply of the protocol's own (PROTO_LOCAL) */
 	CMD_REPLY_ITEM,	 /* OVERRIDES: an override (item), or the end (item NULL) */
+	CMD_REPLY_LEASE, /* ACQUIRE, RENEW: a decision (allowed) and the lease's id (item) */
 };
 
 /* One run-time override as OVERRIDES shows it; text holds user, action and
- * spec, one after the other. */
+ * spec, one after the other. A lease (CMD_REPLY_LEASE): text holds its id,
+ * ulen long. */
 struct cmd_item {
 	int64_t index, ttl_ms; /* ttl -1: no expiry */
 	size_t ulen, alen, spec_len;
@@ -202,6 +213,7 @@ struct cmd_env {
 	struct denycache *deny;	    /* NULL: no local deny cache */
 	struct override_live *live; /* run-time overrides; NULL: none */
 	struct local *local;	    /* on_store_error: local; NULL: out of memory */
+	struct leases *leases;	    /* concurrency leases (leases.h); NULL: out of memory */
 };
 
 /*

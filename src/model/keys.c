@@ -65,6 +65,9 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 		out[n++] = 'c';
 		n += decimal_put(out + n, (uint64_t)p->limits[index].period_ms);
 		break;
+	case POLICY_CONCURRENCY: /* the leases held (lease.h), whatever their time */
+		out[n++] = 'l';
+		break;
 	}
 	return n;
 }

@@ -22,6 +22,7 @@ struct policy;
  *
  *     <prefix>{<action>:<escaped user>}:<s|w|c><window_ms>    (a window)
  *     <prefix>{<action>:<escaped user>}:f                     (a funnel)
+ *     <prefix>{<action>:<escaped user>}:l                     (leases held)
  *     <prefix>{<action>:<escaped user>}:b                     (index nlimits: the ban)
  *
  * All keys of one decision share the {...} hash tag, so a Redis Cluster can

@@ -286,6 +286,9 @@ static void check_limit(enum policy_algo algo, const struct policy_limit *l,
 	case POLICY_SLIDING_COUNTER:
 		counter_check(l, s, cost, now, c);
 		return;
+	case POLICY_CONCURRENCY: /* leases are lease.c's; never decided here */
+		memset(c, 0, sizeof(*c));
+		return;
 	}
 }
 
@@ -304,6 +307,8 @@ static int commit_limit(enum policy_algo algo, struct limiter_state *s, int64_t 
 	case POLICY_SLIDING_COUNTER:
 		counter_commit(s, now, c);
 		return 0;
+	case POLICY_CONCURRENCY:
+		break;
 	}
 	return -1;
 }

@@ -248,6 +248,10 @@ int policy_validate(const struct policy *p, const char **err)
 		*err = "a funnel has exactly one capacity and one rate";
 		return -1;
 	}
+	if (policy_algo_shape(p->algo) == POLICY_SHAPE_LEASE && p->nlimits != 1) {
+		*err = "a concurrency policy has exactly one limit and one lease";
+		return -1;
+	}
 	for (int i = 0; i < p->nlimits; i++) {
 		const struct policy_limit *l = &p->limits[i];
 		if (l->count < 1 || l->count > POLICY_MAX_COUNT || l->period_ms < 1 ||
@@ -260,9 +264,12 @@ int policy_validate(const struct policy *p, const char **err)
 			return -1;
 		}
 		if (l->count > policy_algo_max_count(p->algo)) {
-			*err = "a sliding_window limit allows at most 100000 per window "
-			       "(its log keeps one entry per unit); use sliding_window_counter, "
-			       "fixed_window or a funnel";
+			*err = p->algo == POLICY_CONCURRENCY
+				       ? "a concurrency limit is at most 100000 (every ACQUIRE "
+					 "reads the leases held)"
+				       : "a sliding_window limit allows at most 100000 per window "
+					 "(its log keeps one entry per unit); use "
+					 "sliding_window_counter, fixed_window or a funnel";
 			return -1;
 		}
 		if (policy_algo_shape(p->algo) == POLICY_SHAPE_WINDOWS) {
@@ -307,6 +314,7 @@ const struct yenum policy_algo_names[] = {
 	{"sliding_window_counter", POLICY_SLIDING_COUNTER, NULL},
 	{"fixed_window", POLICY_FIXED_WINDOW, NULL},
 	{"funnel", POLICY_FUNNEL, NULL},
+	{"concurrency", POLICY_CONCURRENCY, NULL},
 	{NULL, 0, NULL},
 };
 _Static_assert(sizeof(policy_algo_names) / sizeof(policy_algo_names[0]) == POLICY_ALGO_N + 1,
@@ -337,6 +345,8 @@ enum policy_shape policy_algo_shape(enum policy_algo a)
 		break;
 	case POLICY_FUNNEL:
 		return POLICY_SHAPE_RATE;
+	case POLICY_CONCURRENCY:
+		return POLICY_SHAPE_LEASE;
 	}
 	return POLICY_SHAPE_WINDOWS;
 }
@@ -346,6 +356,8 @@ int64_t policy_algo_max_count(enum policy_algo a)
 	switch (a) {
 	case POLICY_SLIDING_WINDOW:
 		return POLICY_SLIDING_MAX_COUNT;
+	case POLICY_CONCURRENCY:
+		return POLICY_CONCURRENCY_MAX;
 	case POLICY_FUNNEL:
 	case POLICY_FIXED_WINDOW:
 	case POLICY_SLIDING_COUNTER:
@@ -371,6 +383,7 @@ int64_t policy_window_ms(const struct policy *p, int64_t limit)
 	case POLICY_SLIDING_WINDOW:
 	case POLICY_FIXED_WINDOW:
 	case POLICY_SLIDING_COUNTER:
+	case POLICY_CONCURRENCY: /* a lease's time */
 		break;
 	}
 	return l->period_ms;
@@ -403,6 +416,10 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 			break;
 		case POLICY_SHAPE_WINDOWS:
 			n += (size_t)snprintf(buf + n, cap - n, " %lld/%s", (long long)l->count, d);
+			break;
+		case POLICY_SHAPE_LEASE:
+			n += (size_t)snprintf(buf + n, cap - n, " limit %lld lease %s",
+					      (long long)l->count, d);
 			break;
 		}
 	}

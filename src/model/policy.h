@@ -30,14 +30,19 @@ enum policy_algo {
 	POLICY_FUNNEL,		/* GCRA */
 	POLICY_FIXED_WINDOW,	/* a counter per window aligned to the clock */
 	POLICY_SLIDING_COUNTER, /* two fixed windows, the older one weighted */
+	POLICY_CONCURRENCY,	/* leases held at once (lease.h): ACQUIRE, not ALLOW */
 };
-#define POLICY_ALGO_N (POLICY_SLIDING_COUNTER + 1)
+#define POLICY_ALGO_N (POLICY_CONCURRENCY + 1)
 
 /* How an algorithm's limits are written in a policy. */
 enum policy_shape {
 	POLICY_SHAPE_WINDOWS, /* limits: [COUNT/PERIOD, ...], distinct periods */
 	POLICY_SHAPE_RATE,    /* capacity: N, rate: COUNT/PERIOD; one limit */
+	POLICY_SHAPE_LEASE,   /* limit: N, lease: DURATION; one limit */
 };
+/* The most units a concurrency policy may hold at once: every ACQUIRE
+ * reads the key's leases (one entry per lease). */
+#define POLICY_CONCURRENCY_MAX 100000
 
 /* What to answer when the store cannot decide in time. */
 enum policy_on_error {
@@ -51,7 +56,8 @@ enum policy_on_error {
 /*
  * One limit. Sliding window: at most `count` units in any `period_ms`
  * (capacity == count). Funnel (GCRA): `capacity` units may pass at once,
- * then one unit drains every period_ms/count.
+ * then one unit drains every period_ms/count. Concurrency: at most `count`
+ * (== capacity) units held at once, each lease for period_ms.
  */
 struct policy_limit {
 	int64_t capacity;

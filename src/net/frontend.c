@@ -38,6 +38,7 @@ const struct frontend frontends[] = {
 		.proto = &proto_line,
 		.detect = line_or_resp,
 		.refuse = FRONTEND_REFUSE_REPLY,
+		.binds_leases = 1,
 	},
 	{
 		/* on a line port, told by its first byte; no protocol word */
@@ -45,6 +46,7 @@ const struct frontend frontends[] = {
 		.session = &pipeline_ops,
 		.proto = &proto_resp,
 		.refuse = FRONTEND_REFUSE_REPLY,
+		.binds_leases = 1,
 	},
 	{
 		.front = STATS_FRONT_HTTP,

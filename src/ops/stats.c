@@ -162,6 +162,25 @@ void stats_observe_decision(enum stats_front f, uint64_t us)
 		hist_observe(&stats.decision_us[f], &stats_latency_bounds, us);
 }
 
+const char *stats_lease_event_name(enum stats_lease_event e)
+{
+	switch (e) {
+	case STATS_LEASE_ACQUIRED:
+		return "acquired";
+	case STATS_LEASE_RELEASED:
+		return "released";
+	case STATS_LEASE_RELEASED_ON_CLOSE:
+		return "released_on_close";
+	case STATS_LEASE_EXPIRED:
+		return "expired";
+	case STATS_LEASE_FAILED:
+		return "failed";
+	case STATS_LEASE_N:
+		break;
+	}
+	return "?";
+}
+
 const char *stats_auth_failure_name(enum stats_auth_failure f)
 {
 	switch (f) {

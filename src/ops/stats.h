@@ -60,6 +60,17 @@ enum stats_auth_failure {
 };
 const char *stats_auth_failure_name(enum stats_auth_failure f);
 
+/* What became of concurrency leases (leases.c). */
+enum stats_lease_event {
+	STATS_LEASE_ACQUIRED,
+	STATS_LEASE_RELEASED,	       /* by RELEASE */
+	STATS_LEASE_RELEASED_ON_CLOSE, /* by the close of the connection that took it */
+	STATS_LEASE_EXPIRED,	       /* found past its expiry, never released */
+	STATS_LEASE_FAILED,	       /* a lease request the store could not answer */
+	STATS_LEASE_N
+};
+const char *stats_lease_event_name(enum stats_lease_event e);
+
 /* Requests taken from each identity, by name (identities come from the
  * configuration: at most STATS_IDENTITIES_MAX names in a process's life). */
 #define STATS_IDENTITIES_MAX 1024
@@ -94,6 +105,7 @@ struct stats {
 	unsigned long long client_tls_failures[STATS_TLS_N];
 	unsigned long long client_tls_handshakes; /* finished */
 	unsigned long long auth_failures[STATS_AUTH_N];
+	unsigned long long leases[STATS_LEASE_N];
 	/* gRPC ShouldRateLimit calls for a domain no envoy rule file has */
 	unsigned long long envoy_unknown_domain;
 	unsigned long long reloads_ok, reloads_failed;

@@ -41,6 +41,10 @@ struct frontend {
 	size_t state_size;
 	void (*state_init)(void *state, const struct conn_port *port, const struct sockaddr *sa);
 	enum frontend_refuse refuse;
+	/* A lease ACQUIREd on a connection is released when it closes (line
+	 * and RESP: a connection is one client; an HTTP client's requests
+	 * come on any connection of a pool). */
+	int binds_leases;
 };
 
 #endif

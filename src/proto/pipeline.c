@@ -10,26 +10,36 @@
  *
  * At most MAX_PENDING requests are owed at once: past that the transport
  * (conn.c) stops reading until half of them are written.
+ *
+ * A front end that binds leases (line, RESP) keeps the ids of the leases
+ * ACQUIREd on the connection and not RELEASEd on it: when the connection
+ * goes, clean or not, they are released (leases.h), so a client that dies
+ * holds nothing.
  */
 #include "pipeline.h"
 
 #include <event2/buffer.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cmd.h"
 #include "config.h"
 #include "frontend_types.h"
+#include "leases.h"
 #include "log.h"
 #include "proto.h"
 
 /* Requests parsed and not yet written back. */
 #define MAX_PENDING 1024
+/* Leases one connection may hold (each id kept until released). */
+#define MAX_CONN_LEASES 4096
 
 struct pending {
 	struct cmd_slot slot; /* first: complete() gets this pointer */
 	struct pending *next;
 	struct pipeline *pl;
 	int done;
+	int acquire; /* an ACQUIRE on a front end that binds leases */
 };
 
 struct pipeline {
@@ -43,6 +53,9 @@ struct pipeline {
 	unsigned npending; /* queued, done or not */
 	unsigned inflight; /* not done yet */
 	int gone;	   /* the connection is gone: freed with the last answer */
+	/* leases taken on this connection and not released on it (their ids) */
+	char **leases;
+	size_t nleases, capleases;
 };
 
 /* Request slots are recycled: no malloc per request in steady state. */
@@ -91,7 +104,54 @@ static void destroy(struct pipeline *pl)
 		pending_release(p);
 		p = next;
 	}
+	free(pl->leases);
 	free(pl);
+}
+
+/* The connection is gone: every lease it holds goes back. */
+static void release_leases(struct pipeline *pl)
+{
+	for (size_t i = 0; i < pl->nleases; i++) {
+		leases_release_detached(*pl->host.cfg, pl->host.env, pl->leases[i],
+					strlen(pl->leases[i]));
+		free(pl->leases[i]);
+	}
+	pl->nleases = 0;
+}
+
+/* A lease ACQUIREd here: kept, or released at once when the connection
+ * went while the store answered (or its id cannot be kept). */
+static void keep_lease(struct pipeline *pl, const struct cmd_item *it)
+{
+	char *id = NULL;
+	if (!pl->gone && pl->nleases == pl->capleases) {
+		size_t cap = pl->capleases ? pl->capleases * 2 : 8;
+		char **v = realloc(pl->leases, cap * sizeof(*v));
+		if (v) {
+			pl->leases = v;
+			pl->capleases = cap;
+		}
+	}
+	if (!pl->gone && pl->nleases < pl->capleases && (id = malloc(it->ulen + 1))) {
+		memcpy(id, it->text, it->ulen);
+		id[it->ulen] = '\0';
+		pl->leases[pl->nleases++] = id;
+		return;
+	}
+	if (!pl->gone)
+		log_error("out of memory keeping a lease's id: released at once");
+	leases_release_detached(*pl->host.cfg, pl->host.env, it->text, it->ulen);
+}
+
+/* RELEASE on the connection: the lease is no longer its to give back. */
+static void forget_lease(struct pipeline *pl, const char *id, size_t len)
+{
+	for (size_t i = 0; i < pl->nleases; i++)
+		if (strlen(pl->leases[i]) == len && memcmp(pl->leases[i], id, len) == 0) {
+			free(pl->leases[i]);
+			pl->leases[i] = pl->leases[--pl->nleases];
+			return;
+		}
 }
 
 static void slot_complete(struct cmd_slot *slot)
@@ -100,6 +160,8 @@ static void slot_complete(struct cmd_slot *slot)
 	struct pipeline *pl = p->pl;
 	p->done = 1;
 	pl->inflight--;
+	if (p->acquire && slot->res.kind == CMD_REPLY_LEASE && slot->res.item)
+		keep_lease(pl, slot->res.item);
 	if (pl->gone) {
 		if (pl->inflight == 0)
 			destroy(pl);
@@ -119,6 +181,7 @@ static struct pending *pending_new(struct pipeline *pl)
 	p->next = NULL;
 	p->pl = pl;
 	p->done = 0;
+	p->acquire = 0;
 	p->slot.complete = slot_complete;
 	p->slot.cfg = NULL;
 	p->slot.res.refused = 0;
@@ -215,6 +278,18 @@ static void pipeline_input(void *s, struct evbuffer *in, int eof, struct session
 		default:
 			if (got.req.verb == CMD_QUIT)
 				st->close = 1;
+			if (pl->fe->binds_leases && got.req.verb == CMD_RELEASE)
+				forget_lease(pl, got.req.lease_id, got.req.lease_id_len);
+			if (pl->fe->binds_leases && got.req.verb == CMD_ACQUIRE) {
+				if (pl->nleases >= MAX_CONN_LEASES) {
+					cmd_reply_error(
+						&p->slot, CMD_ERR_FORBIDDEN,
+						"this connection holds 4096 leases: release "
+						"some first");
+					break;
+				}
+				p->acquire = 1;
+			}
 			cmd_execute(cfg, pl->host.env, &got.req, pl->host.caller, &p->slot);
 			if (p->slot.res.close_after)
 				st->close = 1; /* too many failed AUTHs */
@@ -302,6 +377,7 @@ static void pipeline_free(void *s)
 {
 	struct pipeline *pl = s;
 	pl->gone = 1;
+	release_leases(pl);
 	if (pl->inflight == 0)
 		destroy(pl);
 	/* else: the last store answer frees it (slot_complete) */

@@ -9,7 +9,16 @@
 #include <string.h>
 
 #include "decimal.h"
+#include "keys.h"
+#include "lease.h"
 #include "policy.h"
+
+static int lease_fail(struct proto_error *err, enum cmd_error code, const char *msg)
+{
+	err->code = code;
+	err->msg = msg;
+	return -1;
+}
 
 static const char *const verb_names[CMD_VERB_N] = {
 	[CMD_ALLOW] = "allow",	       [CMD_PEEK] = "peek",
@@ -18,6 +27,8 @@ static const char *const verb_names[CMD_VERB_N] = {
 	[CMD_MALLOW] = "mallow",       [CMD_MPEEK] = "mpeek",
 	[CMD_OVERRIDE] = "override",   [CMD_UNOVERRIDE] = "unoverride",
 	[CMD_OVERRIDES] = "overrides", [CMD_AUTH] = "auth",
+	[CMD_ACQUIRE] = "acquire",     [CMD_RELEASE] = "release",
+	[CMD_RENEW] = "renew",
 };
 
 static const char *const error_codes[CMD_ERR_N] = {
@@ -34,6 +45,8 @@ static const char *const error_codes[CMD_ERR_N] = {
 	[CMD_ERR_TLS_REQUIRED] = "tls-required",
 	[CMD_ERR_NOAUTH] = "noauth",
 	[CMD_ERR_AUTH_FAILED] = "auth-failed",
+	[CMD_ERR_POLICY_KIND] = "policy-kind",
+	[CMD_ERR_NO_LEASE] = "no-lease",
 };
 
 const char *proto_verb_name(enum cmd_verb v)
@@ -162,6 +175,47 @@ static int admin_fail(struct proto_error *err, enum cmd_error code, const char *
 	err->code = code;
 	err->msg = msg;
 	return -1;
+}
+
+int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		      struct proto_error *err)
+{
+	if (proto_word_is(arg[0], alen[0], "ACQUIRE")) {
+		req->verb = CMD_ACQUIRE;
+		if (n < 3 || n > 4)
+			return lease_fail(err, CMD_ERR_SYNTAX,
+					  "usage: ACQUIRE <user> <action> [<cost>]");
+		if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
+			return lease_fail(err, CMD_ERR_BAD_COST,
+					  "cost must be an integer from 1 to 2147483647");
+		if (alen[1] == 0)
+			return lease_fail(err, CMD_ERR_BAD_USER, "user is empty");
+		if (alen[1] > KEYS_USER_MAX)
+			return lease_fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+		req->user = arg[1];
+		req->user_len = alen[1];
+		req->action = arg[2];
+		req->action_len = alen[2];
+		return 0;
+	}
+	int release = proto_word_is(arg[0], alen[0], "RELEASE");
+	if (!release && !proto_word_is(arg[0], alen[0], "RENEW"))
+		return 1;
+	req->verb = release ? CMD_RELEASE : CMD_RENEW;
+	if (n != 2)
+		return lease_fail(err, CMD_ERR_SYNTAX,
+				  release ? "usage: RELEASE <lease-id>"
+					  : "usage: RENEW <lease-id>");
+	size_t a = lease_id_action(arg[1], alen[1]);
+	if (a == 0 || alen[1] >= LEASE_ID_MAX)
+		return lease_fail(
+			err, CMD_ERR_NO_LEASE,
+			"not a lease id (ACQUIRE's answer: <action>:<user>:<nonce>:<cost>)");
+	req->lease_id = arg[1];
+	req->lease_id_len = alen[1];
+	req->action = arg[1];
+	req->action_len = a;
+	return 0;
 }
 
 int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,

@@ -88,6 +88,11 @@ int proto_parse_pairs(const char *const *arg, const size_t *alen, int n, struct 
  * req filled, -1 with err, or 1 when arg[0] is none of them. */
 int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 			  struct cmd_request *req, struct proto_error *err);
+/* ACQUIRE <user> <action> [<cost>], RELEASE <lease-id>, RENEW <lease-id>
+ * from arg[0..n) (arg[0] the verb): 0 with req filled (a lease id's action
+ * in action too), -1 with err, or 1 when arg[0] is none of them. */
+int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		      struct proto_error *err);
 /* OVERRIDE's ttl: a duration ("90s", "1h", "7d"), 1 s to 366 days. 0 or -1. */
 int proto_parse_ttl(const char *s, size_t len, int64_t *ms);
 /* Writes v in decimal, '-' first if negative; returns the bytes written.

@@ -788,7 +788,10 @@ static int error_status(enum cmd_error e)
 	case CMD_ERR_SYNTAX:
 	case CMD_ERR_BAD_COST:
 	case CMD_ERR_BAD_USER:
+	case CMD_ERR_POLICY_KIND:
 		return 400;
+	case CMD_ERR_NO_LEASE:
+		return 404;
 	case CMD_ERR_UNKNOWN_ACTION:
 	case CMD_ERR_UNKNOWN_COMMAND:
 		return 404;

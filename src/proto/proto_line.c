@@ -1,4 +1,5 @@
 /* proto_line.c - the line protocol's framer, parser and reply formatter; pure: no I/O, no allocation. */
+#include "lease.h"
 #include "proto_line.h"
 
 #include "keys.h"
@@ -72,6 +73,9 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 	int admin = proto_parse_overrides(tok, tlen, ntok, cmd, err);
 	if (admin != 1)
 		return admin;
+	int lease = proto_parse_lease(tok, tlen, ntok, cmd, err);
+	if (lease != 1)
+		return lease;
 	if (proto_word_is(tok[0], tlen[0], "ALLOW") || proto_word_is(tok[0], tlen[0], "PEEK")) {
 		cmd->verb = proto_word_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
 		if (ntok < 3 || ntok > 4)
@@ -112,7 +116,7 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 	} else {
 		return fail(err, CMD_ERR_UNKNOWN_COMMAND,
 			    "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
-			    "UNOVERRIDE OVERRIDES");
+			    "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW");
 	}
 	if (tlen[1] > KEYS_USER_MAX)
 		return fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
@@ -144,9 +148,15 @@ static size_t format_decision(char *buf, const struct cmd_result *r)
 		buf[n++] = ' ';
 		n += proto_put_int(buf + n, r->pair);
 	}
+	if (r->kind == CMD_REPLY_LEASE && r->item) { /* ACQUIRE, RENEW: the lease's id */
+		buf[n++] = ' ';
+		memcpy(buf + n, r->item->text, r->item->ulen);
+		n += r->item->ulen;
+	}
 	buf[n++] = '\n';
 	return n;
 }
+_Static_assert(PROTO_LINE_REPLY_MAX > 8 + 4 * 21 + LEASE_ID_MAX + 1, "a lease's reply fits");
 
 static size_t put_str(char *buf, size_t n, const char *s, size_t cap)
 {
@@ -196,6 +206,7 @@ size_t proto_line_format(char *buf, const struct cmd_result *res)
 	case CMD_REPLY_ITEM:
 		return format_item(buf, res);
 	case CMD_REPLY_DECISION:
+	case CMD_REPLY_LEASE:
 		return format_decision(buf, res);
 	case CMD_REPLY_OK:
 		return format_word(buf, "OK");

@@ -15,6 +15,7 @@
 
 #include "decimal.h"
 #include "keys.h"
+#include "lease.h"
 
 /* The protocol's own replies (PROTO_LOCAL, cmd_result.local). */
 enum resp_local {
@@ -198,6 +199,9 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	int admin = proto_parse_overrides(arg, alen, n, req, &out->err);
 	if (admin != 1)
 		return admin == 0 ? PROTO_REQUEST : PROTO_BAD;
+	int lease = proto_parse_lease(arg, alen, n, req, &out->err);
+	if (lease != 1)
+		return lease == 0 ? PROTO_REQUEST : PROTO_BAD;
 	if (proto_word_is(arg[0], alen[0], "ALLOW") || proto_word_is(arg[0], alen[0], "PEEK")) {
 		req->verb = proto_word_is(arg[0], alen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
 		if (n < 3 || n > 4)
@@ -258,7 +262,7 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	} else {
 		return bad(out, CMD_ERR_UNKNOWN_COMMAND,
 			   "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
-			   "UNOVERRIDE OVERRIDES");
+			   "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW");
 	}
 	if (alen[1] == 0)
 		return bad(out, CMD_ERR_BAD_USER, "user is empty");
@@ -346,6 +350,7 @@ static size_t put_text(char *buf, size_t n, const char *s, size_t cap)
 
 /* an OVERRIDES item: a user (512), an action (64), a spec (256), headers */
 #define REPLY_MAX 1024
+_Static_assert(REPLY_MAX > 4 + 5 * 23 + 8 + LEASE_ID_MAX, "a lease's reply fits");
 
 /*
  * redis-cell's reply: [limited, limit, remaining, retry_after_s,
@@ -386,6 +391,17 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 		n = put_int_line(buf, n, ':', res->retry_after_ms);
 		n = put_int_line(buf, n, ':', res->reset_ms);
 		return res->multi ? put_int_line(buf, n, ':', res->pair) : n;
+	case CMD_REPLY_LEASE: /* ACQUIRE, RENEW: a decision, then the lease's id */
+		n = put(buf, n, "*6\r\n", 4);
+		n = put_int_line(buf, n, ':', res->allowed ? 1 : 0);
+		n = put_int_line(buf, n, ':', res->limit);
+		n = put_int_line(buf, n, ':', res->remaining);
+		n = put_int_line(buf, n, ':', res->retry_after_ms);
+		n = put_int_line(buf, n, ':', res->reset_ms);
+		n = put_int_line(buf, n, '$', res->item ? (int64_t)res->item->ulen : 0);
+		if (res->item)
+			n = put(buf, n, res->item->text, res->item->ulen);
+		return put(buf, n, "\r\n", 2);
 	case CMD_REPLY_ITEM: /* [index, user, action, spec, ttl_ms]; the end: [] */
 		if (!res->item)
 			return put(buf, n, "*0\r\n", 4);

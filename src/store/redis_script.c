@@ -92,6 +92,8 @@ static const char *algo_arg(enum policy_algo a)
 		return "w";
 	case POLICY_SLIDING_COUNTER:
 		return "c";
+	case POLICY_CONCURRENCY: /* never a decision's: leases go by the 'lease' mode */
+		break;
 	}
 	return "?";
 }

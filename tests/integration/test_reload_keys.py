@@ -36,6 +36,7 @@ BASE = {
     "policies": {
         "p": "5/60s",
         "f": "{algorithm: funnel, capacity: 5, rate: 1/1s}",
+        "c": "{algorithm: concurrency, limit: 3, lease: 30s}",
         "b": "{limits: 5/60s, ban: {after: 3, within: 1m, for: 1h}}",
         "o": "{limits: 5/60s, overrides: {alice: 10/60s}}",
         "fo": "{algorithm: funnel, capacity: 5, rate: 1/1s, "
@@ -223,6 +224,10 @@ CHANGES = {
                                {"policy f"}),
     "policies.NAME.rate": (policy("f", "{algorithm: funnel, capacity: 5, rate: 2/1s}"),
                            {"policy f"}),
+    "policies.NAME.limit": (policy("c", "{algorithm: concurrency, limit: 4, lease: 30s}"),
+                            {"policy c"}),
+    "policies.NAME.lease": (policy("c", "{algorithm: concurrency, limit: 3, lease: 1m}"),
+                            {"policy c"}),
     "policies.NAME.on_store_error": (policy("p", "{limits: 5/60s, on_store_error: deny}"),
                                      {"policy p"}),
     "policies.NAME.shadow": (policy("p", "{limits: 5/60s, shadow: true}"), {"policy p"}),

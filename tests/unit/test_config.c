@@ -199,7 +199,29 @@ static const struct {
 	 "t.yaml:3:3: unknown key \"redis.adress\" (did you mean \"redis.address\"?)"},
 	/* unknown key inside a policy */
 	{"policies:\n  a: {limit: 1/1s}\n",
-	 "t.yaml:2:7: unknown key \"policies.a.limit\" (did you mean \"policies.a.limits\"?)"},
+	 "t.yaml:2:14: policies.a.limit: a concurrency policy's limit is a number of leases; a "
+	 "rate goes in limits"},
+	{"policies:\n  a: {limitz: [1/1s]}\n",
+	 "t.yaml:2:7: unknown key \"policies.a.limitz\" (did you mean \"policies.a.limits\"?)"},
+	/* concurrency: limit and lease, nothing of a rate's */
+	{"policies:\n  a: {limits: [1/1s], limit: 3}\n",
+	 "t.yaml:2:23: policies.a.limit: only a concurrency policy has a limit (algorithm: "
+	 "concurrency)"},
+	{"policies:\n  a: {algorithm: concurrency, limit: 3}\n",
+	 "t.yaml:2:6: policies.a: a concurrency policy needs a lease (how long one is held at "
+	 "most: 30s)"},
+	{"policies:\n  a: {algorithm: concurrency, lease: 30s}\n",
+	 "t.yaml:2:6: policies.a: a concurrency policy needs a limit"},
+	{"policies:\n  a: {algorithm: concurrency, limit: 3, lease: 30s, limits: [1/1s]}\n",
+	 "t.yaml:2:53: policies.a.limits: a concurrency policy takes limit and lease, not limits"},
+	{"policies:\n  a: {algorithm: concurrency, limit: 100001, lease: 30s}\n",
+	 "t.yaml:2:38: policies.a.limit: must be an integer from 1 to 100000"},
+	{"policies:\n  a: {algorithm: concurrency, limit: 3, lease: 500ms}\n",
+	 "t.yaml:2:48: policies.a.lease: must be from 1s to 86400s"},
+	{"policies:\n  a: {algorithm: concurrency, limit: 3, lease: 1m, ban: {after: 1, within: "
+	 "1m, for: 1m}}\n",
+	 "t.yaml:2:52: policies.a.ban: a concurrency policy has no ban (a lease denied is not an "
+	 "abuse to punish)"},
 	/* "did you mean": the nearest key valid there, within 2 edits (a swap is one) */
 	{"policies:\n  a:\n    limts: [1/1s]\n",
 	 "t.yaml:3:5: unknown key \"policies.a.limts\" (did you mean \"policies.a.limits\"?)"},
@@ -234,7 +256,7 @@ static const struct {
 	/* bad algorithm */
 	{"policies:\n  a: {algorithm: token_bucket, limits: 1/1s}\n",
 	 "t.yaml:2:18: policies.a.algorithm: must be sliding_window, sliding_window_counter, "
-	 "fixed_window or funnel"},
+	 "fixed_window, funnel or concurrency"},
 	{"policies:\n  a: {algorithm: fixed_window, limits: 1000000001/1h}\n",
 	 "t.yaml:2:40: policies.a.limits: rate count must be an integer from 1 to 1000000000"},
 	{"policies:\n  a: {algorithm: sliding_window_counter, capacity: 5, limits: 1/1s}\n",

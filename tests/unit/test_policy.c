@@ -418,8 +418,9 @@ START_TEST(on_error_names)
 		ck_assert_int_eq(back, a);
 	}
 	char list[128];
-	ck_assert_str_eq(yenum_list(policy_algo_names, 0, list, sizeof(list)),
-			 "sliding_window, sliding_window_counter, fixed_window or funnel");
+	ck_assert_str_eq(
+		yenum_list(policy_algo_names, 0, list, sizeof(list)),
+		"sliding_window, sliding_window_counter, fixed_window, funnel or concurrency");
 	ck_assert_str_eq(yenum_list(policy_on_error_names, 0, list, 12), "allow, deny");
 }
 END_TEST

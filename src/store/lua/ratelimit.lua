@@ -130,6 +130,67 @@ if ARGV[2] == 'oload' or ARGV[2] == 'oget' or ARGV[2] == 'oput' then
   return {snow, ARGV[3], v}
 end
 
+-- Concurrency leases (src/model/lease.c does the same in C): KEYS[1] a
+-- sorted set of the leases one (user, action) holds, member "<nonce>:<cost>",
+-- score its expiry (us, Redis's clock); ARGV[3] the op ("a" acquire, "r"
+-- release, "n" renew, "p" peek, "x" reset), ARGV[4] the member, ARGV[5] its
+-- cost, ARGV[6] the limit, ARGV[7] the lease (ms). Leases past their expiry
+-- go first. Answers {ok (1/0), limit, remaining, ms, expired}: ms the
+-- lease's time left when ok (acquire, renew), else the time until the
+-- soonest expiry (-1: cost > limit, never).
+if ARGV[2] == 'lease' then
+  local now = tonumber(ARGV[1])
+  if now == 0 then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  -- scores as integers: a number passed as is would be cut to 14 digits
+  local function f0(x) return string.format('%.0f', x) end
+  local key, op, member = KEYS[1], ARGV[3], ARGV[4]
+  local cost, limit, lease = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  if op == 'x' then
+    redis.call('DEL', key)
+    return {1, limit, limit, 0, 0}
+  end
+  local expired = redis.call('ZREMRANGEBYSCORE', key, '-inf', f0(now))
+  local held = 0
+  local all = redis.call('ZRANGE', key, 0, -1)
+  for i = 1, #all do
+    held = held + tonumber(string.match(all[i], ':(%d+)$'))
+  end
+  local function soonest()
+    local e = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if #e == 0 then return 0 end
+    return math.floor((tonumber(e[2]) - now + 999) / 1000)
+  end
+  -- the key lives as long as its last lease
+  local function keep()
+    local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    if #e > 0 then
+      redis.call('PEXPIRE', key, math.floor((tonumber(e[2]) - now + 999) / 1000))
+    end
+  end
+  if op == 'a' or op == 'p' then
+    if cost > limit then return {0, limit, limit - held, -1, expired} end
+    if held + cost > limit then return {0, limit, limit - held, soonest(), expired} end
+    if op == 'p' then return {1, limit, limit - held, 0, expired} end
+    redis.call('ZADD', key, f0(now + lease * 1000), member)
+    keep()
+    return {1, limit, limit - held - cost, lease, expired}
+  end
+  local score = redis.call('ZSCORE', key, member)
+  if op == 'r' then
+    if not score then return {0, limit, limit - held, 0, expired} end
+    redis.call('ZREM', key, member)
+    return {1, limit, limit - held + tonumber(string.match(member, ':(%d+)$')), 0, expired}
+  end
+  -- 'n': renew
+  if not score then return {0, limit, limit - held, 0, expired} end
+  redis.call('ZADD', key, 'XX', f0(now + lease * 1000), member)
+  keep()
+  return {1, limit, limit - held, lease, expired}
+end
+
 local now = tonumber(ARGV[1])
 if now == 0 then
   local t = redis.call('TIME')

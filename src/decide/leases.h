@@ -1,0 +1,38 @@
+/*
+ * leases.h - ACQUIRE, RELEASE and RENEW of concurrency leases (and RESET of
+ * a concurrency policy): in Redis by the decision script's 'lease' mode,
+ * on whatever node holds the key (store_call routes it: one Redis,
+ * Sentinel's master, a Cluster's slot owner); with the memory store, in
+ * this daemon's own table. Also the releases nobody waits for: those a
+ * closed connection owes.
+ */
+#ifndef RL_LEASES_H
+#define RL_LEASES_H
+
+#include <stddef.h>
+
+#include "cmd_types.h"
+
+struct config;
+struct policy;
+
+/* The memory store's leases (and the nonces of ids), made once. NULL when
+ * out of memory. */
+struct leases *leases_new(void);
+void leases_free(struct leases *l);
+
+/*
+ * Executes pc on the concurrency policy p (ACQUIRE; RESET, which forgets
+ * every lease of the user) or on the lease pc->lease_id names (RELEASE,
+ * RENEW; p: its action's policy, or NULL when the configuration has it no
+ * more), answering slot as cmd_execute does.
+ */
+void leases_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		    const struct policy *p, struct cmd_slot *slot);
+
+/* Releases the lease id names (a closed connection's); nobody waits for
+ * the answer, which is only counted. */
+void leases_release_detached(struct config *cfg, const struct cmd_env *env, const char *id,
+			     size_t len);
+
+#endif
