@@ -10,12 +10,17 @@
  *   GET|POST /v1/mpeek?...                       (pairs: the i-th user with
  *                                                 the i-th action)
  *   POST     /v1/reset?user=U&action=A           (admin listeners)
+ *   POST     /v1/acquire?user=U&action=A[&cost=N] (or a JSON body): a lease
+ *   DELETE   /v1/leases/<id>                     RELEASE
+ *   POST     /v1/leases/<id>/renew               RENEW
  *   ANY      /auth/<action>[?cost=N]             (forward-auth: the user is
  *                                                 the client, see user_of)
  */
 #include "proto_http.h"
 
 #include <string.h>
+
+#include "lease.h"
 
 /* Where a request came in (cmd_result.tag, low bits). */
 enum http_kind { HTTP_API, HTTP_AUTH };
@@ -33,6 +38,8 @@ enum http_kind { HTTP_API, HTTP_AUTH };
 #define VERSION_NOT_SUPPORTED 505
 
 #define REPLY_MAX 2048
+/* a decision's JSON (some 130 bytes) and a lease's id fit the body */
+_Static_assert(REPLY_MAX / 2 > 200 + LEASE_ID_MAX, "a lease's body fits");
 
 static size_t window_of(size_t max_line)
 {
@@ -726,6 +733,30 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 			st = json_args(body, blen, pc, &a, out);
 		if (st != PROTO_REQUEST)
 			return st;
+	} else if (plen == 11 && memcmp(target, "/v1/acquire", 11) == 0) {
+		req->verb = CMD_ACQUIRE;
+		if (!post)
+			return local(out, METHOD_NOT_ALLOWED, 0);
+		st = query_args(q ? q : "", qlen, pc, &a, out);
+		if (st == PROTO_REQUEST && blen > 0)
+			st = json_args(body, blen, pc, &a, out);
+		if (st != PROTO_REQUEST)
+			return st;
+	} else if (plen > 11 && memcmp(target, "/v1/leases/", 11) == 0) {
+		/* the id as ACQUIRE gave it: nothing in it is ever escaped */
+		const char *arg[2] = {"RELEASE", target + 11};
+		size_t al[2] = {7, plen - 11};
+		int renew = al[1] > 6 && memcmp(arg[1] + al[1] - 6, "/renew", 6) == 0;
+		if (renew) {
+			arg[0] = "RENEW";
+			al[0] = 5;
+			al[1] -= 6;
+		}
+		if (renew ? !post : !name_is(method, mlen, "DELETE"))
+			return local(out, METHOD_NOT_ALLOWED, 0);
+		if (proto_parse_lease(arg, al, 2, req, &out->err) < 0)
+			return PROTO_BAD;
+		return PROTO_REQUEST;
 	} else {
 		return local(out, NOT_FOUND, 0);
 	}
@@ -835,10 +866,11 @@ static const char *local_message(int status)
 {
 	switch (status) {
 	case NOT_FOUND:
-		return "endpoints: /v1/allow /v1/peek /v1/mallow /v1/mpeek /v1/reset /auth/<action>";
+		return "endpoints: /v1/allow /v1/peek /v1/mallow /v1/mpeek /v1/reset /v1/acquire "
+		       "/v1/leases/<id> /auth/<action>";
 	case METHOD_NOT_ALLOWED:
 		return "/v1/allow, /v1/peek, /v1/mallow and /v1/mpeek take GET or POST, /v1/reset "
-		       "POST";
+		       "and /v1/acquire POST, /v1/leases/<id> DELETE, /v1/leases/<id>/renew POST";
 	case TOO_LARGE:
 		return "a body is at most 4096 bytes";
 	case NOT_IMPLEMENTED:
@@ -960,6 +992,7 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 	size_t bl = 0;
 	size_t n;
 	switch (r->kind) {
+	case CMD_REPLY_LEASE: /* ACQUIRE, RENEW: the decision's body and the id */
 	case CMD_REPLY_DECISION:
 		if (kind == HTTP_AUTH) {
 			int status = r->allowed ? 200 : deny ? deny : 429;
@@ -1002,6 +1035,12 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 		if (r->multi) { /* MALLOW: the deciding pair, 1-based */
 			bl = put(body, bl, ",\"pair\":");
 			bl = put_int(body, bl, r->pair);
+		}
+		if (r->kind == CMD_REPLY_LEASE && r->item) { /* its bytes need no escaping */
+			bl = put(body, bl, ",\"lease\":\"");
+			memcpy(body + bl, r->item->text, r->item->ulen);
+			bl += r->item->ulen;
+			bl = put(body, bl, "\"");
 		}
 		bl = put(body, bl, "}\n");
 		n = head(buf, r->allowed ? 200 : 429, "application/json", bl, r->close_after);

@@ -6,6 +6,7 @@ daemon releases them when the connection drops. Expiry, RENEW, redis-py
 over RESP, the memory store, Redis down per on_store_error, and
 proto/protocol.md's exchange replayed with the id it gets."""
 
+import json
 import os
 import re
 import signal
@@ -223,6 +224,42 @@ class LeasesTest(DaemonTest):
             self.assertTrue(str(e.exception).startswith("policy-kind "), e.exception)
         finally:
             r.close()
+
+    def test_http_with_curl(self):
+        """POST /v1/acquire, POST /v1/leases/<id>/renew, DELETE /v1/leases/<id>;
+        a lease over HTTP outlives its connection (curl closes each)."""
+        self.redis = self.start_redis()
+        port, hport = free_port(), free_port()
+        d = self.start_daemon(POLICIES, port=port, admin=False,
+                              listen=['"127.0.0.1:%d"' % port,
+                                      '{address: "127.0.0.1:%d", protocol: http}' % hport])
+        base = "http://127.0.0.1:%d" % hport
+
+        def curl(*args):
+            r = subprocess.run(["curl", "-s", "-o", "-", "-w", "\n%{http_code}"] + list(args),
+                               capture_output=True, text=True, timeout=10 * SLOW)
+            body, _, code = r.stdout.rpartition("\n")
+            return int(code), json.loads(body) if body else None
+        code, j = curl("-X", "POST", base + "/v1/acquire?user=ida&action=export&cost=3")
+        self.assertEqual(code, 200)
+        self.assertEqual({k: j[k] for k in ("allowed", "limit", "remaining", "retry_after_ms",
+                                            "reset_ms")},
+                         {"allowed": True, "limit": 4, "remaining": 1, "retry_after_ms": 0,
+                          "reset_ms": 30000})
+        lease = j["lease"]
+        self.assertRegex(lease, ID)
+        code, j = curl("-X", "POST", "-d", '{"user":"ida","action":"export","cost":2}',
+                       base + "/v1/acquire")
+        self.assertEqual((code, j["allowed"], j["remaining"]), (429, False, 1))
+        code, j = curl("-X", "POST", base + "/v1/leases/%s/renew" % lease)
+        self.assertEqual((code, j["lease"], j["reset_ms"]), (200, lease, 30000))
+        self.assertEqual(curl("-X", "DELETE", base + "/v1/leases/" + lease), (200, {"ok": True}))
+        code, j = curl("-X", "DELETE", base + "/v1/leases/" + lease)
+        self.assertEqual((code, j["error"]), (404, "no-lease"))
+        code, j = curl(base + "/v1/acquire?user=ida&action=export")
+        self.assertEqual((code, j["error"]), (405, "method-not-allowed"))
+        code, j = curl("-X", "POST", base + "/v1/acquire?user=ida&action=reply")
+        self.assertEqual((code, j["error"]), (400, "policy-kind"))
 
     def test_protocol_md_exchange_as_written(self):
         """proto/protocol.md's ACQUIRE/RELEASE exchange, its id replaced by
