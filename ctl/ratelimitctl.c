@@ -58,6 +58,10 @@ static void usage(FILE *f)
 		"  unoverride USER ACTION                      clear it (admin)\n"
 		"  overrides                                   list run-time overrides (admin)\n"
 		"  ping                                        is the daemon answering?\n"
+		"  acquire USER ACTION [COST]                  take a concurrency lease (given\n"
+		"                                              back when ratelimitctl exits)\n"
+		"  release LEASE-ID                            give a lease back\n"
+		"  renew LEASE-ID                              extend a lease\n"
 		"  check-config [FILE]                         ratelimitd -t on FILE\n"
 		"  policies                                    the config file's policy names\n"
 		"  reload                                      check the config, then SIGHUP\n"
@@ -132,6 +136,10 @@ static int print_decision(struct ctl *c, const struct line_reply *r)
 		       (long long)r->reset_ms, fallback ? "true" : "false");
 		if (r->pair >= 0)
 			printf(",\"pair\":%lld", (long long)r->pair);
+		if (r->lease.len) {
+			printf(",\"lease\":");
+			ctl_json_str(r->lease.p, r->lease.len);
+		}
 		printf("}\n");
 	} else {
 		/* an override's fixed answers have no counts to show (-1, never) */
@@ -155,6 +163,8 @@ static int print_decision(struct ctl *c, const struct line_reply *r)
 		}
 		if (r->pair > 0)
 			printf(" decided by pair %lld", (long long)r->pair);
+		if (r->lease.len)
+			printf(" lease %.*s", (int)r->lease.len, r->lease.p);
 		printf("\n");
 	}
 	return allowed ? CTL_EXIT_OK : CTL_EXIT_DENIED;
@@ -253,6 +263,22 @@ static int cmd_decide(struct ctl *c, int peek, char **args, int nargs)
 				c->x.command);
 	int pairs = nargs / 2;
 	const char *verb = pairs > 1 ? (peek ? "MPEEK" : "MALLOW") : (peek ? "PEEK" : "ALLOW");
+	struct line_reply r;
+	if (request(c, verb, args, nargs, &r) != 0)
+		return CTL_EXIT_ERROR;
+	if (r.kind == LINE_REPLY_ERR)
+		return print_err_reply(c, &r);
+	if (r.kind != LINE_REPLY_ALLOWED && r.kind != LINE_REPLY_DENIED)
+		return ctl_fail(&c->x, "protocol", "unexpected reply to %s", verb);
+	return print_decision(c, &r);
+}
+
+/* acquire USER ACTION [COST]; renew LEASE-ID: a decision with the lease's id */
+static int cmd_lease(struct ctl *c, const char *verb, char **args, int nargs, int min, int max,
+		     const char *usage_text)
+{
+	if (nargs < min || nargs > max)
+		return ctl_fail(&c->x, "usage", "usage: %s %s", c->x.command, usage_text);
 	struct line_reply r;
 	if (request(c, verb, args, nargs, &r) != 0)
 		return CTL_EXIT_ERROR;
@@ -532,6 +558,7 @@ static int run(struct ctl *c, char **args, int nargs)
 		return ctl_grpc(&c->x, c->config_path, args, nargs);
 	}
 	int known = !strcmp(cmd, "allow") || !strcmp(cmd, "peek") || !strcmp(cmd, "ping") ||
+		    !strcmp(cmd, "acquire") || !strcmp(cmd, "release") || !strcmp(cmd, "renew") ||
 		    is_admin_command(cmd);
 	if (!known) {
 		usage(stderr);
@@ -568,6 +595,12 @@ static int run(struct ctl *c, char **args, int nargs)
 		return cmd_decide(c, cmd[0] == 'p', args, nargs);
 	if (!strcmp(cmd, "ping"))
 		return cmd_simple(c, "PING", args, nargs, 0, 0, "");
+	if (!strcmp(cmd, "acquire"))
+		return cmd_lease(c, "ACQUIRE", args, nargs, 2, 3, "USER ACTION [COST]");
+	if (!strcmp(cmd, "renew"))
+		return cmd_lease(c, "RENEW", args, nargs, 1, 1, "LEASE-ID");
+	if (!strcmp(cmd, "release"))
+		return cmd_simple(c, "RELEASE", args, nargs, 1, 1, "LEASE-ID");
 	if (!strcmp(cmd, "reset"))
 		return cmd_simple(c, "RESET", args, nargs, 2, 2, "USER ACTION");
 	if (!strcmp(cmd, "override"))

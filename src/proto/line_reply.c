@@ -65,6 +65,11 @@ static int parse_decision(const struct line_reply_str *w, size_t n, struct line_
 	for (int i = 0; i < 4; i++)
 		if (parse_int(&w[1 + i], f[i]) < 0 || *f[i] < -1)
 			return -1;
+	/* a sixth field: MALLOW's pair, or a lease's id (it has ':'s) */
+	if (n == 6 && memchr(w[5].p, ':', w[5].len)) {
+		r->lease = w[5];
+		return 0;
+	}
 	if (n == 6 && (parse_int(&w[5], &r->pair) < 0 || r->pair < 0))
 		return -1;
 	return 0;

@@ -32,6 +32,8 @@ struct line_reply {
 	int64_t limit, remaining, retry_after_ms, reset_ms;
 	/* MALLOW, MPEEK: the deciding pair (1-based; 0 none); -1: not there */
 	int64_t pair;
+	/* ACQUIRE, RENEW: the lease's id (len 0: none) */
+	struct line_reply_str lease;
 	/* ERR: the code (one word) and the message (may be empty) */
 	struct line_reply_str code, message;
 	/* OVERRIDE: index user action spec ttl_ms; END: index is the count */

@@ -354,7 +354,7 @@ class CompletionTest(DaemonTest):
                                 {"reply": "5/60s", "login": "3/1s", "upload": "9/1h"},
                                 envoy="{config: %s}" % rules))
         self.assertEqual(self.complete(["ratelimitctl", "re"], cfg),
-                         ["reload", "reset"])
+                         ["release", "reload", "renew", "reset"])
         self.assertIn("--json", self.complete(["ratelimitctl", "--j"], cfg))
         self.assertEqual(self.complete(["ratelimitctl", "h"], cfg), ["health"])
         # rls's own options after it (not the global ones)
@@ -400,7 +400,8 @@ class ManPageTest(unittest.TestCase):
     def test_ratelimitctl(self):
         self.check(CTL, "ratelimitctl.1.scd",
                    ["allow", "peek", "reset", "override", "unoverride", "overrides", "ping",
-                    "check-config", "policies", "reload", "rls", "health"])
+                    "acquire", "release", "renew", "check-config", "policies", "reload", "rls",
+                    "health"])
 
     def test_ratelimitd(self):
         self.check(DAEMON, "ratelimitd.8.scd")

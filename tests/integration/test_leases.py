@@ -261,6 +261,35 @@ class LeasesTest(DaemonTest):
         code, j = curl("-X", "POST", base + "/v1/acquire?user=ida&action=reply")
         self.assertEqual((code, j["error"]), (400, "policy-kind"))
 
+    def test_ratelimitctl(self):
+        """acquire (its lease goes back as ratelimitctl exits), renew and
+        release of a lease another client holds."""
+        from test_ctl import ctl
+        self.redis = self.start_redis()
+        d = self.start_daemon(POLICIES)
+        addr = "127.0.0.1:%d" % d.port
+        r = ctl("-s", addr, "--json", "acquire", "jo", "export", "3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual((j["result"], j["remaining"], j["reset_ms"]), ("allowed", 1, 30000))
+        self.assertRegex(j["lease"], ID)
+        with Client(d.port) as c:
+            # ratelimitctl's connection closed: its 3 units went back
+            lease = wait_until(lambda: (lambda a: a.startswith("ALLOWED 4 0 ") and a)(
+                c.request("ACQUIRE jo export 4")), 3 * SLOW, what="released on exit").split()[-1]
+            r = ctl("-s", addr, "acquire", "jo", "export")
+            self.assertEqual(r.returncode, 1)
+            self.assertRegex(r.stdout, r"^denied \(0 of 4 remaining; retry in ")
+            r = ctl("-s", addr, "renew", lease)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout, "allowed (0 of 4 remaining; full again in 30s) lease %s\n"
+                             % lease)
+            r = ctl("-s", addr, "release", lease)
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (0, "ok\n", ""))
+            r = ctl("-s", addr, "release", lease)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("no-lease", r.stderr)
+
     def test_protocol_md_exchange_as_written(self):
         """proto/protocol.md's ACQUIRE/RELEASE exchange, its id replaced by
         the one the daemon gives (ids are random)."""
