@@ -18,7 +18,7 @@ import unittest
 
 from harness import (SLOW, SRCDIR, Client, DaemonTest, free_port, make_config, scrape_metrics,
                      wait_until)
-from topology import add_cluster, cluster_config
+from topology import add_cluster, add_sentinels, cluster_config, sentinel_redis_opts
 
 try:
     import redis
@@ -369,6 +369,30 @@ class LeasesClusterTest(DaemonTest):
             return out or [0]
         LeaseRace(self, [d.port for d in ds], users, 3, sample).run(24)
         self.assertEqual({a: k for a, k in cl.keys_by_node("rl:*").items() if k}, {})
+
+
+class LeasesSentinelTest(DaemonTest):
+    def test_three_daemons_through_sentinels_never_hold_more_than_the_limit(self):
+        ss = add_sentinels(self)
+        ds = []
+        for i in range(3):
+            port = free_port()
+            ds.append(self.start_daemon(
+                config=make_config(["127.0.0.1:%d" % port],
+                                   sentinel_redis_opts(ss.addresses()), POLICIES),
+                port=port, name="rl%d" % i))
+        for d in ds:  # the sentinels name the master after the daemon listens
+            with Client(d.port) as c:
+                wait_until(lambda: c.request("ACQUIRE ready export").startswith("ALLOWED 4 "),
+                           10 * SLOW, interval=0.05, what="leases from the master")
+        users = ["ann", "bob", "cy"]
+        master = ss.master0
+
+        def sample():
+            with master.resp() as r:
+                return [held(r.call("ZRANGE", "rl:{export:%s}:l" % u, 0, -1)) for u in users]
+        LeaseRace(self, [d.port for d in ds], users, 2, sample).run(18)
+        self.assertEqual(master.keys("rl:{export:[abc]*"), [])
 
 
 if __name__ == "__main__":
