@@ -290,6 +290,55 @@ class LeasesTest(DaemonTest):
             self.assertEqual(r.returncode, 2)
             self.assertIn("no-lease", r.stderr)
 
+    def test_memory_sets_decide_as_the_script(self):
+        """The differential test: 3000 random operations on one key, at
+        times of our choosing, through the script's lease mode in Redis
+        and through lease.c (the memory store's), answer alike."""
+        import random
+        self.redis = self.start_redis()
+        with open(os.path.join(SRCDIR, "src", "store", "lua", "ratelimit.lua")) as f:
+            script = f.read()
+        rnd = random.Random(29)
+        now, limit, lease, issued, ops = 1_700_000_000_000_000, 5, 1000, [], []
+        for i in range(3000):
+            now += rnd.choice([0, 1, 999, 1000, 1001, rnd.randrange(400_000)])
+            op = rnd.choice("aaaarrnnpx" if i % 500 == 499 else "aaaarrnnp")
+            cost = rnd.choice([1, 1, 2, 3, 6])
+            if op == "a":
+                member = "%016x:%d" % (i, cost)
+                issued.append(member)
+            elif issued and rnd.random() < 0.9:
+                member = rnd.choice(issued)
+                cost = int(member.rsplit(":", 1)[1])
+            else:
+                member = "%016x:%d" % (10 ** 6 + i, cost)  # never taken
+            ops.append((op, member, cost, limit, lease, now))
+        path = os.path.join(self.tmpdir, "ops.txt")
+        with open(path, "w") as f:
+            f.write("".join("%s %s %d %d %d %d\n" % o for o in ops))
+        replay = os.environ.get("RL_LEASE_REPLAY") or os.path.join(
+            SRCDIR, "build", "tests", "unit", "lease_replay")
+        c = subprocess.run([replay, path], capture_output=True, text=True, timeout=60)
+        self.assertEqual(c.returncode, 0, c.stderr)
+        mine = c.stdout.splitlines()
+        r = redis.Redis(port=self.redis.port, socket_timeout=30)
+        try:
+            sha = r.script_load(script)
+            pipe = r.pipeline(transaction=False)
+            for op, member, cost, lim, ls, t in ops:
+                pipe.evalsha(sha, 1, "k", t, "lease", op, member, cost, lim, ls)
+            theirs = [" ".join(str(x) for x in v) for v in pipe.execute()]
+        finally:
+            r.close()
+        self.assertEqual(len(mine), len(ops))
+        diff = [(i, ops[i], m, t) for i, (m, t) in enumerate(zip(mine, theirs)) if m != t]
+        self.assertEqual(diff[:5], [])
+        # the random walk went everywhere: grants, refusals, expiries, releases
+        oks = {(o[0], m.split()[0]) for o, m in zip(ops, mine)}
+        self.assertTrue({("a", "1"), ("a", "0"), ("r", "1"), ("r", "0"), ("n", "1"), ("n", "0"),
+                         ("p", "1"), ("p", "0")} <= oks, oks)
+        self.assertGreater(sum(int(m.split()[4]) for m in mine), 100)  # expired
+
     def test_protocol_md_exchange_as_written(self):
         """proto/protocol.md's ACQUIRE/RELEASE exchange, its id replaced by
         the one the daemon gives (ids are random)."""
