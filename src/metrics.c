@@ -282,6 +282,8 @@ COUNT(overrides_live, server_noverrides(s->m->srv))
 COUNT(multi_partial, stats.multi_partial)
 COUNT(clients, server_nclients(s->m->srv))
 COUNT(clients_accepted, stats.clients_accepted)
+COUNT(delayed, stats.delayed)
+COUNT(delayed_waiting, stats.delayed_waiting)
 COUNT(envoy_unknown_domain, stats.envoy_unknown_domain)
 COUNT(store_pending_now, store_pending(s->store))
 COUNT(deny_cache_entries, server_deny_entries(s->m->srv))
@@ -395,6 +397,13 @@ static const struct family families[] = {
 	 "identity proved), bad_token, forbidden (a right or a policy the identity lacks). "
 	 "Never charged.",
 	 .samples = auth_failures},
+	{"ratelimitd_delayed_total", "counter",
+	 "Requests a funnel's delay answered ALLOWED later instead of DENIED now (their slot "
+	 "reserved when they came).",
+	 .count = delayed},
+	{"ratelimitd_delayed_waiting", "gauge",
+	 "Requests waiting now for their delayed slot (at most max_delayed).",
+	 .count = delayed_waiting},
 	{"ratelimitd_leases_total", "counter",
 	 "Concurrency leases (algorithm: concurrency), by event: acquired, released (RELEASE), "
 	 "released_on_close (the connection that took it closed), expired (found past its "

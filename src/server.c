@@ -17,6 +17,7 @@
 #include "conn.h"
 #include "denycache.h"
 #include "keys.h"
+#include "delay.h"
 #include "leases.h"
 #include "local.h"
 #include "listener.h"
@@ -231,7 +232,8 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 		log_error("out of memory: run-time overrides are off");
 	/* made whatever the file says now: a reload may turn it on */
 	char lerr[128];
-	srv->env.leases = leases_new(); /* NULL: lease requests say out of memory */
+	srv->env.leases = leases_new();	    /* NULL: lease requests say out of memory */
+	srv->env.delays = delays_new(base); /* NULL: no request is delayed */
 	srv->env.local = local_new(base, cfg, lerr, sizeof(lerr));
 	if (!srv->env.local)
 		log_error("%s: on_store_error: local answers as error", lerr);
@@ -287,6 +289,8 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 
 void server_drain(struct server *srv, void (*done)(void *arg), void *arg)
 {
+	/* delayed requests have their slots: answered now, not at the drain's end */
+	delays_flush(srv->env.delays);
 	close_listeners(srv);
 	clients_drain(srv->clients, done, arg);
 }
@@ -306,6 +310,7 @@ void server_free(struct server *srv)
 	config_unref(srv->cfg);
 	denycache_free(srv->env.deny);
 	override_live_free(srv->env.live);
+	delays_free(srv->env.delays);
 	local_free(srv->env.local);
 	leases_free(srv->env.leases);
 	free(srv);

@@ -254,6 +254,7 @@ enum {
 	TK_METRICS,
 	TK_THROTTLE,
 	TK_SHADOW,
+	TK_MAX_DELAYED,
 	TK_ENVOY,
 	TK_IDENTITIES,
 	TK_POLICIES,
@@ -293,6 +294,9 @@ static const struct ykey top_keys[TK_N] = {
 	[TK_METRICS] = {"metrics", config_listen_set_metrics, 0, 0, 0, YP_SECTION, NULL, NULL},
 	[TK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct config, shadow), 0, 0, YP_RELOAD,
 		       yp_put_bool, NULL},
+	/* read by each request a funnel's delay may hold */
+	[TK_MAX_DELAYED] = {"max_delayed", yp_set_int, offsetof(struct config, max_delayed), 0,
+			    1000000, YP_RELOAD, yp_put_int, NULL},
 	[TK_THROTTLE] = {"throttle", set_throttle, offsetof(struct config, throttle), 0, 0,
 			 YP_SECTION, NULL, NULL},
 	[TK_ENVOY] = {"envoy", config_envoy_set, offsetof(struct config, envoy), 0, 0, YP_SECTION,
@@ -326,6 +330,7 @@ static const struct ktable *const key_tables[] = {
 	&config_identity_table,	   /* "identities.NAME." (config_identity.c) */
 	&config_policy_table,	   /* "policies.NAME." (config_policy.c) */
 	&config_ban_table,	   /* "policies.NAME.ban." */
+	&config_delay_table,	   /* "policies.NAME.delay." */
 	&config_override_table,	   /* "policies.NAME.overrides.USER." */
 };
 
@@ -569,6 +574,7 @@ static int config_defaults(struct config *c)
 	c->on_store_error = DEFAULT_ON_STORE_ERROR;
 	c->max_line = DEFAULT_MAX_LINE;
 	c->max_clients = DEFAULT_MAX_CLIENTS;
+	c->max_delayed = CONFIG_DEFAULT_MAX_DELAYED;
 	c->idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS;
 	c->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS;
 	c->log_level = DEFAULT_LOG_LEVEL;

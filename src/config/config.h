@@ -2,6 +2,9 @@
 #ifndef RL_CONFIG_H
 #define RL_CONFIG_H
 
+/* max_delayed's default: 10,000 timers and slots, some 1 MB */
+#define CONFIG_DEFAULT_MAX_DELAYED 10000
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -192,6 +195,7 @@ struct config {
 	int max_clients;
 	int64_t idle_timeout_ms; /* 0: clients may stay idle forever */
 	int shadow;		 /* every policy in shadow mode unless it says no */
+	int max_delayed;	 /* requests a funnel's delay may hold at once */
 	/* a request begun must be whole within this (slow senders, slowloris) */
 	int64_t request_timeout_ms;
 	int log_level;	      /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */

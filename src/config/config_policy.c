@@ -30,6 +30,7 @@ struct policy_form {
 	int64_t capacity;
 	struct rate rate;
 	int64_t limit, lease_ms; /* concurrency */
+	struct policy_delay delay;
 	enum policy_on_error on_error;
 	int shadow;
 	struct policy_ban ban;
@@ -109,6 +110,26 @@ static const struct ykey ban_keys[BK_N] = {
 		    POLICY_MAX_PERIOD_MS, YP_PER_POLICY, NULL, NULL},
 };
 
+enum { DK_MAX, DK_N };
+
+static const struct ykey delay_keys[DK_N] = {
+	[DK_MAX] = {"max", yp_set_duration, offsetof(struct policy_delay, max_ms), 1,
+		    POLICY_DELAY_MAX_MS, YP_PER_POLICY, NULL, NULL},
+};
+
+/* delay: {max: DURATION}. */
+static int set_delay(struct yparser *P, const struct ykey *k, void *dst)
+{
+	unsigned seen;
+	yaml_mark_t marks[DK_N], start;
+	if (yp_section(P, k, "expected a mapping {max: DURATION}", delay_keys, DK_N, dst, &seen,
+		       marks, &start) < 0)
+		return -1;
+	if (!(seen & (1u << DK_MAX)))
+		return yp_fail_section(P, start, "a delay needs max (the longest wait: 500ms)");
+	return 0;
+}
+
 /* ban: {after: N, within: DURATION, for: DURATION}, all three required. */
 static int set_ban(struct yparser *P, const struct ykey *k, void *dst)
 {
@@ -134,6 +155,7 @@ enum {
 	PK_OVERRIDES,
 	PK_LIMIT,
 	PK_LEASE,
+	PK_DELAY,
 	PK_N
 };
 
@@ -170,6 +192,8 @@ static const struct ykey policy_keys[PK_N] = {
 		      POLICY_CONCURRENCY_MAX, YP_PER_POLICY, NULL, NULL},
 	[PK_LEASE] = {"lease", yp_set_duration, offsetof(struct policy_form, lease_ms), 1000,
 		      24LL * 3600 * 1000, YP_PER_POLICY, NULL, NULL},
+	[PK_DELAY] = {"delay", set_delay, offsetof(struct policy_form, delay), 0, 0, YP_PER_POLICY,
+		      NULL, NULL},
 };
 
 /* The keys an override's mapping may have: the policy's, limits only. */
@@ -391,6 +415,10 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 	yaml_mark_t marks[PK_N];
 	if (yp_map(P, name, policy_keys, PK_N, f, &seen, marks) < 0)
 		return -1;
+	if ((seen & (1u << PK_DELAY)) && f->algo != POLICY_FUNNEL)
+		return yp_failk(P, marks[PK_DELAY], "delay",
+				"only a funnel delays requests so far (algorithm: funnel: its "
+				"slots are exact)");
 	int lease_keys = (seen & (1u << PK_LIMIT)) || (seen & (1u << PK_LEASE));
 	if (lease_keys && policy_algo_shape(f->algo) != POLICY_SHAPE_LEASE) {
 		int at = (seen & (1u << PK_LIMIT)) ? PK_LIMIT : PK_LEASE;
@@ -488,6 +516,7 @@ static int policy_from_form(struct yparser *P, struct policy *p, const char *nam
 	p->on_store_error = f->on_error;
 	p->shadow = f->shadow;
 	p->ban = f->ban;
+	p->delay = f->delay;
 	memcpy(p->limits, f->limits, sizeof(p->limits));
 	/* Validate one limit at a time so a bad or repeated window is reported
 	 * at the rate that introduced it. */
@@ -592,5 +621,6 @@ void config_policy_read_done(struct config_read *R, int handed)
 /* A policy's keys, its ban's and an override's, for config.c's list of tables. */
 const struct ktable config_policy_table = {"policies.NAME.", policy_keys, PK_N, KT_POLICY, 0};
 const struct ktable config_ban_table = {"policies.NAME.ban.", ban_keys, BK_N, KT_POLICY, 0};
+const struct ktable config_delay_table = {"policies.NAME.delay.", delay_keys, DK_N, KT_POLICY, 0};
 const struct ktable config_override_table = {"policies.NAME.overrides.USER.", override_keys, 3,
 					     KT_POLICY, 0};

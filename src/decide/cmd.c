@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "config.h"
 #include "decide.h"
+#include "delay.h"
 #include "denycache.h"
 #include "lease.h"
 #include "leases.h"
@@ -37,12 +38,57 @@ static void reply(struct cmd_slot *slot, enum cmd_reply kind)
 	decide_complete(slot);
 }
 
+/*
+ * A funnel's delay: the store decided with the capacity raised by what
+ * drains in delay.max (delay_extra units), so a request that would pass
+ * within it was taken, its slot reserved in the funnel's TAT. It is
+ * answered as the policy itself would count it, ALLOWED when its slot
+ * comes: new_tat - now (the reply's reset) less the policy's own tau.
+ */
+static void delayed_done(struct cmd_slot *slot, const struct store_result *res)
+{
+	const struct policy *p = slot->delay_policy;
+	const struct policy_limit *l = &p->limits[0];
+	struct delays *d = slot->delays;
+	slot->delay_extra = 0;
+	slot->policy = p;
+	if (res->status != STORE_OK) {
+		delays_unclaim(d);
+		decide_store_failed(slot, res, config_on_error(slot->cfg, p));
+		return;
+	}
+	int64_t extra = slot->policy_copy.limits[0].capacity - l->capacity;
+	int64_t remaining = res->remaining - extra;
+	int64_t wait_ms = 0;
+	if (res->allowed) {
+		/* tau in us, as the script has it: capacity * period / count */
+		double tau_us =
+			(double)l->capacity * (double)l->period_ms * 1000.0 / (double)l->count;
+		double over_us = (double)res->reset_ms * 1000.0 - tau_us;
+		wait_ms = over_us > 0 ? (int64_t)((over_us + 999.0) / 1000.0) : 0;
+	}
+	/* told when the slot comes: the funnel is then wait_ms nearer empty */
+	decide_fill(slot, slot->cfg, p, slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE,
+		    res->allowed, l->capacity, remaining < 0 ? 0 : remaining, res->retry_after_ms,
+		    res->reset_ms > wait_ms ? res->reset_ms - wait_ms : 0);
+	if (wait_ms > 0) {
+		delays_hold(d, slot, wait_ms);
+		return;
+	}
+	delays_unclaim(d);
+	decide_complete(slot);
+}
+
 static void store_done(void *arg, const struct store_result *res)
 {
 	struct cmd_slot *slot = arg;
 	const struct policy *p = slot->policy;
 	enum store_op op = (enum store_op)slot->op;
 
+	if (slot->delay_extra) {
+		delayed_done(slot, res);
+		return;
+	}
 	if (res->status != STORE_OK) {
 		decide_store_failed(slot, res, config_on_error(slot->cfg, p));
 		return;
@@ -462,6 +508,29 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		slot->cost = pc->cost;
 		slot->user_len = pc->user_len;
 		memcpy(slot->user, pc->user, pc->user_len);
+	}
+	/* a funnel's delay: ask with the capacity raised by what drains in
+	 * delay.max (or the caller's deadline, if shorter), while below max_delayed */
+	slot->delay_extra = 0;
+	if (op == STORE_ALLOW && p->algo == POLICY_FUNNEL && p->delay.max_ms > 0 &&
+	    !slot->own_policy && !slot->overridden && delays_claim(env->delays, cfg->max_delayed)) {
+		int64_t wait = p->delay.max_ms;
+		if (pc->timeout_ms > 0 && pc->timeout_ms < wait)
+			wait = pc->timeout_ms;
+		const struct policy_limit *l = &p->limits[0];
+		int64_t extra = wait * l->count / l->period_ms;
+		if (extra > 0) {
+			slot->delay_policy = p; /* cfg's: held with cfg */
+			slot->policy_copy = *p;
+			slot->policy_copy.limits[0].capacity += extra;
+			p = &slot->policy_copy;
+			slot->policy = p;
+			slot->delay_extra = extra;
+			slot->delays = env->delays;
+			slot->deny = NULL; /* its denials are another capacity's */
+		} else {
+			delays_unclaim(env->delays);
+		}
 	}
 	config_ref(cfg);
 	slot->cfg = cfg;

@@ -90,6 +90,14 @@ void decide_answer(struct cmd_slot *slot, const struct config *cfg, const struct
 		   enum stats_from from, int allowed, int64_t limit, int64_t remaining,
 		   int64_t retry_after_ms, int64_t reset_ms)
 {
+	decide_fill(slot, cfg, p, from, allowed, limit, remaining, retry_after_ms, reset_ms);
+	decide_complete(slot);
+}
+
+void decide_fill(struct cmd_slot *slot, const struct config *cfg, const struct policy *p,
+		 enum stats_from from, int allowed, int64_t limit, int64_t remaining,
+		 int64_t retry_after_ms, int64_t reset_ms)
+{
 	stats_count_decision(cfg, p, from, allowed);
 	struct cmd_result *r = &slot->res;
 	const struct policy *sp = slot->policy;
@@ -110,7 +118,6 @@ void decide_answer(struct cmd_slot *slot, const struct config *cfg, const struct
 	r->remaining = remaining;
 	r->retry_after_ms = retry_after_ms;
 	r->reset_ms = reset_ms;
-	decide_complete(slot);
 }
 
 void decide_override(struct cmd_slot *slot, const struct config *cfg, const struct policy *p,
@@ -148,8 +155,9 @@ int decide_cacheable(const struct policy *p, int other)
 	/* A throttle's limit comes with each request, so a denial under one
 	 * request's limit says nothing of the next one's; an override's limits
 	 * may end (a run-time one expires) while its denial would still be
-	 * cached; and a ban must see every denial to count it. */
-	return !other && p->ban.after == 0;
+	 * cached; a ban must see every denial to count it; and a funnel with
+	 * a delay is asked with another capacity than a look's. */
+	return !other && p->ban.after == 0 && p->delay.max_ms == 0;
 }
 
 void decide_cache_allowed(struct denycache *deny, enum store_op op, const struct policy *p,

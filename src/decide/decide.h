@@ -45,6 +45,11 @@ void decide_shadow_denied(struct cmd_slot *slot, const struct policy *p);
 void decide_answer(struct cmd_slot *slot, const struct config *cfg, const struct policy *p,
 		   enum stats_from from, int allowed, int64_t limit, int64_t remaining,
 		   int64_t retry_after_ms, int64_t reset_ms);
+/* decide_answer's result and counts, without completing the slot (a
+ * delayed answer completes later). */
+void decide_fill(struct cmd_slot *slot, const struct config *cfg, const struct policy *p,
+		 enum stats_from from, int allowed, int64_t limit, int64_t remaining,
+		 int64_t retry_after_ms, int64_t reset_ms);
 /* An unlimited (allowed) or blocked override of p: answered without the
  * store. Unlimited is ALLOWED -1 -1 0 -1 (no limit applies); blocked is
  * DENIED with p's first limit and retry_after -1 (never). */

@@ -14,6 +14,7 @@
 #include "policy.h"
 
 struct config;
+struct delays;
 struct denycache;
 struct leases;
 struct local;
@@ -214,6 +215,7 @@ struct cmd_env {
 	struct override_live *live; /* run-time overrides; NULL: none */
 	struct local *local;	    /* on_store_error: local; NULL: out of memory */
 	struct leases *leases;	    /* concurrency leases (leases.h); NULL: out of memory */
+	struct delays *delays;	    /* requests a funnel's delay holds (delay.h); NULL: none */
 };
 
 /*
@@ -247,6 +249,12 @@ struct cmd_slot {
 	/* on_store_error: local may decide it (user and cost are kept then) */
 	struct local *local;
 	int from_memory; /* the store is the memory store (store: memory) */
+	/* a funnel's delay: the store asked with its capacity raised by
+	 * delay_extra units (what drains in delay.max); the answer is the
+	 * policy's own (delay_policy), held until the slot comes */
+	int64_t delay_extra;
+	const struct policy *delay_policy;
+	struct delays *delays;
 	void (*complete)(struct cmd_slot *slot);
 };
 

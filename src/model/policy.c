@@ -433,6 +433,11 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 		n += (size_t)snprintf(buf + n, cap - n, " ban after %lld within %s for %s",
 				      (long long)p->ban.after, w, f);
 	}
+	if (n < cap && p->delay.max_ms > 0) {
+		char w[32];
+		format_duration(p->delay.max_ms, w, sizeof(w));
+		n += (size_t)snprintf(buf + n, cap - n, " delay max %s", w);
+	}
 	if (n < cap && p->shadow >= 0)
 		n += (size_t)snprintf(buf + n, cap - n, " shadow %s", p->shadow ? "true" : "false");
 	return n < cap ? n : cap - 1;
@@ -443,7 +448,7 @@ int policy_equal(const struct policy *a, const struct policy *b)
 	if (a->algo != b->algo || a->nlimits != b->nlimits ||
 	    a->on_store_error != b->on_store_error || a->shadow != b->shadow ||
 	    a->ban.after != b->ban.after || a->ban.within_ms != b->ban.within_ms ||
-	    a->ban.for_ms != b->ban.for_ms)
+	    a->ban.for_ms != b->ban.for_ms || a->delay.max_ms != b->delay.max_ms)
 		return 0;
 	for (int i = 0; i < a->nlimits; i++)
 		if (a->limits[i].capacity != b->limits[i].capacity ||

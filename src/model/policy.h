@@ -65,6 +65,13 @@ struct policy_limit {
 	int64_t period_ms;
 };
 
+/* A funnel's delay: a request that would pass within max_ms is answered
+ * ALLOWED when its slot comes instead of DENIED now (delay.h). */
+struct policy_delay {
+	int64_t max_ms; /* 0: none */
+};
+#define POLICY_DELAY_MAX_MS 60000
+
 /* A ban: `after` denials within `within_ms` deny everything for `for_ms`. */
 struct policy_ban {
 	int64_t after; /* 0: no ban */
@@ -85,6 +92,7 @@ struct policy {
 	 * -1: as the configuration's `shadow` says */
 	int shadow;
 	struct policy_ban ban;
+	struct policy_delay delay;
 	/* per-user exceptions (override.h), owned by the configuration; NULL:
 	 * none, and the hot path pays nothing for them */
 	struct override_set *overrides;

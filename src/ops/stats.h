@@ -106,6 +106,8 @@ struct stats {
 	unsigned long long client_tls_handshakes; /* finished */
 	unsigned long long auth_failures[STATS_AUTH_N];
 	unsigned long long leases[STATS_LEASE_N];
+	unsigned long long delayed; /* requests answered later (a funnel's delay) */
+	unsigned delayed_waiting;   /* of them, waiting now */
 	/* gRPC ShouldRateLimit calls for a domain no envoy rule file has */
 	unsigned long long envoy_unknown_domain;
 	unsigned long long reloads_ok, reloads_failed;

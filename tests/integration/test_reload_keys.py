@@ -74,6 +74,7 @@ CHANGES = {
                     {"local_share", "on_store_error"}),
     "max_line": ({"max_line": "8192"}, {"max_line"}),
     "max_clients": ({"max_clients": "50"}, {"max_clients"}),
+    "max_delayed": ({"max_delayed": "50"}, {"max_delayed"}),
     "idle_timeout": ({"idle_timeout": "1h"}, {"idle_timeout"}),
     "request_timeout": ({"request_timeout": "20s"}, {"request_timeout"}),
     "log_level": ({"log_level": "debug"}, {"log_level"}),
@@ -224,6 +225,10 @@ CHANGES = {
                                {"policy f"}),
     "policies.NAME.rate": (policy("f", "{algorithm: funnel, capacity: 5, rate: 2/1s}"),
                            {"policy f"}),
+    "policies.NAME.delay": (policy("f", "{algorithm: funnel, capacity: 5, rate: 1/1s, "
+                                        "delay: {max: 500ms}}"), {"policy f"}),
+    "policies.NAME.delay.max": (policy("f", "{algorithm: funnel, capacity: 5, rate: 1/1s, "
+                                            "delay: {max: 1s}}"), {"policy f"}),
     "policies.NAME.limit": (policy("c", "{algorithm: concurrency, limit: 4, lease: 30s}"),
                             {"policy c"}),
     "policies.NAME.lease": (policy("c", "{algorithm: concurrency, limit: 3, lease: 1m}"),

@@ -203,6 +203,14 @@ static const struct {
 	 "rate goes in limits"},
 	{"policies:\n  a: {limitz: [1/1s]}\n",
 	 "t.yaml:2:7: unknown key \"policies.a.limitz\" (did you mean \"policies.a.limits\"?)"},
+	/* a delay: a funnel's only, with a max */
+	{"policies:\n  a: {limits: [1/1s], delay: {max: 1s}}\n",
+	 "t.yaml:2:23: policies.a.delay: only a funnel delays requests so far (algorithm: funnel: "
+	 "its slots are exact)"},
+	{"policies:\n  a: {algorithm: funnel, capacity: 1, rate: 1/1s, delay: {}}\n",
+	 "t.yaml:2:58: policies.a.delay: a delay needs max (the longest wait: 500ms)"},
+	{"policies:\n  a: {algorithm: funnel, capacity: 1, rate: 1/1s, delay: {max: 61s}}\n",
+	 "t.yaml:2:64: policies.a.delay.max: must be from 1ms to 60s"},
 	/* concurrency: limit and lease, nothing of a rate's */
 	{"policies:\n  a: {limits: [1/1s], limit: 3}\n",
 	 "t.yaml:2:23: policies.a.limit: only a concurrency policy has a limit (algorithm: "

@@ -1,0 +1,157 @@
+"""Delay instead of deny (issue 29, item 2), for a funnel: `delay: {max}`
+makes a request that would pass within max wait for its slot (reserved in
+Redis when it came, so every daemon sees it) and answers it ALLOWED then.
+A client at twice a 10/s funnel's rate through three daemons: every request
+allowed, the answers 100 ms apart; past the bound, DENIED at once;
+max_delayed; SIGTERM answers the waiting at once; a client gone while
+waiting changes nothing else."""
+
+import signal
+import socket
+import sys
+import threading
+import time
+import unittest
+
+from harness import SLOW, Client, DaemonTest, free_port, scrape_metrics, wait_until
+
+POLICIES = {"smooth": "{algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 2s}}",
+            "plain": "{algorithm: funnel, capacity: 1, rate: 10/1s}"}
+JITTER = 0.03 * SLOW  # how far an answer may be from its slot, measured below
+
+
+def report(msg):
+    sys.stderr.write("[figures] %s\n" % msg)
+    sys.stderr.flush()
+
+
+def timed_requests(ports, starts, line):
+    """Sends line on a connection of its own to ports[i % n] at each start
+    (monotonic); returns [(start, answered, reply)] in start order."""
+    out = [None] * len(starts)
+    socks = [socket.create_connection(("127.0.0.1", ports[i % len(ports)]), timeout=30)
+             for i in range(len(starts))]
+
+    def one(i):
+        s = socks[i]
+        delay = starts[i] - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        t = time.monotonic()
+        s.sendall(line.encode() + b"\n")
+        buf = b""
+        while not buf.endswith(b"\n"):
+            d = s.recv(200)
+            if not d:
+                break
+            buf += d
+        out[i] = (t, time.monotonic(), buf.decode().strip())
+        s.close()
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(starts))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    return out
+
+
+class DelayTest(DaemonTest):
+    def test_twice_the_rate_is_smoothed_across_three_daemons(self):
+        self.redis = self.start_redis()
+        ds = [self.start_daemon(POLICIES, name="rl%d" % i) for i in range(3)]
+        t0 = time.monotonic() + 0.3
+        n = 40  # 20/s for 2 s: the last waits 1.95 s, within max 2 s
+        got = timed_requests([d.port for d in ds], [t0 + 0.05 * i for i in range(n)],
+                             "ALLOW ann smooth")
+        self.assertEqual([r[2].split()[0] for r in got], ["ALLOWED"] * n, got)
+        answered = [r[1] for r in got]
+        # request i has the slot at i * 100 ms from the first's
+        late = [a - (answered[0] + 0.1 * i) for i, a in enumerate(answered)]
+        report("20/s at a 10/s funnel, 3 daemons: %d of %d allowed, answers %.1f to %.1f ms "
+               "from their slots" % (n, n, 1000 * min(late), 1000 * max(late)))
+        self.assertLess(max(abs(x) for x in late), JITTER, late)
+        # the funnel's own figures, once the slot came: empty after the last
+        last = got[-1][2].split()
+        self.assertEqual(last[:4], ["ALLOWED", "1", "0", "0"])
+        self.assertLessEqual(int(last[4]), 150)
+
+    def test_past_the_bound_denied_at_once(self):
+        self.redis = self.start_redis()
+        mport = free_port()
+        d = self.start_daemon(POLICIES, metrics='{listen: "127.0.0.1:%d"}' % mport)
+        t0 = time.monotonic() + 0.2
+        got = timed_requests([d.port], [t0] * 30, "ALLOW bob smooth")
+        allowed = sorted(r for r in got if r[2].startswith("ALLOWED"))
+        denied = [r for r in got if r[2].startswith("DENIED")]
+        # one at once, then 20 more within 2 s (one per 100 ms drains in it)
+        self.assertEqual((len(allowed), len(denied)), (21, 9), got)
+        for r in denied:
+            self.assertLess(r[1] - r[0], 0.25 * SLOW, r)
+            self.assertRegex(r[2], r"^DENIED 1 0 \d+ \d+$")
+        self.assertGreater(max(r[1] - r[0] for r in allowed), 1.9)
+        m = scrape_metrics(mport)
+        self.assertEqual(m["ratelimitd_delayed_total"], 20)
+        self.assertEqual(m["ratelimitd_delayed_waiting"], 0)
+        # without delay the same burst is one allowed
+        got = timed_requests([d.port], [time.monotonic()] * 5, "ALLOW bob plain")
+        self.assertEqual(sorted(r[2].split()[0] for r in got), ["ALLOWED"] + ["DENIED"] * 4)
+
+    def test_max_delayed_bounds_the_waiting(self):
+        """max_delayed: 3 counts requests from when they go to the store:
+        eight pipelined at once, three may be delayed (the first of them
+        is allowed without a wait); the rest are decided at the funnel's
+        own capacity."""
+        self.redis = self.start_redis()
+        d = self.start_daemon(POLICIES, max_delayed=3)
+        with Client(d.port, timeout=10 * SLOW) as c:
+            got = c.pipeline(["ALLOW cy smooth"] * 8)
+        self.assertEqual([r.split()[0] for r in got], ["ALLOWED"] * 3 + ["DENIED"] * 5, got)
+
+    def test_sigterm_answers_the_waiting_at_once(self):
+        self.redis = self.start_redis()
+        d = self.start_daemon(POLICIES)
+        res = {}
+
+        def run():
+            res["got"] = timed_requests([d.port], [time.monotonic()] * 12, "ALLOW dan smooth")
+        t = threading.Thread(target=run)
+        t.start()
+        time.sleep(0.4 * SLOW)
+        t_term = time.monotonic()
+        d.proc.send_signal(signal.SIGTERM)
+        t.join(30)
+        got = res["got"]
+        self.assertEqual([r[2].split()[0] for r in got], ["ALLOWED"] * 12, got)
+        # the last slot was 1.1 s away: answered when SIGTERM came instead
+        self.assertLess(max(r[1] for r in got) - t_term, 0.5 * SLOW)
+        d.proc.wait(10)
+        self.assertIn("answering", d.log())
+
+    def test_a_client_gone_while_waiting(self):
+        """Ten clients leave while their 20 requests wait: the waits run
+        out with no one to answer (ASan in the sanitizer build), their
+        slots stay taken (a funnel cannot give one back), and the daemon
+        serves on."""
+        self.redis = self.start_redis()
+        mport = free_port()
+        d = self.start_daemon(POLICIES, metrics='{listen: "127.0.0.1:%d"}' % mport)
+        t0 = time.monotonic()
+        socks = []
+        for _ in range(10):
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+            s.sendall(b"ALLOW eve smooth\nALLOW eve smooth\n")
+            socks.append(s)
+        wait_until(lambda: scrape_metrics(mport)["ratelimitd_delayed_waiting"] == 19,
+                   5 * SLOW, what="19 waiting")
+        for s in socks:
+            s.close()
+        with Client(d.port) as c:
+            self.assertRegex(c.request("PEEK eve smooth"), r"^DENIED 1 0 \d+ \d+$")
+            wait_until(lambda: scrape_metrics(mport)["ratelimitd_delayed_waiting"] == 0,
+                       5 * SLOW, what="the waits run out")
+            time.sleep(max(0, t0 + 2.2 - time.monotonic()))
+            self.assertEqual(c.request("PEEK eve smooth").split()[:3], ["ALLOWED", "1", "1"])
+        self.assertTrue(d.running())
+
+if __name__ == "__main__":
+    unittest.main()
