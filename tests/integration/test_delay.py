@@ -17,7 +17,7 @@ from harness import SLOW, Client, DaemonTest, free_port, scrape_metrics, wait_un
 
 POLICIES = {"smooth": "{algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 2s}}",
             "plain": "{algorithm: funnel, capacity: 1, rate: 10/1s}"}
-JITTER = 0.03 * SLOW  # how far an answer may be from its slot, measured below
+JITTER = 0.05 * SLOW  # how far an answer may be from its slot (measured: docs/algorithms.md)
 
 
 def report(msg):
