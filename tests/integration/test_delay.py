@@ -153,5 +153,95 @@ class DelayTest(DaemonTest):
             self.assertEqual(c.request("PEEK eve smooth").split()[:3], ["ALLOWED", "1", "1"])
         self.assertTrue(d.running())
 
+class SmoothingProxiesTest(DaemonTest):
+    """nginx auth_request and Caddy forward_auth, as docs/proxies.md has
+    them, in front of an application that notes when each request reaches
+    it: a client at 20/s against login's 10/s funnel with a delay is never
+    refused, and the application sees 10/s, evenly."""
+
+    def setUp(self):
+        super().setUp()
+        import test_proxies
+        self.p = test_proxies.ProxiesTest("run")
+        self.p.tmpdir, self.p._procs = self.tmpdir, self._procs
+        self.p.addCleanup = self.addCleanup
+        self.p.fail = self.fail
+        self.redis = self.start_redis()
+        line, self.rl_nginx, self.rl_caddy = free_port(), free_port(), free_port()
+        self.daemon = self.start_daemon(
+            {"login": "{algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 3s}}"},
+            port=line, admin=False,
+            listen=["127.0.0.1:%d" % line,
+                    "{address: \"127.0.0.1:%d\", protocol: http, deny_status: 403}"
+                    % self.rl_nginx,
+                    "{address: \"127.0.0.1:%d\", protocol: http}" % self.rl_caddy])
+        self.arrivals = []
+        import http.server
+
+        outer = self
+
+        class App(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.arrivals.append(time.monotonic())
+                self.send_response(200)
+                self.send_header("Content-Length", "6")
+                self.end_headers()
+                self.wfile.write(b"hello\n")
+
+            def log_message(self, *args):
+                pass
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), App)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        self.addCleanup(srv.server_close)
+        self.addCleanup(srv.shutdown)
+        self.p.app = srv.server_address[1]
+
+    def smooth_through(self, port, what):
+        import http.client
+        n, t0, out = 40, time.monotonic() + 0.3, {}
+
+        def one(i):
+            time.sleep(max(0, t0 + 0.05 * i - time.monotonic()))
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("GET", "/")
+            out[i] = c.getresponse().status
+            c.close()
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60)
+        self.assertEqual([out.get(i) for i in range(n)], [200] * n)
+        a = sorted(self.arrivals)
+        gaps = [y - x for x, y in zip(a, a[1:])]
+        report("%s: 20/s sent, the application saw %d in %.2f s, gaps %.0f to %.0f ms"
+               % (what, len(a), a[-1] - a[0], 1000 * min(gaps), 1000 * max(gaps)))
+        self.assertEqual(len(a), n)
+        self.assertAlmostEqual(a[-1] - a[0], 3.9, delta=0.1 * SLOW)
+        self.assertGreater(min(gaps), 0.1 - JITTER)
+        return a
+
+    def test_nginx_smooths(self):
+        from test_proxies import doc_block
+        port = self.p.start_nginx(self.p.swap(doc_block("nginx"), self.rl_nginx))
+        self.smooth_through(port, "nginx auth_request")
+
+    def test_caddy_smooths(self):
+        from test_proxies import CADDY, doc_block
+        import os
+        port = free_port()
+        block = self.p.swap(doc_block("caddy"), self.rl_caddy)
+        tmp = os.path.join(self.tmpdir, "caddy")
+        os.makedirs(tmp)
+        path = os.path.join(tmp, "Caddyfile")
+        with open(path, "w") as f:
+            f.write("{\n    admin off\n    auto_https off\n}\nhttp://127.0.0.1:%d {\n"
+                    "    bind 127.0.0.1\n%s\n}\n" % (port, block))
+        env = dict(os.environ, HOME=tmp, XDG_DATA_HOME=tmp, XDG_CONFIG_HOME=tmp)
+        self.p.run_proxy([CADDY, "run", "--config", path, "--adapter", "caddyfile"], port,
+                         env=env, log=os.path.join(tmp, "caddy.log"))
+        self.smooth_through(port, "Caddy forward_auth")
+
+
 if __name__ == "__main__":
     unittest.main()
