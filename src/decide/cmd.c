@@ -492,7 +492,9 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	/* The cache answers and learns only while every daemon's RESETs reach
 	 * us (decide_cache), and only on the action's own limits (decide_cacheable). */
 	struct denycache *deny;
-	if (decide_cacheable(p, slot->own_policy || slot->overridden) &&
+	/* a request that may wait decides with another capacity: no cache */
+	int may_wait = pc->wait_given && pc->wait_ms > 0;
+	if (decide_cacheable(p, slot->own_policy || slot->overridden || may_wait) &&
 	    (deny = decide_cache(env))) {
 		struct denycache_hit hit;
 		slot->deny = deny;
@@ -512,11 +514,13 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	/* a funnel's delay: ask with the capacity raised by what drains in
 	 * delay.max (or the caller's deadline, if shorter), while below max_delayed */
 	slot->delay_extra = 0;
-	if (op == STORE_ALLOW && p->algo == POLICY_FUNNEL && p->delay.max_ms > 0 &&
-	    !slot->own_policy && !slot->overridden && delays_claim(env->delays, cfg->max_delayed)) {
-		int64_t wait = p->delay.max_ms;
-		if (pc->timeout_ms > 0 && pc->timeout_ms < wait)
-			wait = pc->timeout_ms;
+	int64_t wait = p->delay.max_ms;
+	if (pc->wait_given) /* WAIT: this request's bound, within the policy's */
+		wait = wait > 0 && wait < pc->wait_ms ? wait : pc->wait_ms;
+	if (pc->timeout_ms > 0 && pc->timeout_ms < wait)
+		wait = pc->timeout_ms;
+	if (op == STORE_ALLOW && p->algo == POLICY_FUNNEL && wait > 0 && !slot->own_policy &&
+	    !slot->overridden && delays_claim(env->delays, cfg->max_delayed)) {
 		const struct policy_limit *l = &p->limits[0];
 		int64_t extra = wait * l->count / l->period_ms;
 		if (extra > 0) {

@@ -101,6 +101,11 @@ struct cmd_request {
 	 * Bearer, gRPC's authorization metadata); NULL: none */
 	const char *token;
 	size_t token_len;
+	/* ALLOW: WAIT <ms>, the longest this request will wait for a funnel's
+	 * slot (at most the policy's delay.max when it has one); not given:
+	 * the policy's delay */
+	int wait_given;
+	int64_t wait_ms;
 	/* RELEASE, RENEW: the lease's id (its action is also in action) */
 	const char *lease_id;
 	size_t lease_id_len;

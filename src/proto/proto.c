@@ -177,6 +177,19 @@ static int admin_fail(struct proto_error *err, enum cmd_error code, const char *
 	return -1;
 }
 
+int proto_parse_wait(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		     struct proto_error *err)
+{
+	if (n < 5 || !proto_word_is(arg[n - 2], alen[n - 2], "WAIT"))
+		return 0;
+	int64_t ms;
+	if (decimal_parse(arg[n - 1], alen[n - 1], POLICY_DELAY_MAX_MS, &ms) < 0)
+		return lease_fail(err, CMD_ERR_SYNTAX, "WAIT takes milliseconds, 0 to 60000");
+	req->wait_given = 1;
+	req->wait_ms = ms;
+	return 1;
+}
+
 int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		      struct proto_error *err)
 {

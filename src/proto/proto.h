@@ -77,6 +77,11 @@ size_t proto_tls_required(const struct proto *proto, char *buf);
 size_t proto_window(const struct proto *proto, size_t max_line);
 /* 1 if tok is word (upper case), in any case. */
 int proto_word_is(const char *tok, size_t len, const char *word);
+/* ALLOW's optional [WAIT <ms>] at arg[n-2..n) (arg[0] the verb, n
+ * arguments): 1 with req->wait_* set, 0 when there is none, -1 with err
+ * (WAIT takes 0 to 60000 milliseconds). */
+int proto_parse_wait(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		     struct proto_error *err);
 /* A cost: decimal digits only, 1 to CMD_COST_MAX (leading zeros allowed). 0 or -1. */
 int proto_parse_cost(const char *s, size_t len, int64_t *out);
 /* MALLOW and MPEEK's arguments arg[1..n): <user> <action> pairs (1 to

@@ -134,8 +134,8 @@ static long pct_decode(const char *s, size_t len, char *dst, size_t cap)
 
 /* The arguments of an API request, found in a query string or a JSON body. */
 struct args {
-	const char *user, *action, *cost;
-	size_t user_len, action_len, cost_len;
+	const char *user, *action, *cost, *wait;
+	size_t user_len, action_len, cost_len, wait_len;
 	int cost_is_text; /* from a query string: digits as text */
 };
 
@@ -177,6 +177,9 @@ static enum proto_step query_args(const char *q, size_t len, struct http_conn *p
 					   "no policy for this action");
 			a->action = pc->action;
 			a->action_len = (size_t)n;
+		} else if (name_is(kv, klen, "wait")) {
+			a->wait = v;
+			a->wait_len = vlen;
 		} else if (name_is(kv, klen, "cost")) {
 			a->cost = v;
 			a->cost_len = vlen;
@@ -385,7 +388,10 @@ static enum proto_step json_args(const char *s, size_t len, struct http_conn *pc
 		int is_user = kl == 4 && memcmp(key, "user", 4) == 0;
 		int is_action = kl == 6 && memcmp(key, "action", 6) == 0;
 		int is_cost = kl == 4 && memcmp(key, "cost", 4) == 0;
+		int is_wait = kl == 4 && memcmp(key, "wait", 4) == 0;
 		if (s[i] == '"') {
+			if (is_wait)
+				return bad(out, CMD_ERR_SYNTAX, "wait must be a JSON number");
 			char *dst = is_user ? pc->user : is_action ? pc->action : NULL;
 			size_t cap = is_user ? sizeof(pc->user) : sizeof(pc->action) - 1;
 			if (is_cost)
@@ -412,6 +418,9 @@ static enum proto_step json_args(const char *s, size_t len, struct http_conn *pc
 			if (is_cost) {
 				a->cost = s + start;
 				a->cost_len = i - start;
+			} else if (is_wait) {
+				a->wait = s + start;
+				a->wait_len = i - start;
 			} else if (is_user || is_action) {
 				return bad(out, CMD_ERR_SYNTAX, "user and action are JSON strings");
 			}
@@ -770,6 +779,16 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 		return bad(out, CMD_ERR_SYNTAX, "RESET takes no cost");
 	if (a.cost && proto_parse_cost(a.cost, a.cost_len, &req->cost) < 0)
 		return bad(out, CMD_ERR_BAD_COST, "cost must be an integer from 1 to 2147483647");
+	if (a.wait) {
+		/* ALLOW's WAIT: an API request's, or a forward-auth one's
+		 * (/auth/<action>?wait=500) */
+		const char *wa[5] = {"ALLOW", "", "", "WAIT", a.wait};
+		size_t wl[5] = {5, 0, 0, 4, a.wait_len};
+		if (req->verb != CMD_ALLOW)
+			return bad(out, CMD_ERR_SYNTAX, "wait is for an allow");
+		if (proto_parse_wait(wa, wl, 5, req, &out->err) < 0)
+			return PROTO_BAD;
+	}
 	req->user = a.user;
 	req->user_len = a.user_len;
 	req->action = a.action;

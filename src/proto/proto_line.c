@@ -78,10 +78,14 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 		return lease;
 	if (proto_word_is(tok[0], tlen[0], "ALLOW") || proto_word_is(tok[0], tlen[0], "PEEK")) {
 		cmd->verb = proto_word_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
+		int w = cmd->verb == CMD_ALLOW ? proto_parse_wait(tok, tlen, ntok, cmd, err) : 0;
+		if (w < 0)
+			return -1;
+		ntok -= 2 * w;
 		if (ntok < 3 || ntok > 4)
 			return fail(err, CMD_ERR_SYNTAX,
 				    cmd->verb == CMD_ALLOW
-					    ? "usage: ALLOW <user> <action> [<cost>]"
+					    ? "usage: ALLOW <user> <action> [<cost>] [WAIT <ms>]"
 					    : "usage: PEEK <user> <action> [<cost>]");
 		if (ntok == 4 && proto_parse_cost(tok[3], tlen[3], &cmd->cost) < 0)
 			return fail(err, CMD_ERR_BAD_COST,

@@ -96,6 +96,59 @@ class DelayTest(DaemonTest):
         got = timed_requests([d.port], [time.monotonic()] * 5, "ALLOW bob plain")
         self.assertEqual(sorted(r[2].split()[0] for r in got), ["ALLOWED"] + ["DENIED"] * 4)
 
+    def test_a_request_says_how_long_it_waits(self):
+        """WAIT <ms> on ALLOW (line, RESP; wait= over HTTP): a bound of its
+        own on a funnel without a delay, within the policy's on one with
+        it; WAIT 0: never delayed."""
+        self.redis = self.start_redis()
+        port, hport = free_port(), free_port()
+        d = self.start_daemon(POLICIES, port=port, admin=False,
+                              listen=['"127.0.0.1:%d"' % port,
+                                      '{address: "127.0.0.1:%d", protocol: http}' % hport])
+        with Client(d.port, timeout=10 * SLOW) as c:
+            t = time.monotonic()
+            got = c.pipeline(["ALLOW fay plain WAIT 250"] * 4)
+            took = time.monotonic() - t
+            # one now, two within 250 ms, the fourth's slot 300 ms away
+            self.assertEqual([r.split()[0] for r in got], ["ALLOWED"] * 3 + ["DENIED"], got)
+            self.assertGreater(took, 0.19)
+            self.assertRegex(c.request("ALLOW gus smooth WAIT 0"), r"^ALLOWED ")
+            self.assertRegex(c.request("ALLOW gus smooth WAIT 0"), r"^DENIED 1 0 ")
+            self.assertEqual(c.request("ALLOW gus smooth WAIT 60001"),
+                             "ERR syntax WAIT takes milliseconds, 0 to 60000")
+            self.assertEqual(c.request("ALLOW gus smooth 1 WAIT"),
+                             "ERR syntax usage: ALLOW <user> <action> [<cost>] [WAIT <ms>]")
+        # RESP (redis-py), and HTTP's wait=
+        try:
+            import redis
+        except ImportError:
+            sys.path.append("/usr/lib/python3/dist-packages")
+            import redis
+        r = redis.Redis(port=d.port, socket_timeout=10 * SLOW)
+        try:
+            a = r.execute_command("ALLOW", "hal", "plain", "WAIT", 500)
+            t = time.monotonic()
+            b = r.execute_command("ALLOW", "hal", "plain", 1, "WAIT", 500)
+            self.assertEqual((a[0], b[0]), (1, 1))
+            self.assertGreater(time.monotonic() - t, 0.05)
+        finally:
+            r.close()
+        import http.client
+        h = http.client.HTTPConnection("127.0.0.1", hport, timeout=10 * SLOW)
+        self.addCleanup(h.close)
+        codes, t = [], time.monotonic()
+        for w in (250, 250, 250, 0):
+            h.request("GET", "/v1/allow?user=ida&action=plain&wait=%d" % w)
+            resp = h.getresponse()
+            resp.read()
+            codes.append(resp.status)
+        # one after the other, each waits for its slot; wait=0 does not
+        self.assertEqual(codes, [200, 200, 200, 429])
+        self.assertGreater(time.monotonic() - t, 0.19)
+        h.request("GET", "/v1/allow?user=ida&action=plain&wait=x")
+        resp = h.getresponse()
+        self.assertEqual((resp.status, b"WAIT takes" in resp.read()), (400, True))
+
     def test_max_delayed_bounds_the_waiting(self):
         """max_delayed: 3 counts requests from when they go to the store:
         eight pipelined at once, three may be delayed (the first of them

@@ -35,6 +35,22 @@ static const struct pcase cases[] = {
 	{"\r", "syntax", 0, NULL, NULL, 0},
 	{"ALLOW david", "syntax", 0, NULL, NULL, 0},
 	{"ALLOW david reply 1 2", "syntax", 0, NULL, NULL, 0},
+	/* WAIT <ms>: ALLOW's only, last, 0 to 60000 */
+	{"ALLOW david reply WAIT 500", NULL, CMD_ALLOW, "david", "reply", 1},
+	{"ALLOW david reply 3 wait 0", NULL, CMD_ALLOW, "david", "reply", 3},
+	{"ALLOW david reply WAIT 60001", "syntax", 0, NULL, NULL, 0},
+	{"ALLOW david reply WAIT -1", "syntax", 0, NULL, NULL, 0},
+	{"ALLOW david reply 3 WAIT", "syntax", 0, NULL, NULL, 0},
+	{"ALLOW david reply 1 2 WAIT 5", "syntax", 0, NULL, NULL, 0},
+	{"PEEK david reply WAIT 5", "syntax", 0, NULL, NULL, 0},
+	/* leases */
+	{"ACQUIRE david export", NULL, CMD_ACQUIRE, "david", "export", 1},
+	{"ACQUIRE david export 2", NULL, CMD_ACQUIRE, "david", "export", 2},
+	{"ACQUIRE david", "syntax", 0, NULL, NULL, 0},
+	{"RELEASE export:ZGF2aWQ:0123456789abcdef:1", NULL, CMD_RELEASE, NULL, "export", 1},
+	{"RENEW export:ZGF2aWQ:0123456789abcdef:1", NULL, CMD_RENEW, NULL, "export", 1},
+	{"RELEASE nocolon", "no-lease", 0, NULL, NULL, 0},
+	{"RELEASE a:b c", "syntax", 0, NULL, NULL, 0},
 	{"ALLOW a b c d e f", "syntax", 0, NULL, NULL, 0},
 	{"RESET david reply 1", "syntax", 0, NULL, NULL, 0},
 	{"PING x", "syntax", 0, NULL, NULL, 0},
@@ -163,6 +179,26 @@ static size_t fmt(char *buf, struct cmd_result r)
 }
 
 /* MALLOW, MPEEK: pairs, then a cost when the arguments are odd in number. */
+/* WAIT's value, and a lease id's action read from it */
+START_TEST(test_wait_and_lease_id)
+{
+	struct cmd_request cmd;
+	struct proto_error err = {0};
+	const char *l = "ALLOW d r 3 WAIT 250";
+	ck_assert_int_eq(proto_line_parse(l, strlen(l), &cmd, &err), 0);
+	ck_assert_int_eq(cmd.wait_given, 1);
+	ck_assert_int_eq(cmd.wait_ms, 250);
+	l = "ALLOW d r 3";
+	ck_assert_int_eq(proto_line_parse(l, strlen(l), &cmd, &err), 0);
+	ck_assert_int_eq(cmd.wait_given, 0);
+	l = "RENEW up.load:ZA:0123456789abcdef:7";
+	ck_assert_int_eq(proto_line_parse(l, strlen(l), &cmd, &err), 0);
+	ck_assert_uint_eq(cmd.action_len, 7);
+	ck_assert_mem_eq(cmd.action, "up.load", 7);
+	ck_assert_uint_eq(cmd.lease_id_len, strlen(l) - 6);
+}
+END_TEST
+
 START_TEST(test_parse_pairs)
 {
 	struct cmd_request cmd;
@@ -349,6 +385,7 @@ int main(void)
 	tcase_add_loop_test(tc, test_parse_table, 0, (int)(sizeof(cases) / sizeof(cases[0])));
 	tcase_add_test(tc, test_nul_byte);
 	tcase_add_test(tc, test_parse_pairs);
+	tcase_add_test(tc, test_wait_and_lease_id);
 	tcase_add_test(tc, test_parse_uint_bounds);
 	tcase_add_test(tc, test_user_length);
 	tcase_add_test(tc, test_frame);
