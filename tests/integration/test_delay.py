@@ -149,6 +149,20 @@ class DelayTest(DaemonTest):
         resp = h.getresponse()
         self.assertEqual((resp.status, b"WAIT takes" in resp.read()), (400, True))
 
+    def test_memory_store_delays_alike(self):
+        """store: memory: the same delayed answers, one daemon's own."""
+        port = free_port()
+        d = self.start_daemon(config='listen: ["127.0.0.1:%d"]\nstore: memory\npolicies:\n%s'
+                              % (port, "".join("  %s: %s\n" % kv for kv in POLICIES.items())),
+                              port=port)
+        with Client(d.port, timeout=10 * SLOW) as c:
+            t = time.monotonic()
+            got = c.pipeline(["ALLOW ivy plain WAIT 250"] * 4 + ["ALLOW ivy smooth"] * 3)
+            took = time.monotonic() - t
+        self.assertEqual([r.split()[0] for r in got], ["ALLOWED"] * 3 + ["DENIED"] + ["ALLOWED"] * 3,
+                         got)
+        self.assertGreater(took, 0.19)
+
     def test_max_delayed_bounds_the_waiting(self):
         """max_delayed: 3 counts requests from when they go to the store:
         eight pipelined at once, three may be delayed (the first of them
