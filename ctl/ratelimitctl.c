@@ -256,13 +256,10 @@ static int authenticate(struct ctl *c)
 
 /* -- commands */
 
-static int cmd_decide(struct ctl *c, int peek, char **args, int nargs)
+/* A request answered with a decision (ALLOW, PEEK, MALLOW, MPEEK;
+ * ACQUIRE and RENEW with the lease's id), printed. */
+static int decision_request(struct ctl *c, const char *verb, char **args, int nargs)
 {
-	if (nargs < 2) /* pairs, then a cost when the count is odd */
-		return ctl_fail(&c->x, "usage", "usage: %s USER ACTION [USER ACTION]... [COST]",
-				c->x.command);
-	int pairs = nargs / 2;
-	const char *verb = pairs > 1 ? (peek ? "MPEEK" : "MALLOW") : (peek ? "PEEK" : "ALLOW");
 	struct line_reply r;
 	if (request(c, verb, args, nargs, &r) != 0)
 		return CTL_EXIT_ERROR;
@@ -273,20 +270,23 @@ static int cmd_decide(struct ctl *c, int peek, char **args, int nargs)
 	return print_decision(c, &r);
 }
 
-/* acquire USER ACTION [COST]; renew LEASE-ID: a decision with the lease's id */
+/* acquire USER ACTION [COST]; renew LEASE-ID */
 static int cmd_lease(struct ctl *c, const char *verb, char **args, int nargs, int min, int max,
 		     const char *usage_text)
 {
 	if (nargs < min || nargs > max)
 		return ctl_fail(&c->x, "usage", "usage: %s %s", c->x.command, usage_text);
-	struct line_reply r;
-	if (request(c, verb, args, nargs, &r) != 0)
-		return CTL_EXIT_ERROR;
-	if (r.kind == LINE_REPLY_ERR)
-		return print_err_reply(c, &r);
-	if (r.kind != LINE_REPLY_ALLOWED && r.kind != LINE_REPLY_DENIED)
-		return ctl_fail(&c->x, "protocol", "unexpected reply to %s", verb);
-	return print_decision(c, &r);
+	return decision_request(c, verb, args, nargs);
+}
+
+static int cmd_decide(struct ctl *c, int peek, char **args, int nargs)
+{
+	if (nargs < 2) /* pairs, then a cost when the count is odd */
+		return ctl_fail(&c->x, "usage", "usage: %s USER ACTION [USER ACTION]... [COST]",
+				c->x.command);
+	int pairs = nargs / 2;
+	const char *verb = pairs > 1 ? (peek ? "MPEEK" : "MALLOW") : (peek ? "PEEK" : "ALLOW");
+	return decision_request(c, verb, args, nargs);
 }
 
 static int cmd_simple(struct ctl *c, const char *verb, char **args, int nargs, int min, int max,

@@ -974,3 +974,32 @@ def in_thread(fn, *args):
     t = threading.Thread(target=run, daemon=True)
     t.start()
     return t, res
+
+
+def start_prometheus(test, scrape_config):
+    """A real Prometheus in test.tmpdir scraping every second with the
+    scrape_configs entry given (YAML text, indented as a list item), on a
+    free port, stopped at cleanup. Returns (port, Popen); wait for its
+    /-/ready yourself."""
+    port = free_port()
+    conf = os.path.join(test.tmpdir, "prometheus.yml")
+    with open(conf, "w") as f:
+        f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                "scrape_configs:\n" + scrape_config)
+    log = open(os.path.join(test.tmpdir, "prometheus.log"), "wb")
+    test.addCleanup(log.close)
+    prom = subprocess.Popen([shutil.which("prometheus") or "/usr/bin/prometheus",
+                             "--config.file=" + conf,
+                             "--storage.tsdb.path=" + os.path.join(test.tmpdir, "tsdb"),
+                             "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn"],
+                            stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+
+    def stop():
+        prom.terminate()
+        try:
+            prom.wait(10)
+        except subprocess.TimeoutExpired:
+            prom.kill()
+            prom.wait()
+    test.addCleanup(stop)
+    return port, prom

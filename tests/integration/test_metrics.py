@@ -17,7 +17,7 @@ import urllib.request
 import yaml
 
 from harness import (DAEMON, SLOW, SRCDIR, Client, DaemonTest, free_port, http_get,
-                     make_config, parse_decision, run_cli, wait_until)
+                     make_config, parse_decision, run_cli, start_prometheus, wait_until)
 from harness import scrape_metrics as scrape
 from rls_client import RlsClient, overall
 import resp
@@ -327,7 +327,6 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 100}
 """
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 FRONT_ENDS = ("line", "resp", "http", "grpc")
 
 
@@ -440,29 +439,9 @@ class FrontEndsTest(DaemonTest):
         self.assertEqual(m["process_start_time_seconds"], m["ratelimitd_start_time_seconds"])
 
     def test_a_real_prometheus_scrapes_it(self):
-        pport = free_port()
-        conf = os.path.join(self.tmpdir, "prometheus.yml")
-        with open(conf, "w") as f:
-            f.write("global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-                    "scrape_configs:\n"
-                    "  - job_name: ratelimitd\n"
-                    "    static_configs: [{targets: ['127.0.0.1:%d']}]\n" % self.mport)
-        log = open(os.path.join(self.tmpdir, "prometheus.log"), "wb")
-        self.addCleanup(log.close)
-        prom = subprocess.Popen([PROMETHEUS, "--config.file=" + conf,
-                                 "--storage.tsdb.path=" + os.path.join(self.tmpdir, "tsdb"),
-                                 "--web.listen-address=127.0.0.1:%d" % pport,
-                                 "--log.level=warn"], stdout=log, stderr=log,
-                                stdin=subprocess.DEVNULL)
-
-        def stop():
-            prom.terminate()
-            try:
-                prom.wait(10)
-            except subprocess.TimeoutExpired:
-                prom.kill()
-                prom.wait()
-        self.addCleanup(stop)
+        pport, prom = start_prometheus(
+            self, "  - job_name: ratelimitd\n"
+                  "    static_configs: [{targets: ['127.0.0.1:%d']}]\n" % self.mport)
 
         def query(expr):
             url = "http://127.0.0.1:%d/api/v1/query?query=%s" % (pport,

@@ -21,7 +21,7 @@ import urllib.parse
 import urllib.request
 
 from harness import (SLOW, Client, DaemonTest, free_port, http_get, make_config, parse_decision,
-                     run_cli, scrape_metrics, wait_until)
+                     run_cli, scrape_metrics, start_prometheus, wait_until)
 from pki import Pki
 
 try:
@@ -297,7 +297,7 @@ class TlsListenTest(DaemonTest):
         the CA and a client certificate, a real Prometheus with tls_config;
         no certificate and plain HTTP get nothing; a reload re-reads it."""
         p = self.pki
-        port, mport, pport = free_port(), free_port(), free_port()
+        port, mport = free_port(), free_port()
         mtls = ("{cert_file: %s, key_file: %s, client_certs: required, ca_file: %s}"
                 % (p.server_cert, p.server_key, p.ca))
         text = make_config(['"127.0.0.1:%d"' % port], {"address": self.redis.address},
@@ -325,31 +325,12 @@ class TlsListenTest(DaemonTest):
                                         timeout=5 * SLOW) as h:
                 self.assertEqual(h.status, 200)
         # a real Prometheus, scheme https with the CA and its client certificate
-        conf = os.path.join(self.tmpdir, "prometheus.yml")
-        with open(conf, "w") as f:
-            f.write("global: {scrape_interval: 1s}\n"
-                    "scrape_configs:\n"
-                    "  - job_name: ratelimitd\n"
-                    "    scheme: https\n"
-                    "    tls_config: {ca_file: %s, cert_file: %s, key_file: %s}\n"
-                    "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
-                    % (p.ca, p.client_cert, p.client_key, mport))
-        log = open(os.path.join(self.tmpdir, "prometheus.log"), "wb")
-        self.addCleanup(log.close)
-        prom = subprocess.Popen(["prometheus", "--config.file=" + conf,
-                                 "--storage.tsdb.path=" + os.path.join(self.tmpdir, "tsdb"),
-                                 "--web.listen-address=127.0.0.1:%d" % pport,
-                                 "--log.level=warn"], stdout=log, stderr=log,
-                                stdin=subprocess.DEVNULL)
-
-        def stop():
-            prom.terminate()
-            try:
-                prom.wait(10)
-            except subprocess.TimeoutExpired:
-                prom.kill()
-                prom.wait()
-        self.addCleanup(stop)
+        pport, prom = start_prometheus(
+            self, "  - job_name: ratelimitd\n"
+                  "    scheme: https\n"
+                  "    tls_config: {ca_file: %s, cert_file: %s, key_file: %s}\n"
+                  "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
+                  % (p.ca, p.client_cert, p.client_key, mport))
 
         def up():
             self.assertIsNone(prom.poll(), "prometheus exited")
