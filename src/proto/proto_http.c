@@ -180,6 +180,7 @@ static enum proto_step query_args(const char *q, size_t len, struct http_conn *p
 		} else if (name_is(kv, klen, "wait")) {
 			a->wait = v;
 			a->wait_len = vlen;
+			n = 0;
 		} else if (name_is(kv, klen, "cost")) {
 			a->cost = v;
 			a->cost_len = vlen;
