@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease.h"
 #include "decimal.h"
 #include "fuzz_log.h"
 #include "fuzz_step.h"
@@ -139,8 +140,34 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 	const char *v = r->tok[0];
 	size_t vl = r->tlen[0];
 	int n = r->ntok;
-	if (word_eq(v, vl, "ALLOW") || word_eq(v, vl, "PEEK")) {
+	if (word_eq(v, vl, "ACQUIRE")) {
+		r->verb = CMD_ACQUIRE;
+		if (n < 3 || n > 4)
+			r->code = "syntax";
+		else if (n == 4 && ref_cost(r->tok[3], r->tlen[3], &r->cost) < 0)
+			r->code = "bad-cost";
+		else if (r->tlen[1] > KEYS_USER_MAX)
+			r->code = "bad-user";
+	} else if (word_eq(v, vl, "RELEASE") || word_eq(v, vl, "RENEW")) {
+		/* one argument with an action before a ':': a lease id */
+		r->verb = word_eq(v, vl, "RELEASE") ? CMD_RELEASE : CMD_RENEW;
+		const char *colon = n == 2 ? memchr(r->tok[1], ':', r->tlen[1]) : NULL;
+		if (n != 2)
+			r->code = "syntax";
+		else if (!colon || colon == r->tok[1] || r->tlen[1] >= LEASE_ID_MAX)
+			r->code = "no-lease";
+	} else if (word_eq(v, vl, "ALLOW") || word_eq(v, vl, "PEEK")) {
 		r->verb = word_eq(v, vl, "ALLOW") ? CMD_ALLOW : CMD_PEEK;
+		/* ALLOW's [WAIT <ms>], last, 0 to 60000: judged first */
+		if (r->verb == CMD_ALLOW && n >= 5 &&
+		    word_eq(r->tok[n - 2], r->tlen[n - 2], "WAIT")) {
+			int64_t ms;
+			if (decimal_parse(r->tok[n - 1], r->tlen[n - 1], 60000, &ms) < 0) {
+				r->code = "syntax";
+				return;
+			}
+			n -= 2;
+		}
 		if (n < 3 || n > 4)
 			r->code = "syntax";
 		else if (n == 4 && ref_cost(r->tok[3], r->tlen[3], &r->cost) < 0)
@@ -429,7 +456,7 @@ static void check_line_reply(const char *line, size_t n)
 static int known_code(enum cmd_error code)
 {
 	return code == CMD_ERR_SYNTAX || code == CMD_ERR_UNKNOWN_COMMAND ||
-	       code == CMD_ERR_BAD_COST || code == CMD_ERR_BAD_USER;
+	       code == CMD_ERR_BAD_COST || code == CMD_ERR_BAD_USER || code == CMD_ERR_NO_LEASE;
 }
 
 static int inside(const char *p, size_t n, const char *line, size_t len)
@@ -506,6 +533,20 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 	case CMD_AUTH:
 		check(ref.ntok == 2 && cmd->token == ref.tok[1] && cmd->token_len == ref.tlen[1],
 		      "AUTH's token is its one argument");
+		break;
+	case CMD_ACQUIRE:
+		check(cmd->user == ref.tok[1] && cmd->user_len == ref.tlen[1], "user token");
+		check(cmd->action == ref.tok[2] && cmd->action_len == ref.tlen[2], "action token");
+		break;
+	case CMD_RELEASE:
+	case CMD_RENEW:
+		check(cmd->lease_id == ref.tok[1] && cmd->lease_id_len == ref.tlen[1],
+		      "the lease id is the one argument");
+		check(cmd->action == ref.tok[1] &&
+			      cmd->action_len ==
+				      (size_t)((const char *)memchr(ref.tok[1], ':', ref.tlen[1]) -
+					       ref.tok[1]),
+		      "a lease id's action is before its first ':'");
 		break;
 	default:
 		check(0, "unknown verb");
@@ -608,6 +649,23 @@ void fuzz_check_reply(const struct cmd_result *res)
 	case CMD_REPLY_BYE:
 		check_str_format(res->kind, "BYE");
 		return;
+	case CMD_REPLY_LEASE: {
+		/* a decision, then the lease's id: line_reply reads both back */
+		char *buf = malloc(PROTO_LINE_REPLY_MAX);
+		check(buf != NULL, "out of memory");
+		size_t n = proto_line_format(buf, res);
+		check(n > 0 && n <= PROTO_LINE_REPLY_MAX && buf[n - 1] == '\n' &&
+			      !memchr(buf, '\n', n - 1),
+		      "a lease reply is one line");
+		struct line_reply lr;
+		int ok = line_reply_parse(buf, n - 1, &lr) == 0;
+		const struct cmd_item *it = res->item;
+		check(!ok || !it || memchr(it->text, ' ', it->ulen) ||
+			      (lr.lease.len == it->ulen && !memcmp(lr.lease.p, it->text, it->ulen)),
+		      "line_reply: a lease's id round-trips");
+		free(buf);
+		return;
+	}
 	case CMD_REPLY_ITEM:
 		break;
 	}

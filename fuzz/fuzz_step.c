@@ -14,6 +14,7 @@
  * fuzz_step_check, if it set one); in (b) and (c) every reply is
  * formatted by the pipeline as it would be written.
  */
+#include "lease.h"
 #include "fuzz_step.h"
 
 #include "fuzz_log.h"
@@ -153,9 +154,30 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 			      in_request(r->token, r->token_len, w, got->used, state, state_size),
 		      "AUTH's token inside the request");
 		break;
+	case CMD_ACQUIRE:
+		check(r->user_len >= 1 && r->user_len <= KEYS_USER_MAX, "user_len 1..512");
+		check(in_request(r->user, r->user_len, w, got->used, state, state_size),
+		      "user inside the request");
+		check(in_request(r->action, r->action_len, w, got->used, state, state_size),
+		      "action inside the request");
+		break;
+	case CMD_RELEASE:
+	case CMD_RENEW:
+		/* the id's action is its bytes before the first ':' */
+		check(r->lease_id_len >= 2 && r->lease_id_len < LEASE_ID_MAX &&
+			      inside(r->lease_id, r->lease_id_len, w, got->used),
+		      "a lease id inside the request");
+		check(r->action == r->lease_id && r->action_len >= 1 &&
+			      r->action_len < r->lease_id_len &&
+			      r->lease_id[r->action_len] == ':' &&
+			      !memchr(r->action, ':', r->action_len),
+		      "a lease id's action");
+		break;
 	default:
 		check(0, "unknown verb");
 	}
+	check(r->verb == CMD_ALLOW || !r->wait_given, "WAIT is ALLOW's");
+	check(!r->wait_given || (r->wait_ms >= 0 && r->wait_ms <= 60000), "WAIT 0..60000");
 	/* every reply a request can get */
 	res.kind = CMD_REPLY_DECISION;
 	res.allowed = (int)(r->cost & 1);
@@ -218,10 +240,13 @@ static void log_request(struct olog *l, const struct cmd_request *r)
 		log_u64(l, (uint64_t)r->index);
 	} else if (r->verb == CMD_AUTH) {
 		log_bytes(l, r->token, r->token_len);
+	} else if (r->verb == CMD_RELEASE || r->verb == CMD_RENEW) {
+		log_bytes(l, r->lease_id, r->lease_id_len);
 	} else if (r->verb != CMD_PING && r->verb != CMD_QUIT) {
 		log_bytes(l, r->user, r->user_len);
 		log_u64(l, r->action_len);
 	}
+	log_u64(l, r->wait_given ? (uint64_t)r->wait_ms : UINT64_MAX);
 }
 
 /* ---- (a): the reference loop, on the step itself ---- */
