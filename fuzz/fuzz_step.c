@@ -114,6 +114,7 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 	case CMD_ALLOW:
 	case CMD_PEEK:
 	case CMD_RESET:
+	case CMD_ACQUIRE:
 		check(r->user_len >= 1 && r->user_len <= KEYS_USER_MAX, "user_len 1..512");
 		check(in_request(r->user, r->user_len, w, got->used, state, state_size),
 		      "user inside the request");
@@ -153,13 +154,6 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 		check(r->token_len >= 1 &&
 			      in_request(r->token, r->token_len, w, got->used, state, state_size),
 		      "AUTH's token inside the request");
-		break;
-	case CMD_ACQUIRE:
-		check(r->user_len >= 1 && r->user_len <= KEYS_USER_MAX, "user_len 1..512");
-		check(in_request(r->user, r->user_len, w, got->used, state, state_size),
-		      "user inside the request");
-		check(in_request(r->action, r->action_len, w, got->used, state, state_size),
-		      "action inside the request");
 		break;
 	case CMD_RELEASE:
 	case CMD_RENEW:

@@ -380,6 +380,22 @@ class LeasesTest(DaemonTest):
             wait_until(lambda: c.request("ACQUIRE gil export 4").startswith("ALLOWED"),
                        3 * SLOW, what="released on close")
 
+    def test_a_connection_holds_at_most_4096_leases(self):
+        """What a line or RESP connection keeps of its leases is bounded: the
+        4097th ACQUIRE is refused (and charged nothing); one RELEASE makes
+        room again."""
+        port = free_port()
+        d = self.start_daemon(config='listen: ["127.0.0.1:%d"]\nstore: memory\npolicies:\n'
+                              '  many: {algorithm: concurrency, limit: 100000, lease: 1m}\n'
+                              % port, port=port)
+        with Client(d.port, timeout=30 * SLOW) as c:
+            got = c.pipeline(["ACQUIRE u%d many" % i for i in range(4097)], timeout=30 * SLOW)
+            self.assertTrue(all(r.startswith("ALLOWED ") for r in got[:4096]))
+            self.assertEqual(got[4096], "ERR forbidden this connection holds 4096 leases: "
+                                        "release some first")
+            self.assertEqual(c.request("RELEASE " + got[0].split()[-1]), "OK")
+            self.assertRegex(c.request("ACQUIRE u4096 many"), r"^ALLOWED 100000 99999 ")
+
     def test_redis_down_answers_per_on_store_error(self):
         port, gone = free_port(), free_port()
         pol = {"a": "{algorithm: concurrency, limit: 2, lease: 30s, on_store_error: allow}",
