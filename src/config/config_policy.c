@@ -415,10 +415,10 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 	yaml_mark_t marks[PK_N];
 	if (yp_map(P, name, policy_keys, PK_N, f, &seen, marks) < 0)
 		return -1;
-	if ((seen & (1u << PK_DELAY)) && f->algo != POLICY_FUNNEL)
+	if ((seen & (1u << PK_DELAY)) && policy_algo_shape(f->algo) == POLICY_SHAPE_LEASE)
 		return yp_failk(P, marks[PK_DELAY], "delay",
-				"only a funnel delays requests so far (algorithm: funnel: its "
-				"slots are exact)");
+				"a concurrency policy does not delay (a lease is held, not "
+				"spent: ACQUIRE again after its retry hint)");
 	int lease_keys = (seen & (1u << PK_LIMIT)) || (seen & (1u << PK_LEASE));
 	if (lease_keys && policy_algo_shape(f->algo) != POLICY_SHAPE_LEASE) {
 		int at = (seen & (1u << PK_LIMIT)) ? PK_LIMIT : PK_LEASE;

@@ -89,6 +89,21 @@ static void store_done(void *arg, const struct store_result *res)
 		delayed_done(slot, res);
 		return;
 	}
+	if (slot->delay_window) {
+		/* a window's delay: the store charged it as running retry ms
+		 * from now, and answers it as it will be then */
+		struct delays *d = slot->delays;
+		slot->delay_window = 0;
+		if (res->status == STORE_OK && res->allowed && res->retry_after_ms > 0) {
+			local_redis_back(slot->local);
+			decide_fill(slot, slot->cfg, p,
+				    slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE, 1,
+				    res->limit, res->remaining, 0, res->reset_ms);
+			delays_hold(d, slot, res->retry_after_ms);
+			return;
+		}
+		delays_unclaim(d);
+	}
 	if (res->status != STORE_OK) {
 		decide_store_failed(slot, res, config_on_error(slot->cfg, p));
 		return;
@@ -511,16 +526,26 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		slot->user_len = pc->user_len;
 		memcpy(slot->user, pc->user, pc->user_len);
 	}
-	/* a funnel's delay: ask with the capacity raised by what drains in
-	 * delay.max (or the caller's deadline, if shorter), while below max_delayed */
+	/* a delay (or the caller's deadline, if shorter), while below
+	 * max_delayed: a window's is the store's (it charges the request as
+	 * running when its window has room); a funnel's asks with the capacity
+	 * raised by what drains in delay.max */
 	slot->delay_extra = 0;
-	int64_t wait = p->delay.max_ms;
+	slot->delay_window = 0;
+	int64_t wait = p->delay.max_ms, window_wait = 0;
 	if (pc->wait_given) /* WAIT: this request's bound, within the policy's */
 		wait = wait > 0 && wait < pc->wait_ms ? wait : pc->wait_ms;
 	if (pc->timeout_ms > 0 && pc->timeout_ms < wait)
 		wait = pc->timeout_ms;
+	if (op == STORE_ALLOW && p->algo != POLICY_FUNNEL && wait > 0 && !slot->shadow &&
+	    delays_claim(env->delays, cfg->max_delayed)) {
+		slot->delay_window = 1;
+		slot->delays = env->delays;
+		slot->deny = NULL; /* a delayed answer is no denial to cache */
+		window_wait = wait;
+	}
 	if (op == STORE_ALLOW && p->algo == POLICY_FUNNEL && wait > 0 && !slot->own_policy &&
-	    !slot->overridden && delays_claim(env->delays, cfg->max_delayed)) {
+	    !slot->overridden && !slot->shadow && delays_claim(env->delays, cfg->max_delayed)) {
 		const struct policy_limit *l = &p->limits[0];
 		int64_t extra = wait * l->count / l->period_ms;
 		if (extra > 0) {
@@ -547,6 +572,7 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		.user_len = pc->user_len,
 		.cost = pc->cost > 0 ? pc->cost : 1,
 		.timeout_ms = decide_timeout_ms(cfg, pc),
+		.wait_ms = window_wait,
 	};
 	store_submit(env->store, &req, store_done, slot);
 }

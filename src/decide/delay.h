@@ -1,6 +1,6 @@
 /*
- * delay.h - requests answered later instead of denied (a funnel's
- * `delay`): the store has already reserved each one's slot, and it is
+ * delay.h - requests answered later instead of denied (a policy's
+ * `delay`, or WAIT): the store has already reserved each one's slot, and it is
  * answered ALLOWED when that slot comes, by one timer per request. At most
  * max_delayed wait in a daemon; SIGTERM answers them all at once.
  */

@@ -259,6 +259,9 @@ struct cmd_slot {
 	 * policy's own (delay_policy), held until the slot comes */
 	int64_t delay_extra;
 	const struct policy *delay_policy;
+	/* a window's delay: the store was asked to wait (store_request.wait_ms)
+	 * and charges a delayed request as running then (its retry the wait) */
+	int delay_window;
 	struct delays *delays;
 	void (*complete)(struct cmd_slot *slot);
 };

@@ -18,19 +18,24 @@
 struct check {
 	int ok;
 	int64_t limit, remaining, retry, reset;
-	/* sliding */
-	int64_t used, window, newest, period_ms;
+	/* sliding: fit, the first instant it has room */
+	int64_t used, window, newest, period_ms, fit;
 	int has_newest;
 	/* funnel */
 	double new_tat;
 	int64_t after_remaining;
-	/* fixed window, counter */
-	int64_t cost, idx, to_end, cur, prev, start, period, p, e, est;
+	/* fixed window, counter; nx what a delay counted in the next window */
+	int64_t cost, idx, to_end, cur, prev, nx, start, period, p, e, est;
 };
 
 static int64_t min64(int64_t a, int64_t b)
 {
 	return a < b ? a : b;
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
 }
 
 static int64_t ceil_ms(double us)
@@ -83,11 +88,12 @@ static void sliding_check(const struct policy_limit *l, const struct limiter_sta
 	c->limit = l->count;
 	c->has_newest = c->used > 0;
 	c->newest = c->has_newest ? s->log[s->nlog - 1] : 0;
+	c->cost = cost;
+	c->fit = now;
 	if (verdict(c, cost, l->count, c->used)) {
 		int64_t need = c->used + cost - l->count;
-		c->retry =
-			min64(l->period_ms,
-			      ceil_ms((double)(s->log[first + (size_t)need - 1] + window - now)));
+		c->fit = s->log[first + (size_t)need - 1] + window;
+		c->retry = min64(l->period_ms, ceil_ms((double)(c->fit - now)));
 	}
 	c->remaining = l->count - c->used > 0 ? l->count - c->used : 0;
 	c->reset = c->has_newest ? min64(l->period_ms, ceil_ms((double)(c->newest + window - now)))
@@ -95,11 +101,34 @@ static void sliding_check(const struct policy_limit *l, const struct limiter_sta
 	c->period_ms = l->period_ms;
 }
 
-static int sliding_commit(struct limiter_state *s, int64_t cost, int64_t now, struct check *c)
+/* Whether the log has an entry scored exactly x. */
+static int log_has(const struct limiter_state *s, int64_t x)
 {
-	int64_t score = now;
-	if (c->has_newest && c->newest >= score)
-		score = c->newest + 1;
+	size_t i = first_live(s, x - 1);
+	return i < s->nlog && s->log[i] == x;
+}
+
+/* The script's sliding_score: a score for entries that run at `at` that no
+ * other request's entries have. */
+static int64_t sliding_score(const struct limiter_state *s, const struct check *c, int64_t at)
+{
+	if (!c->has_newest || c->newest < at)
+		return at;
+	if (c->newest <= at + 1000)
+		return c->newest + 1;
+	int64_t x = at;
+	size_t near = first_live(s, at + 1000); /* entries [0, near) are <= at + 1000 */
+	if (near > 0 && s->log[near - 1] >= x)
+		x = s->log[near - 1] + 1;
+	while (log_has(s, x))
+		x++;
+	return x;
+}
+
+static int sliding_commit_at(struct limiter_state *s, int64_t cost, int64_t now, int64_t at,
+			     struct check *c)
+{
+	int64_t score = sliding_score(s, c, at);
 	size_t first = first_live(s, now - c->window);
 	if (first) {
 		memmove(s->log, s->log + first, (s->nlog - first) * sizeof(int64_t));
@@ -113,12 +142,37 @@ static int sliding_commit(struct limiter_state *s, int64_t cost, int64_t now, st
 		s->log = log;
 		s->caplog = cap;
 	}
+	/* in score order: a delay's entries may go before others placed ahead */
+	size_t pos = first_live(s, score);
+	memmove(s->log + pos + cost, s->log + pos, (s->nlog - pos) * sizeof(int64_t));
 	for (int64_t i = 0; i < cost; i++)
-		s->log[s->nlog++] = score;
-	c->remaining = c->limit - c->used - cost;
-	c->reset = min64(c->period_ms, ceil_ms((double)(score + c->window - now)));
-	s->expire_us = expire_at(now, ceil_ms((double)(score + c->window - now)));
+		s->log[pos + (size_t)i] = score;
+	s->nlog += (size_t)cost;
+	int64_t last = c->has_newest && c->newest > score ? c->newest : score;
+	int64_t ttl = ceil_ms((double)(last + c->window - now));
+	if (at > now) {
+		/* what its window has left when it runs, and its reset from then */
+		int64_t left = c->limit - (int64_t)(s->nlog - first_live(s, at - c->window));
+		c->remaining = left > 0 ? left : 0;
+		c->reset = min64(c->period_ms, ceil_ms((double)(last + c->window - at)));
+	} else {
+		c->remaining = c->limit - c->used - cost;
+		c->reset = min64(c->period_ms, ttl);
+	}
+	s->expire_us = expire_at(now, ttl);
 	return 0;
+}
+
+static int sliding_commit(struct limiter_state *s, int64_t cost, int64_t now, struct check *c)
+{
+	return sliding_commit_at(s, cost, now, now, c);
+}
+
+static int64_t sliding_at(const struct check *c, int64_t t)
+{
+	if (c->cost > c->limit)
+		return -1;
+	return max64(t, c->fit);
 }
 
 static void funnel_check(const struct policy_limit *l, const struct limiter_state *s, int64_t cost,
@@ -169,26 +223,68 @@ static void fixed_check(const struct policy_limit *l, const struct limiter_state
 {
 	int64_t period = l->period_ms * 1000;
 	int64_t idx = window_of(now, period);
-	int64_t used = s->has_window && s->window == idx ? s->n : 0;
+	int64_t used = 0, nx = 0;
+	if (s->has_window && s->window == idx) {
+		used = s->n;
+		nx = s->next;
+	} else if (s->has_window && s->window == idx - 1) {
+		used = s->next;
+	}
 	c->to_end = ceil_ms((double)((idx + 1) * period - now));
 	c->limit = l->count;
 	c->used = used;
+	c->nx = nx;
 	c->cost = cost;
 	c->idx = idx;
+	c->period = period;
 	if (verdict(c, cost, l->count, used))
 		c->retry = c->to_end;
 	c->remaining = l->count - used > 0 ? l->count - used : 0;
-	c->reset = used > 0 ? c->to_end : 0;
+	if (nx > 0)
+		c->reset = ceil_ms((double)((idx + 2) * period - now));
+	else
+		c->reset = used > 0 ? c->to_end : 0;
+}
+
+static void fixed_write(struct limiter_state *s, int64_t now, struct check *c, int64_t used)
+{
+	c->reset = c->nx > 0 ? ceil_ms((double)((c->idx + 2) * c->period - now)) : c->to_end;
+	s->expire_us = expire_at(now, c->reset);
+	s->has_window = 1;
+	s->window = c->idx;
+	s->n = used;
+	s->next = c->nx;
 }
 
 static void fixed_commit(struct limiter_state *s, int64_t now, struct check *c)
 {
-	s->expire_us = expire_at(now, c->to_end);
-	s->has_window = 1;
-	s->window = c->idx;
-	s->n = c->used + c->cost;
+	fixed_write(s, now, c, c->used + c->cost);
 	c->remaining = c->limit - s->n;
-	c->reset = c->to_end;
+}
+
+static int64_t fixed_at(const struct check *c, int64_t t)
+{
+	if (c->cost > c->limit)
+		return -1;
+	int64_t next_start = (c->idx + 1) * c->period;
+	if (t < next_start && c->used + c->cost <= c->limit)
+		return t;
+	if (c->nx + c->cost <= c->limit && t < next_start + c->period)
+		return max64(t, next_start);
+	return -1;
+}
+
+static void fixed_commit_at(struct limiter_state *s, int64_t now, int64_t t, struct check *c)
+{
+	if (t < (c->idx + 1) * c->period) {
+		fixed_commit(s, now, c);
+	} else {
+		c->nx += c->cost;
+		fixed_write(s, now, c, c->used);
+		c->remaining = c->limit - c->nx;
+	}
+	/* from when it runs: the end of the last window holding units */
+	c->reset = ceil_ms((double)((c->idx + (c->nx > 0 ? 2 : 1)) * c->period - t));
 }
 
 /* The script's floor(n * (p - e) / p), in the same doubles. */
@@ -214,7 +310,9 @@ static int64_t first_ms(int64_t n, int64_t p, int64_t k, int64_t lo)
 	return b;
 }
 
-static int64_t counter_wait(const struct check *c, int64_t cur, int64_t k, int64_t now)
+/* ms from base until the estimate, with cur units in the current window, is
+ * at most k (base: now, or when a delayed request runs). */
+static int64_t counter_wait(const struct check *c, int64_t cur, int64_t k, int64_t base)
 {
 	int64_t at = -1;
 	if (cur <= k) {
@@ -226,7 +324,15 @@ static int64_t counter_wait(const struct check *c, int64_t cur, int64_t k, int64
 		int64_t e = first_ms(cur, c->p, k, 0);
 		at = e < c->p ? c->period + e * 1000 : 2 * c->period;
 	}
-	return ceil_ms((double)(c->start + at - now));
+	return ceil_ms((double)(c->start + at - base));
+}
+
+static int64_t counter_reset(const struct check *c, int64_t cur, int64_t base)
+{
+	if (c->nx > 0)
+		return ceil_ms((double)(c->start + 2 * c->period +
+					first_ms(c->nx, c->p, 0, 0) * 1000 - base));
+	return counter_wait(c, cur, 0, base);
 }
 
 static void counter_check(const struct policy_limit *l, const struct limiter_state *s, int64_t cost,
@@ -234,16 +340,21 @@ static void counter_check(const struct policy_limit *l, const struct limiter_sta
 {
 	int64_t period = l->period_ms * 1000;
 	int64_t idx = window_of(now, period);
-	int64_t cur = 0, prev = 0;
+	int64_t cur = 0, prev = 0, nx = 0;
 	if (s->has_window && s->window == idx) {
 		cur = s->n;
 		prev = s->prev;
+		nx = s->next;
 	} else if (s->has_window && s->window == idx - 1) {
+		cur = s->next;
 		prev = s->n;
+	} else if (s->has_window && s->window == idx - 2) {
+		prev = s->next;
 	}
 	c->limit = l->count;
 	c->cur = cur;
 	c->prev = prev;
+	c->nx = nx;
 	c->cost = cost;
 	c->idx = idx;
 	c->start = idx * period;
@@ -254,19 +365,63 @@ static void counter_check(const struct policy_limit *l, const struct limiter_sta
 	if (verdict(c, cost, l->count, c->est))
 		c->retry = counter_wait(c, cur, l->count - cost, now);
 	c->remaining = l->count - c->est > 0 ? l->count - c->est : 0;
-	c->reset = counter_wait(c, cur, 0, now);
+	c->reset = counter_reset(c, cur, now);
+}
+
+static void counter_write(struct limiter_state *s, int64_t now, struct check *c, int64_t cur)
+{
+	s->has_window = 1;
+	s->window = c->idx;
+	s->n = cur;
+	s->prev = c->prev;
+	s->next = c->nx;
+	int64_t ends = c->start + (c->nx > 0 ? 3 : 2) * c->period;
+	s->expire_us = expire_at(now, ceil_ms((double)(ends - now)));
+	c->reset = counter_reset(c, cur, now);
 }
 
 static void counter_commit(struct limiter_state *s, int64_t now, struct check *c)
 {
-	s->has_window = 1;
-	s->window = c->idx;
-	s->n = c->cur + c->cost;
-	s->prev = c->prev;
-	s->expire_us = expire_at(now, ceil_ms((double)(c->start + 2 * c->period - now)));
+	counter_write(s, now, c, c->cur + c->cost);
 	int64_t left = c->limit - c->est - c->cost;
 	c->remaining = left > 0 ? left : 0;
-	c->reset = counter_wait(c, s->n, 0, now);
+}
+
+static int64_t counter_at(const struct check *c, int64_t t)
+{
+	int64_t limit = c->limit, cost = c->cost;
+	if (cost > limit)
+		return -1;
+	int64_t next_start = c->start + c->period;
+	if (t < next_start && c->cur + cost <= limit) {
+		int64_t e = first_ms(c->prev, c->p, limit - cost - c->cur, (t - c->start) / 1000);
+		if (e < c->p)
+			return max64(t, c->start + e * 1000);
+	}
+	if (c->nx + cost <= limit && t < next_start + c->period) {
+		int64_t lo = t > next_start ? (t - next_start) / 1000 : 0;
+		int64_t e = first_ms(max64(c->cur, limit), c->p, limit - cost - c->nx, lo);
+		if (e < c->p)
+			return max64(t, next_start + e * 1000);
+	}
+	return -1;
+}
+
+static void counter_commit_at(struct limiter_state *s, int64_t now, int64_t t, struct check *c)
+{
+	int64_t next_start = c->start + c->period, left;
+	if (t < next_start) {
+		counter_write(s, now, c, c->cur + c->cost);
+		left = c->limit - c->cur - c->cost - weighted(c->prev, c->p, (t - c->start) / 1000);
+		c->reset = counter_reset(c, c->cur + c->cost, t);
+	} else {
+		c->nx += c->cost;
+		counter_write(s, now, c, c->cur);
+		left = c->limit - c->nx -
+		       weighted(max64(c->cur, c->limit), c->p, (t - next_start) / 1000);
+		c->reset = counter_reset(c, c->cur, t);
+	}
+	c->remaining = left > 0 ? left : 0;
 }
 
 /* One limit's check: its numbers and, when it passes, what committing writes. */
@@ -307,6 +462,43 @@ static int commit_limit(enum policy_algo algo, struct limiter_state *s, int64_t 
 	case POLICY_SLIDING_COUNTER:
 		counter_commit(s, now, c);
 		return 0;
+	case POLICY_CONCURRENCY:
+		break;
+	}
+	return -1;
+}
+
+/* The first instant from t at which a window algorithm's limit passes
+ * (the script's at), or -1: none it can hold (and a funnel's never here). */
+static int64_t limit_at(enum policy_algo algo, const struct check *c, int64_t t)
+{
+	switch (algo) {
+	case POLICY_SLIDING_WINDOW:
+		return sliding_at(c, t);
+	case POLICY_FIXED_WINDOW:
+		return fixed_at(c, t);
+	case POLICY_SLIDING_COUNTER:
+		return counter_at(c, t);
+	case POLICY_FUNNEL:
+	case POLICY_CONCURRENCY:
+		break;
+	}
+	return -1;
+}
+
+static int commit_limit_at(enum policy_algo algo, struct limiter_state *s, int64_t cost,
+			   int64_t now, int64_t t, struct check *c)
+{
+	switch (algo) {
+	case POLICY_SLIDING_WINDOW:
+		return sliding_commit_at(s, cost, now, t, c);
+	case POLICY_FIXED_WINDOW:
+		fixed_commit_at(s, now, t, c);
+		return 0;
+	case POLICY_SLIDING_COUNTER:
+		counter_commit_at(s, now, t, c);
+		return 0;
+	case POLICY_FUNNEL:
 	case POLICY_CONCURRENCY:
 		break;
 	}
@@ -414,8 +606,45 @@ static void result_of(int allowed, const struct check *bind, struct limiter_resu
 				       bind->reset};
 }
 
+/* The script's delay_at: the first instant within wait us at which every
+ * limit passes, or -1. */
+static int64_t delay_at(const struct policy *p, const struct group *g, int64_t now, int64_t wait)
+{
+	int64_t t = now;
+	for (int round = 0; round < 8; round++) {
+		int64_t t2 = t;
+		for (int i = 0; i < p->nlimits; i++) {
+			int64_t at = limit_at(p->algo, &g->c[i], t);
+			if (at < 0)
+				return -1;
+			t2 = max64(t2, at);
+		}
+		if (t2 > now + wait)
+			return -1;
+		if (t2 == t)
+			return t;
+		t = t2;
+	}
+	return -1;
+}
+
+static int decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
+		  int64_t cost, int64_t now_us, int64_t wait_us, struct limiter_result *out);
+
 int limiter_decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
 		   int64_t cost, int64_t now_us, struct limiter_result *out)
+{
+	return decide(p, st, op, cost, now_us, 0, out);
+}
+
+int limiter_decide_wait(const struct policy *p, struct limiter_state *st, int64_t cost,
+			int64_t now_us, int64_t wait_us, struct limiter_result *out)
+{
+	return decide(p, st, LIMITER_ALLOW, cost, now_us, wait_us, out);
+}
+
+static int decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
+		  int64_t cost, int64_t now_us, int64_t wait_us, struct limiter_result *out)
 {
 	if (op == LIMITER_RESET) {
 		for (int i = 0; i < policy_nkeys(p); i++) {
@@ -432,6 +661,21 @@ int limiter_decide(const struct policy *p, struct limiter_state *st, enum limite
 	check_group(p, st, cost, now_us, &g);
 	if (g.banned) {
 		result_of(0, g.ban, out);
+		return 0;
+	}
+	int64_t at = !g.ok && wait_us > 0 ? delay_at(p, &g, now_us, wait_us) : -1;
+	if (at >= 0) {
+		/* delayed: charged as running at `at`, allowed then */
+		struct check *bind = NULL;
+		for (int i = 0; i < p->nlimits; i++) {
+			if (commit_limit_at(p->algo, &st[i], cost, now_us, at, &g.c[i]) < 0)
+				return -1;
+			if (!bind || g.c[i].remaining < bind->remaining)
+				bind = &g.c[i];
+		}
+		int64_t wait_ms = ceil_ms((double)(at - now_us));
+		*out = (struct limiter_result){1, bind->limit, bind->remaining,
+					       wait_ms > 1 ? wait_ms : 1, bind->reset};
 		return 0;
 	}
 	if (!g.ok && g.ban && op == LIMITER_ALLOW &&

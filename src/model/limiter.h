@@ -30,13 +30,14 @@ struct limiter_group {
 };
 
 /* The state of one limit: a funnel's TAT, a sliding window's log, or a
- * window key's value "<window>:<n>[:<n>]" (fixed window, counter). */
+ * window key's value "<window>:<n>[:<n>[:<n>]]" (fixed window: n, next;
+ * counter: n, prev, next; next is what a delay counted in the next window). */
 struct limiter_state {
 	double tat_us; /* funnel; 0 = empty */
 	int64_t *log;  /* sliding window: one score (us) per unit, ascending */
 	size_t nlog, caplog;
 	int has_window; /* fixed window and counter: the key exists */
-	int64_t window, n, prev;
+	int64_t window, n, prev, next;
 	int64_t ban_until; /* a ban's key: banned until then (0: not banned) */
 	/* when Redis would drop the key (us, on now's clock): set by whatever
 	 * writes it as the script sets its expiry; 0 once RESET */
@@ -51,6 +52,15 @@ struct limiter_state {
  */
 int limiter_decide(const struct policy *p, struct limiter_state *st, enum limiter_op op,
 		   int64_t cost, int64_t now_us, struct limiter_result *out);
+/*
+ * LIMITER_ALLOW, but a request the window algorithms would deny now and
+ * allow within wait_us is charged as running then (the script's "d"): it
+ * is allowed with retry_after_ms the wait (ms, > 0) and remaining what its
+ * window has left then. A funnel's delay is the daemon's (src/decide/cmd.c),
+ * so a funnel is decided as by LIMITER_ALLOW.
+ */
+int limiter_decide_wait(const struct policy *p, struct limiter_state *st, int64_t cost,
+			int64_t now_us, int64_t wait_us, struct limiter_result *out);
 /*
  * One decision over several (user, action) pairs, as the script's
  * decide_all ("A" for LIMITER_ALLOW, "P" for LIMITER_PEEK): group g is

@@ -139,10 +139,13 @@ static void redis_script_decision(struct redis_argv *a, const struct store_saved
 		redis_script_decision_all(a, sv);
 		return;
 	}
-	redis_argv_add(a, op_arg(sv->op), 1);
+	int wait = sv->op == STORE_ALLOW && sv->wait_ms > 0;
+	redis_argv_add(a, wait ? "d" : op_arg(sv->op), 1);
 	redis_argv_num(a, sv->cost);
 	redis_argv_num(a, policy_nkeys(p));
 	redis_script_limits(a, p);
+	if (wait)
+		redis_argv_num(a, sv->wait_ms * 1000);
 	if (sv->op == STORE_RESET) {
 		char *s = a->arena + a->arena_used;
 		size_t n = keys_reset_channel(s, sv->prefix, sv->prefix_len);

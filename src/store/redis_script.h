@@ -14,7 +14,9 @@ struct policy;
 
 /* Arguments of one decision: op, cost, nlimits, then per limit
  * <algorithm> capacity count period_ms, and for a reset its notice's
- * channel and message (the script's ARGV spec, its decision_argc). */
+ * channel and message (the script's ARGV spec, its decision_argc); an
+ * ALLOW that may wait ("d") has one more, the wait, which a reset's two
+ * exceed. */
 #define REDIS_SCRIPT_DECISION_ARGC(op, nlimits) (3 + 4 * (nlimits) + ((op) == STORE_RESET ? 2 : 0))
 /* a ban is one more "limit" (policy_nkeys) */
 #define REDIS_SCRIPT_DECISION_ARGC_MAX \

@@ -11,6 +11,7 @@ int store_request_save(struct store_saved_request *sv, const struct store_reques
 {
 	sv->op = req->op;
 	sv->cost = req->cost;
+	sv->wait_ms = req->op == STORE_ALLOW && req->npairs <= 0 ? req->wait_ms : 0;
 	sv->npairs = 0;
 	sv->pairs = NULL;
 	sv->view = NULL;
@@ -71,6 +72,7 @@ struct store_request store_request_load(const struct store_saved_request *sv, in
 		.user_len = sv->user_len,
 		.cost = sv->cost,
 		.timeout_ms = timeout_ms,
+		.wait_ms = sv->wait_ms,
 		.npairs = sv->npairs,
 		.pairs = sv->view,
 	};

@@ -38,6 +38,10 @@ struct store_request {
 	size_t user_len;
 	int64_t cost;
 	int64_t timeout_ms;
+	/* STORE_ALLOW of a window algorithm's policy: a request that would be
+	 * denied now and allowed within wait_ms is charged as running then,
+	 * allowed with retry_after_ms the wait (docs/algorithms.md, Delay) */
+	int64_t wait_ms;
 	/* npairs > 0: one atomic decision (ALLOW or PEEK) over pairs[0..npairs),
 	 * only for a store whose ops say multi; policy and user are unused. */
 	int npairs;
@@ -57,7 +61,7 @@ struct store_saved_pair {
 
 struct store_saved_request {
 	enum store_op op;
-	int64_t cost;
+	int64_t cost, wait_ms;
 	struct policy policy;
 	size_t user_len, prefix_len;
 	char user[KEYS_USER_MAX];

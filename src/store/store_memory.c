@@ -417,7 +417,11 @@ static int decide(struct store_memory *s, const struct store_request *req, int64
 		rc = load_group(s, d, 0, req->prefix, req->prefix_len, req->policy, req->user,
 				req->user_len, now);
 		if (rc == 0)
-			rc = limiter_decide(req->policy, d->st[0], op, req->cost, now, &r);
+			rc = op == LIMITER_ALLOW && req->wait_ms > 0
+				     ? limiter_decide_wait(req->policy, d->st[0], req->cost, now,
+							   req->wait_ms * 1000, &r)
+				     : limiter_decide(req->policy, d->st[0], op, req->cost, now,
+						      &r);
 	}
 	/* what was loaded goes back, decided or not */
 	for (int g = 0; g < d->ngroups; g++)

@@ -251,6 +251,109 @@ class DelayTest(DaemonTest):
             self.assertEqual(c.request("PEEK eve smooth").split()[:3], ["ALLOWED", "1", "1"])
         self.assertTrue(d.running())
 
+class WindowDelayTest(DaemonTest):
+    """A window's delay: a request denied now runs when its window has room
+    (counted in the window it runs in), within its bound, through three
+    daemons on one Redis."""
+
+    WINDOWS = {"w": "{algorithm: fixed_window, limits: 10/1s, delay: {max: 1500ms}}",
+               "s": "{algorithm: sliding_window, limits: 5/1s, delay: {max: 1s}}",
+               "c": "{algorithm: sliding_window_counter, limits: 10/1s, delay: {max: 2s}}"}
+
+    def after_a_second_starts(self, skew=0.1):
+        """Sleeps until skew s after a whole second of Redis's clock (the
+        windows' boundaries)."""
+        with self.redis.resp() as r:
+            sec, us = (int(x) for x in r.call("TIME"))
+        time.sleep((1_000_000 - us) / 1e6 + skew)
+
+    def test_fixed_window_runs_in_the_next_window(self):
+        self.redis = self.start_redis()
+        ds = [self.start_daemon(self.WINDOWS, name="rl%d" % i) for i in range(3)]
+        self.after_a_second_starts()
+        got = []
+        threads = [threading.Thread(target=lambda p=d.port: got.extend(
+            burst(p, "ALLOW joe w", 9))) for d in ds]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        now = [r for r in got if r[2].startswith("ALLOWED") and r[1] - r[0] < 0.3]
+        later = [r for r in got if r[2].startswith("ALLOWED") and r[1] - r[0] >= 0.3]
+        denied = [r for r in got if r[2].startswith("DENIED")]
+        # 10 in this window, 10 at the start of the next, the rest at once:
+        # a fixed window reaches no further than the next
+        self.assertEqual((len(now), len(later), len(denied)), (10, 10, 7), got)
+        starts = [r[1] for r in later]
+        report("fixed_window 10/1s, 27 at once through 3 daemons: 10 now, 10 answered "
+               "within %.1f ms of each other at the next window, 7 denied"
+               % (1000 * (max(starts) - min(starts))))
+        self.assertLess(max(starts) - min(starts), JITTER, later)
+        for r in later:
+            self.assertLess(r[1] - r[0], 1.0, r)
+            self.assertRegex(r[2], r"^ALLOWED 10 \d 0 (9\d\d|1000)$")
+        for r in denied:
+            self.assertLess(r[1] - r[0], 0.25 * SLOW, r)
+            self.assertRegex(r[2], r"^DENIED 10 0 \d+ \d+$")
+
+    def test_sliding_log_never_more_than_its_limit_in_any_window(self):
+        self.redis = self.start_redis()
+        ds = [self.start_daemon(self.WINDOWS, name="rl%d" % i) for i in range(3)]
+        t0 = time.monotonic() + 0.3
+        n = 24  # 12/s for 2 s at a 5/s log
+        got = timed_requests([d.port for d in ds], [t0 + i / 12 for i in range(n)],
+                             "ALLOW kim s")
+        allowed = sorted(r[1] for r in got if r[2].startswith("ALLOWED"))
+        denied = [r for r in got if r[2].startswith("DENIED")]
+        # within 1 s of waiting: those up to a second's backlog are let in
+        self.assertGreaterEqual(len(allowed), 10, got)
+        most = max(sum(1 for a in allowed if x <= a < x + 1.0 - 2 * JITTER) for x in allowed)
+        report("sliding_window 5/1s, 12/s for 2 s through 3 daemons: %d allowed, %d denied "
+               "at once; at most %d answered in any second" % (len(allowed), len(denied), most))
+        self.assertLessEqual(most, 5, allowed)
+        for r in denied:
+            self.assertLess(r[1] - r[0], 0.25 * SLOW, r)
+
+    def test_counter_spaces_the_next_window(self):
+        """The counter counts a delayed request in the next window as if
+        this one ends at its limit: 10 now, then the next 10 spaced
+        100 ms apart."""
+        self.redis = self.start_redis()
+        d = self.start_daemon(self.WINDOWS)
+        self.after_a_second_starts()
+        got = burst(d.port, "ALLOW lou c", 20)
+        self.assertEqual([r[2].split()[0] for r in got], ["ALLOWED"] * 20, got)
+        later = sorted(r[1] for r in got if r[1] - r[0] >= 0.3)
+        self.assertEqual(len(later), 10, got)
+        gaps = [b - a for a, b in zip(later, later[1:])]
+        report("sliding_window_counter 10/1s, 20 at once: the 10 delayed answered %.0f to "
+               "%.0f ms apart" % (1000 * min(gaps), 1000 * max(gaps)))
+        for g in gaps:
+            self.assertLess(abs(g - 0.1), JITTER, gaps)
+
+    def test_memory_store_and_a_client_gone(self):
+        """store: memory delays a window alike; clients gone while waiting
+        leave their units counted (they were charged when they came)."""
+        port = free_port()
+        d = self.start_daemon(config='listen: ["127.0.0.1:%d"]\nstore: memory\npolicies:\n%s'
+                              % (port, "".join("  %s: %s\n" % kv for kv in self.WINDOWS.items())),
+                              port=port)
+        socks = []
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+            s.sendall(b"ALLOW mo s\n")
+            socks.append(s)
+        time.sleep(0.3)
+        for s in socks:
+            s.close()
+        with Client(d.port) as c:
+            # 5 taken now, 3 counted ahead (in the log until they run)
+            self.assertRegex(c.request("PEEK mo s"), r"^DENIED 5 0 \d+ \d+$")
+            got = c.pipeline(["ALLOW mo s WAIT 2000"] * 2)
+            self.assertEqual([r.split()[0] for r in got], ["ALLOWED"] * 2, got)
+        self.assertTrue(d.running())
+
+
 class SmoothingProxiesTest(DaemonTest):
     """nginx auth_request and Caddy forward_auth, as docs/proxies.md has
     them, in front of an application that notes when each request reaches

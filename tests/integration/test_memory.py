@@ -224,7 +224,8 @@ class MemoryDaemonTest(DaemonTest):
 def random_scenarios(rnd, n):
     """Scenarios in tests/vectors.txt's syntax (replies left as zeros):
     random algorithms, limits, bans, shadow groups, times (some equal,
-    some far apart), costs and operations."""
+    some far apart), costs and operations, ALLOWs that may wait (d) among
+    them."""
     algos = ["sliding_window", "funnel", "fixed_window", "sliding_window_counter"]
     periods = [1, 7, 100, 1000, 2500, 60000, 3600000]
 
@@ -259,9 +260,11 @@ def random_scenarios(rnd, n):
             if multi:
                 op = rnd.choice("AAAP")
             else:
-                op = rnd.choice("aaaaaapr")
+                op = rnd.choice("aaaaaaprdd")
             cost = rnd.choice([1, 1, 1, 2, 3, rnd.randint(1, 12)])
-            out.append("%d %s %d -> 0 0 0 0 0%s" % (now, op, cost, " 0 0" if multi else ""))
+            if op == "d":  # an ALLOW that may wait (vectors_delay.txt)
+                cost = "%d %d" % (cost, rnd.choice([1, 7, 100, 1000, 2500, 60000]))
+            out.append("%d %s %s -> 0 0 0 0 0%s" % (now, op, cost, " 0 0" if multi else ""))
     return out
 
 
@@ -312,7 +315,8 @@ class DifferentialTest(DaemonTest):
                     shadow = tok[1] == "shadow"
                     groups.append((shadow, parse_policy(tok[2 if shadow else 1:])))
                     continue
-                keys, args = script_call("d%d" % n, multi, groups, tok[0], tok[1], tok[2])
+                op = (tok[1], int(tok[3])) if tok[1] == "d" else tok[1]
+                keys, args = script_call("d%d" % n, multi, groups, tok[0], op, tok[2])
                 got_lua.append(" ".join(str(x) for x in
                                         r.call("EVALSHA", sha, str(len(keys)), *keys, *args)))
                 where.append(lineno)

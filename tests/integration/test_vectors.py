@@ -60,7 +60,10 @@ def read_vectors(path):
                 scenarios[-1][1].append((shadow, parse_policy(tok[2 if shadow else 1:])))
                 continue
             left, right = line.split("->")
-            now, op, cost = left.split()
+            tok = left.split()
+            now, op, cost = tok[:3]
+            if op == "d":  # an ALLOW that may wait: the wait (ms) follows
+                op = (op, int(tok[3]))
             want = [int(x) for x in right.split()]
             scenarios[-1][2].append((lineno, int(now), op, int(cost), want))
     return scenarios
@@ -71,6 +74,9 @@ def script_call(tag, multi, groups, now, op, cost):
     every group on keys of its own, in one hash tag, time injected."""
     keys = ["t:{%s}:%d:%d" % (tag, g, i)
             for g, (_, limits) in enumerate(groups) for i in range(len(limits))]
+    wait_ms = None
+    if isinstance(op, tuple):
+        op, wait_ms = op
     args = [str(now), "1", op, str(cost)]
     if multi:  # decide_all: per group shadow, nlimits, limits
         args.append(str(len(groups)))
@@ -85,6 +91,8 @@ def script_call(tag, multi, groups, now, op, cost):
             args += [str(x) for x in limit]
     if op == "r":
         args += ["t:reset", "%s:u" % tag]  # the notice's channel, tag
+    if op == "d":
+        args.append(str(wait_ms * 1000))  # the wait, us
     return keys, args
 
 
@@ -118,6 +126,21 @@ class LuaVectors(unittest.TestCase):
                     self.assertEqual(got, want, "vectors.txt:%d" % lineno)
                     checked += 1
         self.assertGreater(checked, 50)
+
+    def test_delay_vectors(self):
+        """tests/vectors_delay.txt: the script's "d" (an ALLOW that may
+        wait) gives what the C limiter gives."""
+        scenarios = read_vectors(os.path.join(SRCDIR, "tests", "vectors_delay.txt"))
+        checked = 0
+        with self.redis.resp() as r:
+            sha = r.call("SCRIPT", "LOAD", self.script)
+            for n, (multi, groups, steps) in enumerate(scenarios):
+                for lineno, now, op, cost, want in steps:
+                    keys, args = script_call("d%d" % n, multi, groups, now, op, cost)
+                    got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
+                    self.assertEqual(got, want, "vectors_delay.txt:%d" % lineno)
+                    checked += 1
+        self.assertGreater(checked, 20)
 
     def test_counter_bounds_in_redis(self):
         """sliding_window_counter in a real Redis, time injected: a client

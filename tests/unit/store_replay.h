@@ -77,6 +77,7 @@ static inline void store_replay_step(const struct vector_step *s, void *arg)
 	struct store_pair pairs[STORE_PAIRS_MAX];
 	struct store_request req = {
 		.op = ops[s->op],
+		.wait_ms = s->wait_ms,
 		.policy = &r->p[0],
 		.prefix = "rl:",
 		.prefix_len = 3,

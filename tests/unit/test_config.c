@@ -203,10 +203,10 @@ static const struct {
 	 "rate goes in limits"},
 	{"policies:\n  a: {limitz: [1/1s]}\n",
 	 "t.yaml:2:7: unknown key \"policies.a.limitz\" (did you mean \"policies.a.limits\"?)"},
-	/* a delay: a funnel's only, with a max */
-	{"policies:\n  a: {limits: [1/1s], delay: {max: 1s}}\n",
-	 "t.yaml:2:23: policies.a.delay: only a funnel delays requests so far (algorithm: funnel: "
-	 "its slots are exact)"},
+	/* a delay: any rate's (not a concurrency policy's), with a max */
+	{"policies:\n  a: {algorithm: concurrency, limit: 2, lease: 5s, delay: {max: 1s}}\n",
+	 "t.yaml:2:52: policies.a.delay: a concurrency policy does not delay (a lease is held, "
+	 "not spent: ACQUIRE again after its retry hint)"},
 	{"policies:\n  a: {algorithm: funnel, capacity: 1, rate: 1/1s, delay: {}}\n",
 	 "t.yaml:2:58: policies.a.delay: a delay needs max (the longest wait: 500ms)"},
 	{"policies:\n  a: {algorithm: funnel, capacity: 1, rate: 1/1s, delay: {max: 61s}}\n",

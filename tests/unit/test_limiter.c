@@ -68,13 +68,21 @@ static void run_step(const struct vector_step *s, void *arg)
 					    s->now_us, &got, &group, &shadow_group, NULL);
 		ck_assert_int_eq(rc, 0);
 	} else {
-		int rc = limiter_decide(&r->p[0], r->st[0], s->op, s->cost, s->now_us, &got);
+		int rc = s->wait_ms > 0 ? limiter_decide_wait(&r->p[0], r->st[0], s->cost,
+							      s->now_us, s->wait_ms * 1000, &got)
+					: limiter_decide(&r->p[0], r->st[0], s->op, s->cost,
+							 s->now_us, &got);
 		ck_assert_int_eq(rc, 0);
 	}
 	char tail[32] = "";
 	if (s->multi)
 		snprintf(tail, sizeof(tail), " %d %d", group, shadow_group);
-	if (r->dump)
+	if (r->dump && s->wait_ms > 0)
+		printf("%lld d %lld %lld -> %d %lld %lld %lld %lld\n", (long long)s->now_us,
+		       (long long)s->cost, (long long)s->wait_ms, got.allowed, (long long)got.limit,
+		       (long long)got.remaining, (long long)got.retry_after_ms,
+		       (long long)got.reset_ms);
+	else if (r->dump)
 		printf("%lld %c %lld -> %d %lld %lld %lld %lld%s\n", (long long)s->now_us,
 		       (s->multi ? "AP" : "apr")[s->op], (long long)s->cost, got.allowed,
 		       (long long)got.limit, (long long)got.remaining,
@@ -99,6 +107,20 @@ START_TEST(test_vectors)
 	int n = vectors_read(TEST_SRCDIR "/tests/vectors.txt", &calls, &r);
 	run_clear(&r);
 	ck_assert_int_gt(n, 50);
+	ck_assert_int_eq(r.failures, 0);
+}
+END_TEST
+
+/* A window's delay (tests/vectors_delay.txt, which the script checks too). */
+START_TEST(test_delay_vectors)
+{
+	struct run r;
+	memset(&r, 0, sizeof(r));
+	r.dump = getenv("RL_VECTORS_DUMP") != NULL;
+	const struct vector_calls calls = {run_policy, run_multi, run_group, run_step};
+	int n = vectors_read(TEST_SRCDIR "/tests/vectors_delay.txt", &calls, &r);
+	run_clear(&r);
+	ck_assert_int_gt(n, 20);
 	ck_assert_int_eq(r.failures, 0);
 }
 END_TEST
@@ -291,6 +313,7 @@ int main(void)
 	Suite *s = suite_create("limiter");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, test_vectors);
+	tcase_add_test(tc, test_delay_vectors);
 	tcase_add_test(tc, test_sliding_never_exceeds);
 	tcase_add_test(tc, test_funnel_rate);
 	tcase_add_test(tc, test_peek_consumes_nothing);

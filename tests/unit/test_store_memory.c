@@ -134,6 +134,24 @@ START_TEST(test_vectors)
 }
 END_TEST
 
+/* An ALLOW that may wait (store_request.wait_ms), as the script's "d". */
+START_TEST(test_delay_vectors)
+{
+	struct fixture f;
+	fixture_open(&f, 1000);
+	struct store_replay r;
+	memset(&r, 0, sizeof(r));
+	r.s = f.s;
+	r.reply = check_reply;
+	store_memory_set_clock(f.s, store_replay_clock, &r);
+	vector_failures = 0;
+	int n = store_replay_file(&r, TEST_SRCDIR "/tests/vectors_delay.txt");
+	ck_assert_int_gt(n, 20);
+	ck_assert_int_eq(vector_failures, 0);
+	fixture_close(&f);
+}
+END_TEST
+
 /* ---- memory ---- */
 
 /* A key goes when Redis's expiry would drop it: on access, and by the sweep. */
@@ -271,6 +289,7 @@ int main(void)
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_vectors);
+	tcase_add_test(tc, test_delay_vectors);
 	tcase_add_test(tc, test_expiry);
 	tcase_add_test(tc, test_eviction);
 	tcase_add_test(tc, test_reset);

@@ -15,6 +15,7 @@ struct vector_step {
 	int64_t now_us;
 	enum limiter_op op;
 	int64_t cost;
+	int64_t wait_ms; /* op d: an ALLOW that may wait this long */
 	struct limiter_result want;
 	/* a decision over several groups (ops A and P, in a "multi" scenario):
 	 * the deciding group and the first shadow group that would have denied */
@@ -109,8 +110,18 @@ static inline int vectors_read(const char *path, const struct vector_calls *call
 		long long now = atoll(word), cost, a, lim, rem, retry, reset;
 		int group = 0, shadow_group = 0;
 		char op;
-		int n = sscanf(save, " %c %lld -> %lld %lld %lld %lld %lld %d %d", &op, &cost, &a,
-			       &lim, &rem, &retry, &reset, &group, &shadow_group);
+		long long wait = 0;
+		int n;
+		if (!multi && sscanf(save, " d %lld %lld ->", &cost, &wait) == 2) {
+			/* "NOW d COST WAIT_MS -> ...": an ALLOW that may wait */
+			n = sscanf(strstr(save, "->"), "-> %lld %lld %lld %lld %lld", &a, &lim,
+				   &rem, &retry, &reset) +
+			    2;
+			op = 'a';
+		} else {
+			n = sscanf(save, " %c %lld -> %lld %lld %lld %lld %lld %d %d", &op, &cost,
+				   &a, &lim, &rem, &retry, &reset, &group, &shadow_group);
+		}
 		/* a multi scenario decides with A or P and answers 7 numbers; the
 		 * letters are in the order of enum limiter_op */
 		const char *ops = multi ? "AP" : "apr";
@@ -119,6 +130,7 @@ static inline int vectors_read(const char *path, const struct vector_calls *call
 		s.now_us = now;
 		s.op = (enum limiter_op)(strchr(ops, op) - ops);
 		s.cost = cost;
+		s.wait_ms = wait;
 		s.want = (struct limiter_result){(int)a, lim, rem, retry, reset};
 		s.want_group = group;
 		s.want_shadow_group = shadow_group;

@@ -7,10 +7,12 @@
 --          sends 0; tests send fixed times to replay vectors)
 -- ARGV[2]  number of decisions in this call (a batch; each is atomic on its own keys)
 -- then per decision (decision_argc says how many):
---          op ("a" allow, "p" peek, "r" reset), cost, nlimits,
---          per limit: algo (a key of `algos` below), capacity, count, period_ms,
---          and for a reset two more: the channel and the message that tell
---          every daemon of it ("<prefix>reset", the hash tag "<action>:<user>");
+--          op ("a" allow, "p" peek, "r" reset, "d" allow or delay), cost,
+--          nlimits, per limit: algo (a key of `algos` below), capacity,
+--          count, period_ms, and for a reset two more: the channel and the
+--          message that tell every daemon of it ("<prefix>reset", the hash
+--          tag "<action>:<user>"); for "d" one more: the longest wait (us)
+--          (see delay_at);
 --          or, for one decision over several (user, action) pairs, op "A"
 --          (allow) or "P" (peek), cost, ngroups, then per group: shadow
 --          (0/1), nlimits, its limits as above (see decide_all)
@@ -25,6 +27,8 @@
 --
 -- Returns five integers per decision:
 --          allowed (1/0), limit, remaining, retry_after_ms (-1: never), reset_ms
+--          (allowed by "d" with a wait: retry_after_ms is the wait, ms, and
+--          remaining and reset_ms are as they will be when it runs)
 --          (for "A" and "P": then the deciding group and the first shadow
 --          group that would have denied, both 1-based, 0 for none, then
 --          three per group: passed (1/0), remaining, reset_ms; see decide_all)
@@ -232,9 +236,11 @@ end
 local function sliding_check(key, _, count, period_ms, cost)
   local window = period_ms * 1000
   local cutoff = now - window
+  -- every entry after the cutoff, those a delay placed ahead too: an entry
+  -- counts from when it is written, never less than from when it runs
   local used = redis.call('ZCOUNT', key, '(' .. fmt(cutoff), '+inf')
   local r = {key = key, count = count, window = window, cost = cost,
-             used = used, limit = count}
+             used = used, limit = count, fit = now}
   local newest = nil
   if used > 0 then
     local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -246,7 +252,8 @@ local function sliding_check(key, _, count, period_ms, cost)
     local need = used + cost - count
     local e = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(cutoff), '+inf',
                          'WITHSCORES', 'LIMIT', need - 1, 1)
-    r.retry = min(period_ms, ceil_ms(tonumber(e[2]) + window - now))
+    r.fit = tonumber(e[2]) + window
+    r.retry = min(period_ms, ceil_ms(r.fit - now))
   end
   -- never below 0: a reload may lower the count under what a key holds
   r.remaining = max(0, count - used)
@@ -256,9 +263,27 @@ local function sliding_check(key, _, count, period_ms, cost)
   return r
 end
 
-local function sliding_commit(r)
-  local score = now
-  if r.newest and r.newest >= score then score = r.newest + 1 end
+-- A score for entries that run at `at`, no other entry's: members are
+-- "<score>:<i>", so one score is one request's. Past the newest entry (the
+-- seeds' collision, same microsecond, never repeats); else, when a delay
+-- placed entries further ahead than 1 ms, the first free score from the
+-- newest near `at`.
+local function sliding_score(r, at)
+  local newest = r.newest
+  if not newest or newest < at then return at end
+  if newest <= at + 1000 then return newest + 1 end
+  local s = at
+  local near = redis.call('ZREVRANGEBYSCORE', r.key, fmt(at + 1000), '-inf',
+                          'WITHSCORES', 'LIMIT', 0, 1)
+  if near[2] and tonumber(near[2]) >= s then s = tonumber(near[2]) + 1 end
+  while redis.call('ZCOUNT', r.key, fmt(s), fmt(s)) > 0 do s = s + 1 end
+  return s
+end
+
+-- Writes the request's entries as running at `at` (now, or a delay's later
+-- instant: see delay_at).
+local function sliding_commit_at(r, at)
+  local score = sliding_score(r, at)
   local s = fmt(score)
   local i = 1
   while i <= r.cost do
@@ -272,10 +297,30 @@ local function sliding_commit(r)
     i = last + 1
   end
   redis.call('ZREMRANGEBYSCORE', r.key, '-inf', fmt(now - r.window))
-  local ttl = ceil_ms(score + r.window - now)
+  local last = score
+  if r.newest and r.newest > last then last = r.newest end
+  local ttl = ceil_ms(last + r.window - now)
   redis.call('PEXPIRE', r.key, ttl)
-  r.remaining = r.count - r.used - r.cost
-  r.reset = min(r.period_ms, ttl)
+  if at > now then
+    -- what its window has left when it runs, and its reset from then
+    r.remaining = max(0, r.count - redis.call('ZCOUNT', r.key, '(' .. fmt(at - r.window), '+inf'))
+    r.reset = min(r.period_ms, ceil_ms(last + r.window - at))
+  else
+    r.remaining = r.count - r.used - r.cost
+    r.reset = min(r.period_ms, ttl)
+  end
+end
+
+local function sliding_commit(r)
+  sliding_commit_at(r, now)
+end
+
+-- The first instant from t at which the log has room for the request: once
+-- the entries that must leave have (the entries counted are all those
+-- written, so a later instant only ever has fewer).
+local function sliding_at(r, t)
+  if r.cost > r.count then return nil end
+  return max(t, r.fit)
 end
 
 -- Funnel (GCRA, redis-cell's semantics): the key holds the theoretical arrival
@@ -327,40 +372,88 @@ local function window_of(period)
   return idx
 end
 
--- The numbers of a window key's value "<window number>:<n>[:<n>]", or nil
--- (no key, or not a value this script writes).
+-- The numbers of a window key's value "<window number>:<n>[:<n>[:<n>]]",
+-- or nil (no key, or not a value this script writes).
 local function window_value(key)
   local v = redis.call('GET', key)
   if not v then return nil end
-  local i, a, b = string.match(v, '^(%d+):(%d+):?(%d*)$')
+  local i, a, b, c = string.match(v, '^(%d+):(%d+):?(%d*):?(%d*)$')
   if not i then return nil end
-  return tonumber(i), tonumber(a), tonumber(b) or 0
+  return tonumber(i), tonumber(a), tonumber(b) or 0, tonumber(c) or 0
 end
 
 -- Fixed window: the units allowed in the current window, aligned to the
 -- period in Redis's clock (the seeds' INCR + EXPIRE). The value carries its
 -- window's number, so a count is never read in a later window, whenever
--- Redis happens to drop the key (its expiry is only for memory).
+-- Redis happens to drop the key (its expiry is only for memory). A delay
+-- may count units in the next window ahead of it: "<window>:<n>:<next>".
 local function fixed_check(key, _, count, period_ms, cost)
   local period = period_ms * 1000
   local idx = window_of(period)
-  local used = 0
-  local i, c = window_value(key)
-  if i == idx then used = c end
+  local used, nx = 0, 0
+  local i, c, b = window_value(key)
+  if i == idx then
+    used, nx = c, b
+  elseif i == idx - 1 then
+    used = b
+  end
   local to_end = ceil_ms((idx + 1) * period - now)
-  local r = {key = key, limit = count, used = used, cost = cost, idx = idx, to_end = to_end}
+  local r = {key = key, limit = count, used = used, nx = nx, cost = cost, idx = idx,
+             period = period, to_end = to_end}
   if verdict(r, cost, count, used) then r.retry = to_end end
   -- never below 0: a reload may lower the count under what a key holds
   r.remaining = max(0, count - used)
-  if used > 0 then r.reset = to_end else r.reset = 0 end
+  if nx > 0 then
+    r.reset = ceil_ms((idx + 2) * period - now)
+  elseif used > 0 then
+    r.reset = to_end
+  else
+    r.reset = 0
+  end
   return r
+end
+
+-- Writes the window's count and what the next one holds ahead.
+local function fixed_write(r, used)
+  if r.nx > 0 then
+    r.reset = ceil_ms((r.idx + 2) * r.period - now)
+    redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(used) .. ':' .. fmt(r.nx), 'PX', r.reset)
+  else
+    r.reset = r.to_end
+    redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(used), 'PX', r.to_end)
+  end
 end
 
 local function fixed_commit(r)
   local used = r.used + r.cost
-  redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(used), 'PX', r.to_end)
+  fixed_write(r, used)
   r.remaining = r.limit - used
-  r.reset = r.to_end
+end
+
+-- The first instant from t at which a window has room: this one, else the
+-- next (whose units a delay counts ahead), else none within reach.
+local function fixed_at(r, t)
+  if r.cost > r.limit then return nil end
+  local next_start = (r.idx + 1) * r.period
+  if t < next_start and r.used + r.cost <= r.limit then return t end
+  if r.nx + r.cost <= r.limit and t < next_start + r.period then return max(t, next_start) end
+  return nil
+end
+
+local function fixed_commit_at(r, t)
+  if t < (r.idx + 1) * r.period then
+    fixed_commit(r)
+  else
+    r.nx = r.nx + r.cost
+    fixed_write(r, r.used)
+    r.remaining = r.limit - r.nx
+  end
+  -- from when it runs: the end of the last window holding units
+  if r.nx > 0 then
+    r.reset = ceil_ms((r.idx + 2) * r.period - t)
+  else
+    r.reset = ceil_ms((r.idx + 1) * r.period - t)
+  end
 end
 
 -- Sliding window counter: the units of the current fixed window (cur) and of
@@ -387,7 +480,7 @@ end
 -- ms from now until the estimate, with cur units in the current window, is
 -- at most k: later in this window as prev fades, else in the next (where cur
 -- is the previous window), else in the one after, when both are gone.
-local function counter_wait(r, cur, k)
+local function counter_wait(r, cur, k, base)
   local at -- us from the current window's start
   if cur <= k then
     local e = first_ms(r.prev, r.p, k - cur, r.e)
@@ -397,36 +490,95 @@ local function counter_wait(r, cur, k)
     local e = first_ms(cur, r.p, k, 0)
     if e < r.p then at = r.period + e * 1000 else at = 2 * r.period end
   end
-  return ceil_ms(r.start + at - now)
+  return ceil_ms(r.start + at - (base or now))
 end
 
+-- ms from base (now, or when a delayed request runs) until the estimate is
+-- 0; units a delay counted in the next window (nx) weigh until the end of
+-- the one after it.
+local function counter_reset(r, cur, base)
+  if r.nx > 0 then
+    return ceil_ms(r.start + 2 * r.period + first_ms(r.nx, r.p, 0, 0) * 1000 - base)
+  end
+  return counter_wait(r, cur, 0, base)
+end
+
+-- The value "<window>:<cur>:<prev>[:<next>]": next is what a delay counted
+-- ahead in the next window (it becomes that window's cur).
 local function counter_check(key, _, count, period_ms, cost)
   local period = period_ms * 1000
   local idx = window_of(period)
-  local cur, prev = 0, 0
-  local i, c, p = window_value(key)
+  local cur, prev, nx = 0, 0, 0
+  local i, c, p, n = window_value(key)
   if i == idx then
-    cur, prev = c, p
+    cur, prev, nx = c, p, n
   elseif i == idx - 1 then
-    prev = c
+    cur, prev = n, c
+  elseif i == idx - 2 then
+    prev = n
   end
   local start = idx * period
   local e = floor((now - start) / 1000)
   local est = cur + weighted(prev, period_ms, e)
-  local r = {key = key, limit = count, cur = cur, prev = prev, cost = cost, idx = idx,
+  local r = {key = key, limit = count, cur = cur, prev = prev, nx = nx, cost = cost, idx = idx,
              start = start, period = period, p = period_ms, e = e, est = est}
   if verdict(r, cost, count, est) then r.retry = counter_wait(r, cur, count - cost) end
   r.remaining = max(0, count - est)
-  r.reset = counter_wait(r, cur, 0)
+  r.reset = counter_reset(r, cur, now)
   return r
 end
 
+local function counter_write(r, cur)
+  if r.nx > 0 then
+    redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev) .. ':' ..
+               fmt(r.nx), 'PX', ceil_ms(r.start + 3 * r.period - now))
+  else
+    redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'PX',
+               ceil_ms(r.start + 2 * r.period - now))
+  end
+  r.reset = counter_reset(r, cur, now)
+end
+
 local function counter_commit(r)
-  local cur = r.cur + r.cost
-  redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'PX',
-             ceil_ms(r.start + 2 * r.period - now))
+  counter_write(r, r.cur + r.cost)
   r.remaining = max(0, r.limit - r.est - r.cost)
-  r.reset = counter_wait(r, cur, 0)
+end
+
+-- The first instant from t at which the estimate has room: later in this
+-- window as prev fades; else in the next, counted ahead as if this window
+-- ends at its limit (or above it, where it is: a reload may lower the
+-- limit), so no request this window still allows can take it over.
+local function counter_at(r, t)
+  local limit, cost = r.limit, r.cost
+  if cost > limit then return nil end
+  local next_start = r.start + r.period
+  if t < next_start and r.cur + cost <= limit then
+    local e = first_ms(r.prev, r.p, limit - cost - r.cur, floor((t - r.start) / 1000))
+    if e < r.p then return max(t, r.start + e * 1000) end
+  end
+  if r.nx + cost <= limit and t < next_start + r.period then
+    local lo = 0
+    if t > next_start then lo = floor((t - next_start) / 1000) end
+    local e = first_ms(max(r.cur, limit), r.p, limit - cost - r.nx, lo)
+    if e < r.p then return max(t, next_start + e * 1000) end
+  end
+  return nil
+end
+
+local function counter_commit_at(r, t)
+  local next_start = r.start + r.period
+  if t < next_start then
+    counter_write(r, r.cur + r.cost)
+    r.remaining = max(0, r.limit - r.cur - r.cost -
+                         weighted(r.prev, r.p, floor((t - r.start) / 1000)))
+    r.reset = counter_reset(r, r.cur + r.cost, t)
+    return
+  end
+  r.nx = r.nx + r.cost
+  counter_write(r, r.cur)
+  r.remaining = max(0, r.limit - r.nx -
+                       weighted(max(r.cur, r.limit), r.p, floor((t - next_start) / 1000)))
+  r.reset = counter_reset(r, r.cur, t)
 end
 
 -- A policy's ban (`ban: {after, within, for}`), sent as one more "limit" on
@@ -478,12 +630,14 @@ end
 -- The algorithms, by the name the daemon sends (src/redis_script.c). check
 -- reads a limit's state and returns r: r.ok, r.limit, r.remaining, r.retry,
 -- r.reset; commit(r) charges the units, only when every limit passed, and
--- sets r.remaining and r.reset to what they are after it.
+-- sets r.remaining and r.reset to what they are after it. A window's at(r,
+-- t) is the first instant from t at which it would pass (nil: none it can
+-- hold), and commit_at(r, t) charges the units as running then (a delay).
 local algos = {
-  s = {check = sliding_check, commit = sliding_commit},
+  s = {check = sliding_check, commit = sliding_commit, at = sliding_at, commit_at = sliding_commit_at},
   f = {check = funnel_check, commit = funnel_commit},
-  w = {check = fixed_check, commit = fixed_commit},
-  c = {check = counter_check, commit = counter_commit},
+  w = {check = fixed_check, commit = fixed_commit, at = fixed_at, commit_at = fixed_commit_at},
+  c = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at},
   b = {check = ban_check, commit = ban_commit},
 }
 
@@ -503,7 +657,7 @@ local function decision_argc(a)
   end
   local nl = tonumber(ARGV[a + 2])
   local n = 3 + 4 * nl
-  if op == 'r' then n = n + 2 end
+  if op == 'r' then n = n + 2 elseif op == 'd' then n = n + 1 end
   return n, nl
 end
 
@@ -517,6 +671,28 @@ local function num(x)
 end
 
 local K -- the keys: KEYS, or taken from ARGV (below)
+
+-- A delay ("d"): the first instant within `wait` us at which every limit
+-- of the decision passes, each counting what it holds ahead, or nil. Each
+-- at() only moves forward, so a few rounds settle it.
+local function delay_at(checks, nlimits, wait)
+  local t = now
+  for _ = 1, 8 do
+    local t2 = t
+    for i = 1, nlimits do
+      local r = checks[i]
+      if not r.ban then
+        local at = r.algo.at and r.algo.at(r, t)
+        if not at then return nil end
+        if at > t2 then t2 = at end
+      end
+    end
+    if t2 > now + wait then return nil end
+    if t2 == t then return t end
+    t = t2
+  end
+  return nil
+end
 
 -- One decision: keys from K[k], its arguments from ARGV index a.
 local function decide(out, op, cost, nlimits, a, k)
@@ -545,16 +721,35 @@ local function decide(out, op, cost, nlimits, a, k)
   -- all or nothing: a limit is charged only when every limit passes
   local bind = nil
   local ban = checks[nlimits].ban and checks[nlimits] or nil
+  local at = nil
+  if op == 'd' and not all_ok and not (ban and ban.banned) then
+    at = delay_at(checks, nlimits, num(ARGV[a]))
+  end
   if ban and ban.banned then
     bind = ban
+  elseif at then
+    -- delayed: charged as running at `at`, answered as allowed then
+    for i = 1, nlimits do
+      local r = checks[i]
+      if not r.ban then
+        r.algo.commit_at(r, at)
+        if not bind or r.remaining < bind.remaining then bind = r end
+      end
+    end
+    out[#out + 1] = 1
+    out[#out + 1] = bind.limit
+    out[#out + 1] = bind.remaining
+    out[#out + 1] = max(1, ceil_ms(at - now))
+    out[#out + 1] = bind.reset
+    return
   elseif all_ok then
     for i = 1, nlimits do
       local r = checks[i]
-      if op == 'a' then r.algo.commit(r) end
+      if op ~= 'p' then r.algo.commit(r) end
       if not r.ban and (not bind or r.remaining < bind.remaining) then bind = r end
     end
   else
-    if ban and op == 'a' and ban_denied(ban) then ban.ok = false end
+    if ban and op ~= 'p' and ban_denied(ban) then ban.ok = false end
     for i = 1, nlimits do
       local r = checks[i]
       if not r.ok then
