@@ -118,6 +118,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			.cost = cost,
 			.timeout_ms = 50,
 		};
+		/* op 3: an ALLOW that may wait (0 to 3 s), as the script's "d" */
+		if (d[0] % 8 == 3)
+			req.wait_ms = (int64_t)(d[0] >> 3) * 97;
 		/* op 7: several pairs at once (policies pi, pi+1, ...), as MALLOW */
 		int npairs = d[0] % 8 == 7 ? 2 + d[3] % 3 : 0;
 		struct store_pair pairs[4];
@@ -145,13 +148,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		static const enum limiter_op lop[] = {[STORE_ALLOW] = LIMITER_ALLOW,
 						      [STORE_PEEK] = LIMITER_PEEK,
 						      [STORE_RESET] = LIMITER_RESET};
-		int rc =
-			npairs ? limiter_decide_all(gp, shadow, gs, npairs, LIMITER_ALLOW, cost,
-						    clk.now, &want, &group, &shadow_group,
-						    want_groups)
-			       : limiter_decide(&pol[pi], st[u][pi], lop[op], cost, clk.now, &want);
+		int rc = npairs ? limiter_decide_all(gp, shadow, gs, npairs, LIMITER_ALLOW, cost,
+						     clk.now, &want, &group, &shadow_group,
+						     want_groups)
+			 : req.wait_ms > 0 ? limiter_decide_wait(&pol[pi], st[u][pi], cost, clk.now,
+								 req.wait_ms * 1000, &want)
+					   : limiter_decide(&pol[pi], st[u][pi], lop[op], cost,
+							    clk.now, &want);
 		if (rc < 0 || (npairs && (got.pair != group || got.shadow_pair != shadow_group)))
 			abort();
+		/* a delayed answer waits at most what it may */
+		if (want.allowed && want.retry_after_ms > 0 && !npairs &&
+		    want.retry_after_ms > req.wait_ms + 1)
+			abort();
+		/* a log stays in score order, whatever a delay placed ahead */
+		for (int k = 0; k < POLICY_MAX_LIMITS; k++)
+			for (size_t i = 1; i < st[u][pi][k].nlog; i++)
+				if (st[u][pi][k].log[i - 1] > st[u][pi][k].log[i])
+					abort();
 		/* each pair's own figures, as the script returns them */
 		if (npairs && got.ngroups != npairs)
 			abort();
