@@ -152,6 +152,7 @@ struct desc_form {
 		char *algorithm;
 		char **replaces;
 		size_t nreplaces, cap;
+		int64_t delay_ms; /* ours: the policy's delay.max */
 		yaml_mark_t unit_mark, mark, replaces_mark, algorithm_mark;
 		unsigned seen;
 	} limit;
@@ -221,7 +222,7 @@ static int set_replaces(struct yparser *P, const struct ykey *k, void *dst)
 	return yp_seq(P, k, "entries", replace_entry, lf, &n);
 }
 
-enum { LMK_UNIT, LMK_RPU, LMK_UNLIMITED, LMK_NAME, LMK_REPLACES, LMK_ALGORITHM, LMK_N };
+enum { LMK_UNIT, LMK_RPU, LMK_UNLIMITED, LMK_NAME, LMK_REPLACES, LMK_ALGORITHM, LMK_DELAY, LMK_N };
 static const struct ykey limit_keys[LMK_N] = {
 	[LMK_UNIT] = {"unit", set_string_any, offsetof(struct limit_form, unit), 0, 0, YP_RELOAD,
 		      NULL, NULL},
@@ -234,6 +235,9 @@ static const struct ykey limit_keys[LMK_N] = {
 	[LMK_REPLACES] = {"replaces", set_replaces, 0, 0, 0, YP_RELOAD, NULL, NULL},
 	[LMK_ALGORITHM] = {"algorithm", set_string_any, offsetof(struct limit_form, algorithm), 0,
 			   0, YP_RELOAD, NULL, NULL},
+	/* ours, as `algorithm`: a policy's delay: {max} (docs/envoy.md) */
+	[LMK_DELAY] = {"delay", yp_set_duration, offsetof(struct limit_form, delay_ms), 1,
+		       POLICY_DELAY_MAX_MS, YP_RELOAD, NULL, NULL},
 };
 
 static int set_rate_limit(struct yparser *P, const struct ykey *k, void *dst)
@@ -395,6 +399,7 @@ static int make_limit(struct yparser *P, struct desc_form *f, enum policy_algo a
 	p->nlimits = 1;
 	p->on_store_error = POLICY_ON_ERROR_INHERIT;
 	p->shadow = f->shadow ? 1 : -1;
+	p->delay.max_ms = lf->delay_ms;
 	if (!l->unlimited && l->requests_per_unit > 0) {
 		int64_t n = l->requests_per_unit;
 		p->limits[0] = (struct policy_limit){n, n, envoy_unit_seconds(l->unit) * 1000};

@@ -200,6 +200,46 @@ class GrpcTest(DaemonTest):
         self.assertEqual(c.call("web", [[("plan", "free"), ("user", "u1")]]).statuses[0]
                          .current_limit.unit, 4)  # DAY
 
+    def test_a_delay_answers_within_the_call_deadline(self):
+        """A rule's delay (ours, as `algorithm`): Envoy's RLS call returns
+        later, OK, when its slot comes within the rule's delay and within
+        the call's deadline (grpc-timeout); past either, OVER_LIMIT at once."""
+        rules = ("domain: slow\ndescriptors:\n"
+                 "  - key: user\n"
+                 "    rate_limit: {unit: second, requests_per_unit: 10, algorithm: funnel,"
+                 " delay: 2s}\n"
+                 "  - key: page\n"
+                 "    rate_limit: {unit: second, requests_per_unit: 2, delay: 1500ms}\n")
+        d, c = self.start(rules=rules)
+        # a funnel of 10/s: 10 at once, then one each 100 ms within the deadline
+        got, took = [], []
+        for _ in range(14):
+            t = time.monotonic()
+            got.append(overall(c.call("slow", [[("user", "ann")]], timeout=3)))
+            took.append(time.monotonic() - t)
+        self.assertEqual(got, ["OK"] * 14)
+        self.assertLess(max(took[:10]), 0.25 * SLOW, took)
+        for w in took[11:]:
+            self.assertGreater(w, 0.05, took)
+        # a deadline of 50 ms is shorter than the next slot: OVER_LIMIT at once
+        self.assertEqual(overall(c.call("slow", [[("user", "ann")]], timeout=0.05)),
+                         "OVER_LIMIT")
+        # a fixed window of 2/s: the third runs at the next second (of
+        # Redis's clock, where the windows start), counted there
+        with self.redis.resp() as r:
+            us = int(r.call("TIME")[1])
+        time.sleep((1_000_000 - us) / 1e6 + 0.05)
+        got = [overall(c.call("slow", [[("page", "p")]], timeout=3)) for _ in range(2)]
+        t = time.monotonic()
+        third = c.call("slow", [[("page", "p")]], timeout=3)
+        waited = time.monotonic() - t
+        self.assertEqual(got + [overall(third)], ["OK"] * 3)
+        self.assertGreater(waited, 0.5)
+        self.assertLess(waited, 1.0 + 0.1 * SLOW)
+        self.assertEqual(statuses(third)[0][:3], ("OK", 2, 1))
+        m = scrape_metrics(d.mport)
+        self.assertGreaterEqual(m["ratelimitd_delayed_total"], 4)
+
     def test_unknown_domain_is_ok_and_counted(self):
         d, c = self.start(redis=False)
         r = c.call("nosuch", [[("remote_address", "1.1.1.1")],

@@ -161,13 +161,16 @@ START_TEST(test_windows_and_names)
 	r = load("domain: x\nalgorithm: sliding_window_counter\ndescriptors:\n"
 		 "  - {key: a, rate_limit: {unit: second, requests_per_unit: 5}}\n"
 		 "  - {key: b, rate_limit: {unit: second, requests_per_unit: 5, "
-		 "algorithm: funnel}}\n",
+		 "algorithm: funnel, delay: 250ms}}\n",
 		 err, sizeof(err));
 	ck_assert_msg(r != NULL, "%s", err);
 	d = envoy_domain_find(r, "x", 1);
 	struct envoy_entry a = {"a", 1, "1", 1}, b = {"b", 1, "1", 1};
 	ck_assert_int_eq(envoy_lookup(d, &a, 1)->policy.algo, POLICY_SLIDING_COUNTER);
+	ck_assert_int_eq(envoy_lookup(d, &a, 1)->policy.delay.max_ms, 0);
 	ck_assert_int_eq(envoy_lookup(d, &b, 1)->policy.algo, POLICY_FUNNEL);
+	/* a rule's delay (ours): the policy's delay.max */
+	ck_assert_int_eq(envoy_lookup(d, &b, 1)->policy.delay.max_ms, 250);
 	envoy_rules_free(r);
 }
 END_TEST
@@ -205,6 +208,9 @@ START_TEST(test_errors)
 		{"domain: d\ndescriptors:\n  - {key: k}\nalgorithm: funnel\n",
 		 "algorithm: must come before descriptors"},
 		{"domain: d\ndescriptors:\n  - [a]\n", "expected a descriptor"},
+		{"domain: d\ndescriptors:\n  - {key: k, rate_limit: {unit: second, "
+		 "requests_per_unit: 1, delay: 61s}}\n",
+		 "delay: must be from 1ms to 60s"},
 		{"domain: d\nbogus: 1\n", "unknown key"},
 		/* a control byte quoted from the file is shown as '?' (found by
 		 * fuzz_envoy: the message was two lines) */
