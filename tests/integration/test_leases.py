@@ -400,7 +400,8 @@ class LeasesTest(DaemonTest):
         port, gone = free_port(), free_port()
         pol = {"a": "{algorithm: concurrency, limit: 2, lease: 30s, on_store_error: allow}",
                "d": "{algorithm: concurrency, limit: 2, lease: 30s, on_store_error: deny}",
-               "e": "{algorithm: concurrency, limit: 2, lease: 30s, on_store_error: error}"}
+               "e": "{algorithm: concurrency, limit: 2, lease: 30s, on_store_error: error}",
+               "l": "{algorithm: concurrency, limit: 2, lease: 30s, on_store_error: local}"}
         d = self.start_daemon(config=make_config(['"127.0.0.1:%d"' % port],
                                                  {"address": "127.0.0.1:%d" % gone,
                                                   "timeout": "100ms"}, pol), port=port)
@@ -408,6 +409,8 @@ class LeasesTest(DaemonTest):
             self.assertEqual(c.request("ACQUIRE hal a"), "ALLOWED 2 -1 0 -1")
             self.assertEqual(c.request("ACQUIRE hal d"), "DENIED 2 -1 1000 -1")
             self.assertRegex(c.request("ACQUIRE hal e"), r"^ERR store-unavailable ")
+            # local keeps no leases: each daemon would hand out the limit
+            self.assertRegex(c.request("ACQUIRE hal l"), r"^ERR store-unavailable ")
             self.assertRegex(c.request("RELEASE a:aGFs:0123456789abcdef:1"),
                              r"^ERR store-unavailable ")
 
