@@ -117,7 +117,8 @@ static void check_reply(struct store_replay *r, const struct vector_step *s,
 	}
 }
 
-START_TEST(test_vectors)
+/* Every decision of a vectors file through the store; at least min. */
+static void replay_file(const char *path, int min)
 {
 	struct fixture f;
 	fixture_open(&f, 1000);
@@ -127,28 +128,22 @@ START_TEST(test_vectors)
 	r.reply = check_reply;
 	store_memory_set_clock(f.s, store_replay_clock, &r);
 	vector_failures = 0;
-	int n = store_replay_file(&r, TEST_SRCDIR "/tests/vectors.txt");
-	ck_assert_int_gt(n, 50);
+	int n = store_replay_file(&r, path);
+	ck_assert_int_gt(n, min);
 	ck_assert_int_eq(vector_failures, 0);
 	fixture_close(&f);
+}
+
+START_TEST(test_vectors)
+{
+	replay_file(TEST_SRCDIR "/tests/vectors.txt", 50);
 }
 END_TEST
 
 /* An ALLOW that may wait (store_request.wait_ms), as the script's "d". */
 START_TEST(test_delay_vectors)
 {
-	struct fixture f;
-	fixture_open(&f, 1000);
-	struct store_replay r;
-	memset(&r, 0, sizeof(r));
-	r.s = f.s;
-	r.reply = check_reply;
-	store_memory_set_clock(f.s, store_replay_clock, &r);
-	vector_failures = 0;
-	int n = store_replay_file(&r, TEST_SRCDIR "/tests/vectors_delay.txt");
-	ck_assert_int_gt(n, 20);
-	ck_assert_int_eq(vector_failures, 0);
-	fixture_close(&f);
+	replay_file(TEST_SRCDIR "/tests/vectors_delay.txt", 20);
 }
 END_TEST
 
