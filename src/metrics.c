@@ -29,6 +29,7 @@
 #include "config.h"
 #include "envoy_rules.h"
 #include "hist.h"
+#include "leases.h"
 #include "listener.h"
 #include "local.h"
 #include "log.h"
@@ -163,6 +164,35 @@ static void action_shadow_denied(struct evbuffer *b, const char *name, const str
 			evbuffer_add_printf(b, "%s{action=\"%s\"} %llu\n", name, p->name,
 					    a->shadow_denied);
 	}
+}
+
+/* Per concurrency policy of the running configuration: its leases held
+ * (granted here) or expired. */
+static void action_leases(struct evbuffer *b, const char *name, const struct scrape *s, int expired)
+{
+	const struct config *cfg = s->cfg;
+	for (size_t i = 0; i < cfg->npolicies; i++) {
+		const struct policy *p = &cfg->policies[i];
+		const struct stats_action *a = stats_action_of(cfg, p);
+		if (a && p->algo == POLICY_CONCURRENCY) {
+			if (expired)
+				evbuffer_add_printf(b, "%s{action=\"%s\"} %llu\n", name, p->name,
+						    a->leases_expired);
+			else
+				evbuffer_add_printf(b, "%s{action=\"%s\"} %lld\n", name, p->name,
+						    a->leases_held);
+		}
+	}
+}
+
+static void action_leases_held(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	action_leases(b, name, s, 0);
+}
+
+static void action_leases_expired(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	action_leases(b, name, s, 1);
 }
 
 static void store_errors(struct evbuffer *b, const char *name, const struct scrape *s)
@@ -398,8 +428,8 @@ static const struct family families[] = {
 	 "Never charged.",
 	 .samples = auth_failures},
 	{"ratelimitd_delayed_total", "counter",
-	 "Requests a funnel's delay answered ALLOWED later instead of DENIED now (their slot "
-	 "reserved when they came).",
+	 "Requests a policy's delay (or WAIT) answered ALLOWED later instead of DENIED now "
+	 "(their slot reserved when they came).",
 	 .count = delayed},
 	{"ratelimitd_delayed_waiting", "gauge",
 	 "Requests waiting now for their delayed slot (at most max_delayed).",
@@ -407,8 +437,20 @@ static const struct family families[] = {
 	{"ratelimitd_leases_total", "counter",
 	 "Concurrency leases (algorithm: concurrency), by event: acquired, released (RELEASE), "
 	 "released_on_close (the connection that took it closed), expired (found past its "
-	 "lease, never released), failed (the store could not answer a lease request).",
+	 "lease, never released), failed (the store could not answer a lease request), "
+	 "unbooked (granted past the 1048576 leases a daemon books for "
+	 "ratelimitd_leases_held).",
 	 .samples = lease_events},
+	{"ratelimitd_leases_held", "gauge",
+	 "Concurrency leases this daemon granted and holds now, per action: neither released "
+	 "nor reset through it nor past their expiry. Summed over the daemons: the leases "
+	 "held, when each is released through the daemon that granted it (always so for line "
+	 "and RESP leases).",
+	 .samples = action_leases_held},
+	{"ratelimitd_leases_expired_total", "counter",
+	 "Concurrency leases this daemon granted that ran out without a RELEASE through it "
+	 "(or that a RELEASE or RENEW through it found gone), per action.",
+	 .samples = action_leases_expired},
 	{"ratelimitd_identity_requests_total", "counter",
 	 "Requests taken from each identity (listen[].auth: required), by its name.",
 	 .samples = identity_requests},
@@ -484,6 +526,8 @@ static void render(struct metrics *m, struct evbuffer *b)
 {
 	struct scrape s = {.m = m, .cfg = server_config(m->srv), .store = server_store(m->srv)};
 	store_health(s.store, &s.health);
+	if (server_leases(m->srv)) /* the held leases as of now */
+		leases_sweep(server_leases(m->srv));
 	process_read(&s.proc);
 	for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
 		const struct family *f = &families[i];

@@ -61,6 +61,11 @@ struct store *server_store(const struct server *srv)
 	return srv->env.store;
 }
 
+struct leases *server_leases(const struct server *srv)
+{
+	return srv->env.leases;
+}
+
 size_t server_nclients(const struct server *srv)
 {
 	return clients_count(srv->clients);

@@ -30,6 +30,8 @@ struct tls_server_files;
 void server_tls_files(const struct config_listen_tls *t, struct tls_server_files *f);
 struct config *server_config(const struct server *srv);
 struct store *server_store(const struct server *srv);
+/* Concurrency leases (leases.h); NULL when out of memory. */
+struct leases *server_leases(const struct server *srv);
 /* The local fallback (on_store_error: local); NULL when out of memory. */
 struct local *server_local(const struct server *srv);
 /* Stops accepting; each client is closed once its in-flight replies are written.

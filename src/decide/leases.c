@@ -18,14 +18,17 @@
 #include "decide.h"
 #include "keys.h"
 #include "lease.h"
+#include "lease_book.h"
 #include "policy.h"
 #include "siphash.h"
 #include "stats.h"
 #include "store.h"
 
 #define BUCKETS 1024 /* the memory table's, doubled as it fills */
-/* a sweep of expired sets at most this often (us) */
+/* a sweep of expired sets (and of the book) at most this often (us) */
 #define SWEEP_US 1000000
+/* the most leases a daemon books for its metrics (lease_book.h) */
+#define BOOK_MAX (1 << 20)
 
 /* One key's leases, in the memory table. */
 struct lset {
@@ -42,6 +45,8 @@ struct leases {
 	struct lset **buckets;
 	size_t nbuckets, n;
 	int64_t swept_us;
+	struct lease_book *book; /* the leases granted here, for the metrics */
+	int64_t book_swept_us;
 };
 
 struct leases *leases_new(void)
@@ -56,11 +61,21 @@ struct leases *leases_new(void)
 	}
 	l->nbuckets = BUCKETS;
 	l->buckets = calloc(l->nbuckets, sizeof(*l->buckets));
-	if (!l->buckets) {
+	l->book = lease_book_new(BOOK_MAX);
+	if (!l->buckets || !l->book) {
+		free(l->buckets);
+		lease_book_free(l->book);
 		free(l);
 		return NULL;
 	}
 	return l;
+}
+
+void leases_sweep(struct leases *l)
+{
+	int64_t now = (int64_t)clock_mono_us();
+	l->book_swept_us = now;
+	lease_book_sweep(l->book, now);
 }
 
 void leases_free(struct leases *l)
@@ -74,6 +89,7 @@ void leases_free(struct leases *l)
 			free(e);
 		}
 	free(l->buckets);
+	lease_book_free(l->book);
 	free(l);
 }
 
@@ -167,22 +183,58 @@ static const char *op_arg(enum lease_op op)
 /* What a request left for its answer. */
 struct call {
 	struct cmd_slot *slot; /* NULL: detached (a closed connection's release) */
+	struct leases *l;
 	const struct policy *p;
 	enum lease_op op;
+	uint64_t nonce; /* the lease's (not for RESET) */
+	uint64_t pair;	/* its key's hash: RESET finds the pair's leases by it */
 	size_t id_len;
 	char id[LEASE_ID_MAX];
 };
+
+/* What an answer changes in the book of leases granted here. */
+static void book(struct call *c, const struct config *cfg, const struct lease_result *r)
+{
+	struct lease_book *b = c->l->book;
+	int64_t expiry = (int64_t)clock_mono_us() + r->ms * 1000;
+	switch (c->op) {
+	case LEASE_ACQUIRE:
+		if (r->ok && lease_book_granted(b, c->nonce, c->pair, expiry,
+						stats_action_counters(cfg, c->p)) < 0)
+			stats.leases[STATS_LEASE_UNBOOKED]++;
+		return;
+	case LEASE_RENEW:
+		if (r->ok)
+			lease_book_renewed(b, c->nonce, expiry);
+		else
+			lease_book_gone(b, c->nonce);
+		return;
+	case LEASE_RELEASE:
+		if (r->ok)
+			lease_book_released(b, c->nonce);
+		else
+			lease_book_gone(b, c->nonce);
+		return;
+	case LEASE_RESET:
+		lease_book_reset(b, c->pair);
+		return;
+	case LEASE_PEEK:
+		return;
+	}
+}
 
 static void answer(struct call *c, const struct lease_result *r)
 {
 	struct cmd_slot *slot = c->slot;
 	stats.leases[STATS_LEASE_EXPIRED] += (unsigned long long)r->expired;
+	/* a detached call (a release) has no configuration and needs none */
+	const struct config *cfg = slot ? slot->cfg : NULL;
+	book(c, cfg, r);
 	if (!slot) {
 		if (r->ok)
 			stats.leases[STATS_LEASE_RELEASED_ON_CLOSE]++;
 		return;
 	}
-	const struct config *cfg = slot->cfg;
 	switch (c->op) {
 	case LEASE_ACQUIRE:
 	case LEASE_RENEW:
@@ -285,6 +337,14 @@ static void run(struct config *cfg, const struct cmd_env *env, struct call *c,
 	char key[KEYS_MAX];
 	size_t klen = keys_build(key, cfg->prefix, strlen(cfg->prefix), p, 0, user, ulen);
 	int64_t limit = p->limits[0].count, lease_ms = p->limits[0].period_ms;
+	struct leases *l = env->leases;
+	c->l = l;
+	c->pair = siphash24(l->seed, key, klen);
+	int64_t now = (int64_t)clock_mono_us();
+	if (now - l->book_swept_us >= SWEEP_US) {
+		l->book_swept_us = now;
+		lease_book_sweep(l->book, now);
+	}
 	if (store_local(env->store)) {
 		struct lease_result r;
 		if (!env->leases || memory_apply(env->leases, key, klen, c->op, member, cost, limit,
@@ -341,8 +401,9 @@ void leases_execute(struct config *cfg, const struct cmd_env *env, const struct 
 	case CMD_ACQUIRE: {
 		c->op = LEASE_ACQUIRE;
 		int64_t cost = pc->cost > 0 ? pc->cost : 1;
+		c->nonce = nonce(env->leases);
 		c->id_len = lease_id_format(c->id, p->name, p->name_len, pc->user, pc->user_len,
-					    nonce(env->leases), cost);
+					    c->nonce, cost);
 		struct lease_id id;
 		if (lease_id_parse(c->id, c->id_len, &id) < 0) { /* cannot be */
 			free(c);
@@ -368,6 +429,7 @@ void leases_execute(struct config *cfg, const struct cmd_env *env, const struct 
 		}
 		memcpy(c->id, pc->lease_id, pc->lease_id_len);
 		c->id_len = pc->lease_id_len;
+		c->nonce = id.nonce;
 		run(cfg, env, c, p, id.user, id.user_len, id.member, id.cost);
 		return;
 	}
@@ -392,5 +454,6 @@ void leases_release_detached(struct config *cfg, const struct cmd_env *env, cons
 		return;
 	c->op = LEASE_RELEASE;
 	c->p = p;
+	c->nonce = lid.nonce;
 	run(cfg, env, c, p, lid.user, lid.user_len, lid.member, lid.cost);
 }

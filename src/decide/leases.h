@@ -20,6 +20,9 @@ struct policy;
  * out of memory. */
 struct leases *leases_new(void);
 void leases_free(struct leases *l);
+/* Drops from the metrics' book the leases past their expiry (a scrape:
+ * ratelimitd_leases_held is then current). */
+void leases_sweep(struct leases *l);
 
 /*
  * Executes pc on the concurrency policy p (ACQUIRE; RESET, which forgets

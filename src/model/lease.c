@@ -112,9 +112,13 @@ int lease_id_parse(const char *s, size_t len, struct lease_id *out)
 	const char *nonce = c2 + 1;
 	if (end - nonce < LEASE_NONCE_LEN + 2 || nonce[LEASE_NONCE_LEN] != ':')
 		return -1;
-	for (int i = 0; i < LEASE_NONCE_LEN; i++)
-		if (!((nonce[i] >= '0' && nonce[i] <= '9') || (nonce[i] >= 'a' && nonce[i] <= 'f')))
+	uint64_t n = 0;
+	for (int i = 0; i < LEASE_NONCE_LEN; i++) {
+		char h = nonce[i];
+		if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f')))
 			return -1;
+		n = n << 4 | (uint64_t)(h <= '9' ? h - '0' : h - 'a' + 10);
+	}
 	const char *cost = nonce + LEASE_NONCE_LEN + 1;
 	int64_t c;
 	if (decimal_parse(cost, (size_t)(end - cost), 2147483647LL, &c) < 0 || c < 1)
@@ -126,6 +130,7 @@ int lease_id_parse(const char *s, size_t len, struct lease_id *out)
 	out->action_len = alen;
 	out->user_len = (size_t)ul;
 	out->cost = c;
+	out->nonce = n;
 	out->member_len = (size_t)(end - nonce);
 	/* the member as member_put writes it: no leading zeros in the cost */
 	if (out->member_len >= sizeof(out->member) || (cost[0] == '0'))

@@ -30,6 +30,7 @@ struct lease_id {
 	char member[LEASE_MEMBER_MAX]; /* "<nonce>:<cost>": the lease in its set */
 	size_t member_len;
 	int64_t cost;
+	uint64_t nonce; /* the member's nonce, its 16 hex digits read */
 };
 
 /* Writes the id of a lease (out: LEASE_ID_MAX bytes; NUL-terminated);

@@ -121,6 +121,11 @@ const struct stats_action *stats_action_of(const struct config *cfg, const struc
 	return action_of(cfg, p);
 }
 
+struct stats_action *stats_action_counters(const struct config *cfg, const struct policy *p)
+{
+	return action_of(cfg, p);
+}
+
 void stats_count_decision(const struct config *cfg, const struct policy *p, enum stats_from from,
 			  int allowed)
 {
@@ -175,6 +180,8 @@ const char *stats_lease_event_name(enum stats_lease_event e)
 		return "expired";
 	case STATS_LEASE_FAILED:
 		return "failed";
+	case STATS_LEASE_UNBOOKED:
+		return "unbooked";
 	case STATS_LEASE_N:
 		break;
 	}

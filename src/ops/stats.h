@@ -67,6 +67,7 @@ enum stats_lease_event {
 	STATS_LEASE_RELEASED_ON_CLOSE, /* by the close of the connection that took it */
 	STATS_LEASE_EXPIRED,	       /* found past its expiry, never released */
 	STATS_LEASE_FAILED,	       /* a lease request the store could not answer */
+	STATS_LEASE_UNBOOKED,	       /* granted past the book's bound (lease_book.h) */
 	STATS_LEASE_N
 };
 const char *stats_lease_event_name(enum stats_lease_event e);
@@ -106,7 +107,7 @@ struct stats {
 	unsigned long long client_tls_handshakes; /* finished */
 	unsigned long long auth_failures[STATS_AUTH_N];
 	unsigned long long leases[STATS_LEASE_N];
-	unsigned long long delayed; /* requests answered later (a funnel's delay) */
+	unsigned long long delayed; /* requests answered later (a delay) */
 	unsigned delayed_waiting;   /* of them, waiting now */
 	/* gRPC ShouldRateLimit calls for a domain no envoy rule file has */
 	unsigned long long envoy_unknown_domain;
@@ -132,6 +133,10 @@ extern struct stats stats;
 struct stats_action {
 	unsigned long long decisions[STATS_FROM_N][2]; /* as in struct stats */
 	unsigned long long shadow_denied;
+	/* concurrency: leases granted here and held (lease_book.h), and those
+	 * of them that ran out or were found gone without a RELEASE here */
+	long long leases_held;
+	unsigned long long leases_expired;
 	size_t name_len;
 	char name[POLICY_NAME_MAX + 1];
 };
@@ -150,6 +155,8 @@ void stats_count_shadow(const struct config *cfg, const struct policy *p);
 void stats_bind(const struct config *cfg);
 /* The counters of p (of the running configuration), or NULL. */
 const struct stats_action *stats_action_of(const struct config *cfg, const struct policy *p);
+/* The same, to count into (lease_book.c). */
+struct stats_action *stats_action_counters(const struct config *cfg, const struct policy *p);
 /* The counters of name if it was ever counted, or NULL (creates nothing:
  * for listing rules that may never be used, such as envoy rules). */
 const struct stats_action *stats_action_find(const char *name, size_t len);

@@ -173,6 +173,59 @@ class LeasesTest(DaemonTest):
             'ratelimitd_leases_total{event="released_on_close"}'] == 2, 5 * SLOW,
             what="the checker's lease released on close")
 
+    def test_leases_held_per_action_across_three_daemons(self):
+        """ratelimitd_leases_held{action}: what each daemon granted and
+        holds; summed over the daemons, what Redis holds (each released
+        through the daemon that granted it). Released, released on close,
+        reset, expired (counted in ratelimitd_leases_expired_total)."""
+        self.redis = self.start_redis()
+        mports = [free_port() for _ in range(3)]
+        ds = [self.start_daemon(POLICIES, name="rl%d" % i,
+                                metrics='{listen: "127.0.0.1:%d"}' % mports[i])
+              for i in range(3)]
+
+        def gauges(name):
+            return [scrape_metrics(m).get('%s{action="%s"}' % name, -1) for m in mports]
+
+        def in_redis(user, action):
+            with self.redis.resp() as r:
+                return len(r.call("ZRANGE", "rl:{%s:%s}:l" % (action, user), 0, -1))
+        cs = [Client(d.port) for d in ds]
+        for c in cs:
+            self.addCleanup(c.close)
+        ids = [cs[0].request("ACQUIRE ann export").split()[-1],
+               cs[0].request("ACQUIRE bob export 2").split()[-1],
+               cs[1].request("ACQUIRE ann export").split()[-1],
+               cs[2].request("ACQUIRE cy short").split()[-1]]
+        for i in ids:
+            self.assertRegex(i, ID)
+        self.assertEqual(gauges(("ratelimitd_leases_held", "export")), [2, 1, 0])
+        self.assertEqual(gauges(("ratelimitd_leases_held", "short")), [0, 0, 1])
+        self.assertEqual(sum(gauges(("ratelimitd_leases_held", "export"))),
+                         in_redis("ann", "export") + in_redis("bob", "export"))
+        # the reply policy is no concurrency policy: not listed
+        self.assertEqual(scrape_metrics(mports[0]).get(
+            'ratelimitd_leases_held{action="reply"}'), None)
+        self.assertEqual(cs[0].request("RELEASE " + ids[0]), "OK")
+        self.assertEqual(gauges(("ratelimitd_leases_held", "export")), [1, 1, 0])
+        # a RESET through rl1 forgets ann's leases it granted
+        self.assertEqual(cs[1].request("RESET ann export"), "OK")
+        self.assertEqual(gauges(("ratelimitd_leases_held", "export")), [1, 0, 0])
+        # rl0's connection closes: bob's lease is released on close
+        cs[0].close()
+        wait_until(lambda: gauges(("ratelimitd_leases_held", "export"))[0] == 0, 5 * SLOW,
+                   what="the closed connection's lease off the gauge")
+        self.assertEqual(in_redis("bob", "export"), 0)
+        # cy's short lease (1 s), never released: expired at its time
+        wait_until(lambda: gauges(("ratelimitd_leases_held", "short"))[2] == 0, 5 * SLOW,
+                   what="the short lease expired")
+        self.assertEqual(gauges(("ratelimitd_leases_expired_total", "short")), [0, 0, 1])
+        self.assertEqual(gauges(("ratelimitd_leases_expired_total", "export")), [0, 0, 0])
+        # a RELEASE through another daemon finds it gone: harmless, and the
+        # granting daemon has already counted it expired
+        self.assertRegex(cs[1].request("RELEASE " + ids[3]), r"^ERR no-lease ")
+        self.assertEqual(gauges(("ratelimitd_leases_expired_total", "short")), [0, 0, 1])
+
     def test_release_renew_and_expiry(self):
         self.redis = self.start_redis()
         mport = free_port()

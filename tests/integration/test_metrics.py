@@ -591,7 +591,8 @@ class MetricsDocTest(DaemonTest):
             self.start_daemon(config="listen: [127.0.0.1:%d, {address: 127.0.0.1:%d, auth: "
                               "required}]\n%s\nmetrics: {listen: 127.0.0.1:%d}\nidentities: "
                               "{app: {token_env: RL_METRICS_TOKEN, rights: [decide]}}\n"
-                              "policies: {reply: 5/60s}\n"
+                              "policies: {reply: 5/60s, export: {algorithm: concurrency, "
+                              "limit: 2, lease: 30s}}\n"
                               % (port, aport, store, mport), port=port, name="rl%d" % port)
             with Client(aport) as c:
                 self.assertEqual(c.request("AUTH metrics-test-token-0123456789"), "OK")
