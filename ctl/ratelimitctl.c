@@ -40,6 +40,7 @@ struct ctl {
 	struct ctl_ctx x; /* address: -s; NULL: from the config file, else the defaults */
 	const char *config_path;
 	const char *pid_file; /* -p; NULL: the default, else systemctl */
+	int64_t wait_ms;      /* -w: allow may wait this long (WAIT); -1: not given */
 	int fd;
 	char in[CTL_REPLY_MAX];
 	size_t in_len, consumed; /* consumed: the last reply's line */
@@ -77,6 +78,8 @@ static void usage(FILE *f)
 		"                        without one, `systemctl reload ratelimitd`)\n"
 		"  -j, --json            print one JSON object\n"
 		"  -T, --timeout DUR     give up after DUR (default 5s; 500ms, 2s...)\n"
+		"  -w, --wait DUR        allow: wait up to DUR (at most 60s) for a delayed slot\n"
+		"                        (WAIT; the timeout is counted after it)\n"
 		"  -k, --token-file FILE AUTH with the token in FILE first (a listener with\n"
 		"                        auth: required; default: RATELIMITCTL_TOKEN, if set);\n"
 		"                        rls and health send it as gRPC authorization\n"
@@ -286,6 +289,19 @@ static int cmd_decide(struct ctl *c, int peek, char **args, int nargs)
 				c->x.command);
 	int pairs = nargs / 2;
 	const char *verb = pairs > 1 ? (peek ? "MPEEK" : "MALLOW") : (peek ? "PEEK" : "ALLOW");
+	if (c->wait_ms >= 0) {
+		if (peek || pairs > 1)
+			return ctl_fail(&c->x, "usage",
+					"--wait goes with allow USER ACTION [COST] (one pair)");
+		/* ALLOW ... WAIT <ms>: the daemon may answer ALLOWED later */
+		char ms[24], *wargs[5];
+		snprintf(ms, sizeof(ms), "%lld", (long long)c->wait_ms);
+		for (int i = 0; i < nargs; i++)
+			wargs[i] = args[i];
+		wargs[nargs] = "WAIT";
+		wargs[nargs + 1] = ms;
+		return decision_request(c, verb, wargs, nargs + 2);
+	}
 	return decision_request(c, verb, args, nargs);
 }
 
@@ -612,13 +628,17 @@ static int run(struct ctl *c, char **args, int nargs)
 
 int main(int argc, char **argv)
 {
-	struct ctl c = {.x = {.timeout_ms = 5000}, .config_path = CONFIG_DEFAULT_PATH, .fd = -1};
+	struct ctl c = {.x = {.timeout_ms = 5000},
+			.config_path = CONFIG_DEFAULT_PATH,
+			.fd = -1,
+			.wait_ms = -1};
 	static const struct option longopts[] = {
 		{"address", required_argument, NULL, 's'},
 		{"config", required_argument, NULL, 'c'},
 		{"pid-file", required_argument, NULL, 'p'},
 		{"json", no_argument, NULL, 'j'},
 		{"timeout", required_argument, NULL, 'T'},
+		{"wait", required_argument, NULL, 'w'},
 		{"token-file", required_argument, NULL, 'k'},
 		{"tls", no_argument, NULL, OPT_TLS},
 		{"cacert", required_argument, NULL, OPT_CACERT},
@@ -632,7 +652,7 @@ int main(int argc, char **argv)
 	int opt;
 	char why[128];
 	/* "+": options end at the command, so a user may begin with '-' */
-	while ((opt = getopt_long(argc, argv, "+s:c:p:jT:k:Vh", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, "+s:c:p:jT:w:k:Vh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'k':
 			c.x.token_file = optarg;
@@ -673,6 +693,13 @@ int main(int argc, char **argv)
 				return ctl_fail(&c.x, "usage", "bad --timeout %s: %s", optarg,
 						c.x.timeout_ms <= 0 ? "must be more than 0" : why);
 			break;
+		case 'w':
+			if (policy_parse_duration(optarg, strlen(optarg), &c.wait_ms, why,
+						  sizeof(why)) < 0 ||
+			    c.wait_ms > 60000)
+				return ctl_fail(&c.x, "usage", "bad --wait %s: %s", optarg,
+						c.wait_ms > 60000 ? "at most 60s" : why);
+			break;
 		case 'V':
 			printf("ratelimitctl %s\n", RATELIMITD_VERSION);
 			return 0;
@@ -690,6 +717,8 @@ int main(int argc, char **argv)
 	}
 	if (!c.x.cert_file != !c.x.key_file)
 		return ctl_fail(&c.x, "usage", "--cert and --key go together");
+	if (c.wait_ms > 0) /* a delayed answer comes up to the wait later */
+		c.x.timeout_ms += c.wait_ms;
 	c.x.command = argv[optind];
 	int rc = run(&c, argv + optind + 1, argc - optind - 1);
 	ctl_close(&c.x, c.fd);

@@ -6,6 +6,7 @@ allowed, the answers 100 ms apart; past the bound, DENIED at once;
 max_delayed; SIGTERM answers the waiting at once; a client gone while
 waiting changes nothing else."""
 
+import os
 import signal
 import socket
 import sys
@@ -13,7 +14,7 @@ import threading
 import time
 import unittest
 
-from harness import SLOW, Client, DaemonTest, free_port, scrape_metrics, wait_until
+from harness import DAEMON, SLOW, Client, DaemonTest, free_port, scrape_metrics, wait_until
 
 POLICIES = {"smooth": "{algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 2s}}",
             "plain": "{algorithm: funnel, capacity: 1, rate: 10/1s}"}
@@ -330,6 +331,30 @@ class WindowDelayTest(DaemonTest):
                "%.0f ms apart" % (1000 * min(gaps), 1000 * max(gaps)))
         for g in gaps:
             self.assertLess(abs(g - 0.1), JITTER, gaps)
+
+    def test_ratelimitctl_waits(self):
+        """ratelimitctl --wait: ALLOW ... WAIT, its answer when it comes."""
+        import subprocess
+        self.redis = self.start_redis()
+        d = self.start_daemon({"one": "{algorithm: fixed_window, limits: 1/1s}"})
+        ctl = (os.environ.get("RATELIMITCTL") or
+               os.path.join(os.path.dirname(DAEMON), "ctl", "ratelimitctl"))
+
+        def run(*args):
+            t = time.monotonic()
+            p = subprocess.run([ctl, "-s", "127.0.0.1:%d" % d.port] + list(args),
+                               capture_output=True, text=True, timeout=20 * SLOW)
+            return p.returncode, p.stdout.strip(), time.monotonic() - t
+        self.after_a_second_starts()
+        self.assertEqual(run("allow", "rex", "one")[0], 0)
+        rc, out, took = run("-w", "10ms", "allow", "rex", "one")
+        self.assertEqual(rc, 1, out)  # the next window is further than 10 ms
+        rc, out, took = run("-w", "2s", "allow", "rex", "one")
+        self.assertEqual(rc, 0, out)  # answered at the next window
+        self.assertRegex(out, r"^allowed \(0 of 1 remaining")
+        self.assertGreater(took, 0.5)
+        rc, out, _ = run("-w", "2s", "peek", "rex", "one")
+        self.assertEqual(rc, 2)
 
     def test_memory_store_and_a_client_gone(self):
         """store: memory delays a window alike; clients gone while waiting
