@@ -32,7 +32,8 @@ static struct policy pol[NPOL];
 
 static void limit(struct policy *p, int i, int64_t cap, int64_t count, int64_t period_ms)
 {
-	p->limits[i] = (struct policy_limit){cap, count, period_ms};
+	p->limits[i] =
+		(struct policy_limit){.capacity = cap, .count = count, .period_ms = period_ms};
 	if (p->nlimits <= i)
 		p->nlimits = i + 1;
 }

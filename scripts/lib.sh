@@ -1,11 +1,12 @@
 # lib.sh - shell helpers shared by scripts/run and scripts/test (sourced, not run).
 
 # Debian packages needed to build the daemon and run it against a local Redis
-# (python3-yaml: scripts/run reads the config's addresses with it).
+# (python3-yaml: scripts/run reads the config's addresses with it; tzdata:
+# calendar windows' time zones).
 RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 	libevent-dev libhiredis-dev libyaml-dev libsystemd-dev check
 	libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler scdoc libssl-dev
-	redis-server redis-tools netcat-openbsd python3-yaml"
+	redis-server redis-tools netcat-openbsd python3-yaml tzdata"
 # What scripts/package needs to build and check the Debian package (no
 # fakeroot: debian/control says Rules-Requires-Root: no). The test suite
 # builds the package too (tests/package_check.py), so these are test

@@ -34,6 +34,7 @@ struct policy_form {
 	enum policy_on_error on_error;
 	int shadow;
 	struct policy_ban ban;
+	char timezone[CALENDAR_TZ_MAX + 1]; /* calendar windows' */
 	/* overrides as read; made into the policy's override set once its
 	 * algorithm and limits are known */
 	struct override_form *ov;
@@ -64,7 +65,7 @@ static int add_limit(struct yparser *P, const struct ykey *k, void *dst, size_t 
 	(void)i;
 	int rc = yp_scalar(P, k->name, "a rate such as 5/60s", &s, &len);
 	struct policy_limit *l = &f->limits[f->nlimits];
-	if (rc == 0 && policy_parse_rate(s, len, &l->count, &l->period_ms, why, sizeof(why)) < 0)
+	if (rc == 0 && policy_parse_limit(s, len, l, why, sizeof(why)) < 0)
 		rc = yp_failk(P, P->ev.start_mark, k->name, "%s", why);
 	l->capacity = l->count;
 	f->limit_marks[f->nlimits++] = P->ev.start_mark;
@@ -130,6 +131,26 @@ static int set_delay(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
+/* timezone: a name of tzdata, for calendar windows (lib/calendar.h). */
+static int set_timezone(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	char why[POLICY_ERR_MAX], tz[CALENDAR_TZ_MAX + 2];
+	if (yp_scalar(P, k->name, "a time zone such as Europe/Berlin", &s, &len) < 0)
+		return -1;
+	snprintf(tz, sizeof(tz), "%.*s", (int)(len < sizeof(tz) - 1 ? len : sizeof(tz) - 1), s);
+	if (len > CALENDAR_TZ_MAX || memchr(s, '\0', len) ||
+	    calendar_tz_check(tz, why, sizeof(why)) < 0) {
+		if (len > CALENDAR_TZ_MAX)
+			snprintf(why, sizeof(why), "a time zone's name is at most %d bytes",
+				 CALENDAR_TZ_MAX);
+		return yp_failk(P, P->ev.start_mark, k->name, "%s", why);
+	}
+	memcpy(dst, tz, strlen(tz) + 1);
+	return 0;
+}
+
 /* ban: {after: N, within: DURATION, for: DURATION}, all three required. */
 static int set_ban(struct yparser *P, const struct ykey *k, void *dst)
 {
@@ -156,6 +177,7 @@ enum {
 	PK_LIMIT,
 	PK_LEASE,
 	PK_DELAY,
+	PK_TIMEZONE,
 	PK_N
 };
 
@@ -194,17 +216,22 @@ static const struct ykey policy_keys[PK_N] = {
 		      24LL * 3600 * 1000, YP_PER_POLICY, NULL, NULL},
 	[PK_DELAY] = {"delay", set_delay, offsetof(struct policy_form, delay), 0, 0, YP_PER_POLICY,
 		      NULL, NULL},
+	[PK_TIMEZONE] = {"timezone", set_timezone, offsetof(struct policy_form, timezone), 0, 0,
+			 YP_PER_POLICY, NULL, NULL},
 };
 
-/* The keys an override's mapping may have: the policy's, limits only. */
-static const struct ykey override_keys[3] = {
+/* The keys an override's mapping may have: the policy's limits, and a
+ * time zone of its own for calendar windows (a customer's). */
+static const struct ykey override_keys[4] = {
 	[0] = {"limits", set_limits, 0, 0, POLICY_MAX_LIMITS, YP_PER_POLICY, NULL, NULL},
 	[1] = {"capacity", yp_set_int64, offsetof(struct policy_form, capacity), 1,
 	       POLICY_MAX_COUNT, YP_PER_POLICY, NULL, NULL},
 	[2] = {"rate", set_rate, offsetof(struct policy_form, rate), 0, 0, YP_PER_POLICY, NULL,
 	       NULL},
+	[3] = {"timezone", set_timezone, offsetof(struct policy_form, timezone), 0, 0,
+	       YP_PER_POLICY, NULL, NULL},
 };
-static const int override_pk[3] = {PK_LIMITS, PK_CAPACITY, PK_RATE};
+static const int override_pk[4] = {PK_LIMITS, PK_CAPACITY, PK_RATE, PK_TIMEZONE};
 
 /* One override: its user (or prefix*) and what applies to it, read as given. */
 static int override_entry(struct yparser *P, const struct ykey *k, void *dst)
@@ -273,10 +300,10 @@ static int override_entry(struct yparser *P, const struct ykey *k, void *dst)
 		return set_limits(P, &named, &o->f);
 	case YAML_MAPPING_START_EVENT: {
 		unsigned seen;
-		yaml_mark_t marks[3];
-		if (yp_map(P, o->shown, override_keys, 3, &o->f, &seen, marks) < 0)
+		yaml_mark_t marks[4];
+		if (yp_map(P, o->shown, override_keys, 4, &o->f, &seen, marks) < 0)
 			return -1;
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < 4; i++)
 			if (seen & (1u << i))
 				o->seen |= 1u << override_pk[i];
 		return 0;
@@ -349,12 +376,15 @@ static int override_policy(struct yparser *P, const struct policy *p, const char
 	d->overrides = NULL;
 	if (policy_algo_shape(p->algo) == POLICY_SHAPE_RATE) {
 		d->nlimits = 1;
-		d->limits[0] =
-			(struct policy_limit){of->capacity, of->rate.count, of->rate.period_ms};
+		d->limits[0] = (struct policy_limit){.capacity = of->capacity,
+						     .count = of->rate.count,
+						     .period_ms = of->rate.period_ms};
 	} else {
 		d->nlimits = of->nlimits;
 		memcpy(d->limits, of->limits, sizeof(d->limits));
 	}
+	if (o->seen & (1u << PK_TIMEZONE)) /* the customer's own */
+		memcpy(d->timezone, of->timezone, sizeof(d->timezone));
 	const char *why;
 	if (policy_validate(d, &why) < 0) {
 		free(d);
@@ -517,6 +547,7 @@ static int policy_from_form(struct yparser *P, struct policy *p, const char *nam
 	p->shadow = f->shadow;
 	p->ban = f->ban;
 	p->delay = f->delay;
+	memcpy(p->timezone, f->timezone, sizeof(p->timezone));
 	memcpy(p->limits, f->limits, sizeof(p->limits));
 	/* Validate one limit at a time so a bad or repeated window is reported
 	 * at the rate that introduced it. */
@@ -622,5 +653,5 @@ void config_policy_read_done(struct config_read *R, int handed)
 const struct ktable config_policy_table = {"policies.NAME.", policy_keys, PK_N, KT_POLICY, 0};
 const struct ktable config_ban_table = {"policies.NAME.ban.", ban_keys, BK_N, KT_POLICY, 0};
 const struct ktable config_delay_table = {"policies.NAME.delay.", delay_keys, DK_N, KT_POLICY, 0};
-const struct ktable config_override_table = {"policies.NAME.overrides.USER.", override_keys, 3,
+const struct ktable config_override_table = {"policies.NAME.overrides.USER.", override_keys, 4,
 					     KT_POLICY, 0};

@@ -402,7 +402,8 @@ static int make_limit(struct yparser *P, struct desc_form *f, enum policy_algo a
 	p->delay.max_ms = lf->delay_ms;
 	if (!l->unlimited && l->requests_per_unit > 0) {
 		int64_t n = l->requests_per_unit;
-		p->limits[0] = (struct policy_limit){n, n, envoy_unit_seconds(l->unit) * 1000};
+		p->limits[0] = (struct policy_limit){
+			.capacity = n, .count = n, .period_ms = envoy_unit_seconds(l->unit) * 1000};
 		const char *why;
 		if (policy_validate(p, &why) < 0) {
 			limit_free(l);

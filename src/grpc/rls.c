@@ -297,7 +297,8 @@ static const char *own_limit(struct rls_plan *plan, struct rls_desc *d, const Rl
 	p->on_store_error = POLICY_ON_ERROR_INHERIT;
 	p->shadow = -1;
 	int64_t n = l->requests_per_unit;
-	p->limits[0] = (struct policy_limit){n, n, envoy_unit_seconds(l->unit) * 1000};
+	p->limits[0] = (struct policy_limit){
+		.capacity = n, .count = n, .period_ms = envoy_unit_seconds(l->unit) * 1000};
 	if (n > 0) {
 		const char *why;
 		if (policy_validate(p, &why) < 0)

@@ -16,7 +16,7 @@
 #define ZONEINFO "/usr/share/zoneinfo/"
 
 static const char *const unit_names[CALENDAR_UNIT_N] = {
-	[CALENDAR_NONE] = "", [CALENDAR_DAY] = "day", [CALENDAR_WEEK] = "week",
+	[CALENDAR_NONE] = "",	    [CALENDAR_DAY] = "day",   [CALENDAR_WEEK] = "week",
 	[CALENDAR_MONTH] = "month", [CALENDAR_YEAR] = "year",
 };
 
@@ -230,11 +230,9 @@ struct cached {
 static struct cached cache[CACHE_N];
 static unsigned cache_next;
 
-int calendar_bounds(const char *tz, enum calendar_unit u, int anchor, int64_t now_ms,
-		    int64_t b[5])
+int calendar_bounds(const char *tz, enum calendar_unit u, int anchor, int64_t now_ms, int64_t b[5])
 {
-	if (u == CALENDAR_NONE || !calendar_anchor_valid(u, anchor) ||
-	    strlen(tz) > CALENDAR_TZ_MAX)
+	if (u == CALENDAR_NONE || !calendar_anchor_valid(u, anchor) || strlen(tz) > CALENDAR_TZ_MAX)
 		return -1;
 	for (int i = 0; i < CACHE_N; i++) {
 		struct cached *c = &cache[i];

@@ -20,6 +20,10 @@ enum calendar_unit {
 };
 #define CALENDAR_UNIT_N (CALENDAR_YEAR + 1)
 
+/* The longest "b0:b1:b2:b3:b4" of calendar_bounds, as the decision script
+ * takes them (five times 20 digits and a sign, four colons). */
+#define CALENDAR_ARG_MAX 112
+
 /* The longest time-zone name (an IANA name, e.g. America/Argentina/Buenos_Aires). */
 #define CALENDAR_TZ_MAX 63
 
@@ -47,7 +51,6 @@ int calendar_tz_check(const char *tz, char *err, size_t errlen);
  * month's last day; a year anchored on 29 February starts on 28 February
  * in other years. 0, or -1 when the zone cannot be read.
  */
-int calendar_bounds(const char *tz, enum calendar_unit u, int anchor, int64_t now_ms,
-		    int64_t b[5]);
+int calendar_bounds(const char *tz, enum calendar_unit u, int anchor, int64_t now_ms, int64_t b[5]);
 
 #endif

@@ -16,6 +16,13 @@ uint64_t clock_mono_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+int64_t clock_wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void clock_mono_set(clock_mono_fn *fn, void *arg)
 {
 	test_clock = fn;

@@ -58,13 +58,19 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 		n += decimal_put(out + n, (uint64_t)p->limits[index].period_ms);
 		break;
 	case POLICY_FIXED_WINDOW:
-		out[n++] = 'w';
-		n += decimal_put(out + n, (uint64_t)p->limits[index].period_ms);
+	case POLICY_SLIDING_COUNTER: {
+		const struct policy_limit *l = &p->limits[index];
+		out[n++] = p->algo == POLICY_FIXED_WINDOW ? 'w' : 'c';
+		if (l->calendar !=
+		    CALENDAR_NONE) { /* "wmonth": the window's start is in the value */
+			const char *u = calendar_unit_name(l->calendar);
+			memcpy(out + n, u, strlen(u));
+			n += strlen(u);
+		} else {
+			n += decimal_put(out + n, (uint64_t)l->period_ms);
+		}
 		break;
-	case POLICY_SLIDING_COUNTER:
-		out[n++] = 'c';
-		n += decimal_put(out + n, (uint64_t)p->limits[index].period_ms);
-		break;
+	}
 	case POLICY_CONCURRENCY: /* the leases held (lease.h), whatever their time */
 		out[n++] = 'l';
 		break;

@@ -15,6 +15,14 @@
 
 #include "policy.h"
 
+/* The window holding now, of a fixed period or a calendar (the script's
+ * frame): ids as the key's value carries them, times in us, lengths p in
+ * ms; cal: a calendar's, which a delay does not reach past. */
+struct frame {
+	int64_t id, prev, prev2, start, len, p, next_len, p_next;
+	int cal;
+};
+
 struct check {
 	int ok;
 	int64_t limit, remaining, retry, reset;
@@ -25,7 +33,8 @@ struct check {
 	double new_tat;
 	int64_t after_remaining;
 	/* fixed window, counter; nx what a delay counted in the next window */
-	int64_t cost, idx, to_end, cur, prev, nx, start, period, p, e, est;
+	int64_t cost, to_end, cur, prev, nx, e, est;
+	struct frame f;
 };
 
 static int64_t min64(int64_t a, int64_t b)
@@ -218,40 +227,72 @@ static int64_t window_of(int64_t now, int64_t period)
 	return now / period;
 }
 
+/* The script's frame: the window holding now, of a fixed period or of a
+ * calendar (its id the start in ms, the bounds from lib/calendar.c on
+ * now's clock, as the daemon sends them). -1 when the calendar cannot be
+ * read (the script fails such a decision too). */
+static int frame_of(const struct policy_limit *l, const char *tz, int64_t now, struct frame *f)
+{
+	if (l->calendar == CALENDAR_NONE) {
+		int64_t period = l->period_ms * 1000, idx = window_of(now, period);
+		*f = (struct frame){.id = idx,
+				    .prev = idx - 1,
+				    .prev2 = idx - 2,
+				    .start = idx * period,
+				    .len = period,
+				    .p = l->period_ms,
+				    .next_len = period,
+				    .p_next = l->period_ms};
+		return 0;
+	}
+	int64_t b[5];
+	int64_t ms = now >= 0 ? now / 1000 : -((-now + 999) / 1000);
+	if (calendar_bounds(tz, l->calendar, l->anchor, ms, b) < 0)
+		return -1;
+	*f = (struct frame){.id = b[2],
+			    .prev = b[1],
+			    .prev2 = b[0],
+			    .start = b[2] * 1000,
+			    .len = (b[3] - b[2]) * 1000,
+			    .p = b[3] - b[2],
+			    .next_len = (b[4] - b[3]) * 1000,
+			    .p_next = b[4] - b[3],
+			    .cal = 1};
+	return 0;
+}
+
 static void fixed_check(const struct policy_limit *l, const struct limiter_state *s, int64_t cost,
 			int64_t now, struct check *c)
 {
-	int64_t period = l->period_ms * 1000;
-	int64_t idx = window_of(now, period);
+	const struct frame *f = &c->f;
 	int64_t used = 0, nx = 0;
-	if (s->has_window && s->window == idx) {
+	if (s->has_window && s->window == f->id) {
 		used = s->n;
 		nx = s->next;
-	} else if (s->has_window && s->window == idx - 1) {
+	} else if (s->has_window && s->window == f->prev) {
 		used = s->next;
 	}
-	c->to_end = ceil_ms((double)((idx + 1) * period - now));
+	c->to_end = ceil_ms((double)(f->start + f->len - now));
 	c->limit = l->count;
 	c->used = used;
 	c->nx = nx;
 	c->cost = cost;
-	c->idx = idx;
-	c->period = period;
 	if (verdict(c, cost, l->count, used))
 		c->retry = c->to_end;
 	c->remaining = l->count - used > 0 ? l->count - used : 0;
 	if (nx > 0)
-		c->reset = ceil_ms((double)((idx + 2) * period - now));
+		c->reset = ceil_ms((double)(f->start + f->len + f->next_len - now));
 	else
 		c->reset = used > 0 ? c->to_end : 0;
 }
 
 static void fixed_write(struct limiter_state *s, int64_t now, struct check *c, int64_t used)
 {
-	c->reset = c->nx > 0 ? ceil_ms((double)((c->idx + 2) * c->period - now)) : c->to_end;
+	const struct frame *f = &c->f;
+	c->reset = c->nx > 0 ? ceil_ms((double)(f->start + f->len + f->next_len - now)) : c->to_end;
 	s->expire_us = expire_at(now, c->reset);
 	s->has_window = 1;
-	s->window = c->idx;
+	s->window = f->id;
 	s->n = used;
 	s->next = c->nx;
 }
@@ -264,19 +305,21 @@ static void fixed_commit(struct limiter_state *s, int64_t now, struct check *c)
 
 static int64_t fixed_at(const struct check *c, int64_t t)
 {
+	const struct frame *f = &c->f;
 	if (c->cost > c->limit)
 		return -1;
-	int64_t next_start = (c->idx + 1) * c->period;
+	int64_t next_start = f->start + f->len;
 	if (t < next_start && c->used + c->cost <= c->limit)
 		return t;
-	if (c->nx + c->cost <= c->limit && t < next_start + c->period)
+	if (!f->cal && c->nx + c->cost <= c->limit && t < next_start + f->next_len)
 		return max64(t, next_start);
 	return -1;
 }
 
 static void fixed_commit_at(struct limiter_state *s, int64_t now, int64_t t, struct check *c)
 {
-	if (t < (c->idx + 1) * c->period) {
+	const struct frame *f = &c->f;
+	if (t < f->start + f->len) {
 		fixed_commit(s, now, c);
 	} else {
 		c->nx += c->cost;
@@ -284,7 +327,7 @@ static void fixed_commit_at(struct limiter_state *s, int64_t now, int64_t t, str
 		c->remaining = c->limit - c->nx;
 	}
 	/* from when it runs: the end of the last window holding units */
-	c->reset = ceil_ms((double)((c->idx + (c->nx > 0 ? 2 : 1)) * c->period - t));
+	c->reset = ceil_ms((double)(f->start + f->len + (c->nx > 0 ? f->next_len : 0) - t));
 }
 
 /* The script's floor(n * (p - e) / p), in the same doubles. */
@@ -314,41 +357,42 @@ static int64_t first_ms(int64_t n, int64_t p, int64_t k, int64_t lo)
  * at most k (base: now, or when a delayed request runs). */
 static int64_t counter_wait(const struct check *c, int64_t cur, int64_t k, int64_t base)
 {
+	const struct frame *f = &c->f;
 	int64_t at = -1;
 	if (cur <= k) {
-		int64_t e = first_ms(c->prev, c->p, k - cur, c->e);
-		if (e < c->p)
+		int64_t e = first_ms(c->prev, f->p, k - cur, c->e);
+		if (e < f->p)
 			at = e * 1000;
 	}
 	if (at < 0) {
-		int64_t e = first_ms(cur, c->p, k, 0);
-		at = e < c->p ? c->period + e * 1000 : 2 * c->period;
+		int64_t e = first_ms(cur, f->p_next, k, 0);
+		at = f->len + (e < f->p_next ? e : f->p_next) * 1000;
 	}
-	return ceil_ms((double)(c->start + at - base));
+	return ceil_ms((double)(f->start + at - base));
 }
 
 static int64_t counter_reset(const struct check *c, int64_t cur, int64_t base)
 {
+	const struct frame *f = &c->f;
 	if (c->nx > 0)
-		return ceil_ms((double)(c->start + 2 * c->period +
-					first_ms(c->nx, c->p, 0, 0) * 1000 - base));
+		return ceil_ms((double)(f->start + f->len + f->next_len +
+					first_ms(c->nx, f->p_next, 0, 0) * 1000 - base));
 	return counter_wait(c, cur, 0, base);
 }
 
 static void counter_check(const struct policy_limit *l, const struct limiter_state *s, int64_t cost,
 			  int64_t now, struct check *c)
 {
-	int64_t period = l->period_ms * 1000;
-	int64_t idx = window_of(now, period);
+	const struct frame *f = &c->f;
 	int64_t cur = 0, prev = 0, nx = 0;
-	if (s->has_window && s->window == idx) {
+	if (s->has_window && s->window == f->id) {
 		cur = s->n;
 		prev = s->prev;
 		nx = s->next;
-	} else if (s->has_window && s->window == idx - 1) {
+	} else if (s->has_window && s->window == f->prev) {
 		cur = s->next;
 		prev = s->n;
-	} else if (s->has_window && s->window == idx - 2) {
+	} else if (s->has_window && s->window == f->prev2) {
 		prev = s->next;
 	}
 	c->limit = l->count;
@@ -356,12 +400,8 @@ static void counter_check(const struct policy_limit *l, const struct limiter_sta
 	c->prev = prev;
 	c->nx = nx;
 	c->cost = cost;
-	c->idx = idx;
-	c->start = idx * period;
-	c->period = period;
-	c->p = l->period_ms;
-	c->e = (now - c->start) / 1000;
-	c->est = cur + weighted(prev, c->p, c->e);
+	c->e = (now - f->start) / 1000;
+	c->est = cur + weighted(prev, f->p, c->e);
 	if (verdict(c, cost, l->count, c->est))
 		c->retry = counter_wait(c, cur, l->count - cost, now);
 	c->remaining = l->count - c->est > 0 ? l->count - c->est : 0;
@@ -370,12 +410,14 @@ static void counter_check(const struct policy_limit *l, const struct limiter_sta
 
 static void counter_write(struct limiter_state *s, int64_t now, struct check *c, int64_t cur)
 {
+	const struct frame *f = &c->f;
 	s->has_window = 1;
-	s->window = c->idx;
+	s->window = f->id;
 	s->n = cur;
 	s->prev = c->prev;
 	s->next = c->nx;
-	int64_t ends = c->start + (c->nx > 0 ? 3 : 2) * c->period;
+	/* the value counts until the window after the next one ends (as prev) */
+	int64_t ends = f->start + f->len + (c->nx > 0 ? 2 * f->next_len : f->p_next * 1000);
 	s->expire_us = expire_at(now, ceil_ms((double)(ends - now)));
 	c->reset = counter_reset(c, cur, now);
 }
@@ -389,19 +431,20 @@ static void counter_commit(struct limiter_state *s, int64_t now, struct check *c
 
 static int64_t counter_at(const struct check *c, int64_t t)
 {
+	const struct frame *f = &c->f;
 	int64_t limit = c->limit, cost = c->cost;
 	if (cost > limit)
 		return -1;
-	int64_t next_start = c->start + c->period;
+	int64_t next_start = f->start + f->len;
 	if (t < next_start && c->cur + cost <= limit) {
-		int64_t e = first_ms(c->prev, c->p, limit - cost - c->cur, (t - c->start) / 1000);
-		if (e < c->p)
-			return max64(t, c->start + e * 1000);
+		int64_t e = first_ms(c->prev, f->p, limit - cost - c->cur, (t - f->start) / 1000);
+		if (e < f->p)
+			return max64(t, f->start + e * 1000);
 	}
-	if (c->nx + cost <= limit && t < next_start + c->period) {
+	if (!f->cal && c->nx + cost <= limit && t < next_start + f->next_len) {
 		int64_t lo = t > next_start ? (t - next_start) / 1000 : 0;
-		int64_t e = first_ms(max64(c->cur, limit), c->p, limit - cost - c->nx, lo);
-		if (e < c->p)
+		int64_t e = first_ms(max64(c->cur, limit), f->p_next, limit - cost - c->nx, lo);
+		if (e < f->p_next)
 			return max64(t, next_start + e * 1000);
 	}
 	return -1;
@@ -409,42 +452,49 @@ static int64_t counter_at(const struct check *c, int64_t t)
 
 static void counter_commit_at(struct limiter_state *s, int64_t now, int64_t t, struct check *c)
 {
-	int64_t next_start = c->start + c->period, left;
+	const struct frame *f = &c->f;
+	int64_t next_start = f->start + f->len, left;
 	if (t < next_start) {
 		counter_write(s, now, c, c->cur + c->cost);
-		left = c->limit - c->cur - c->cost - weighted(c->prev, c->p, (t - c->start) / 1000);
+		left = c->limit - c->cur - c->cost - weighted(c->prev, f->p, (t - f->start) / 1000);
 		c->reset = counter_reset(c, c->cur + c->cost, t);
 	} else {
 		c->nx += c->cost;
 		counter_write(s, now, c, c->cur);
 		left = c->limit - c->nx -
-		       weighted(max64(c->cur, c->limit), c->p, (t - next_start) / 1000);
+		       weighted(max64(c->cur, c->limit), f->p_next, (t - next_start) / 1000);
 		c->reset = counter_reset(c, c->cur, t);
 	}
 	c->remaining = left > 0 ? left : 0;
 }
 
-/* One limit's check: its numbers and, when it passes, what committing writes. */
-static void check_limit(enum policy_algo algo, const struct policy_limit *l,
-			const struct limiter_state *s, int64_t cost, int64_t now, struct check *c)
+/* One limit's check: its numbers and, when it passes, what committing
+ * writes. -1: a calendar window's zone could not be read. */
+static int check_limit(enum policy_algo algo, const struct policy_limit *l, const char *tz,
+		       const struct limiter_state *s, int64_t cost, int64_t now, struct check *c)
 {
 	switch (algo) {
 	case POLICY_SLIDING_WINDOW:
 		sliding_check(l, s, cost, now, c);
-		return;
+		return 0;
 	case POLICY_FUNNEL:
 		funnel_check(l, s, cost, now, c);
-		return;
+		return 0;
 	case POLICY_FIXED_WINDOW:
+		if (frame_of(l, tz, now, &c->f) < 0)
+			return -1;
 		fixed_check(l, s, cost, now, c);
-		return;
+		return 0;
 	case POLICY_SLIDING_COUNTER:
+		if (frame_of(l, tz, now, &c->f) < 0)
+			return -1;
 		counter_check(l, s, cost, now, c);
-		return;
+		return 0;
 	case POLICY_CONCURRENCY: /* leases are lease.c's; never decided here */
 		memset(c, 0, sizeof(*c));
-		return;
+		return 0;
 	}
+	return 0;
 }
 
 static int commit_limit(enum policy_algo algo, struct limiter_state *s, int64_t cost, int64_t now,
@@ -558,13 +608,15 @@ struct group {
 	int ok, banned;
 };
 
-static void check_group(const struct policy *p, const struct limiter_state *st, int64_t cost,
-			int64_t now, struct group *g)
+static int check_group(const struct policy *p, const struct limiter_state *st, int64_t cost,
+		       int64_t now, struct group *g)
 {
 	memset(g, 0, sizeof(*g));
 	g->ok = 1;
 	for (int i = 0; i < p->nlimits; i++) {
-		check_limit(p->algo, &p->limits[i], &st[i], cost, now, &g->c[i]);
+		if (check_limit(p->algo, &p->limits[i], p->timezone, &st[i], cost, now, &g->c[i]) <
+		    0)
+			return -1;
 		if (!g->c[i].ok)
 			g->ok = 0;
 	}
@@ -576,6 +628,7 @@ static void check_group(const struct policy *p, const struct limiter_state *st, 
 		if (g->banned)
 			g->ok = 0;
 	}
+	return 0;
 }
 
 /* Charges every limit of a group that passed (a ban has nothing to charge). */
@@ -658,7 +711,8 @@ static int decide(const struct policy *p, struct limiter_state *st, enum limiter
 		return 0;
 	}
 	struct group g;
-	check_group(p, st, cost, now_us, &g);
+	if (check_group(p, st, cost, now_us, &g) < 0)
+		return -1;
 	if (g.banned) {
 		result_of(0, g.ban, out);
 		return 0;
@@ -705,7 +759,8 @@ int limiter_decide_all(const struct policy *const *policies, const int *shadow,
 		goto out;
 	int real = 0;
 	for (int i = 0; i < ngroups; i++) {
-		check_group(policies[i], states[i], cost, now_us, &g[i]);
+		if (check_group(policies[i], states[i], cost, now_us, &g[i]) < 0)
+			goto out;
 		real += !shadow[i];
 	}
 	/* only shadow groups (the daemon never sends that): none is one */

@@ -189,7 +189,8 @@ int override_spec_parse(const struct policy *p, const char *spec, size_t len,
 					 funnel ? "a funnel's override is CAPACITY,RATE (15,30/1m)"
 						: "at most 8 limits");
 		struct policy_limit *l = &d.limits[d.nlimits];
-		if (policy_parse_rate(tok, tl, &l->count, &l->period_ms, why, sizeof(why)) < 0) {
+		if ((funnel ? policy_parse_rate(tok, tl, &l->count, &l->period_ms, why, sizeof(why))
+			    : policy_parse_limit(tok, tl, l, why, sizeof(why))) < 0) {
 			snprintf(err, errlen, "%s; an override is unlimited, blocked or %s", why,
 				 funnel ? "CAPACITY,RATE (15,30/1m)"
 					: "RATE[,RATE]... (5/1m,100/1h)");

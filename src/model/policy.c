@@ -221,6 +221,96 @@ int policy_parse_rate(const char *s, size_t len, int64_t *count, int64_t *period
 	return 0;
 }
 
+static const char *const weekdays[8] = {"",	    "monday", "tuesday",  "wednesday",
+					"thursday", "friday", "saturday", "sunday"};
+
+/* "@15" of a month, "@sunday" of a week, "@04-01" of a year. */
+static int parse_anchor(enum calendar_unit u, const char *s, size_t len, int *anchor, char *err,
+			size_t errlen)
+{
+	char q[32];
+	int64_t v, m;
+	switch (u) {
+	case CALENDAR_MONTH:
+		if (decimal_parse(s, len, 31, &v) == 0 && v >= 1) {
+			*anchor = (int)v;
+			return 0;
+		}
+		return perr(err, errlen, "a month's anchor is a day of the month, 1 to 31: not %s",
+			    quote(s, len, q, sizeof(q)));
+	case CALENDAR_WEEK:
+		for (int d = 1; d <= 7; d++)
+			if (strlen(weekdays[d]) == len && memcmp(weekdays[d], s, len) == 0) {
+				*anchor = d;
+				return 0;
+			}
+		return perr(err, errlen,
+			    "a week's anchor is its first day, monday to sunday: not %s",
+			    quote(s, len, q, sizeof(q)));
+	case CALENDAR_YEAR:
+		if (len == 5 && s[2] == '-' && decimal_parse(s, 2, 12, &m) == 0 &&
+		    decimal_parse(s + 3, 2, 31, &v) == 0 &&
+		    calendar_anchor_valid(CALENDAR_YEAR, (int)(m * 100 + v))) {
+			*anchor = (int)(m * 100 + v);
+			return 0;
+		}
+		return perr(err, errlen, "a year's anchor is its first day, MM-DD (04-01): not %s",
+			    quote(s, len, q, sizeof(q)));
+	case CALENDAR_DAY:
+	case CALENDAR_NONE:
+		break;
+	}
+	return perr(err, errlen, "a day has no anchor: it starts at midnight");
+}
+
+int policy_parse_limit(const char *s, size_t len, struct policy_limit *l, char *err, size_t errlen)
+{
+	l->calendar = CALENDAR_NONE;
+	l->anchor = 0;
+	const char *slash = memchr(s, '/', len);
+	if (slash) {
+		const char *u = slash + 1, *end = s + len;
+		const char *at = memchr(u, '@', (size_t)(end - u));
+		enum calendar_unit cu = calendar_unit_parse(u, (size_t)((at ? at : end) - u));
+		if (cu != CALENDAR_NONE) {
+			int64_t n;
+			if (decimal_parse(s, (size_t)(slash - s), POLICY_MAX_COUNT, &n) < 0 ||
+			    n == 0)
+				return perr(err, errlen,
+					    "rate count must be an integer from 1 to 1000000000");
+			int anchor = calendar_default_anchor(cu);
+			if (at && parse_anchor(cu, at + 1, (size_t)(end - at - 1), &anchor, err,
+					       errlen) < 0)
+				return -1;
+			l->count = n;
+			l->period_ms = calendar_max_ms(cu);
+			l->calendar = cu;
+			l->anchor = anchor;
+			return 0;
+		}
+	}
+	return policy_parse_rate(s, len, &l->count, &l->period_ms, err, errlen);
+}
+
+size_t policy_format_limit(const struct policy_limit *l, char *buf, size_t cap)
+{
+	if (l->calendar == CALENDAR_NONE) {
+		char d[32];
+		format_duration(l->period_ms, d, sizeof(d));
+		return (size_t)snprintf(buf, cap, "%lld/%s", (long long)l->count, d);
+	}
+	const char *u = calendar_unit_name(l->calendar);
+	if (l->anchor == calendar_default_anchor(l->calendar))
+		return (size_t)snprintf(buf, cap, "%lld/%s", (long long)l->count, u);
+	if (l->calendar == CALENDAR_WEEK)
+		return (size_t)snprintf(buf, cap, "%lld/%s@%s", (long long)l->count, u,
+					weekdays[l->anchor >= 1 && l->anchor <= 7 ? l->anchor : 0]);
+	if (l->calendar == CALENDAR_YEAR)
+		return (size_t)snprintf(buf, cap, "%lld/%s@%02d-%02d", (long long)l->count, u,
+					l->anchor / 100, l->anchor % 100);
+	return (size_t)snprintf(buf, cap, "%lld/%s@%d", (long long)l->count, u, l->anchor);
+}
+
 int policy_name_valid(const char *s, size_t len)
 {
 	if (len == 0 || len > POLICY_NAME_MAX)
@@ -272,9 +362,21 @@ int policy_validate(const struct policy *p, const char **err)
 					 "sliding_window_counter, fixed_window or a funnel";
 			return -1;
 		}
+		if (l->calendar != CALENDAR_NONE &&
+		    (p->algo != POLICY_FIXED_WINDOW && p->algo != POLICY_SLIDING_COUNTER)) {
+			*err = "a calendar window (day, week, month, year) is for fixed_window and "
+			       "sliding_window_counter only";
+			return -1;
+		}
+		if (!calendar_anchor_valid(l->calendar, l->anchor)) {
+			*err = "a calendar window's anchor is out of range";
+			return -1;
+		}
 		if (policy_algo_shape(p->algo) == POLICY_SHAPE_WINDOWS) {
 			for (int j = 0; j < i; j++)
-				if (p->limits[j].period_ms == l->period_ms) {
+				if (p->limits[j].calendar == l->calendar &&
+				    (l->calendar != CALENDAR_NONE ||
+				     p->limits[j].period_ms == l->period_ms)) {
 					*err = "two limits of one policy have the same window";
 					return -1;
 				}
@@ -407,7 +509,7 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 	size_t n = (size_t)snprintf(buf, cap, "%s", policy_algo_name(p->algo));
 	for (int i = 0; i < p->nlimits && n < cap; i++) {
 		const struct policy_limit *l = &p->limits[i];
-		char d[32];
+		char d[32], lim[64];
 		format_duration(l->period_ms, d, sizeof(d));
 		switch (policy_algo_shape(p->algo)) {
 		case POLICY_SHAPE_RATE:
@@ -415,7 +517,8 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 					      (long long)l->capacity, (long long)l->count, d);
 			break;
 		case POLICY_SHAPE_WINDOWS:
-			n += (size_t)snprintf(buf + n, cap - n, " %lld/%s", (long long)l->count, d);
+			policy_format_limit(l, lim, sizeof(lim));
+			n += (size_t)snprintf(buf + n, cap - n, " %s", lim);
 			break;
 		case POLICY_SHAPE_LEASE:
 			n += (size_t)snprintf(buf + n, cap - n, " limit %lld lease %s",
@@ -438,6 +541,8 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 		format_duration(p->delay.max_ms, w, sizeof(w));
 		n += (size_t)snprintf(buf + n, cap - n, " delay max %s", w);
 	}
+	if (n < cap && p->timezone[0])
+		n += (size_t)snprintf(buf + n, cap - n, " timezone %s", p->timezone);
 	if (n < cap && p->shadow >= 0)
 		n += (size_t)snprintf(buf + n, cap - n, " shadow %s", p->shadow ? "true" : "false");
 	return n < cap ? n : cap - 1;
@@ -448,12 +553,15 @@ int policy_equal(const struct policy *a, const struct policy *b)
 	if (a->algo != b->algo || a->nlimits != b->nlimits ||
 	    a->on_store_error != b->on_store_error || a->shadow != b->shadow ||
 	    a->ban.after != b->ban.after || a->ban.within_ms != b->ban.within_ms ||
-	    a->ban.for_ms != b->ban.for_ms || a->delay.max_ms != b->delay.max_ms)
+	    a->ban.for_ms != b->ban.for_ms || a->delay.max_ms != b->delay.max_ms ||
+	    strcmp(a->timezone, b->timezone) != 0)
 		return 0;
 	for (int i = 0; i < a->nlimits; i++)
 		if (a->limits[i].capacity != b->limits[i].capacity ||
 		    a->limits[i].count != b->limits[i].count ||
-		    a->limits[i].period_ms != b->limits[i].period_ms)
+		    a->limits[i].period_ms != b->limits[i].period_ms ||
+		    a->limits[i].calendar != b->limits[i].calendar ||
+		    a->limits[i].anchor != b->limits[i].anchor)
 			return 0;
 	return 1;
 }

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calendar.h"
 #include "yenum.h"
 
 struct override_set;
@@ -63,6 +64,11 @@ struct policy_limit {
 	int64_t capacity;
 	int64_t count;
 	int64_t period_ms;
+	/* a calendar window ("10000/month@15": fixed_window and
+	 * sliding_window_counter): its unit and anchor, in the policy's
+	 * timezone; period_ms is then the unit's longest (calendar_max_ms) */
+	enum calendar_unit calendar;
+	int anchor;
 };
 
 /* A funnel's delay: a request that would pass within max_ms is answered
@@ -93,6 +99,8 @@ struct policy {
 	int shadow;
 	struct policy_ban ban;
 	struct policy_delay delay;
+	/* calendar windows' time zone (tzdata's name); empty: UTC */
+	char timezone[CALENDAR_TZ_MAX + 1];
 	/* per-user exceptions (override.h), owned by the configuration; NULL:
 	 * none, and the hot path pays nothing for them */
 	struct override_set *overrides;
@@ -113,6 +121,14 @@ int policy_parse_duration(const char *s, size_t len, int64_t *ms, char *err, siz
 /* "5/60s" -> count 5, period 60000 ms. 0, or -1 with a message in err. */
 int policy_parse_rate(const char *s, size_t len, int64_t *count, int64_t *period_ms, char *err,
 		      size_t errlen);
+/* A window's limit: a rate ("5/60s"), or a count per calendar window,
+ * "10000/month", with an anchor: "/month@15" (the day of the month),
+ * "/week@sunday" (the first day), "/year@04-01" (the first day). Sets
+ * count, period_ms, calendar and anchor (capacity is the caller's). 0, or
+ * -1 with a message in err. */
+int policy_parse_limit(const char *s, size_t len, struct policy_limit *l, char *err, size_t errlen);
+/* The limit as policy_parse_limit reads it ("10000/month@15", "5/1m"). */
+size_t policy_format_limit(const struct policy_limit *l, char *buf, size_t cap);
 /* [A-Za-z0-9_.-]{1,64} */
 int policy_name_valid(const char *s, size_t len);
 /* Checks a filled policy for consistency (counts, duplicate windows). */

@@ -3,6 +3,10 @@
 
 #include <string.h>
 
+#include <stdio.h>
+
+#include "calendar.h"
+#include "clock.h"
 #include "decimal.h"
 #include "keys.h"
 #include "policy.h"
@@ -15,9 +19,9 @@ size_t redis_script_argv_max(int max_batch)
 
 size_t redis_script_arena_size(int max_batch)
 {
-	/* keys and numbers; a reset's channel and tag */
-	return (size_t)max_batch * ((POLICY_MAX_LIMITS + 1) * (KEYS_MAX + 24) + 4 * 24 + KEYS_MAX +
-				    KEYS_RESET_CHANNEL_MAX) +
+	/* keys and numbers (a calendar window's bounds: five); a reset's channel and tag */
+	return (size_t)max_batch * ((POLICY_MAX_LIMITS + 1) * (KEYS_MAX + 24 + CALENDAR_ARG_MAX) +
+				    4 * 24 + KEYS_MAX + KEYS_RESET_CHANNEL_MAX) +
 	       64;
 }
 
@@ -98,11 +102,35 @@ static const char *algo_arg(enum policy_algo a)
 	return "?";
 }
 
+/* A calendar window's bounds as the script's frame takes them,
+ * "b0:b1:b2:b3:b4" (ms, around this daemon's clock); "0:0:0:0:0" when the
+ * zone cannot be read, which fails the decision in the script, loudly. */
+static void redis_argv_bounds(struct redis_argv *a, const struct policy *p,
+			      const struct policy_limit *l)
+{
+	int64_t b[5] = {0};
+	if (calendar_bounds(p->timezone, l->calendar, l->anchor, clock_wall_ms(), b) < 0)
+		memset(b, 0, sizeof(b));
+	char *s = a->arena + a->arena_used;
+	int n = snprintf(s, CALENDAR_ARG_MAX, "%lld:%lld:%lld:%lld:%lld", (long long)b[0],
+			 (long long)b[1], (long long)b[2], (long long)b[3], (long long)b[4]);
+	a->arena_used += (size_t)n;
+	redis_argv_add(a, s, (size_t)n);
+}
+
 /* A policy's limits (and its ban, the script's "b", one more limit on its own key). */
 static void redis_script_limits(struct redis_argv *a, const struct policy *p)
 {
 	for (int i = 0; i < p->nlimits; i++) {
 		const struct policy_limit *l = &p->limits[i];
+		if (l->calendar != CALENDAR_NONE) {
+			/* "W", "C": a calendar's fixed window or counter */
+			redis_argv_add(a, p->algo == POLICY_FIXED_WINDOW ? "W" : "C", 1);
+			redis_argv_bounds(a, p, l);
+			redis_argv_num(a, l->count);
+			redis_argv_num(a, l->period_ms);
+			continue;
+		}
 		redis_argv_add(a, algo_arg(p->algo), 1);
 		redis_argv_num(a, l->capacity);
 		redis_argv_num(a, l->count);

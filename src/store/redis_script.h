@@ -1,6 +1,7 @@
 /*
  * redis_script.h - the calls of the decision script: the keys and arguments
- * of each decision and their RESP form; pure (no I/O, no hiredis).
+ * of each decision and their RESP form; no I/O but a calendar window's
+ * bounds (lib/calendar.h, cached: tzdata read at a window's first use), no hiredis.
  */
 #ifndef RL_REDIS_SCRIPT_H
 #define RL_REDIS_SCRIPT_H

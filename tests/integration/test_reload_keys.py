@@ -236,6 +236,8 @@ CHANGES = {
     "policies.NAME.on_store_error": (policy("p", "{limits: 5/60s, on_store_error: deny}"),
                                      {"policy p"}),
     "policies.NAME.shadow": (policy("p", "{limits: 5/60s, shadow: true}"), {"policy p"}),
+    "policies.NAME.timezone": (policy("m", "{algorithm: fixed_window, limits: 9/month, "
+                                           "timezone: Asia/Tokyo}"), {"policy m"}),
     "policies.NAME.ban": (policy("p", "{limits: 5/60s, ban: {after: 2, within: 1m, for: 1h}}"),
                           {"policy p"}),
     "policies.NAME.overrides": (policy("p", "{limits: 5/60s, overrides: {bob: unlimited}}"),
@@ -255,6 +257,10 @@ CHANGES = {
     "policies.NAME.overrides.USER.rate": (policy(
         "fo", "{algorithm: funnel, capacity: 5, rate: 1/1s, "
               "overrides: {alice: {capacity: 9, rate: 3/1s}}}"), {"policy fo"}),
+    "policies.NAME.overrides.USER.timezone": (policy(
+        "mo", "{algorithm: fixed_window, limits: 9/month, "
+              "overrides: {alice: {limits: 9/month@15, timezone: Asia/Tokyo}}}"),
+        {"policy mo"}),
 }
 
 APPLIED = re.compile(r"^info: reload: (\S+) (?:\S.* )?-> ")

@@ -2,9 +2,11 @@
 the same vectors the C limiter passes (tests/unit/test_limiter.c). Time is
 injected through ARGV[1], which the daemon always sends as 0 (Redis TIME)."""
 
+import datetime
 import os
 import tempfile
 import unittest
+import zoneinfo
 
 from harness import SRCDIR, RedisServer
 
@@ -15,6 +17,58 @@ ALGOS = {"sliding_window": ("s", False), "funnel": ("f", True),
          "fixed_window": ("w", False), "sliding_window_counter": ("c", False)}
 
 
+WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+UNIT_MS = {"day": 25 * 3600000, "week": (7 * 24 + 1) * 3600000,
+           "month": (31 * 24 + 1) * 3600000, "year": (366 * 24 + 1) * 3600000}
+
+
+class Calendar:
+    """A calendar window of a limit ("3/month@15", a zone): the bounds the
+    daemon sends the script, computed here with Python's zoneinfo (an
+    implementation of tzdata apart from libc's, which the C side uses)."""
+
+    def __init__(self, unit, anchor, tz):
+        self.unit, self.tz = unit, zoneinfo.ZoneInfo(tz or "UTC")
+        if unit == "week":
+            self.anchor = WEEKDAYS.index(anchor) + 1 if anchor else 1
+        elif unit == "year":
+            self.anchor = tuple(int(x) for x in anchor.split("-")) if anchor else (1, 1)
+        else:
+            self.anchor = int(anchor) if anchor else 1
+
+    @staticmethod
+    def dim(y, m):
+        return (datetime.date(y + (m == 12), m % 12 + 1, 1) - datetime.date(y, m, 1)).days
+
+    def midnight(self, date):
+        """The first instant of a local date, ms (fold 0: a midnight that
+        comes twice, its first; one that does not come, the instant the
+        clocks jumped to)."""
+        return int(datetime.datetime(date.year, date.month, date.day,
+                                     tzinfo=self.tz).timestamp() * 1000)
+
+    def start(self, date, k):
+        if self.unit == "day":
+            return self.midnight(date + datetime.timedelta(days=k))
+        if self.unit == "week":
+            back = (date.isoweekday() - self.anchor) % 7
+            return self.midnight(date - datetime.timedelta(days=back - 7 * k))
+        if self.unit == "month":
+            a = self.anchor
+            base = 0 if date.day >= min(a, self.dim(date.year, date.month)) else -1
+            mi = date.year * 12 + date.month - 1 + base + k
+            y, m = mi // 12, mi % 12 + 1
+            return self.midnight(datetime.date(y, m, min(a, self.dim(y, m))))
+        am, ad = self.anchor
+        base = 0 if (date.month, date.day) >= (am, min(ad, self.dim(date.year, am))) else -1
+        y = date.year + base + k
+        return self.midnight(datetime.date(y, am, min(ad, self.dim(y, am))))
+
+    def bounds(self, now_us):
+        date = datetime.datetime.fromtimestamp(now_us / 1e6, self.tz).date()
+        return ":".join(str(self.start(date, k)) for k in range(-2, 3))
+
+
 def parse_policy(tok):
     """The script's limits of a policy written "ALGORITHM [CAPACITY]
     COUNT/PERIOD_MS ... [ban=AFTER/WITHIN_MS/FOR_MS]": (algo, capacity,
@@ -22,7 +76,8 @@ def parse_policy(tok):
     letter, has_capacity = ALGOS[tok[0]]
     limits = []
     ban = [t for t in tok if t.startswith("ban=")]
-    tok = [t for t in tok if not t.startswith("ban=")]
+    tz = [t[3:] for t in tok if t.startswith("tz=")]
+    tok = [t for t in tok if not t.startswith("ban=") and not t.startswith("tz=")]
     if has_capacity:
         cap = int(tok[1])
         count, period = tok[2].split("/")
@@ -30,6 +85,11 @@ def parse_policy(tok):
     else:
         for t in tok[1:]:
             count, period = t.split("/")
+            if not period.isdigit():  # a calendar window: "W", "C" and its bounds
+                unit, _, anchor = period.partition("@")
+                limits.append((letter.upper(), Calendar(unit, anchor, tz[0] if tz else ""),
+                               int(count), UNIT_MS[unit]))
+                continue
             limits.append((letter, int(count), int(count), int(period)))
     if ban:  # one more "limit" on its own key, last
         limits.append(tuple(["b"] + [int(x) for x in ban[0][4:].split("/")]))
@@ -83,12 +143,13 @@ def script_call(tag, multi, groups, now, op, cost):
         for shadow, limits in groups:
             args += ["1" if shadow else "0", str(len(limits))]
             for limit in limits:
-                args += [str(x) for x in limit]
+                args += [x.bounds(int(now)) if isinstance(x, Calendar) else str(x)
+                         for x in limit]
     else:
         limits = groups[0][1]
         args.append(str(len(limits)))
         for limit in limits:
-            args += [str(x) for x in limit]
+            args += [x.bounds(int(now)) if isinstance(x, Calendar) else str(x) for x in limit]
     if op == "r":
         args += ["t:reset", "%s:u" % tag]  # the notice's channel, tag
     if op == "d":
@@ -141,6 +202,22 @@ class LuaVectors(unittest.TestCase):
                     self.assertEqual(got, want, "vectors_delay.txt:%d" % lineno)
                     checked += 1
         self.assertGreater(checked, 20)
+
+    def test_calendar_vectors(self):
+        """tests/vectors_calendar.txt: calendar windows in time zones, the
+        bounds computed here with zoneinfo, give what the C limiter gives
+        with libc."""
+        scenarios = read_vectors(os.path.join(SRCDIR, "tests", "vectors_calendar.txt"))
+        checked = 0
+        with self.redis.resp() as r:
+            sha = r.call("SCRIPT", "LOAD", self.script)
+            for n, (multi, groups, steps) in enumerate(scenarios):
+                for lineno, now, op, cost, want in steps:
+                    keys, args = script_call("cal%d" % n, multi, groups, now, op, cost)
+                    got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
+                    self.assertEqual(got, want, "vectors_calendar.txt:%d" % lineno)
+                    checked += 1
+        self.assertGreater(checked, 30)
 
     def test_counter_bounds_in_redis(self):
         """sliding_window_counter in a real Redis, time injected: a client

@@ -12,8 +12,8 @@
 /* ms of a UTC date and time */
 static int64_t utc(int y, int mo, int d, int h, int mi)
 {
-	struct tm tm = {.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h,
-			.tm_min = mi};
+	struct tm tm = {
+		.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi};
 	return (int64_t)timegm(&tm) * 1000;
 }
 
@@ -79,9 +79,9 @@ START_TEST(test_berlin_daylight_saving)
 	expect("Europe/Berlin", CALENDAR_MONTH, 15, utc(2024, 4, 1, 0, 0), m15);
 	/* the last instant before a Berlin month begins is in the old one */
 	int64_t b[5];
-	ck_assert_int_eq(calendar_bounds("Europe/Berlin", CALENDAR_MONTH, 1,
-					 utc(2024, 3, 31, 22, 0) - 1, b),
-			 0);
+	ck_assert_int_eq(
+		calendar_bounds("Europe/Berlin", CALENDAR_MONTH, 1, utc(2024, 3, 31, 22, 0) - 1, b),
+		0);
 	ck_assert_int_eq(b[3], utc(2024, 3, 31, 22, 0));
 }
 END_TEST
@@ -154,8 +154,8 @@ START_TEST(test_names_and_anchors)
 	ck_assert_int_eq(calendar_bounds("UTC", CALENDAR_MONTH, 0, 0, b), -1);
 	/* the process's own TZ is left as it was */
 	setenv("TZ", "Asia/Tokyo", 1);
-	ck_assert_int_eq(calendar_bounds("Europe/Berlin", CALENDAR_DAY, 0, utc(2030, 1, 1, 0, 0), b),
-			 0);
+	ck_assert_int_eq(
+		calendar_bounds("Europe/Berlin", CALENDAR_DAY, 0, utc(2030, 1, 1, 0, 0), b), 0);
 	ck_assert_str_eq(getenv("TZ"), "Asia/Tokyo");
 	unsetenv("TZ");
 }

@@ -15,8 +15,8 @@ static struct policy pol(const char *name, enum policy_algo algo)
 	p.name_len = strlen(name);
 	p.algo = algo;
 	p.nlimits = 2;
-	p.limits[0] = (struct policy_limit){3, 3, 1000};
-	p.limits[1] = (struct policy_limit){20, 20, 60000};
+	p.limits[0] = (struct policy_limit){.capacity = 3, .count = 3, .period_ms = 1000};
+	p.limits[1] = (struct policy_limit){.capacity = 20, .count = 20, .period_ms = 60000};
 	return p;
 }
 

@@ -124,6 +124,13 @@ START_TEST(test_delay_vectors)
 }
 END_TEST
 
+/* Calendar windows in time zones (tests/vectors_calendar.txt). */
+START_TEST(test_calendar_vectors)
+{
+	run_file(TEST_SRCDIR "/tests/vectors_calendar.txt", 30);
+}
+END_TEST
+
 static struct policy make(enum policy_algo algo, int64_t cap, int64_t count, int64_t period)
 {
 	struct policy p;
@@ -132,7 +139,7 @@ static struct policy make(enum policy_algo algo, int64_t cap, int64_t count, int
 	p.name_len = 1;
 	p.algo = algo;
 	p.nlimits = 1;
-	p.limits[0] = (struct policy_limit){cap, count, period};
+	p.limits[0] = (struct policy_limit){.capacity = cap, .count = count, .period_ms = period};
 	return p;
 }
 
@@ -313,6 +320,7 @@ int main(void)
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, test_vectors);
 	tcase_add_test(tc, test_delay_vectors);
+	tcase_add_test(tc, test_calendar_vectors);
 	tcase_add_test(tc, test_sliding_never_exceeds);
 	tcase_add_test(tc, test_funnel_rate);
 	tcase_add_test(tc, test_peek_consumes_nothing);

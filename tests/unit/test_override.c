@@ -123,9 +123,9 @@ START_TEST(spec_parse)
 {
 	struct policy win = {
 		.name = "api", .name_len = 3, .algo = POLICY_FIXED_WINDOW, .nlimits = 1};
-	win.limits[0] = (struct policy_limit){10, 10, 60000};
+	win.limits[0] = (struct policy_limit){.capacity = 10, .count = 10, .period_ms = 60000};
 	struct policy fun = {.name = "up", .name_len = 2, .algo = POLICY_FUNNEL, .nlimits = 1};
-	fun.limits[0] = (struct policy_limit){15, 30, 60000};
+	fun.limits[0] = (struct policy_limit){.capacity = 15, .count = 30, .period_ms = 60000};
 	enum override_kind k;
 	struct policy *p;
 	char err[200];

@@ -235,7 +235,8 @@ static struct policy sliding(int n, const int64_t *counts, const int64_t *period
 	p.shadow = -1;
 	p.nlimits = n;
 	for (int i = 0; i < n; i++)
-		p.limits[i] = (struct policy_limit){counts[i], counts[i], periods[i]};
+		p.limits[i] = (struct policy_limit){
+			.capacity = counts[i], .count = counts[i], .period_ms = periods[i]};
 	return p;
 }
 
@@ -339,12 +340,13 @@ START_TEST(window_of_a_funnel)
 	memset(&p, 0, sizeof(p));
 	p.algo = POLICY_FUNNEL;
 	p.nlimits = 1;
-	p.limits[0] = (struct policy_limit){15, 30, 60000};
+	p.limits[0] = (struct policy_limit){.capacity = 15, .count = 30, .period_ms = 60000};
 	ck_assert_int_eq(policy_window_ms(&p, 15), 30000);
-	p.limits[0] = (struct policy_limit){POLICY_MAX_COUNT, 1, POLICY_MAX_PERIOD_MS};
+	p.limits[0] = (struct policy_limit){
+		.capacity = POLICY_MAX_COUNT, .count = 1, .period_ms = POLICY_MAX_PERIOD_MS};
 	ck_assert_int_eq(policy_window_ms(&p, POLICY_MAX_COUNT), 4000000000000000000LL);
 	p.algo = POLICY_FIXED_WINDOW;
-	p.limits[0] = (struct policy_limit){5, 5, 3600000};
+	p.limits[0] = (struct policy_limit){.capacity = 5, .count = 5, .period_ms = 3600000};
 	ck_assert_int_eq(policy_window_ms(&p, 5), 3600000);
 }
 END_TEST

@@ -40,8 +40,10 @@ static struct policy make(enum policy_algo algo, int nlimits, int ban)
 	p.algo = algo;
 	p.nlimits = nlimits;
 	for (int i = 0; i < nlimits; i++)
-		p.limits[i] = (struct policy_limit){algo == POLICY_FUNNEL ? 15 : 10 * (i + 1),
-						    10 * (i + 1), 1000LL * 60 * (i + 1)};
+		p.limits[i] =
+			(struct policy_limit){.capacity = algo == POLICY_FUNNEL ? 15 : 10 * (i + 1),
+					      .count = 10 * (i + 1),
+					      .period_ms = 1000LL * 60 * (i + 1)};
 	if (ban)
 		p.ban = (struct policy_ban){3, 60000, 600000};
 	return p;

@@ -92,7 +92,8 @@ static struct policy make(enum policy_algo algo, int64_t count, int64_t period_m
 	p.name_len = 1;
 	p.algo = algo;
 	p.nlimits = 1;
-	p.limits[0] = (struct policy_limit){count, count, period_ms};
+	p.limits[0] =
+		(struct policy_limit){.capacity = count, .count = count, .period_ms = period_ms};
 	return p;
 }
 
@@ -144,6 +145,13 @@ END_TEST
 START_TEST(test_delay_vectors)
 {
 	replay_file(TEST_SRCDIR "/tests/vectors_delay.txt", 20);
+}
+END_TEST
+
+/* Calendar windows, the memory store's clock their instants. */
+START_TEST(test_calendar_vectors)
+{
+	replay_file(TEST_SRCDIR "/tests/vectors_calendar.txt", 30);
 }
 END_TEST
 
@@ -230,7 +238,7 @@ START_TEST(test_reset)
 	fixture_open(&f, 1000);
 	struct policy p = make(POLICY_SLIDING_WINDOW, 1, 60000);
 	p.nlimits = 2;
-	p.limits[1] = (struct policy_limit){5, 5, 3600000};
+	p.limits[1] = (struct policy_limit){.capacity = 5, .count = 5, .period_ms = 3600000};
 	p.ban = (struct policy_ban){2, 60000, 600000};
 	ask(&f, STORE_ALLOW, &p, "a", 1);
 	ask(&f, STORE_ALLOW, &p, "b", 1);
@@ -285,6 +293,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_vectors);
 	tcase_add_test(tc, test_delay_vectors);
+	tcase_add_test(tc, test_calendar_vectors);
 	tcase_add_test(tc, test_expiry);
 	tcase_add_test(tc, test_eviction);
 	tcase_add_test(tc, test_reset);

@@ -56,13 +56,22 @@ static inline int vector_policy(char **save, struct policy *p)
 			p->ban = (struct policy_ban){after, within, ban_for};
 			continue;
 		}
-		if (p->nlimits == POLICY_MAX_LIMITS ||
-		    sscanf(tok, "%lld/%lld", &count, &period) != 2)
+		if (strncmp(tok, "tz=", 3) == 0) { /* calendar windows' zone */
+			snprintf(p->timezone, sizeof(p->timezone), "%s", tok + 3);
+			continue;
+		}
+		if (p->nlimits == POLICY_MAX_LIMITS)
 			return -1;
 		struct policy_limit *l = &p->limits[p->nlimits++];
-		l->count = count;
-		l->period_ms = period;
-		l->capacity = rate ? cap : count;
+		char n;
+		if (sscanf(tok, "%lld/%lld%c", &count, &period, &n) == 2) {
+			l->count = count;
+			l->period_ms = period;
+		} else if (policy_parse_limit(tok, strlen(tok), l, NULL, 0) < 0 ||
+			   l->calendar == CALENDAR_NONE) {
+			return -1; /* "COUNT/PERIOD_MS" or a calendar window, "3/month@15" */
+		}
+		l->capacity = rate ? cap : l->count;
 	}
 	return p->nlimits > 0 ? 0 : -1;
 }

@@ -8,8 +8,9 @@
 -- ARGV[2]  number of decisions in this call (a batch; each is atomic on its own keys)
 -- then per decision (decision_argc says how many):
 --          op ("a" allow, "p" peek, "r" reset, "d" allow or delay), cost,
---          nlimits, per limit: algo (a key of `algos` below), capacity,
---          count, period_ms, and for a reset two more: the channel and the
+--          nlimits, per limit: algo (a key of `algos` below), capacity (a
+--          calendar window's: its bounds, see frame), count, period_ms,
+--          and for a reset two more: the channel and the
 --          message that tell every daemon of it ("<prefix>reset", the hash
 --          tag "<action>:<user>"); for "d" one more: the longest wait (us)
 --          (see delay_at);
@@ -372,8 +373,50 @@ local function window_of(period)
   return idx
 end
 
--- The numbers of a window key's value "<window number>:<n>[:<n>[:<n>]]",
--- or nil (no key, or not a value this script writes).
+-- The window holding now, as the window algorithms see it: its id (what
+-- the key's value carries), those of the two before it, its start (us),
+-- its length (us, and ms: p) and the next one's (nil: unknown). A fixed
+-- period's windows are numbered; a calendar window ("W", "C": the daemon
+-- sends "b0:b1:b2:b3:b4", five consecutive starts in ms around its own
+-- clock, src/lib/calendar.c) is named by its start in ms, and the one
+-- holding Redis's clock is picked here. nil when none does (a clock
+-- further from the daemon's than a window).
+local function frame(calendar, bounds, period_ms)
+  if not calendar then
+    local period = period_ms * 1000
+    local idx = window_of(period)
+    return {id = idx, prev = idx - 1, prev2 = idx - 2, start = idx * period, len = period,
+            p = period_ms, next_len = period, p_next = period_ms}
+  end
+  local b = {}
+  for x in string.gmatch(bounds, '%d+') do b[#b + 1] = tonumber(x) end
+  if #b ~= 5 then return nil end
+  local ms = now / 1000
+  for j = 1, 4 do
+    if b[j] <= ms and ms < b[j + 1] then
+      local f = {id = b[j], prev = b[j - 1] or -1, prev2 = b[j - 2] or -1, start = b[j] * 1000,
+                 len = (b[j + 1] - b[j]) * 1000, p = b[j + 1] - b[j], cal = true}
+      -- the next window's length: known unless Redis's clock is a window
+      -- ahead of the daemon's (then this one's, for the key's expiry only)
+      f.p_next = b[j + 2] and b[j + 2] - b[j + 1] or f.p
+      f.next_len = f.p_next * 1000
+      return f
+    end
+  end
+  return nil
+end
+
+local function frame_of(algo, capacity, period_ms)
+  local f = frame(algo == 'W' or algo == 'C', capacity, period_ms)
+  if not f then
+    error({err = 'calendar window: the daemon\'s bounds ' .. tostring(capacity) ..
+                 ' do not hold Redis\'s clock'})
+  end
+  return f
+end
+
+-- The numbers of a window key's value "<window>:<n>[:<n>[:<n>]]", or nil
+-- (no key, or not a value this script writes).
 local function window_value(key)
   local v = redis.call('GET', key)
   if not v then return nil end
@@ -383,28 +426,28 @@ local function window_value(key)
 end
 
 -- Fixed window: the units allowed in the current window, aligned to the
--- period in Redis's clock (the seeds' INCR + EXPIRE). The value carries its
--- window's number, so a count is never read in a later window, whenever
--- Redis happens to drop the key (its expiry is only for memory). A delay
--- may count units in the next window ahead of it: "<window>:<n>:<next>".
-local function fixed_check(key, _, count, period_ms, cost)
-  local period = period_ms * 1000
-  local idx = window_of(period)
+-- period in Redis's clock (the seeds' INCR + EXPIRE), or to a calendar
+-- window. The value carries its window's id, so a count is never read in
+-- a later window, whenever Redis happens to drop the key (its expiry is
+-- only for memory). A delay may count units in the next window ahead of
+-- it: "<window>:<n>:<next>".
+local function fixed_check(key, capacity, count, period_ms, cost, algo)
+  local f = frame_of(algo, capacity, period_ms)
   local used, nx = 0, 0
   local i, c, b = window_value(key)
-  if i == idx then
+  if i == f.id then
     used, nx = c, b
-  elseif i == idx - 1 then
+  elseif i == f.prev then
     used = b
   end
-  local to_end = ceil_ms((idx + 1) * period - now)
-  local r = {key = key, limit = count, used = used, nx = nx, cost = cost, idx = idx,
-             period = period, to_end = to_end}
+  local to_end = ceil_ms(f.start + f.len - now)
+  local r = {key = key, limit = count, used = used, nx = nx, cost = cost, f = f,
+             to_end = to_end}
   if verdict(r, cost, count, used) then r.retry = to_end end
   -- never below 0: a reload may lower the count under what a key holds
   r.remaining = max(0, count - used)
   if nx > 0 then
-    r.reset = ceil_ms((idx + 2) * period - now)
+    r.reset = ceil_ms(f.start + f.len + f.next_len - now)
   elseif used > 0 then
     r.reset = to_end
   else
@@ -415,12 +458,13 @@ end
 
 -- Writes the window's count and what the next one holds ahead.
 local function fixed_write(r, used)
+  local f = r.f
   if r.nx > 0 then
-    r.reset = ceil_ms((r.idx + 2) * r.period - now)
-    redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(used) .. ':' .. fmt(r.nx), 'PX', r.reset)
+    r.reset = ceil_ms(f.start + f.len + f.next_len - now)
+    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(used) .. ':' .. fmt(r.nx), 'PX', r.reset)
   else
     r.reset = r.to_end
-    redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(used), 'PX', r.to_end)
+    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(used), 'PX', r.to_end)
   end
 end
 
@@ -431,17 +475,22 @@ local function fixed_commit(r)
 end
 
 -- The first instant from t at which a window has room: this one, else the
--- next (whose units a delay counts ahead), else none within reach.
+-- next (whose units a delay counts ahead; not a calendar's), else none
+-- within reach.
 local function fixed_at(r, t)
   if r.cost > r.limit then return nil end
-  local next_start = (r.idx + 1) * r.period
+  local f = r.f
+  local next_start = f.start + f.len
   if t < next_start and r.used + r.cost <= r.limit then return t end
-  if r.nx + r.cost <= r.limit and t < next_start + r.period then return max(t, next_start) end
+  if not f.cal and r.nx + r.cost <= r.limit and t < next_start + f.next_len then
+    return max(t, next_start)
+  end
   return nil
 end
 
 local function fixed_commit_at(r, t)
-  if t < (r.idx + 1) * r.period then
+  local f = r.f
+  if t < f.start + f.len then
     fixed_commit(r)
   else
     r.nx = r.nx + r.cost
@@ -450,16 +499,17 @@ local function fixed_commit_at(r, t)
   end
   -- from when it runs: the end of the last window holding units
   if r.nx > 0 then
-    r.reset = ceil_ms((r.idx + 2) * r.period - t)
+    r.reset = ceil_ms(f.start + f.len + f.next_len - t)
   else
-    r.reset = ceil_ms((r.idx + 1) * r.period - t)
+    r.reset = ceil_ms(f.start + f.len - t)
   end
 end
 
 -- Sliding window counter: the units of the current fixed window (cur) and of
 -- the one before (prev), which counts for the part of it still inside the
 -- sliding window that ends now: estimate = cur + weighted(prev, e), e the
--- whole ms elapsed in the current window. O(1) state for any count.
+-- whole ms elapsed in the current window (of a calendar window's own
+-- length). O(1) state for any count.
 local function weighted(n, p, e)
   return floor(n * (p - e) / p)
 end
@@ -477,51 +527,52 @@ local function first_ms(n, p, k, lo)
   return b
 end
 
--- ms from now until the estimate, with cur units in the current window, is
--- at most k: later in this window as prev fades, else in the next (where cur
--- is the previous window), else in the one after, when both are gone.
+-- ms from base (default now) until the estimate, with cur units in the
+-- current window, is at most k: later in this window as prev fades, else
+-- in the next (where cur is the previous window), else in the one after,
+-- when both are gone.
 local function counter_wait(r, cur, k, base)
+  local f = r.f
   local at -- us from the current window's start
   if cur <= k then
-    local e = first_ms(r.prev, r.p, k - cur, r.e)
-    if e < r.p then at = e * 1000 end
+    local e = first_ms(r.prev, f.p, k - cur, r.e)
+    if e < f.p then at = e * 1000 end
   end
   if not at then
-    local e = first_ms(cur, r.p, k, 0)
-    if e < r.p then at = r.period + e * 1000 else at = 2 * r.period end
+    local e = first_ms(cur, f.p_next, k, 0)
+    if e < f.p_next then at = f.len + e * 1000 else at = f.len + f.p_next * 1000 end
   end
-  return ceil_ms(r.start + at - (base or now))
+  return ceil_ms(f.start + at - (base or now))
 end
 
 -- ms from base (now, or when a delayed request runs) until the estimate is
 -- 0; units a delay counted in the next window (nx) weigh until the end of
 -- the one after it.
 local function counter_reset(r, cur, base)
+  local f = r.f
   if r.nx > 0 then
-    return ceil_ms(r.start + 2 * r.period + first_ms(r.nx, r.p, 0, 0) * 1000 - base)
+    return ceil_ms(f.start + f.len + f.next_len + first_ms(r.nx, f.p_next, 0, 0) * 1000 - base)
   end
   return counter_wait(r, cur, 0, base)
 end
 
 -- The value "<window>:<cur>:<prev>[:<next>]": next is what a delay counted
 -- ahead in the next window (it becomes that window's cur).
-local function counter_check(key, _, count, period_ms, cost)
-  local period = period_ms * 1000
-  local idx = window_of(period)
+local function counter_check(key, capacity, count, period_ms, cost, algo)
+  local f = frame_of(algo, capacity, period_ms)
   local cur, prev, nx = 0, 0, 0
   local i, c, p, n = window_value(key)
-  if i == idx then
+  if i == f.id then
     cur, prev, nx = c, p, n
-  elseif i == idx - 1 then
+  elseif i == f.prev then
     cur, prev = n, c
-  elseif i == idx - 2 then
+  elseif i == f.prev2 then
     prev = n
   end
-  local start = idx * period
-  local e = floor((now - start) / 1000)
-  local est = cur + weighted(prev, period_ms, e)
-  local r = {key = key, limit = count, cur = cur, prev = prev, nx = nx, cost = cost, idx = idx,
-             start = start, period = period, p = period_ms, e = e, est = est}
+  local e = floor((now - f.start) / 1000)
+  local est = cur + weighted(prev, f.p, e)
+  local r = {key = key, limit = count, cur = cur, prev = prev, nx = nx, cost = cost, f = f,
+             e = e, est = est}
   if verdict(r, cost, count, est) then r.retry = counter_wait(r, cur, count - cost) end
   r.remaining = max(0, count - est)
   r.reset = counter_reset(r, cur, now)
@@ -529,12 +580,14 @@ local function counter_check(key, _, count, period_ms, cost)
 end
 
 local function counter_write(r, cur)
+  local f = r.f
+  -- the value counts until the window after the next one ends (as prev)
   if r.nx > 0 then
-    redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev) .. ':' ..
-               fmt(r.nx), 'PX', ceil_ms(r.start + 3 * r.period - now))
+    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev) .. ':' ..
+               fmt(r.nx), 'PX', ceil_ms(f.start + f.len + 2 * f.next_len - now))
   else
-    redis.call('SET', r.key, fmt(r.idx) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'PX',
-               ceil_ms(r.start + 2 * r.period - now))
+    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'PX',
+               ceil_ms(f.start + f.len + f.p_next * 1000 - now))
   end
   r.reset = counter_reset(r, cur, now)
 end
@@ -545,39 +598,41 @@ local function counter_commit(r)
 end
 
 -- The first instant from t at which the estimate has room: later in this
--- window as prev fades; else in the next, counted ahead as if this window
--- ends at its limit (or above it, where it is: a reload may lower the
--- limit), so no request this window still allows can take it over.
+-- window as prev fades; else in the next (not a calendar's), counted ahead
+-- as if this window ends at its limit (or above it, where it is: a reload
+-- may lower the limit), so no request this window still allows can take
+-- it over.
 local function counter_at(r, t)
-  local limit, cost = r.limit, r.cost
+  local limit, cost, f = r.limit, r.cost, r.f
   if cost > limit then return nil end
-  local next_start = r.start + r.period
+  local next_start = f.start + f.len
   if t < next_start and r.cur + cost <= limit then
-    local e = first_ms(r.prev, r.p, limit - cost - r.cur, floor((t - r.start) / 1000))
-    if e < r.p then return max(t, r.start + e * 1000) end
+    local e = first_ms(r.prev, f.p, limit - cost - r.cur, floor((t - f.start) / 1000))
+    if e < f.p then return max(t, f.start + e * 1000) end
   end
-  if r.nx + cost <= limit and t < next_start + r.period then
+  if not f.cal and r.nx + cost <= limit and t < next_start + f.next_len then
     local lo = 0
     if t > next_start then lo = floor((t - next_start) / 1000) end
-    local e = first_ms(max(r.cur, limit), r.p, limit - cost - r.nx, lo)
-    if e < r.p then return max(t, next_start + e * 1000) end
+    local e = first_ms(max(r.cur, limit), f.p_next, limit - cost - r.nx, lo)
+    if e < f.p_next then return max(t, next_start + e * 1000) end
   end
   return nil
 end
 
 local function counter_commit_at(r, t)
-  local next_start = r.start + r.period
+  local f = r.f
+  local next_start = f.start + f.len
   if t < next_start then
     counter_write(r, r.cur + r.cost)
     r.remaining = max(0, r.limit - r.cur - r.cost -
-                         weighted(r.prev, r.p, floor((t - r.start) / 1000)))
+                         weighted(r.prev, f.p, floor((t - f.start) / 1000)))
     r.reset = counter_reset(r, r.cur + r.cost, t)
     return
   end
   r.nx = r.nx + r.cost
   counter_write(r, r.cur)
   r.remaining = max(0, r.limit - r.nx -
-                       weighted(max(r.cur, r.limit), r.p, floor((t - next_start) / 1000)))
+                       weighted(max(r.cur, r.limit), f.p_next, floor((t - next_start) / 1000)))
   r.reset = counter_reset(r, r.cur, t)
 end
 
@@ -638,6 +693,9 @@ local algos = {
   f = {check = funnel_check, commit = funnel_commit},
   w = {check = fixed_check, commit = fixed_commit, at = fixed_at, commit_at = fixed_commit_at},
   c = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at},
+  -- calendar windows: their capacity argument is the daemon's bounds (frame)
+  W = {check = fixed_check, commit = fixed_commit, at = fixed_at, commit_at = fixed_commit_at},
+  C = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at},
   b = {check = ban_check, commit = ban_commit},
 }
 
@@ -708,11 +766,12 @@ local function decide(out, op, cost, nlimits, a, k)
   local all_ok = true
   for i = 1, nlimits do
     local algo = ARGV[a]
-    local capacity = num(ARGV[a + 1])
+    local capacity = ARGV[a + 1]
+    if algo ~= 'W' and algo ~= 'C' then capacity = num(capacity) end
     local count = num(ARGV[a + 2])
     local period = num(ARGV[a + 3])
     a = a + 4
-    local r = algos[algo].check(K[k], capacity, count, period, cost)
+    local r = algos[algo].check(K[k], capacity, count, period, cost, algo)
     r.algo = algos[algo]
     k = k + 1
     checks[i] = r
@@ -784,8 +843,11 @@ local function decide_all(out, op, cost, ngroups, a, k)
     local nl = num(ARGV[a + 1])
     a = a + 2
     for i = 1, nl do
-      local algo = algos[ARGV[a]]
-      local r = algo.check(K[k], num(ARGV[a + 1]), num(ARGV[a + 2]), num(ARGV[a + 3]), cost)
+      local name = ARGV[a]
+      local algo = algos[name]
+      local capacity = ARGV[a + 1]
+      if name ~= 'W' and name ~= 'C' then capacity = num(capacity) end
+      local r = algo.check(K[k], capacity, num(ARGV[a + 2]), num(ARGV[a + 3]), cost, name)
       r.algo = algo
       r.group = g
       a = a + 4
