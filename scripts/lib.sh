@@ -20,10 +20,11 @@ RL_DEB_PACKAGES="debhelper dpkg-dev lintian"
 # promtool) checks /metrics, scrapes the daemon and checks docs/alerts.yml in
 # it-metrics, which reads that file with python3-yaml; gnuplot-nox draws
 # the figures of docs/ and graphviz's dot the architecture diagram, with
-# scripts/plots, whose --check the suite runs).
+# scripts/plots, whose --check the suite runs; faketime sets a daemon's
+# clock in it-calendar).
 RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
 	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client prometheus
-	python3-yaml gnuplot-nox graphviz $RL_DEB_PACKAGES"
+	python3-yaml gnuplot-nox graphviz faketime $RL_DEB_PACKAGES"
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.

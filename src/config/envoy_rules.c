@@ -153,6 +153,8 @@ struct desc_form {
 		char **replaces;
 		size_t nreplaces, cap;
 		int64_t delay_ms; /* ours: the policy's delay.max */
+		int calendar;	  /* ours: day, week, month, year as calendar windows */
+		char *timezone, *anchor;
 		yaml_mark_t unit_mark, mark, replaces_mark, algorithm_mark;
 		unsigned seen;
 	} limit;
@@ -222,7 +224,19 @@ static int set_replaces(struct yparser *P, const struct ykey *k, void *dst)
 	return yp_seq(P, k, "entries", replace_entry, lf, &n);
 }
 
-enum { LMK_UNIT, LMK_RPU, LMK_UNLIMITED, LMK_NAME, LMK_REPLACES, LMK_ALGORITHM, LMK_DELAY, LMK_N };
+enum {
+	LMK_UNIT,
+	LMK_RPU,
+	LMK_UNLIMITED,
+	LMK_NAME,
+	LMK_REPLACES,
+	LMK_ALGORITHM,
+	LMK_DELAY,
+	LMK_CALENDAR,
+	LMK_TIMEZONE,
+	LMK_ANCHOR,
+	LMK_N
+};
 static const struct ykey limit_keys[LMK_N] = {
 	[LMK_UNIT] = {"unit", set_string_any, offsetof(struct limit_form, unit), 0, 0, YP_RELOAD,
 		      NULL, NULL},
@@ -238,6 +252,14 @@ static const struct ykey limit_keys[LMK_N] = {
 	/* ours, as `algorithm`: a policy's delay: {max} (docs/envoy.md) */
 	[LMK_DELAY] = {"delay", yp_set_duration, offsetof(struct limit_form, delay_ms), 1,
 		       POLICY_DELAY_MAX_MS, YP_RELOAD, NULL, NULL},
+	/* ours: a day, week, month or year as a calendar window (envoyproxy's
+	 * month is 30 days from the epoch), in a zone, from an anchor */
+	[LMK_CALENDAR] = {"calendar", yp_set_bool, offsetof(struct limit_form, calendar), 0, 0,
+			  YP_RELOAD, NULL, NULL},
+	[LMK_TIMEZONE] = {"timezone", set_string_any, offsetof(struct limit_form, timezone), 0, 0,
+			  YP_RELOAD, NULL, NULL},
+	[LMK_ANCHOR] = {"anchor", set_string_any, offsetof(struct limit_form, anchor), 0, 0,
+			YP_RELOAD, NULL, NULL},
 };
 
 static int set_rate_limit(struct yparser *P, const struct ykey *k, void *dst)
@@ -336,9 +358,44 @@ static void form_clear(struct desc_form *f)
 	free(f->limit.unit);
 	free(f->limit.name);
 	free(f->limit.algorithm);
+	free(f->limit.timezone);
+	free(f->limit.anchor);
 	for (size_t i = 0; i < f->limit.nreplaces; i++)
 		free(f->limit.replaces[i]);
 	free(f->limit.replaces);
+}
+
+/* calendar: true: the rule's unit as a calendar window of p (its anchor
+ * and time zone as a policy's limits and timezone take them). */
+static int calendar_limit(struct yparser *P, const struct limit_form *lf,
+			  const struct envoy_limit *l, struct policy *p)
+{
+	static const char *const units[] = {[ENVOY_UNIT_DAY] = "day",
+					    [ENVOY_UNIT_WEEK] = "week",
+					    [ENVOY_UNIT_MONTH] = "month",
+					    [ENVOY_UNIT_YEAR] = "year"};
+	const char *u =
+		(unsigned)l->unit < sizeof(units) / sizeof(units[0]) ? units[l->unit] : NULL;
+	if (!u)
+		return yp_fail(P, lf->mark,
+			       "rate_limit: calendar windows are a day, week, month or year");
+	char spec[96], why[POLICY_ERR_MAX];
+	snprintf(spec, sizeof(spec), "%lld/%s%s%.40s", (long long)p->limits[0].count, u,
+		 lf->anchor ? "@" : "", lf->anchor ? lf->anchor : "");
+	if (policy_parse_limit(spec, strlen(spec), &p->limits[0], why, sizeof(why)) < 0)
+		return yp_fail(P, lf->mark, "rate_limit.anchor: %s", why);
+	if (lf->timezone) {
+		if (strlen(lf->timezone) > CALENDAR_TZ_MAX ||
+		    calendar_tz_check(lf->timezone, why, sizeof(why)) < 0)
+			return yp_fail(P, lf->mark, "rate_limit.timezone: %s",
+				       strlen(lf->timezone) > CALENDAR_TZ_MAX ? "too long" : why);
+		snprintf(p->timezone, sizeof(p->timezone), "%s", lf->timezone);
+	}
+	if (p->algo != POLICY_FIXED_WINDOW && p->algo != POLICY_SLIDING_COUNTER)
+		return yp_fail(P, lf->mark,
+			       "rate_limit: a calendar window is for fixed_window and "
+			       "sliding_window_counter");
+	return 0;
 }
 
 /* The rate_limit of a descriptor read into f, checked, as a limit (*out
@@ -400,10 +457,19 @@ static int make_limit(struct yparser *P, struct desc_form *f, enum policy_algo a
 	p->on_store_error = POLICY_ON_ERROR_INHERIT;
 	p->shadow = f->shadow ? 1 : -1;
 	p->delay.max_ms = lf->delay_ms;
+	if ((lf->timezone || lf->anchor) && !lf->calendar) {
+		limit_free(l);
+		return yp_fail(P, lf->mark,
+			       "rate_limit: timezone and anchor go with calendar: true");
+	}
 	if (!l->unlimited && l->requests_per_unit > 0) {
 		int64_t n = l->requests_per_unit;
 		p->limits[0] = (struct policy_limit){
 			.capacity = n, .count = n, .period_ms = envoy_unit_seconds(l->unit) * 1000};
+		if (lf->calendar && calendar_limit(P, lf, l, p) < 0) {
+			limit_free(l);
+			return -1;
+		}
 		const char *why;
 		if (policy_validate(p, &why) < 0) {
 			limit_free(l);

@@ -84,8 +84,8 @@ int64_t calendar_max_ms(enum calendar_unit u)
 		return 7 * day + hour;
 	case CALENDAR_MONTH:
 		return 31 * day + hour;
-	case CALENDAR_YEAR:
-		return 366 * day + hour;
+	case CALENDAR_YEAR: /* a year holds both daylight-saving switches */
+		return 366 * day;
 	case CALENDAR_NONE:
 		break;
 	}

@@ -35,7 +35,8 @@ int calendar_default_anchor(enum calendar_unit u);
 /* Whether anchor is one u takes (a month 1..31, a week 1..7, a year a
  * valid MMDD, 29 February included; a day none but 0). */
 int calendar_anchor_valid(enum calendar_unit u, int anchor);
-/* The longest window of a unit, ms (a leap year and a daylight-saving hour). */
+/* The longest window of a unit, ms (a leap year; a daylight-saving hour,
+ * but in a year, which holds both switches). */
 int64_t calendar_max_ms(enum calendar_unit u);
 
 /* 0 if tz names a zone of tzdata ("UTC", "Europe/Berlin"), else -1 with

@@ -19,7 +19,7 @@ ALGOS = {"sliding_window": ("s", False), "funnel": ("f", True),
 
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
 UNIT_MS = {"day": 25 * 3600000, "week": (7 * 24 + 1) * 3600000,
-           "month": (31 * 24 + 1) * 3600000, "year": (366 * 24 + 1) * 3600000}
+           "month": (31 * 24 + 1) * 3600000, "year": 366 * 24 * 3600000}
 
 
 class Calendar:
