@@ -53,8 +53,17 @@ static void make_policies(void)
 	pol[2].algo = POLICY_FIXED_WINDOW;
 	limit(&pol[2], 0, 5, 5, 100);
 	limit(&pol[2], 1, 7, 7, 3600000);
+	/* calendar windows: a month from the 31st in Sydney, a week from Sunday in Berlin */
+	limit(&pol[2], 2, 9, 9, calendar_max_ms(CALENDAR_MONTH));
+	pol[2].limits[2].calendar = CALENDAR_MONTH;
+	pol[2].limits[2].anchor = 31;
+	strcpy(pol[2].timezone, "Australia/Sydney");
 	pol[3].algo = POLICY_SLIDING_COUNTER;
 	limit(&pol[3], 0, 4, 4, 250);
+	limit(&pol[3], 1, 6, 6, calendar_max_ms(CALENDAR_WEEK));
+	pol[3].limits[1].calendar = CALENDAR_WEEK;
+	pol[3].limits[1].anchor = 7;
+	strcpy(pol[3].timezone, "Europe/Berlin");
 	pol[4].algo = POLICY_SLIDING_WINDOW;
 	limit(&pol[4], 0, 2, 2, 500);
 	pol[4].ban = (struct policy_ban){2, 1000, 3000};
