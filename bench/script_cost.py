@@ -11,7 +11,7 @@ Not a test; docs/performance.md quotes its figures. With --depth 1 Redis
 sleeps between calls, so the difference to --depth 4 is what waking it
 costs.
 
-usage: bench/script_cost.py [--algo funnel|sliding] [--batch N] [--calls N]
+usage: bench/script_cost.py [--algo funnel|sliding|fixed|counter] [--batch N] [--calls N]
                             [--depth N] [--script PATH]
 """
 
@@ -28,6 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 POLICY = {  # the throughput policies of scripts/bench, as the daemon sends them
     "funnel": ("f", ["f", "1000000000", "1000000000", "1000"]),
     "sliding": ("s60000", ["s", "1000", "1000", "60000"]),
+    "fixed": ("w60000", ["w", "1000000000", "1000000000", "60000"]),
+    "counter": ("c60000", ["c", "1000000000", "1000000000", "60000"]),
 }
 
 

@@ -172,6 +172,8 @@ static enum proto_step hello(const char *const *arg, const size_t *alen, int n,
 	struct cmd_request *req = &out->req;
 	for (int i = 2; i < n; i++) {
 		if (proto_word_is(arg[i], alen[i], "AUTH") && i + 2 < n && !req->token) {
+			if (alen[i + 2] == 0) /* no identity has an empty token */
+				return bad(out, CMD_ERR_SYNTAX, "AUTH's token is empty");
 			req->verb = CMD_AUTH;
 			req->token = arg[i + 2];
 			req->token_len = alen[i + 2];
@@ -253,6 +255,8 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		 * it (the user is the identity's name; the token decides) */
 		if (n != 2 && n != 3)
 			return bad(out, CMD_ERR_SYNTAX, "usage: AUTH [<identity>] <token>");
+		if (alen[n - 1] == 0) /* no identity has an empty token (found by fuzz-resp) */
+			return bad(out, CMD_ERR_SYNTAX, "AUTH's token is empty");
 		req->verb = CMD_AUTH;
 		req->token = arg[n - 1];
 		req->token_len = alen[n - 1];

@@ -136,6 +136,9 @@ static const struct rcase cases[] = {
 	REQ("*2\r\n$4\r\nAUTH\r\n$1\r\np\r\n", CMD_AUTH, NULL, NULL, 1),
 	REQ("*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$1\r\np\r\n", CMD_AUTH, NULL, NULL, 1),
 	BAD("*1\r\n$4\r\nAUTH\r\n", CMD_ERR_SYNTAX),
+	/* an empty token is no identity's (found by fuzz-resp) */
+	BAD("*3\r\n$4\r\nAUTH\r\n$5\r\nALLOW\r\n$0\r\n\r\n", CMD_ERR_SYNTAX),
+	BAD("*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$0\r\n\r\n", CMD_ERR_SYNTAX),
 	LOCAL("*1\r\n$4\r\nINFO\r\n", L_INFO),
 	LOCAL("*1\r\n$7\r\nCOMMAND\r\n", L_EMPTY_ARRAY),
 	LOCAL("*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$1\r\n*\r\n", L_EMPTY_ARRAY),

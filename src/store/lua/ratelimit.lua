@@ -406,12 +406,19 @@ local function frame(calendar, bounds, period_ms)
   return nil
 end
 
+-- One call's frames, by period or bounds: the clock is the call's, so a
+-- batch computes each window once.
+local frames = {}
 local function frame_of(algo, capacity, period_ms)
-  local f = frame(algo == 'W' or algo == 'C', capacity, period_ms)
+  local cal = algo == 'W' or algo == 'C'
+  local f = frames[cal and capacity or period_ms]
+  if f then return f end
+  f = frame(cal, capacity, period_ms)
   if not f then
     error({err = 'calendar window: the daemon\'s bounds ' .. tostring(capacity) ..
                  ' do not hold Redis\'s clock'})
   end
+  frames[cal and capacity or period_ms] = f
   return f
 end
 
