@@ -63,6 +63,8 @@ static void usage(FILE *f)
 		"                                              back when ratelimitctl exits)\n"
 		"  release LEASE-ID                            give a lease back\n"
 		"  renew LEASE-ID                              extend a lease\n"
+		"  charge USER ACTION COST                     count a cost known afterwards\n"
+		"                                              (never denied)\n"
 		"  check-config [FILE]                         ratelimitd -t on FILE\n"
 		"  policies                                    the config file's policy names\n"
 		"  reload                                      check the config, then SIGHUP\n"
@@ -575,7 +577,7 @@ static int run(struct ctl *c, char **args, int nargs)
 	}
 	int known = !strcmp(cmd, "allow") || !strcmp(cmd, "peek") || !strcmp(cmd, "ping") ||
 		    !strcmp(cmd, "acquire") || !strcmp(cmd, "release") || !strcmp(cmd, "renew") ||
-		    is_admin_command(cmd);
+		    !strcmp(cmd, "charge") || is_admin_command(cmd);
 	if (!known) {
 		usage(stderr);
 		return ctl_fail(&c->x, "usage", "unknown command %s", cmd);
@@ -611,6 +613,8 @@ static int run(struct ctl *c, char **args, int nargs)
 		return cmd_decide(c, cmd[0] == 'p', args, nargs);
 	if (!strcmp(cmd, "ping"))
 		return cmd_simple(c, "PING", args, nargs, 0, 0, "");
+	if (!strcmp(cmd, "charge"))
+		return cmd_lease(c, "CHARGE", args, nargs, 3, 3, "USER ACTION COST");
 	if (!strcmp(cmd, "acquire"))
 		return cmd_lease(c, "ACQUIRE", args, nargs, 2, 3, "USER ACTION [COST]");
 	if (!strcmp(cmd, "renew"))

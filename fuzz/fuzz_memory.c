@@ -113,9 +113,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		clk.now += (int64_t)(step & 0x3fffffff) << (2 * (step >> 30)) >> 6;
 		int u = d[1] % USERS, pi = d[2] % NPOL;
 		int64_t cost = 1 + d[3] % 12;
-		enum store_op op = d[0] % 8 == 0  ? STORE_RESET
-				   : d[0] % 8 < 3 ? STORE_PEEK
-						  : STORE_ALLOW;
+		/* op 6: a CHARGE, counted past the limit */
+		enum store_op op = d[0] % 8 == 0   ? STORE_RESET
+				   : d[0] % 8 < 3  ? STORE_PEEK
+				   : d[0] % 8 == 6 ? STORE_CHARGE
+						   : STORE_ALLOW;
 		char user[8];
 		snprintf(user, sizeof(user), "u%d", u);
 		struct store_request req = {
@@ -157,7 +159,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct limiter_result want;
 		static const enum limiter_op lop[] = {[STORE_ALLOW] = LIMITER_ALLOW,
 						      [STORE_PEEK] = LIMITER_PEEK,
-						      [STORE_RESET] = LIMITER_RESET};
+						      [STORE_RESET] = LIMITER_RESET,
+						      [STORE_CHARGE] = LIMITER_CHARGE};
 		int rc = npairs ? limiter_decide_all(gp, shadow, gs, npairs, LIMITER_ALLOW, cost,
 						     clk.now, &want, &group, &shadow_group,
 						     want_groups)

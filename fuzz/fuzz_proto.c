@@ -169,6 +169,15 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 			r->code = "bad-cost";
 		else if (r->tlen[1] > KEYS_USER_MAX)
 			r->code = "bad-user";
+	} else if (word_eq(v, vl, "CHARGE")) {
+		/* exactly a user, an action and a cost */
+		r->verb = CMD_CHARGE;
+		if (n != 4)
+			r->code = "syntax";
+		else if (ref_cost(r->tok[3], r->tlen[3], &r->cost) < 0)
+			r->code = "bad-cost";
+		else if (r->tlen[1] > KEYS_USER_MAX)
+			r->code = "bad-user";
 	} else if (word_eq(v, vl, "MALLOW") || word_eq(v, vl, "MPEEK")) {
 		/* pairs, then a cost when the arguments are odd in number; the
 		 * cost is judged before the users */
@@ -485,6 +494,7 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 	case CMD_PEEK:
 	case CMD_RESET:
 	case CMD_ACQUIRE:
+	case CMD_CHARGE:
 		check(cmd->user_len >= 1 && cmd->user_len <= KEYS_USER_MAX, "user_len 1..512");
 		check(cmd->action_len >= 1, "action_len >= 1");
 		check(inside(cmd->user, cmd->user_len, line, n), "user inside the line");

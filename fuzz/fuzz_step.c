@@ -115,6 +115,7 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 	case CMD_PEEK:
 	case CMD_RESET:
 	case CMD_ACQUIRE:
+	case CMD_CHARGE:
 		check(r->user_len >= 1 && r->user_len <= KEYS_USER_MAX, "user_len 1..512");
 		check(in_request(r->user, r->user_len, w, got->used, state, state_size),
 		      "user inside the request");

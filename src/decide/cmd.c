@@ -266,6 +266,7 @@ static unsigned verb_right(enum cmd_verb v)
 	case CMD_ACQUIRE:
 	case CMD_RELEASE:
 	case CMD_RENEW:
+	case CMD_CHARGE:
 		return CONFIG_RIGHT_DECIDE;
 	case CMD_RESET:
 	case CMD_OVERRIDE:
@@ -410,6 +411,9 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	case CMD_PEEK:
 		op = STORE_PEEK;
 		break;
+	case CMD_CHARGE:
+		op = STORE_CHARGE;
+		break;
 	case CMD_THROTTLE:
 		throttle(cfg, env, pc, slot);
 		return;
@@ -507,9 +511,11 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	/* The cache answers and learns only while every daemon's RESETs reach
 	 * us (decide_cache), and only on the action's own limits (decide_cacheable). */
 	struct denycache *deny;
-	/* a request that may wait decides with another capacity: no cache */
+	/* a request that may wait decides with another capacity, and a CHARGE
+	 * is never denied: no cache */
 	int may_wait = pc->wait_given && pc->wait_ms > 0;
-	if (decide_cacheable(p, slot->own_policy || slot->overridden || may_wait) &&
+	if (decide_cacheable(p, slot->own_policy || slot->overridden || may_wait ||
+					op == STORE_CHARGE) &&
 	    (deny = decide_cache(env))) {
 		struct denycache_hit hit;
 		slot->deny = deny;

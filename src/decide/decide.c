@@ -209,7 +209,8 @@ void decide_store_failed(struct cmd_slot *slot, const struct store_result *res,
 		}
 		mode = POLICY_ON_ERROR_ERROR; /* out of memory: say so */
 	}
-	if (slot->op == STORE_RESET || mode == POLICY_ON_ERROR_ERROR ||
+	/* a RESET, or a CHARGE that was not counted: never answered as if done */
+	if (slot->op == STORE_RESET || slot->op == STORE_CHARGE || mode == POLICY_ON_ERROR_ERROR ||
 	    mode == POLICY_ON_ERROR_LOCAL) {
 		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, msg);
 		return;

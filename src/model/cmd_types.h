@@ -38,8 +38,9 @@ enum cmd_verb {
 	CMD_ACQUIRE,	/* take a lease of a concurrency policy (lease.h) */
 	CMD_RELEASE,	/* give one back, by its id */
 	CMD_RENEW,	/* extend one */
+	CMD_CHARGE,	/* count a cost known afterwards, never denied */
 };
-#define CMD_VERB_N (CMD_RENEW + 1)
+#define CMD_VERB_N (CMD_CHARGE + 1)
 
 /* The most pairs one MALLOW or MPEEK may name. */
 #define CMD_PAIRS_MAX 8

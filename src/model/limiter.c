@@ -261,6 +261,40 @@ static int frame_of(const struct policy_limit *l, const char *tz, int64_t now, s
 	return 0;
 }
 
+/* What an earlier window's value leaves to this one: what a delay counted
+ * ahead in the next window, and a count past the limit (a CHARGE's debt),
+ * less the limit of each window since (a fixed period's; a calendar's two
+ * windows back at most). */
+static int64_t carried(const struct limiter_state *s, int64_t limit, const struct frame *f)
+{
+	int64_t debt = s->next + (s->n > limit ? s->n - limit : 0);
+	int64_t gap = f->cal ? (s->window == f->prev	? 1
+				: s->window == f->prev2 ? 2
+							: -1)
+			     : f->id - s->window;
+	if (gap < 1 || gap - 1 > debt / limit) /* (gap - 1) * limit could overflow */
+		return 0;
+	int64_t left = debt - (gap - 1) * limit;
+	return left > 0 ? left : 0;
+}
+
+/* The script's fixed_keep: ms until the window's count is spent (this
+ * window's end, or that of the last later window what it carries reaches),
+ * at most 400 days; also how long the value lives. */
+static int64_t fixed_keep(const struct check *c, int64_t used, int64_t now)
+{
+	const struct frame *f = &c->f;
+	int64_t carry = c->nx + (used > c->limit ? used - c->limit : 0);
+	int64_t k = (int64_t)ceil((double)carry / (double)c->limit);
+	if (k < 1)
+		return c->to_end;
+	if (f->cal && k > 2)
+		k = 2;
+	int64_t ms = ceil_ms((double)f->start + (double)f->len + (double)k * (double)f->next_len -
+			     (double)now);
+	return ms < 34560000000LL ? ms : 34560000000LL;
+}
+
 static void fixed_check(const struct policy_limit *l, const struct limiter_state *s, int64_t cost,
 			int64_t now, struct check *c)
 {
@@ -269,8 +303,8 @@ static void fixed_check(const struct policy_limit *l, const struct limiter_state
 	if (s->has_window && s->window == f->id) {
 		used = s->n;
 		nx = s->next;
-	} else if (s->has_window && s->window == f->prev) {
-		used = s->next;
+	} else if (s->has_window && s->window < f->id) {
+		used = carried(s, l->count, f);
 	}
 	c->to_end = ceil_ms((double)(f->start + f->len - now));
 	c->limit = l->count;
@@ -280,19 +314,15 @@ static void fixed_check(const struct policy_limit *l, const struct limiter_state
 	if (verdict(c, cost, l->count, used))
 		c->retry = c->to_end;
 	c->remaining = l->count - used > 0 ? l->count - used : 0;
-	if (nx > 0)
-		c->reset = ceil_ms((double)(f->start + f->len + f->next_len - now));
-	else
-		c->reset = used > 0 ? c->to_end : 0;
+	c->reset = nx > 0 || used > 0 ? fixed_keep(c, used, now) : 0;
 }
 
 static void fixed_write(struct limiter_state *s, int64_t now, struct check *c, int64_t used)
 {
-	const struct frame *f = &c->f;
-	c->reset = c->nx > 0 ? ceil_ms((double)(f->start + f->len + f->next_len - now)) : c->to_end;
+	c->reset = fixed_keep(c, used, now);
 	s->expire_us = expire_at(now, c->reset);
 	s->has_window = 1;
-	s->window = f->id;
+	s->window = c->f.id;
 	s->n = used;
 	s->next = c->nx;
 }
@@ -715,6 +745,19 @@ static int decide(const struct policy *p, struct limiter_state *st, enum limiter
 		return -1;
 	if (g.banned) {
 		result_of(0, g.ban, out);
+		return 0;
+	}
+	if (op == LIMITER_CHARGE) {
+		/* counted whatever the limits hold: the cost was spent */
+		struct check *bind = NULL;
+		for (int i = 0; i < p->nlimits; i++) {
+			if (commit_limit(p->algo, &st[i], cost, now_us, &g.c[i]) < 0)
+				return -1;
+			if (!bind || g.c[i].remaining < bind->remaining)
+				bind = &g.c[i];
+		}
+		*out = (struct limiter_result){
+			1, bind->limit, bind->remaining > 0 ? bind->remaining : 0, 0, bind->reset};
 		return 0;
 	}
 	int64_t at = !g.ok && wait_us > 0 ? delay_at(p, &g, now_us, wait_us) : -1;

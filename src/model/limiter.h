@@ -11,7 +11,10 @@
 
 struct policy;
 
-enum limiter_op { LIMITER_ALLOW, LIMITER_PEEK, LIMITER_RESET };
+/* LIMITER_CHARGE: every limit counts the cost, allowed whatever it holds
+ * (a limit may go past its count: later requests are denied until it is
+ * earned back); the script's "g". */
+enum limiter_op { LIMITER_ALLOW, LIMITER_PEEK, LIMITER_RESET, LIMITER_CHARGE };
 
 struct limiter_result {
 	int allowed;

@@ -6,7 +6,8 @@
 #ifndef RL_STORE_TYPES_H
 #define RL_STORE_TYPES_H
 
-enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET };
+/* STORE_CHARGE: count the cost in every limit, never denied (CHARGE). */
+enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET, STORE_CHARGE };
 
 enum store_status {
 	STORE_OK,

@@ -28,7 +28,7 @@ static const char *const verb_names[CMD_VERB_N] = {
 	[CMD_OVERRIDE] = "override",   [CMD_UNOVERRIDE] = "unoverride",
 	[CMD_OVERRIDES] = "overrides", [CMD_AUTH] = "auth",
 	[CMD_ACQUIRE] = "acquire",     [CMD_RELEASE] = "release",
-	[CMD_RENEW] = "renew",
+	[CMD_RENEW] = "renew",	       [CMD_CHARGE] = "charge",
 };
 
 static const char *const error_codes[CMD_ERR_N] = {
@@ -188,6 +188,28 @@ int proto_parse_wait(const char *const *arg, const size_t *alen, int n, struct c
 	req->wait_given = 1;
 	req->wait_ms = ms;
 	return 1;
+}
+
+int proto_parse_charge(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		       struct proto_error *err)
+{
+	if (!proto_word_is(arg[0], alen[0], "CHARGE"))
+		return 1;
+	req->verb = CMD_CHARGE;
+	if (n != 4)
+		return lease_fail(err, CMD_ERR_SYNTAX, "usage: CHARGE <user> <action> <cost>");
+	if (proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
+		return lease_fail(err, CMD_ERR_BAD_COST,
+				  "cost must be an integer from 1 to 2147483647");
+	if (alen[1] == 0)
+		return lease_fail(err, CMD_ERR_BAD_USER, "user is empty");
+	if (alen[1] > KEYS_USER_MAX)
+		return lease_fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+	req->user = arg[1];
+	req->user_len = alen[1];
+	req->action = arg[2];
+	req->action_len = alen[2];
+	return 0;
 }
 
 int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,

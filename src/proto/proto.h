@@ -93,6 +93,10 @@ int proto_parse_pairs(const char *const *arg, const size_t *alen, int n, struct 
  * req filled, -1 with err, or 1 when arg[0] is none of them. */
 int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 			  struct cmd_request *req, struct proto_error *err);
+/* CHARGE <user> <action> <cost> from arg[0..n) (arg[0] the verb): 0 with
+ * req filled, -1 with err, or 1 when arg[0] is not CHARGE. */
+int proto_parse_charge(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		       struct proto_error *err);
 /* ACQUIRE <user> <action> [<cost>], RELEASE <lease-id>, RENEW <lease-id>
  * from arg[0..n) (arg[0] the verb): 0 with req filled (a lease id's action
  * in action too), -1 with err, or 1 when arg[0] is none of them. */

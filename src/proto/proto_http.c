@@ -743,8 +743,9 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 			st = json_args(body, blen, pc, &a, out);
 		if (st != PROTO_REQUEST)
 			return st;
-	} else if (plen == 11 && memcmp(target, "/v1/acquire", 11) == 0) {
-		req->verb = CMD_ACQUIRE;
+	} else if ((plen == 11 && memcmp(target, "/v1/acquire", 11) == 0) ||
+		   (plen == 10 && memcmp(target, "/v1/charge", 10) == 0)) {
+		req->verb = target[4] == 'a' ? CMD_ACQUIRE : CMD_CHARGE;
 		if (!post)
 			return local(out, METHOD_NOT_ALLOWED, 0);
 		st = query_args(q ? q : "", qlen, pc, &a, out);
@@ -778,6 +779,8 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 		return bad(out, CMD_ERR_SYNTAX, "action is missing");
 	if (req->verb == CMD_RESET && a.cost)
 		return bad(out, CMD_ERR_SYNTAX, "RESET takes no cost");
+	if (req->verb == CMD_CHARGE && !a.cost)
+		return bad(out, CMD_ERR_SYNTAX, "a charge needs its cost");
 	if (a.cost && proto_parse_cost(a.cost, a.cost_len, &req->cost) < 0)
 		return bad(out, CMD_ERR_BAD_COST, "cost must be an integer from 1 to 2147483647");
 	if (a.wait) {

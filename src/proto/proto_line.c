@@ -76,6 +76,9 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 	int lease = proto_parse_lease(tok, tlen, ntok, cmd, err);
 	if (lease != 1)
 		return lease;
+	int charge = proto_parse_charge(tok, tlen, ntok, cmd, err);
+	if (charge != 1)
+		return charge;
 	if (proto_word_is(tok[0], tlen[0], "ALLOW") || proto_word_is(tok[0], tlen[0], "PEEK")) {
 		cmd->verb = proto_word_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
 		int w = cmd->verb == CMD_ALLOW ? proto_parse_wait(tok, tlen, ntok, cmd, err) : 0;
@@ -120,7 +123,7 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 	} else {
 		return fail(err, CMD_ERR_UNKNOWN_COMMAND,
 			    "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
-			    "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW");
+			    "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW CHARGE");
 	}
 	if (tlen[1] > KEYS_USER_MAX)
 		return fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");

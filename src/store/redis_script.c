@@ -78,6 +78,8 @@ static const char *op_arg(enum store_op op)
 		return "a";
 	case STORE_PEEK:
 		return "p";
+	case STORE_CHARGE:
+		return "g";
 	case STORE_RESET:
 		break;
 	}

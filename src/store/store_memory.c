@@ -396,7 +396,9 @@ static int decide(struct store_memory *s, const struct store_request *req, int64
 		return decide_reset(s, req, now, res);
 	struct decision *d = s->d;
 	d->ngroups = 0;
-	enum limiter_op op = req->op == STORE_ALLOW ? LIMITER_ALLOW : LIMITER_PEEK;
+	enum limiter_op op = req->op == STORE_ALLOW    ? LIMITER_ALLOW
+			     : req->op == STORE_CHARGE ? LIMITER_CHARGE
+						       : LIMITER_PEEK;
 	struct limiter_result r;
 	int rc = 0;
 	if (req->npairs > 0) {

@@ -260,7 +260,7 @@ def random_scenarios(rnd, n):
             if multi:
                 op = rnd.choice("AAAP")
             else:
-                op = rnd.choice("aaaaaaprdd")
+                op = rnd.choice("aaaaaaprddg")
             cost = rnd.choice([1, 1, 1, 2, 3, rnd.randint(1, 12)])
             if op == "d":  # an ALLOW that may wait (vectors_delay.txt)
                 cost = "%d %d" % (cost, rnd.choice([1, 7, 100, 1000, 2500, 60000]))

@@ -203,6 +203,21 @@ class LuaVectors(unittest.TestCase):
                     checked += 1
         self.assertGreater(checked, 20)
 
+    def test_charge_vectors(self):
+        """tests/vectors_charge.txt: CHARGE ("g") counts past the limit in
+        every algorithm as the C limiter does."""
+        scenarios = read_vectors(os.path.join(SRCDIR, "tests", "vectors_charge.txt"))
+        checked = 0
+        with self.redis.resp() as r:
+            sha = r.call("SCRIPT", "LOAD", self.script)
+            for n, (multi, groups, steps) in enumerate(scenarios):
+                for lineno, now, op, cost, want in steps:
+                    keys, args = script_call("g%d" % n, multi, groups, now, op, cost)
+                    got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
+                    self.assertEqual(got, want, "vectors_charge.txt:%d" % lineno)
+                    checked += 1
+        self.assertGreater(checked, 20)
+
     def test_calendar_vectors(self):
         """tests/vectors_calendar.txt: calendar windows in time zones, the
         bounds computed here with zoneinfo, give what the C limiter gives

@@ -73,7 +73,8 @@ static inline void store_replay_step(const struct vector_step *s, void *arg)
 	struct store_replay *r = arg;
 	static const enum store_op ops[] = {[LIMITER_ALLOW] = STORE_ALLOW,
 					    [LIMITER_PEEK] = STORE_PEEK,
-					    [LIMITER_RESET] = STORE_RESET};
+					    [LIMITER_RESET] = STORE_RESET,
+					    [LIMITER_CHARGE] = STORE_CHARGE};
 	struct store_pair pairs[STORE_PAIRS_MAX];
 	struct store_request req = {
 		.op = ops[s->op],

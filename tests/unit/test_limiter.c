@@ -84,7 +84,7 @@ static void run_step(const struct vector_step *s, void *arg)
 		       (long long)got.reset_ms);
 	else if (r->dump)
 		printf("%lld %c %lld -> %d %lld %lld %lld %lld%s\n", (long long)s->now_us,
-		       (s->multi ? "AP" : "apr")[s->op], (long long)s->cost, got.allowed,
+		       (s->multi ? "AP" : "aprg")[s->op], (long long)s->cost, got.allowed,
 		       (long long)got.limit, (long long)got.remaining,
 		       (long long)got.retry_after_ms, (long long)got.reset_ms, tail);
 	if (got.allowed != s->want.allowed || got.limit != s->want.limit ||
@@ -121,6 +121,13 @@ END_TEST
 START_TEST(test_delay_vectors)
 {
 	run_file(TEST_SRCDIR "/tests/vectors_delay.txt", 20);
+}
+END_TEST
+
+/* CHARGE: counted past the limit (tests/vectors_charge.txt). */
+START_TEST(test_charge_vectors)
+{
+	run_file(TEST_SRCDIR "/tests/vectors_charge.txt", 20);
 }
 END_TEST
 
@@ -321,6 +328,7 @@ int main(void)
 	tcase_add_test(tc, test_vectors);
 	tcase_add_test(tc, test_delay_vectors);
 	tcase_add_test(tc, test_calendar_vectors);
+	tcase_add_test(tc, test_charge_vectors);
 	tcase_add_test(tc, test_sliding_never_exceeds);
 	tcase_add_test(tc, test_funnel_rate);
 	tcase_add_test(tc, test_peek_consumes_nothing);

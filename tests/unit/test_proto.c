@@ -50,6 +50,13 @@ static const struct pcase cases[] = {
 	{"RELEASE export:ZGF2aWQ:0123456789abcdef:1", NULL, CMD_RELEASE, NULL, "export", 1},
 	{"RENEW export:ZGF2aWQ:0123456789abcdef:1", NULL, CMD_RENEW, NULL, "export", 1},
 	{"RELEASE nocolon", "no-lease", 0, NULL, NULL, 0},
+	/* CHARGE: a cost, always given */
+	{"CHARGE david llm 1200", NULL, CMD_CHARGE, "david", "llm", 1200},
+	{"charge david llm 1", NULL, CMD_CHARGE, "david", "llm", 1},
+	{"CHARGE david llm", "syntax", 0, NULL, NULL, 0},
+	{"CHARGE david llm 5 6", "syntax", 0, NULL, NULL, 0},
+	{"CHARGE david llm 0", "bad-cost", 0, NULL, NULL, 0},
+	{"CHARGE david llm WAIT", "bad-cost", 0, NULL, NULL, 0},
 	{"RELEASE a:b c", "syntax", 0, NULL, NULL, 0},
 	{"ALLOW a b c d e f", "syntax", 0, NULL, NULL, 0},
 	{"RESET david reply 1", "syntax", 0, NULL, NULL, 0},

@@ -72,6 +72,12 @@ static const struct acase acases[] = {
 	OK("GET", "/v1/allow?user=first&user=last&action=x", NULL, CMD_ALLOW, "last", "x", 1),
 	OK("GET", "/v1/peek?user=u&action=x&cost=0000012", NULL, CMD_PEEK, "u", "x", 12),
 	OK("POST", "/v1/reset?user=u&action=x", NULL, CMD_RESET, "u", "x", 1),
+	/* CHARGE: POST, with its cost (query or JSON) */
+	OK("POST", "/v1/charge?user=u&action=llm&cost=1500", NULL, CMD_CHARGE, "u", "llm", 1500),
+	OK("POST", "/v1/charge", "{\"user\":\"u\",\"action\":\"llm\",\"cost\":7}", CMD_CHARGE, "u",
+	   "llm", 7),
+	BAD("POST", "/v1/charge?user=u&action=llm", NULL, CMD_ERR_SYNTAX),
+	LOCAL("GET", "/v1/charge?user=u&action=llm&cost=1", NULL, 405),
 	BAD("GET", "/v1/allow?user=%zz&action=x", NULL, CMD_ERR_SYNTAX),
 	BAD("GET", "/v1/allow?user=%4&action=x", NULL, CMD_ERR_SYNTAX),
 	BAD("GET", "/v1/allow?user=ab%&action=x", NULL, CMD_ERR_SYNTAX),

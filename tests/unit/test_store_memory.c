@@ -148,6 +148,13 @@ START_TEST(test_delay_vectors)
 }
 END_TEST
 
+/* CHARGE through the store. */
+START_TEST(test_charge_vectors)
+{
+	replay_file(TEST_SRCDIR "/tests/vectors_charge.txt", 20);
+}
+END_TEST
+
 /* Calendar windows, the memory store's clock their instants. */
 START_TEST(test_calendar_vectors)
 {
@@ -294,6 +301,7 @@ int main(void)
 	tcase_add_test(tc, test_vectors);
 	tcase_add_test(tc, test_delay_vectors);
 	tcase_add_test(tc, test_calendar_vectors);
+	tcase_add_test(tc, test_charge_vectors);
 	tcase_add_test(tc, test_expiry);
 	tcase_add_test(tc, test_eviction);
 	tcase_add_test(tc, test_reset);

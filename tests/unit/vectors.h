@@ -133,7 +133,7 @@ static inline int vectors_read(const char *path, const struct vector_calls *call
 		}
 		/* a multi scenario decides with A or P and answers 7 numbers; the
 		 * letters are in the order of enum limiter_op */
-		const char *ops = multi ? "AP" : "apr";
+		const char *ops = multi ? "AP" : "aprg";
 		if (n != (multi ? 9 : 7) || op == '\0' || !strchr(ops, op))
 			goto bad;
 		s.now_us = now;

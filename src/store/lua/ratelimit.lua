@@ -7,7 +7,8 @@
 --          sends 0; tests send fixed times to replay vectors)
 -- ARGV[2]  number of decisions in this call (a batch; each is atomic on its own keys)
 -- then per decision (decision_argc says how many):
---          op ("a" allow, "p" peek, "r" reset, "d" allow or delay), cost,
+--          op ("a" allow, "p" peek, "r" reset, "d" allow or delay, "g"
+--          charge: counted in every limit, never denied), cost,
 --          nlimits, per limit: algo (a key of `algos` below), capacity (a
 --          calendar window's: its bounds, see frame), count, period_ms,
 --          and for a reset two more: the channel and the
@@ -432,6 +433,33 @@ local function window_value(key)
   return tonumber(i), tonumber(a), tonumber(b) or 0, tonumber(c) or 0
 end
 
+-- What an earlier window's value (window i, count c, next nx) leaves to
+-- this one: what a delay counted ahead in the next window, and a count past
+-- the limit (a CHARGE's debt), less the limit of each window since (a fixed
+-- period's; a calendar's two windows back at most).
+local function carried(i, c, nx, limit, f)
+  local debt = nx + max(0, c - limit)
+  local gap
+  if f.cal then
+    if i == f.prev then gap = 1 elseif i == f.prev2 then gap = 2 else return 0 end
+  else
+    gap = f.id - i
+  end
+  if gap < 1 or gap - 1 > floor(debt / limit) then return 0 end
+  return max(0, debt - (gap - 1) * limit)
+end
+
+-- ms until the window's count is spent: this window's end, or the end of
+-- the last later window what it carries reaches (the next one's units, a
+-- debt: carried), at most 400 days. Also how long the value must live.
+local function fixed_keep(r, used)
+  local f = r.f
+  local k = ceil((r.nx + max(0, used - r.limit)) / r.limit)
+  if k < 1 then return r.to_end end
+  if f.cal and k > 2 then k = 2 end
+  return min(34560000000, ceil_ms(f.start + f.len + k * f.next_len - now))
+end
+
 -- Fixed window: the units allowed in the current window, aligned to the
 -- period in Redis's clock (the seeds' INCR + EXPIRE), or to a calendar
 -- window. The value carries its window's id, so a count is never read in
@@ -444,8 +472,8 @@ local function fixed_check(key, capacity, count, period_ms, cost, algo)
   local i, c, b = window_value(key)
   if i == f.id then
     used, nx = c, b
-  elseif i == f.prev then
-    used = b
+  elseif i and i < f.id then
+    used = carried(i, c, b, count, f)
   end
   local to_end = ceil_ms(f.start + f.len - now)
   local r = {key = key, limit = count, used = used, nx = nx, cost = cost, f = f,
@@ -453,25 +481,18 @@ local function fixed_check(key, capacity, count, period_ms, cost, algo)
   if verdict(r, cost, count, used) then r.retry = to_end end
   -- never below 0: a reload may lower the count under what a key holds
   r.remaining = max(0, count - used)
-  if nx > 0 then
-    r.reset = ceil_ms(f.start + f.len + f.next_len - now)
-  elseif used > 0 then
-    r.reset = to_end
-  else
-    r.reset = 0
-  end
+  if nx > 0 or used > 0 then r.reset = fixed_keep(r, used) else r.reset = 0 end
   return r
 end
 
 -- Writes the window's count and what the next one holds ahead.
 local function fixed_write(r, used)
   local f = r.f
+  r.reset = fixed_keep(r, used)
   if r.nx > 0 then
-    r.reset = ceil_ms(f.start + f.len + f.next_len - now)
     redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(used) .. ':' .. fmt(r.nx), 'PX', r.reset)
   else
-    r.reset = r.to_end
-    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(used), 'PX', r.to_end)
+    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(used), 'PX', r.reset)
   end
 end
 
@@ -806,6 +827,21 @@ local function decide(out, op, cost, nlimits, a, k)
     out[#out + 1] = bind.limit
     out[#out + 1] = bind.remaining
     out[#out + 1] = max(1, ceil_ms(at - now))
+    out[#out + 1] = bind.reset
+    return
+  elseif op == 'g' then
+    -- a CHARGE: counted whatever the limits hold, the cost was spent
+    for i = 1, nlimits do
+      local r = checks[i]
+      if not r.ban then
+        r.algo.commit(r)
+        if not bind or r.remaining < bind.remaining then bind = r end
+      end
+    end
+    out[#out + 1] = 1
+    out[#out + 1] = bind.limit
+    out[#out + 1] = max(0, bind.remaining)
+    out[#out + 1] = 0
     out[#out + 1] = bind.reset
     return
   elseif all_ok then
