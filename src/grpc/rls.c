@@ -86,13 +86,13 @@ static size_t put_escaped(char *out, size_t at, size_t cap, const char *s, int *
  * hash of the whole (keyed with nothing secret: a collision only merges
  * two counters, and finding one takes 2^32 tries).
  */
-static size_t descriptor_user(const RlsDescriptor *d, char *out)
+static size_t descriptor_user(const RlsDescriptor *d, size_t first, char *out)
 {
 	char whole[8192];
 	size_t n = 0;
 	int fits = 1;
-	for (size_t i = 0; i < d->n_entries && fits; i++) {
-		if (i && n < sizeof(whole))
+	for (size_t i = first; i < d->n_entries && fits; i++) {
+		if (i > first && n < sizeof(whole))
 			whole[n++] = '|';
 		n = put_escaped(whole, n, sizeof(whole), d->entries[i]->key, &fits);
 		if (fits && n < sizeof(whole))
@@ -105,7 +105,7 @@ static size_t descriptor_user(const RlsDescriptor *d, char *out)
 	}
 	/* FNV-1a 64 over every byte of every entry, not only what fit */
 	uint64_t h = 14695981039346656037ull;
-	for (size_t i = 0; i < d->n_entries; i++)
+	for (size_t i = first; i < d->n_entries; i++)
 		for (int part = 0; part < 2; part++) {
 			const char *s = part ? d->entries[i]->value : d->entries[i]->key;
 			for (; *s; s++)
@@ -335,7 +335,7 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 	arena.used = 0;
 	static char users[CMD_PAIRS_MAX][KEYS_USER_MAX];
 	plan->n = plan->npairs = plan->nown = 0;
-	plan->unknown_domain = plan->zero_over = 0;
+	plan->unknown_domain = plan->zero_over = plan->charge = 0;
 	plan->cost = 0;
 	RlsRequest *req =
 		envoy__service__ratelimit__v3__rate_limit_request__unpack(&alloc, len, msg);
@@ -369,8 +369,21 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 		d->limit = NULL;
 		d->own = 0;
 		d->pair = 0;
+		d->first = 0;
 		if (in->n_entries == 0 || in->n_entries > ENVOY_MAX_DEPTH) {
 			*why = "a descriptor has 1 to 16 entries";
+			return -1;
+		}
+		int charge = strcmp(in->entries[0]->key, RLS_CHARGE_KEY) == 0;
+		if (i > 0 && charge != plan->charge) {
+			*why = "a request's descriptors are all charged (" RLS_CHARGE_KEY
+			       " first) or none";
+			return -1;
+		}
+		plan->charge = charge;
+		d->first = charge;
+		if (charge && in->n_entries == 1) {
+			*why = "a charged descriptor needs entries after " RLS_CHARGE_KEY;
 			return -1;
 		}
 		if (!dom)
@@ -381,11 +394,12 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 				return -1;
 		} else {
 			struct envoy_entry e[ENVOY_MAX_DEPTH];
-			for (size_t j = 0; j < in->n_entries; j++)
-				e[j] = (struct envoy_entry){
+			size_t ne = 0;
+			for (size_t j = (size_t)d->first; j < in->n_entries; j++)
+				e[ne++] = (struct envoy_entry){
 					in->entries[j]->key, strlen(in->entries[j]->key),
 					in->entries[j]->value, strlen(in->entries[j]->value)};
-			d->limit = envoy_lookup(dom, e, in->n_entries);
+			d->limit = envoy_lookup(dom, e, ne);
 		}
 		if (!d->limit)
 			continue;
@@ -412,7 +426,7 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 		plan->cost = d->cost;
 		have_cost = 1;
 		char user[KEYS_USER_MAX];
-		size_t ulen = descriptor_user(req->descriptors[i], user);
+		size_t ulen = descriptor_user(req->descriptors[i], (size_t)d->first, user);
 		for (int p = 0; p < plan->npairs && !d->pair; p++) {
 			const struct rls_desc *o = &plan->d[plan->pair_desc[p]];
 			/* the same keys: one rule (or overrides of one unit) and user */
@@ -437,6 +451,10 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 		plan->pair_desc[p] = i;
 		d->pair = p + 1;
 	}
+	if (plan->charge && plan->npairs > 1) {
+		*why = "a charge names one limited descriptor (its rule and key)";
+		return -1;
+	}
 	return 0;
 }
 
@@ -449,9 +467,11 @@ void rls_request(const struct rls_plan *plan, struct cmd_request *req)
 		    : plan->cost > CMD_COST_MAX ? CMD_COST_MAX
 						: (int64_t)plan->cost;
 	if (plan->npairs == 1) {
-		/* one pair: a plain ALLOW or PEEK, the cheapest path there is */
+		/* one pair: a plain ALLOW or PEEK, the cheapest path there is (a
+		 * charged one: a CHARGE, unless its cost is 0) */
 		const struct policy *pol = &plan->d[plan->pair_desc[0]].limit->policy;
-		req->verb = req->verb == CMD_MALLOW ? CMD_ALLOW : CMD_PEEK;
+		req->verb = req->verb == CMD_MALLOW ? (plan->charge ? CMD_CHARGE : CMD_ALLOW)
+						    : CMD_PEEK;
 		req->user = plan->user[0];
 		req->user_len = plan->user_len[0];
 		req->action = pol->name;

@@ -40,7 +40,14 @@ struct rls_desc {
 	int own;			 /* limit is plan->own[own - 1]; 0: a rule's */
 	int pair;			 /* RLS_COUNTED: 1-based position among the pairs */
 	uint64_t cost;
+	int first; /* the entry the lookup starts at: 1 after RLS_CHARGE_KEY */
 };
+
+/* A descriptor whose first entry has this key is charged, not decided
+ * (CHARGE): Envoy's apply_on_stream_done rate limit sends the response's
+ * cost as hits_addend and ignores the answer. The entry itself is dropped:
+ * the rest finds the same rule and key as the request's own call. */
+#define RLS_CHARGE_KEY "ratelimitd_charge"
 
 struct rls_plan {
 	int n;
@@ -60,6 +67,7 @@ struct rls_plan {
 	/* a requests_per_unit 0 limit denies, whatever the pairs say (they
 	 * are only looked at, for their statuses) */
 	int zero_over;
+	int charge; /* the descriptors say RLS_CHARGE_KEY: a CHARGE */
 };
 
 /*

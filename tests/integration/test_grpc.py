@@ -287,6 +287,35 @@ class GrpcTest(DaemonTest):
             self.assertEqual(line.request("RESET user=bob %s" % name), "OK")
         self.assertEqual(statuses(c.call("web", [[("user", "bob")]]))[0][:3], ("OK", 5, 4))
 
+    def test_a_charge_on_stream_done_is_counted_not_denied(self):
+        """Envoy's apply_on_stream_done rate limit sends the response's cost
+        as hits_addend; a descriptor led by a ratelimitd_charge entry is
+        charged (CHARGE): counted past the limit, answered OK, on the same
+        counter as the request's own call."""
+        d, c = self.start()
+        user = [("user", "zoe")]
+        self.assertEqual(statuses(c.call("web", [user]))[0][:3], ("OK", 5, 4))
+        charge = [("ratelimitd_charge", "1")] + user
+        got = c.call("web", [{"entries": charge, "hits_addend": 7}])
+        self.assertEqual(overall(got), "OK")
+        self.assertEqual(statuses(got)[0][:3], ("OK", 5, 0))
+        # the hour's 5 are spent (8 counted): the request's own call is denied
+        self.assertEqual(overall(c.call("web", [user])), "OVER_LIMIT")
+        names = [k.split('"')[1] for k in scrape_metrics(d.mport)
+                 if k.startswith("ratelimitd_action_decisions_total{action=\"web.user-")]
+        with d.client() as line:
+            self.assertEqual(line.request("PEEK user=zoe %s" % names[0]).split()[:3],
+                             ["DENIED", "5", "0"])
+        # mixed, or alone: refused
+        for descs, why in (([{"entries": charge, "hits_addend": 1}, [("user", "amy")]],
+                            "all charged"),
+                           ([[("ratelimitd_charge", "1")]], "needs entries after")):
+            try:
+                c.call("web", descs)
+                self.fail("accepted %r" % (descs,))
+            except Exception as e:  # noqa: BLE001 - grpc's RpcError
+                self.assertIn(why, str(e))
+
     def test_envoy_rules_are_listed_and_counted(self):
         # An envoy-only file once listed no policies and started with "0
         # policies": a rule's policy name (for PEEK and RESET) was nowhere.
