@@ -398,7 +398,8 @@ class LeasesTest(DaemonTest):
         with open(os.path.join(SRCDIR, "proto", "protocol.md")) as f:
             doc = f.read()
         at = doc.index("### ACQUIRE, RELEASE and RENEW")
-        lines = [ln.strip() for ln in doc[at:].split("\nReply fields")[0].splitlines()
+        section = doc[at:].split("\nReply fields")[0].split("\n### ")[0]  # to the next one
+        lines = [ln.strip() for ln in section.splitlines()
                  if ln.strip().startswith(("C: ", "S: "))]
         self.assertEqual(len(lines), 6, lines)
         doc_id = lines[1].split()[-1]
