@@ -190,15 +190,12 @@ int proto_parse_wait(const char *const *arg, const size_t *alen, int n, struct c
 	return 1;
 }
 
-int proto_parse_charge(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
-		       struct proto_error *err)
+/* "<user> <action> [<cost>]" in arg[1..n), n already checked: 0 with req
+ * filled, or -1 with err (the cost is judged before the user). */
+static int user_action_cost(const char *const *arg, const size_t *alen, int n,
+			    struct cmd_request *req, struct proto_error *err)
 {
-	if (!proto_word_is(arg[0], alen[0], "CHARGE"))
-		return 1;
-	req->verb = CMD_CHARGE;
-	if (n != 4)
-		return lease_fail(err, CMD_ERR_SYNTAX, "usage: CHARGE <user> <action> <cost>");
-	if (proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
+	if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
 		return lease_fail(err, CMD_ERR_BAD_COST,
 				  "cost must be an integer from 1 to 2147483647");
 	if (alen[1] == 0)
@@ -212,6 +209,17 @@ int proto_parse_charge(const char *const *arg, const size_t *alen, int n, struct
 	return 0;
 }
 
+int proto_parse_charge(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		       struct proto_error *err)
+{
+	if (!proto_word_is(arg[0], alen[0], "CHARGE"))
+		return 1;
+	req->verb = CMD_CHARGE;
+	if (n != 4)
+		return lease_fail(err, CMD_ERR_SYNTAX, "usage: CHARGE <user> <action> <cost>");
+	return user_action_cost(arg, alen, n, req, err);
+}
+
 int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		      struct proto_error *err)
 {
@@ -220,18 +228,7 @@ int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct 
 		if (n < 3 || n > 4)
 			return lease_fail(err, CMD_ERR_SYNTAX,
 					  "usage: ACQUIRE <user> <action> [<cost>]");
-		if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
-			return lease_fail(err, CMD_ERR_BAD_COST,
-					  "cost must be an integer from 1 to 2147483647");
-		if (alen[1] == 0)
-			return lease_fail(err, CMD_ERR_BAD_USER, "user is empty");
-		if (alen[1] > KEYS_USER_MAX)
-			return lease_fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
-		req->user = arg[1];
-		req->user_len = alen[1];
-		req->action = arg[2];
-		req->action_len = alen[2];
-		return 0;
+		return user_action_cost(arg, alen, n, req, err);
 	}
 	int release = proto_word_is(arg[0], alen[0], "RELEASE");
 	if (!release && !proto_word_is(arg[0], alen[0], "RENEW"))

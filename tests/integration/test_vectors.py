@@ -188,51 +188,32 @@ class LuaVectors(unittest.TestCase):
                     checked += 1
         self.assertGreater(checked, 50)
 
-    def test_delay_vectors(self):
-        """tests/vectors_delay.txt: the script's "d" (an ALLOW that may
-        wait) gives what the C limiter gives."""
-        scenarios = read_vectors(os.path.join(SRCDIR, "tests", "vectors_delay.txt"))
+    def check_file(self, name, tag, at_least):
+        """Every decision of tests/NAME in Redis, as the C limiter gives it."""
+        scenarios = read_vectors(os.path.join(SRCDIR, "tests", name))
         checked = 0
         with self.redis.resp() as r:
             sha = r.call("SCRIPT", "LOAD", self.script)
             for n, (multi, groups, steps) in enumerate(scenarios):
                 for lineno, now, op, cost, want in steps:
-                    keys, args = script_call("d%d" % n, multi, groups, now, op, cost)
+                    keys, args = script_call("%s%d" % (tag, n), multi, groups, now, op, cost)
                     got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
-                    self.assertEqual(got, want, "vectors_delay.txt:%d" % lineno)
+                    self.assertEqual(got, want, "%s:%d" % (name, lineno))
                     checked += 1
-        self.assertGreater(checked, 20)
+        self.assertGreater(checked, at_least)
+
+    def test_delay_vectors(self):
+        """The script's "d" (an ALLOW that may wait)."""
+        self.check_file("vectors_delay.txt", "d", 20)
 
     def test_charge_vectors(self):
-        """tests/vectors_charge.txt: CHARGE ("g") counts past the limit in
-        every algorithm as the C limiter does."""
-        scenarios = read_vectors(os.path.join(SRCDIR, "tests", "vectors_charge.txt"))
-        checked = 0
-        with self.redis.resp() as r:
-            sha = r.call("SCRIPT", "LOAD", self.script)
-            for n, (multi, groups, steps) in enumerate(scenarios):
-                for lineno, now, op, cost, want in steps:
-                    keys, args = script_call("g%d" % n, multi, groups, now, op, cost)
-                    got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
-                    self.assertEqual(got, want, "vectors_charge.txt:%d" % lineno)
-                    checked += 1
-        self.assertGreater(checked, 20)
+        """CHARGE ("g") counts past the limit in every algorithm."""
+        self.check_file("vectors_charge.txt", "g", 20)
 
     def test_calendar_vectors(self):
-        """tests/vectors_calendar.txt: calendar windows in time zones, the
-        bounds computed here with zoneinfo, give what the C limiter gives
-        with libc."""
-        scenarios = read_vectors(os.path.join(SRCDIR, "tests", "vectors_calendar.txt"))
-        checked = 0
-        with self.redis.resp() as r:
-            sha = r.call("SCRIPT", "LOAD", self.script)
-            for n, (multi, groups, steps) in enumerate(scenarios):
-                for lineno, now, op, cost, want in steps:
-                    keys, args = script_call("cal%d" % n, multi, groups, now, op, cost)
-                    got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
-                    self.assertEqual(got, want, "vectors_calendar.txt:%d" % lineno)
-                    checked += 1
-        self.assertGreater(checked, 30)
+        """Calendar windows in time zones, the bounds computed here with
+        zoneinfo, against the C limiter's libc."""
+        self.check_file("vectors_calendar.txt", "cal", 30)
 
     def test_counter_bounds_in_redis(self):
         """sliding_window_counter in a real Redis, time injected: a client

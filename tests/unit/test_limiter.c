@@ -111,30 +111,22 @@ static void run_file(const char *path, int min)
 	ck_assert_int_eq(r.failures, 0);
 }
 
+/* tests/vectors.txt, then the delay's (vectors_delay.txt, the script's
+ * "d"), CHARGE's and calendar windows' in time zones: each at least so
+ * many decisions. */
+static const struct {
+	const char *file;
+	int at_least;
+} vector_files[] = {
+	{TEST_SRCDIR "/tests/vectors.txt", 50},
+	{TEST_SRCDIR "/tests/vectors_delay.txt", 20},
+	{TEST_SRCDIR "/tests/vectors_charge.txt", 20},
+	{TEST_SRCDIR "/tests/vectors_calendar.txt", 30},
+};
+
 START_TEST(test_vectors)
 {
-	run_file(TEST_SRCDIR "/tests/vectors.txt", 50);
-}
-END_TEST
-
-/* A window's delay (tests/vectors_delay.txt, which the script checks too). */
-START_TEST(test_delay_vectors)
-{
-	run_file(TEST_SRCDIR "/tests/vectors_delay.txt", 20);
-}
-END_TEST
-
-/* CHARGE: counted past the limit (tests/vectors_charge.txt). */
-START_TEST(test_charge_vectors)
-{
-	run_file(TEST_SRCDIR "/tests/vectors_charge.txt", 20);
-}
-END_TEST
-
-/* Calendar windows in time zones (tests/vectors_calendar.txt). */
-START_TEST(test_calendar_vectors)
-{
-	run_file(TEST_SRCDIR "/tests/vectors_calendar.txt", 30);
+	run_file(vector_files[_i].file, vector_files[_i].at_least);
 }
 END_TEST
 
@@ -325,10 +317,8 @@ int main(void)
 {
 	Suite *s = suite_create("limiter");
 	TCase *tc = tcase_create("core");
-	tcase_add_test(tc, test_vectors);
-	tcase_add_test(tc, test_delay_vectors);
-	tcase_add_test(tc, test_calendar_vectors);
-	tcase_add_test(tc, test_charge_vectors);
+	tcase_add_loop_test(tc, test_vectors, 0,
+			    (int)(sizeof(vector_files) / sizeof(vector_files[0])));
 	tcase_add_test(tc, test_sliding_never_exceeds);
 	tcase_add_test(tc, test_funnel_rate);
 	tcase_add_test(tc, test_peek_consumes_nothing);

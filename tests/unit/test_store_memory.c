@@ -135,30 +135,21 @@ static void replay_file(const char *path, int min)
 	fixture_close(&f);
 }
 
+/* The vectors files through the store (tests/unit/test_limiter.c has the
+ * same list): each at least so many decisions. */
+static const struct {
+	const char *file;
+	int at_least;
+} vector_files[] = {
+	{TEST_SRCDIR "/tests/vectors.txt", 50},
+	{TEST_SRCDIR "/tests/vectors_delay.txt", 20},
+	{TEST_SRCDIR "/tests/vectors_charge.txt", 20},
+	{TEST_SRCDIR "/tests/vectors_calendar.txt", 30},
+};
+
 START_TEST(test_vectors)
 {
-	replay_file(TEST_SRCDIR "/tests/vectors.txt", 50);
-}
-END_TEST
-
-/* An ALLOW that may wait (store_request.wait_ms), as the script's "d". */
-START_TEST(test_delay_vectors)
-{
-	replay_file(TEST_SRCDIR "/tests/vectors_delay.txt", 20);
-}
-END_TEST
-
-/* CHARGE through the store. */
-START_TEST(test_charge_vectors)
-{
-	replay_file(TEST_SRCDIR "/tests/vectors_charge.txt", 20);
-}
-END_TEST
-
-/* Calendar windows, the memory store's clock their instants. */
-START_TEST(test_calendar_vectors)
-{
-	replay_file(TEST_SRCDIR "/tests/vectors_calendar.txt", 30);
+	replay_file(vector_files[_i].file, vector_files[_i].at_least);
 }
 END_TEST
 
@@ -298,10 +289,8 @@ int main(void)
 	Suite *s = suite_create("store_memory");
 	TCase *tc = tcase_create("core");
 	tcase_set_timeout(tc, 60);
-	tcase_add_test(tc, test_vectors);
-	tcase_add_test(tc, test_delay_vectors);
-	tcase_add_test(tc, test_calendar_vectors);
-	tcase_add_test(tc, test_charge_vectors);
+	tcase_add_loop_test(tc, test_vectors, 0,
+			    (int)(sizeof(vector_files) / sizeof(vector_files[0])));
 	tcase_add_test(tc, test_expiry);
 	tcase_add_test(tc, test_eviction);
 	tcase_add_test(tc, test_reset);
