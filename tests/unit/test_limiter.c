@@ -111,18 +111,6 @@ static void run_file(const char *path, int min)
 	ck_assert_int_eq(r.failures, 0);
 }
 
-/* tests/vectors.txt, then the delay's (vectors_delay.txt, the script's
- * "d"), CHARGE's and calendar windows' in time zones: each at least so
- * many decisions. */
-static const struct {
-	const char *file;
-	int at_least;
-} vector_files[] = {
-	{TEST_SRCDIR "/tests/vectors.txt", 50},
-	{TEST_SRCDIR "/tests/vectors_delay.txt", 20},
-	{TEST_SRCDIR "/tests/vectors_charge.txt", 20},
-	{TEST_SRCDIR "/tests/vectors_calendar.txt", 30},
-};
 
 START_TEST(test_vectors)
 {

@@ -135,17 +135,6 @@ static void replay_file(const char *path, int min)
 	fixture_close(&f);
 }
 
-/* The vectors files through the store (tests/unit/test_limiter.c has the
- * same list): each at least so many decisions. */
-static const struct {
-	const char *file;
-	int at_least;
-} vector_files[] = {
-	{TEST_SRCDIR "/tests/vectors.txt", 50},
-	{TEST_SRCDIR "/tests/vectors_delay.txt", 20},
-	{TEST_SRCDIR "/tests/vectors_charge.txt", 20},
-	{TEST_SRCDIR "/tests/vectors_calendar.txt", 30},
-};
 
 START_TEST(test_vectors)
 {

@@ -154,4 +154,20 @@ bad:
 	return -1;
 }
 
+/* Every vectors file: tests/vectors.txt, then the delay's (the script's
+ * "d"), CHARGE's and calendar windows' in time zones, each with the least
+ * number of decisions it holds (a file read short fails). TEST_SRCDIR is
+ * the including test's. */
+#ifdef TEST_SRCDIR
+static const struct {
+	const char *file;
+	int at_least;
+} vector_files[] __attribute__((unused)) = {
+	{TEST_SRCDIR "/tests/vectors.txt", 50},
+	{TEST_SRCDIR "/tests/vectors_delay.txt", 20},
+	{TEST_SRCDIR "/tests/vectors_charge.txt", 20},
+	{TEST_SRCDIR "/tests/vectors_calendar.txt", 30},
+};
+#endif
+
 #endif
