@@ -49,6 +49,10 @@ size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct
 		out[n++] = 'b';
 		return n;
 	}
+	if (index == KEYS_HOLDS_INDEX) {
+		out[n++] = 'h';
+		return n;
+	}
 	switch (p->algo) {
 	case POLICY_FUNNEL:
 		out[n++] = 'f';

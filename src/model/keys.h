@@ -32,6 +32,9 @@ struct policy;
  */
 size_t keys_build(char *out, const char *prefix, size_t prefix_len, const struct policy *p,
 		  int index, const char *user, size_t user_len);
+/* keys_build's index of a pair's open holds (HOLD, SETTLE, CANCEL), past
+ * any limit's and the ban's: <prefix>{<action>:<escaped user>}:h */
+#define KEYS_HOLDS_INDEX (POLICY_MAX_LIMITS + 1)
 
 /*
  * The hash tag alone, "<action>:<escaped user>" (no braces): what a RESET

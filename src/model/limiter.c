@@ -30,7 +30,7 @@ struct check {
 	int64_t used, window, newest, period_ms, fit;
 	int has_newest;
 	/* funnel */
-	double new_tat;
+	double new_tat, tat, interval, tau; /* tat: the stored one, at least now */
 	int64_t after_remaining;
 	/* fixed window, counter; nx what a delay counted in the next window */
 	int64_t cost, to_end, cur, prev, nx, e, est;
@@ -195,6 +195,9 @@ static void funnel_check(const struct policy_limit *l, const struct limiter_stat
 	double new_tat = tat + (double)cost * interval;
 	c->limit = l->capacity;
 	c->new_tat = new_tat;
+	c->tat = tat;
+	c->interval = interval;
+	c->tau = tau;
 	if (cost > l->capacity) {
 		c->ok = 0;
 		c->retry = -1;
@@ -548,6 +551,92 @@ static int commit_limit(enum policy_algo algo, struct limiter_state *s, int64_t 
 	return -1;
 }
 
+/* ---- holds: refunds where the units still count (the script's refund) */
+
+static void fixed_refund(struct limiter_state *s, int64_t now, struct check *c, int64_t amount,
+			 int64_t th)
+{
+	if (th < c->f.start) /* an earlier window's units: that window is over */
+		return;
+	int64_t used = c->used > amount ? c->used - amount : 0;
+	fixed_write(s, now, c, used);
+	c->remaining = c->limit - used > 0 ? c->limit - used : 0;
+}
+
+static void counter_refund(struct limiter_state *s, int64_t now, struct check *c, int64_t amount,
+			   int64_t th)
+{
+	const struct frame *f = &c->f;
+	int64_t cur = c->cur;
+	int64_t prev_start =
+		f->cal ? (f->prev >= 0 ? f->prev * 1000 : INT64_MAX) : f->start - f->len;
+	if (th >= f->start)
+		cur = cur > amount ? cur - amount : 0;
+	else if (th >= prev_start)
+		c->prev = c->prev > amount ? c->prev - amount : 0;
+	else
+		return;
+	counter_write(s, now, c, cur);
+	int64_t left = c->limit - cur - weighted(c->prev, f->p, c->e);
+	c->remaining = left > 0 ? left : 0;
+}
+
+static void sliding_refund(struct limiter_state *s, int64_t now, struct check *c, int64_t amount,
+			   int64_t th)
+{
+	int64_t lo = th > now - c->window + 1 ? th : now - c->window + 1;
+	size_t at = first_live(s, lo - 1); /* the first entry scored >= lo */
+	size_t n = s->nlog - at < (size_t)amount ? s->nlog - at : (size_t)amount;
+	memmove(s->log + at, s->log + at + n, (s->nlog - at - n) * sizeof(int64_t));
+	s->nlog -= n;
+	int64_t left = c->limit - (c->used - (int64_t)n);
+	c->remaining = left > 0 ? left : 0;
+	if (c->used - (int64_t)n <= 0)
+		c->reset = 0;
+}
+
+static void funnel_refund(struct limiter_state *s, int64_t now, struct check *c, int64_t amount)
+{
+	double was = c->tat, tat = c->tat - (double)amount * c->interval;
+	if (tat < (double)now)
+		tat = (double)now;
+	if (was > (double)now) { /* the key holds a TAT ahead of now */
+		if (tat > (double)now) {
+			s->tat_us = tat;
+			int64_t ttl = ceil_ms(tat - (double)now);
+			s->expire_us = expire_at(now, ttl > 1 ? ttl : 1);
+		} else {
+			s->tat_us = 0;
+			s->expire_us = now; /* deleted */
+		}
+	}
+	c->remaining = (int64_t)floor((c->tau - (tat - (double)now)) / c->interval + 1e-6);
+	if (c->remaining < 0)
+		c->remaining = 0;
+	c->reset = ceil_ms(tat - (double)now);
+}
+
+static void refund_limit(enum policy_algo algo, struct limiter_state *s, int64_t now,
+			 struct check *c, int64_t amount, int64_t th)
+{
+	switch (algo) {
+	case POLICY_SLIDING_WINDOW:
+		sliding_refund(s, now, c, amount, th);
+		return;
+	case POLICY_FUNNEL:
+		funnel_refund(s, now, c, amount);
+		return;
+	case POLICY_FIXED_WINDOW:
+		fixed_refund(s, now, c, amount, th);
+		return;
+	case POLICY_SLIDING_COUNTER:
+		counter_refund(s, now, c, amount, th);
+		return;
+	case POLICY_CONCURRENCY:
+		return;
+	}
+}
+
 /* The first instant from t at which a window algorithm's limit passes
  * (the script's at), or -1: none it can hold (and a funnel's never here). */
 static int64_t limit_at(enum policy_algo algo, const struct check *c, int64_t t)
@@ -882,8 +971,71 @@ out:
 	return rc;
 }
 
+int limiter_hold(const struct policy *p, struct limiter_state *st, struct limiter_state *hs,
+		 int64_t estimate, uint64_t nonce, int64_t hold_us, int64_t now_us,
+		 struct limiter_result *out)
+{
+	if (decide(p, st, LIMITER_ALLOW, estimate, now_us, 0, out) < 0)
+		return -1;
+	if (out->allowed != 1 || out->retry_after_ms != 0)
+		return 0;
+	struct limiter_hold h = {nonce, estimate, now_us, now_us + hold_us};
+	size_t i = 0;
+	while (i < hs->nholds && hs->holds[i].nonce != nonce)
+		i++;
+	if (i < hs->nholds) { /* the same nonce again: replaced, as HSET does */
+		hs->holds[i] = h;
+	} else if (hs->nholds == hs->capholds) {
+		size_t cap = hs->capholds ? 2 * hs->capholds : 4;
+		struct limiter_hold *grown = realloc(hs->holds, cap * sizeof(*grown));
+		if (!grown)
+			return -1;
+		hs->holds = grown;
+		hs->capholds = cap;
+	}
+	if (i == hs->nholds)
+		hs->holds[hs->nholds++] = h;
+	/* the hash lives as long as its longest hold (PEXPIRE only lengthens) */
+	int64_t until = expire_at(now_us, hold_us / 1000);
+	if (hs->expire_us < until)
+		hs->expire_us = until;
+	return 0;
+}
+
+int limiter_settle(const struct policy *p, struct limiter_state *st, struct limiter_state *hs,
+		   uint64_t nonce, int64_t actual, int64_t now_us, struct limiter_result *out)
+{
+	size_t i = 0;
+	while (i < hs->nholds && hs->holds[i].nonce != nonce)
+		i++;
+	if (i == hs->nholds)
+		return 1;
+	struct limiter_hold h = hs->holds[i];
+	hs->holds[i] = hs->holds[--hs->nholds];
+	if (h.expiry <= now_us) /* settled at its estimate when it expired */
+		return 1;
+	int64_t diff = (actual < 0 ? 0 : actual) - h.estimate;
+	int64_t amount = diff < 0 ? -diff : diff;
+	struct group g;
+	if (check_group(p, st, amount, now_us, &g) < 0)
+		return -1;
+	struct check *bind = NULL;
+	for (int k = 0; k < p->nlimits; k++) {
+		if (diff > 0 && commit_limit(p->algo, &st[k], amount, now_us, &g.c[k]) < 0)
+			return -1;
+		if (diff < 0)
+			refund_limit(p->algo, &st[k], now_us, &g.c[k], amount, h.t_h);
+		if (!bind || g.c[k].remaining < bind->remaining)
+			bind = &g.c[k];
+	}
+	*out = (struct limiter_result){1, bind->limit, bind->remaining > 0 ? bind->remaining : 0, 0,
+				       bind->reset};
+	return 0;
+}
+
 void limiter_state_free(struct limiter_state *st)
 {
 	free(st->log);
+	free(st->holds);
 	memset(st, 0, sizeof(*st));
 }

@@ -35,6 +35,13 @@ struct limiter_group {
 /* The state of one limit: a funnel's TAT, a sliding window's log, or a
  * window key's value "<window>:<n>[:<n>[:<n>]]" (fixed window: n, next;
  * counter: n, prev, next; next is what a delay counted in the next window). */
+/* An open hold (HOLD, SETTLE): its estimate, charged at t_h, open until
+ * expiry (us, on now's clock). */
+struct limiter_hold {
+	uint64_t nonce;
+	int64_t estimate, t_h, expiry;
+};
+
 struct limiter_state {
 	double tat_us; /* funnel; 0 = empty */
 	int64_t *log;  /* sliding window: one score (us) per unit, ascending */
@@ -42,6 +49,9 @@ struct limiter_state {
 	int has_window; /* fixed window and counter: the key exists */
 	int64_t window, n, prev, next;
 	int64_t ban_until; /* a ban's key: banned until then (0: not banned) */
+	/* a pair's holds key (the script's hash "<prefix>{...}:h") */
+	struct limiter_hold *holds;
+	size_t nholds, capholds;
 	/* when Redis would drop the key (us, on now's clock): set by whatever
 	 * writes it as the script sets its expiry; 0 once RESET */
 	int64_t expire_us;
@@ -79,6 +89,23 @@ int limiter_decide_all(const struct policy *const *policies, const int *shadow,
 		       struct limiter_state *const *states, int ngroups, enum limiter_op op,
 		       int64_t cost, int64_t now_us, struct limiter_result *out, int *group,
 		       int *shadow_group, struct limiter_group *groups);
+/*
+ * HOLD: decides as LIMITER_ALLOW for `estimate` units and, allowed, opens
+ * a hold `nonce` in hs for hold_us (the script's "h"). Returns 0, or -1 on
+ * allocation failure.
+ */
+int limiter_hold(const struct policy *p, struct limiter_state *st, struct limiter_state *hs,
+		 int64_t estimate, uint64_t nonce, int64_t hold_us, int64_t now_us,
+		 struct limiter_result *out);
+/*
+ * SETTLE (actual >= 0) or CANCEL (actual -1: nothing spent) of hold nonce
+ * (the script's "s", "x"): the difference to its estimate is charged, or
+ * refunded where its units still count (docs/algorithms.md, "Holds").
+ * Returns 0 with out allowed, 1 when the hold is not open (settled,
+ * cancelled, expired or never taken), -1 on allocation failure.
+ */
+int limiter_settle(const struct policy *p, struct limiter_state *st, struct limiter_state *hs,
+		   uint64_t nonce, int64_t actual, int64_t now_us, struct limiter_result *out);
 void limiter_state_free(struct limiter_state *st);
 
 #endif

@@ -6,8 +6,18 @@
 #ifndef RL_STORE_TYPES_H
 #define RL_STORE_TYPES_H
 
-/* STORE_CHARGE: count the cost in every limit, never denied (CHARGE). */
-enum store_op { STORE_ALLOW, STORE_PEEK, STORE_RESET, STORE_CHARGE };
+/* STORE_CHARGE: count the cost in every limit, never denied (CHARGE);
+ * STORE_HOLD: an ALLOW that opens a hold; STORE_SETTLE, STORE_CANCEL: the
+ * hold's actual cost, or none (store_request's hold fields). */
+enum store_op {
+	STORE_ALLOW,
+	STORE_PEEK,
+	STORE_RESET,
+	STORE_CHARGE,
+	STORE_HOLD,
+	STORE_SETTLE,
+	STORE_CANCEL
+};
 
 enum store_status {
 	STORE_OK,

@@ -13,14 +13,15 @@
 
 size_t redis_script_argv_max(int max_batch)
 {
-	/* EVALSHA sha numkeys 0 n, then per decision its keys and arguments */
-	return 5 + (size_t)max_batch * (POLICY_MAX_LIMITS + 1 + REDIS_SCRIPT_DECISION_ARGC_MAX);
+	/* EVALSHA sha numkeys 0 n, then per decision its keys (its limits',
+	 * its ban's, a hold's) and arguments */
+	return 5 + (size_t)max_batch * (POLICY_MAX_LIMITS + 2 + REDIS_SCRIPT_DECISION_ARGC_MAX);
 }
 
 size_t redis_script_arena_size(int max_batch)
 {
 	/* keys and numbers (a calendar window's bounds: five); a reset's channel and tag */
-	return (size_t)max_batch * ((POLICY_MAX_LIMITS + 1) * (KEYS_MAX + 24 + CALENDAR_ARG_MAX) +
+	return (size_t)max_batch * ((POLICY_MAX_LIMITS + 2) * (KEYS_MAX + 24 + CALENDAR_ARG_MAX) +
 				    4 * 24 + KEYS_MAX + KEYS_RESET_CHANNEL_MAX) +
 	       64;
 }
@@ -46,17 +47,25 @@ void redis_argv_num(struct redis_argv *a, int64_t v)
 	redis_argv_add(a, p, len);
 }
 
-/* Appends the keys of one pair's limits; returns how many. */
+static int is_hold_op(enum store_op op)
+{
+	return op == STORE_HOLD || op == STORE_SETTLE || op == STORE_CANCEL;
+}
+
+/* Appends the keys of one pair's limits (and, for a hold's op, its
+ * holds'); returns how many. */
 static int redis_script_pair_keys(struct redis_argv *a, const struct store_saved_request *sv,
 				  const struct policy *p, const char *user, size_t user_len)
 {
-	for (int i = 0; i < policy_nkeys(p); i++) {
+	int n = policy_nkeys(p), hold = sv->npairs == 0 && is_hold_op(sv->op);
+	for (int i = 0; i < n + hold; i++) {
 		char *k = a->arena + a->arena_used;
-		size_t kl = keys_build(k, sv->prefix, sv->prefix_len, p, i, user, user_len);
+		size_t kl = keys_build(k, sv->prefix, sv->prefix_len, p,
+				       i < n ? i : KEYS_HOLDS_INDEX, user, user_len);
 		a->arena_used += kl;
 		redis_argv_add(a, k, kl);
 	}
-	return policy_nkeys(p);
+	return n + hold;
 }
 
 /* Appends the keys of sv's decision, one per limit, pair after pair; returns how many. */
@@ -80,6 +89,12 @@ static const char *op_arg(enum store_op op)
 		return "p";
 	case STORE_CHARGE:
 		return "g";
+	case STORE_HOLD:
+		return "h";
+	case STORE_SETTLE:
+		return "s";
+	case STORE_CANCEL:
+		return "x";
 	case STORE_RESET:
 		break;
 	}
@@ -171,11 +186,20 @@ static void redis_script_decision(struct redis_argv *a, const struct store_saved
 	}
 	int wait = sv->op == STORE_ALLOW && sv->wait_ms > 0;
 	redis_argv_add(a, wait ? "d" : op_arg(sv->op), 1);
-	redis_argv_num(a, sv->cost);
+	redis_argv_num(a, sv->op == STORE_SETTLE ? sv->actual : sv->cost);
 	redis_argv_num(a, policy_nkeys(p));
 	redis_script_limits(a, p);
 	if (wait)
 		redis_argv_num(a, sv->wait_ms * 1000);
+	if (is_hold_op(sv->op)) {
+		/* the nonce as ids write it: 16 hex digits, the holds' field */
+		char *s = a->arena + a->arena_used;
+		int n = snprintf(s, 17, "%016llx", (unsigned long long)sv->hold_nonce);
+		a->arena_used += (size_t)n;
+		redis_argv_add(a, s, (size_t)n);
+		if (sv->op == STORE_HOLD)
+			redis_argv_num(a, sv->hold_ms);
+	}
 	if (sv->op == STORE_RESET) {
 		char *s = a->arena + a->arena_used;
 		size_t n = keys_reset_channel(s, sv->prefix, sv->prefix_len);

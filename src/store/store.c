@@ -12,6 +12,9 @@ int store_request_save(struct store_saved_request *sv, const struct store_reques
 	sv->op = req->op;
 	sv->cost = req->cost;
 	sv->wait_ms = req->op == STORE_ALLOW && req->npairs <= 0 ? req->wait_ms : 0;
+	sv->hold_nonce = req->hold_nonce;
+	sv->hold_ms = req->hold_ms;
+	sv->actual = req->actual;
 	sv->npairs = 0;
 	sv->pairs = NULL;
 	sv->view = NULL;
@@ -73,6 +76,9 @@ struct store_request store_request_load(const struct store_saved_request *sv, in
 		.cost = sv->cost,
 		.timeout_ms = timeout_ms,
 		.wait_ms = sv->wait_ms,
+		.hold_nonce = sv->hold_nonce,
+		.hold_ms = sv->hold_ms,
+		.actual = sv->actual,
 		.npairs = sv->npairs,
 		.pairs = sv->view,
 	};

@@ -42,6 +42,11 @@ struct store_request {
 	 * denied now and allowed within wait_ms is charged as running then,
 	 * allowed with retry_after_ms the wait (docs/algorithms.md, Delay) */
 	int64_t wait_ms;
+	/* STORE_HOLD, STORE_SETTLE, STORE_CANCEL: the hold's nonce; a HOLD's
+	 * time (ms); a SETTLE's actual cost (cost is then the estimate's,
+	 * unused) */
+	uint64_t hold_nonce;
+	int64_t hold_ms, actual;
 	/* npairs > 0: one atomic decision (ALLOW or PEEK) over pairs[0..npairs),
 	 * only for a store whose ops say multi; policy and user are unused. */
 	int npairs;
@@ -62,6 +67,8 @@ struct store_saved_pair {
 struct store_saved_request {
 	enum store_op op;
 	int64_t cost, wait_ms;
+	uint64_t hold_nonce;
+	int64_t hold_ms, actual;
 	struct policy policy;
 	size_t user_len, prefix_len;
 	char user[KEYS_USER_MAX];
@@ -86,6 +93,8 @@ struct store_result {
 	enum store_error error; /* with STORE_FAILED: what kind of error */
 	int allowed;
 	int64_t limit, remaining, retry_after_ms, reset_ms;
+	/* a SETTLE's or CANCEL's hold is not open (status STORE_OK) */
+	int no_hold;
 	/* a decision over several pairs: the one that decided and the first
 	 * shadow one that would have denied (1-based, 0 for none) */
 	int pair, shadow_pair;

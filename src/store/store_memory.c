@@ -89,7 +89,8 @@ static int64_t mem_now(const struct store_memory *s)
 
 static size_t entry_bytes(const struct mentry *e)
 {
-	return sizeof(*e) + e->key_len + e->st.caplog * sizeof(int64_t);
+	return sizeof(*e) + e->key_len + e->st.caplog * sizeof(int64_t) +
+	       e->st.capholds * sizeof(struct limiter_hold);
 }
 
 /* ---- the expiry heap ---- */
@@ -292,9 +293,10 @@ struct decision {
 	int ngroups; /* loaded so far */
 	const struct policy *policies[STORE_PAIRS_MAX];
 	int shadow[STORE_PAIRS_MAX];
-	struct limiter_state st[STORE_PAIRS_MAX][POLICY_MAX_LIMITS + 1];
+	/* per group its limits', its ban's and (a hold's op) its holds' */
+	struct limiter_state st[STORE_PAIRS_MAX][POLICY_MAX_LIMITS + 2];
 	struct limiter_state *states[STORE_PAIRS_MAX];
-	struct dkey keys[STORE_PAIRS_MAX][POLICY_MAX_LIMITS + 1];
+	struct dkey keys[STORE_PAIRS_MAX][POLICY_MAX_LIMITS + 2];
 	int nkeys[STORE_PAIRS_MAX]; /* loaded so far */
 	struct limiter_group groups[STORE_PAIRS_MAX];
 };
@@ -309,14 +311,16 @@ struct decision {
  * decision). */
 static int load_group(struct store_memory *s, struct decision *d, int g, const char *prefix,
 		      size_t prefix_len, const struct policy *p, const char *user, size_t user_len,
-		      int64_t now)
+		      int64_t now, int holds)
 {
 	d->policies[g] = p;
 	d->states[g] = d->st[g];
 	d->nkeys[g] = 0;
-	for (int i = 0; i < policy_nkeys(p); i++) {
+	int n = policy_nkeys(p);
+	for (int i = 0; i < n + holds; i++) {
 		struct dkey *k = &d->keys[g][i];
-		k->len = keys_build(k->name, prefix, prefix_len, p, i, user, user_len);
+		k->len = keys_build(k->name, prefix, prefix_len, p, i < n ? i : KEYS_HOLDS_INDEX,
+				    user, user_len);
 		k->hash = key_hash(s, k->name, k->len);
 		k->e = NULL;
 		memset(&d->st[g][i], 0, sizeof(d->st[g][i]));
@@ -408,17 +412,31 @@ static int decide(struct store_memory *s, const struct store_request *req, int64
 			d->shadow[g] = pp->shadow;
 			d->ngroups++;
 			rc = load_group(s, d, g, req->prefix, req->prefix_len, pp->policy, pp->user,
-					pp->user_len, now);
+					pp->user_len, now, 0);
 		}
 		if (rc == 0)
 			rc = limiter_decide_all(d->policies, d->shadow, d->states, d->ngroups, op,
 						req->cost, now, &r, &res->pair, &res->shadow_pair,
 						d->groups);
 	} else {
+		int hold =
+			req->op == STORE_HOLD || req->op == STORE_SETTLE || req->op == STORE_CANCEL;
 		d->ngroups = 1;
 		rc = load_group(s, d, 0, req->prefix, req->prefix_len, req->policy, req->user,
-				req->user_len, now);
-		if (rc == 0)
+				req->user_len, now, hold);
+		struct limiter_state *hs = &d->st[0][policy_nkeys(req->policy)];
+		if (rc == 0 && req->op == STORE_HOLD)
+			rc = limiter_hold(req->policy, d->st[0], hs, req->cost, req->hold_nonce,
+					  req->hold_ms * 1000, now, &r);
+		else if (rc == 0 && hold) {
+			rc = limiter_settle(req->policy, d->st[0], hs, req->hold_nonce,
+					    req->op == STORE_SETTLE ? req->actual : -1, now, &r);
+			res->no_hold = rc == 1;
+			if (rc == 1) { /* the script's -3 */
+				rc = 0;
+				r = (struct limiter_result){0};
+			}
+		} else if (rc == 0)
 			rc = op == LIMITER_ALLOW && req->wait_ms > 0
 				     ? limiter_decide_wait(req->policy, d->st[0], req->cost, now,
 							   req->wait_ms * 1000, &r)

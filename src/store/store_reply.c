@@ -166,6 +166,15 @@ static int decision(const struct redisReply *rep, unsigned long first, unsigned 
 	}
 	if (v[0] == -2)
 		return fail(out, STORE_ERROR_WRONG_NODE, "the keys are not on this cluster node");
+	out->no_hold = v[0] == -3; /* a SETTLE's or CANCEL's hold is not open */
+	if (out->no_hold) {
+		out->status = STORE_OK;
+		out->error = STORE_ERROR_NONE;
+		out->detail = NULL;
+		out->allowed = 0;
+		out->limit = out->remaining = out->retry_after_ms = out->reset_ms = 0;
+		return 0;
+	}
 	/* Values the script cannot produce mean something else answered. */
 	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[3] < -1 || v[4] < 0)
 		return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");

@@ -260,10 +260,18 @@ def random_scenarios(rnd, n):
             if multi:
                 op = rnd.choice("AAAP")
             else:
-                op = rnd.choice("aaaaaaprddg")
+                op = rnd.choice("aaaaaaprddghhsx")
             cost = rnd.choice([1, 1, 1, 2, 3, rnd.randint(1, 12)])
             if op == "d":  # an ALLOW that may wait (vectors_delay.txt)
                 cost = "%d %d" % (cost, rnd.choice([1, 7, 100, 1000, 2500, 60000]))
+            # holds (vectors_hold.txt), on a few nonces so that settles meet them
+            nonce = "%016x" % rnd.randint(1, 4)
+            if op == "h":
+                cost = "%d %s %d" % (cost, nonce, rnd.choice([1, 50, 2000, 600000]))
+            elif op == "s":
+                cost = "%s %d" % (nonce, rnd.choice([0, 1, 2, 5, 13]))
+            elif op == "x":
+                cost = nonce
             out.append("%d %s %s -> 0 0 0 0 0%s" % (now, op, cost, " 0 0" if multi else ""))
     return out
 
@@ -315,8 +323,12 @@ class DifferentialTest(DaemonTest):
                     shadow = tok[1] == "shadow"
                     groups.append((shadow, parse_policy(tok[2 if shadow else 1:])))
                     continue
-                op = (tok[1], int(tok[3])) if tok[1] == "d" else tok[1]
-                keys, args = script_call("d%d" % n, multi, groups, tok[0], op, tok[2])
+                op, cost = (tok[1], int(tok[3])) if tok[1] == "d" else tok[1], tok[2]
+                if tok[1] == "h":
+                    op = ("h", (tok[3], tok[4]))
+                elif tok[1] in ("s", "x"):
+                    op, cost = (tok[1], (tok[2],)), tok[3] if tok[1] == "s" else "0"
+                keys, args = script_call("d%d" % n, multi, groups, tok[0], op, cost)
                 got_lua.append(" ".join(str(x) for x in
                                         r.call("EVALSHA", sha, str(len(keys)), *keys, *args)))
                 where.append(lineno)

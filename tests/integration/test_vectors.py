@@ -124,6 +124,10 @@ def read_vectors(path):
             now, op, cost = tok[:3]
             if op == "d":  # an ALLOW that may wait: the wait (ms) follows
                 op = (op, int(tok[3]))
+            elif op == "h":  # HOLD ESTIMATE NONCE HOLD_MS
+                op = (op, (tok[3], tok[4]))
+            elif op in ("s", "x"):  # SETTLE NONCE ACTUAL, CANCEL NONCE
+                op, cost = (op, (tok[2],)), tok[3] if op == "s" else "0"
             want = [int(x) for x in right.split()]
             scenarios[-1][2].append((lineno, int(now), op, int(cost), want))
     return scenarios
@@ -137,6 +141,8 @@ def script_call(tag, multi, groups, now, op, cost):
     wait_ms = None
     if isinstance(op, tuple):
         op, wait_ms = op
+    if op in ("h", "s", "x"):  # one more key: the pair's holds
+        keys.append("t:{%s}:h" % tag)
     args = [str(now), "1", op, str(cost)]
     if multi:  # decide_all: per group shadow, nlimits, limits
         args.append(str(len(groups)))
@@ -154,6 +160,8 @@ def script_call(tag, multi, groups, now, op, cost):
         args += ["t:reset", "%s:u" % tag]  # the notice's channel, tag
     if op == "d":
         args.append(str(wait_ms * 1000))  # the wait, us
+    if op in ("h", "s", "x"):
+        args += list(wait_ms)  # the nonce (and a HOLD's time, ms)
     return keys, args
 
 
@@ -209,6 +217,10 @@ class LuaVectors(unittest.TestCase):
     def test_charge_vectors(self):
         """CHARGE ("g") counts past the limit in every algorithm."""
         self.check_file("vectors_charge.txt", "g", 20)
+
+    def test_hold_vectors(self):
+        """HOLD, SETTLE and CANCEL ("h", "s", "x")."""
+        self.check_file("vectors_hold.txt", "hold", 25)
 
     def test_calendar_vectors(self):
         """Calendar windows in time zones, the bounds computed here with

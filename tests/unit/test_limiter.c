@@ -17,6 +17,7 @@ struct run {
 	struct policy p[GROUPS_MAX];
 	int shadow[GROUPS_MAX];
 	struct limiter_state st[GROUPS_MAX][POLICY_MAX_LIMITS + 1]; /* + a ban's */
+	struct limiter_state holds; /* the pair's holds (ops h, s, x) */
 	int ngroups;
 	int failures;
 	int dump; /* print actual results in vector syntax (RL_VECTORS_DUMP=1) */
@@ -27,6 +28,7 @@ static void run_clear(struct run *r)
 	for (int g = 0; g < GROUPS_MAX; g++)
 		for (int i = 0; i < POLICY_MAX_LIMITS + 1; i++)
 			limiter_state_free(&r->st[g][i]);
+	limiter_state_free(&r->holds);
 	r->ngroups = 0;
 }
 
@@ -67,6 +69,16 @@ static void run_step(const struct vector_step *s, void *arg)
 		int rc = limiter_decide_all(ps, r->shadow, sts, r->ngroups, s->op, s->cost,
 					    s->now_us, &got, &group, &shadow_group, NULL);
 		ck_assert_int_eq(rc, 0);
+	} else if (s->hold == 'h') {
+		ck_assert_int_eq(limiter_hold(&r->p[0], r->st[0], &r->holds, s->cost, s->nonce,
+					      s->hold_ms * 1000, s->now_us, &got),
+				 0);
+	} else if (s->hold) {
+		int rc = limiter_settle(&r->p[0], r->st[0], &r->holds, s->nonce,
+					s->hold == 's' ? s->actual : -1, s->now_us, &got);
+		ck_assert_int_ge(rc, 0);
+		if (rc == 1) /* not open: the script's -3 */
+			got = (struct limiter_result){-3, 0, 0, 0, 0};
 	} else {
 		int rc = s->wait_ms > 0 ? limiter_decide_wait(&r->p[0], r->st[0], s->cost,
 							      s->now_us, s->wait_ms * 1000, &got)
@@ -77,7 +89,11 @@ static void run_step(const struct vector_step *s, void *arg)
 	char tail[32] = "";
 	if (s->multi)
 		snprintf(tail, sizeof(tail), " %d %d", group, shadow_group);
-	if (r->dump && s->wait_ms > 0)
+	if (r->dump && s->hold)
+		printf("HOLD%c -> %d %lld %lld %lld %lld\n", s->hold, got.allowed,
+		       (long long)got.limit, (long long)got.remaining,
+		       (long long)got.retry_after_ms, (long long)got.reset_ms);
+	else if (r->dump && s->wait_ms > 0)
 		printf("%lld d %lld %lld -> %d %lld %lld %lld %lld\n", (long long)s->now_us,
 		       (long long)s->cost, (long long)s->wait_ms, got.allowed, (long long)got.limit,
 		       (long long)got.remaining, (long long)got.retry_after_ms,

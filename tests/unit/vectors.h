@@ -16,6 +16,11 @@ struct vector_step {
 	enum limiter_op op;
 	int64_t cost;
 	int64_t wait_ms; /* op d: an ALLOW that may wait this long */
+	/* ops h (HOLD cost, its nonce and time), s (SETTLE nonce actual), x
+	 * (CANCEL nonce): the script's; 0 for the others */
+	char hold;
+	uint64_t nonce;
+	int64_t hold_ms, actual;
 	struct limiter_result want;
 	/* a decision over several groups (ops A and P, in a "multi" scenario):
 	 * the deciding group and the first shadow group that would have denied */
@@ -119,9 +124,24 @@ static inline int vectors_read(const char *path, const struct vector_calls *call
 		long long now = atoll(word), cost, a, lim, rem, retry, reset;
 		int group = 0, shadow_group = 0;
 		char op;
-		long long wait = 0;
+		long long wait = 0, hold_ms = 0, actual = -1;
+		unsigned long long nonce = 0;
 		int n;
-		if (!multi && sscanf(save, " d %lld %lld ->", &cost, &wait) == 2) {
+		char hop = 0;
+		const char *arrow = strstr(save, "->");
+		if (!multi && arrow &&
+		    ((sscanf(save, " h %lld %llx %lld ->", &cost, &nonce, &hold_ms) == 3 &&
+		      (hop = 'h')) ||
+		     (sscanf(save, " s %llx %lld ->", &nonce, &actual) == 2 && (hop = 's')) ||
+		     (sscanf(save, " x %llx ->", &nonce) == 1 && (hop = 'x')))) {
+			/* holds: "NOW h COST NONCE HOLD_MS", "NOW s NONCE ACTUAL", "NOW x NONCE" */
+			n = sscanf(arrow, "-> %lld %lld %lld %lld %lld", &a, &lim, &rem, &retry,
+				   &reset) +
+			    2;
+			op = 'a';
+			if (hop != 'h')
+				cost = 1;
+		} else if (!multi && sscanf(save, " d %lld %lld ->", &cost, &wait) == 2) {
 			/* "NOW d COST WAIT_MS -> ...": an ALLOW that may wait */
 			n = sscanf(strstr(save, "->"), "-> %lld %lld %lld %lld %lld", &a, &lim,
 				   &rem, &retry, &reset) +
@@ -140,6 +160,10 @@ static inline int vectors_read(const char *path, const struct vector_calls *call
 		s.op = (enum limiter_op)(strchr(ops, op) - ops);
 		s.cost = cost;
 		s.wait_ms = wait;
+		s.hold = hop;
+		s.nonce = nonce;
+		s.hold_ms = hold_ms;
+		s.actual = actual;
 		s.want = (struct limiter_result){(int)a, lim, rem, retry, reset};
 		s.want_group = group;
 		s.want_shadow_group = shadow_group;
@@ -167,6 +191,7 @@ static const struct {
 	{TEST_SRCDIR "/tests/vectors_delay.txt", 20},
 	{TEST_SRCDIR "/tests/vectors_charge.txt", 20},
 	{TEST_SRCDIR "/tests/vectors_calendar.txt", 30},
+	{TEST_SRCDIR "/tests/vectors_hold.txt", 25},
 };
 #endif
 

@@ -8,12 +8,15 @@
 -- ARGV[2]  number of decisions in this call (a batch; each is atomic on its own keys)
 -- then per decision (decision_argc says how many):
 --          op ("a" allow, "p" peek, "r" reset, "d" allow or delay, "g"
---          charge: counted in every limit, never denied), cost,
+--          charge: counted in every limit, never denied; "h" hold, "s"
+--          settle with cost the actual, "x" cancel: see decide), cost,
 --          nlimits, per limit: algo (a key of `algos` below), capacity (a
 --          calendar window's: its bounds, see frame), count, period_ms,
 --          and for a reset two more: the channel and the
 --          message that tell every daemon of it ("<prefix>reset", the hash
---          tag "<action>:<user>"); for "d" one more: the longest wait (us)
+--          tag "<action>:<user>"); for "d" one more: the longest wait (us);
+--          for "h" two more, the hold's nonce and time (ms), for "s" and
+--          "x" one, the nonce, and one more key: the pair's holds
 --          (see delay_at);
 --          or, for one decision over several (user, action) pairs, op "A"
 --          (allow) or "P" (peek), cost, ngroups, then per group: shadow
@@ -35,7 +38,8 @@
 --          group that would have denied, both 1-based, 0 for none, then
 --          three per group: passed (1/0), remaining, reset_ms; see decide_all)
 --          (allowed is -1 when that decision failed inside Redis, e.g. WRONGTYPE,
---          and -2 when its keys are not on this cluster node: ask again alone);
+--          -2 when its keys are not on this cluster node: ask again alone,
+--          and -3 when a SETTLE's or CANCEL's hold is not open);
 --          when a decision failed (-1), one more element follows the last
 --          decision: Redis's error text of the first such failure
 
@@ -334,7 +338,8 @@ local function funnel_check(key, capacity, count, period_ms, cost)
   local tat = tonumber(redis.call('GET', key))
   if not tat or tat < now then tat = now end
   local new_tat = tat + cost * interval
-  local r = {key = key, limit = capacity, new_tat = new_tat}
+  local r = {key = key, limit = capacity, new_tat = new_tat, tat = tat, interval = interval,
+             tau = tau}
   -- Times near the epoch are doubles with a 0.25 us step: 1 us of slack (and
   -- 1e-6 of a unit in `remaining`) keeps rounding from flipping a decision.
   if cost > capacity then
@@ -716,14 +721,73 @@ end
 -- sets r.remaining and r.reset to what they are after it. A window's at(r,
 -- t) is the first instant from t at which it would pass (nil: none it can
 -- hold), and commit_at(r, t) charges the units as running then (a delay).
+-- Holds: a refund (SETTLE below the estimate, CANCEL) gives units back
+-- where they still count: a window's only if the hold (charged at th)
+-- was in it, the log's entries from th on that are still in its window,
+-- and a funnel's TAT (it carries the backlog). src/model/limiter.c alike.
+local function fixed_refund(r, amount, th)
+  if th < r.f.start then return end -- an earlier window's: it is over
+  local used = max(0, r.used - amount)
+  fixed_write(r, used)
+  r.remaining = max(0, r.limit - used)
+end
+
+local function counter_refund(r, amount, th)
+  local f = r.f
+  local cur = r.cur
+  local prev_start
+  if f.cal then
+    if f.prev >= 0 then prev_start = f.prev * 1000 else prev_start = math.huge end
+  else
+    prev_start = f.start - f.len
+  end
+  if th >= f.start then
+    cur = max(0, cur - amount)
+  elseif th >= prev_start then
+    r.prev = max(0, r.prev - amount)
+  else
+    return
+  end
+  counter_write(r, cur)
+  r.remaining = max(0, r.limit - cur - weighted(r.prev, f.p, r.e))
+end
+
+local function sliding_refund(r, amount, th)
+  local lo = max(th, now - r.window + 1)
+  local e = redis.call('ZRANGEBYSCORE', r.key, fmt(lo), '+inf', 'LIMIT', 0, amount)
+  for i = 1, #e, 500 do
+    redis.call('ZREM', r.key, unpack(e, i, min(#e, i + 499)))
+  end
+  r.remaining = max(0, r.count - (r.used - #e))
+  if r.used - #e <= 0 then r.reset = 0 end
+end
+
+local function funnel_refund(r, amount, _)
+  local tat = max(now, r.tat - amount * r.interval)
+  if r.tat > now then -- the key holds a TAT ahead of now
+    if tat > now then
+      redis.call('SET', r.key, string.format('%.17g', tat), 'PX', max(1, ceil_ms(tat - now)))
+    else
+      redis.call('DEL', r.key)
+    end
+  end
+  r.remaining = max(0, floor((r.tau - (tat - now)) / r.interval + 1e-6))
+  r.reset = ceil_ms(tat - now)
+end
+
 local algos = {
-  s = {check = sliding_check, commit = sliding_commit, at = sliding_at, commit_at = sliding_commit_at},
-  f = {check = funnel_check, commit = funnel_commit},
-  w = {check = fixed_check, commit = fixed_commit, at = fixed_at, commit_at = fixed_commit_at},
-  c = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at},
+  s = {check = sliding_check, commit = sliding_commit, at = sliding_at, commit_at = sliding_commit_at,
+       refund = sliding_refund},
+  f = {check = funnel_check, commit = funnel_commit, refund = funnel_refund},
+  w = {check = fixed_check, commit = fixed_commit, at = fixed_at, commit_at = fixed_commit_at,
+       refund = fixed_refund},
+  c = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at,
+       refund = counter_refund},
   -- calendar windows: their capacity argument is the daemon's bounds (frame)
-  W = {check = fixed_check, commit = fixed_commit, at = fixed_at, commit_at = fixed_commit_at},
-  C = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at},
+  W = {check = fixed_check, commit = fixed_commit, at = fixed_at, commit_at = fixed_commit_at,
+       refund = fixed_refund},
+  C = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at,
+       refund = counter_refund},
   b = {check = ban_check, commit = ban_commit},
 }
 
@@ -744,6 +808,9 @@ local function decision_argc(a)
   local nl = tonumber(ARGV[a + 2])
   local n = 3 + 4 * nl
   if op == 'r' then n = n + 2 elseif op == 'd' then n = n + 1 end
+  -- holds: the nonce (and a HOLD's time), and one more key, the pair's holds
+  if op == 'h' then return n + 2, nl + 1 end
+  if op == 's' or op == 'x' then return n + 1, nl + 1 end
   return n, nl
 end
 
@@ -790,6 +857,29 @@ local function decide(out, op, cost, nlimits, a, k)
     out[#out + 1] = 0; out[#out + 1] = 0
     return
   end
+  -- holds ("h" HOLD, "s" SETTLE, "x" CANCEL): the pair's hash of open
+  -- holds, after its limits' keys; a field per hold, its nonce, valued
+  -- "<estimate>:<charged at, us>:<open until, us>"
+  local hkey = K[k + nlimits]
+  local th, diff
+  if op == 's' or op == 'x' then
+    local nonce = ARGV[a + 4 * nlimits]
+    local v = redis.call('HGET', hkey, nonce)
+    local est, t, untl
+    if v then
+      est, t, untl = string.match(v, '^(%d+):(%d+):(%d+)$')
+      redis.call('HDEL', hkey, nonce)
+    end
+    if not est or tonumber(untl) <= now then
+      -- not open: settled, cancelled, expired (at its estimate), never taken
+      out[#out + 1] = -3
+      for _ = 2, 5 do out[#out + 1] = 0 end
+      return
+    end
+    if op == 'x' then diff = -tonumber(est) else diff = cost - tonumber(est) end
+    th = tonumber(t)
+    cost = math.abs(diff)
+  end
   local checks = {}
   local all_ok = true
   for i = 1, nlimits do
@@ -805,8 +895,24 @@ local function decide(out, op, cost, nlimits, a, k)
     checks[i] = r
     if not r.ok then all_ok = false end
   end
-  -- all or nothing: a limit is charged only when every limit passes
   local bind = nil
+  if th then
+    -- a settle: the difference charged (whatever the limits hold) or given back
+    for i = 1, nlimits do
+      local r = checks[i]
+      if not r.ban then
+        if diff > 0 then r.algo.commit(r) elseif diff < 0 then r.algo.refund(r, cost, th) end
+        if not bind or r.remaining < bind.remaining then bind = r end
+      end
+    end
+    out[#out + 1] = 1
+    out[#out + 1] = bind.limit
+    out[#out + 1] = max(0, bind.remaining)
+    out[#out + 1] = 0
+    out[#out + 1] = bind.reset
+    return
+  end
+  -- all or nothing: a limit is charged only when every limit passes
   local ban = checks[nlimits].ban and checks[nlimits] or nil
   local at = nil
   if op == 'd' and not all_ok and not (ban and ban.banned) then
@@ -849,6 +955,13 @@ local function decide(out, op, cost, nlimits, a, k)
       local r = checks[i]
       if op ~= 'p' then r.algo.commit(r) end
       if not r.ban and (not bind or r.remaining < bind.remaining) then bind = r end
+    end
+    if op == 'h' then
+      -- a HOLD: open until its time, its estimate charged now
+      local hold_ms = num(ARGV[a + 1])
+      redis.call('HSET', hkey, ARGV[a], fmt(cost) .. ':' .. fmt(now) .. ':' ..
+                 fmt(now + hold_ms * 1000))
+      if redis.call('PTTL', hkey) < hold_ms then redis.call('PEXPIRE', hkey, hold_ms) end
     end
   else
     if ban and op ~= 'p' and ban_denied(ban) then ban.ok = false end
@@ -1016,7 +1129,7 @@ for _ = 1, n do
   if op == 'A' or op == 'P' then
     ok, err = pcall(decide_all, out, op, cost, num(ARGV[a + 2]), a + 3, k)
   else
-    ok, err = pcall(decide, out, op, cost, nkeys, a + 3, k)
+    ok, err = pcall(decide, out, op, cost, num(ARGV[a + 2]), a + 3, k)
   end
   if not ok then
     for i = #out, before + 1, -1 do out[i] = nil end
