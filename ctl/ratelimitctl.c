@@ -65,6 +65,9 @@ static void usage(FILE *f)
 		"  renew LEASE-ID                              extend a lease\n"
 		"  charge USER ACTION COST                     count a cost known afterwards\n"
 		"                                              (never denied)\n"
+		"  hold USER ACTION ESTIMATE                   allow an estimate, open a hold\n"
+		"  settle HOLD-ID ACTUAL                       charge or give back the difference\n"
+		"  cancel HOLD-ID                              give the estimate back\n"
 		"  check-config [FILE]                         ratelimitd -t on FILE\n"
 		"  policies                                    the config file's policy names\n"
 		"  reload                                      check the config, then SIGHUP\n"
@@ -141,8 +144,8 @@ static int print_decision(struct ctl *c, const struct line_reply *r)
 		       (long long)r->reset_ms, fallback ? "true" : "false");
 		if (r->pair >= 0)
 			printf(",\"pair\":%lld", (long long)r->pair);
-		if (r->lease.len) {
-			printf(",\"lease\":");
+		if (r->lease.len) { /* a lease's id, or a hold's */
+			printf(",\"%s\":", strcmp(c->x.command, "hold") ? "lease" : "hold");
 			ctl_json_str(r->lease.p, r->lease.len);
 		}
 		printf("}\n");
@@ -169,7 +172,8 @@ static int print_decision(struct ctl *c, const struct line_reply *r)
 		if (r->pair > 0)
 			printf(" decided by pair %lld", (long long)r->pair);
 		if (r->lease.len)
-			printf(" lease %.*s", (int)r->lease.len, r->lease.p);
+			printf(" %s %.*s", strcmp(c->x.command, "hold") ? "lease" : "hold",
+			       (int)r->lease.len, r->lease.p);
 		printf("\n");
 	}
 	return allowed ? CTL_EXIT_OK : CTL_EXIT_DENIED;
@@ -577,7 +581,8 @@ static int run(struct ctl *c, char **args, int nargs)
 	}
 	int known = !strcmp(cmd, "allow") || !strcmp(cmd, "peek") || !strcmp(cmd, "ping") ||
 		    !strcmp(cmd, "acquire") || !strcmp(cmd, "release") || !strcmp(cmd, "renew") ||
-		    !strcmp(cmd, "charge") || is_admin_command(cmd);
+		    !strcmp(cmd, "charge") || !strcmp(cmd, "hold") || !strcmp(cmd, "settle") ||
+		    !strcmp(cmd, "cancel") || is_admin_command(cmd);
 	if (!known) {
 		usage(stderr);
 		return ctl_fail(&c->x, "usage", "unknown command %s", cmd);
@@ -615,6 +620,12 @@ static int run(struct ctl *c, char **args, int nargs)
 		return cmd_simple(c, "PING", args, nargs, 0, 0, "");
 	if (!strcmp(cmd, "charge"))
 		return cmd_lease(c, "CHARGE", args, nargs, 3, 3, "USER ACTION COST");
+	if (!strcmp(cmd, "hold"))
+		return cmd_lease(c, "HOLD", args, nargs, 3, 3, "USER ACTION ESTIMATE");
+	if (!strcmp(cmd, "settle"))
+		return cmd_lease(c, "SETTLE", args, nargs, 2, 2, "HOLD-ID ACTUAL");
+	if (!strcmp(cmd, "cancel"))
+		return cmd_simple(c, "CANCEL", args, nargs, 1, 1, "HOLD-ID");
 	if (!strcmp(cmd, "acquire"))
 		return cmd_lease(c, "ACQUIRE", args, nargs, 2, 3, "USER ACTION [COST]");
 	if (!strcmp(cmd, "renew"))

@@ -104,7 +104,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	store_memory_set_clock(s, clock_now, &clk);
 	store_memory_set_clock(crowd, clock_now, &clk);
 	static struct limiter_state st[USERS][NPOL][POLICY_MAX_LIMITS + 1];
+	static struct limiter_state hst[USERS][NPOL]; /* each pair's holds */
 	memset(st, 0, sizeof(st));
+	memset(hst, 0, sizeof(hst));
 
 	for (size_t at = 0; at + 8 <= size; at += 8) {
 		const uint8_t *d = data + at;
@@ -133,6 +135,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* op 3: an ALLOW that may wait (0 to 3 s), as the script's "d" */
 		if (d[0] % 8 == 3)
 			req.wait_ms = (int64_t)(d[0] >> 3) * 97;
+		/* op 5: HOLD, SETTLE or CANCEL, on a few nonces so that they meet */
+		int hold_op = d[0] % 8 == 5 ? 1 + d[3] % 3 : 0;
+		if (hold_op) {
+			req.op = op = hold_op == 1   ? STORE_HOLD
+				      : hold_op == 2 ? STORE_SETTLE
+						     : STORE_CANCEL;
+			req.hold_nonce = 1 + (d[0] >> 3) % 4;
+			req.hold_ms = 1 + (int64_t)d[2] * 37;
+			req.actual = d[1] >> 2;
+		}
 		/* op 7: several pairs at once (policies pi, pi+1, ...), as MALLOW */
 		int npairs = d[0] % 8 == 7 ? 2 + d[3] % 3 : 0;
 		struct store_pair pairs[4];
@@ -161,13 +173,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						      [STORE_PEEK] = LIMITER_PEEK,
 						      [STORE_RESET] = LIMITER_RESET,
 						      [STORE_CHARGE] = LIMITER_CHARGE};
-		int rc = npairs ? limiter_decide_all(gp, shadow, gs, npairs, LIMITER_ALLOW, cost,
-						     clk.now, &want, &group, &shadow_group,
-						     want_groups)
-			 : req.wait_ms > 0 ? limiter_decide_wait(&pol[pi], st[u][pi], cost, clk.now,
-								 req.wait_ms * 1000, &want)
-					   : limiter_decide(&pol[pi], st[u][pi], lop[op], cost,
-							    clk.now, &want);
+		int rc = 0;
+		if (hold_op == 1) {
+			rc = limiter_hold(&pol[pi], st[u][pi], &hst[u][pi], cost, req.hold_nonce,
+					  req.hold_ms * 1000, clk.now, &want);
+		} else if (hold_op) {
+			rc = limiter_settle(&pol[pi], st[u][pi], &hst[u][pi], req.hold_nonce,
+					    hold_op == 2 ? req.actual : -1, clk.now, &want);
+			/* not open: the store says so, with no figures */
+			if ((rc == 1) != (got.no_hold == 1))
+				abort();
+			if (rc == 1)
+				want = (struct limiter_result){0};
+			rc = 0;
+		} else
+			rc = npairs ? limiter_decide_all(gp, shadow, gs, npairs, LIMITER_ALLOW,
+							 cost, clk.now, &want, &group,
+							 &shadow_group, want_groups)
+			     : req.wait_ms > 0
+				     ? limiter_decide_wait(&pol[pi], st[u][pi], cost, clk.now,
+							   req.wait_ms * 1000, &want)
+				     : limiter_decide(&pol[pi], st[u][pi], lop[op], cost, clk.now,
+						      &want);
 		if (rc < 0 || (npairs && (got.pair != group || got.shadow_pair != shadow_group)))
 			abort();
 		/* a delayed answer waits at most what it may */
@@ -222,5 +249,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (int p = 0; p < NPOL; p++)
 			for (int i = 0; i < POLICY_MAX_LIMITS + 1; i++)
 				limiter_state_free(&st[u][p][i]);
+	for (int u = 0; u < USERS; u++)
+		for (int p = 0; p < NPOL; p++)
+			limiter_state_free(&hst[u][p]);
 	return 0;
 }

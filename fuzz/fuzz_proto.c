@@ -140,7 +140,19 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 	const char *v = r->tok[0];
 	size_t vl = r->tlen[0];
 	int n = r->ntok;
-	if (word_eq(v, vl, "RELEASE") || word_eq(v, vl, "RENEW")) {
+	if (word_eq(v, vl, "SETTLE") || word_eq(v, vl, "CANCEL")) {
+		/* a hold id (a lease id's form), and a SETTLE's actual cost from 0 */
+		int settle = word_eq(v, vl, "SETTLE");
+		r->verb = settle ? CMD_SETTLE : CMD_CANCEL;
+		int64_t actual;
+		const char *colon = n == 2 + settle ? memchr(r->tok[1], ':', r->tlen[1]) : NULL;
+		if (n != 2 + settle)
+			r->code = "syntax";
+		else if (settle && decimal_parse(r->tok[2], r->tlen[2], CMD_COST_MAX, &actual) < 0)
+			r->code = "bad-cost";
+		else if (!colon || colon == r->tok[1] || r->tlen[1] >= LEASE_ID_MAX)
+			r->code = "no-hold";
+	} else if (word_eq(v, vl, "RELEASE") || word_eq(v, vl, "RENEW")) {
 		/* one argument with an action before a ':': a lease id */
 		r->verb = word_eq(v, vl, "RELEASE") ? CMD_RELEASE : CMD_RENEW;
 		const char *colon = n == 2 ? memchr(r->tok[1], ':', r->tlen[1]) : NULL;
@@ -169,9 +181,9 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 			r->code = "bad-cost";
 		else if (r->tlen[1] > KEYS_USER_MAX)
 			r->code = "bad-user";
-	} else if (word_eq(v, vl, "CHARGE")) {
-		/* exactly a user, an action and a cost */
-		r->verb = CMD_CHARGE;
+	} else if (word_eq(v, vl, "CHARGE") || word_eq(v, vl, "HOLD")) {
+		/* exactly a user, an action and a cost (a HOLD's estimate) */
+		r->verb = word_eq(v, vl, "CHARGE") ? CMD_CHARGE : CMD_HOLD;
 		if (n != 4)
 			r->code = "syntax";
 		else if (ref_cost(r->tok[3], r->tlen[3], &r->cost) < 0)
@@ -460,7 +472,8 @@ static void check_line_reply(const char *line, size_t n)
 static int known_code(enum cmd_error code)
 {
 	return code == CMD_ERR_SYNTAX || code == CMD_ERR_UNKNOWN_COMMAND ||
-	       code == CMD_ERR_BAD_COST || code == CMD_ERR_BAD_USER || code == CMD_ERR_NO_LEASE;
+	       code == CMD_ERR_BAD_COST || code == CMD_ERR_BAD_USER || code == CMD_ERR_NO_LEASE ||
+	       code == CMD_ERR_NO_HOLD;
 }
 
 static int inside(const char *p, size_t n, const char *line, size_t len)
@@ -495,6 +508,7 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 	case CMD_RESET:
 	case CMD_ACQUIRE:
 	case CMD_CHARGE:
+	case CMD_HOLD:
 		check(cmd->user_len >= 1 && cmd->user_len <= KEYS_USER_MAX, "user_len 1..512");
 		check(cmd->action_len >= 1, "action_len >= 1");
 		check(inside(cmd->user, cmd->user_len, line, n), "user inside the line");
@@ -542,8 +556,12 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 		break;
 	case CMD_RELEASE:
 	case CMD_RENEW:
+	case CMD_SETTLE:
+	case CMD_CANCEL:
 		check(cmd->lease_id == ref.tok[1] && cmd->lease_id_len == ref.tlen[1],
 		      "the lease id is the one argument");
+		check(cmd->verb != CMD_SETTLE || (cmd->actual >= 0 && cmd->actual <= CMD_COST_MAX),
+		      "a settle's actual in 0..2147483647");
 		check(cmd->action == ref.tok[1] &&
 			      cmd->action_len ==
 				      (size_t)((const char *)memchr(ref.tok[1], ':', ref.tlen[1]) -

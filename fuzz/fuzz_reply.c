@@ -68,6 +68,10 @@ static int reference(const redisReply *rep, unsigned long first, long long v[5])
 			return -1;
 		v[i] = e->integer;
 	}
+	if (v[0] == -3) { /* a SETTLE's or CANCEL's hold not open: no figures */
+		v[0] = v[1] = v[2] = v[3] = v[4] = 0;
+		return 0;
+	}
 	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[3] < -1 || v[4] < 0)
 		return -1;
 	return 0;
@@ -101,6 +105,8 @@ static void decode(const redisReply *rep, unsigned long first, unsigned long tot
 	long long v[5];
 	int want = reference(rep, first, v);
 	check(rc == want, "verdict differs from the reference");
+	int no_hold = rc == 0 && rep->element[first]->integer == -3;
+	check(rc != 0 || res.no_hold == no_hold, "no_hold exactly when the script said -3");
 	if (rc == 0) {
 		check(res.status == STORE_OK, "rc 0 means STORE_OK");
 		check(res.allowed == 0 || res.allowed == 1, "allowed in {0,1}");

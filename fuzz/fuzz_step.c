@@ -116,6 +116,7 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 	case CMD_RESET:
 	case CMD_ACQUIRE:
 	case CMD_CHARGE:
+	case CMD_HOLD:
 		check(r->user_len >= 1 && r->user_len <= KEYS_USER_MAX, "user_len 1..512");
 		check(in_request(r->user, r->user_len, w, got->used, state, state_size),
 		      "user inside the request");
@@ -158,6 +159,8 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 		break;
 	case CMD_RELEASE:
 	case CMD_RENEW:
+	case CMD_SETTLE:
+	case CMD_CANCEL:
 		/* the id's action is its bytes before the first ':' */
 		check(r->lease_id_len >= 2 && r->lease_id_len < LEASE_ID_MAX &&
 			      inside(r->lease_id, r->lease_id_len, w, got->used),
@@ -235,8 +238,10 @@ static void log_request(struct olog *l, const struct cmd_request *r)
 		log_u64(l, (uint64_t)r->index);
 	} else if (r->verb == CMD_AUTH) {
 		log_bytes(l, r->token, r->token_len);
-	} else if (r->verb == CMD_RELEASE || r->verb == CMD_RENEW) {
+	} else if (r->verb == CMD_RELEASE || r->verb == CMD_RENEW || r->verb == CMD_SETTLE ||
+		   r->verb == CMD_CANCEL) {
 		log_bytes(l, r->lease_id, r->lease_id_len);
+		log_u64(l, (uint64_t)r->actual);
 	} else if (r->verb != CMD_PING && r->verb != CMD_QUIT) {
 		log_bytes(l, r->user, r->user_len);
 		log_u64(l, r->action_len);

@@ -35,6 +35,7 @@ struct policy_form {
 	int shadow;
 	struct policy_ban ban;
 	char timezone[CALENDAR_TZ_MAX + 1]; /* calendar windows' */
+	int64_t hold_ms;
 	/* overrides as read; made into the policy's override set once its
 	 * algorithm and limits are known */
 	struct override_form *ov;
@@ -178,6 +179,7 @@ enum {
 	PK_LEASE,
 	PK_DELAY,
 	PK_TIMEZONE,
+	PK_HOLD,
 	PK_N
 };
 
@@ -218,6 +220,8 @@ static const struct ykey policy_keys[PK_N] = {
 		      NULL, NULL},
 	[PK_TIMEZONE] = {"timezone", set_timezone, offsetof(struct policy_form, timezone), 0, 0,
 			 YP_PER_POLICY, NULL, NULL},
+	[PK_HOLD] = {"hold", yp_set_duration, offsetof(struct policy_form, hold_ms), 1000,
+		     POLICY_HOLD_MAX_MS, YP_PER_POLICY, NULL, NULL},
 };
 
 /* The keys an override's mapping may have: the policy's limits, and a
@@ -548,6 +552,7 @@ static int policy_from_form(struct yparser *P, struct policy *p, const char *nam
 	p->ban = f->ban;
 	p->delay = f->delay;
 	memcpy(p->timezone, f->timezone, sizeof(p->timezone));
+	p->hold_ms = f->hold_ms ? f->hold_ms : POLICY_HOLD_DEFAULT_MS;
 	memcpy(p->limits, f->limits, sizeof(p->limits));
 	/* Validate one limit at a time so a bad or repeated window is reported
 	 * at the rate that introduced it. */

@@ -79,6 +79,21 @@ static void delayed_done(struct cmd_slot *slot, const struct store_result *res)
 	decide_complete(slot);
 }
 
+/* An allowed HOLD's id, <action>:<user>:<nonce>:<estimate> (a lease id's
+ * form): the reply's item. 0, or -1 out of memory. */
+static int hold_id(struct cmd_slot *slot, const struct policy *p)
+{
+	struct cmd_item *item = malloc(sizeof(*item) + LEASE_ID_MAX);
+	if (!item)
+		return -1;
+	memset(item, 0, sizeof(*item));
+	item->index = 1; /* a hold's id */
+	item->ulen = lease_id_format(item->text, p->name, p->name_len, slot->user, slot->user_len,
+				     slot->hold_nonce, slot->cost);
+	slot->res.item = item;
+	return 0;
+}
+
 static void store_done(void *arg, const struct store_result *res)
 {
 	struct cmd_slot *slot = arg;
@@ -117,6 +132,10 @@ static void store_done(void *arg, const struct store_result *res)
 	else if (res->allowed)
 		decide_cache_allowed(slot->deny, op, p, slot->user, slot->user_len);
 	local_redis_back(slot->local);
+	if (op == STORE_HOLD && res->allowed && hold_id(slot, p) < 0) {
+		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		return;
+	}
 	if (op == STORE_RESET)
 		reply(slot, CMD_REPLY_OK);
 	else
@@ -143,6 +162,85 @@ static void answer_override(struct config *cfg, enum store_op op, const struct p
 
 static void throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		     struct cmd_slot *slot);
+
+/* A SETTLE or CANCEL answered by the store. */
+static void hold_done(void *arg, const struct store_result *res)
+{
+	struct cmd_slot *slot = arg;
+	if (res->status != STORE_OK) {
+		decide_store_failed(slot, res, POLICY_ON_ERROR_ERROR);
+		return;
+	}
+	if (res->no_hold) {
+		decide_error(slot, CMD_ERR_NO_HOLD,
+			     "hold not open: settled, cancelled, expired or never taken");
+		return;
+	}
+	if (slot->op == STORE_CANCEL) {
+		reply(slot, CMD_REPLY_OK);
+		return;
+	}
+	decide_answer(slot, slot->cfg, slot->policy,
+		      slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE, 1, res->limit,
+		      res->remaining, 0, res->reset_ms);
+}
+
+/* SETTLE and CANCEL of the hold whose id names the action, user, nonce
+ * and estimate: on the limits it was charged to (an override's, if the
+ * user has one now). */
+static void hold_command(struct config *cfg, const struct cmd_env *env,
+			 const struct cmd_request *pc, struct cmd_slot *slot)
+{
+	struct lease_id id;
+	if (pc->lease_id_len >= LEASE_ID_MAX ||
+	    lease_id_parse(pc->lease_id, pc->lease_id_len, &id) < 0) {
+		cmd_reply_error(slot, CMD_ERR_NO_HOLD, "not a hold id");
+		return;
+	}
+	const struct policy *p = config_find_policy(cfg, id.action, id.action_len);
+	if (!p) {
+		cmd_reply_error(slot, CMD_ERR_NO_HOLD, "not a hold id of a policy configured now");
+		return;
+	}
+	if (p->algo == POLICY_CONCURRENCY) {
+		cmd_reply_error(slot, CMD_ERR_POLICY_KIND,
+				"a concurrency policy: RELEASE its leases (holds are a rate's)");
+		return;
+	}
+	const struct override *o = decide_find_override(env, p, id.user, id.user_len);
+	if (o && o->kind != OVERRIDE_LIMITS) {
+		/* unlimited or blocked: its HOLD opened nothing */
+		cmd_reply_error(slot, CMD_ERR_NO_HOLD,
+				"hold not open: settled, cancelled, expired or never taken");
+		return;
+	}
+	if (o) {
+		slot->policy_copy = *o->policy;
+		p = &slot->policy_copy;
+	}
+	config_ref(cfg);
+	slot->cfg = cfg;
+	slot->policy = p;
+	slot->op = pc->verb == CMD_SETTLE ? STORE_SETTLE : STORE_CANCEL;
+	slot->shadow = 0;
+	slot->own_policy = 0;
+	slot->deny = NULL;
+	slot->local = NULL;
+	slot->from_memory = store_local(env->store);
+	struct store_request req = {
+		.op = (enum store_op)slot->op,
+		.policy = p,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.user = id.user,
+		.user_len = id.user_len,
+		.cost = id.cost,
+		.timeout_ms = decide_timeout_ms(cfg, pc),
+		.hold_nonce = id.nonce,
+		.actual = pc->actual,
+	};
+	store_submit(env->store, &req, hold_done, slot);
+}
 
 /* ACQUIRE on a concurrency policy's action; RELEASE and RENEW on the
  * lease whose id names the action (pc->action, set by the parse). */
@@ -267,6 +365,9 @@ static unsigned verb_right(enum cmd_verb v)
 	case CMD_RELEASE:
 	case CMD_RENEW:
 	case CMD_CHARGE:
+	case CMD_HOLD:
+	case CMD_SETTLE:
+	case CMD_CANCEL:
 		return CONFIG_RIGHT_DECIDE;
 	case CMD_RESET:
 	case CMD_OVERRIDE:
@@ -414,6 +515,13 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	case CMD_CHARGE:
 		op = STORE_CHARGE;
 		break;
+	case CMD_HOLD:
+		op = STORE_HOLD;
+		break;
+	case CMD_SETTLE:
+	case CMD_CANCEL:
+		hold_command(cfg, env, pc, slot);
+		return;
 	case CMD_THROTTLE:
 		throttle(cfg, env, pc, slot);
 		return;
@@ -511,11 +619,21 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	/* The cache answers and learns only while every daemon's RESETs reach
 	 * us (decide_cache), and only on the action's own limits (decide_cacheable). */
 	struct denycache *deny;
-	/* a request that may wait decides with another capacity, and a CHARGE
-	 * is never denied: no cache */
+	/* a request that may wait decides with another capacity, a CHARGE
+	 * is never denied, and a HOLD opens a hold: no cache */
 	int may_wait = pc->wait_given && pc->wait_ms > 0;
+	if (op == STORE_HOLD) {
+		if (!env->leases) {
+			cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+			return;
+		}
+		slot->hold_nonce = leases_nonce(env->leases);
+		slot->cost = pc->cost;
+		slot->user_len = pc->user_len;
+		memcpy(slot->user, pc->user, pc->user_len);
+	}
 	if (decide_cacheable(p, slot->own_policy || slot->overridden || may_wait ||
-					op == STORE_CHARGE) &&
+					op == STORE_CHARGE || op == STORE_HOLD) &&
 	    (deny = decide_cache(env))) {
 		struct denycache_hit hit;
 		slot->deny = deny;
@@ -579,6 +697,8 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		.cost = pc->cost > 0 ? pc->cost : 1,
 		.timeout_ms = decide_timeout_ms(cfg, pc),
 		.wait_ms = window_wait,
+		.hold_nonce = slot->hold_nonce,
+		.hold_ms = p->hold_ms ? p->hold_ms : POLICY_HOLD_DEFAULT_MS,
 	};
 	store_submit(env->store, &req, store_done, slot);
 }

@@ -193,7 +193,9 @@ void decide_store_failed(struct cmd_slot *slot, const struct store_result *res,
 		stats.store_failures[res->error < STORE_ERROR_N ? res->error : STORE_ERROR_OTHER]++;
 	char msg[128];
 	decide_why(res, msg, sizeof(msg));
-	if (mode == POLICY_ON_ERROR_LOCAL && slot->local && slot->op != STORE_RESET && slot->cfg) {
+	/* the local fallback opens no holds (a SETTLE would reach Redis) */
+	if (mode == POLICY_ON_ERROR_LOCAL && slot->local && slot->op != STORE_RESET &&
+	    slot->op != STORE_HOLD && slot->cfg) {
 		struct store_request req = {
 			.op = (enum store_op)slot->op,
 			.policy = p,
@@ -210,7 +212,8 @@ void decide_store_failed(struct cmd_slot *slot, const struct store_result *res,
 		mode = POLICY_ON_ERROR_ERROR; /* out of memory: say so */
 	}
 	/* a RESET, or a CHARGE that was not counted: never answered as if done */
-	if (slot->op == STORE_RESET || slot->op == STORE_CHARGE || mode == POLICY_ON_ERROR_ERROR ||
+	if (slot->op == STORE_RESET || slot->op == STORE_CHARGE || slot->op == STORE_SETTLE ||
+	    slot->op == STORE_CANCEL || mode == POLICY_ON_ERROR_ERROR ||
 	    mode == POLICY_ON_ERROR_LOCAL) {
 		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, msg);
 		return;

@@ -100,6 +100,11 @@ static uint64_t nonce(struct leases *l)
 	return siphash24(l->seed, &c, sizeof(c));
 }
 
+uint64_t leases_nonce(struct leases *l)
+{
+	return nonce(l);
+}
+
 /* ---- the memory store's table */
 
 static struct lset *find(struct leases *l, const char *key, size_t len, int make)

@@ -20,6 +20,9 @@ struct policy;
  * out of memory. */
 struct leases *leases_new(void);
 void leases_free(struct leases *l);
+/* A nonce no other of any daemon's leases or holds has, but by chance
+ * (2^-64): ids' and holds'. */
+uint64_t leases_nonce(struct leases *l);
 /* Drops from the metrics' book the leases past their expiry (a scrape:
  * ratelimitd_leases_held is then current). */
 void leases_sweep(struct leases *l);

@@ -52,6 +52,7 @@ static enum grpc_status rls_status_of(enum cmd_error e)
 	case CMD_ERR_TLS_REQUIRED:
 	case CMD_ERR_POLICY_KIND: /* envoy's rules are rates: never here */
 	case CMD_ERR_NO_LEASE:
+	case CMD_ERR_NO_HOLD:
 		break;
 	}
 	return GRPC_INVALID_ARGUMENT;

@@ -39,8 +39,11 @@ enum cmd_verb {
 	CMD_RELEASE,	/* give one back, by its id */
 	CMD_RENEW,	/* extend one */
 	CMD_CHARGE,	/* count a cost known afterwards, never denied */
+	CMD_HOLD,	/* ALLOW an estimate and open a hold (its id in the reply) */
+	CMD_SETTLE,	/* a hold's actual cost: the difference charged or given back */
+	CMD_CANCEL,	/* a hold's estimate given back */
 };
-#define CMD_VERB_N (CMD_CHARGE + 1)
+#define CMD_VERB_N (CMD_CANCEL + 1)
 
 /* The most pairs one MALLOW or MPEEK may name. */
 #define CMD_PAIRS_MAX 8
@@ -107,9 +110,11 @@ struct cmd_request {
 	 * the policy's delay */
 	int wait_given;
 	int64_t wait_ms;
-	/* RELEASE, RENEW: the lease's id (its action is also in action) */
+	/* RELEASE, RENEW: the lease's id (its action is also in action);
+	 * SETTLE, CANCEL: the hold's, and a SETTLE's actual cost */
 	const char *lease_id;
 	size_t lease_id_len;
+	int64_t actual;
 };
 
 /* The longest identity name (config.h's CONFIG_IDENTITY_NAME_MAX). */
@@ -153,8 +158,9 @@ enum cmd_error {
 	CMD_ERR_AUTH_FAILED,	 /* a token no identity has */
 	CMD_ERR_POLICY_KIND,	 /* ALLOW on a concurrency policy, ACQUIRE on a rate */
 	CMD_ERR_NO_LEASE,	 /* RELEASE, RENEW of a lease not held (or no lease id) */
+	CMD_ERR_NO_HOLD,	 /* SETTLE, CANCEL of a hold not open (or no hold id) */
 };
-#define CMD_ERR_N (CMD_ERR_NO_LEASE + 1)
+#define CMD_ERR_N (CMD_ERR_NO_HOLD + 1)
 
 enum cmd_reply {
 	CMD_REPLY_DECISION, /* ALLOW, PEEK */
@@ -171,6 +177,8 @@ enum cmd_reply {
  * spec, one after the other. A lease (CMD_REPLY_LEASE): text holds its id,
  * ulen long. */
 struct cmd_item {
+	/* OVERRIDES: the override's index; CMD_REPLY_LEASE: 1 when the id is
+	 * a hold's (HOLD), 0 a lease's */
 	int64_t index, ttl_ms; /* ttl -1: no expiry */
 	size_t ulen, alen, spec_len;
 	char text[];
@@ -264,6 +272,8 @@ struct cmd_slot {
 	 * and charges a delayed request as running then (its retry the wait) */
 	int delay_window;
 	struct delays *delays;
+	/* HOLD: the hold's nonce (its id is made from it when allowed) */
+	uint64_t hold_nonce;
 	void (*complete)(struct cmd_slot *slot);
 };
 

@@ -543,6 +543,11 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 	}
 	if (n < cap && p->timezone[0])
 		n += (size_t)snprintf(buf + n, cap - n, " timezone %s", p->timezone);
+	if (n < cap && p->hold_ms && p->hold_ms != POLICY_HOLD_DEFAULT_MS) {
+		char h[32];
+		format_duration(p->hold_ms, h, sizeof(h));
+		n += (size_t)snprintf(buf + n, cap - n, " hold %s", h);
+	}
 	if (n < cap && p->shadow >= 0)
 		n += (size_t)snprintf(buf + n, cap - n, " shadow %s", p->shadow ? "true" : "false");
 	return n < cap ? n : cap - 1;
@@ -554,7 +559,7 @@ int policy_equal(const struct policy *a, const struct policy *b)
 	    a->on_store_error != b->on_store_error || a->shadow != b->shadow ||
 	    a->ban.after != b->ban.after || a->ban.within_ms != b->ban.within_ms ||
 	    a->ban.for_ms != b->ban.for_ms || a->delay.max_ms != b->delay.max_ms ||
-	    strcmp(a->timezone, b->timezone) != 0)
+	    strcmp(a->timezone, b->timezone) != 0 || a->hold_ms != b->hold_ms)
 		return 0;
 	for (int i = 0; i < a->nlimits; i++)
 		if (a->limits[i].capacity != b->limits[i].capacity ||

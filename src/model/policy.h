@@ -77,6 +77,9 @@ struct policy_delay {
 	int64_t max_ms; /* 0: none */
 };
 #define POLICY_DELAY_MAX_MS 60000
+/* A HOLD's time: default and longest. */
+#define POLICY_HOLD_DEFAULT_MS (3600LL * 1000)
+#define POLICY_HOLD_MAX_MS (7LL * 24 * 3600 * 1000)
 
 /* A ban: `after` denials within `within_ms` deny everything for `for_ms`. */
 struct policy_ban {
@@ -101,6 +104,8 @@ struct policy {
 	struct policy_delay delay;
 	/* calendar windows' time zone (tzdata's name); empty: UTC */
 	char timezone[CALENDAR_TZ_MAX + 1];
+	/* how long a HOLD stays open before it is settled at its estimate (ms) */
+	int64_t hold_ms;
 	/* per-user exceptions (override.h), owned by the configuration; NULL:
 	 * none, and the hot path pays nothing for them */
 	struct override_set *overrides;

@@ -29,6 +29,8 @@ static const char *const verb_names[CMD_VERB_N] = {
 	[CMD_OVERRIDES] = "overrides", [CMD_AUTH] = "auth",
 	[CMD_ACQUIRE] = "acquire",     [CMD_RELEASE] = "release",
 	[CMD_RENEW] = "renew",	       [CMD_CHARGE] = "charge",
+	[CMD_HOLD] = "hold",	       [CMD_SETTLE] = "settle",
+	[CMD_CANCEL] = "cancel",
 };
 
 static const char *const error_codes[CMD_ERR_N] = {
@@ -47,6 +49,7 @@ static const char *const error_codes[CMD_ERR_N] = {
 	[CMD_ERR_AUTH_FAILED] = "auth-failed",
 	[CMD_ERR_POLICY_KIND] = "policy-kind",
 	[CMD_ERR_NO_LEASE] = "no-lease",
+	[CMD_ERR_NO_HOLD] = "no-hold",
 };
 
 const char *proto_verb_name(enum cmd_verb v)
@@ -218,6 +221,39 @@ int proto_parse_charge(const char *const *arg, const size_t *alen, int n, struct
 	if (n != 4)
 		return lease_fail(err, CMD_ERR_SYNTAX, "usage: CHARGE <user> <action> <cost>");
 	return user_action_cost(arg, alen, n, req, err);
+}
+
+int proto_parse_hold(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		     struct proto_error *err)
+{
+	if (proto_word_is(arg[0], alen[0], "HOLD")) {
+		req->verb = CMD_HOLD;
+		if (n != 4)
+			return lease_fail(err, CMD_ERR_SYNTAX,
+					  "usage: HOLD <user> <action> <estimate>");
+		return user_action_cost(arg, alen, n, req, err);
+	}
+	int settle = proto_word_is(arg[0], alen[0], "SETTLE");
+	if (!settle && !proto_word_is(arg[0], alen[0], "CANCEL"))
+		return 1;
+	req->verb = settle ? CMD_SETTLE : CMD_CANCEL;
+	if (n != (settle ? 3 : 2))
+		return lease_fail(err, CMD_ERR_SYNTAX,
+				  settle ? "usage: SETTLE <hold-id> <actual>"
+					 : "usage: CANCEL <hold-id>");
+	if (settle && decimal_parse(arg[2], alen[2], CMD_COST_MAX, &req->actual) < 0)
+		return lease_fail(err, CMD_ERR_BAD_COST,
+				  "the actual cost is an integer from 0 to 2147483647");
+	size_t a = lease_id_action(arg[1], alen[1]);
+	if (a == 0 || alen[1] >= LEASE_ID_MAX)
+		return lease_fail(
+			err, CMD_ERR_NO_HOLD,
+			"not a hold id (HOLD's answer: <action>:<user>:<nonce>:<estimate>)");
+	req->lease_id = arg[1];
+	req->lease_id_len = alen[1];
+	req->action = arg[1];
+	req->action_len = a;
+	return 0;
 }
 
 int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,

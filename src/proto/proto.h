@@ -97,6 +97,11 @@ int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
  * req filled, -1 with err, or 1 when arg[0] is not CHARGE. */
 int proto_parse_charge(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		       struct proto_error *err);
+/* HOLD <user> <action> <estimate>, SETTLE <hold-id> <actual>, CANCEL
+ * <hold-id> from arg[0..n) (arg[0] the verb): 0 with req filled (a hold
+ * id's action in action too), -1 with err, or 1 when arg[0] is none of them. */
+int proto_parse_hold(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		     struct proto_error *err);
 /* ACQUIRE <user> <action> [<cost>], RELEASE <lease-id>, RENEW <lease-id>
  * from arg[0..n) (arg[0] the verb): 0 with req filled (a lease id's action
  * in action too), -1 with err, or 1 when arg[0] is none of them. */

@@ -134,8 +134,8 @@ static long pct_decode(const char *s, size_t len, char *dst, size_t cap)
 
 /* The arguments of an API request, found in a query string or a JSON body. */
 struct args {
-	const char *user, *action, *cost, *wait;
-	size_t user_len, action_len, cost_len, wait_len;
+	const char *user, *action, *cost, *wait, *actual; /* actual: a settle's, query only */
+	size_t user_len, action_len, cost_len, wait_len, actual_len;
 	int cost_is_text; /* from a query string: digits as text */
 };
 
@@ -180,6 +180,10 @@ static enum proto_step query_args(const char *q, size_t len, struct http_conn *p
 		} else if (name_is(kv, klen, "wait")) {
 			a->wait = v;
 			a->wait_len = vlen;
+			n = 0;
+		} else if (name_is(kv, klen, "actual")) {
+			a->actual = v;
+			a->actual_len = vlen;
 			n = 0;
 		} else if (name_is(kv, klen, "cost")) {
 			a->cost = v;
@@ -744,8 +748,11 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 		if (st != PROTO_REQUEST)
 			return st;
 	} else if ((plen == 11 && memcmp(target, "/v1/acquire", 11) == 0) ||
-		   (plen == 10 && memcmp(target, "/v1/charge", 10) == 0)) {
-		req->verb = target[4] == 'a' ? CMD_ACQUIRE : CMD_CHARGE;
+		   (plen == 10 && memcmp(target, "/v1/charge", 10) == 0) ||
+		   (plen == 8 && memcmp(target, "/v1/hold", 8) == 0)) {
+		req->verb = target[4] == 'a'   ? CMD_ACQUIRE
+			    : target[4] == 'c' ? CMD_CHARGE
+					       : CMD_HOLD;
 		if (!post)
 			return local(out, METHOD_NOT_ALLOWED, 0);
 		st = query_args(q ? q : "", qlen, pc, &a, out);
@@ -753,6 +760,28 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 			st = json_args(body, blen, pc, &a, out);
 		if (st != PROTO_REQUEST)
 			return st;
+	} else if (plen > 10 && memcmp(target, "/v1/holds/", 10) == 0) {
+		/* DELETE /v1/holds/<id>: CANCEL; POST /v1/holds/<id>/settle?actual=N */
+		const char *arg[3] = {"CANCEL", target + 10, NULL};
+		size_t al[3] = {6, plen - 10, 0};
+		int settle = al[1] > 7 && memcmp(arg[1] + al[1] - 7, "/settle", 7) == 0;
+		if (settle) {
+			arg[0] = "SETTLE";
+			al[1] -= 7;
+			st = query_args(q ? q : "", qlen, pc, &a, out);
+			if (st != PROTO_REQUEST)
+				return st;
+			if (!a.actual)
+				return bad(out, CMD_ERR_SYNTAX,
+					   "a settle needs its actual cost (?actual=N)");
+			arg[2] = a.actual;
+			al[2] = a.actual_len;
+		}
+		if (settle ? !post : !name_is(method, mlen, "DELETE"))
+			return local(out, METHOD_NOT_ALLOWED, 0);
+		if (proto_parse_hold(arg, al, settle ? 3 : 2, req, &out->err) < 0)
+			return PROTO_BAD;
+		return PROTO_REQUEST;
 	} else if (plen > 11 && memcmp(target, "/v1/leases/", 11) == 0) {
 		/* the id as ACQUIRE gave it: nothing in it is ever escaped */
 		const char *arg[2] = {"RELEASE", target + 11};
@@ -781,6 +810,8 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 		return bad(out, CMD_ERR_SYNTAX, "RESET takes no cost");
 	if (req->verb == CMD_CHARGE && !a.cost)
 		return bad(out, CMD_ERR_SYNTAX, "a charge needs its cost");
+	if (req->verb == CMD_HOLD && !a.cost)
+		return bad(out, CMD_ERR_SYNTAX, "a hold needs its estimate (cost)");
 	if (a.cost && proto_parse_cost(a.cost, a.cost_len, &req->cost) < 0)
 		return bad(out, CMD_ERR_BAD_COST, "cost must be an integer from 1 to 2147483647");
 	if (a.wait) {
@@ -845,6 +876,7 @@ static int error_status(enum cmd_error e)
 	case CMD_ERR_POLICY_KIND:
 		return 400;
 	case CMD_ERR_NO_LEASE:
+	case CMD_ERR_NO_HOLD:
 		return 404;
 	case CMD_ERR_UNKNOWN_ACTION:
 	case CMD_ERR_UNKNOWN_COMMAND:
@@ -1060,7 +1092,7 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 			bl = put_int(body, bl, r->pair);
 		}
 		if (r->kind == CMD_REPLY_LEASE && r->item) { /* its bytes need no escaping */
-			bl = put(body, bl, ",\"lease\":\"");
+			bl = put(body, bl, r->item->index == 1 ? ",\"hold\":\"" : ",\"lease\":\"");
 			memcpy(body + bl, r->item->text, r->item->ulen);
 			bl += r->item->ulen;
 			bl = put(body, bl, "\"");

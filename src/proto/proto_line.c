@@ -79,6 +79,9 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 	int charge = proto_parse_charge(tok, tlen, ntok, cmd, err);
 	if (charge != 1)
 		return charge;
+	int hold = proto_parse_hold(tok, tlen, ntok, cmd, err);
+	if (hold != 1)
+		return hold;
 	if (proto_word_is(tok[0], tlen[0], "ALLOW") || proto_word_is(tok[0], tlen[0], "PEEK")) {
 		cmd->verb = proto_word_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
 		int w = cmd->verb == CMD_ALLOW ? proto_parse_wait(tok, tlen, ntok, cmd, err) : 0;
@@ -123,7 +126,7 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 	} else {
 		return fail(err, CMD_ERR_UNKNOWN_COMMAND,
 			    "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
-			    "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW CHARGE");
+			    "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW CHARGE HOLD SETTLE CANCEL");
 	}
 	if (tlen[1] > KEYS_USER_MAX)
 		return fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");

@@ -207,6 +207,9 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	int charge = proto_parse_charge(arg, alen, n, req, &out->err);
 	if (charge != 1)
 		return charge == 0 ? PROTO_REQUEST : PROTO_BAD;
+	int hold = proto_parse_hold(arg, alen, n, req, &out->err);
+	if (hold != 1)
+		return hold == 0 ? PROTO_REQUEST : PROTO_BAD;
 	if (proto_word_is(arg[0], alen[0], "ALLOW") || proto_word_is(arg[0], alen[0], "PEEK")) {
 		req->verb = proto_word_is(arg[0], alen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
 		int w = req->verb == CMD_ALLOW ? proto_parse_wait(arg, alen, n, req, &out->err) : 0;
@@ -274,7 +277,7 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	} else {
 		return bad(out, CMD_ERR_UNKNOWN_COMMAND,
 			   "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
-			   "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW CHARGE");
+			   "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW CHARGE HOLD SETTLE CANCEL");
 	}
 	if (alen[1] == 0)
 		return bad(out, CMD_ERR_BAD_USER, "user is empty");

@@ -50,6 +50,17 @@ static const struct pcase cases[] = {
 	{"RELEASE export:ZGF2aWQ:0123456789abcdef:1", NULL, CMD_RELEASE, NULL, "export", 1},
 	{"RENEW export:ZGF2aWQ:0123456789abcdef:1", NULL, CMD_RENEW, NULL, "export", 1},
 	{"RELEASE nocolon", "no-lease", 0, NULL, NULL, 0},
+	/* holds: HOLD's estimate; SETTLE's actual from 0; CANCEL */
+	{"HOLD david llm 500", NULL, CMD_HOLD, "david", "llm", 500},
+	{"HOLD david llm", "syntax", 0, NULL, NULL, 0},
+	{"HOLD david llm 0", "bad-cost", 0, NULL, NULL, 0},
+	{"SETTLE llm:ZGF2aWQ:0123456789abcdef:500 120", NULL, CMD_SETTLE, NULL, "llm", 1},
+	{"SETTLE llm:ZGF2aWQ:0123456789abcdef:500 0", NULL, CMD_SETTLE, NULL, "llm", 1},
+	{"SETTLE llm:ZGF2aWQ:0123456789abcdef:500 -1", "bad-cost", 0, NULL, NULL, 0},
+	{"SETTLE llm:ZGF2aWQ:0123456789abcdef:500", "syntax", 0, NULL, NULL, 0},
+	{"SETTLE nocolon 5", "no-hold", 0, NULL, NULL, 0},
+	{"CANCEL llm:ZGF2aWQ:0123456789abcdef:500", NULL, CMD_CANCEL, NULL, "llm", 1},
+	{"CANCEL a b", "syntax", 0, NULL, NULL, 0},
 	/* CHARGE: a cost, always given */
 	{"CHARGE david llm 1200", NULL, CMD_CHARGE, "david", "llm", 1200},
 	{"charge david llm 1", NULL, CMD_CHARGE, "david", "llm", 1},

@@ -78,6 +78,13 @@ static const struct acase acases[] = {
 	   "llm", 7),
 	BAD("POST", "/v1/charge?user=u&action=llm", NULL, CMD_ERR_SYNTAX),
 	LOCAL("GET", "/v1/charge?user=u&action=llm&cost=1", NULL, 405),
+	/* holds: POST /v1/hold, POST /v1/holds/<id>/settle?actual=N, DELETE /v1/holds/<id> */
+	OK("POST", "/v1/hold?user=u&action=llm&cost=800", NULL, CMD_HOLD, "u", "llm", 800),
+	BAD("POST", "/v1/hold?user=u&action=llm", NULL, CMD_ERR_SYNTAX),
+	BAD("POST", "/v1/holds/llm:dQ:0123456789abcdef:800/settle", NULL, CMD_ERR_SYNTAX),
+	BAD("POST", "/v1/holds/nocolon/settle?actual=3", NULL, CMD_ERR_NO_HOLD),
+	LOCAL("GET", "/v1/holds/llm:dQ:0123456789abcdef:800/settle?actual=3", NULL, 405),
+	LOCAL("POST", "/v1/holds/llm:dQ:0123456789abcdef:800", NULL, 405),
 	BAD("GET", "/v1/allow?user=%zz&action=x", NULL, CMD_ERR_SYNTAX),
 	BAD("GET", "/v1/allow?user=%4&action=x", NULL, CMD_ERR_SYNTAX),
 	BAD("GET", "/v1/allow?user=ab%&action=x", NULL, CMD_ERR_SYNTAX),
