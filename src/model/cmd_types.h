@@ -185,7 +185,7 @@ struct cmd_item {
 };
 
 /* Longest error message kept, NUL included; protocols may cut it shorter. */
-#define CMD_MSG_MAX 128
+#define CMD_MSG_MAX 192
 
 struct cmd_result {
 	enum cmd_reply kind;

@@ -238,6 +238,7 @@ CHANGES = {
     "policies.NAME.shadow": (policy("p", "{limits: 5/60s, shadow: true}"), {"policy p"}),
     "policies.NAME.timezone": (policy("m", "{algorithm: fixed_window, limits: 9/month, "
                                            "timezone: Asia/Tokyo}"), {"policy m"}),
+    "policies.NAME.hold": (policy("p", "{limits: 5/60s, hold: 10m}"), {"policy p"}),
     "policies.NAME.ban": (policy("p", "{limits: 5/60s, ban: {after: 2, within: 1m, for: 1h}}"),
                           {"policy p"}),
     "policies.NAME.overrides": (policy("p", "{limits: 5/60s, overrides: {bob: unlimited}}"),
