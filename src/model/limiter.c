@@ -587,8 +587,10 @@ static void sliding_refund(struct limiter_state *s, int64_t now, struct check *c
 	int64_t lo = th > now - c->window + 1 ? th : now - c->window + 1;
 	size_t at = first_live(s, lo - 1); /* the first entry scored >= lo */
 	size_t n = s->nlog - at < (size_t)amount ? s->nlog - at : (size_t)amount;
-	memmove(s->log + at, s->log + at + n, (s->nlog - at - n) * sizeof(int64_t));
-	s->nlog -= n;
+	if (n > 0) { /* (an empty log has no array to move) */
+		memmove(s->log + at, s->log + at + n, (s->nlog - at - n) * sizeof(int64_t));
+		s->nlog -= n;
+	}
 	int64_t left = c->limit - (c->used - (int64_t)n);
 	c->remaining = left > 0 ? left : 0;
 	if (c->used - (int64_t)n <= 0)
