@@ -847,6 +847,29 @@ local function delay_at(checks, nlimits, wait)
   return nil
 end
 
+-- Applies f to every limit of a decision but its ban; returns the one with
+-- the least remaining after it, which the answer gives.
+local function each_limit(checks, nlimits, f)
+  local bind = nil
+  for i = 1, nlimits do
+    local r = checks[i]
+    if not r.ban then
+      f(r)
+      if not bind or r.remaining < bind.remaining then bind = r end
+    end
+  end
+  return bind
+end
+
+-- The five integers of an allowed answer.
+local function allowed_out(out, bind, remaining, retry)
+  out[#out + 1] = 1
+  out[#out + 1] = bind.limit
+  out[#out + 1] = remaining
+  out[#out + 1] = retry
+  out[#out + 1] = bind.reset
+end
+
 -- One decision: keys from K[k], its arguments from ARGV index a.
 local function decide(out, op, cost, nlimits, a, k)
   if op == 'r' then
@@ -898,18 +921,10 @@ local function decide(out, op, cost, nlimits, a, k)
   local bind = nil
   if th then
     -- a settle: the difference charged (whatever the limits hold) or given back
-    for i = 1, nlimits do
-      local r = checks[i]
-      if not r.ban then
-        if diff > 0 then r.algo.commit(r) elseif diff < 0 then r.algo.refund(r, cost, th) end
-        if not bind or r.remaining < bind.remaining then bind = r end
-      end
-    end
-    out[#out + 1] = 1
-    out[#out + 1] = bind.limit
-    out[#out + 1] = max(0, bind.remaining)
-    out[#out + 1] = 0
-    out[#out + 1] = bind.reset
+    bind = each_limit(checks, nlimits, function(r)
+      if diff > 0 then r.algo.commit(r) elseif diff < 0 then r.algo.refund(r, cost, th) end
+    end)
+    allowed_out(out, bind, max(0, bind.remaining), 0)
     return
   end
   -- all or nothing: a limit is charged only when every limit passes
@@ -922,33 +937,13 @@ local function decide(out, op, cost, nlimits, a, k)
     bind = ban
   elseif at then
     -- delayed: charged as running at `at`, answered as allowed then
-    for i = 1, nlimits do
-      local r = checks[i]
-      if not r.ban then
-        r.algo.commit_at(r, at)
-        if not bind or r.remaining < bind.remaining then bind = r end
-      end
-    end
-    out[#out + 1] = 1
-    out[#out + 1] = bind.limit
-    out[#out + 1] = bind.remaining
-    out[#out + 1] = max(1, ceil_ms(at - now))
-    out[#out + 1] = bind.reset
+    bind = each_limit(checks, nlimits, function(r) r.algo.commit_at(r, at) end)
+    allowed_out(out, bind, bind.remaining, max(1, ceil_ms(at - now)))
     return
   elseif op == 'g' then
     -- a CHARGE: counted whatever the limits hold, the cost was spent
-    for i = 1, nlimits do
-      local r = checks[i]
-      if not r.ban then
-        r.algo.commit(r)
-        if not bind or r.remaining < bind.remaining then bind = r end
-      end
-    end
-    out[#out + 1] = 1
-    out[#out + 1] = bind.limit
-    out[#out + 1] = max(0, bind.remaining)
-    out[#out + 1] = 0
-    out[#out + 1] = bind.reset
+    bind = each_limit(checks, nlimits, function(r) r.algo.commit(r) end)
+    allowed_out(out, bind, max(0, bind.remaining), 0)
     return
   elseif all_ok then
     for i = 1, nlimits do
