@@ -22,7 +22,7 @@ except ImportError:  # Debian's python3-redis, under another python3
 
 from harness import (SLOW, SRCDIR, Client, DaemonTest, free_port, http_get, race,
                      scrape_metrics, wait_until)
-from test_vectors import parse_policy, script_call
+from test_vectors import Calendar, parse_policy, script_call
 
 REPLAY = os.environ.get("RL_MEMORY_REPLAY") or os.path.join(
     SRCDIR, "build", "tests", "unit", "memory_replay")
@@ -221,6 +221,12 @@ class MemoryDaemonTest(DaemonTest):
         self.assertConfigChecks(cases, name="bad.yaml")
 
 
+# Days clocks changed (seconds, midday UTC): Berlin, Sydney, Santiago
+# (a day from 01:00), Havana (a midnight twice), 2024.
+DST_DAYS = [1711886400, 1730030400, 1712491200, 1728216000, 1712491200, 1725796800,
+            1710072000, 1730635200]
+
+
 def random_scenarios(rnd, n):
     """Scenarios in tests/vectors.txt's syntax (replies left as zeros):
     random algorithms, limits, bans, shadow groups, times (some equal,
@@ -228,6 +234,11 @@ def random_scenarios(rnd, n):
     them."""
     algos = ["sliding_window", "funnel", "fixed_window", "sliding_window_counter"]
     periods = [1, 7, 100, 1000, 2500, 60000, 3600000]
+    zones = ["UTC", "Europe/Berlin", "Australia/Sydney", "America/Santiago",
+             "America/Havana", "Asia/Kolkata"]
+    anchors = {"day": [""], "week": ["", "@sunday", "@wednesday"],
+               "month": ["", "@15", "@29", "@31"], "year": ["", "@04-01", "@02-29"]}
+    calendar = []  # the scenario's calendar window, if any: (unit, anchor, zone)
 
     def policy():
         algo = rnd.choice(algos)
@@ -238,6 +249,14 @@ def random_scenarios(rnd, n):
             # one window per limit, as the configuration requires
             words = [algo] + ["%d/%d" % (rnd.randint(1, 8), period)
                               for period in rnd.sample(periods, rnd.randint(1, 3))]
+            # calendar windows (vectors_calendar.txt), in a zone, from an anchor
+            if algo != "sliding_window" and rnd.random() < 0.35 and not calendar:
+                unit = rnd.choice(sorted(anchors))
+                anchor = rnd.choice(anchors[unit])
+                zone = rnd.choice(zones)
+                calendar.append((unit, anchor[1:], zone))
+                words.insert(1, "%d/%s%s" % (rnd.randint(1, 8), unit, anchor))
+                words.append("tz=" + zone)
         if rnd.random() < 0.3:
             words.append("ban=%d/%d/%d" % (rnd.randint(1, 3), rnd.choice(periods),
                                            rnd.choice(periods)))
@@ -254,6 +273,14 @@ def random_scenarios(rnd, n):
         else:
             out.append("policy " + policy())
         now = rnd.randrange(10 ** 15, 2 * 10 ** 15)
+        if calendar:
+            # start a few seconds before the window ends: the next one opens
+            # in the scenario, often on a daylight-saving day
+            unit, anchor, zone = calendar.pop()
+            if rnd.random() < 0.5:
+                now = rnd.choice(DST_DAYS) * 1000000 + rnd.randrange(-86400, 86400) * 1000000
+            ends = int(Calendar(unit, anchor, zone).bounds(now).split(":")[3])
+            now = ends * 1000 - rnd.randrange(0, 3000000)
         for _ in range(rnd.randint(5, 40)):
             now += rnd.choice([0, 0, 1, rnd.randrange(1000), rnd.randrange(1000000),
                                rnd.randrange(100000000)])
