@@ -21,8 +21,9 @@ import threading
 import time
 import unittest
 
-from harness import DAEMON, SLOW, Client, DaemonTest, free_port, make_config
-from topology import add_cluster, cluster_config
+from harness import DAEMON, SLOW, Client, DaemonTest, free_port, make_config, wait_until
+from test_vectors import Calendar
+from topology import add_cluster, add_sentinels, cluster_config, sentinel_redis_opts
 
 try:
     import redis
@@ -311,6 +312,44 @@ class ChargeClusterTest(DaemonTest):
         self.assertEqual(got, spent)
         self.assertGreater(len({cl.owner(cl.key_slot_checked("rl:{gpt:%s}:h" % u)) for u in users}),
                            1)  # the users are on more than one master
+
+
+class ChargeSentinelTest(DaemonTest):
+    def test_holds_and_calendar_quotas_through_sentinels(self):
+        """Three daemons finding their master through sentinels: holds
+        settled through another daemon sum exactly, and a calendar month's
+        count lives under the window's start."""
+        ss = add_sentinels(self)
+        policies = dict(POLICIES, month="{algorithm: fixed_window, limits: 50/month@15, "
+                                         "timezone: Europe/Berlin}")
+        ds = []
+        for i in range(3):
+            port = free_port()
+            ds.append(self.start_daemon(
+                config=make_config(["127.0.0.1:%d" % port],
+                                   sentinel_redis_opts(ss.addresses()), policies),
+                port=port, name="rl%d" % i))
+        cs = [Client(d.port, timeout=10 * SLOW) for d in ds]
+        for c in cs:
+            self.addCleanup(c.close)
+            # the sentinels name the master after the daemon listens
+            wait_until(lambda c=c: c.request("PEEK ready gpt").startswith("ALLOWED 20000 "),
+                       10 * SLOW, interval=0.05, what="decisions from the master")
+        rnd, spent = random.Random(3), 0
+        for n in range(60):
+            est, actual = rnd.randint(1, 300), rnd.randint(0, 400)
+            r = cs[n % 3].request("HOLD sam gpt %d" % est)
+            self.assertRegex(r, r"^ALLOWED ")
+            self.assertRegex(cs[(n + 1) % 3].request("SETTLE %s %d" % (r.split()[-1], actual)),
+                             r"^ALLOWED ")
+            spent += actual
+        for n in range(7):
+            self.assertRegex(cs[n % 3].request("ALLOW sam month"), r"^ALLOWED 50 ")
+        with ss.master0.resp() as r:
+            self.assertEqual(int(r.call("GET", "rl:{gpt:sam}:w3600000").split(b":")[1]), spent)
+            start = Calendar("month", "15", "Europe/Berlin").bounds(
+                int(time.time() * 1e6)).split(":")[2]
+            self.assertEqual(r.call("GET", "rl:{month:sam}:wmonth").decode(), "%s:7" % start)
 
 
 if __name__ == "__main__":
