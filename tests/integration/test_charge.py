@@ -275,10 +275,12 @@ class ChargeClusterTest(DaemonTest):
         through other daemons, on users over several slots; each pair's
         window count is the sum of what was spent, exactly."""
         cl = add_cluster(self)
+        policies = dict(POLICIES, week="{algorithm: sliding_window_counter, "
+                                       "limits: 9/week@sunday, timezone: America/New_York}")
         ds = []
         for i in range(3):
             port = free_port()
-            ds.append(self.start_daemon(config=cluster_config(port, cl, POLICIES), port=port,
+            ds.append(self.start_daemon(config=cluster_config(port, cl, policies), port=port,
                                         name="rl%d" % i))
         users = ["t%d" % i for i in range(6)]
         spent = {u: 0 for u in users}
@@ -310,6 +312,15 @@ class ChargeClusterTest(DaemonTest):
                 if v:
                     got[u] = int(v.split(b":")[1])
         self.assertEqual(got, spent)
+        # a calendar week on the cluster: 9 through three daemons, then denied
+        # until the week (from Sunday, New York) ends
+        got = [cs[n % 3].request("ALLOW %s week" % users[0]).split()[0] for n in range(10)]
+        self.assertEqual(got, ["ALLOWED"] * 9 + ["DENIED"])
+        r = cs[0].request("PEEK %s week" % users[0])
+        self.assertLess(abs(int(r.split()[3]) - (int(Calendar("week", "sunday", "America/New_York")
+                                                     .bounds(int(time.time() * 1e6))
+                                                     .split(":")[3]) - time.time() * 1000)),
+                        1000 * SLOW, r)
         self.assertGreater(len({cl.owner(cl.key_slot_checked("rl:{gpt:%s}:h" % u)) for u in users}),
                            1)  # the users are on more than one master
 
