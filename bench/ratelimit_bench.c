@@ -832,7 +832,8 @@ static void build_templates(struct run *r)
 	}
 	const struct policy *p = &o->policy;
 	/* after the keys: the arguments the daemon's store sends for one ALLOW */
-	struct store_saved_request sv = {.op = STORE_ALLOW, .cost = o->cost, .policy = *p};
+	struct store_saved_request sv = {
+		.op = STORE_ALLOW, .cost = o->cost, .policy = *p, .user = "", .prefix = ""};
 	const struct store_saved_request *one = &sv;
 	const char *argv[2 + REDIS_SCRIPT_DECISION_ARGC_MAX];
 	size_t argl[2 + REDIS_SCRIPT_DECISION_ARGC_MAX];

@@ -18,16 +18,23 @@ int store_request_save(struct store_saved_request *sv, const struct store_reques
 	sv->npairs = 0;
 	sv->pairs = NULL;
 	sv->view = NULL;
-	sv->user_len = 0;
+	sv->user_len =
+		req->user ? (req->user_len < KEYS_USER_MAX ? req->user_len : KEYS_USER_MAX) : 0;
+	sv->prefix_len = req->prefix_len < KEYS_PREFIX_MAX ? req->prefix_len : KEYS_PREFIX_MAX;
+	sv->text = malloc(sv->user_len + sv->prefix_len + 1);
+	if (!sv->text) {
+		sv->user = sv->prefix = "";
+		sv->user_len = sv->prefix_len = 0;
+		return -1;
+	}
+	if (sv->user_len)
+		memcpy(sv->text, req->user, sv->user_len);
+	if (sv->prefix_len)
+		memcpy(sv->text + sv->user_len, req->prefix, sv->prefix_len);
+	sv->user = sv->text;
+	sv->prefix = sv->text + sv->user_len;
 	if (req->policy)
 		sv->policy = *req->policy;
-	if (req->user) {
-		sv->user_len = req->user_len < sizeof(sv->user) ? req->user_len : sizeof(sv->user);
-		memcpy(sv->user, req->user, sv->user_len);
-	}
-	sv->prefix_len =
-		req->prefix_len < sizeof(sv->prefix) ? req->prefix_len : sizeof(sv->prefix);
-	memcpy(sv->prefix, req->prefix, sv->prefix_len);
 	if (req->npairs <= 0)
 		return 0;
 	int n = req->npairs < STORE_PAIRS_MAX ? req->npairs : STORE_PAIRS_MAX;
@@ -57,6 +64,10 @@ int store_request_save(struct store_saved_request *sv, const struct store_reques
 
 void store_request_release(struct store_saved_request *sv)
 {
+	free(sv->text);
+	sv->text = NULL;
+	sv->user = sv->prefix = "";
+	sv->user_len = sv->prefix_len = 0;
 	free(sv->pairs);
 	free(sv->view);
 	sv->pairs = NULL;

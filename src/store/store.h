@@ -70,9 +70,12 @@ struct store_saved_request {
 	uint64_t hold_nonce;
 	int64_t hold_ms, actual;
 	struct policy policy;
+	/* the user and the key prefix: one allocation (text) of just their
+	 * length, not room for the longest, as up to redis.max_pending of
+	 * these wait at once (a bound's memory is mostly them) */
+	const char *user, *prefix;
 	size_t user_len, prefix_len;
-	char user[KEYS_USER_MAX];
-	char prefix[KEYS_PREFIX_MAX];
+	char *text;
 	/* a decision over several pairs: copies of them (allocated, NULL
 	 * otherwise) and room for the store_pair view store_request_load gives */
 	int npairs;

@@ -133,6 +133,7 @@ static int node_for(struct store_cluster *c, const char *addr, size_t len)
 static void creq_free(struct creq *q)
 {
 	store_retry_free(&q->retry);
+	store_request_release(&q->sv);
 	q->c->pending--;
 	free(q);
 }
@@ -307,7 +308,11 @@ static void cluster_submit(struct store *base, const struct store_request *req, 
 		done(arg, &res);
 		return;
 	}
-	store_request_save(&q->sv, req);
+	if (store_request_save(&q->sv, req) < 0) {
+		struct store_result res = {.status = STORE_OVERLOAD, .detail = "out of memory"};
+		creq_finish(q, &res);
+		return;
+	}
 	char key[KEYS_MAX];
 	size_t kl = keys_build(key, req->prefix, req->prefix_len, req->policy, 0, req->user,
 			       req->user_len);

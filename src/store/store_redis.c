@@ -150,6 +150,7 @@ static struct sreq *sreq_get(struct store_redis *s)
 	r->sv.npairs = 0;
 	r->sv.pairs = NULL;
 	r->sv.view = NULL;
+	r->sv.text = NULL;
 	r->s = s;
 	return r;
 }

@@ -56,10 +56,10 @@ static void saved(struct store_saved_request *sv, enum store_op op, const struct
 	sv->op = op;
 	sv->cost = cost;
 	sv->policy = *p;
+	sv->user = user;
 	sv->user_len = strlen(user);
-	memcpy(sv->user, user, sv->user_len);
+	sv->prefix = "rl:";
 	sv->prefix_len = 3;
-	memcpy(sv->prefix, "rl:", 3);
 }
 
 /* argv[from..to) joined by spaces. */
