@@ -29,6 +29,7 @@ _Static_assert(CONFIG_ERR_MAX == YP_ERR_MAX && CONFIG_ERRORS_SHOWN == YP_ERRORS_
 #define DEFAULT_REDIS_DATABASE 0
 #define DEFAULT_REDIS_TIMEOUT_MS 50
 #define DEFAULT_REDIS_CONNECTIONS 2
+#define DEFAULT_REDIS_WAIT_TIMEOUT_MS 20
 #define DEFAULT_PREFIX "rl:"
 #define DEFAULT_ON_STORE_ERROR POLICY_ON_ERROR_ALLOW
 #define DEFAULT_MAX_LINE 4096
@@ -570,6 +571,7 @@ static int config_defaults(struct config *c)
 	c->redis.database = DEFAULT_REDIS_DATABASE;
 	c->redis.timeout_ms = DEFAULT_REDIS_TIMEOUT_MS;
 	c->redis.connections = DEFAULT_REDIS_CONNECTIONS;
+	c->redis.wait_timeout_ms = DEFAULT_REDIS_WAIT_TIMEOUT_MS;
 	c->prefix = strdup(DEFAULT_PREFIX);
 	c->on_store_error = DEFAULT_ON_STORE_ERROR;
 	c->max_line = DEFAULT_MAX_LINE;

@@ -64,6 +64,10 @@ struct config_redis {
 	int database;
 	int64_t timeout_ms;
 	int connections;
+	/* durability: an ALLOWED answer waits until its batch's writes reached
+	 * this many replicas (Redis WAIT), for at most wait_timeout_ms; 0: off */
+	int wait_replicas;
+	int64_t wait_timeout_ms;
 	struct config_redis_tls tls;
 };
 

@@ -89,6 +89,8 @@ enum {
 	RK_DATABASE,
 	RK_TIMEOUT,
 	RK_CONNECTIONS,
+	RK_WAIT_REPLICAS,
+	RK_WAIT_TIMEOUT,
 	RK_TLS,
 	RK_N
 };
@@ -110,6 +112,12 @@ static const struct ykey redis_keys[RK_N] = {
 			60000, YP_RELOAD, yp_put_duration, NULL},
 	[RK_CONNECTIONS] = {"connections", yp_set_int, offsetof(struct config_redis, connections),
 			    1, 64, YP_RESTART, yp_put_int, NULL},
+	[RK_WAIT_REPLICAS] = {"wait_replicas", yp_set_int,
+			      offsetof(struct config_redis, wait_replicas), 0, 16, YP_RESTART,
+			      yp_put_int, NULL},
+	[RK_WAIT_TIMEOUT] = {"wait_timeout", yp_set_duration,
+			     offsetof(struct config_redis, wait_timeout_ms), 1, 60000, YP_RESTART,
+			     yp_put_duration, NULL},
 	[RK_TLS] = {"tls", set_tls, offsetof(struct config_redis, tls), 0, 0, YP_SECTION, NULL,
 		    NULL},
 };
@@ -124,6 +132,13 @@ int config_store_set_redis(struct yparser *P, const struct ykey *k, void *dst)
 	if ((seen & (1u << RK_USERNAME)) && !(seen & (1u << RK_PASSWORD)))
 		return yp_failk(P, marks[RK_USERNAME], "username", "requires redis.password");
 	struct config_redis *r = dst;
+	/* a WAIT that outlasts the decision's deadline would turn every
+	 * shortfall into a timeout, and hold the connection past it */
+	if (r->wait_replicas > 0 && r->wait_timeout_ms >= r->timeout_ms) {
+		int at = (seen & (1u << RK_WAIT_TIMEOUT)) ? RK_WAIT_TIMEOUT : RK_WAIT_REPLICAS;
+		return yp_failk(P, marks[at], redis_keys[at].name,
+				"redis.wait_timeout must be shorter than redis.timeout");
+	}
 	int modes = !!(seen & (1u << RK_ADDRESS)) + !!(seen & (1u << RK_CLUSTER)) +
 		    !!(seen & (1u << RK_SENTINEL));
 	if (modes > 1) {

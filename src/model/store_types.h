@@ -52,6 +52,7 @@ enum store_error {
 	STORE_ERROR_KEY,	/* a decision failed inside the script (a key of the wrong type) */
 	STORE_ERROR_SCRIPT,	/* the script failed as a whole */
 	STORE_ERROR_REPLY,	/* a reply the script cannot produce */
+	STORE_ERROR_REPLICAS,	/* fewer replicas took the writes than redis.wait_replicas */
 	STORE_ERROR_OTHER,
 	STORE_ERROR_N
 };

@@ -235,6 +235,8 @@ const char *store_error_name(enum store_error e)
 		return "script";
 	case STORE_ERROR_REPLY:
 		return "reply";
+	case STORE_ERROR_REPLICAS:
+		return "replicas";
 	case STORE_ERROR_OTHER:
 	case STORE_ERROR_N:
 		break;

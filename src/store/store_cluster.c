@@ -614,6 +614,8 @@ struct store *store_cluster_new(struct event_base *base, const struct config_red
 	memset(c->slots, 0xff, sizeof(c->slots));
 	c->cfg.timeout_ms = cfg->timeout_ms;
 	c->cfg.connections = cfg->connections;
+	c->cfg.wait_replicas = cfg->wait_replicas;
+	c->cfg.wait_timeout_ms = cfg->wait_timeout_ms;
 	c->cfg.username = cfg->username ? strdup(cfg->username) : NULL;
 	c->cfg.password = cfg->password ? strdup(cfg->password) : NULL;
 	c->tls = tls_client_ref(tls);

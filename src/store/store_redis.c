@@ -120,6 +120,8 @@ struct store_redis {
 	uint64_t error_logged_us; /* decision errors: last logged at */
 	unsigned long errors_unlogged;
 	int max_batch;
+	int wait_replicas; /* redis.wait_replicas: 0, or a WAIT after each call */
+	int64_t wait_timeout_ms;
 	int cluster; /* a Redis Cluster node: cluster script, batches with undeclared keys */
 	unsigned long generation; /* bumped on every lost connection */
 	struct redis_argv call;	  /* the script call of one batch */
@@ -300,10 +302,18 @@ struct sbatch {
 	int weight; /* sum of sreq_weight over reqs */
 	int evaled; /* resent with EVAL after NOSCRIPT */
 	uint64_t sent_us;
+	/* redis.wait_replicas: a WAIT follows each script call of the batch
+	 * on its connection; the batch lives until the last is answered */
+	int waits;   /* WAITs sent and not yet called back */
+	int called;  /* batch_cb is done with it */
+	int nheld;   /* allowed answers held until the WAIT says enough replicas have them */
+	int decided; /* Redis decided it: its WAIT's success clears a refusal */
+	struct store_result *held; /* by position in reqs; NULL: none held */
 	struct sreq *reqs[MAX_BATCH];
 };
 
 static void batch_cb(struct rlink *l, redisReply *rep, void *privdata);
+static void wait_cb(struct rlink *l, redisReply *rep, void *privdata);
 
 static struct sbatch *batch_new(struct rconn *rc)
 {
@@ -313,8 +323,23 @@ static struct sbatch *batch_new(struct rconn *rc)
 		b->n = 0;
 		b->weight = 0;
 		b->evaled = 0;
+		b->waits = 0;
+		b->called = 0;
+		b->nheld = 0;
+		b->decided = 0;
+		b->held = NULL;
 	}
 	return b;
+}
+
+/* batch_cb is done with b: freed now, or by the last WAIT's callback. */
+static void batch_done(struct sbatch *b)
+{
+	b->called = 1;
+	if (b->waits > 0)
+		return;
+	free(b->held);
+	free(b);
 }
 
 static int sreq_weight(const struct sreq *r)
@@ -341,6 +366,14 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	size_t len = redis_resp_format(s->cmdbuf, &s->call);
 	if (!rc->c.link || rlink_formatted(rc->c.link, batch_cb, b, s->cmdbuf, len) < 0)
 		return -1;
+	/* Redis runs WAIT after the call on the same connection: its answer
+	 * says how many replicas have the call's writes. Not sent: the link is
+	 * closing, and batch_cb hears so; an allowed answer then has no WAIT
+	 * to wait for and fails as one whose replicas did not answer. */
+	if (s->wait_replicas > 0 &&
+	    rlink_command(rc->c.link, wait_cb, b, "WAIT %d %lld", s->wait_replicas,
+			  (long long)s->wait_timeout_ms) == 0)
+		b->waits++;
 	b->sent_us = clock_mono_us();
 	hist_observe(&stats.batch_size, &stats_batch_bounds, (uint64_t)b->n);
 	if (rc->c.inflight == 0)
@@ -357,7 +390,8 @@ static void batch_fail(struct store_redis *s, struct sbatch *b, enum store_statu
 		answer_status(b->reqs[j], st, detail);
 		sreq_put(s, b->reqs[j]);
 	}
-	free(b);
+	b->n = 0;
+	batch_done(b);
 }
 
 /* A batch that never reached Redis: take it off the connection's count, answer it. */
@@ -481,6 +515,55 @@ static void rconn_measure(struct rconn *rc, const struct sbatch *b, uint64_t pre
 	admission_measure(&rc->adm, b->sent_us, prev_rx, rc->c.last_rx_us, (unsigned)b->n);
 }
 
+/* Whether an answer waits for the replicas (redis.wait_replicas): those
+ * whose writes, lost in a failover, would let more through later. A PEEK
+ * and a denial write nothing that matters; a lost refund (SETTLE, CANCEL)
+ * or RESET only makes a limit stricter. */
+static int must_replicate(enum store_op op, const struct store_result *res)
+{
+	switch (op) {
+	case STORE_ALLOW:
+	case STORE_HOLD:
+		return res->allowed;
+	case STORE_CHARGE:
+		return 1;
+	case STORE_PEEK:
+	case STORE_RESET:
+	case STORE_SETTLE:
+	case STORE_CANCEL:
+		return 0;
+	}
+	return 0;
+}
+
+/* Keeps r's allowed answer (reqs[j]) until the batch's WAIT answers. 0: no
+ * room to keep it (out of memory): answered now, as without durability. */
+static int batch_hold(struct sbatch *b, int j, const struct store_result *res)
+{
+	if (!b->held && !(b->held = calloc(MAX_BATCH, sizeof(*b->held))))
+		return 0;
+	b->held[j] = *res;
+	b->held[j].detail = NULL;
+	b->nheld++;
+	return 1;
+}
+
+/* Answers the held requests of b: as decided when ok, else failed with detail. */
+static void batch_release_held(struct store_redis *s, struct sbatch *b, int ok, const char *detail)
+{
+	struct store_result failed = {
+		.status = STORE_FAILED, .error = STORE_ERROR_REPLICAS, .detail = detail};
+	for (int j = 0; j < b->n; j++) {
+		struct sreq *r = b->reqs[j];
+		if (!r)
+			continue;
+		sreq_answer(r, ok ? &b->held[j] : &failed, NULL);
+		sreq_put(s, r);
+		b->reqs[j] = NULL;
+	}
+	b->nheld = 0;
+}
+
 static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
 	(void)l;
@@ -512,7 +595,7 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 		int kept = batch_compact(s, b);
 		b->evaled = 1;
 		if (kept == 0) {
-			free(b);
+			batch_done(b);
 			return;
 		}
 		if (batch_send(s, b, 1) == 0)
@@ -552,11 +635,18 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 			sreq_answer(b->reqs[j], &res, redirected ? &where : NULL);
 			sreq_put(s, b->reqs[j]);
 		}
-		free(b);
+		b->n = 0;
+		batch_done(b);
 		return;
 	}
-	if (rep->type == REDIS_REPLY_ARRAY)
-		redis_deciding(s);
+	/* Redis decides; with redis.wait_replicas, once the WAIT says the
+	 * replicas keep up too (wait_cb) */
+	if (rep->type == REDIS_REPLY_ARRAY) {
+		if (s->wait_replicas > 0)
+			b->decided = 1;
+		else
+			redis_deciding(s);
+	}
 	/* each decision's figures follow the previous one's */
 	unsigned long total = 0, first = 0;
 	for (int j = 0; j < b->n; j++)
@@ -577,12 +667,66 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 				if (res.error != STORE_ERROR_KEY)
 					redis_refusing(s, res.detail, strlen(res.detail));
 			}
-			sreq_answer(r, &res, NULL);
+			if (bad >= 0 && s->wait_replicas > 0 && must_replicate(r->sv.op, &res) &&
+			    batch_hold(b, j, &res))
+				r = NULL; /* answered by wait_cb */
+			else
+				sreq_answer(r, &res, NULL);
 		}
 		first += store_reply_width(npairs);
-		sreq_put(s, r);
+		if (r) {
+			sreq_put(s, r);
+			b->reqs[j] = NULL;
+		}
 	}
-	free(b);
+	if (b->nheld > 0 && b->waits == 0)
+		batch_release_held(s, b, 0, "redis: the WAIT for replicas could not be sent");
+	batch_done(b);
+}
+
+/*
+ * redis.wait_replicas: what WAIT answered after the batch's script call.
+ * Enough replicas have the writes: the held answers go out as decided.
+ * Too few (within wait_timeout), an error, or the connection lost: they
+ * fail (STORE_ERROR_REPLICAS), and on_store_error answers them, since a
+ * failover now could lose the counts they were allowed against. The
+ * counts stay charged on the master: that can only under-admit.
+ */
+static void wait_cb(struct rlink *l, redisReply *rep, void *privdata)
+{
+	(void)l;
+	struct sbatch *b = privdata;
+	struct store_redis *s = b->rc->s;
+	b->waits--;
+	/* a WAIT after a call Redis refused with NOSCRIPT: the batch went
+	 * again, with its own WAIT after it */
+	if (!b->called)
+		return;
+	long long acked = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+	char detail[160];
+	if (acked >= s->wait_replicas)
+		detail[0] = '\0';
+	else if (!rep)
+		snprintf(detail, sizeof(detail),
+			 "connection to redis lost before replicas acknowledged");
+	else if (rep->type == REDIS_REPLY_ERROR)
+		snprintf(detail, sizeof(detail), "redis: WAIT: %.100s", rep->str);
+	else
+		snprintf(detail, sizeof(detail),
+			 "redis: %lld of %d replicas acknowledged within %lld ms", acked,
+			 s->wait_replicas, (long long)s->wait_timeout_ms);
+	/* health says so while it lasts (the next decision clears it), whether
+	 * or not this batch held answers */
+	if (detail[0] && rep)
+		redis_refusing(s, detail, strlen(detail));
+	else if (!detail[0] && b->decided)
+		redis_deciding(s);
+	if (b->nheld > 0) {
+		if (detail[0])
+			redis_log_error(s, "held allowed answers", detail, strlen(detail));
+		batch_release_held(s, b, !detail[0], detail);
+	}
+	batch_done(b);
 }
 
 /* ---- what the connections tell ---- */
@@ -1136,6 +1280,8 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 	else
 		snprintf(s->name, sizeof(s->name), "redis unix:%s", t->unix_path);
 	s->max_batch = MAX_BATCH;
+	s->wait_replicas = cfg->wait_replicas;
+	s->wait_timeout_ms = cfg->wait_timeout_ms;
 	s->call.argv = malloc(redis_script_argv_max(MAX_BATCH) * sizeof(*s->call.argv));
 	s->call.argl = malloc(redis_script_argv_max(MAX_BATCH) * sizeof(*s->call.argl));
 	s->call.arena = malloc(redis_script_arena_size(MAX_BATCH));

@@ -438,6 +438,8 @@ struct store *store_sentinel_new(struct event_base *base, const struct config_re
 	s->cfg.database = cfg->database;
 	s->cfg.timeout_ms = cfg->timeout_ms;
 	s->cfg.connections = cfg->connections;
+	s->cfg.wait_replicas = cfg->wait_replicas;
+	s->cfg.wait_timeout_ms = cfg->wait_timeout_ms;
 	s->cfg.username = cfg->username ? strdup(cfg->username) : NULL;
 	s->cfg.password = cfg->password ? strdup(cfg->password) : NULL;
 	s->tls = tls_client_ref(tls);

@@ -159,6 +159,10 @@ CHANGES = {
     "redis.timeout": ({"redis": '{address: "%(redis)s", timeout: 250ms}'}, {"redis.timeout"}),
     "redis.connections": ({"redis": '{address: "%(redis)s", timeout: 2s, connections: 3}'},
                           {"redis.connections"}),
+    "redis.wait_replicas": ({"redis": '{address: "%(redis)s", timeout: 2s, wait_replicas: 1}'},
+                            {"redis.wait_replicas"}),
+    "redis.wait_timeout": ({"redis": '{address: "%(redis)s", timeout: 2s, wait_timeout: 1s}'},
+                           {"redis.wait_timeout"}),
     "redis.tls": ({"redis": '{address: "%(redis)s", timeout: 2s, '
                             'tls: {enabled: false, server_name: redis.example}}'},
                   {"redis.tls.server_name"}),
