@@ -120,7 +120,8 @@ struct store_redis {
 	uint64_t error_logged_us; /* decision errors: last logged at */
 	unsigned long errors_unlogged;
 	int max_batch;
-	int wait_replicas; /* redis.wait_replicas: 0, or a WAIT after each call */
+	int wait_replicas;  /* redis.wait_replicas: 0, or a WAIT after each call */
+	int replicas_short; /* the last WAIT found too few replicas */
 	int64_t wait_timeout_ms;
 	int cluster; /* a Redis Cluster node: cluster script, batches with undeclared keys */
 	unsigned long generation; /* bumped on every lost connection */
@@ -717,10 +718,13 @@ static void wait_cb(struct rlink *l, redisReply *rep, void *privdata)
 			 s->wait_replicas, (long long)s->wait_timeout_ms);
 	/* health says so while it lasts (the next decision clears it), whether
 	 * or not this batch held answers */
-	if (detail[0] && rep)
+	if (detail[0] && rep) {
+		s->replicas_short = 1;
 		redis_refusing(s, detail, strlen(detail));
-	else if (!detail[0] && b->decided)
+	} else if (!detail[0] && b->decided) {
+		s->replicas_short = 0;
 		redis_deciding(s);
+	}
 	if (b->nheld > 0) {
 		if (detail[0])
 			redis_log_error(s, "held allowed answers", detail, strlen(detail));
@@ -1196,7 +1200,10 @@ static void rconn_checked(struct redis_conn *c, const char *refusal)
 {
 	struct store_redis *s = ((struct rconn *)c)->s;
 	if (!refusal) {
-		redis_deciding(s);
+		/* the check runs no WAIT: a replica shortfall clears only when
+		 * one succeeds (wait_cb) */
+		if (!s->replicas_short)
+			redis_deciding(s);
 		return;
 	}
 	if (strcmp(s->check_logged, refusal) != 0) {
