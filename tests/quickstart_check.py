@@ -614,6 +614,11 @@ def main():
         if not shutil.which(tool):
             sys.exit("quickstart_check: %s not found (scripts/lib.sh lists the packages)" % tool)
     enter_private_network()
+    # scripts/run gets what a terminal's shell gives it: SIGHUP not ignored.
+    # Under nohup (or anything that ignores it) every child inherits the
+    # ignore, and bash cannot trap a signal ignored when it started, so the
+    # closing terminal of test_11 would never reach the script.
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(MESON_TIMEOUT - TOTAL_MARGIN)  # from here: copy, build, every case
