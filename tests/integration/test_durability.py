@@ -168,14 +168,18 @@ class FailoverDurabilityTest(DaemonTest):
         kinds = {}
 
         def ask(n):
+            """n ALLOWs on every key; each key's verdicts."""
             got = c.pipeline(["ALLOW k%d q" % k for k in range(self.KEYS) for _ in range(n)])
+            per = {k: {} for k in range(self.KEYS)}
             for i, g in enumerate(got):
                 v = verdict(g)
                 kinds[v] = kinds.get(v, 0) + 1
+                per[i // n][v] = per[i // n].get(v, 0) + 1
                 if v == "allowed":
                     allowed[i // n] += 1
                 elif v not in ("denied", "fallback-denied"):
                     self.fail("unexpected reply %r" % g)
+            return per
         warm = iter(range(10 ** 6))
 
         def allowed_once():  # a fresh key each time: a failed answer is charged
@@ -205,7 +209,7 @@ class FailoverDurabilityTest(DaemonTest):
                        what="the old master back as a replica, acknowledging")
         wait_until(lambda: is_real(c.request("PEEK ready q")), 20 * SLOW, interval=0.05,
                    what="decisions from the new master")
-        ask(25)
+        self.after = ask(25)
         over = sum(max(0, a - 20) for a in allowed.values())
         return over, unsafe, kinds, secs
 
@@ -223,8 +227,21 @@ class FailoverDurabilityTest(DaemonTest):
                "after the failover (%.1fs); %s" % (unsafe, over, secs, kinds))
         self.assertEqual(unsafe, 0)
         self.assertEqual(over, 0)
-        self.assertEqual(kinds.get("allowed"), 20 * self.KEYS)
         self.assertGreaterEqual(kinds.get("fallback-denied", 0), 10 * self.KEYS)
+        # After the failover each key has the 5 counts replicated before the
+        # cut and 15 to give. An allowed answer whose WAIT timed out (a busy
+        # machine) is a fallback and was charged all the same: it can only
+        # under-admit. So per key: at most 15 allowed, and allowed plus such
+        # fallbacks at least 15 (a fallback of a request that never ran in
+        # Redis charges nothing).
+        short = 0
+        for k, v in self.after.items():
+            a, f = v.get("allowed", 0), v.get("fallback-denied", 0)
+            self.assertLessEqual(a, 15, (k, v))
+            self.assertGreaterEqual(a + f, 15, (k, v))
+            short += 15 - a
+        report("wait_replicas 1: %d allowed answers after the failover became fallbacks "
+               "(under-admission)" % short)
 
 
 if __name__ == "__main__":
