@@ -16,7 +16,8 @@ import unittest
 
 from harness import (SLOW, DaemonTest, free_port, http_get, is_real, make_config,
                      scrape_metrics, wait_until)
-from topology import add_sentinels, sentinel_redis_opts
+from slots import key_slot
+from topology import add_cluster, add_sentinels, cluster_config, sentinel_redis_opts
 
 POLICIES = {
     "reply": "5/60s",
@@ -136,11 +137,12 @@ def nft(*rules):
         subprocess.run(["nft"] + r.split(), check=True, capture_output=True, timeout=10)
 
 
-class FailoverDurabilityTest(DaemonTest):
+class FailoverBase(DaemonTest):
     """A replica cut from its master (nftables, in the private network
     namespace this file runs in) misses writes while the master keeps
-    deciding; the master dies; the sentinels promote that replica. Keys
-    limited to 20 an hour: 5 asked before the cut, 10 during, 25 after."""
+    deciding; the master dies; its replica is promoted. KEYS keys limited
+    to 20 an hour: 5 asked before the cut, 10 during, 25 after. The
+    topology's hooks are the subclasses'."""
 
     KEYS = 40
 
@@ -150,27 +152,29 @@ class FailoverDurabilityTest(DaemonTest):
             "add chain inet rltest cut { type filter hook input priority 0 ; }")
         self.addCleanup(nft, "delete table inet rltest")
 
+    def cut_replication(self, master):
+        """Drops the replication link's packets both ways: the replica's end
+        of it is the port the master lists for it."""
+        link = re.search(r"addr=127\.0\.0\.1:(\d+)",
+                         master.call("CLIENT", "LIST", "TYPE", "replica").decode()).group(1)
+        nft("add rule inet rltest cut tcp sport %d tcp dport %s drop" % (master.port, link),
+            "add rule inet rltest cut tcp sport %s tcp dport %d drop" % (link, master.port))
+
     def run_failover(self, durable):
-        ss = add_sentinels(self, replicas=1)
-        port = free_port()
         extra = {"wait_replicas": 1, "wait_timeout": "%dms" % int(100 * SLOW)} if durable \
             else {}
-        ropts = sentinel_redis_opts(ss.addresses(), timeout="%dms" % int(1000 * SLOW), **extra)
-        d = self.start_daemon(config=make_config(["127.0.0.1:%d" % port], ropts, POLICIES),
-                              port=port)
+        d, old, replica, users, spare = self.topology(extra)
         c = d.client(timeout=20 * SLOW)
         self.addCleanup(c.close)
-        wait_until(lambda: is_real(c.request("PEEK ready q")), 10 * SLOW, interval=0.05,
-                   what="decisions from the master")
-        old = ss.current_master()
-        replica = [s for s in ss.alive_servers() if s is not old][0]
-        allowed = {k: 0 for k in range(self.KEYS)}
+        wait_until(lambda: is_real(c.request("PEEK %s q" % spare[0])), 10 * SLOW,
+                   interval=0.05, what="decisions from the master")
+        allowed = {k: 0 for k in range(len(users))}
         kinds = {}
 
         def ask(n):
-            """n ALLOWs on every key; each key's verdicts."""
-            got = c.pipeline(["ALLOW k%d q" % k for k in range(self.KEYS) for _ in range(n)])
-            per = {k: {} for k in range(self.KEYS)}
+            """n ALLOWs on every user; each one's verdicts."""
+            got = c.pipeline(["ALLOW %s q" % u for u in users for _ in range(n)])
+            per = {k: {} for k in range(len(users))}
             for i, g in enumerate(got):
                 v = verdict(g)
                 kinds[v] = kinds.get(v, 0) + 1
@@ -180,51 +184,48 @@ class FailoverDurabilityTest(DaemonTest):
                 elif v not in ("denied", "fallback-denied"):
                     self.fail("unexpected reply %r" % g)
             return per
-        warm = iter(range(10 ** 6))
+        warm = iter(spare[1:])
 
-        def allowed_once():  # a fresh key each time: a failed answer is charged
-            return verdict(c.request("ALLOW warm%d q" % next(warm))) == "allowed"
+        def allowed_once():  # a fresh user each time: a failed answer is charged
+            return verdict(c.request("ALLOW %s q" % next(warm))) == "allowed"
         wait_until(allowed_once, 10 * SLOW, interval=0.05,
                    what="an allowed answer the replica acknowledged")
         ask(5)
-        ss.wait_replicated()
-        # the replication link: the replica's end of it, as the master lists it
-        link = re.search(r"addr=127\.0\.0\.1:(\d+)",
-                         old.call("CLIENT", "LIST", "TYPE", "replica").decode()).group(1)
-        nft("add rule inet rltest cut tcp sport %d tcp dport %s drop" % (old.port, link),
-            "add rule inet rltest cut tcp sport %s tcp dport %d drop" % (link, old.port))
+        self.wait_replicated(old)
+        self.cut_replication(old)
         before = sum(allowed.values())
         ask(10)  # the replica never gets these
         unsafe = sum(allowed.values()) - before
-        old.stop()
-        new, secs = ss.wait_failover(old)
+        new, secs = self.kill_and_fail_over(old)
         self.assertIs(new, replica)
         nft("flush chain inet rltest cut")
         if durable:
             # the new master has no replica until the old one is back as one
-            self.assertEqual(verdict(c.request("ALLOW probe q")), "fallback-denied")
+            self.assertEqual(verdict(c.request("ALLOW %s q" % next(warm))), "fallback-denied")
             kinds["fallback-denied"] += 1
             old.start()
             wait_until(allowed_once, 60 * SLOW, interval=0.2,
                        what="the old master back as a replica, acknowledging")
-        wait_until(lambda: is_real(c.request("PEEK ready q")), 20 * SLOW, interval=0.05,
-                   what="decisions from the new master")
+        wait_until(lambda: is_real(c.request("PEEK %s q" % spare[0])), 20 * SLOW,
+                   interval=0.05, what="decisions from the new master")
         self.after = ask(25)
         over = sum(max(0, a - 20) for a in allowed.values())
         return over, unsafe, kinds, secs
 
-    def test_without_durability_failover_loses_counts(self):
+    def check_without(self, name):
         over, unsafe, kinds, secs = self.run_failover(False)
-        report("no wait_replicas: %d allowed while the replica was cut off; %d over-admitted "
-               "after the failover (%.1fs); %s" % (unsafe, over, secs, kinds))
+        report("%s, no wait_replicas: %d allowed while the replica was cut off; %d "
+               "over-admitted after the failover (%.1fs); %s"
+               % (name, unsafe, over, secs, kinds))
         # the bound, reached: every count the replica never got
         self.assertEqual(unsafe, 10 * self.KEYS)
         self.assertEqual(over, unsafe)
 
-    def test_with_durability_failover_admits_the_limit(self):
+    def check_with(self, name):
         over, unsafe, kinds, secs = self.run_failover(True)
-        report("wait_replicas 1: %d allowed while the replica was cut off; %d over-admitted "
-               "after the failover (%.1fs); %s" % (unsafe, over, secs, kinds))
+        report("%s, wait_replicas 1: %d allowed while the replica was cut off; %d "
+               "over-admitted after the failover (%.1fs); %s"
+               % (name, unsafe, over, secs, kinds))
         self.assertEqual(unsafe, 0)
         self.assertEqual(over, 0)
         self.assertGreaterEqual(kinds.get("fallback-denied", 0), 10 * self.KEYS)
@@ -240,8 +241,74 @@ class FailoverDurabilityTest(DaemonTest):
             self.assertLessEqual(a, 15, (k, v))
             self.assertGreaterEqual(a + f, 15, (k, v))
             short += 15 - a
-        report("wait_replicas 1: %d allowed answers after the failover became fallbacks "
-               "(under-admission)" % short)
+        report("%s, wait_replicas 1: %d allowed answers after the failover became "
+               "fallbacks (under-admission)" % (name, short))
+
+
+class FailoverDurabilityTest(FailoverBase):
+    """Sentinel: a master, one replica, three sentinels."""
+
+    def topology(self, extra):
+        ss = add_sentinels(self, replicas=1)
+        self.ss = ss
+        port = free_port()
+        ropts = sentinel_redis_opts(ss.addresses(), timeout="%dms" % int(1000 * SLOW), **extra)
+        d = self.start_daemon(config=make_config(["127.0.0.1:%d" % port], ropts, POLICIES),
+                              port=port)
+        old = ss.current_master()
+        replica = [s for s in ss.alive_servers() if s is not old][0]
+        users = ["k%d" % i for i in range(self.KEYS)]
+        spare = ["ready"] + ["warm%d" % i for i in range(10000)]
+        return d, old, replica, users, spare
+
+    def wait_replicated(self, old):
+        self.ss.wait_replicated()
+
+    def kill_and_fail_over(self, old):
+        old.stop()
+        return self.ss.wait_failover(old)
+
+    def test_without_durability_failover_loses_counts(self):
+        self.check_without("sentinel")
+
+    def test_with_durability_failover_admits_the_limit(self):
+        self.check_with("sentinel")
+
+
+class ClusterFailoverDurabilityTest(FailoverBase):
+    """Redis Cluster: 3 masters with a replica each; the cut master's users
+    are those whose keys hash to its slots. Its replica is promoted by the
+    other masters once it is killed; with wait_replicas the daemon sends
+    WAIT to each node it decides on."""
+
+    def topology(self, extra):
+        cl = add_cluster(self, masters=3, replicas=1)
+        self.cl = cl
+        port = free_port()
+        d = self.start_daemon(
+            config=cluster_config(port, cl, POLICIES, timeout="%dms" % int(1000 * SLOW),
+                                  redis_extra=extra), port=port)
+        old = cl.masters()[0]
+        replica = cl.replica_of(old)[0]
+        slots = set(cl.slots_of(old))
+        mine = (u for u in ("u%d" % i for i in range(10 ** 6))
+                if key_slot("{q:%s}" % u) in slots)
+        users = [next(mine) for _ in range(self.KEYS)]
+        spare = [next(mine) for _ in range(2000)]
+        return d, old, replica, users, spare
+
+    def wait_replicated(self, old):
+        self.cl.wait_replicated(old)
+
+    def kill_and_fail_over(self, old):
+        self.cl.kill(old)
+        return self.cl.wait_failover(old)
+
+    def test_without_durability_failover_loses_counts(self):
+        self.check_without("cluster")
+
+    def test_with_durability_failover_admits_the_limit(self):
+        self.check_with("cluster")
 
 
 if __name__ == "__main__":
