@@ -329,7 +329,14 @@ static void call_done(void *arg, const redisReply *reply, const char *why)
 		r.remaining = v[2];
 		r.ms = v[3];
 		r.expired = v[4];
-		answer(c, &r);
+		/* granted, but the replicas did not take it (redis.wait_replicas):
+		 * a failover could lose the lease; a refusal stands */
+		if (why && r.ok) {
+			stats.store_failures[STORE_ERROR_REPLICAS]++;
+			failed(c, why);
+		} else {
+			answer(c, &r);
+		}
 	}
 	free(c);
 }
@@ -378,6 +385,9 @@ static void run(struct config *cfg, const struct cmd_env *env, struct call *c,
 		.argv = argv,
 		.argvlen = argl,
 		.timeout_ms = cfg->redis.timeout_ms,
+		/* a lease taken or extended is what a failover must not lose
+		 * (redis.wait_replicas); a release lost only holds one longer */
+		.durable = c->op == LEASE_ACQUIRE || c->op == LEASE_RENEW,
 	};
 	store_call(env->store, &sc, call_done, c);
 }

@@ -130,10 +130,16 @@ struct store_call {
 	const char **argv;
 	const size_t *argvlen;
 	int64_t timeout_ms;
+	/* with redis.wait_replicas: the reply is handed on once WAIT says
+	 * that many replicas have the call's writes; if they do not, the reply
+	 * comes with a why (a lease taken just before a failover must not be
+	 * lost with it: the caller decides what a reply not kept safe means) */
+	int durable;
 };
 struct redisReply;
 /* Called exactly once, possibly from inside store_call: Redis's reply
- * (valid during the call; an error reply is a reply), or NULL with why. */
+ * (valid during the call; an error reply is a reply), or NULL with why;
+ * both for a durable call whose writes the replicas did not acknowledge. */
 typedef void store_call_fn(void *arg, const struct redisReply *reply, const char *why);
 
 /* What a backend tells of its connections, for the metrics endpoint. */

@@ -1053,7 +1053,43 @@ struct rcall {
 	void *arg;
 	struct event *timer;
 	int answered;
+	/* sc->durable with redis.wait_replicas: the call's reply, kept until
+	 * its WAIT answers (rcall_wait_cb), and the WAIT's own callback owed */
+	struct store_redis *s;
+	redisReply *kept;
+	int waiting;
 };
+
+/* A copy of r that outlives its callback (rlink frees r after it). */
+static redisReply *reply_copy(const redisReply *r)
+{
+	redisReply *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->type = r->type;
+	c->integer = r->integer;
+	if (r->str) {
+		c->str = malloc(r->len + 1);
+		if (!c->str)
+			goto fail;
+		memcpy(c->str, r->str, r->len);
+		c->str[r->len] = '\0';
+		c->len = r->len;
+	}
+	if (r->elements) {
+		c->element = calloc(r->elements, sizeof(*c->element));
+		if (!c->element)
+			goto fail;
+		c->elements = r->elements;
+		for (size_t i = 0; i < r->elements; i++)
+			if (!(c->element[i] = reply_copy(r->element[i])))
+				goto fail;
+	}
+	return c;
+fail:
+	freeReplyObject(c);
+	return NULL;
+}
 
 static void rcall_answer(struct rcall *c, const struct redisReply *reply, const char *why)
 {
@@ -1064,13 +1100,58 @@ static void rcall_answer(struct rcall *c, const struct redisReply *reply, const 
 	c->done(c->arg, reply, why);
 }
 
+static void rcall_free(struct rcall *c)
+{
+	if (c->kept)
+		freeReplyObject(c->kept);
+	event_free(c->timer);
+	free(c);
+}
+
 static void rcall_cb(struct rlink *l, redisReply *reply, void *privdata)
 {
 	(void)l;
 	struct rcall *c = privdata;
+	if (c->waiting) {
+		/* kept for the WAIT after it; an error reply wrote nothing */
+		if (reply && reply->type != REDIS_REPLY_ERROR) {
+			c->kept = reply_copy(reply);
+			if (!c->kept)
+				rcall_answer(c, NULL, "out of memory");
+		} else {
+			rcall_answer(c, reply, reply ? NULL : "connection to redis lost");
+		}
+		return;
+	}
 	rcall_answer(c, reply, reply ? NULL : "connection to redis lost");
-	event_free(c->timer);
-	free(c);
+	rcall_free(c);
+}
+
+static void rcall_wait_cb(struct rlink *l, redisReply *reply, void *privdata)
+{
+	(void)l;
+	struct rcall *c = privdata;
+	struct store_redis *s = c->s;
+	if (c->kept) {
+		if (reply && reply->type == REDIS_REPLY_INTEGER &&
+		    reply->integer >= s->wait_replicas) {
+			rcall_answer(c, c->kept, NULL);
+		} else {
+			char why[160];
+			if (!reply)
+				snprintf(why, sizeof(why),
+					 "connection to redis lost before replicas acknowledged");
+			else if (reply->type == REDIS_REPLY_ERROR)
+				snprintf(why, sizeof(why), "WAIT: %.100s", reply->str);
+			else
+				snprintf(why, sizeof(why),
+					 "%lld of %d replicas acknowledged within %lld ms",
+					 reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1LL,
+					 s->wait_replicas, (long long)s->wait_timeout_ms);
+			rcall_answer(c, c->kept, why); /* decided, not kept safe */
+		}
+	}
+	rcall_free(c);
 }
 
 static void rcall_timeout(evutil_socket_t fd, short what, void *arg)
@@ -1102,6 +1183,7 @@ static void redis_call(struct store *base, const struct store_call *sc, store_ca
 	}
 	c->done = done;
 	c->arg = arg;
+	c->s = s;
 	const char *argv[STORE_CALL_ARGS_MAX + 3];
 	size_t argl[STORE_CALL_ARGS_MAX + 3];
 	int argc = 0;
@@ -1118,12 +1200,19 @@ static void redis_call(struct store *base, const struct store_call *sc, store_ca
 		argv[argc] = sc->argv[i];
 		argl[argc] = sc->argvlen[i];
 	}
+	c->waiting = sc->durable && s->wait_replicas > 0;
 	if (rlink_command_argv(rc->c.link, rcall_cb, c, argc, argv, argl) < 0) {
 		event_free(c->timer);
 		free(c);
 		done(arg, NULL, "redis connection is closing");
 		return;
 	}
+	/* queued right behind the call: both callbacks come, in order, even on
+	 * a disconnect; if this one cannot be queued the link is closing and
+	 * the call's callback (NULL) answers and frees */
+	if (c->waiting && rlink_command(rc->c.link, rcall_wait_cb, c, "WAIT %d %lld",
+					s->wait_replicas, (long long)s->wait_timeout_ms) < 0)
+		c->waiting = 0;
 	struct timeval tv = {.tv_sec = sc->timeout_ms / 1000,
 			     .tv_usec = (sc->timeout_ms % 1000) * 1000};
 	evtimer_add(c->timer, &tv);

@@ -154,22 +154,33 @@ class Net:
 
 # ------------------------------------------------------------------ topology
 
+CLUSTER_NODES = ["n1", "n2", "n3", "n4", "n5", "n6"]
+
+
 class Topology:
     """master m (port 6379), replica r1, sentinels s1..s3, daemons d1 d2,
     the client host c. mode single: m alone, the daemons through a proxy
-    on m's host (the delay scenarios)."""
+    on m's host (the delay scenarios). mode cluster: a Redis Cluster of
+    n1..n6 (3 masters with a replica each) instead of m, r1 and sentinels."""
 
     def __init__(self, tmp, mode, durable=False, clock=None):
         self.tmp = tmp
         self.mode = mode
-        names = ["c", "d1", "d2", "m"] + (["r1", "s1", "s2", "s3"] if mode == "sentinel" else [])
+        names = ["c", "d1", "d2"] + (
+            CLUSTER_NODES if mode == "cluster" else
+            ["m"] + (["r1", "s1", "s2", "s3"] if mode == "sentinel" else []))
         self.net = Net(names, tmp)
         self.procs = {}
         self.delay_file = os.path.join(tmp, "delay")
         with open(self.delay_file, "w") as f:
             f.write("0 0\n")
-        self.redis("m")
-        if mode == "sentinel":
+        if mode == "cluster":
+            self.cluster()
+        else:
+            self.redis("m")
+        if mode == "cluster":
+            pass
+        elif mode == "sentinel":
             self.redis("r1", replicaof="m")
             self.wait_synced()
             for s in ("s1", "s2", "s3"):
@@ -185,15 +196,43 @@ class Topology:
             self.daemon(d, durable, clock if d == "d2" else None)
 
     # -- processes
-    def redis(self, host, replicaof=None):
+    def redis(self, host, replicaof=None, extra=()):
         argv = [REDIS_SERVER, "--port", "6379", "--bind", "0.0.0.0", "--protected-mode", "no",
                 "--save", "", "--appendonly", "no", "--dir", self.tmp,
                 "--dbfilename", "dump-%s.rdb" % host, "--repl-diskless-sync-delay", "0",
-                "--logfile", ""]
+                "--logfile", ""] + list(extra)
         if replicaof:
             argv += ["--replicaof", self.net.ip(replicaof), "6379"]
         self.procs[host] = self.net.spawn(host, argv, "redis-%s.log" % host)
         self.wait(lambda: self.call(host, 6379, "PING") == "PONG", 10, "redis on " + host)
+
+    def cluster(self):
+        for n in CLUSTER_NODES:
+            self.redis(n, extra=["--cluster-enabled", "yes", "--cluster-config-file",
+                                 "nodes-%s.conf" % n, "--cluster-node-timeout", "1000",
+                                 "--cluster-announce-ip", self.net.ip(n)])
+        r = subprocess.run(
+            ["ip", "netns", "exec", self.net.hosts["c"][0], "redis-cli", "--cluster", "create"]
+            + ["%s:6379" % self.net.ip(n) for n in CLUSTER_NODES]
+            + ["--cluster-replicas", "1", "--cluster-yes"], capture_output=True, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError("redis-cli --cluster create: %s" % r.stdout.decode()[-500:])
+        self.wait(lambda: all("cluster_state:ok" in (self.call(n, 6379, "CLUSTER", "INFO") or "")
+                              for n in CLUSTER_NODES), 30, "cluster state ok")
+
+    def cluster_nodes(self):
+        """{host: (role, master host or None)} as n2 sees the cluster."""
+        by_ip = {self.net.ip(n): n for n in CLUSTER_NODES}
+        ids, out = {}, {}
+        text = self.call("n2", 6379, "CLUSTER", "NODES") or ""
+        rows = [ln.split() for ln in text.splitlines() if ln.strip()]
+        for w in rows:
+            ids[w[0]] = by_ip.get(w[1].split(":")[0])
+        for w in rows:
+            host = ids[w[0]]
+            role = "master" if "master" in w[2].split(",") else "slave"
+            out[host] = (role, ids.get(w[3]) if w[3] != "-" else None)
+        return out
 
     def sentinel(self, host):
         conf = os.path.join(self.tmp, "sentinel-%s.conf" % host)
@@ -208,7 +247,11 @@ class Topology:
         self.wait(lambda: self.call(host, 26379, "PING") == "PONG", 10, "sentinel " + host)
 
     def daemon(self, host, durable, clock):
-        if self.mode == "sentinel":
+        if self.mode == "cluster":
+            redis = "{cluster: [%s], timeout: %dms%s}" % (
+                ", ".join("%s:6379" % self.net.ip(n) for n in CLUSTER_NODES[:3]), TIMEOUT_MS,
+                ", wait_replicas: 1, wait_timeout: %dms" % WAIT_TIMEOUT_MS if durable else "")
+        elif self.mode == "sentinel":
             redis = "{sentinel: {master: m, addresses: [%s]}, timeout: %dms%s}" % (
                 ", ".join("%s:26379" % self.net.ip(s) for s in ("s1", "s2", "s3")),
                 TIMEOUT_MS,
@@ -509,6 +552,47 @@ def f_cut_sentinel(t, secs):
     t.net.heal()
 
 
+def cluster_promoted(t, old):
+    """Until old's replica is a master in n2's view (n2: never the one cut)."""
+    t.wait(lambda: t.cluster_nodes().get(old, ("master",))[0] == "slave" or any(
+        r == "master" and h != old and h in t.replica_hosts for h, (r, _) in
+        t.cluster_nodes().items()), 30, "the replica of %s promoted" % old)
+
+
+def f_cluster_kill(t, secs):
+    t.replica_hosts = [h for h, (r, m) in t.cluster_nodes().items() if m == "n1"]
+    t0 = time.monotonic()
+    os.killpg(t.procs["n1"].pid, signal.SIGKILL)
+    cluster_promoted(t, "n1")
+    return (t0 - 0.05, t0)
+
+
+def f_cluster_cut(t, secs):
+    """n1, a master, cut from every other node, not from the daemons: the
+    majority fails it over; it stops taking writes after the node timeout
+    and is demoted once healed."""
+    t.replica_hosts = [h for h, (r, m) in t.cluster_nodes().items() if m == "n1"]
+    t0 = time.monotonic()
+    for n in CLUSTER_NODES[1:]:
+        t.net.cut("n1", n)
+    cluster_promoted(t, "n1")
+    after(0.5)
+    t.net.heal()
+    t.wait(lambda: t.role("n1") == "slave", 30, "n1 demoted")
+    return (t0, time.monotonic())
+
+
+def f_cluster_reshard(t, secs):
+    nodes = t.call("n2", 6379, "CLUSTER", "MYID")
+    to = t.call("n3", 6379, "CLUSTER", "MYID")
+    r = subprocess.run(
+        ["ip", "netns", "exec", t.net.hosts["c"][0], "redis-cli", "--cluster", "reshard",
+         "%s:6379" % t.net.ip("n2"), "--cluster-from", nodes, "--cluster-to", to,
+         "--cluster-slots", "1000", "--cluster-yes"], capture_output=True, timeout=120)
+    if r.returncode != 0:
+        raise RuntimeError("reshard: %s" % r.stdout.decode()[-500:])
+
+
 SCENARIOS = {
     "baseline": {},
     "loss-10": {"fault": f_loss(10)},
@@ -524,6 +608,11 @@ SCENARIOS = {
     "stop-master-durable": {"fault": f_stop_master, "durable": True},
     "cut-sentinel": {"fault": f_cut_sentinel},
     "clock-ahead": {"clock": "+1h x1.5"},
+    "cluster-baseline": {"mode": "cluster"},
+    "cluster-kill-master": {"mode": "cluster", "fault": f_cluster_kill},
+    "cluster-cut-master": {"mode": "cluster", "fault": f_cluster_cut},
+    "cluster-cut-master-durable": {"mode": "cluster", "fault": f_cluster_cut, "durable": True},
+    "cluster-reshard": {"mode": "cluster", "fault": f_cluster_reshard},
 }
 SHORT = ["baseline", "loss-30", "cut-master", "cut-master-durable", "delay-500ms"]
 SHORT_SLOW = ["loss-30", "cut-master-durable", "kill-master"]  # sanitizers: fewer
@@ -682,7 +771,7 @@ def main():
             return 2
     seconds = a.seconds or (6.0 if a.short else 8.0)
     rows, failed = [], 0
-    hdr = "%-20s %8s %7s %6s %6s %6s %9s %9s %6s %6s  %s" % (
+    hdr = "%-26s %8s %7s %6s %6s %6s %9s %9s %6s %6s  %s" % (
         "scenario", "requests", "allowed", "late", "never", "twice", "fallbacks",
         "(metrics)", "over", "bound", "result")
     print(hdr)
@@ -698,17 +787,19 @@ def main():
         r["scenario"] = n
         rows.append(r)
         if "error" in r:
-            print("%-20s FAILED: %s (logs in %s)" % (n, r["error"], tmp), flush=True)
+            print("%-26s FAILED: %s (logs in %s)" % (n, r["error"], tmp), flush=True)
         else:
-            print("%-20s %8d %7d %6d %6d %6d %9d %9d %6d %6d  %s" % (
+            print("%-26s %8d %7d %6d %6d %6d %9d %9d %6d %6d  %s" % (
                 n, r["requests"], r["allowed"], r["late"], r["never"], r["twice"], r["fallbacks"],
                 r["fallbacks_counted"], r["over"], r["bound"], "ok" if r["ok"] else "FAIL"),
                 flush=True)
-        if r["ok"] and not os.environ.get("CHAOS_KEEP"):
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
+        if not r["ok"]:
             failed += 1
             log("chaos: %s failed (%s); its logs are in %s" % (n, json.dumps(r), tmp))
+        elif os.environ.get("CHAOS_KEEP"):
+            log("chaos: %s: logs kept in %s" % (n, tmp))
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -24,6 +24,7 @@ POLICIES = {
     "strict": "{limits: [1000/1h], on_store_error: deny}",
     "open": "{limits: [1000/1h], on_store_error: allow}",
     "q": "{limits: [20/1h], on_store_error: deny}",
+    "exp": "{algorithm: concurrency, limit: 2, lease: 1m, on_store_error: deny}",
 }
 
 
@@ -114,6 +115,33 @@ class ReplicaWaitTest(DaemonTest):
         self.assertIn("replicas acknowledged", self.daemon.log())
         # the counts of the failed answers stay charged on the master (under-admission only)
         self.assertEqual(self.redis.call("ZCARD", "rl:{strict:a0}:s3600000"), 1)
+
+    def test_leases_wait_for_the_replica(self):
+        """ACQUIRE and RENEW wait too: a granted lease is on the replica
+        when its answer arrives; with the replica stopped it is the
+        fallback (the lease stays taken on the master: under-admission);
+        a refusal stands."""
+        got = self.c.request("ACQUIRE l1 exp")
+        self.assertRegex(got, r"^ALLOWED 2 1 ")
+        lease = got.split()[-1]
+        keys = [k for k in self.replica.keys() if b"exp:l1" in k]
+        self.assertTrue(keys, self.replica.keys())
+        self.assertRegex(self.c.request("RENEW %s" % lease), r"^ALLOWED ")
+        self.assertRegex(self.c.request("ACQUIRE l1 exp"), r"^ALLOWED 2 0 ")
+        m0 = scrape_metrics(self.mport)
+        self.replica.sigstop()
+        try:
+            self.assertRegex(self.c.request("ACQUIRE l2 exp"), r"^DENIED 2 -1 ")
+            # l1 is full: Redis refuses, and that answer stands
+            self.assertRegex(self.c.request("ACQUIRE l1 exp"), r"^DENIED 2 0 ")
+        finally:
+            self.replica.sigcont()
+        m = scrape_metrics(self.mport)
+        self.assertEqual(m['ratelimitd_store_failures_total{error="replicas"}']
+                         - m0.get('ratelimitd_store_failures_total{error="replicas"}', 0), 1)
+        # the failed lease was taken on the master all the same
+        wait_until(lambda: re.match(r"^ALLOWED 2 0 ", self.c.request("ACQUIRE l2 exp") or ""),
+                   10 * SLOW, what="a lease once the replica acknowledges again")
 
     def test_wait_timeout_must_be_shorter_than_timeout(self):
         def cfg(extra):
