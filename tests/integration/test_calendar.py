@@ -191,6 +191,39 @@ class FakedClockTest(DaemonTest):
             self.assertGreater(int(r.split()[4]), 31 * 86400000 - 60000)
             self.assertLessEqual(int(r.split()[4]), 31 * 86400000)
 
+    def skewed(self, offset):
+        """A daemon on a real Redis with its clock `offset` off Redis's."""
+        self.redis = self.start_redis()
+        port = free_port()
+        env = {"LD_PRELOAD": FAKETIME, "FAKETIME": offset, "TZ": "UTC",
+               "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+               "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"}
+        return self.start_daemon(
+            config='listen: ["127.0.0.1:%d"]\nredis: {address: "%s", timeout: 1s}\n'
+                   'policies:\n'
+                   '  cal: {algorithm: fixed_window, limits: 3/day, on_store_error: deny}\n'
+                   '  win: {algorithm: fixed_window, limits: 3/1h, on_store_error: deny}\n'
+                   % (port, self.redis.address), port=port, env=env)
+
+    def test_daemon_clock_off_by_minutes_decides(self):
+        """Redis's clock picks the calendar window among the five the
+        daemon names around its own: minutes apart, nothing changes."""
+        d = self.skewed("+10m")
+        with Client(d.port) as c:
+            self.assertRegex(c.request("ALLOW u cal"), r"^ALLOWED 3 2 0 [1-9]")
+            self.assertRegex(c.request("ALLOW u win"), r"^ALLOWED 3 2 0 [1-9]")
+
+    def test_daemon_clock_off_by_days_says_so(self):
+        """Days apart, the daemon's windows do not hold Redis's clock: the
+        calendar policy cannot be decided, gets its on_store_error answer
+        and the log says why; windows of a fixed period are Redis's alone
+        and go on."""
+        d = self.skewed("+3d")
+        with Client(d.port) as c:
+            self.assertRegex(c.request("ALLOW u cal"), r"^DENIED 3 -1 ")
+            self.assertRegex(c.request("ALLOW u win"), r"^ALLOWED 3 2 0 [1-9]")
+        self.assertIn("do not hold Redis's clock", d.log())
+
     def test_berlin_day_of_23_hours(self):
         # 30 March 2024 in Berlin (CET), seconds before midnight: the 31st
         # has 23 hours
