@@ -3,7 +3,7 @@
 databases (issue 31): every process on a host of its own (a network
 namespace joined to the others through a bridge), faults between hosts
 (nftables drops and random loss, a delaying proxy, SIGKILL, SIGSTOP, a
-clock set ahead), load from a client host through two daemons, every
+clock set ahead or stepped), load from a client host through two daemons, every
 request recorded, and a checker that reads the history:
 
   (a) every reply within redis.timeout plus a margin (LATE_MARGIN_S);
@@ -264,7 +264,13 @@ class Topology:
                     "metrics: {listen: \"0.0.0.0:9100\"}\n"
                     "policies:\n  q: {limits: [%d/1h], on_store_error: deny}\n" % LIMIT)
         env = dict(os.environ)
-        if clock:  # the daemon's host clock set ahead and running fast
+        if clock == "file":  # stepped during the run: the fault writes the file
+            self.clock_file = os.path.join(self.tmp, "faketime")
+            with open(self.clock_file, "w") as f:
+                f.write("+0\n")
+            env.update(LD_PRELOAD=LIBFAKETIME, FAKETIME_TIMESTAMP_FILE=self.clock_file,
+                       FAKETIME_DONT_FAKE_MONOTONIC="1", FAKETIME_NO_CACHE="1")
+        elif clock:  # the daemon's host clock set ahead and running fast
             env.update(LD_PRELOAD=LIBFAKETIME, FAKETIME=clock,
                        FAKETIME_DONT_FAKE_MONOTONIC="1", FAKETIME_NO_CACHE="1")
         self.procs[host] = self.net.spawn(host, [RATELIMITD, "-c", conf], "%s.log" % host,
@@ -545,6 +551,14 @@ def f_stop_master(t, secs):
     return (t0, time.monotonic())
 
 
+def f_clock_steps(t, secs):
+    """d2's clock stepped back 2 hours, then 2 hours ahead of the truth."""
+    for step in ("-2h", "+2h", "+0"):
+        with open(t.clock_file, "w") as f:
+            f.write(step + "\n")
+        after(secs * 0.15)
+
+
 def f_cut_sentinel(t, secs):
     for h in ("m", "r1", "d1", "d2", "s2", "s3"):
         t.net.cut("s1", h)
@@ -608,6 +622,7 @@ SCENARIOS = {
     "stop-master-durable": {"fault": f_stop_master, "durable": True},
     "cut-sentinel": {"fault": f_cut_sentinel},
     "clock-ahead": {"clock": "+1h x1.5"},
+    "clock-steps": {"clock": "file", "fault": f_clock_steps},
     "cluster-baseline": {"mode": "cluster"},
     "cluster-kill-master": {"mode": "cluster", "fault": f_cluster_kill},
     "cluster-cut-master": {"mode": "cluster", "fault": f_cluster_cut},
