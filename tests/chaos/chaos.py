@@ -744,6 +744,36 @@ def tool_metrics(addr):
 
 # ------------------------------------------------------------------ main
 
+def reap_stale():
+    """Namespaces an earlier run left (it was SIGKILLed): rlc<pid>-* whose
+    run (a chaos.py of that pid) is gone. Their processes are killed and
+    the namespaces deleted; a run still going is left alone."""
+    runs = {int(p) % 100000 for p in os.listdir("/proc") if p.isdigit() and _is_chaos(p)}
+    r = subprocess.run(["ip", "netns", "list"], capture_output=True, timeout=20)
+    for line in r.stdout.decode().splitlines():
+        m = re.match(r"(rlc(\d+)-\S+)", line)
+        if not m or int(m.group(2)) in runs:
+            continue
+        ns = m.group(1)
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                              timeout=20).stdout.split()
+        for p in pids:
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+        log("chaos: removed %s, left by an earlier run" % ns)
+
+
+def _is_chaos(pid):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            return b"chaos.py" in f.read()
+    except OSError:
+        return False
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1].startswith("--") and sys.argv[1] in (
             "--proxy", "--call", "--line", "--metrics", "--load"):
@@ -784,6 +814,13 @@ def main():
         if not shutil.which(tool):
             print("chaos: %s not found (iproute2, nftables)" % tool, file=sys.stderr)
             return 2
+    # meson's timeout or a Ctrl-C: unwind, so that every finally removes
+    # its namespaces and processes
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    reap_stale()
     seconds = a.seconds or (6.0 if a.short else 8.0)
     rows, failed = [], 0
     hdr = "%-26s %8s %7s %6s %6s %6s %9s %9s %6s %6s  %s" % (
