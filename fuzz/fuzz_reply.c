@@ -136,7 +136,7 @@ static void decode_pairs(const redisReply *rep, unsigned long first, int npairs)
 	struct store_result res;
 	memset(&res, 0xa5, sizeof(res));
 	unsigned long width = 7 + 3 * (unsigned long)npairs;
-	check(store_reply_width(npairs) == width, "width of a decision over pairs");
+	check(store_reply_width(npairs, 0) == width, "width of a decision over pairs");
 	int rc = store_reply_decision_all(rep, first, first + width, npairs, &res);
 	long long v[5];
 	int want = reference(rep, first, v);
@@ -205,7 +205,7 @@ static void classify(const redisReply *rep)
 static void decode_all(const redisReply *rep, int depth)
 {
 	classify(rep);
-	check(store_reply_width(0) == 5, "width of a decision");
+	check(store_reply_width(0, 0) == 5 && store_reply_width(0, 1) == 7, "width of a decision");
 	decode(rep, 0, 5);
 	decode(rep, 5, 10);
 	decode_pairs(rep, 0, 1);

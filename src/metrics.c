@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "addr.h"
+#include "blocks.h"
 #include "config.h"
 #include "envoy_rules.h"
 #include "hist.h"
@@ -133,8 +134,8 @@ static void decisions(struct evbuffer *b, const char *name, const struct scrape 
 	(void)s;
 	for (int f = 0; f < STATS_FROM_N; f++)
 		for (int a = 1; a >= 0; a--) {
-			if (f == STATS_FROM_CACHE && a == 1)
-				continue; /* the cache only ever denies */
+			if ((f == STATS_FROM_CACHE && a == 1) || (f == STATS_FROM_BLOCK && a == 0))
+				continue; /* the cache only ever denies, a block allows */
 			evbuffer_add_printf(b, "%s{result=\"%s\",source=\"%s\"} %llu\n", name,
 					    a ? "allowed" : "denied",
 					    stats_from_name((enum stats_from)f),
@@ -230,6 +231,16 @@ static void auth_failures(struct evbuffer *b, const char *name, const struct scr
 				    stats.auth_failures[f]);
 }
 
+static void block_units(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	const struct blocks *bl = server_blocks(s->m->srv);
+	static const struct blocks_counts none;
+	const struct blocks_counts *c = bl ? blocks_counts(bl) : &none;
+	evbuffer_add_printf(b, "%s{event=\"granted\"} %llu\n", name, c->granted);
+	evbuffer_add_printf(b, "%s{event=\"lapsed\"} %llu\n", name, c->lapsed);
+	evbuffer_add_printf(b, "%s{event=\"revoked\"} %llu\n", name, c->revoked);
+}
+
 static void lease_events(struct evbuffer *b, const char *name, const struct scrape *s)
 {
 	(void)s;
@@ -317,6 +328,9 @@ COUNT(delayed_waiting, stats.delayed_waiting)
 COUNT(envoy_unknown_domain, stats.envoy_unknown_domain)
 COUNT(store_pending_now, store_pending(s->store))
 COUNT(deny_cache_entries, server_deny_entries(s->m->srv))
+COUNT(blocks_granted,
+      server_blocks(s->m->srv) ? blocks_counts(server_blocks(s->m->srv))->blocks : 0)
+COUNT(block_units_held, server_blocks(s->m->srv) ? blocks_units(server_blocks(s->m->srv)) : 0)
 COUNT(redis_up, s->health.conns_up > 0)
 COUNT(redis_refusing, s->health.refusing)
 COUNT(redis_connections, s->health.conns)
@@ -467,6 +481,18 @@ static const struct family families[] = {
 	 "Denials the local deny cache holds now (its hits: "
 	 "ratelimitd_decisions_total{source=\"cache\"}).",
 	 .count = deny_cache_entries},
+	{"ratelimitd_blocks_total", "counter",
+	 "Blocks of units this daemon took from Redis for hot keys (policies' blocks); its "
+	 "answers from them: ratelimitd_decisions_total{source=\"block\"}.",
+	 .count = blocks_granted},
+	{"ratelimitd_block_units_total", "counter",
+	 "Units of those blocks, by event: granted (counted in Redis for this daemon), lapsed "
+	 "(their window or ttl ended before they were answered), revoked (dropped by a RESET, "
+	 "an override or a reload).",
+	 .samples = block_units},
+	{"ratelimitd_block_units_held", "gauge",
+	 "Units of blocks this daemon holds now (some may have lapsed unseen).",
+	 .count = block_units_held},
 	{"ratelimitd_decision_duration_seconds", "histogram",
 	 "Decisions (ALLOW, PEEK, MALLOW, MPEEK, CL.THROTTLE, gRPC ShouldRateLimit), from the "
 	 "request parsed to its answer ready to write, by front end.",

@@ -15,6 +15,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "conn.h"
+#include "blocks.h"
 #include "denycache.h"
 #include "keys.h"
 #include "delay.h"
@@ -29,6 +30,8 @@
 
 /* Denials remembered locally; each costs ~100 bytes plus its key. */
 #define DENY_CACHE_ENTRIES 65536
+/* hot pairs with a block at once (about 700 bytes each) */
+#define BLOCKS_ENTRIES 4096
 
 /* A client listener and what its clients may do. */
 struct port {
@@ -76,6 +79,11 @@ size_t server_noverrides(const struct server *srv)
 	return override_live_count(srv->env.live);
 }
 
+const struct blocks *server_blocks(const struct server *srv)
+{
+	return srv->env.blocks;
+}
+
 size_t server_deny_entries(const struct server *srv)
 {
 	return srv->env.deny ? denycache_size(srv->env.deny) : 0;
@@ -95,13 +103,19 @@ static void reset_notice(void *arg, const char *tag, size_t len)
 		const char *field = tag + nl, *sep = memchr(field, '\n', len - nl);
 		if (srv->env.live)
 			override_live_notice(srv->env.live, tag, len);
+		size_t fl = sep ? (size_t)(sep - field) : 0, ul = sep ? len - nl - fl - 1 : 0;
 		if (srv->env.deny && sep)
-			denycache_reset_pair(srv->env.deny, field, (size_t)(sep - field), sep + 1,
-					     len - nl - (size_t)(sep - field) - 1);
+			denycache_reset_pair(srv->env.deny, field, fl, sep + 1, ul);
+		if (srv->env.blocks && sep)
+			blocks_reset_pair(srv->env.blocks, field, fl, sep + 1, ul);
 		return;
 	}
-	if (srv->env.deny && keys_parse_tag(tag, len, &action, &alen, user, &ulen) == 0)
+	if (keys_parse_tag(tag, len, &action, &alen, user, &ulen) < 0)
+		return;
+	if (srv->env.deny)
 		denycache_reset_pair(srv->env.deny, action, alen, user, ulen);
+	if (srv->env.blocks)
+		blocks_reset_pair(srv->env.blocks, action, alen, user, ulen);
 }
 
 static void reload_tls(struct server *srv, const struct config *cfg);
@@ -116,6 +130,10 @@ void server_set_config(struct server *srv, struct config *cfg)
 	/* Denials were decided under the old policies. */
 	if (srv->env.deny)
 		denycache_clear(srv->env.deny);
+	/* and blocks taken under them go: this daemon's, now (each daemon's
+	 * at its own reload) */
+	if (srv->env.blocks)
+		blocks_clear(srv->env.blocks);
 	if (srv->env.live)
 		override_live_set_config(srv->env.live, cfg);
 	store_watch_resets(srv->env.store, cfg->prefix, reset_notice, srv);
@@ -232,6 +250,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	}
 	srv->env.store = store;
 	srv->env.deny = denycache_new(DENY_CACHE_ENTRIES);
+	srv->env.blocks = blocks_new(BLOCKS_ENTRIES); /* NULL: no blocks */
 	srv->env.live = override_live_new(base, store, cfg);
 	if (!srv->env.live)
 		log_error("out of memory: run-time overrides are off");
@@ -314,6 +333,7 @@ void server_free(struct server *srv)
 	free(srv->ports);
 	config_unref(srv->cfg);
 	denycache_free(srv->env.deny);
+	blocks_free(srv->env.blocks);
 	override_live_free(srv->env.live);
 	delays_free(srv->env.delays);
 	local_free(srv->env.local);

@@ -13,6 +13,7 @@ struct store;
 struct local;
 struct server;
 struct activation;
+struct blocks;
 
 /* Binds every listen address of cfg (takes a reference), or takes the
  * socket systemd passed for it from act (NULL: none). NULL with err on
@@ -42,6 +43,8 @@ size_t server_nclients(const struct server *srv);
 size_t server_noverrides(const struct server *srv);
 /* Denials the local deny cache holds now (0 without one). */
 size_t server_deny_entries(const struct server *srv);
+/* The hot keys' blocks (blocks.h), NULL if none could be made. */
+const struct blocks *server_blocks(const struct server *srv);
 void server_free(struct server *srv);
 
 #endif

@@ -332,6 +332,7 @@ static const struct ktable *const key_tables[] = {
 	&config_policy_table,	   /* "policies.NAME." (config_policy.c) */
 	&config_ban_table,	   /* "policies.NAME.ban." */
 	&config_delay_table,	   /* "policies.NAME.delay." */
+	&config_blocks_table,	   /* "policies.NAME.blocks." */
 	&config_override_table,	   /* "policies.NAME.overrides.USER." */
 };
 

@@ -84,7 +84,7 @@ void config_store_free_redis(struct config_redis *r);
 
 /* config_policy.c: policies, their bans and overrides. */
 extern const struct ktable config_policy_table, config_ban_table, config_override_table,
-	config_delay_table;
+	config_delay_table, config_blocks_table;
 /* The policies key's setter (dst: the struct config); the policies go to
  * c->policies, sorted by name, once all are read without error. */
 int config_policy_set(struct yparser *P, const struct ykey *k, void *dst);

@@ -31,6 +31,7 @@ struct policy_form {
 	struct rate rate;
 	int64_t limit, lease_ms; /* concurrency */
 	struct policy_delay delay;
+	struct policy_blocks blocks;
 	enum policy_on_error on_error;
 	int shadow;
 	struct policy_ban ban;
@@ -132,6 +133,29 @@ static int set_delay(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
+enum { XK_MAX, XK_TTL, XK_N };
+
+static const struct ykey blocks_keys[XK_N] = {
+	[XK_MAX] = {"max", yp_set_int64, offsetof(struct policy_blocks, max), 1, POLICY_BLOCKS_MAX,
+		    YP_PER_POLICY, NULL, NULL},
+	[XK_TTL] = {"ttl", yp_set_duration, offsetof(struct policy_blocks, ttl_ms), 1,
+		    POLICY_BLOCKS_TTL_MAX_MS, YP_PER_POLICY, NULL, NULL},
+};
+
+/* blocks: {max: N, ttl: DURATION}. */
+static int set_blocks(struct yparser *P, const struct ykey *k, void *dst)
+{
+	unsigned seen;
+	yaml_mark_t marks[XK_N], start;
+	if (yp_section(P, k, "expected a mapping {max: N, ttl: DURATION}", blocks_keys, XK_N, dst,
+		       &seen, marks, &start) < 0)
+		return -1;
+	if (!(seen & (1u << XK_MAX)))
+		return yp_fail_section(P, start,
+				       "blocks need max (the most units taken at once: 1000)");
+	return 0;
+}
+
 /* timezone: a name of tzdata, for calendar windows (lib/calendar.h). */
 static int set_timezone(struct yparser *P, const struct ykey *k, void *dst)
 {
@@ -180,6 +204,7 @@ enum {
 	PK_DELAY,
 	PK_TIMEZONE,
 	PK_HOLD,
+	PK_BLOCKS,
 	PK_N
 };
 
@@ -222,6 +247,8 @@ static const struct ykey policy_keys[PK_N] = {
 			 YP_PER_POLICY, NULL, NULL},
 	[PK_HOLD] = {"hold", yp_set_duration, offsetof(struct policy_form, hold_ms), 1000,
 		     POLICY_HOLD_MAX_MS, YP_PER_POLICY, NULL, NULL},
+	[PK_BLOCKS] = {"blocks", set_blocks, offsetof(struct policy_form, blocks), 0, 0,
+		       YP_PER_POLICY, NULL, NULL},
 };
 
 /* The keys an override's mapping may have: the policy's limits, and a
@@ -453,6 +480,20 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 		return yp_failk(P, marks[PK_DELAY], "delay",
 				"a concurrency policy does not delay (a lease is held, not "
 				"spent: ACQUIRE again after its retry hint)");
+	if (seen & (1u << PK_BLOCKS)) {
+		const char *why = NULL;
+		if (f->algo == POLICY_SLIDING_WINDOW)
+			why = "a sliding_window keeps one entry per unit, so a block would save "
+			      "Redis nothing: use sliding_window_counter or fixed_window";
+		else if (policy_algo_shape(f->algo) == POLICY_SHAPE_LEASE)
+			why = "a concurrency policy has no blocks (a lease is one already)";
+		else if (seen & (1u << PK_BAN))
+			why = "a policy with a ban has no blocks (a ban must see every request)";
+		else if (f->blocks.ttl_ms > 0 && f->algo != POLICY_FUNNEL)
+			why = "a window's block lasts until its window ends; ttl is a funnel's";
+		if (why)
+			return yp_failk(P, marks[PK_BLOCKS], "blocks", "%s", why);
+	}
 	int lease_keys = (seen & (1u << PK_LIMIT)) || (seen & (1u << PK_LEASE));
 	if (lease_keys && policy_algo_shape(f->algo) != POLICY_SHAPE_LEASE) {
 		int at = (seen & (1u << PK_LIMIT)) ? PK_LIMIT : PK_LEASE;
@@ -551,6 +592,9 @@ static int policy_from_form(struct yparser *P, struct policy *p, const char *nam
 	p->shadow = f->shadow;
 	p->ban = f->ban;
 	p->delay = f->delay;
+	p->blocks = f->blocks;
+	if (p->blocks.max > 0 && p->blocks.ttl_ms == 0)
+		p->blocks.ttl_ms = POLICY_BLOCKS_TTL_DEFAULT_MS;
 	memcpy(p->timezone, f->timezone, sizeof(p->timezone));
 	p->hold_ms = f->hold_ms ? f->hold_ms : POLICY_HOLD_DEFAULT_MS;
 	memcpy(p->limits, f->limits, sizeof(p->limits));
@@ -658,5 +702,7 @@ void config_policy_read_done(struct config_read *R, int handed)
 const struct ktable config_policy_table = {"policies.NAME.", policy_keys, PK_N, KT_POLICY, 0};
 const struct ktable config_ban_table = {"policies.NAME.ban.", ban_keys, BK_N, KT_POLICY, 0};
 const struct ktable config_delay_table = {"policies.NAME.delay.", delay_keys, DK_N, KT_POLICY, 0};
+const struct ktable config_blocks_table = {"policies.NAME.blocks.", blocks_keys, XK_N, KT_POLICY,
+					   0};
 const struct ktable config_override_table = {"policies.NAME.overrides.USER.", override_keys, 4,
 					     KT_POLICY, 0};

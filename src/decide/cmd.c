@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks.h"
 #include "clock.h"
 #include "config.h"
 #include "decide.h"
@@ -94,11 +95,111 @@ static int hold_id(struct cmd_slot *slot, const struct policy *p)
 	return 0;
 }
 
+static void store_done(void *arg, const struct store_result *res);
+
+/*
+ * A hot pair's block (blocks.h), for an ALLOW of the policy's own limits
+ * by slot (its policy, user, cost and cfg set): 1 when answered from it
+ * or waiting for the ask out (the slot then holds a reference to cfg); 0
+ * to ask the store, with *want units of a block when the slot asks.
+ */
+static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct config *cfg,
+		       int64_t *want)
+{
+	const struct policy *p = slot->policy;
+	struct blocks_hit hit;
+	unsigned long epoch;
+	void *asker;
+	*want = 0;
+	blocks_sync(env->blocks, store_generation(env->store));
+	switch (blocks_take(env->blocks, p, slot->user, slot->user_len, slot->cost, slot->sent_us,
+			    slot, &hit, want, &epoch, &asker)) {
+	case BLOCKS_ANSWERED:
+		decide_answer(slot, cfg, p, STATS_FROM_BLOCK, 1, hit.limit, hit.remaining, 0,
+			      hit.reset_ms);
+		return 1;
+	case BLOCKS_FOLLOW: {
+		struct cmd_slot *a = asker;
+		if (!slot->cfg) {
+			config_ref(cfg);
+			slot->cfg = cfg;
+		}
+		slot->block_env = env;
+		slot->block_next = a->block_next;
+		a->block_next = slot;
+		return 1;
+	}
+	case BLOCKS_ASK:
+		slot->blocks = env->blocks;
+		slot->block_epoch = epoch;
+		slot->block_next = NULL;
+		return 0;
+	case BLOCKS_REDIS:
+		break;
+	}
+	return 0;
+}
+
+/* A follower whose asker was answered: from the new block, behind the
+ * next ask, or by the store; the ask failed, as it did. */
+static void block_follow(struct cmd_slot *slot, const struct store_result *failed)
+{
+	const struct cmd_env *env = slot->block_env;
+	struct config *cfg = slot->cfg;
+	int64_t want = 0;
+	if (failed) {
+		store_done(slot, failed);
+		return;
+	}
+	slot->sent_us = clock_mono_us();
+	if (block_route(slot, env, cfg, &want))
+		return;
+	struct store_request req = {
+		.op = STORE_ALLOW,
+		.policy = slot->policy,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.user = slot->user,
+		.user_len = slot->user_len,
+		.cost = slot->cost,
+		.timeout_ms = cfg->redis.timeout_ms,
+		.block_want = want,
+		.block_ttl_ms = slot->policy->blocks.ttl_ms,
+	};
+	store_submit(env->store, &req, store_done, slot);
+}
+
+/* The answer to a request that asked for a block too: the block is this
+ * daemon's to answer from (or another may be asked for), and those that
+ * waited for it go on. */
+static void block_done(struct cmd_slot *slot, const struct store_result *res)
+{
+	const struct policy *p = slot->policy;
+	struct blocks *b = slot->blocks;
+	struct cmd_slot *f = slot->block_next;
+	slot->blocks = NULL;
+	slot->block_next = NULL;
+	if (res->status == STORE_OK && res->allowed)
+		blocks_put(b, p, slot->user, slot->user_len, slot, slot->block_epoch, slot->sent_us,
+			   res->block, res->block_ms, res->limit, res->remaining, res->reset_ms);
+	else
+		blocks_unask(b, p, slot->user, slot->user_len, slot);
+	while (f) {
+		struct cmd_slot *next = f->block_next;
+		f->block_next = NULL;
+		block_follow(f, res->status == STORE_OK ? NULL : res);
+		f = next;
+	}
+}
+
 static void store_done(void *arg, const struct store_result *res)
 {
 	struct cmd_slot *slot = arg;
 	const struct policy *p = slot->policy;
 	enum store_op op = (enum store_op)slot->op;
+
+	if (slot->blocks)
+		block_done(slot, res);
 
 	if (slot->delay_extra) {
 		delayed_done(slot, res);
@@ -650,6 +751,25 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		slot->user_len = pc->user_len;
 		memcpy(slot->user, pc->user, pc->user_len);
 	}
+	/* A hot pair's block (blocks.h): answered from the units Redis
+	 * counted for this daemon, or Redis is asked for some with this
+	 * request. Only on the policy's own limits (an override's are
+	 * another's), and only while RESETs reach us (they revoke blocks). */
+	slot->blocks = NULL;
+	slot->block_next = NULL;
+	int64_t block_want = 0;
+	if (op == STORE_RESET && env->blocks)
+		blocks_reset_pair(env->blocks, p->name, p->name_len, pc->user, pc->user_len);
+	if (op == STORE_ALLOW && p->blocks.max > 0 && env->blocks && !slot->own_policy &&
+	    !slot->overridden && !store_local(env->store) && store_resets_followed(env->store)) {
+		slot->cost = pc->cost > 0 ? pc->cost : 1;
+		slot->user_len = pc->user_len;
+		memcpy(slot->user, pc->user, pc->user_len);
+		slot->delay_extra = 0; /* (a follower's store_done reads them) */
+		slot->delay_window = 0;
+		if (block_route(slot, env, cfg, &block_want))
+			return;
+	}
 	/* a delay (or the caller's deadline, if shorter), while below
 	 * max_delayed: a window's is the store's (it charges the request as
 	 * running when its window has room); a funnel's asks with the capacity
@@ -685,6 +805,12 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 			delays_unclaim(env->delays);
 		}
 	}
+	if (slot->blocks && (window_wait > 0 || slot->delay_extra > 0)) {
+		/* a request that may wait asks no block */
+		blocks_unask(slot->blocks, p, pc->user, pc->user_len, slot);
+		slot->blocks = NULL;
+		block_want = 0;
+	}
 	config_ref(cfg);
 	slot->cfg = cfg;
 	struct store_request req = {
@@ -697,6 +823,8 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		.cost = pc->cost > 0 ? pc->cost : 1,
 		.timeout_ms = decide_timeout_ms(cfg, pc),
 		.wait_ms = window_wait,
+		.block_want = block_want,
+		.block_ttl_ms = p->blocks.ttl_ms,
 		.hold_nonce = slot->hold_nonce,
 		.hold_ms = p->hold_ms ? p->hold_ms : POLICY_HOLD_DEFAULT_MS,
 	};

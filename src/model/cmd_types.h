@@ -14,6 +14,7 @@
 #include "policy.h"
 
 struct config;
+struct blocks;
 struct delays;
 struct denycache;
 struct leases;
@@ -230,6 +231,7 @@ struct cmd_env {
 	struct local *local;	    /* on_store_error: local; NULL: out of memory */
 	struct leases *leases;	    /* concurrency leases (leases.h); NULL: out of memory */
 	struct delays *delays;	    /* requests a funnel's delay holds (delay.h); NULL: none */
+	struct blocks *blocks;	    /* hot keys' blocks (blocks.h); NULL: none */
 };
 
 /*
@@ -245,6 +247,11 @@ struct cmd_slot {
 	struct denycache *deny;	     /* where to record a denial, or NULL */
 	uint64_t sent_us;	     /* monotonic time the store was asked */
 	unsigned long deny_epoch;    /* denycache_epoch() when asked */
+	struct blocks *blocks;	     /* the store was asked for a block too (blocks.h) */
+	unsigned long block_epoch;   /* what blocks_take gave with the ask */
+	/* an asker's requests waiting for its block, chained through theirs */
+	struct cmd_slot *block_next;
+	const struct cmd_env *block_env; /* a follower's, to go on with */
 	int64_t cost;
 	size_t user_len;
 	char user[KEYS_USER_MAX];

@@ -77,6 +77,18 @@ struct policy_delay {
 	int64_t max_ms; /* 0: none */
 };
 #define POLICY_DELAY_MAX_MS 60000
+
+/* Blocks for hot keys (src/decide/blocks.h): a daemon takes up to max
+ * units beyond a request in the same script call, and answers later
+ * requests of the pair from them, for at most ttl_ms (and never past the
+ * window they were counted in). max 0: none. */
+struct policy_blocks {
+	int64_t max;
+	int64_t ttl_ms;
+};
+#define POLICY_BLOCKS_MAX 1000000
+#define POLICY_BLOCKS_TTL_DEFAULT_MS 100
+#define POLICY_BLOCKS_TTL_MAX_MS 10000
 /* A HOLD's time: default and longest. */
 #define POLICY_HOLD_DEFAULT_MS (3600LL * 1000)
 #define POLICY_HOLD_MAX_MS (7LL * 24 * 3600 * 1000)
@@ -102,6 +114,7 @@ struct policy {
 	int shadow;
 	struct policy_ban ban;
 	struct policy_delay delay;
+	struct policy_blocks blocks;
 	/* calendar windows' time zone (tzdata's name); empty: UTC */
 	char timezone[CALENDAR_TZ_MAX + 1];
 	/* how long a HOLD stays open before it is settled at its estimate (ms) */

@@ -256,6 +256,7 @@ static const char *const from_names[STATS_FROM_N] = {
 	[STATS_FROM_OVERRIDE] = "override", /* unlimited or blocked */
 	[STATS_FROM_MEMORY] = "memory",	    /* store: memory */
 	[STATS_FROM_LOCAL] = "local",	    /* on_store_error: local */
+	[STATS_FROM_BLOCK] = "block",	    /* a hot key's block (blocks.h) */
 };
 
 const char *stats_from_name(enum stats_from f)

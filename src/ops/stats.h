@@ -24,6 +24,7 @@ enum stats_from {
 	STATS_FROM_OVERRIDE, /* an unlimited or blocked override: nothing to decide */
 	STATS_FROM_MEMORY,   /* the memory store (store: memory) */
 	STATS_FROM_LOCAL,    /* on_store_error: local: this daemon, while Redis could not */
+	STATS_FROM_BLOCK,    /* a block of units Redis counted for this daemon (allowed only) */
 	STATS_FROM_N
 };
 

@@ -185,12 +185,17 @@ static void redis_script_decision(struct redis_argv *a, const struct store_saved
 		return;
 	}
 	int wait = sv->op == STORE_ALLOW && sv->wait_ms > 0;
-	redis_argv_add(a, wait ? "d" : op_arg(sv->op), 1);
+	int block = sv->op == STORE_ALLOW && sv->block_want > 0;
+	redis_argv_add(a, wait ? "d" : block ? "k" : op_arg(sv->op), 1);
 	redis_argv_num(a, sv->op == STORE_SETTLE ? sv->actual : sv->cost);
 	redis_argv_num(a, policy_nkeys(p));
 	redis_script_limits(a, p);
 	if (wait)
 		redis_argv_num(a, sv->wait_ms * 1000);
+	if (block) {
+		redis_argv_num(a, sv->block_want);
+		redis_argv_num(a, sv->block_ttl_ms);
+	}
 	if (is_hold_op(sv->op)) {
 		/* the nonce as ids write it: 16 hex digits, the holds' field */
 		char *s = a->arena + a->arena_used;

@@ -12,6 +12,10 @@ int store_request_save(struct store_saved_request *sv, const struct store_reques
 	sv->op = req->op;
 	sv->cost = req->cost;
 	sv->wait_ms = req->op == STORE_ALLOW && req->npairs <= 0 ? req->wait_ms : 0;
+	sv->block_want = req->op == STORE_ALLOW && req->npairs <= 0 && sv->wait_ms == 0
+				 ? req->block_want
+				 : 0;
+	sv->block_ttl_ms = req->block_ttl_ms;
 	sv->hold_nonce = req->hold_nonce;
 	sv->hold_ms = req->hold_ms;
 	sv->actual = req->actual;
@@ -87,6 +91,8 @@ struct store_request store_request_load(const struct store_saved_request *sv, in
 		.cost = sv->cost,
 		.timeout_ms = timeout_ms,
 		.wait_ms = sv->wait_ms,
+		.block_want = sv->block_want,
+		.block_ttl_ms = sv->block_ttl_ms,
 		.hold_nonce = sv->hold_nonce,
 		.hold_ms = sv->hold_ms,
 		.actual = sv->actual,

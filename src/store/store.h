@@ -42,6 +42,10 @@ struct store_request {
 	 * denied now and allowed within wait_ms is charged as running then,
 	 * allowed with retry_after_ms the wait (docs/algorithms.md, Delay) */
 	int64_t wait_ms;
+	/* STORE_ALLOW without a wait, a Redis store: also take a block of up
+	 * to block_want units for this daemon to answer from for at most
+	 * block_ttl_ms (blocks.h); the result's block and block_ms */
+	int64_t block_want, block_ttl_ms;
 	/* STORE_HOLD, STORE_SETTLE, STORE_CANCEL: the hold's nonce; a HOLD's
 	 * time (ms); a SETTLE's actual cost (cost is then the estimate's,
 	 * unused) */
@@ -66,7 +70,7 @@ struct store_saved_pair {
 
 struct store_saved_request {
 	enum store_op op;
-	int64_t cost, wait_ms;
+	int64_t cost, wait_ms, block_want, block_ttl_ms;
 	uint64_t hold_nonce;
 	int64_t hold_ms, actual;
 	struct policy policy;
@@ -98,6 +102,9 @@ struct store_result {
 	int64_t limit, remaining, retry_after_ms, reset_ms;
 	/* a SETTLE's or CANCEL's hold is not open (status STORE_OK) */
 	int no_hold;
+	/* the units of a block taken with the decision, and for how long (ms)
+	 * the daemon may answer from them; 0 for none */
+	int64_t block, block_ms;
 	/* a decision over several pairs: the one that decided and the first
 	 * shadow one that would have denied (1-based, 0 for none) */
 	int pair, shadow_pair;

@@ -651,15 +651,17 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 	/* each decision's figures follow the previous one's */
 	unsigned long total = 0, first = 0;
 	for (int j = 0; j < b->n; j++)
-		total += store_reply_width(b->reqs[j]->sv.npairs);
+		total += store_reply_width(b->reqs[j]->sv.npairs, b->reqs[j]->sv.block_want > 0);
 	for (int j = 0; j < b->n; j++) {
 		struct sreq *r = b->reqs[j];
-		int npairs = r->sv.npairs;
+		int npairs = r->sv.npairs, block = r->sv.block_want > 0;
 		if (sreq_waiting(r)) { /* else answered already (timed out): drop the late reply */
 			struct store_result res;
 			int bad = npairs > 0 ? store_reply_decision_all(rep, first, total, npairs,
 									&res)
 					     : store_reply_decision(rep, first, total, &res);
+			if (bad >= 0 && block)
+				bad = store_reply_block(rep, first, &res);
 			if (bad < 0 && res.error != STORE_ERROR_WRONG_NODE) {
 				redis_log_error(s, "could not decide", res.detail,
 						strlen(res.detail));
@@ -674,7 +676,7 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 			else
 				sreq_answer(r, &res, NULL);
 		}
-		first += store_reply_width(npairs);
+		first += store_reply_width(npairs, block);
 		if (r) {
 			sreq_put(s, r);
 			b->reqs[j] = NULL;

@@ -85,9 +85,31 @@ static int fail(struct store_result *out, enum store_error e, const char *why)
 static int decision(const struct redisReply *rep, unsigned long first, unsigned long total,
 		    struct store_result *out);
 
-unsigned long store_reply_width(int npairs)
+unsigned long store_reply_width(int npairs, int block)
 {
-	return npairs > 0 ? 7 + 3 * (unsigned long)npairs : 5;
+	return npairs > 0 ? 7 + 3 * (unsigned long)npairs : block ? 7 : 5;
+}
+
+/* a window's block lasts until the window ends: at most 400 days */
+#define STORE_BLOCK_VALID_MAX_MS 34560000000LL
+
+int store_reply_block(const struct redisReply *rep, unsigned long first, struct store_result *out)
+{
+	out->block = out->block_ms = 0;
+	/* (store_reply_decision checked first <= elements, and the type) */
+	if (rep->elements - first < 7)
+		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
+	const redisReply *u = rep->element[first + 5], *v = rep->element[first + 6];
+	if (!u || u->type != REDIS_REPLY_INTEGER || !v || v->type != REDIS_REPLY_INTEGER)
+		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
+	/* units only with an allowed answer, valid for at most a block's ttl */
+	if (u->integer < 0 || u->integer > POLICY_BLOCKS_MAX || v->integer < 0 ||
+	    v->integer > STORE_BLOCK_VALID_MAX_MS || (u->integer > 0 && !out->allowed) ||
+	    (u->integer > 0) != (v->integer > 0))
+		return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
+	out->block = u->integer;
+	out->block_ms = v->integer;
+	return 0;
 }
 
 int store_reply_decision(const struct redisReply *rep, unsigned long first, unsigned long total,
@@ -96,6 +118,7 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first, unsi
 	out->pair = 0;
 	out->shadow_pair = 0;
 	out->ngroups = 0;
+	out->block = out->block_ms = 0;
 	return decision(rep, first, total, out);
 }
 
@@ -107,7 +130,7 @@ int store_reply_decision_all(const struct redisReply *rep, unsigned long first, 
 	out->ngroups = 0;
 	if (npairs < 1 || npairs > STORE_PAIRS_MAX)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
-	unsigned long width = store_reply_width(npairs);
+	unsigned long width = store_reply_width(npairs, 0);
 	if (decision(rep, first, total, out) < 0)
 		return -1;
 	/* (decision() checked first <= elements) */

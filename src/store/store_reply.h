@@ -10,11 +10,12 @@ struct redisReply;
 struct redisReader;
 struct store_result;
 
-/* How many elements of the script's reply a decision takes: 5, or for a
- * decision over npairs pairs 7 + 3 * npairs. A call's decisions follow each
- * other; `total`, their sum, is where Redis's text of the first failure
- * (a decision answered -1) follows them. */
-unsigned long store_reply_width(int npairs);
+/* How many elements of the script's reply a decision takes: 5, 7 for one
+ * that takes a block, or for a decision over npairs pairs 7 + 3 * npairs.
+ * A call's decisions follow each other; `total`, their sum, is where
+ * Redis's text of the first failure (a decision answered -1) follows
+ * them. */
+unsigned long store_reply_width(int npairs, int block);
 
 /*
  * Reads the five integers of one decision (allowed, limit, remaining,
@@ -33,6 +34,11 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first, unsi
  * out->shadow_pair; then three per pair, its own figures (out->groups). */
 int store_reply_decision_all(const struct redisReply *rep, unsigned long first, unsigned long total,
 			     int npairs, struct store_result *out);
+
+/* After store_reply_decision of a decision that took a block (op "k"):
+ * its units and valid ms, elements first+5 and first+6, into out->block
+ * and out->block_ms (0 and 0 for none). 0, or -1 as store_reply_decision. */
+int store_reply_block(const struct redisReply *rep, unsigned long first, struct store_result *out);
 
 /* Classifies the text of an error reply ("NOPERM ...", "ERR ..."). */
 enum store_error store_reply_error(const char *err, size_t len);

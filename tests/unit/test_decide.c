@@ -160,7 +160,7 @@ static void fixture_open(const struct store_ops *ops)
 	ck_assert_ptr_nonnull(F.deny);
 	F.local = local_new(F.base, F.cfg, err, sizeof(err));
 	ck_assert_ptr_nonnull(F.local);
-	F.env = (struct cmd_env){&F.fake.base, F.deny, NULL, F.local, NULL, NULL};
+	F.env = (struct cmd_env){&F.fake.base, F.deny, NULL, F.local, NULL, NULL, NULL};
 }
 
 static void fixture_atomic(void)

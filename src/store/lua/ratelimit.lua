@@ -15,6 +15,9 @@
 --          and for a reset two more: the channel and the
 --          message that tell every daemon of it ("<prefix>reset", the hash
 --          tag "<action>:<user>"); for "d" one more: the longest wait (us);
+--          for "k" (allow and take a block) two more: the units wanted
+--          and the longest time (ms) the daemon answers from them (see
+--          block_take);
 --          for "h" two more, the hold's nonce and time (ms), for "s" and
 --          "x" one, the nonce, and one more key: the pair's holds
 --          (see delay_at);
@@ -32,6 +35,7 @@
 --
 -- Returns five integers per decision:
 --          allowed (1/0), limit, remaining, retry_after_ms (-1: never), reset_ms
+--          ("k": seven, then the block's units and valid ms, 0 0 for none)
 --          (allowed by "d" with a wait: retry_after_ms is the wait, ms, and
 --          remaining and reset_ms are as they will be when it runs)
 --          (for "A" and "P": then the deciding group and the first shadow
@@ -807,7 +811,7 @@ local function decision_argc(a)
   end
   local nl = tonumber(ARGV[a + 2])
   local n = 3 + 4 * nl
-  if op == 'r' then n = n + 2 elseif op == 'd' then n = n + 1 end
+  if op == 'r' or op == 'k' then n = n + 2 elseif op == 'd' then n = n + 1 end
   -- holds: the nonce (and a HOLD's time), and one more key, the pair's holds
   if op == 'h' then return n + 2, nl + 1 end
   if op == 's' or op == 'x' then return n + 1, nl + 1 end
@@ -859,6 +863,43 @@ local function each_limit(checks, nlimits, f)
     end
   end
   return bind
+end
+
+-- A block ("k", src/decide/blocks.c): an allowed request also takes up
+-- to `want` more units, at most a quarter of what every limit has left
+-- after it (so blocks shrink to nothing near a limit, where every answer
+-- is Redis's again), which the daemon answers from for valid ms. A
+-- window's units are answered only in the window they are counted in
+-- (valid ends with it, the shortest window's of the limits). A funnel's are counted as if running ttl from now,
+-- the latest the daemon answers from them (the TAT never below now + ttl
+-- before they are added): an answer earlier than its count is never one
+-- the funnel would refuse. Returns the units and valid (ms).
+local function block_take(checks, nlimits, want, ttl_ms)
+  local extra, valid = want, ttl_ms
+  for i = 1, nlimits do
+    local r = checks[i]
+    local room
+    if r.new_tat then
+      room = floor((r.tau - (max(r.new_tat, now + ttl_ms * 1000) - now)) / r.interval)
+    else
+      room = r.limit - (r.est or r.used) - r.cost
+      -- a window's: until it ends (ttl is a funnel's)
+      if i == 1 then valid = 34560000000 end
+      valid = min(valid, floor((r.f.start + r.f.len - now) / 1000))
+    end
+    extra = min(extra, floor(room / 4))
+  end
+  if extra <= 0 or valid <= 0 then return 0, 0 end
+  for i = 1, nlimits do
+    local r = checks[i]
+    if r.new_tat then
+      r.new_tat = max(r.new_tat, now + ttl_ms * 1000) + extra * r.interval
+      r.after_remaining = max(0, floor((r.tau - (r.new_tat - now)) / r.interval + 1e-6))
+    else
+      r.cost = r.cost + extra
+    end
+  end
+  return extra, valid
 end
 
 -- The five integers of an allowed answer.
@@ -946,10 +987,19 @@ local function decide(out, op, cost, nlimits, a, k)
     allowed_out(out, bind, max(0, bind.remaining), 0)
     return
   elseif all_ok then
+    local extra, valid = 0, 0
+    if op == 'k' then extra, valid = block_take(checks, nlimits, num(ARGV[a]), num(ARGV[a + 1])) end
     for i = 1, nlimits do
       local r = checks[i]
       if op ~= 'p' then r.algo.commit(r) end
       if not r.ban and (not bind or r.remaining < bind.remaining) then bind = r end
+    end
+    if op == 'k' then
+      -- the request's own answer, as if no block were taken, then the block
+      allowed_out(out, bind, bind.remaining + extra, 0)
+      out[#out + 1] = extra
+      out[#out + 1] = valid
+      return
     end
     if op == 'h' then
       -- a HOLD: open until its time, its estimate charged now
@@ -976,6 +1026,7 @@ local function decide(out, op, cost, nlimits, a, k)
   out[#out + 1] = bind.remaining
   out[#out + 1] = bind.retry
   out[#out + 1] = bind.reset
+  if op == 'k' then out[#out + 1] = 0; out[#out + 1] = 0 end
 end
 
 -- One decision over several (user, action) pairs, each a group of limits
@@ -1116,7 +1167,7 @@ for _ = 1, n do
   local argc, nkeys = decision_argc(a)
   local before = #out
   local width = 5
-  if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) end
+  if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) elseif op == 'k' then width = 7 end
   -- A key of the wrong type (written by something else) fails only its own
   -- decision, not the whole batch. Checks run before any write, so a failed
   -- decision has changed nothing.

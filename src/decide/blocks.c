@@ -1,0 +1,319 @@
+/*
+ * blocks.c - a set-associative table of the blocks this daemon holds, by
+ * (action, user): see blocks.h. A bucket holds WAYS pairs; a full bucket
+ * replaces its pair with no units and no ask out that was seen last
+ * longest ago, or, with none, keeps no block for the newcomer (it is
+ * decided by Redis, as without blocks).
+ */
+#include "blocks.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "keys.h"
+#include "policy.h"
+#include "siphash.h"
+
+#define WAYS 4
+#define KEY_MAX (POLICY_NAME_MAX + 1 + KEYS_USER_MAX)
+/* a pair is hot when seen again within this (us): it gets a block */
+#define HOT_US 1000000u
+/* an ask whose answer never came (a lost store) lets another go */
+#define ASK_STALE_US 2000000u
+
+/* One block: units left, answered until until_us (monotonic). */
+struct unit_run {
+	int64_t units;
+	uint64_t until_us;
+};
+
+struct entry {
+	size_t alen, ulen; /* alen 0: empty */
+	uint64_t seen_us;  /* the last request */
+	uint64_t ask_us;   /* an ask is out since (0: none) */
+	void *asker;	   /* whose */
+	unsigned followers;
+	int64_t want;	 /* the last ask's units */
+	int64_t granted; /* the last block's units */
+	int ran_low;	 /* the last ask went as the blocks ran low */
+	/* the newer block second: its units are answered after the older's */
+	struct unit_run run[2];
+	/* the last grant's figures, at at_us; answered from blocks since */
+	int64_t limit, remaining, reset_ms, answered;
+	uint64_t at_us;
+	char key[KEY_MAX]; /* action '\0' user */
+};
+
+struct blocks {
+	struct entry *e;
+	size_t nbuckets; /* power of two */
+	unsigned long epoch, generation;
+	struct blocks_counts counts;
+	uint8_t hash_key[16];
+};
+
+struct blocks *blocks_new(size_t entries)
+{
+	struct blocks *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	size_t n = 1;
+	while (n * WAYS < entries)
+		n <<= 1;
+	b->nbuckets = n;
+	b->e = calloc(n * WAYS, sizeof(struct entry));
+	if (!b->e) {
+		free(b);
+		return NULL;
+	}
+	/* clients choose users: a key they cannot know keeps them from
+	 * crowding one bucket (which would only cost them blocks) */
+	if (getrandom(b->hash_key, sizeof(b->hash_key), GRND_NONBLOCK) != sizeof(b->hash_key))
+		memset(b->hash_key, 0x5a, sizeof(b->hash_key));
+	return b;
+}
+
+void blocks_free(struct blocks *b)
+{
+	if (!b)
+		return;
+	free(b->e);
+	free(b);
+}
+
+static size_t make_key(char *k, const char *a, size_t alen, const char *u, size_t ulen)
+{
+	memcpy(k, a, alen);
+	k[alen] = '\0';
+	memcpy(k + alen + 1, u, ulen);
+	return alen + 1 + ulen;
+}
+
+/* The pair's entry, or NULL; *bucket_out its bucket. */
+static struct entry *find(struct blocks *b, const char *a, size_t alen, const char *u, size_t ulen,
+			  struct entry **bucket_out)
+{
+	char k[KEY_MAX];
+	if (alen == 0 || alen > POLICY_NAME_MAX || ulen > KEYS_USER_MAX) {
+		*bucket_out = NULL;
+		return NULL;
+	}
+	size_t kl = make_key(k, a, alen, u, ulen);
+	uint64_t h = siphash24(b->hash_key, k, kl);
+	struct entry *bk = &b->e[(h & (b->nbuckets - 1)) * WAYS];
+	*bucket_out = bk;
+	for (int i = 0; i < WAYS; i++)
+		if (bk[i].alen == alen && bk[i].ulen == ulen && memcmp(bk[i].key, k, kl) == 0)
+			return &bk[i];
+	return NULL;
+}
+
+static int64_t units_of(const struct entry *e)
+{
+	return e->run[0].units + e->run[1].units;
+}
+
+/* Units whose time ran out are lapsed: counted in Redis, never answered. */
+static void expire(struct blocks *b, struct entry *e, uint64_t now_us)
+{
+	for (int i = 0; i < 2; i++)
+		if (e->run[i].units > 0 && now_us >= e->run[i].until_us) {
+			b->counts.lapsed += (unsigned long long)e->run[i].units;
+			e->run[i].units = 0;
+		}
+	if (e->run[0].units == 0 && e->run[1].units > 0) {
+		e->run[0] = e->run[1];
+		e->run[1].units = 0;
+	}
+}
+
+static void revoke(struct blocks *b, struct entry *e)
+{
+	b->counts.revoked += (unsigned long long)units_of(e);
+	memset(e, 0, offsetof(struct entry, key));
+}
+
+enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const char *user,
+			      size_t ulen, int64_t cost, uint64_t now_us, void *me,
+			      struct blocks_hit *hit, int64_t *want, unsigned long *epoch,
+			      void **asker)
+{
+	struct entry *bk, *e = find(b, p->name, p->name_len, user, ulen, &bk);
+	*want = 0;
+	*epoch = b->epoch;
+	*asker = NULL;
+	if (!bk)
+		return BLOCKS_REDIS;
+	if (!e) {
+		/* a newcomer: an empty way, else the one idle longest */
+		for (int i = 0; i < WAYS; i++) {
+			struct entry *c = &bk[i];
+			if (c->alen && (units_of(c) > 0 || c->ask_us))
+				expire(b, c, now_us);
+			if (c->alen && (units_of(c) > 0 || c->ask_us))
+				continue;
+			if (!e || !c->alen || c->seen_us < e->seen_us)
+				e = c;
+			if (!c->alen)
+				break;
+		}
+		if (!e)
+			return BLOCKS_REDIS;
+		memset(e, 0, offsetof(struct entry, key));
+		e->alen = p->name_len;
+		e->ulen = ulen;
+		make_key(e->key, p->name, p->name_len, user, ulen);
+		e->seen_us = now_us;
+		return BLOCKS_REDIS; /* not hot yet */
+	}
+	int hot = now_us - e->seen_us < HOT_US;
+	e->seen_us = now_us;
+	expire(b, e, now_us);
+	if (e->ask_us && now_us - e->ask_us > ASK_STALE_US) {
+		e->ask_us = 0;
+		e->asker = NULL;
+	}
+	int64_t left = units_of(e);
+	/* running low: the next request asks for the next block, while the
+	 * rest go on being answered */
+	int low = left > 0 && left * 2 <= e->granted;
+	if (left >= cost && !(low && !e->ask_us)) {
+		/* the older block first: it lapses first */
+		int64_t c = cost;
+		for (int i = 0; i < 2 && c > 0; i++) {
+			int64_t n = e->run[i].units < c ? e->run[i].units : c;
+			e->run[i].units -= n;
+			c -= n;
+		}
+		expire(b, e, now_us); /* moves an emptied older block's place */
+		e->answered += cost;
+		int64_t elapsed_ms = (int64_t)((now_us - e->at_us) / 1000u);
+		hit->limit = e->limit;
+		hit->remaining = e->remaining > e->answered ? e->remaining - e->answered : 0;
+		hit->reset_ms = e->reset_ms > elapsed_ms ? e->reset_ms - elapsed_ms : 0;
+		return BLOCKS_ANSWERED;
+	}
+	if (e->ask_us) {
+		/* the block ran out with the next one coming: wait for it */
+		if (e->asker && e->followers < BLOCKS_FOLLOWERS_MAX) {
+			e->followers++;
+			*asker = e->asker;
+			return BLOCKS_FOLLOW;
+		}
+		return BLOCKS_REDIS;
+	}
+	if (!(hot || left > 0))
+		return BLOCKS_REDIS;
+	int64_t max = p->blocks.max;
+	if (e->granted == 0)
+		e->want = e->want > 0 ? e->want * 2 : 2;
+	else if (low)
+		e->want = e->granted * 2;
+	else /* its time or window ran out: what was answered from it */
+		e->want = e->answered * 2 > 2 ? e->answered * 2 : 2;
+	if (e->want > max)
+		e->want = max;
+	e->ran_low = low;
+	e->ask_us = now_us ? now_us : 1;
+	e->asker = me;
+	e->followers = 0;
+	*want = e->want;
+	return BLOCKS_ASK;
+}
+
+/* The pair's entry if me's ask is its own; the ask is over. */
+static struct entry *ask_over(struct blocks *b, const struct policy *p, const char *user,
+			      size_t ulen, void *me)
+{
+	struct entry *bk, *e = find(b, p->name, p->name_len, user, ulen, &bk);
+	if (!e || e->asker != me)
+		return NULL;
+	e->ask_us = 0;
+	e->asker = NULL;
+	e->followers = 0;
+	return e;
+}
+
+void blocks_put(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,
+		unsigned long epoch, uint64_t sent_us, int64_t units, int64_t valid_ms,
+		int64_t limit, int64_t remaining, int64_t reset_ms)
+{
+	struct entry *e = ask_over(b, p, user, ulen, me);
+	if (!e)
+		return;
+	if (epoch != b->epoch || units <= 0 || valid_ms <= 0) {
+		/* the limits left no room: the next block starts small again */
+		if (epoch == b->epoch && units <= 0)
+			e->granted = e->want = 0;
+		return;
+	}
+	b->counts.blocks++;
+	b->counts.granted += (unsigned long long)units;
+	/* Redis decided after we sent: until is no later than Redis's end */
+	struct unit_run r = {units, sent_us + (uint64_t)valid_ms * 1000u};
+	if (e->run[1].units > 0) {
+		/* both held (a third block while the two ran low): the one
+		 * that ends first makes room */
+		b->counts.lapsed += (unsigned long long)e->run[0].units;
+		e->run[0] = e->run[1];
+		e->run[1].units = 0;
+	}
+	if (e->run[0].units == 0) {
+		e->run[0] = r;
+	} else if (r.until_us >= e->run[0].until_us) {
+		e->run[1] = r;
+	} else { /* answered first: it ends first */
+		e->run[1] = e->run[0];
+		e->run[0] = r;
+	}
+	e->granted = units;
+	e->limit = limit;
+	e->remaining = remaining;
+	e->reset_ms = reset_ms;
+	e->at_us = sent_us;
+	e->answered = 0;
+}
+
+void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me)
+{
+	ask_over(b, p, user, ulen, me);
+}
+
+void blocks_reset_pair(struct blocks *b, const char *action, size_t alen, const char *user,
+		       size_t ulen)
+{
+	struct entry *bk, *e = find(b, action, alen, user, ulen, &bk);
+	b->epoch++;
+	if (e)
+		revoke(b, e);
+}
+
+void blocks_clear(struct blocks *b)
+{
+	b->epoch++;
+	for (size_t i = 0; i < b->nbuckets * WAYS; i++)
+		if (b->e[i].alen)
+			revoke(b, &b->e[i]);
+}
+
+void blocks_sync(struct blocks *b, unsigned long store_generation)
+{
+	if (b->generation != store_generation) {
+		blocks_clear(b);
+		b->generation = store_generation;
+	}
+}
+
+const struct blocks_counts *blocks_counts(const struct blocks *b)
+{
+	return &b->counts;
+}
+
+long long blocks_units(const struct blocks *b)
+{
+	long long n = 0;
+	for (size_t i = 0; i < b->nbuckets * WAYS; i++)
+		n += units_of(&b->e[i]);
+	return n;
+}

@@ -1,0 +1,85 @@
+/*
+ * blocks.h - blocks for hot keys: units a daemon took from Redis in the
+ * same script call as a decision (policy blocks: {max, ttl}), and answers
+ * later requests of the same pair from, without Redis. Never over-admits:
+ * every unit answered was counted in Redis before it was answered, within
+ * the window it was counted in (the script's block_take says why that
+ * holds for a funnel too). Pure: the clock is passed in.
+ *
+ * Sizing adapts per pair: no block until a pair is seen twice within a
+ * block's ttl, then blocks double while they are used up and shrink to
+ * what was used when they lapse; the script gives at most a quarter of
+ * what the limits have left, so near a limit every answer is Redis's.
+ */
+#ifndef RL_BLOCKS_H
+#define RL_BLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct blocks;
+struct policy;
+
+/* What an answer from a block says: the figures of the grant, moved on
+ * by what was answered from it since and the time passed. */
+struct blocks_hit {
+	int64_t limit, remaining, reset_ms;
+};
+
+/* What became of block units, for the metrics. */
+struct blocks_counts {
+	unsigned long long blocks;  /* blocks granted */
+	unsigned long long granted; /* their units */
+	unsigned long long lapsed;  /* units whose time ran out unanswered */
+	unsigned long long revoked; /* dropped by a RESET, an override, a reload */
+};
+
+/* Room for about `entries` pairs (rounded up); memory is bounded by it. */
+struct blocks *blocks_new(size_t entries);
+void blocks_free(struct blocks *b);
+
+/* What blocks_take says to do with a request. */
+enum blocks_route {
+	BLOCKS_ANSWERED, /* answered from the pair's block: *hit */
+	BLOCKS_ASK,	 /* ask Redis, and for *want units with it (blocks_put) */
+	BLOCKS_FOLLOW,	 /* wait for the ask out (*asker's) and come again */
+	BLOCKS_REDIS,	 /* ask Redis alone */
+};
+
+/*
+ * An ALLOW of cost units for (p, user) at now_us, by `me` (a token the
+ * caller knows its request by). BLOCKS_ASK makes me the pair's asker until
+ * blocks_put or blocks_unask; *epoch is what blocks_put needs back.
+ * BLOCKS_FOLLOW: the pair's block ran out and an ask is out, *asker's;
+ * the request is taken again when it is answered (at most
+ * BLOCKS_FOLLOWERS_MAX follow one ask).
+ */
+#define BLOCKS_FOLLOWERS_MAX 4096
+enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const char *user,
+			      size_t ulen, int64_t cost, uint64_t now_us, void *me,
+			      struct blocks_hit *hit, int64_t *want, unsigned long *epoch,
+			      void **asker);
+/*
+ * Redis answered an ask of blocks_take (sent no earlier than sent_us,
+ * with the epoch it gave): units (0: none) valid for valid_ms from
+ * sent_us, and the request's own figures. Ignored when a RESET, an
+ * override or a reload came in between (the units may be gone).
+ */
+void blocks_put(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,
+		unsigned long epoch, uint64_t sent_us, int64_t units, int64_t valid_ms,
+		int64_t limit, int64_t remaining, int64_t reset_ms);
+/* me's ask failed or was denied: another may go. */
+void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen,
+		  void *me);
+/* RESET of (action, user) or an override of it, through any daemon. */
+void blocks_reset_pair(struct blocks *b, const char *action, size_t alen, const char *user,
+		       size_t ulen);
+/* A reload, or the store may have lost its state: every block goes. */
+void blocks_clear(struct blocks *b);
+/* blocks_clear when the store's generation moved. */
+void blocks_sync(struct blocks *b, unsigned long store_generation);
+const struct blocks_counts *blocks_counts(const struct blocks *b);
+/* Units held now, valid or not yet found lapsed (for tests and metrics). */
+long long blocks_units(const struct blocks *b);
+
+#endif
