@@ -36,7 +36,7 @@ struct entry {
 	unsigned followers;
 	int64_t want;	 /* the last ask's units */
 	int64_t granted; /* the last block's units */
-	int ran_low;	 /* the last ask went as the blocks ran low */
+	int dry; /* Redis had no room for more: spend what is left first */
 	/* the newer block second: its units are answered after the older's */
 	struct unit_run run[2];
 	/* the last grant's figures, at at_us; answered from blocks since */
@@ -128,6 +128,22 @@ static void expire(struct blocks *b, struct entry *e, uint64_t now_us)
 	}
 }
 
+/* cost units answered from e's blocks (it holds them), the older first: it lapses first */
+static void spend(struct entry *e, int64_t cost, uint64_t now_us, struct blocks_hit *hit)
+{
+	int64_t c = cost;
+	for (int i = 0; i < 2 && c > 0; i++) {
+		int64_t n = e->run[i].units < c ? e->run[i].units : c;
+		e->run[i].units -= n;
+		c -= n;
+	}
+	e->answered += cost;
+	int64_t elapsed_ms = (int64_t)((now_us - e->at_us) / 1000u);
+	hit->limit = e->limit;
+	hit->remaining = e->remaining > e->answered ? e->remaining - e->answered : 0;
+	hit->reset_ms = e->reset_ms > elapsed_ms ? e->reset_ms - elapsed_ms : 0;
+}
+
 static void revoke(struct blocks *b, struct entry *e)
 {
 	b->counts.revoked += (unsigned long long)units_of(e);
@@ -175,23 +191,14 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 		e->asker = NULL;
 	}
 	int64_t left = units_of(e);
+	if (left == 0)
+		e->dry = 0;
 	/* running low: the next request asks for the next block, while the
-	 * rest go on being answered */
-	int low = left > 0 && left * 2 <= e->granted;
+	 * rest go on being answered (unless Redis had no room for it) */
+	int low = left > 0 && left * 2 <= e->granted && !e->dry;
 	if (left >= cost && !(low && !e->ask_us)) {
-		/* the older block first: it lapses first */
-		int64_t c = cost;
-		for (int i = 0; i < 2 && c > 0; i++) {
-			int64_t n = e->run[i].units < c ? e->run[i].units : c;
-			e->run[i].units -= n;
-			c -= n;
-		}
+		spend(e, cost, now_us, hit);
 		expire(b, e, now_us); /* moves an emptied older block's place */
-		e->answered += cost;
-		int64_t elapsed_ms = (int64_t)((now_us - e->at_us) / 1000u);
-		hit->limit = e->limit;
-		hit->remaining = e->remaining > e->answered ? e->remaining - e->answered : 0;
-		hit->reset_ms = e->reset_ms > elapsed_ms ? e->reset_ms - elapsed_ms : 0;
 		return BLOCKS_ANSWERED;
 	}
 	if (e->ask_us) {
@@ -214,7 +221,6 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 		e->want = e->answered * 2 > 2 ? e->answered * 2 : 2;
 	if (e->want > max)
 		e->want = max;
-	e->ran_low = low;
 	e->ask_us = now_us ? now_us : 1;
 	e->asker = me;
 	e->followers = 0;
@@ -243,20 +249,26 @@ void blocks_put(struct blocks *b, const struct policy *p, const char *user, size
 	if (!e)
 		return;
 	if (epoch != b->epoch || units <= 0 || valid_ms <= 0) {
-		/* the limits left no room: the next block starts small again */
-		if (epoch == b->epoch && units <= 0)
+		/* the limits left no room: what is held goes first, and the
+		 * next block starts small again */
+		if (epoch == b->epoch && units <= 0) {
 			e->granted = e->want = 0;
+			e->dry = 1;
+		}
 		return;
 	}
+	e->dry = 0;
 	b->counts.blocks++;
 	b->counts.granted += (unsigned long long)units;
 	/* Redis decided after we sent: until is no later than Redis's end */
 	struct unit_run r = {units, sent_us + (uint64_t)valid_ms * 1000u};
 	if (e->run[1].units > 0) {
-		/* both held (a third block while the two ran low): the one
-		 * that ends first makes room */
-		b->counts.lapsed += (unsigned long long)e->run[0].units;
-		e->run[0] = e->run[1];
+		/* both held (a third block while the two ran low): they merge,
+		 * answered until the earlier end, which is safe for both (a
+		 * window's blocks end together, with it) */
+		e->run[0].units += e->run[1].units;
+		if (e->run[1].until_us < e->run[0].until_us)
+			e->run[0].until_us = e->run[1].until_us;
 		e->run[1].units = 0;
 	}
 	if (e->run[0].units == 0) {
@@ -277,7 +289,23 @@ void blocks_put(struct blocks *b, const struct policy *p, const char *user, size
 
 void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me)
 {
-	ask_over(b, p, user, ulen, me);
+	struct entry *e = ask_over(b, p, user, ulen, me);
+	if (e)
+		e->dry = 1;
+}
+
+int blocks_spend(struct blocks *b, const struct policy *p, const char *user, size_t ulen,
+		 int64_t cost, uint64_t now_us, struct blocks_hit *hit)
+{
+	struct entry *bk, *e = find(b, p->name, p->name_len, user, ulen, &bk);
+	if (!e)
+		return 0;
+	expire(b, e, now_us);
+	if (units_of(e) < cost)
+		return 0;
+	spend(e, cost, now_us, hit);
+	expire(b, e, now_us);
+	return 1;
 }
 
 void blocks_reset_pair(struct blocks *b, const char *action, size_t alen, const char *user,

@@ -71,6 +71,10 @@ void blocks_put(struct blocks *b, const struct policy *p, const char *user, size
 /* me's ask failed or was denied: another may go. */
 void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen,
 		  void *me);
+/* An ask Redis denied: cost units from the pair's block if it still holds
+ * them (1, *hit), as blocks_take would have answered without the ask. */
+int blocks_spend(struct blocks *b, const struct policy *p, const char *user, size_t ulen,
+		 int64_t cost, uint64_t now_us, struct blocks_hit *hit);
 /* RESET of (action, user) or an override of it, through any daemon. */
 void blocks_reset_pair(struct blocks *b, const char *action, size_t alen, const char *user,
 		       size_t ulen);

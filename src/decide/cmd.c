@@ -172,24 +172,34 @@ static void block_follow(struct cmd_slot *slot, const struct store_result *faile
 /* The answer to a request that asked for a block too: the block is this
  * daemon's to answer from (or another may be asked for), and those that
  * waited for it go on. */
-static void block_done(struct cmd_slot *slot, const struct store_result *res)
+static int block_done(struct cmd_slot *slot, const struct store_result *res)
 {
 	const struct policy *p = slot->policy;
 	struct blocks *b = slot->blocks;
 	struct cmd_slot *f = slot->block_next;
+	struct blocks_hit hit;
+	int spent = 0;
 	slot->blocks = NULL;
 	slot->block_next = NULL;
-	if (res->status == STORE_OK && res->allowed)
+	if (res->status == STORE_OK && res->allowed) {
 		blocks_put(b, p, slot->user, slot->user_len, slot, slot->block_epoch, slot->sent_us,
 			   res->block, res->block_ms, res->limit, res->remaining, res->reset_ms);
-	else
+	} else {
 		blocks_unask(b, p, slot->user, slot->user_len, slot);
+		/* it asked as the block ran low: what is left answers it */
+		spent = res->status == STORE_OK && blocks_spend(b, p, slot->user, slot->user_len,
+								slot->cost, clock_mono_us(), &hit);
+	}
 	while (f) {
 		struct cmd_slot *next = f->block_next;
 		f->block_next = NULL;
 		block_follow(f, res->status == STORE_OK ? NULL : res);
 		f = next;
 	}
+	if (spent)
+		decide_answer(slot, slot->cfg, p, STATS_FROM_BLOCK, 1, hit.limit, hit.remaining, 0,
+			      hit.reset_ms);
+	return spent;
 }
 
 static void store_done(void *arg, const struct store_result *res)
@@ -198,8 +208,8 @@ static void store_done(void *arg, const struct store_result *res)
 	const struct policy *p = slot->policy;
 	enum store_op op = (enum store_op)slot->op;
 
-	if (slot->blocks)
-		block_done(slot, res);
+	if (slot->blocks && block_done(slot, res))
+		return;
 
 	if (slot->delay_extra) {
 		delayed_done(slot, res);
@@ -717,6 +727,27 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		slot->user_len = pc->user_len;
 		memcpy(slot->user, pc->user, pc->user_len);
 	}
+	/* A hot pair's block (blocks.h): answered from the units Redis
+	 * counted for this daemon, or Redis is asked for some with this
+	 * request. Only on the policy's own limits (an override's are
+	 * another's), and only while RESETs reach us (they revoke blocks).
+	 * Before the deny cache: units counted for us are ours to answer even
+	 * once Redis denies others. */
+	slot->blocks = NULL;
+	slot->block_next = NULL;
+	int64_t block_want = 0;
+	if (op == STORE_RESET && env->blocks)
+		blocks_reset_pair(env->blocks, p->name, p->name_len, pc->user, pc->user_len);
+	if (op == STORE_ALLOW && p->blocks.max > 0 && env->blocks && !slot->own_policy &&
+	    !slot->overridden && !store_local(env->store) && store_resets_followed(env->store)) {
+		slot->cost = pc->cost > 0 ? pc->cost : 1;
+		slot->user_len = pc->user_len;
+		memcpy(slot->user, pc->user, pc->user_len);
+		slot->delay_extra = 0; /* (a follower's store_done reads them) */
+		slot->delay_window = 0;
+		if (block_route(slot, env, cfg, &block_want))
+			return;
+	}
 	/* The cache answers and learns only while every daemon's RESETs reach
 	 * us (decide_cache), and only on the action's own limits (decide_cacheable). */
 	struct denycache *deny;
@@ -733,8 +764,9 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		slot->user_len = pc->user_len;
 		memcpy(slot->user, pc->user, pc->user_len);
 	}
+	/* (an ask for a block goes to Redis: requests wait for its answer) */
 	if (decide_cacheable(p, slot->own_policy || slot->overridden || may_wait ||
-					op == STORE_CHARGE || op == STORE_HOLD) &&
+					op == STORE_CHARGE || op == STORE_HOLD || slot->blocks) &&
 	    (deny = decide_cache(env))) {
 		struct denycache_hit hit;
 		slot->deny = deny;
@@ -750,25 +782,6 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		slot->cost = pc->cost;
 		slot->user_len = pc->user_len;
 		memcpy(slot->user, pc->user, pc->user_len);
-	}
-	/* A hot pair's block (blocks.h): answered from the units Redis
-	 * counted for this daemon, or Redis is asked for some with this
-	 * request. Only on the policy's own limits (an override's are
-	 * another's), and only while RESETs reach us (they revoke blocks). */
-	slot->blocks = NULL;
-	slot->block_next = NULL;
-	int64_t block_want = 0;
-	if (op == STORE_RESET && env->blocks)
-		blocks_reset_pair(env->blocks, p->name, p->name_len, pc->user, pc->user_len);
-	if (op == STORE_ALLOW && p->blocks.max > 0 && env->blocks && !slot->own_policy &&
-	    !slot->overridden && !store_local(env->store) && store_resets_followed(env->store)) {
-		slot->cost = pc->cost > 0 ? pc->cost : 1;
-		slot->user_len = pc->user_len;
-		memcpy(slot->user, pc->user, pc->user_len);
-		slot->delay_extra = 0; /* (a follower's store_done reads them) */
-		slot->delay_window = 0;
-		if (block_route(slot, env, cfg, &block_want))
-			return;
 	}
 	/* a delay (or the caller's deadline, if shorter), while below
 	 * max_delayed: a window's is the store's (it charges the request as

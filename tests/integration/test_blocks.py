@@ -1,0 +1,275 @@
+"""Blocks for hot keys (issue 32, item 1): a policy's `blocks: {max, ttl}`
+lets a daemon take units in the same script call as a decision and answer
+the pair's next requests from them. Three daemons and pipelining clients
+on one Redis, on Redis Cluster and through Sentinel, with more load than
+the limit: allowed answers, summed over the daemons, equal the limit in
+every window, and what Redis counted; most answers come from blocks. A
+funnel never allows more than capacity + rate x time. RESET, overrides
+and reloads revoke blocks; config errors for what blocks cannot mean."""
+
+import os
+import signal
+import sys
+import threading
+import time
+import unittest
+
+from harness import (SLOW, Client, DaemonTest, free_port, make_config, run_cli, scrape_metrics,
+                     wait_until)
+from topology import add_cluster, add_sentinels, cluster_config, sentinel_redis_opts
+
+LIMIT = 1500
+PERIOD_S = 3
+POLICIES = {"hot": "{algorithm: fixed_window, limits: %d/%ds, blocks: {max: 200}}"
+                   % (LIMIT, PERIOD_S),
+            "warm": "{algorithm: sliding_window_counter, limits: %d/%ds, blocks: {max: 200}}"
+                    % (LIMIT, PERIOD_S),
+            "burst": "{algorithm: funnel, capacity: 300, rate: 600/1s, "
+                     "blocks: {max: 100, ttl: 50ms}}",
+            "long": "{algorithm: fixed_window, limits: 100000/60s, blocks: {max: 50}}"}
+
+
+class Load:
+    """Clients pipelining ALLOW <user> <action>, 16 at a time, on the
+    daemons given, until `until` (monotonic); each answer kept with the
+    time it was read."""
+
+    def __init__(self, ports, action, user, nclients, until):
+        self.ports, self.action, self.user = ports, action, user
+        self.until = until
+        self.lock = threading.Lock()
+        self.answers = []  # (monotonic time read, daemon index, reply)
+        self.errors = []
+        self.first_send = None
+        ts = [threading.Thread(target=self.client, args=(i,)) for i in range(nclients)]
+        for t in ts:
+            t.start()
+        self.threads = ts
+
+    def client(self, i):
+        d = i % len(self.ports)
+        mine = []
+        try:
+            with Client(port=self.ports[d], timeout=10 * SLOW) as c:
+                line = "ALLOW %s %s" % (self.user, self.action)
+                while time.monotonic() < self.until:
+                    with self.lock:
+                        if self.first_send is None:
+                            self.first_send = time.monotonic()
+                    c.send(*([line] * 16))
+                    for _ in range(16):
+                        mine.append((time.monotonic(), d, c.readline()))
+        except Exception as e:  # noqa: BLE001 - reported by join()
+            with self.lock:
+                self.errors.append(repr(e))
+        with self.lock:
+            self.answers.extend(mine)
+
+    def join(self, test):
+        for t in self.threads:
+            t.join(60 * SLOW)
+        test.assertEqual(self.errors, [])
+        bad = [a for a in self.answers if not a[2].startswith(("ALLOWED ", "DENIED "))]
+        test.assertEqual(bad, [])
+        return self
+
+    def allowed(self):
+        return sum(1 for a in self.answers if a[2].startswith("ALLOWED "))
+
+
+def redis_now(server):
+    with server.resp() as r:
+        s, us = r.call("TIME")
+    return int(s) + int(us) / 1e6
+
+
+def to_window_start(server, period, margin=0.15):
+    """Sleeps until just after a window of `period` s starts on Redis's
+    clock; returns the monotonic time that window ends at."""
+    now = redis_now(server)
+    start = (int(now // period) + 1) * period
+    time.sleep(start - now + margin)
+    return time.monotonic() + period - 2 * margin
+
+
+class BlocksMixin:
+    def three(self, policies=POLICIES, redis=None):
+        mports = [free_port() for _ in range(3)]
+        ds = [self.start_daemon(policies, name="rl%d" % i, redis=redis,
+                                metrics='{listen: "127.0.0.1:%d"}' % mports[i])
+              for i in range(3)]
+        return ds, mports
+
+    def exact_windows(self, action, redis_of, ports, mports, windows=2):
+        """More load than the limit for `windows` whole windows: allowed
+        answers, summed over the daemons, are the limit in each, and what
+        Redis counted."""
+        server = redis_of()
+        end = to_window_start(server, PERIOD_S)
+        end += (windows - 1) * PERIOD_S
+        load = Load(ports, action, "ann", 12, end).join(self)
+        allowed = load.allowed()
+        denied = len(load.answers) - allowed
+        m = [scrape_metrics(p) for p in mports]
+        from_blocks = sum(x['ratelimitd_decisions_total{result="allowed",source="block"}']
+                          for x in m)
+        from_redis = sum(x['ratelimitd_decisions_total{result="allowed",source="redis"}']
+                         for x in m)
+        lapsed = sum(x['ratelimitd_block_units_total{event="lapsed"}'] for x in m)
+        granted = sum(x['ratelimitd_block_units_total{event="granted"}'] for x in m)
+        sys.stderr.write("[figures] %s, 3 daemons, %d windows of %d/%ds: %d answers, %d "
+                         "allowed (%d from blocks, %d by Redis), %d denied; block units "
+                         "granted %d, lapsed %d\n"
+                         % (action, windows, LIMIT, PERIOD_S, len(load.answers), allowed,
+                            from_blocks, from_redis, denied, granted, lapsed))
+        # the load was more than the limit in each window
+        self.assertGreater(denied, LIMIT)
+        self.assertEqual(allowed, windows * LIMIT)
+        self.assertEqual(from_blocks + from_redis, allowed)
+        self.assertEqual(granted - lapsed, from_blocks)
+        self.assertGreater(from_blocks, allowed // 2)
+        return load
+
+
+class BlocksTest(BlocksMixin, DaemonTest):
+
+    def test_fixed_window_three_daemons_allow_exactly_the_limit(self):
+        self.redis = self.start_redis()
+        ds, mports = self.three()
+        self.exact_windows("hot", lambda: self.redis, [d.port for d in ds], mports)
+        with self.redis.resp() as r:
+            v = r.call("GET", "rl:{hot:ann}:w%d" % (PERIOD_S * 1000))
+        self.assertEqual(int(v.split(b":")[1]), LIMIT)
+
+    def test_counter_three_daemons_never_over(self):
+        """The counter's estimate weighs the previous window: exact to it,
+        checked against what the script counts."""
+        self.redis = self.start_redis()
+        ds, mports = self.three()
+        server = self.redis
+        end = to_window_start(server, PERIOD_S)
+        load = Load([d.port for d in ds], "warm", "bob", 12, end).join(self)
+        # one window, the first: the limit exactly
+        self.assertEqual(load.allowed(), LIMIT)
+        with self.redis.resp() as r:
+            v = r.call("GET", "rl:{warm:bob}:c%d" % (PERIOD_S * 1000))
+        self.assertEqual(int(v.split(b":")[1]), LIMIT)
+
+    def test_funnel_never_more_than_capacity_and_rate(self):
+        self.redis = self.start_redis()
+        ds, mports = self.three()
+        seconds = 2.5
+        load = Load([d.port for d in ds], "burst", "cy", 9,
+                    time.monotonic() + seconds).join(self)
+        times = sorted(a[0] for a in load.answers if a[2].startswith("ALLOWED "))
+        span = times[-1] - load.first_send
+        bound = 300 + 600 * span
+        m = [scrape_metrics(p) for p in mports]
+        from_blocks = sum(x['ratelimitd_decisions_total{result="allowed",source="block"}']
+                          for x in m)
+        sys.stderr.write("[figures] funnel 300 + 600/s, 3 daemons, %.2f s: %d allowed (%d "
+                         "from blocks), bound %.0f\n" % (span, len(times), from_blocks, bound))
+        self.assertLessEqual(len(times), bound)
+        self.assertGreater(len(times), 0.8 * bound)
+        self.assertGreater(from_blocks, 0)
+
+    def test_reset_override_and_reload_revoke_blocks(self):
+        self.redis = self.start_redis()
+        ds, mports = self.three()
+        a, b = ds[0], ds[1]
+        with Client(a.port) as c, Client(b.port) as admin:
+            c.send(*(["ALLOW dan long"] * 64))
+            got = [c.readline() for _ in range(64)]
+            self.assertTrue(all(x.startswith("ALLOWED 100000 ") for x in got), got)
+            m = scrape_metrics(mports[0])
+            self.assertGreater(m['ratelimitd_decisions_total{result="allowed",source="block"}'],
+                               0)
+            held = m["ratelimitd_block_units_held"]
+            self.assertGreater(held, 0)
+            # RESET through another daemon: a's blocks for dan go (the
+            # notice), and its next answer is Redis's, from a fresh count
+            self.assertEqual(admin.request("RESET dan long"), "OK")
+            wait_until(lambda: scrape_metrics(mports[0])[
+                'ratelimitd_block_units_total{event="revoked"}'] == held, 5 * SLOW,
+                what="the block revoked by the RESET")
+            r = c.request("ALLOW dan long")
+            self.assertRegex(r, r"^ALLOWED 100000 99999 0 ")
+            # an override through another daemon: a's block for dan goes,
+            # and the override's limits answer at once
+            c.send(*(["ALLOW dan long"] * 32))
+            [c.readline() for _ in range(32)]
+            self.assertEqual(admin.request("OVERRIDE dan long 5/60s"), "OK")
+            wait_until(lambda: c.request("ALLOW dan long").split()[1] == "5", 5 * SLOW,
+                       interval=0.02, what="the override answering on a")
+            self.assertEqual(admin.request("UNOVERRIDE dan long"), "OK")
+            # a reload revokes the daemon's own blocks
+            c.send(*(["ALLOW eve long"] * 64))
+            [c.readline() for _ in range(64)]
+            before = scrape_metrics(mports[0])
+            self.assertGreater(before["ratelimitd_block_units_held"], 0)
+            a.proc.send_signal(signal.SIGHUP)
+            wait_until(lambda: scrape_metrics(mports[0])["ratelimitd_block_units_held"] == 0,
+                       5 * SLOW, what="blocks dropped by the reload")
+            after = scrape_metrics(mports[0])
+            self.assertGreater(after['ratelimitd_block_units_total{event="revoked"}'],
+                               before['ratelimitd_block_units_total{event="revoked"}'])
+
+    def test_config_errors(self):
+        cases = [
+            ("{limits: 5/60s, blocks: {max: 10}}", "a sliding_window keeps one entry per unit"),
+            ("{algorithm: fixed_window, limits: 5/60s, blocks: {max: 10}, "
+             "ban: {after: 3, within: 1m, for: 1h}}", "a ban must see every request"),
+            ("{algorithm: fixed_window, limits: 5/60s, blocks: {max: 10, ttl: 50ms}}",
+             "ttl is a funnel's"),
+            ("{algorithm: funnel, capacity: 5, rate: 5/1s, blocks: {ttl: 50ms}}",
+             "blocks need max"),
+            ("{algorithm: concurrency, limit: 5, lease: 30s, blocks: {max: 10}}",
+             "a concurrency policy has no blocks"),
+        ]
+        for policy, why in cases:
+            path = os.path.join(self.tmpdir, "bad.yaml")
+            with open(path, "w") as f:
+                f.write(make_config(["127.0.0.1:%d" % free_port()], {"address": "127.0.0.1:1"},
+                                    {"p": policy}))
+            r = run_cli(["-t", "-c", path])
+            self.assertNotEqual(r.returncode, 0, policy)
+            self.assertIn(why, r.stderr, policy)
+            self.assertRegex(r.stderr, r"bad\.yaml:\d+:\d+: ", policy)
+
+
+class BlocksClusterTest(BlocksMixin, DaemonTest):
+    def test_cluster_three_daemons_allow_exactly_the_limit(self):
+        cl = add_cluster(self)
+        ports, mports, ds = [], [], []
+        for i in range(3):
+            port, mport = free_port(), free_port()
+            ports.append(port)
+            mports.append(mport)
+            ds.append(self.start_daemon(
+                config=cluster_config(port, cl, POLICIES,
+                                      metrics='{listen: "127.0.0.1:%d"}' % mport),
+                port=port, name="rl%d" % i))
+        self.exact_windows("hot", lambda: cl.masters()[0], ports, mports)
+
+
+class BlocksSentinelTest(BlocksMixin, DaemonTest):
+    def test_sentinel_three_daemons_allow_exactly_the_limit(self):
+        ss = add_sentinels(self)
+        ports, mports = [], []
+        for i in range(3):
+            port, mport = free_port(), free_port()
+            ports.append(port)
+            mports.append(mport)
+            self.start_daemon(
+                config=make_config(["127.0.0.1:%d" % port], sentinel_redis_opts(ss.addresses()),
+                                   POLICIES, metrics='{listen: "127.0.0.1:%d"}' % mport),
+                port=port, name="rl%d" % i)
+        for p in ports:
+            with Client(p) as c:
+                wait_until(lambda: c.request("ALLOW ready hot").startswith("ALLOWED "),
+                           10 * SLOW, interval=0.05, what="decisions from the master")
+        self.exact_windows("hot", lambda: ss.master0, ports, mports)
+
+
+if __name__ == "__main__":
+    unittest.main()
