@@ -37,6 +37,7 @@ struct entry {
 	int64_t want;	 /* the last ask's units */
 	int64_t granted; /* the last block's units */
 	int dry; /* Redis had no room for more: spend what is left first */
+	uint64_t denied_until; /* an ask was denied: none until then (the deny cache's) */
 	/* the newer block second: its units are answered after the older's */
 	struct unit_run run[2];
 	/* the last grant's figures, at at_us; answered from blocks since */
@@ -201,6 +202,8 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 		expire(b, e, now_us); /* moves an emptied older block's place */
 		return BLOCKS_ANSWERED;
 	}
+	if (left == 0 && now_us < e->denied_until)
+		return BLOCKS_REDIS; /* the deny cache answers, as without blocks */
 	if (e->ask_us) {
 		/* the block ran out with the next one coming: wait for it */
 		if (e->asker && e->followers < BLOCKS_FOLLOWERS_MAX) {
@@ -287,11 +290,16 @@ void blocks_put(struct blocks *b, const struct policy *p, const char *user, size
 	e->answered = 0;
 }
 
-void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me)
+void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,
+		  uint64_t sent_us, int64_t retry_after_ms)
 {
 	struct entry *e = ask_over(b, p, user, ulen, me);
-	if (e)
-		e->dry = 1;
+	if (!e)
+		return;
+	e->dry = 1;
+	/* (retry_after is whole ms, rounded up: as the deny cache has it) */
+	if (retry_after_ms > 1)
+		e->denied_until = sent_us + (uint64_t)(retry_after_ms - 1) * 1000u;
 }
 
 int blocks_spend(struct blocks *b, const struct policy *p, const char *user, size_t ulen,

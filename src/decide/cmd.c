@@ -185,7 +185,8 @@ static int block_done(struct cmd_slot *slot, const struct store_result *res)
 		blocks_put(b, p, slot->user, slot->user_len, slot, slot->block_epoch, slot->sent_us,
 			   res->block, res->block_ms, res->limit, res->remaining, res->reset_ms);
 	} else {
-		blocks_unask(b, p, slot->user, slot->user_len, slot);
+		blocks_unask(b, p, slot->user, slot->user_len, slot, slot->sent_us,
+			     res->status == STORE_OK ? res->retry_after_ms : 0);
 		/* it asked as the block ran low: what is left answers it */
 		spent = res->status == STORE_OK && blocks_spend(b, p, slot->user, slot->user_len,
 								slot->cost, clock_mono_us(), &hit);
@@ -820,7 +821,7 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	}
 	if (slot->blocks && (window_wait > 0 || slot->delay_extra > 0)) {
 		/* a request that may wait asks no block */
-		blocks_unask(slot->blocks, p, pc->user, pc->user_len, slot);
+		blocks_unask(slot->blocks, p, pc->user, pc->user_len, slot, 0, 0);
 		slot->blocks = NULL;
 		block_want = 0;
 	}
