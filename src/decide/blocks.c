@@ -34,9 +34,9 @@ struct entry {
 	uint64_t ask_us;   /* an ask is out since (0: none) */
 	void *asker;	   /* whose */
 	unsigned followers;
-	int64_t want;	 /* the last ask's units */
-	int64_t granted; /* the last block's units */
-	int dry; /* Redis had no room for more: spend what is left first */
+	int64_t want;	       /* the last ask's units */
+	int64_t granted;       /* the last block's units */
+	int dry;	       /* Redis had no room for more: spend what is left first */
 	uint64_t denied_until; /* an ask was denied: none until then (the deny cache's) */
 	/* the newer block second: its units are answered after the older's */
 	struct unit_run run[2];

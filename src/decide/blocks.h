@@ -70,8 +70,8 @@ void blocks_put(struct blocks *b, const struct policy *p, const char *user, size
 		int64_t limit, int64_t remaining, int64_t reset_ms);
 /* me's ask failed, or was denied (retry_after_ms > 0: no ask is made
  * before then, as none could be granted; -1 or 0: none): another may go. */
-void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen,
-		  void *me, uint64_t sent_us, int64_t retry_after_ms);
+void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,
+		  uint64_t sent_us, int64_t retry_after_ms);
 /* An ask Redis denied: cost units from the pair's block if it still holds
  * them (1, *hit), as blocks_take would have answered without the ask. */
 int blocks_spend(struct blocks *b, const struct policy *p, const char *user, size_t ulen,

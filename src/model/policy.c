@@ -559,7 +559,8 @@ int policy_equal(const struct policy *a, const struct policy *b)
 	    a->on_store_error != b->on_store_error || a->shadow != b->shadow ||
 	    a->ban.after != b->ban.after || a->ban.within_ms != b->ban.within_ms ||
 	    a->ban.for_ms != b->ban.for_ms || a->delay.max_ms != b->delay.max_ms ||
-	    strcmp(a->timezone, b->timezone) != 0 || a->hold_ms != b->hold_ms)
+	    strcmp(a->timezone, b->timezone) != 0 || a->hold_ms != b->hold_ms ||
+	    a->blocks.max != b->blocks.max || a->blocks.ttl_ms != b->blocks.ttl_ms)
 		return 0;
 	for (int i = 0; i < a->nlimits; i++)
 		if (a->limits[i].capacity != b->limits[i].capacity ||

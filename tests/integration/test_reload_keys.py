@@ -233,6 +233,12 @@ CHANGES = {
                                         "delay: {max: 500ms}}"), {"policy f"}),
     "policies.NAME.delay.max": (policy("f", "{algorithm: funnel, capacity: 5, rate: 1/1s, "
                                             "delay: {max: 1s}}"), {"policy f"}),
+    "policies.NAME.blocks": (policy("w", "{algorithm: fixed_window, limits: 5/60s, "
+                                         "blocks: {max: 10}}"), {"policy w"}),
+    "policies.NAME.blocks.max": (policy("f", "{algorithm: funnel, capacity: 5, rate: 1/1s, "
+                                             "blocks: {max: 20, ttl: 50ms}}"), {"policy f"}),
+    "policies.NAME.blocks.ttl": (policy("f", "{algorithm: funnel, capacity: 5, rate: 1/1s, "
+                                             "blocks: {max: 10, ttl: 80ms}}"), {"policy f"}),
     "policies.NAME.limit": (policy("c", "{algorithm: concurrency, limit: 4, lease: 30s}"),
                             {"policy c"}),
     "policies.NAME.lease": (policy("c", "{algorithm: concurrency, limit: 3, lease: 1m}"),
