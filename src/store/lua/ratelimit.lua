@@ -434,12 +434,41 @@ end
 
 -- The numbers of a window key's value "<window>:<n>[:<n>[:<n>]]", or nil
 -- (no key, or not a value this script writes).
+-- (string.find and tonumber: half what a pattern with four captures costs,
+-- and this runs once per decision)
+local find, sub = string.find, string.sub
 local function window_value(key)
   local v = redis.call('GET', key)
   if not v then return nil end
-  local i, a, b, c = string.match(v, '^(%d+):(%d+):?(%d*):?(%d*)$')
-  if not i then return nil end
-  return tonumber(i), tonumber(a), tonumber(b) or 0, tonumber(c) or 0
+  local p1 = find(v, ':', 1, true)
+  if not p1 then return nil end
+  local i = tonumber(sub(v, 1, p1 - 1))
+  local p2 = find(v, ':', p1 + 1, true)
+  if not p2 then
+    local a = tonumber(sub(v, p1 + 1))
+    if not i or not a then return nil end
+    return i, a, 0, 0
+  end
+  local a = tonumber(sub(v, p1 + 1, p2 - 1))
+  local p3 = find(v, ':', p2 + 1, true)
+  local b, c
+  if p3 then
+    b, c = tonumber(sub(v, p2 + 1, p3 - 1)) or 0, tonumber(sub(v, p3 + 1)) or 0
+  else
+    b, c = tonumber(sub(v, p2 + 1)) or 0, 0
+  end
+  if not i or not a then return nil end
+  return i, a, b, c
+end
+
+-- The strings a frame's writes repeat, made once per call: its id, and
+-- the expiry (ms, from now) of a value written now that counts until the
+-- frame's end (fixed window) or the next one's (counter). Redis would
+-- format a number argument on every call.
+local function frame_id_str(f)
+  local s = f.id_str
+  if not s then s = fmt(f.id); f.id_str = s end
+  return s
 end
 
 -- What an earlier window's value (window i, count c, next nx) leaves to
@@ -484,7 +513,8 @@ local function fixed_check(key, capacity, count, period_ms, cost, algo)
   elseif i and i < f.id then
     used = carried(i, c, b, count, f)
   end
-  local to_end = ceil_ms(f.start + f.len - now)
+  local to_end = f.to_end
+  if not to_end then to_end = ceil_ms(f.start + f.len - now); f.to_end = to_end end
   local r = {key = key, limit = count, used = used, nx = nx, cost = cost, f = f,
              to_end = to_end}
   if verdict(r, cost, count, used) then r.retry = to_end end
@@ -499,9 +529,14 @@ local function fixed_write(r, used)
   local f = r.f
   r.reset = fixed_keep(r, used)
   if r.nx > 0 then
-    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(used) .. ':' .. fmt(r.nx), 'PX', r.reset)
+    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(used) .. ':' .. fmt(r.nx), 'PX',
+               r.reset)
+  elseif r.reset == r.to_end then
+    local px = f.px_end
+    if not px then px = tostring(r.to_end); f.px_end = px end
+    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(used), 'PX', px)
   else
-    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(used), 'PX', r.reset)
+    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(used), 'PX', r.reset)
   end
 end
 
@@ -553,15 +588,19 @@ end
 
 -- The first ms e in [lo, p) of a window at which weighted(n, p, e) <= k, or
 -- p when there is none (weighted only falls as e grows: a binary search).
+-- (weighted(n, p, e) <= k once n * (p - e) < (k + 1) * p: the first such e
+-- from its closed form, moved to the exact one by weighted itself, which
+-- is what a binary search over it would find; it runs for every
+-- decision's reset)
 local function first_ms(n, p, k, lo)
   if weighted(n, p, lo) <= k then return lo end
   if weighted(n, p, p - 1) > k then return p end
-  local a, b = lo, p - 1
-  while b - a > 1 do
-    local m = floor((a + b) / 2)
-    if weighted(n, p, m) <= k then b = m else a = m end
-  end
-  return b
+  local e = floor(p - (k + 1) * p / n) + 1
+  if e <= lo then e = lo + 1 end
+  if e > p - 1 then e = p - 1 end
+  while e - 1 > lo and weighted(n, p, e - 1) <= k do e = e - 1 end
+  while weighted(n, p, e) > k do e = e + 1 end
+  return e
 end
 
 -- ms from base (default now) until the estimate, with cur units in the
@@ -620,11 +659,15 @@ local function counter_write(r, cur)
   local f = r.f
   -- the value counts until the window after the next one ends (as prev)
   if r.nx > 0 then
-    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev) .. ':' ..
+    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev) .. ':' ..
                fmt(r.nx), 'PX', ceil_ms(f.start + f.len + 2 * f.next_len - now))
   else
-    redis.call('SET', r.key, fmt(f.id) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'PX',
-               ceil_ms(f.start + f.len + f.p_next * 1000 - now))
+    local px = f.px_counter
+    if not px then
+      px = tostring(ceil_ms(f.start + f.len + f.p_next * 1000 - now))
+      f.px_counter = px
+    end
+    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'PX', px)
   end
   r.reset = counter_reset(r, cur, now)
 end
@@ -904,11 +947,12 @@ end
 
 -- The five integers of an allowed answer.
 local function allowed_out(out, bind, remaining, retry)
-  out[#out + 1] = 1
-  out[#out + 1] = bind.limit
-  out[#out + 1] = remaining
-  out[#out + 1] = retry
-  out[#out + 1] = bind.reset
+  local n = #out
+  out[n + 1] = 1
+  out[n + 2] = bind.limit
+  out[n + 3] = remaining
+  out[n + 4] = retry
+  out[n + 5] = bind.reset
 end
 
 -- One decision: keys from K[k], its arguments from ARGV index a.
@@ -1021,12 +1065,13 @@ local function decide(out, op, cost, nlimits, a, k)
   end
   -- a ban answers with the policy's first limit
   if bind.ban then bind.limit = checks[1].limit end
-  if all_ok then out[#out + 1] = 1 else out[#out + 1] = 0 end
-  out[#out + 1] = bind.limit
-  out[#out + 1] = bind.remaining
-  out[#out + 1] = bind.retry
-  out[#out + 1] = bind.reset
-  if op == 'k' then out[#out + 1] = 0; out[#out + 1] = 0 end
+  local n = #out
+  if all_ok then out[n + 1] = 1 else out[n + 1] = 0 end
+  out[n + 2] = bind.limit
+  out[n + 3] = bind.remaining
+  out[n + 4] = bind.retry
+  out[n + 5] = bind.reset
+  if op == 'k' then out[n + 6] = 0; out[n + 7] = 0 end
 end
 
 -- One decision over several (user, action) pairs, each a group of limits
