@@ -1074,6 +1074,27 @@ local function decide(out, op, cost, nlimits, a, k)
   if op == 'k' then out[n + 6] = 0; out[n + 7] = 0 end
 end
 
+-- The common decision, "a" on one limit (no ban): decide's, without the
+-- tables and loops several limits need.
+local function decide_one(out, cost, a, k)
+  local algo = ARGV[a]
+  local impl = algos[algo]
+  local capacity = ARGV[a + 1]
+  if algo ~= 'W' and algo ~= 'C' then capacity = num(capacity) end
+  local r = impl.check(K[k], capacity, num(ARGV[a + 2]), num(ARGV[a + 3]), cost, algo)
+  local n = #out
+  if r.ok then
+    impl.commit(r)
+    out[n + 1] = 1
+  else
+    out[n + 1] = 0
+  end
+  out[n + 2] = r.limit
+  out[n + 3] = r.remaining
+  out[n + 4] = r.retry
+  out[n + 5] = r.reset
+end
+
 -- One decision over several (user, action) pairs, each a group of limits
 -- (its ban last, if it has one): allowed only if every group allows, and
 -- then every group is charged; denied, nothing is charged. A shadow group
@@ -1209,7 +1230,9 @@ local k = 1
 for _ = 1, n do
   local op = ARGV[a]
   local cost = num(ARGV[a + 1])
-  local argc, nkeys = decision_argc(a)
+  local one = op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] ~= 'b'
+  local argc, nkeys
+  if one then argc, nkeys = 7, 1 else argc, nkeys = decision_argc(a) end
   local before = #out
   local width = 5
   if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) elseif op == 'k' then width = 7 end
@@ -1217,7 +1240,9 @@ for _ = 1, n do
   -- decision, not the whole batch. Checks run before any write, so a failed
   -- decision has changed nothing.
   local ok, err
-  if op == 'A' or op == 'P' then
+  if one then
+    ok, err = pcall(decide_one, out, cost, a + 3, k)
+  elseif op == 'A' or op == 'P' then
     ok, err = pcall(decide_all, out, op, cost, num(ARGV[a + 2]), a + 3, k)
   else
     ok, err = pcall(decide, out, op, cost, num(ARGV[a + 2]), a + 3, k)
