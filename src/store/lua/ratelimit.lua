@@ -220,6 +220,16 @@ local function fmt(x)
   return string.format('%.0f', x)
 end
 
+-- A number's string as fmt writes it, made once per call per value: the
+-- times every decision of a batch repeats (now, a window's cutoff, an
+-- expiry) would be formatted again for each.
+local strs, excls = {}, {}
+local function str(x)
+  local v = strs[x]
+  if not v then v = fmt(x); strs[x] = v end
+  return v
+end
+
 local function ceil_ms(us)
   if us <= 0 then return 0 end
   return ceil(us / 1000)
@@ -248,7 +258,9 @@ local function sliding_check(key, _, count, period_ms, cost)
   local cutoff = now - window
   -- every entry after the cutoff, those a delay placed ahead too: an entry
   -- counts from when it is written, never less than from when it runs
-  local used = redis.call('ZCOUNT', key, '(' .. fmt(cutoff), '+inf')
+  local excl = excls[cutoff]
+  if not excl then excl = '(' .. fmt(cutoff); excls[cutoff] = excl end
+  local used = redis.call('ZCOUNT', key, excl, '+inf')
   local r = {key = key, count = count, window = window, cost = cost,
              used = used, limit = count, fit = now}
   local newest = nil
@@ -260,7 +272,7 @@ local function sliding_check(key, _, count, period_ms, cost)
   if verdict(r, cost, count, used) then
     -- the oldest live entries must leave the window until cost fits
     local need = used + cost - count
-    local e = redis.call('ZRANGEBYSCORE', key, '(' .. fmt(cutoff), '+inf',
+    local e = redis.call('ZRANGEBYSCORE', key, excl, '+inf',
                          'WITHSCORES', 'LIMIT', need - 1, 1)
     r.fit = tonumber(e[2]) + window
     r.retry = min(period_ms, ceil_ms(r.fit - now))
@@ -294,8 +306,12 @@ end
 -- instant: see delay_at).
 local function sliding_commit_at(r, at)
   local score = sliding_score(r, at)
-  local s = fmt(score)
+  local s = str(score)
   local i = 1
+  if r.cost == 1 then
+    redis.call('ZADD', r.key, s, s .. ':1')
+    i = 2
+  end
   while i <= r.cost do
     local args = {}
     local last = min(r.cost, i + 499)
@@ -306,11 +322,11 @@ local function sliding_commit_at(r, at)
     redis.call('ZADD', r.key, unpack(args))
     i = last + 1
   end
-  redis.call('ZREMRANGEBYSCORE', r.key, '-inf', fmt(now - r.window))
+  redis.call('ZREMRANGEBYSCORE', r.key, '-inf', str(now - r.window))
   local last = score
   if r.newest and r.newest > last then last = r.newest end
   local ttl = ceil_ms(last + r.window - now)
-  redis.call('PEXPIRE', r.key, ttl)
+  redis.call('PEXPIRE', r.key, str(ttl))
   if at > now then
     -- what its window has left when it runs, and its reset from then
     r.remaining = max(0, r.count - redis.call('ZCOUNT', r.key, '(' .. fmt(at - r.window), '+inf'))
@@ -365,7 +381,7 @@ end
 local function funnel_commit(r)
   -- %.17g round-trips the double exactly, so no drift accumulates
   redis.call('SET', r.key, string.format('%.17g', r.new_tat), 'PX',
-             max(1, ceil_ms(r.new_tat - now)))
+             str(max(1, ceil_ms(r.new_tat - now))))
   r.remaining = r.after_remaining
   r.reset = ceil_ms(r.new_tat - now)
 end
