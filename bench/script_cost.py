@@ -11,8 +11,13 @@ Not a test; docs/performance.md quotes its figures. With --depth 1 Redis
 sleeps between calls, so the difference to --depth 4 is what waking it
 costs.
 
+With --floor, the same run also measures a floor script of the same
+shape (the same keys and arguments, five integers back per decision) that
+only does a GET and a SET with an expiry per key: what any script doing a
+decision's least costs Redis. Rounds alternate between the two (--rounds).
+
 usage: bench/script_cost.py [--algo funnel|sliding|fixed|counter] [--batch N] [--calls N]
-                            [--depth N] [--script PATH]
+                            [--depth N] [--script PATH] [--floor] [--rounds N]
 """
 
 import argparse
@@ -58,6 +63,20 @@ def read_reply(f):
     raise RuntimeError("unexpected reply %r" % line)
 
 
+# The floor: a GET and a SET with expiry per decision's key, nothing else.
+FLOOR = """
+local n = tonumber(ARGV[2])
+local out = {}
+for i = 1, n do
+  redis.call('GET', KEYS[i])
+  redis.call('SET', KEYS[i], '1:1', 'PX', 60000)
+  local j = 5 * i
+  out[j - 4] = 1; out[j - 3] = 1; out[j - 2] = 1; out[j - 1] = 0; out[j] = 1
+end
+return out
+"""
+
+
 def cpu_seconds(pid):
     fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -70,6 +89,8 @@ def main():
     ap.add_argument("--calls", type=int, default=3000, help="measured calls (default 3000)")
     ap.add_argument("--depth", type=int, default=4, help="calls in flight (default 4)")
     ap.add_argument("--script", default=os.path.join(HERE, "..", "src", "store", "lua", "ratelimit.lua"))
+    ap.add_argument("--floor", action="store_true", help="also measure the floor script")
+    ap.add_argument("--rounds", type=int, default=1, help="rounds (alternating with --floor)")
     o = ap.parse_args()
 
     with open(o.script) as f:
@@ -96,41 +117,51 @@ def main():
             conn.sendall(resp(args))
             return read_reply(f)
 
-        sha = call("SCRIPT", "LOAD", script)
         suffix, limit = POLICY[o.algo]
-        rng = random.Random(1)
-        cmds = []
-        for _ in range(200):
-            keys, argv = [], ["0", str(o.batch)]
-            for _ in range(o.batch):
-                keys.append("rl:{thr:u%d}:%s" % (rng.randrange(100000), suffix))
-                argv += ["a", "1", "1"] + limit
-            cmds.append(resp([b"EVALSHA", sha, str(len(keys))] + keys + argv))
-        for c in cmds:  # warm-up, and a check that every decision came back
-            conn.sendall(c)
-            r = read_reply(f)
-            if not isinstance(r, list) or len(r) != 5 * o.batch:
-                sys.exit("script_cost: unexpected reply %r" % (r,))
-        call("CONFIG", "RESETSTAT")
 
-        cpu0, t0 = cpu_seconds(redis.pid), time.monotonic()
-        sent = got = 0
-        while got < o.calls:
-            while sent < o.calls and sent - got < o.depth:
-                conn.sendall(cmds[sent % len(cmds)])
-                sent += 1
-            read_reply(f)
-            got += 1
-        cpu1, t1 = cpu_seconds(redis.pid), time.monotonic()
+        def commands(sha):
+            rng = random.Random(1)
+            cmds = []
+            for _ in range(200):
+                keys, argv = [], ["0", str(o.batch)]
+                for _ in range(o.batch):
+                    keys.append("rl:{thr:u%d}:%s" % (rng.randrange(100000), suffix))
+                    argv += ["a", "1", "1"] + limit
+                cmds.append(resp([b"EVALSHA", sha, str(len(keys))] + keys + argv))
+            return cmds
 
-        stats = call("INFO", "commandstats").decode()
-        line = next(ln for ln in stats.splitlines() if ln.startswith("cmdstat_evalsha:"))
-        usec_per_call = float(line.split("usec_per_call=")[1].split(",")[0])
-        n = o.calls * o.batch
-        print("%s, %d decisions per call, %d in flight: Redis CPU %.2f us/decision, "
-              "inside EVALSHA %.2f us/decision, %.0f decisions/s"
-              % (o.algo, o.batch, o.depth, (cpu1 - cpu0) * 1e6 / n, usec_per_call / o.batch,
-                 n / (t1 - t0)))
+        def measure(name, cmds):
+            call("FLUSHALL")
+            for c in cmds:  # warm-up, and a check that every decision came back
+                conn.sendall(c)
+                r = read_reply(f)
+                if not isinstance(r, list) or len(r) != 5 * o.batch:
+                    sys.exit("script_cost: unexpected reply %r" % (r,))
+            call("CONFIG", "RESETSTAT")
+            cpu0, t0 = cpu_seconds(redis.pid), time.monotonic()
+            sent = got = 0
+            while got < o.calls:
+                while sent < o.calls and sent - got < o.depth:
+                    conn.sendall(cmds[sent % len(cmds)])
+                    sent += 1
+                read_reply(f)
+                got += 1
+            cpu1, t1 = cpu_seconds(redis.pid), time.monotonic()
+            stats = call("INFO", "commandstats").decode()
+            line = next(ln for ln in stats.splitlines() if ln.startswith("cmdstat_evalsha:"))
+            usec_per_call = float(line.split("usec_per_call=")[1].split(",")[0])
+            n = o.calls * o.batch
+            print("%s%s, %d decisions per call, %d in flight: Redis CPU %.2f us/decision, "
+                  "inside EVALSHA %.2f us/decision, %.0f decisions/s"
+                  % (name, o.algo, o.batch, o.depth, (cpu1 - cpu0) * 1e6 / n,
+                     usec_per_call / o.batch, n / (t1 - t0)))
+
+        mine = commands(call("SCRIPT", "LOAD", script))
+        floor = commands(call("SCRIPT", "LOAD", FLOOR)) if o.floor else None
+        for _ in range(o.rounds):
+            measure("", mine)
+            if floor:
+                measure("floor ", floor)
     finally:
         redis.terminate()
         redis.wait()
