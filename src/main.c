@@ -379,6 +379,7 @@ int main(int argc, char **argv)
 	metrics_free(d.metrics);
 	server_free(d.srv);
 	store_free(d.store); /* answers anything still waiting; frees those clients */
+	server_free_after_store();
 	config_unref(d.running);
 	conn_pool_free();
 	stats_free();

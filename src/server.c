@@ -319,6 +319,17 @@ void server_drain(struct server *srv, void (*done)(void *arg), void *arg)
 	clients_drain(srv->clients, done, arg);
 }
 
+static struct denycache *late_deny;
+static struct blocks *late_blocks;
+
+void server_free_after_store(void)
+{
+	denycache_free(late_deny);
+	blocks_free(late_blocks);
+	late_deny = NULL;
+	late_blocks = NULL;
+}
+
 void server_free(struct server *srv)
 {
 	if (!srv)
@@ -332,8 +343,11 @@ void server_free(struct server *srv)
 	}
 	free(srv->ports);
 	config_unref(srv->cfg);
-	denycache_free(srv->env.deny);
-	blocks_free(srv->env.blocks);
+	/* store_free answers what still waits on Redis after this (a drain
+	 * that ran out of time): those replies may still touch the deny cache
+	 * and the blocks (an ask's block), so they go after it */
+	late_deny = srv->env.deny;
+	late_blocks = srv->env.blocks;
 	override_live_free(srv->env.live);
 	delays_free(srv->env.delays);
 	local_free(srv->env.local);

@@ -46,5 +46,7 @@ size_t server_deny_entries(const struct server *srv);
 /* The hot keys' blocks (blocks.h), NULL if none could be made. */
 const struct blocks *server_blocks(const struct server *srv);
 void server_free(struct server *srv);
+/* After store_free: what late replies may touch (server_free left it). */
+void server_free_after_store(void);
 
 #endif

@@ -1,0 +1,200 @@
+/* test_blocks.c - hot keys' blocks: when a pair asks, what is answered from a block and until when, followers, revocation, sizing. */
+#include <check.h>
+
+#include "runner.h"
+#include <string.h>
+
+#include "blocks.h"
+#include "policy.h"
+
+static struct policy P;
+static int me1, me2; /* askers' tokens */
+
+static void setup(void)
+{
+	memset(&P, 0, sizeof(P));
+	memcpy(P.name, "api", 4);
+	P.name_len = 3;
+	P.algo = POLICY_FIXED_WINDOW;
+	P.nlimits = 1;
+	P.limits[0] = (struct policy_limit){1000, 1000, 60000, CALENDAR_NONE, 0};
+	P.blocks.max = 100;
+}
+
+#define U "ann", 3
+
+static enum blocks_route take(struct blocks *b, uint64_t now, void *me, int64_t *want,
+			      unsigned long *epoch, void **asker, struct blocks_hit *hit)
+{
+	return blocks_take(b, &P, U, 1, now, me, hit, want, epoch, asker);
+}
+
+START_TEST(test_hot_pair_asks_then_answers_until_the_end)
+{
+	setup();
+	struct blocks *b = blocks_new(64);
+	struct blocks_hit hit;
+	int64_t want;
+	unsigned long ep;
+	void *asker;
+	/* first seen: not hot, Redis alone; seen again within a second: asks */
+	ck_assert_int_eq(take(b, 1000, &me1, &want, &ep, &asker, &hit), BLOCKS_REDIS);
+	ck_assert_int_eq(take(b, 2000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	ck_assert_int_eq(want, 2);
+	/* while the ask is out, with nothing held, others follow it */
+	ck_assert_int_eq(take(b, 2100, &me2, &want, &ep, &asker, &hit), BLOCKS_FOLLOW);
+	ck_assert_ptr_eq(asker, &me1);
+	/* granted 2 units valid 50 ms from the ask's send (2000 us) */
+	blocks_put(b, &P, U, &me1, ep, 2000, 2, 50, 1000, 997, 58000);
+	ck_assert_int_eq(blocks_units(b), 2);
+	ck_assert_int_eq(take(b, 3000, &me2, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+	ck_assert_int_eq(hit.limit, 1000);
+	ck_assert_int_eq(hit.remaining, 996);
+	ck_assert_int_eq(hit.reset_ms, 57999); /* 1 ms after the grant */
+	/* one left of two: low, so the next request asks (doubling) */
+	ck_assert_int_eq(take(b, 4000, &me2, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	ck_assert_int_eq(want, 4);
+	/* the held unit still answers while the ask is out */
+	ck_assert_int_eq(take(b, 5000, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+	blocks_put(b, &P, U, &me2, ep, 4000, 4, 45, 1000, 990, 57000);
+	/* valid until 4000 us + 45 ms, never at or after it */
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(take(b, 48999, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+	ck_assert_int_eq(take(b, 48999, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	ck_assert_int_eq(want, 8);
+	blocks_unask(b, &P, U, &me1, 0, 0); /* the ask failed: what is held goes on */
+	ck_assert_int_eq(take(b, 48999, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+	ck_assert_int_eq(blocks_units(b), 1);
+	ck_assert_int_eq(take(b, 49000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	ck_assert_uint_eq(blocks_counts(b)->lapsed, 1);
+	ck_assert_uint_eq(blocks_counts(b)->granted, 6);
+	ck_assert_uint_eq(blocks_counts(b)->blocks, 2);
+	blocks_free(b);
+}
+END_TEST
+
+START_TEST(test_reset_and_reload_revoke)
+{
+	setup();
+	struct blocks *b = blocks_new(64);
+	struct blocks_hit hit;
+	int64_t want;
+	unsigned long ep;
+	void *asker;
+	take(b, 1000, &me1, &want, &ep, &asker, &hit);
+	ck_assert_int_eq(take(b, 2000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	blocks_put(b, &P, U, &me1, ep, 2000, 2, 1000, 1000, 997, 58000);
+	blocks_reset_pair(b, "api", 3, U);
+	ck_assert_int_eq(blocks_units(b), 0);
+	ck_assert_uint_eq(blocks_counts(b)->revoked, 2);
+	/* an ask out across a RESET: its block is dropped on arrival */
+	take(b, 3000, &me1, &want, &ep, &asker, &hit);
+	ck_assert_int_eq(take(b, 3100, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	blocks_reset_pair(b, "other", 5, U); /* any RESET moves the epoch */
+	blocks_put(b, &P, U, &me1, ep, 3100, 2, 1000, 1000, 997, 58000);
+	ck_assert_int_eq(blocks_units(b), 0);
+	/* a reload drops everything */
+	ck_assert_int_eq(take(b, 3200, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	blocks_put(b, &P, U, &me1, ep, 3200, 2, 1000, 1000, 997, 58000);
+	ck_assert_int_eq(blocks_units(b), 2);
+	blocks_clear(b);
+	ck_assert_int_eq(blocks_units(b), 0);
+	blocks_free(b);
+}
+END_TEST
+
+START_TEST(test_denied_ask_spends_what_is_left)
+{
+	setup();
+	struct blocks *b = blocks_new(64);
+	struct blocks_hit hit;
+	int64_t want;
+	unsigned long ep;
+	void *asker;
+	take(b, 1000, &me1, &want, &ep, &asker, &hit);
+	take(b, 2000, &me1, &want, &ep, &asker, &hit);
+	blocks_put(b, &P, U, &me1, ep, 2000, 4, 10000, 1000, 10, 58000);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(take(b, 3000, &me2, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+	/* half left: the next asks; Redis denies it (others took the rest) */
+	ck_assert_int_eq(take(b, 3000, &me2, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	blocks_unask(b, &P, U, &me2, 3000, 2000);
+	ck_assert(blocks_spend(b, &P, U, 1, 3100, &hit));
+	/* no more asks while the denial stands: the last unit, then Redis */
+	ck_assert_int_eq(take(b, 3200, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+	ck_assert_int_eq(blocks_units(b), 0);
+	ck_assert_int_eq(take(b, 3300, &me1, &want, &ep, &asker, &hit), BLOCKS_REDIS);
+	ck_assert(!blocks_spend(b, &P, U, 1, 3300, &hit));
+	/* past the denial's retry (hot again), asking again */
+	ck_assert_int_eq(take(b, 2004000, &me1, &want, &ep, &asker, &hit), BLOCKS_REDIS);
+	ck_assert_int_eq(take(b, 2004100, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	ck_assert_uint_eq(blocks_counts(b)->lapsed, 0);
+	blocks_free(b);
+}
+END_TEST
+
+START_TEST(test_sizes_double_up_to_max)
+{
+	setup();
+	P.blocks.max = 8;
+	struct blocks *b = blocks_new(64);
+	struct blocks_hit hit;
+	int64_t want = 0;
+	unsigned long ep;
+	void *asker;
+	take(b, 1000, &me1, &want, &ep, &asker, &hit);
+	int64_t last = 0;
+	for (uint64_t t = 2000; t < 30000; t += 1000) {
+		enum blocks_route r = take(b, t, &me1, &want, &ep, &asker, &hit);
+		if (r == BLOCKS_ASK) {
+			ck_assert_int_le(want, 8);
+			ck_assert_int_ge(want, last);
+			last = want;
+			blocks_put(b, &P, U, &me1, ep, t, want, 1000, 1000, 500, 58000);
+		}
+	}
+	ck_assert_int_eq(last, 8);
+	ck_assert_uint_eq(blocks_counts(b)->lapsed, 0);
+	blocks_free(b);
+}
+END_TEST
+
+START_TEST(test_bounded_table)
+{
+	setup();
+	struct blocks *b = blocks_new(4); /* one bucket of four ways */
+	struct blocks_hit hit;
+	int64_t want;
+	unsigned long ep;
+	void *asker;
+	char u[8];
+	/* four pairs hold blocks; a fifth finds no way and goes to Redis */
+	for (int i = 0; i < 4; i++) {
+		u[0] = (char)('a' + i);
+		blocks_take(b, &P, u, 1, 1, 1000, &me1, &hit, &want, &ep, &asker);
+		ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 2000, &me1, &hit, &want, &ep, &asker),
+				 BLOCKS_ASK);
+		blocks_put(b, &P, u, 1, &me1, ep, 2000, 2, 1000, 1000, 997, 58000);
+	}
+	u[0] = 'z';
+	ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 3000, &me1, &hit, &want, &ep, &asker),
+			 BLOCKS_REDIS);
+	ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 3100, &me1, &hit, &want, &ep, &asker),
+			 BLOCKS_REDIS);
+	ck_assert_int_eq(blocks_units(b), 8);
+	blocks_free(b);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("blocks");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, test_hot_pair_asks_then_answers_until_the_end);
+	tcase_add_test(tc, test_reset_and_reload_revoke);
+	tcase_add_test(tc, test_denied_ask_spends_what_is_left);
+	tcase_add_test(tc, test_sizes_double_up_to_max);
+	tcase_add_test(tc, test_bounded_table);
+	suite_add_tcase(s, tc);
+	return run_suite(s);
+}
