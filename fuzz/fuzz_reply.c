@@ -116,6 +116,19 @@ static void decode(const redisReply *rep, unsigned long first, unsigned long tot
 		check(res.allowed == v[0] && res.limit == v[1] && res.remaining == v[2] &&
 			      res.retry_after_ms == v[3] && res.reset_ms == v[4],
 		      "fields are the five integers");
+		check(res.block == 0 && res.block_ms == 0, "no block unless one was asked");
+		/* read as a decision that asked for a block too (op "k") */
+		struct store_result b = res;
+		if (store_reply_block(rep, first, &b) == 0) {
+			check(b.status == STORE_OK, "a block read: STORE_OK");
+			check(b.block >= 0 && b.block_ms >= 0, "a block's figures >= 0");
+			check(b.block == 0 || b.allowed, "units only with an allowed answer");
+			check((b.block > 0) == (b.block_ms > 0), "units and their time together");
+		} else {
+			check(b.status == STORE_FAILED && b.error == STORE_ERROR_REPLY,
+			      "a block that cannot be read is a reply error");
+			check(b.block == 0 && b.block_ms == 0, "no block from a bad reply");
+		}
 	} else {
 		check(rc == -1, "store_reply_decision returns 0 or -1");
 		check(res.status == STORE_FAILED, "rc -1 means STORE_FAILED");
