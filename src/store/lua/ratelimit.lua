@@ -90,6 +90,13 @@ local function check(prefix)
   try('ZCARD', zkey)
   try('PEXPIRE', zkey, 1000)
   try('SET', skey, '1', 'PX', 1000)
+  -- the window algorithms' rewrite (write_fixed): an older Redis cannot
+  local ok, err = pcall(redis.call, 'SET', skey, '1', 'KEEPTTL')
+  if not ok and string.find(tostring(type(err) == 'table' and err.err or err), 'syntax', 1, true) then
+    redis.call('DEL', skey)
+    return redis.error_reply('ERR ratelimitd needs Redis 6.0 or newer (SET ... KEEPTTL)')
+  end
+  try('SET', skey, '1', 'KEEPTTL')
   try('GET', skey)
   try('DEL', zkey, skey)
   -- an empty message: no daemon takes it for a RESET
@@ -506,12 +513,15 @@ end
 -- ms until the window's count is spent: this window's end, or the end of
 -- the last later window what it carries reaches (the next one's units, a
 -- debt: carried), at most 400 days. Also how long the value must live.
-local function fixed_keep(r, used)
-  local f = r.f
-  local k = ceil((r.nx + max(0, used - r.limit)) / r.limit)
-  if k < 1 then return r.to_end end
+local function keep_ms(f, nx, limit, to_end, used)
+  local k = ceil((nx + max(0, used - limit)) / limit)
+  if k < 1 then return to_end end
   if f.cal and k > 2 then k = 2 end
   return min(34560000000, ceil_ms(f.start + f.len + k * f.next_len - now))
+end
+
+local function fixed_keep(r, used)
+  return keep_ms(r.f, r.nx, r.limit, r.to_end, used)
 end
 
 -- Fixed window: the units allowed in the current window, aligned to the
@@ -532,7 +542,7 @@ local function fixed_check(key, capacity, count, period_ms, cost, algo)
   local to_end = f.to_end
   if not to_end then to_end = ceil_ms(f.start + f.len - now); f.to_end = to_end end
   local r = {key = key, limit = count, used = used, nx = nx, cost = cost, f = f,
-             to_end = to_end}
+             to_end = to_end, same = i == f.id}
   if verdict(r, cost, count, used) then r.retry = to_end end
   -- never below 0: a reload may lower the count under what a key holds
   r.remaining = max(0, count - used)
@@ -541,19 +551,28 @@ local function fixed_check(key, capacity, count, period_ms, cost, algo)
 end
 
 -- Writes the window's count and what the next one holds ahead.
-local function fixed_write(r, used)
-  local f = r.f
-  r.reset = fixed_keep(r, used)
-  if r.nx > 0 then
-    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(used) .. ':' .. fmt(r.nx), 'PX',
-               r.reset)
-  elseif r.reset == r.to_end then
+-- Writes a window's value. One that lives to the window's end (no debt,
+-- nothing ahead) over this window's own (same) keeps its expiry: every
+-- write in a window sets one at least that long, and a longer one only
+-- keeps the key a little longer (its window id, not its expiry, says
+-- which window it counts). KEEPTTL costs Redis less than PX.
+local function write_fixed(key, f, nx, to_end, reset, used, same)
+  if nx > 0 then
+    redis.call('SET', key, frame_id_str(f) .. ':' .. fmt(used) .. ':' .. fmt(nx), 'PX', reset)
+  elseif reset == to_end and same then
+    redis.call('SET', key, frame_id_str(f) .. ':' .. fmt(used), 'KEEPTTL')
+  elseif reset == to_end then
     local px = f.px_end
-    if not px then px = tostring(r.to_end); f.px_end = px end
-    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(used), 'PX', px)
+    if not px then px = tostring(to_end); f.px_end = px end
+    redis.call('SET', key, frame_id_str(f) .. ':' .. fmt(used), 'PX', px)
   else
-    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(used), 'PX', r.reset)
+    redis.call('SET', key, frame_id_str(f) .. ':' .. fmt(used), 'PX', reset)
   end
+end
+
+local function fixed_write(r, used)
+  r.reset = fixed_keep(r, used)
+  write_fixed(r.key, r.f, r.nx, r.to_end, r.reset, used, r.same)
 end
 
 local function fixed_commit(r)
@@ -664,7 +683,7 @@ local function counter_check(key, capacity, count, period_ms, cost, algo)
   local e = floor((now - f.start) / 1000)
   local est = cur + weighted(prev, f.p, e)
   local r = {key = key, limit = count, cur = cur, prev = prev, nx = nx, cost = cost, f = f,
-             e = e, est = est}
+             e = e, est = est, same = i == f.id}
   if verdict(r, cost, count, est) then r.retry = counter_wait(r, cur, count - cost) end
   r.remaining = max(0, count - est)
   r.reset = counter_reset(r, cur, now)
@@ -677,6 +696,10 @@ local function counter_write(r, cur)
   if r.nx > 0 then
     redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev) .. ':' ..
                fmt(r.nx), 'PX', ceil_ms(f.start + f.len + 2 * f.next_len - now))
+  elseif r.same then
+    -- this window's own value: its expiry already reaches the next
+    -- window's end (as write_fixed's)
+    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'KEEPTTL')
   else
     local px = f.px_counter
     if not px then
@@ -1090,10 +1113,45 @@ local function decide(out, op, cost, nlimits, a, k)
   if op == 'k' then out[n + 6] = 0; out[n + 7] = 0 end
 end
 
+-- fixed_check, fixed_commit and decide_one's answer for one fixed window
+-- ("w"), without the table: the commonest decision.
+local function fixed_one(out, cost, count, period_ms, k)
+  local f = frames[period_ms]
+  if not f then f = frame_of('w', nil, period_ms) end
+  local key = K[k]
+  local used, nx = 0, 0
+  local i, c, b = window_value(key)
+  if i == f.id then
+    used, nx = c, b
+  elseif i and i < f.id then
+    used = carried(i, c, b, count, f)
+  end
+  local to_end = f.to_end
+  if not to_end then to_end = ceil_ms(f.start + f.len - now); f.to_end = to_end end
+  local n = #out
+  if cost > count or used + cost > count then
+    local reset = 0
+    if nx > 0 or used > 0 then reset = keep_ms(f, nx, count, to_end, used) end
+    out[n + 1] = 0; out[n + 2] = count; out[n + 3] = max(0, count - used)
+    if cost > count then out[n + 4] = -1 else out[n + 4] = to_end end
+    out[n + 5] = reset
+    return
+  end
+  used = used + cost
+  local reset = keep_ms(f, nx, count, to_end, used)
+  write_fixed(key, f, nx, to_end, reset, used, i == f.id)
+  out[n + 1] = 1; out[n + 2] = count; out[n + 3] = count - used; out[n + 4] = 0
+  out[n + 5] = reset
+end
+
 -- The common decision, "a" on one limit (no ban): decide's, without the
 -- tables and loops several limits need.
 local function decide_one(out, cost, a, k)
   local algo = ARGV[a]
+  if algo == 'w' then
+    fixed_one(out, cost, num(ARGV[a + 2]), num(ARGV[a + 3]), k)
+    return
+  end
   local impl = algos[algo]
   local capacity = ARGV[a + 1]
   if algo ~= 'W' and algo ~= 'C' then capacity = num(capacity) end
