@@ -669,7 +669,7 @@ end
 
 -- The value "<window>:<cur>:<prev>[:<next>]": next is what a delay counted
 -- ahead in the next window (it becomes that window's cur).
-local function counter_check(key, capacity, count, period_ms, cost, algo)
+local function counter_check(key, capacity, count, period_ms, cost, algo, commits)
   local f = frame_of(algo, capacity, period_ms)
   local cur, prev, nx = 0, 0, 0
   local i, c, p, n = window_value(key)
@@ -686,7 +686,8 @@ local function counter_check(key, capacity, count, period_ms, cost, algo)
              e = e, est = est, same = i == f.id}
   if verdict(r, cost, count, est) then r.retry = counter_wait(r, cur, count - cost) end
   r.remaining = max(0, count - est)
-  r.reset = counter_reset(r, cur, now)
+  -- (a decision that commits when it passes has its reset from the write)
+  if not (commits and r.ok) then r.reset = counter_reset(r, cur, now) end
   return r
 end
 
@@ -1155,7 +1156,7 @@ local function decide_one(out, cost, a, k)
   local impl = algos[algo]
   local capacity = ARGV[a + 1]
   if algo ~= 'W' and algo ~= 'C' then capacity = num(capacity) end
-  local r = impl.check(K[k], capacity, num(ARGV[a + 2]), num(ARGV[a + 3]), cost, algo)
+  local r = impl.check(K[k], capacity, num(ARGV[a + 2]), num(ARGV[a + 3]), cost, algo, true)
   local n = #out
   if r.ok then
     impl.commit(r)
