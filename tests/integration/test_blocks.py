@@ -248,7 +248,7 @@ class BlocksClusterTest(BlocksMixin, DaemonTest):
                 config=cluster_config(port, cl, POLICIES,
                                       metrics='{listen: "127.0.0.1:%d"}' % mport),
                 port=port, name="rl%d" % i))
-        self.exact_windows("hot", lambda: cl.masters()[0], ports, mports)
+        self.exact_windows("hot", lambda: cl.masters()[0], ports, mports, windows=1)
 
 
 class BlocksSentinelTest(BlocksMixin, DaemonTest):
@@ -267,7 +267,7 @@ class BlocksSentinelTest(BlocksMixin, DaemonTest):
             with Client(p) as c:
                 wait_until(lambda: c.request("ALLOW ready hot").startswith("ALLOWED "),
                            10 * SLOW, interval=0.05, what="decisions from the master")
-        self.exact_windows("hot", lambda: ss.master0, ports, mports)
+        self.exact_windows("hot", lambda: ss.master0, ports, mports, windows=1)
 
 
 if __name__ == "__main__":
