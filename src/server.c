@@ -321,13 +321,19 @@ void server_drain(struct server *srv, void (*done)(void *arg), void *arg)
 
 static struct denycache *late_deny;
 static struct blocks *late_blocks;
+static struct local *late_local;
+static struct leases *late_leases;
 
 void server_free_after_store(void)
 {
 	denycache_free(late_deny);
 	blocks_free(late_blocks);
+	local_free(late_local);
+	leases_free(late_leases);
 	late_deny = NULL;
 	late_blocks = NULL;
+	late_local = NULL;
+	late_leases = NULL;
 }
 
 void server_free(struct server *srv)
@@ -344,13 +350,14 @@ void server_free(struct server *srv)
 	free(srv->ports);
 	config_unref(srv->cfg);
 	/* store_free answers what still waits on Redis after this (a drain
-	 * that ran out of time): those replies may still touch the deny cache
-	 * and the blocks (an ask's block), so they go after it */
+	 * that ran out of time): those replies may still touch the deny
+	 * cache, the blocks (an ask's block), the local fallback (what
+	 * on_store_error: local decides) and the leases, so they go after it */
 	late_deny = srv->env.deny;
 	late_blocks = srv->env.blocks;
+	late_local = srv->env.local;
+	late_leases = srv->env.leases;
 	override_live_free(srv->env.live);
 	delays_free(srv->env.delays);
-	local_free(srv->env.local);
-	leases_free(srv->env.leases);
 	free(srv);
 }

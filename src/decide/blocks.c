@@ -19,6 +19,9 @@
 #define KEY_MAX (POLICY_NAME_MAX + 1 + KEYS_USER_MAX)
 /* a pair is hot when seen again within this (us): it gets a block */
 #define HOT_US 1000000u
+/* the limits had no room for a block: no ask for this long (us), the
+ * pair's requests go to Redis one by one meanwhile */
+#define NO_ROOM_US 100000u
 /* an ask whose answer never came (a lost store) lets another go */
 #define ASK_STALE_US 2000000u
 
@@ -151,8 +154,13 @@ static void revoke(struct blocks *b, struct entry *e)
 	memset(e, 0, offsetof(struct entry, key));
 }
 
+unsigned long blocks_epoch(const struct blocks *b)
+{
+	return b->epoch;
+}
+
 enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const char *user,
-			      size_t ulen, int64_t cost, uint64_t now_us, void *me,
+			      size_t ulen, int64_t cost, uint64_t now_us, int may_ask, void *me,
 			      struct blocks_hit *hit, int64_t *want, unsigned long *epoch,
 			      void **asker)
 {
@@ -161,6 +169,8 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 	*epoch = b->epoch;
 	*asker = NULL;
 	if (!bk)
+		return BLOCKS_REDIS;
+	if (!e && !may_ask)
 		return BLOCKS_REDIS;
 	if (!e) {
 		/* a newcomer: an empty way, else the one idle longest */
@@ -196,13 +206,13 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 		e->dry = 0;
 	/* running low: the next request asks for the next block, while the
 	 * rest go on being answered (unless Redis had no room for it) */
-	int low = left > 0 && left * 2 <= e->granted && !e->dry;
+	int low = may_ask && left > 0 && left * 2 <= e->granted && !e->dry;
 	if (left >= cost && !(low && !e->ask_us)) {
 		spend(e, cost, now_us, hit);
 		expire(b, e, now_us); /* moves an emptied older block's place */
 		return BLOCKS_ANSWERED;
 	}
-	if (left == 0 && now_us < e->denied_until)
+	if (!may_ask || (left == 0 && now_us < e->denied_until))
 		return BLOCKS_REDIS; /* the deny cache answers, as without blocks */
 	if (e->ask_us) {
 		/* the block ran out with the next one coming: wait for it */
@@ -251,13 +261,19 @@ void blocks_put(struct blocks *b, const struct policy *p, const char *user, size
 	struct entry *e = ask_over(b, p, user, ulen, me);
 	if (!e)
 		return;
-	if (epoch != b->epoch || units <= 0 || valid_ms <= 0) {
-		/* the limits left no room: what is held goes first, and the
-		 * next block starts small again */
-		if (epoch == b->epoch && units <= 0) {
-			e->granted = e->want = 0;
-			e->dry = 1;
-		}
+	if (epoch != b->epoch) {
+		/* a RESET, an override or a reload came in between */
+		b->counts.revoked += (unsigned long long)(units > 0 ? units : 0);
+		return;
+	}
+	if (units <= 0 || valid_ms <= 0) {
+		/* the limits left no room: what is held goes first, the next
+		 * block starts small again, and none is asked for a while
+		 * (the pair's requests go to Redis one by one, as without
+		 * blocks, not one ask at a time) */
+		e->granted = e->want = 0;
+		e->dry = 1;
+		e->denied_until = sent_us + NO_ROOM_US;
 		return;
 	}
 	e->dry = 0;

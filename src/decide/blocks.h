@@ -52,13 +52,18 @@ enum blocks_route {
  * blocks_put or blocks_unask; *epoch is what blocks_put needs back.
  * BLOCKS_FOLLOW: the pair's block ran out and an ask is out, *asker's;
  * the request is taken again when it is answered (at most
- * BLOCKS_FOLLOWERS_MAX follow one ask).
+ * BLOCKS_FOLLOWERS_MAX follow one ask). With may_ask 0 (a request that
+ * may wait, or has a deadline of its own) only BLOCKS_ANSWERED or
+ * BLOCKS_REDIS.
  */
 #define BLOCKS_FOLLOWERS_MAX 4096
 enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const char *user,
-			      size_t ulen, int64_t cost, uint64_t now_us, void *me,
+			      size_t ulen, int64_t cost, uint64_t now_us, int may_ask, void *me,
 			      struct blocks_hit *hit, int64_t *want, unsigned long *epoch,
 			      void **asker);
+/* Moves on every RESET, override and reload: a request that waited across
+ * a move was decided under what may have changed. */
+unsigned long blocks_epoch(const struct blocks *b);
 /*
  * Redis answered an ask of blocks_take (sent no earlier than sent_us,
  * with the epoch it gave): units (0: none) valid for valid_ms from

@@ -104,16 +104,17 @@ static void store_done(void *arg, const struct store_result *res);
  * to ask the store, with *want units of a block when the slot asks.
  */
 static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct config *cfg,
-		       int64_t *want)
+		       int may_ask, int64_t *want)
 {
 	const struct policy *p = slot->policy;
 	struct blocks_hit hit;
 	unsigned long epoch;
 	void *asker;
 	*want = 0;
+	slot->block_env = env;
 	blocks_sync(env->blocks, store_generation(env->store));
 	switch (blocks_take(env->blocks, p, slot->user, slot->user_len, slot->cost, slot->sent_us,
-			    slot, &hit, want, &epoch, &asker)) {
+			    may_ask, slot, &hit, want, &epoch, &asker)) {
 	case BLOCKS_ANSWERED:
 		decide_answer(slot, cfg, p, STATS_FROM_BLOCK, 1, hit.limit, hit.remaining, 0,
 			      hit.reset_ms);
@@ -125,6 +126,7 @@ static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct 
 			slot->cfg = cfg;
 		}
 		slot->block_env = env;
+		slot->block_epoch = epoch; /* what it waits under */
 		slot->block_next = a->block_next;
 		a->block_next = slot;
 		return 1;
@@ -141,7 +143,11 @@ static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct 
 }
 
 /* A follower whose asker was answered: from the new block, behind the
- * next ask, or by the store; the ask failed, as it did. */
+ * next ask, or by the store; the ask failed, as it did (asks go with
+ * redis.timeout, and no request with a deadline of its own follows one).
+ * One that waited across a RESET, an override or a reload was decided
+ * under what may have changed (its cfg may be the old one): Redis decides
+ * it, with no block; so while RESETs do not reach us. */
 static void block_follow(struct cmd_slot *slot, const struct store_result *failed)
 {
 	const struct cmd_env *env = slot->block_env;
@@ -152,7 +158,8 @@ static void block_follow(struct cmd_slot *slot, const struct store_result *faile
 		return;
 	}
 	slot->sent_us = clock_mono_us();
-	if (block_route(slot, env, cfg, &want))
+	if (blocks_epoch(env->blocks) == slot->block_epoch && store_resets_followed(env->store) &&
+	    block_route(slot, env, cfg, 1, &want))
 		return;
 	struct store_request req = {
 		.op = STORE_ALLOW,
@@ -187,14 +194,27 @@ static int block_done(struct cmd_slot *slot, const struct store_result *res)
 	} else {
 		blocks_unask(b, p, slot->user, slot->user_len, slot, slot->sent_us,
 			     res->status == STORE_OK ? res->retry_after_ms : 0);
-		/* it asked as the block ran low: what is left answers it */
-		spent = res->status == STORE_OK && blocks_spend(b, p, slot->user, slot->user_len,
-								slot->cost, clock_mono_us(), &hit);
+		/* it asked as the block ran low: what is left answers it
+		 * (unless the store's state moved meanwhile) */
+		if (res->status == STORE_OK && slot->block_env) {
+			blocks_sync(b, store_generation(slot->block_env->store));
+			spent = blocks_spend(b, p, slot->user, slot->user_len, slot->cost,
+					     clock_mono_us(), &hit);
+		}
 	}
+	int denied = res->status == STORE_OK && !res->allowed && !spent;
 	while (f) {
 		struct cmd_slot *next = f->block_next;
 		f->block_next = NULL;
-		block_follow(f, res->status == STORE_OK ? NULL : res);
+		if (denied && f->cost >= slot->cost && f->block_epoch == slot->block_epoch) {
+			/* Redis just denied the pair this many units: no daemon can
+			 * make room before its retry time (the deny cache's reason),
+			 * and more units need more room */
+			decide_answer(f, f->cfg, f->policy, STATS_FROM_CACHE, 0, res->limit,
+				      res->remaining, res->retry_after_ms, res->reset_ms);
+		} else {
+			block_follow(f, res->status == STORE_OK ? NULL : res);
+		}
 		f = next;
 	}
 	if (spent)
@@ -746,7 +766,12 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		memcpy(slot->user, pc->user, pc->user_len);
 		slot->delay_extra = 0; /* (a follower's store_done reads them) */
 		slot->delay_window = 0;
-		if (block_route(slot, env, cfg, &block_want))
+		/* one that may wait, or has a deadline shorter than
+		 * redis.timeout, is answered from a block but neither asks
+		 * for one nor waits behind an ask */
+		int may_ask = !(pc->wait_given && pc->wait_ms > 0) && p->delay.max_ms == 0 &&
+			      decide_timeout_ms(cfg, pc) == cfg->redis.timeout_ms;
+		if (block_route(slot, env, cfg, may_ask, &block_want))
 			return;
 	}
 	/* The cache answers and learns only while every daemon's RESETs reach

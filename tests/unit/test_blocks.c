@@ -26,7 +26,7 @@ static void setup(void)
 static enum blocks_route take(struct blocks *b, uint64_t now, void *me, int64_t *want,
 			      unsigned long *epoch, void **asker, struct blocks_hit *hit)
 {
-	return blocks_take(b, &P, U, 1, now, me, hit, want, epoch, asker);
+	return blocks_take(b, &P, U, 1, now, 1, me, hit, want, epoch, asker);
 }
 
 START_TEST(test_hot_pair_asks_then_answers_until_the_end)
@@ -171,17 +171,60 @@ START_TEST(test_bounded_table)
 	/* four pairs hold blocks; a fifth finds no way and goes to Redis */
 	for (int i = 0; i < 4; i++) {
 		u[0] = (char)('a' + i);
-		blocks_take(b, &P, u, 1, 1, 1000, &me1, &hit, &want, &ep, &asker);
-		ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 2000, &me1, &hit, &want, &ep, &asker),
-				 BLOCKS_ASK);
+		blocks_take(b, &P, u, 1, 1, 1000, 1, &me1, &hit, &want, &ep, &asker);
+		ck_assert_int_eq(
+			blocks_take(b, &P, u, 1, 1, 2000, 1, &me1, &hit, &want, &ep, &asker),
+			BLOCKS_ASK);
 		blocks_put(b, &P, u, 1, &me1, ep, 2000, 2, 1000, 1000, 997, 58000);
 	}
 	u[0] = 'z';
-	ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 3000, &me1, &hit, &want, &ep, &asker),
+	ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 3000, 1, &me1, &hit, &want, &ep, &asker),
 			 BLOCKS_REDIS);
-	ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 3100, &me1, &hit, &want, &ep, &asker),
+	ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 3100, 1, &me1, &hit, &want, &ep, &asker),
 			 BLOCKS_REDIS);
 	ck_assert_int_eq(blocks_units(b), 8);
+	blocks_free(b);
+}
+END_TEST
+
+START_TEST(test_no_room_and_may_not_ask)
+{
+	setup();
+	struct blocks *b = blocks_new(64);
+	struct blocks_hit hit;
+	int64_t want;
+	unsigned long ep;
+	void *asker;
+	take(b, 1000, &me1, &want, &ep, &asker, &hit);
+	ck_assert_int_eq(take(b, 2000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	/* allowed, but the limits had no room for a block: no ask for 100
+	 * ms, the pair's requests go to Redis one by one, none follows */
+	blocks_put(b, &P, U, &me1, ep, 2000, 0, 0, 1000, 2, 58000);
+	ck_assert_int_eq(take(b, 3000, &me1, &want, &ep, &asker, &hit), BLOCKS_REDIS);
+	ck_assert_int_eq(take(b, 101999, &me2, &want, &ep, &asker, &hit), BLOCKS_REDIS);
+	ck_assert_int_eq(take(b, 102000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	blocks_put(b, &P, U, &me1, ep, 102000, 4, 1000, 1000, 900, 58000);
+	/* one that may not ask (a deadline of its own, a wait) is answered
+	 * from a block, and otherwise goes to Redis: it neither asks nor
+	 * follows */
+	ck_assert_int_eq(blocks_take(b, &P, U, 1, 103000, 0, &me2, &hit, &want, &ep, &asker),
+			 BLOCKS_ANSWERED);
+	ck_assert_int_eq(blocks_take(b, &P, U, 3, 103000, 0, &me2, &hit, &want, &ep, &asker),
+			 BLOCKS_ANSWERED);
+	ck_assert_int_eq(blocks_units(b), 0);
+	ck_assert_int_eq(blocks_take(b, &P, U, 1, 103000, 0, &me2, &hit, &want, &ep, &asker),
+			 BLOCKS_REDIS);
+	ck_assert_int_eq(take(b, 103000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	ck_assert_int_eq(blocks_take(b, &P, U, 1, 103000, 0, &me2, &hit, &want, &ep, &asker),
+			 BLOCKS_REDIS);
+	/* an ask answered across a RESET: its units were revoked, counted */
+	unsigned long before = blocks_epoch(b);
+	blocks_reset_pair(b, "x", 1, "y", 1);
+	ck_assert_uint_ne(blocks_epoch(b), before);
+	unsigned long long revoked = blocks_counts(b)->revoked;
+	blocks_put(b, &P, U, &me1, ep, 103000, 8, 1000, 1000, 900, 58000);
+	ck_assert_int_eq(blocks_units(b), 0);
+	ck_assert_uint_eq(blocks_counts(b)->revoked, revoked + 8);
 	blocks_free(b);
 }
 END_TEST
@@ -195,6 +238,7 @@ int main(void)
 	tcase_add_test(tc, test_denied_ask_spends_what_is_left);
 	tcase_add_test(tc, test_sizes_double_up_to_max);
 	tcase_add_test(tc, test_bounded_table);
+	tcase_add_test(tc, test_no_room_and_may_not_ask);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

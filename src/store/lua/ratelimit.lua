@@ -697,9 +697,10 @@ local function counter_write(r, cur)
   if r.nx > 0 then
     redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev) .. ':' ..
                fmt(r.nx), 'PX', ceil_ms(f.start + f.len + 2 * f.next_len - now))
-  elseif r.same then
+  elseif r.same and not f.cal then
     -- this window's own value: its expiry already reaches the next
-    -- window's end (as write_fixed's)
+    -- window's end (as write_fixed's; not a calendar window's, whose next
+    -- length an earlier write may not have known)
     redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'KEEPTTL')
   else
     local px = f.px_counter
