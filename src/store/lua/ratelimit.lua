@@ -1146,12 +1146,40 @@ local function fixed_one(out, cost, count, period_ms, k)
   out[n + 5] = reset
 end
 
+-- funnel_check, funnel_commit and decide_one's answer for one funnel
+-- ("f"), without the table.
+local function funnel_one(out, cost, capacity, count, period_ms, k)
+  local key = K[k]
+  local interval = period_ms * 1000 / count
+  local tau = capacity * interval
+  local tat = tonumber(redis.call('GET', key))
+  if not tat or tat < now then tat = now end
+  local new_tat = tat + cost * interval
+  local n = #out
+  if cost <= capacity and new_tat - now <= tau + 1 then
+    redis.call('SET', key, string.format('%.17g', new_tat), 'PX',
+               str(max(1, ceil_ms(new_tat - now))))
+    out[n + 1] = 1; out[n + 2] = capacity
+    out[n + 3] = floor((tau - (new_tat - now)) / interval + 1e-6)
+    out[n + 4] = 0; out[n + 5] = ceil_ms(new_tat - now)
+    return
+  end
+  out[n + 1] = 0; out[n + 2] = capacity
+  out[n + 3] = max(0, floor((tau - (tat - now)) / interval + 1e-6))
+  if cost > capacity then out[n + 4] = -1 else out[n + 4] = ceil_ms(new_tat - now - tau) end
+  out[n + 5] = ceil_ms(tat - now)
+end
+
 -- The common decision, "a" on one limit (no ban): decide's, without the
 -- tables and loops several limits need.
 local function decide_one(out, cost, a, k)
   local algo = ARGV[a]
   if algo == 'w' then
     fixed_one(out, cost, num(ARGV[a + 2]), num(ARGV[a + 3]), k)
+    return
+  end
+  if algo == 'f' then
+    funnel_one(out, cost, num(ARGV[a + 1]), num(ARGV[a + 2]), num(ARGV[a + 3]), k)
     return
   end
   local impl = algos[algo]
