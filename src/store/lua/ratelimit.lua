@@ -524,14 +524,10 @@ local function fixed_keep(r, used)
   return keep_ms(r.f, r.nx, r.limit, r.to_end, used)
 end
 
--- Fixed window: the units allowed in the current window, aligned to the
--- period in Redis's clock (the seeds' INCR + EXPIRE), or to a calendar
--- window. The value carries its window's id, so a count is never read in
--- a later window, whenever Redis happens to drop the key (its expiry is
--- only for memory). A delay may count units in the next window ahead of
--- it: "<window>:<n>:<next>".
-local function fixed_check(key, capacity, count, period_ms, cost, algo)
-  local f = frame_of(algo, capacity, period_ms)
+-- What a fixed window's key holds for window f: its count (a debt an
+-- earlier window carries in), what a delay counted ahead, whether it is
+-- f's own value, and ms to f's end.
+local function fixed_read(key, f, count)
   local used, nx = 0, 0
   local i, c, b = window_value(key)
   if i == f.id then
@@ -541,8 +537,20 @@ local function fixed_check(key, capacity, count, period_ms, cost, algo)
   end
   local to_end = f.to_end
   if not to_end then to_end = ceil_ms(f.start + f.len - now); f.to_end = to_end end
+  return used, nx, i == f.id, to_end
+end
+
+-- Fixed window: the units allowed in the current window, aligned to the
+-- period in Redis's clock (the seeds' INCR + EXPIRE), or to a calendar
+-- window. The value carries its window's id, so a count is never read in
+-- a later window, whenever Redis happens to drop the key (its expiry is
+-- only for memory). A delay may count units in the next window ahead of
+-- it: "<window>:<n>:<next>".
+local function fixed_check(key, capacity, count, period_ms, cost, algo)
+  local f = frame_of(algo, capacity, period_ms)
+  local used, nx, same, to_end = fixed_read(key, f, count)
   local r = {key = key, limit = count, used = used, nx = nx, cost = cost, f = f,
-             to_end = to_end, same = i == f.id}
+             to_end = to_end, same = same}
   if verdict(r, cost, count, used) then r.retry = to_end end
   -- never below 0: a reload may lower the count under what a key holds
   r.remaining = max(0, count - used)
@@ -1121,15 +1129,7 @@ local function fixed_one(out, cost, count, period_ms, k)
   local f = frames[period_ms]
   if not f then f = frame_of('w', nil, period_ms) end
   local key = K[k]
-  local used, nx = 0, 0
-  local i, c, b = window_value(key)
-  if i == f.id then
-    used, nx = c, b
-  elseif i and i < f.id then
-    used = carried(i, c, b, count, f)
-  end
-  local to_end = f.to_end
-  if not to_end then to_end = ceil_ms(f.start + f.len - now); f.to_end = to_end end
+  local used, nx, same, to_end = fixed_read(key, f, count)
   local n = #out
   if cost > count or used + cost > count then
     local reset = 0
@@ -1141,7 +1141,7 @@ local function fixed_one(out, cost, count, period_ms, k)
   end
   used = used + cost
   local reset = keep_ms(f, nx, count, to_end, used)
-  write_fixed(key, f, nx, to_end, reset, used, i == f.id)
+  write_fixed(key, f, nx, to_end, reset, used, same)
   out[n + 1] = 1; out[n + 2] = count; out[n + 3] = count - used; out[n + 4] = 0
   out[n + 5] = reset
 end
