@@ -91,9 +91,29 @@ tls_daemon() {
 	"$daemon" -c "$d/tls.yaml" 2>>"$d/daemon.log" &
 	TLS_PID=$!
 	bp_wait_ping "$plain" "$TLS_PID" || {
-		echo "FAIL: the TLS daemon did not start: $(tail -n 3 "$d/daemon.log")"
+		local rc=0
+		kill -0 "$TLS_PID" 2>/dev/null || { wait "$TLS_PID"; rc=$?; }
+		TLS_PID=
+		echo "FAIL: the TLS daemon did not start (exit status $rc):"
+		sed 's/^/  | /' "$d/daemon.log"
+		smoke_state
 		return 1
 	}
+}
+
+# smoke_state - on a failure, whether the others still run: what ended a
+# daemon that said nothing is then less of a guess.
+smoke_state() {
+	local name pid
+	for name in BP_REDIS_PID BP_DAEMON_PID; do
+		pid=${!name}
+		if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+			echo "  $name $pid: running"
+		else
+			echo "  $name $pid: gone"
+		fi
+	done
+	tail -n 5 "$tmp/redis.log" "$tmp/ratelimitd.log" 2>/dev/null | sed 's/^/  | /'
 }
 
 if ! command -v openssl >/dev/null; then
@@ -130,6 +150,7 @@ fi
 # the human-readable report must print too
 "$bench" --config "$tmp/ratelimitd.yaml" --target both --action smoke -c 1 -n 10 >/dev/null || {
 	echo "FAIL: report"
+	smoke_state
 	fail=1
 }
 [ $fail -eq 0 ] && echo "bench-smoke: OK"
