@@ -48,6 +48,9 @@ static void usage(FILE *f)
 		"      --redis HOST:PORT|unix:PATH      Redis for direct mode (default 127.0.0.1:6379)\n"
 		"      --daemon HOST:PORT|unix:PATH     ratelimitd (default 127.0.0.1:7379)\n"
 		"      --resp                   talk RESP to the daemon (ALLOW as an array), not lines\n"
+		"      --grpc DOMAIN            ask the daemon's gRPC listener Envoy's ShouldRateLimit:\n"
+		"                               one descriptor [(ACTION, user)] per call, over h2c\n"
+		"      --descriptor KEY=VALUE   with --grpc, a constant descriptor after it (up to 3)\n"
 		"      --tls                    TLS to the daemon (the direct Redis target stays plaintext)\n"
 		"      --cacert FILE            CAs to trust with --tls (default: the system's store)\n"
 		"      --cert FILE --key FILE   client certificate and key with --tls (mTLS)\n"
@@ -210,9 +213,14 @@ bad:
 /* The first "host:port" listen address of a config, with 0.0.0.0/:: made loopback. */
 static void daemon_addr_from_config(struct bench_opts *o, const struct config *cfg)
 {
-	if (!cfg->nlisten)
+	size_t i = 0;
+	/* --grpc: the first gRPC listener; else the first listener */
+	while (o->grpc_domain && i < cfg->nlisten &&
+	       cfg->listen[i].protocol != CONFIG_PROTOCOL_GRPC)
+		i++;
+	if (i >= cfg->nlisten)
 		return;
-	const char *a = cfg->listen[0].address;
+	const char *a = cfg->listen[i].address;
 	if (strncmp(a, "0.0.0.0:", 8) == 0)
 		snprintf(o->daemon_buf, sizeof(o->daemon_buf), "127.0.0.1:%s", a + 8);
 	else if (strncmp(a, "[::]:", 5) == 0)
@@ -306,6 +314,15 @@ static int check_daemon_link(struct bench_opts *o)
 		return -1;
 	}
 	int daemon = (o->targets & BENCH_OPTS_TARGET_DAEMON) != 0;
+	if (o->grpc_ndescriptors && !o->grpc_domain) {
+		fprintf(stderr, "ratelimit-bench: --descriptor needs --grpc\n");
+		return -1;
+	}
+	if (o->grpc_domain && (o->resp || o->tls || o->token_file || !daemon)) {
+		fprintf(stderr, "ratelimit-bench: --grpc is plaintext h2c to the daemon target, "
+				"without --resp, --tls or --token-file\n");
+		return -1;
+	}
 	if (!daemon && (o->tls || o->token_file)) {
 		fprintf(stderr,
 			"ratelimit-bench: %s is for the daemon target (direct Redis is plaintext, without AUTH)\n",
@@ -342,6 +359,8 @@ enum {
 	OPT_CSV_HEADER,
 	OPT_IDLE,
 	OPT_RESP,
+	OPT_GRPC,
+	OPT_DESCRIPTOR,
 	OPT_TLS,
 	OPT_CACERT,
 	OPT_CERT,
@@ -375,6 +394,8 @@ static const struct option long_opts[] = {
 	{"csv-header", no_argument, NULL, OPT_CSV_HEADER},
 	{"idle-connections", required_argument, NULL, OPT_IDLE},
 	{"resp", no_argument, NULL, OPT_RESP},
+	{"grpc", required_argument, NULL, OPT_GRPC},
+	{"descriptor", required_argument, NULL, OPT_DESCRIPTOR},
 	{"tls", no_argument, NULL, OPT_TLS},
 	{"cacert", required_argument, NULL, OPT_CACERT},
 	{"cert", required_argument, NULL, OPT_CERT},
@@ -504,6 +525,16 @@ int bench_opts_parse(int argc, char **argv, struct bench_opts *o)
 			break;
 		case OPT_RESP:
 			o->resp = 1;
+			break;
+		case OPT_GRPC:
+			if (!*optarg)
+				return bad_arg("--grpc", optarg);
+			o->grpc_domain = optarg;
+			break;
+		case OPT_DESCRIPTOR:
+			if (o->grpc_ndescriptors == 3 || !strchr(optarg, '='))
+				return bad_arg("--descriptor", optarg);
+			o->grpc_descriptors[o->grpc_ndescriptors++] = optarg;
 			break;
 		case OPT_TLS:
 			o->tls = 1;

@@ -42,6 +42,11 @@ struct bench_opts {
 	int flushdb;
 	uint64_t idle; /* extra connections that stay silent */
 	int resp;      /* the daemon target is spoken to in RESP */
+	/* --grpc DOMAIN: the daemon target is a protocol: grpc listener, asked
+	 * ShouldRateLimit with descriptors [(action, user)] and then these */
+	const char *grpc_domain;
+	const char *grpc_descriptors[3]; /* "KEY=VALUE", --descriptor */
+	int grpc_ndescriptors;
 	/* TLS to the daemon target (the direct Redis target stays plaintext) */
 	int tls;
 	const char *cacert;	  /* NULL: the system's trust store */

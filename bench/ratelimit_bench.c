@@ -8,6 +8,7 @@
  *   out:  [sent ... | unsent requests ........ | free]   one write() per batch
  *   in:   [replies parsed | partial reply | free]          one read() per event
  *   sent: ring of P send times (ns), replies come back in request order
+ *         (gRPC: a slot per stream, (id / 2) % P, as answers come in any order)
  *
  * Nothing is allocated per request. Requests are built directly into `out`
  * from precomputed head/tail bytes; replies are parsed in place.
@@ -24,6 +25,9 @@
  * work would slow the direct figure more than the daemon figure (whose
  * replies are one short line) and skew the ratio. The RESP subset needed
  * here (one command shape, integer arrays and errors back) is small.
+ *
+ * With --grpc the daemon target is a protocol: grpc listener, asked Envoy's
+ * ShouldRateLimit over h2c (bench_grpc.c frames it).
  *
  * The command line is in bench_opts.c, the latency histogram in bench_hist.c.
  */
@@ -47,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_grpc.h"
 #include "bench_hist.h"
 #include "bench_opts.h"
 #include "decimal.h"
@@ -151,8 +156,10 @@ struct conn {
 	size_t in_len, in_cap;
 	char *out;
 	size_t out_off, out_len, out_cap;
-	uint64_t *sent; /* ring of send times */
+	uint64_t *sent; /* ring of send times; gRPC: by stream slot, 0 free */
 	unsigned head, count;
+	struct bench_grpc_conn g; /* --grpc: the connection's HTTP/2 state */
+	signed char *answer;	  /* --grpc: a stream slot's outcome so far */
 };
 
 struct run {
@@ -180,6 +187,8 @@ struct run {
 	size_t max_req;
 	const char *prefix;
 	size_t prefix_len;
+	int grpc; /* the daemon target is asked ShouldRateLimit (--grpc) */
+	struct bench_grpc_call call;
 	/* cpu snapshots at measure start (us, -1 unknown) */
 	long long cpu0_redis, cpu0_daemon, cpu0_bench;
 	char first_err[ERR_TEXT_MAX];
@@ -803,9 +812,21 @@ static size_t build_request(struct run *r, char *p)
  *          {<s|f> <capacity> <count> <period_ms>}...
  *          exactly the call redis_script.c builds for one ALLOW.
  */
-static void build_templates(struct run *r)
+static int build_templates(struct run *r, char *err, size_t errlen)
 {
 	const struct bench_opts *o = r->o;
+	if (r->grpc) {
+		const char *d[BENCH_GRPC_DESCRIPTORS_MAX];
+		d[0] = o->action;
+		for (int i = 0; i < o->grpc_ndescriptors; i++)
+			d[i + 1] = o->grpc_descriptors[i];
+		if (bench_grpc_call_init(&r->call, o->daemon_addr, o->grpc_domain, d,
+					 1 + o->grpc_ndescriptors, o->cost_given ? o->cost : 0, err,
+					 errlen) < 0)
+			return -1;
+		r->max_req = bench_grpc_call_max(&r->call, 24);
+		return 0;
+	}
 	if (r->target == BENCH_OPTS_TARGET_DAEMON && o->resp) {
 		/* RESP: *3 (or *4 with a cost) $5 ALLOW $<n> <user> $<n> <action> */
 		size_t n = (size_t)snprintf(r->head, sizeof(r->head), "*%d\r\n",
@@ -817,7 +838,7 @@ static void build_templates(struct run *r)
 			n += put_bulk_i64(r->tail + n, o->cost);
 		r->tail_len = n;
 		r->max_req = r->head_len + 24 + 8 + r->tail_len;
-		return;
+		return 0;
 	}
 	if (r->target == BENCH_OPTS_TARGET_DAEMON) {
 		r->head_len = (size_t)snprintf(r->head, sizeof(r->head), "ALLOW ");
@@ -828,7 +849,7 @@ static void build_templates(struct run *r)
 			r->tail_len =
 				(size_t)snprintf(r->tail, sizeof(r->tail), " %s\n", o->action);
 		r->max_req = r->head_len + 24 + r->tail_len;
-		return;
+		return 0;
 	}
 	const struct policy *p = &o->policy;
 	/* after the keys: the arguments the daemon's store sends for one ALLOW */
@@ -853,6 +874,7 @@ static void build_templates(struct run *r)
 	/* key: prefix{action:user}:s<period>, user "u" + at most 20 digits */
 	size_t key_max = r->prefix_len + p->name_len + 24 + 24 + 8;
 	r->max_req = r->head_len + (size_t)p->nlimits * (key_max + 16) + r->tail_len;
+	return 0;
 }
 
 /* ---- the event loop ---- */
@@ -878,6 +900,15 @@ static int may_issue(struct run *r, uint64_t now)
 	return 1;
 }
 
+/* Moves c's unsent bytes to the front of its output buffer (they never
+ * exceed P requests and the frames a gRPC connection answers). */
+static void out_compact(struct conn *c)
+{
+	memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+	c->out_len -= c->out_off;
+	c->out_off = 0;
+}
+
 /* Appends up to `max` requests to c's output (bounded by its free slots). */
 static unsigned conn_fill(struct conn *c, uint64_t now, unsigned max)
 {
@@ -888,14 +919,24 @@ static unsigned conn_fill(struct conn *c, uint64_t now, unsigned max)
 	if (c->out_off && c->out_off == c->out_len)
 		c->out_off = c->out_len = 0;
 	while (n < max && c->count < P && may_issue(r, now)) {
-		if (c->out_len + r->max_req > c->out_cap) {
-			/* compact: unsent bytes never exceed P requests */
-			memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
-			c->out_len -= c->out_off;
-			c->out_off = 0;
+		if (c->out_len + r->max_req > c->out_cap)
+			out_compact(c);
+		if (r->grpc) {
+			/* the next stream's slot, if its last call is done */
+			unsigned slot = (c->g.next_stream / 2) % P;
+			if (c->sent[slot] || !bench_grpc_may_send(&c->g, &r->call, 24, c->count))
+				break;
+			char user[32];
+			uint32_t id;
+			size_t ul = user_of(r, user);
+			c->out_len += bench_grpc_call_put(&c->g, &r->call, user, ul,
+							  c->out + c->out_len, &id);
+			c->sent[slot] = now;
+			c->answer[slot] = -1;
+		} else {
+			c->out_len += build_request(r, c->out + c->out_len);
+			c->sent[(c->head + c->count) % P] = now;
 		}
-		c->out_len += build_request(r, c->out + c->out_len);
-		c->sent[(c->head + c->count) % P] = now;
 		c->count++;
 		n++;
 		r->inflight++;
@@ -950,13 +991,11 @@ static void conn_flush(struct conn *c)
 	}
 }
 
-/* One reply arrived for the oldest request in flight on c. */
-static void complete(struct conn *c, uint64_t now, int outcome, const char *why, size_t why_len)
+/* One reply arrived for a request sent at `sent`. */
+static void complete_sent(struct conn *c, uint64_t sent, uint64_t now, int outcome, const char *why,
+			  size_t why_len)
 {
 	struct run *r = c->run;
-	unsigned P = (unsigned)r->o->pipeline;
-	uint64_t sent = c->sent[c->head];
-	c->head = (c->head + 1) % P;
 	c->count--;
 	r->inflight--;
 	if (r->phase == PH_WARMUP || sent < r->measure_start)
@@ -969,6 +1008,74 @@ static void complete(struct conn *c, uint64_t now, int outcome, const char *why,
 	else
 		note_err(r, why, why_len);
 	bench_hist_add(&r->hist, now - sent);
+}
+
+/* One reply arrived for the oldest request in flight on c. */
+static void complete(struct conn *c, uint64_t now, int outcome, const char *why, size_t why_len)
+{
+	unsigned P = (unsigned)c->run->o->pipeline;
+	uint64_t sent = c->sent[c->head];
+	c->head = (c->head + 1) % P;
+	complete_sent(c, sent, now, outcome, why, why_len);
+}
+
+/* A gRPC stream of c ended (or was reset: outcome -1). */
+static void complete_stream(struct conn *c, uint32_t stream, uint64_t now, int outcome,
+			    const char *why)
+{
+	unsigned slot = (stream / 2) % (unsigned)c->run->o->pipeline;
+	uint64_t sent = c->sent[slot];
+	if (!sent)
+		return; /* not a call in flight: already counted */
+	c->sent[slot] = 0;
+	complete_sent(c, sent, now, outcome, why, strlen(why));
+}
+
+/* Frames the server sent on c: answers, ends, and what HTTP/2 makes us
+ * answer (queued in c->out). -1 on a protocol error. */
+static long grpc_parse(struct conn *c, uint64_t now, int *reply)
+{
+	unsigned P = (unsigned)c->run->o->pipeline;
+	size_t off = 0;
+	for (;;) {
+		struct bench_grpc_frame f;
+		long n = bench_grpc_frame(&c->g, c->in + off, c->in_len - off, &f);
+		if (n < 0)
+			return -1;
+		if (n == 0)
+			break;
+		off += (size_t)n;
+		if (f.reply_len) {
+			if (c->out_len + f.reply_len > c->out_cap)
+				out_compact(c);
+			if (c->out_len + f.reply_len > c->out_cap)
+				return -1; /* the server makes us answer more than we send */
+			memcpy(c->out + c->out_len, f.reply, f.reply_len);
+			c->out_len += f.reply_len;
+			*reply = 1;
+		}
+		unsigned slot = (f.stream / 2) % P;
+		switch (f.event) {
+		case BENCH_GRPC_ANSWER:
+			if (c->sent[slot])
+				c->answer[slot] = f.code == 1 ? 1 : f.code == 2 ? 0 : -1;
+			break;
+		case BENCH_GRPC_RESET:
+			complete_stream(c, f.stream, now, -1, "stream reset by the server");
+			continue;
+		case BENCH_GRPC_GOAWAY:
+			return -1;
+		case BENCH_GRPC_NONE:
+			break;
+		}
+		if (f.end && c->sent[slot])
+			complete_stream(c, f.stream, now, c->answer[slot],
+					c->answer[slot] < 0
+						? "a call ended without OK or OVER_LIMIT "
+						  "(a gRPC error status)"
+						: "");
+	}
+	return (long)off;
 }
 
 /* Daemon reply line: ALLOWED / DENIED (1 / 0), else an error (-1). A
@@ -984,11 +1091,17 @@ static int line_decision(const char *p, size_t len)
 }
 
 /* Parses every complete reply in c->in; returns -1 on a protocol error. */
-static int conn_parse(struct conn *c, uint64_t now)
+static int conn_parse(struct conn *c, uint64_t now, int *reply)
 {
 	struct run *r = c->run;
 	size_t off = 0;
-	while (off < c->in_len) {
+	if (r->grpc) {
+		long n = grpc_parse(c, now, reply);
+		if (n < 0)
+			return -1;
+		off = (size_t)n;
+	}
+	while (!r->grpc && off < c->in_len) {
 		const char *p = c->in + off;
 		size_t left = c->in_len - off;
 		if (c->count == 0)
@@ -1034,6 +1147,7 @@ static void conn_read(struct conn *c)
 	struct run *r = c->run;
 	char err[ERR_TEXT_MAX], why[ERR_TEXT_MAX + 16];
 	uint64_t now = 0;
+	int reply = 0;
 	c->read_wants_write = 0;
 	do {
 		size_t n;
@@ -1058,7 +1172,7 @@ static void conn_read(struct conn *c)
 		}
 		c->in_len += n;
 		now = now_ns();
-		if (conn_parse(c, now) < 0) {
+		if (conn_parse(c, now, &reply) < 0) {
 			conn_fail(c, "protocol error in reply");
 			break;
 		}
@@ -1068,7 +1182,7 @@ static void conn_read(struct conn *c)
 		run_step(r, now);
 		filled = conn_fill(c, now, (unsigned)-1) > 0;
 	}
-	if (filled || c->write_wants_read)
+	if (filled || reply || c->write_wants_read)
 		conn_flush(c);
 }
 
@@ -1097,6 +1211,11 @@ static void conn_fail(struct conn *c, const char *why)
 	if (c->dead)
 		return;
 	uint64_t now = now_ns();
+	if (r->grpc) {
+		for (unsigned s = 0; s < (unsigned)r->o->pipeline; s++)
+			if (c->sent[s])
+				complete_stream(c, s * 2 + 1, now, -1, why);
+	}
 	while (c->count)
 		complete(c, now, -1, why, strlen(why));
 	c->dead = 1;
@@ -1335,7 +1454,9 @@ static int run_target(const struct bench_opts *o, const struct endpoints *eps,
 			return -1;
 		}
 	}
-	if (t == BENCH_OPTS_TARGET_DAEMON && daemon_check(o, eps, err, sizeof(err)) < 0) {
+	/* a gRPC listener speaks no lines: its calls' answers say what is wrong */
+	if (t == BENCH_OPTS_TARGET_DAEMON && !o->grpc_domain &&
+	    daemon_check(o, eps, err, sizeof(err)) < 0) {
 		fprintf(stderr, "ratelimit-bench: %s\n", err);
 		return -1;
 	}
@@ -1364,7 +1485,11 @@ static int run_target(const struct bench_opts *o, const struct endpoints *eps,
 		fprintf(stderr, "ratelimit-bench: out of memory\n");
 		goto out;
 	}
-	build_templates(r);
+	r->grpc = t == BENCH_OPTS_TARGET_DAEMON && o->grpc_domain;
+	if (build_templates(r, err, sizeof(err)) < 0) {
+		fprintf(stderr, "ratelimit-bench: %s\n", err);
+		goto out;
+	}
 	const struct endpoint *ep = t == BENCH_OPTS_TARGET_DIRECT ? &eps->redis : &eps->daemon;
 	size_t P = (size_t)o->pipeline;
 	for (int i = 0; i < o->conns; i++) {
@@ -1374,10 +1499,16 @@ static int run_target(const struct bench_opts *o, const struct endpoints *eps,
 		c->dead = 1;
 		c->in_cap = P * 256 + IN_SLACK;
 		c->out_cap = (P + 1) * r->max_req;
+		if (r->grpc) {
+			/* a whole frame of the largest size, our preface, a few answers */
+			c->in_cap += 16384 + BENCH_GRPC_FRAME_HEADER;
+			c->out_cap += BENCH_GRPC_PREFACE_MAX + 8 * BENCH_GRPC_CONTROL_MAX;
+		}
 		c->in = malloc(c->in_cap);
 		c->out = malloc(c->out_cap);
-		c->sent = malloc(P * sizeof(uint64_t));
-		if (!c->in || !c->out || !c->sent) {
+		c->sent = calloc(P, sizeof(uint64_t));
+		c->answer = calloc(P, 1);
+		if (!c->in || !c->out || !c->sent || !c->answer) {
 			fprintf(stderr, "ratelimit-bench: out of memory\n");
 			goto out;
 		}
@@ -1393,6 +1524,8 @@ static int run_target(const struct bench_opts *o, const struct endpoints *eps,
 			goto out;
 		}
 		event_add(c->ev_read, NULL);
+		if (r->grpc)
+			c->out_len = bench_grpc_conn_start(&c->g, c->out);
 		c->dead = 0;
 		r->nconns++;
 		r->nlive++;
@@ -1443,6 +1576,7 @@ out:
 		free(c->in);
 		free(c->out);
 		free(c->sent);
+		free(c->answer);
 	}
 	if (r->tick)
 		event_free(r->tick);

@@ -3,7 +3,9 @@
 # starts a throwaway redis-server and ratelimitd, runs the tool briefly in
 # each mode and requires decisions and no ERR; then, against a second daemon
 # with a TLS listener and auth: required, over TLS with a token, and with a
-# wrong one (a clear error, exit 1). Run by `meson test --suite bench`.
+# wrong one (a clear error, exit 1); and on that daemon's gRPC listener,
+# --grpc with one and three descriptors (a limit of 5 a minute must deny).
+# Run by `meson test --suite bench`.
 set -u
 bench=${1:?usage: smoke.sh BENCH DAEMON}
 daemon=${2:?usage: smoke.sh BENCH DAEMON}
@@ -67,8 +69,9 @@ check rate --target daemon --action smoke -c 4 -P 4 -d 0.5 --rate 2000
 check idle --target both --action smoke -c 2 -P 2 -n 200 --idle-connections 50
 
 # tls_daemon - a second daemon on the same Redis: a plain line listener (for
-# the PING that says it is up) and a TLS one with auth: required, whose
-# identity's token is in $tmp/tls/bench.token; sets TLS_PORT and TLS_PID.
+# the PING that says it is up), a TLS one with auth: required, whose
+# identity's token is in $tmp/tls/bench.token, and a gRPC one with Envoy's
+# rules; sets TLS_PORT, GRPC_PORT and TLS_PID.
 tls_daemon() {
 	local d=$tmp/tls plain
 	mkdir -p "$d"
@@ -85,9 +88,10 @@ tls_daemon() {
 	}
 	echo 0123456789abcdef-smoke >"$d/bench.token"
 	echo 0123456789abcdef-wrong >"$d/wrong.token"
-	plain=$(bp_free_port) && TLS_PORT=$(bp_free_port) || return 1
-	printf 'listen:\n  - "127.0.0.1:%s"\n  - {address: "127.0.0.1:%s", auth: required, tls: {cert_file: server.pem, key_file: server.key}}\nredis: {address: "127.0.0.1:%s", timeout: 5s}\non_store_error: error\nlog_level: warn\nidentities:\n  bench: {token_file: bench.token, rights: [decide]}\npolicies:\n  smoke: {algorithm: funnel, capacity: 1000000000, rate: 1000000000/1s}\n' \
-		"$plain" "$TLS_PORT" "$BP_REDIS_PORT" >"$d/tls.yaml"
+	plain=$(bp_free_port) && TLS_PORT=$(bp_free_port) && GRPC_PORT=$(bp_free_port) || return 1
+	printf 'domain: smoke\ndescriptors:\n  - {key: user, rate_limit: {unit: minute, requests_per_unit: 1000000000}}\n  - {key: ip, rate_limit: {unit: minute, requests_per_unit: 1000000000}}\n  - {key: flood, rate_limit: {unit: minute, requests_per_unit: 5}}\n' >"$d/envoy.yaml"
+	printf 'listen:\n  - "127.0.0.1:%s"\n  - {address: "127.0.0.1:%s", auth: required, tls: {cert_file: server.pem, key_file: server.key}}\n  - {address: "127.0.0.1:%s", protocol: grpc}\nredis: {address: "127.0.0.1:%s", timeout: 5s}\non_store_error: error\nlog_level: warn\nenvoy: {config: envoy.yaml}\nidentities:\n  bench: {token_file: bench.token, rights: [decide]}\npolicies:\n  smoke: {algorithm: funnel, capacity: 1000000000, rate: 1000000000/1s}\n' \
+		"$plain" "$TLS_PORT" "$GRPC_PORT" "$BP_REDIS_PORT" >"$d/tls.yaml"
 	"$daemon" -c "$d/tls.yaml" 2>>"$d/daemon.log" &
 	TLS_PID=$!
 	bp_wait_ping "$plain" "$TLS_PID" || {
@@ -124,6 +128,11 @@ elif tls_daemon; then
 		--action smoke -c 2 -P 8 -d 1
 	check tls-auth-resp --target daemon "${tls[@]}" --resp --action smoke -c 2 -P 8 -n 2000 \
 		--token-file "$tmp/tls/bench.token"
+	grpc=(--daemon "127.0.0.1:$GRPC_PORT" --grpc smoke)
+	check grpc "${grpc[@]}" --action user -c 2 -P 8 -n 2000
+	check grpc-3 "${grpc[@]}" --action user --descriptor ip=10.0.0.1 --descriptor flood=x \
+		-c 2 -P 4 -n 500 --keys hot
+	EXPECT_DENIED=1 check grpc-flood "${grpc[@]}" --action flood -c 1 -P 4 -n 50 --keys hot
 	# refused: a wrong token, and none at all; exit 1 with the daemon's answer
 	for t in wrong none; do
 		if [ $t = wrong ]; then

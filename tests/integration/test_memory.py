@@ -240,7 +240,9 @@ def random_scenarios(rnd, n):
                "month": ["", "@15", "@29", "@31"], "year": ["", "@04-01", "@02-29"]}
     calendar = []  # the scenario's calendar window, if any: (unit, anchor, zone)
 
-    def policy():
+    def policy(plain=False):
+        if plain:  # the script's shortcut for this shape (decide_all_fixed)
+            return "fixed_window %d/%d" % (rnd.randint(1, 8), rnd.choice(periods))
         algo = rnd.choice(algos)
         if algo == "funnel":
             words = [algo, str(rnd.randint(1, 6)),
@@ -267,9 +269,11 @@ def random_scenarios(rnd, n):
         multi = rnd.random() < 0.3
         if multi:
             out.append("multi")
+            # a quarter of them: every group one fixed window, none in shadow
+            plain = rnd.random() < 0.25
             for g in range(rnd.randint(1, 4)):
-                shadow = g > 0 and rnd.random() < 0.3
-                out.append("group %s%s" % ("shadow " if shadow else "", policy()))
+                shadow = not plain and g > 0 and rnd.random() < 0.3
+                out.append("group %s%s" % ("shadow " if shadow else "", policy(plain)))
         else:
             out.append("policy " + policy())
         now = rnd.randrange(10 ** 15, 2 * 10 ** 15)
