@@ -98,7 +98,8 @@ void decide_fill(struct cmd_slot *slot, const struct config *cfg, const struct p
 		 enum stats_from from, int allowed, int64_t limit, int64_t remaining,
 		 int64_t retry_after_ms, int64_t reset_ms)
 {
-	stats_count_decision(cfg, p, from, allowed);
+	stats_count_decision(cfg, p, from, allowed, slot->user, slot->user_len,
+			     slot->op == STORE_PEEK);
 	struct cmd_result *r = &slot->res;
 	const struct policy *sp = slot->policy;
 	if (!allowed && slot->shadow) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "config.h"
 #include "log.h"
 
@@ -126,14 +127,52 @@ struct stats_action *stats_action_counters(const struct config *cfg, const struc
 	return action_of(cfg, p);
 }
 
+static size_t tops_made;
+unsigned long long stats_top_untracked;
+
+/* a's heavy hitters, made on first use; NULL past STATS_TOP_MAX or out of memory */
+static struct top *top_of(struct stats_action *a)
+{
+	if (a->top)
+		return a->top;
+	if (tops_made >= STATS_TOP_MAX || !(a->top = calloc(1, sizeof(*a->top)))) {
+		if (!stats_top_untracked++)
+			log_warn("metrics: no room for the heavy hitters of action %.*s "
+				 "(%d actions have theirs)",
+				 (int)a->name_len, a->name, STATS_TOP_MAX);
+		return NULL;
+	}
+	tops_made++;
+	return a->top;
+}
+
 void stats_count_decision(const struct config *cfg, const struct policy *p, enum stats_from from,
-			  int allowed)
+			  int allowed, const char *user, size_t user_len, int peek)
 {
 	allowed = !!allowed;
 	stats.decisions[from][allowed]++;
 	struct stats_action *a = action_of(cfg, p);
-	if (a)
-		a->decisions[from][allowed]++;
+	if (!a)
+		return;
+	a->decisions[from][allowed]++;
+	struct top *t = a->top_failed ? NULL : top_of(a);
+	if (t)
+		top_count(t, top_hash(user, user_len), user, user_len, !peek, !allowed,
+			  clock_mono_us());
+	else
+		a->top_failed = 1;
+}
+
+size_t stats_top(const char *name, size_t len, enum top_by by, size_t max, struct top_row *rows,
+		 uint64_t *requests, uint64_t *denied)
+{
+	struct stats_action *a = table_cap ? *slot_for(table, table_cap, name, len) : NULL;
+	*requests = *denied = 0;
+	if (!a || !a->top)
+		return 0;
+	uint64_t now = clock_mono_us();
+	top_totals(a->top, now, requests, denied);
+	return top_read(a->top, by, now, rows, max);
 }
 
 void stats_count_shadow(const struct config *cfg, const struct policy *p)
@@ -147,7 +186,10 @@ void stats_count_shadow(const struct config *cfg, const struct policy *p)
 void stats_free(void)
 {
 	for (size_t i = 0; i < table_cap; i++)
-		free(table[i]);
+		if (table[i]) {
+			free(table[i]->top);
+			free(table[i]);
+		}
 	free(table);
 	free(bound);
 	table = bound = NULL;

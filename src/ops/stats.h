@@ -13,6 +13,7 @@
 #include "hist.h"
 #include "policy.h"
 #include "store_types.h"
+#include "top.h"
 
 struct config;
 
@@ -138,6 +139,10 @@ struct stats_action {
 	 * of them that ran out or were found gone without a RELEASE here */
 	long long leases_held;
 	unsigned long long leases_expired;
+	/* its heavy hitters (top.h), made on its first decision; NULL while
+	 * none, or when STATS_TOP_MAX policies have theirs already */
+	struct top *top;
+	int top_failed; /* no room for one: not asked again */
 	size_t name_len;
 	char name[POLICY_NAME_MAX + 1];
 };
@@ -145,10 +150,22 @@ struct stats_action {
 /* At most this many distinct policy names are counted in a process's life. */
 #define STATS_ACTIONS_MAX 65536
 
+/* At most this many policies keep heavy hitters (about 11 KiB each). */
+#define STATS_TOP_MAX 1024
+
 /* Counts one ALLOW/PEEK answer for p of cfg, globally and per action (cfg
- * NULL: p is no policy of a configuration, CL.THROTTLE's: counted by name). */
+ * NULL: p is no policy of a configuration, CL.THROTTLE's: counted by name),
+ * and for user among the action's heavy hitters (a request unless a peek;
+ * a denial even when shadow mode answers it ALLOWED). */
 void stats_count_decision(const struct config *cfg, const struct policy *p, enum stats_from from,
-			  int allowed);
+			  int allowed, const char *user, size_t user_len, int peek);
+/* The heavy hitters of the action `name` over about the last minute (top.h):
+ * up to max rows ranked by `by`, and the action's estimated totals; 0 rows
+ * and totals when it has none (never decided, or past STATS_TOP_MAX). */
+size_t stats_top(const char *name, size_t len, enum top_by by, size_t max, struct top_row *rows,
+		 uint64_t *requests, uint64_t *denied);
+/* Policies whose heavy hitters could not be kept (past STATS_TOP_MAX). */
+extern unsigned long long stats_top_untracked;
 /* Counts a denial that shadow mode answered ALLOWED (after counting the
  * denial itself with stats_count_decision). */
 void stats_count_shadow(const struct config *cfg, const struct policy *p);
