@@ -414,6 +414,46 @@ static void live_done(void *arg, const char *why)
 	reply(slot, CMD_REPLY_OK);
 }
 
+/* TOP <action> <index> (admin listeners): the index-th of the action's
+ * heavy hitters as read now, or the end with how many there are and the
+ * action's totals. A policy that never decided here has none. */
+static void top_command(const struct config *cfg, const struct cmd_request *pc,
+			struct cmd_slot *slot)
+{
+	if (!config_find_policy(cfg, pc->action, pc->action_len)) {
+		cmd_reply_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+		return;
+	}
+	struct top_row rows[TOP_ROWS_MAX];
+	uint64_t requests, denied;
+	size_t n = stats_top(pc->action, pc->action_len,
+			     pc->by_requests ? TOP_BY_REQUESTS : TOP_BY_DENIED, TOP_ROWS_MAX, rows,
+			     &requests, &denied);
+	slot->res.item = NULL;
+	if ((uint64_t)pc->index >= n) {
+		slot->res.limit = (int64_t)n;
+		slot->res.remaining = (int64_t)requests;
+		slot->res.retry_after_ms = (int64_t)denied;
+		reply(slot, CMD_REPLY_TOP);
+		return;
+	}
+	const struct top_row *r = &rows[pc->index];
+	struct cmd_item *item = calloc(1, sizeof(*item) + r->len);
+	if (!item) {
+		cmd_reply_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		return;
+	}
+	item->index = pc->index;
+	item->ulen = r->len;
+	item->cut = r->cut;
+	item->denied = (int64_t)r->denied;
+	item->requests = (int64_t)r->requests;
+	item->over = (int64_t)r->over;
+	memcpy(item->text, r->name, r->len);
+	slot->res.item = item;
+	reply(slot, CMD_REPLY_TOP);
+}
+
 /* OVERRIDE, UNOVERRIDE, OVERRIDES (admin listeners). */
 static void live_command(struct config *cfg, const struct cmd_env *env,
 			 const struct cmd_request *pc, struct cmd_slot *slot)
@@ -505,6 +545,7 @@ static unsigned verb_right(enum cmd_verb v)
 	case CMD_OVERRIDE:
 	case CMD_UNOVERRIDE:
 	case CMD_OVERRIDES:
+	case CMD_TOP:
 		return CONFIG_RIGHT_ADMIN;
 	case CMD_PING:
 	case CMD_QUIT:
@@ -676,6 +717,14 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		}
 		live_command(cfg, env, pc, slot);
 		return;
+	case CMD_TOP:
+		if (!admin) {
+			cmd_reply_error(slot, CMD_ERR_FORBIDDEN,
+					"TOP needs a listener with admin: true");
+			return;
+		}
+		top_command(cfg, pc, slot);
+		return;
 	default:
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_COMMAND, "unknown command");
 		return;
@@ -696,6 +745,9 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		return;
 	}
 	slot->own_policy = 0;
+	/* the user, for the heavy hitters every answer is counted in (top.h) */
+	slot->user_len = pc->user_len;
+	memcpy(slot->user, pc->user, pc->user_len);
 	/* Only a policy with overrides pays for looking them up. A RESET
 	 * clears the keys the user's limits use. */
 	const struct override *o = decide_find_override(env, p, pc->user, pc->user_len);
@@ -914,5 +966,7 @@ static void throttle(struct config *cfg, const struct cmd_env *env, const struct
 	p->limits[0].period_ms = pc->period_s * 1000;
 	p->on_store_error = POLICY_ON_ERROR_INHERIT;
 	slot->own_policy = 1;
+	slot->user_len = pc->user_len;
+	memcpy(slot->user, pc->user, pc->user_len);
 	submit(cfg, env, pc->cost > 0 ? STORE_ALLOW : STORE_PEEK, p, pc, slot);
 }

@@ -43,8 +43,9 @@ enum cmd_verb {
 	CMD_HOLD,	/* ALLOW an estimate and open a hold (its id in the reply) */
 	CMD_SETTLE,	/* a hold's actual cost: the difference charged or given back */
 	CMD_CANCEL,	/* a hold's estimate given back */
+	CMD_TOP,	/* admin: the index-th heavy hitter of an action (top.h) */
 };
-#define CMD_VERB_N (CMD_CANCEL + 1)
+#define CMD_VERB_N (CMD_TOP + 1)
 
 /* The most pairs one MALLOW or MPEEK may name. */
 #define CMD_PAIRS_MAX 8
@@ -87,11 +88,12 @@ struct cmd_request {
 	int npairs;
 	struct cmd_pair pairs[CMD_PAIRS_MAX];
 	/* CMD_OVERRIDE: what (override_spec_parse's), for how long (0: no
-	 * expiry); CMD_OVERRIDES: which */
+	 * expiry); CMD_OVERRIDES, CMD_TOP: which */
 	const char *spec;
 	size_t spec_len;
 	int64_t ttl_ms;
 	int64_t index;
+	int by_requests; /* CMD_TOP: ranked by requests, not denials */
 	/* the caller's deadline (gRPC's grpc-timeout), when shorter than
 	 * redis.timeout; 0: none */
 	int64_t timeout_ms;
@@ -172,15 +174,21 @@ enum cmd_reply {
 	CMD_REPLY_LOCAL, /* a reply of the protocol's own (PROTO_LOCAL) */
 	CMD_REPLY_ITEM,	 /* OVERRIDES: an override (item), or the end (item NULL) */
 	CMD_REPLY_LEASE, /* ACQUIRE, RENEW: a decision (allowed) and the lease's id (item) */
+	CMD_REPLY_TOP,	 /* TOP: a heavy hitter (item: its user), or the end (item NULL) */
 };
 
 /* One run-time override as OVERRIDES shows it; text holds user, action and
  * spec, one after the other. A lease (CMD_REPLY_LEASE): text holds its id,
- * ulen long. */
+ * ulen long. A heavy hitter (CMD_REPLY_TOP): text holds its user, ulen
+ * long (cut at top.h's TOP_NAME_MAX when cut is 1). */
 struct cmd_item {
-	/* OVERRIDES: the override's index; CMD_REPLY_LEASE: 1 when the id is
-	 * a hold's (HOLD), 0 a lease's */
+	/* OVERRIDES, TOP: the index; CMD_REPLY_LEASE: 1 when the id is a
+	 * hold's (HOLD), 0 a lease's */
 	int64_t index, ttl_ms; /* ttl -1: no expiry */
+	/* TOP: estimates over the last minute, and how much the ranked one
+	 * may be over */
+	int64_t denied, requests, over;
+	int cut;
 	size_t ulen, alen, spec_len;
 	char text[];
 };
@@ -209,8 +217,10 @@ struct cmd_result {
 	char msg[CMD_MSG_MAX];
 	/* CMD_REPLY_LOCAL: which, as the protocol numbers them */
 	int local;
-	/* CMD_REPLY_ITEM: owned by the result (cmd_result_release); NULL for
-	 * the end, with the number in force in `limit` */
+	/* CMD_REPLY_ITEM, CMD_REPLY_TOP: owned by the result
+	 * (cmd_result_release); NULL for the end, with the number in force in
+	 * `limit` (TOP: the users listed, and the action's estimated requests
+	 * and denials in remaining and retry_after_ms) */
 	struct cmd_item *item;
 	/* The store refused it at once, too busy to decide it in time (store
 	 * overload), whatever the reply says: the connection then slows its

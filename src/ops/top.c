@@ -85,8 +85,8 @@ static void list_add(struct top_list *l, uint64_t hash, const char *user, size_t
 	memcpy(e->name, user, kept);
 }
 
-void top_count(struct top *t, uint64_t hash, const char *user, size_t len, int request,
-	       int denied, uint64_t now_us)
+void top_count(struct top *t, uint64_t hash, const char *user, size_t len, int request, int denied,
+	       uint64_t now_us)
 {
 	rotate(t, now_us);
 	if (request)

@@ -65,8 +65,8 @@ uint64_t top_hash(const char *user, size_t len);
 
 /* Counts one decision for user (hash from top_hash): a request unless
  * peek, and a denial when denied. */
-void top_count(struct top *t, uint64_t hash, const char *user, size_t len, int request,
-	       int denied, uint64_t now_us);
+void top_count(struct top *t, uint64_t hash, const char *user, size_t len, int request, int denied,
+	       uint64_t now_us);
 
 /* The top users by `by` (most first; ties by name), at most max (at most
  * TOP_ROWS_MAX) into rows; returns how many. Users with no count of `by`

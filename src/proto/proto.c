@@ -30,7 +30,7 @@ static const char *const verb_names[CMD_VERB_N] = {
 	[CMD_ACQUIRE] = "acquire",     [CMD_RELEASE] = "release",
 	[CMD_RENEW] = "renew",	       [CMD_CHARGE] = "charge",
 	[CMD_HOLD] = "hold",	       [CMD_SETTLE] = "settle",
-	[CMD_CANCEL] = "cancel",
+	[CMD_CANCEL] = "cancel",       [CMD_TOP] = "top",
 };
 
 static const char *const error_codes[CMD_ERR_N] = {
@@ -289,6 +289,21 @@ int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct 
 int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 			  struct cmd_request *req, struct proto_error *err)
 {
+	if (proto_word_is(arg[0], alen[0], "TOP")) {
+		static const char usage[] =
+			"usage: TOP <action> <index> (from 0) [DENIED|REQUESTS]";
+		req->verb = CMD_TOP;
+		if (n < 3 || n > 4 || alen[1] == 0 ||
+		    decimal_parse(arg[2], alen[2], INT32_MAX, &req->index) < 0)
+			return admin_fail(err, CMD_ERR_SYNTAX, usage);
+		if (n == 4 && proto_word_is(arg[3], alen[3], "REQUESTS"))
+			req->by_requests = 1;
+		else if (n == 4 && !proto_word_is(arg[3], alen[3], "DENIED"))
+			return admin_fail(err, CMD_ERR_SYNTAX, usage);
+		req->action = arg[1];
+		req->action_len = alen[1];
+		return 0;
+	}
 	if (proto_word_is(arg[0], alen[0], "OVERRIDES")) {
 		req->verb = CMD_OVERRIDES;
 		if (n != 2 || decimal_parse(arg[1], alen[1], INT32_MAX, &req->index) < 0)
@@ -322,4 +337,25 @@ int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 	req->action = arg[2];
 	req->action_len = alen[2];
 	return 0;
+}
+
+size_t proto_show_user(char *p, const char *user, size_t len, int cut)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)user[i];
+		if (c <= ' ' || c == '%' || c >= 0x7f) {
+			p[n++] = '%';
+			p[n++] = hex[c >> 4];
+			p[n++] = hex[c & 15];
+		} else {
+			p[n++] = (char)c;
+		}
+	}
+	if (cut) {
+		memcpy(p + n, "%...", 4);
+		n += 4;
+	}
+	return n;
 }

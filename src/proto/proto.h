@@ -89,8 +89,8 @@ int proto_parse_cost(const char *s, size_t len, int64_t *out);
  * by the caller; cost 1 unless given). 0, or -1 with err filled. */
 int proto_parse_pairs(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		      struct proto_error *err);
-/* OVERRIDE, UNOVERRIDE, OVERRIDES from arg[0..n) (arg[0] the verb): 0 with
- * req filled, -1 with err, or 1 when arg[0] is none of them. */
+/* OVERRIDE, UNOVERRIDE, OVERRIDES, TOP from arg[0..n) (arg[0] the verb): 0
+ * with req filled, -1 with err, or 1 when arg[0] is none of them. */
 int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 			  struct cmd_request *req, struct proto_error *err);
 /* CHARGE <user> <action> <cost> from arg[0..n) (arg[0] the verb): 0 with
@@ -112,6 +112,12 @@ int proto_parse_ttl(const char *s, size_t len, int64_t *ms);
 /* Writes v in decimal, '-' first if negative; returns the bytes written.
  * No sprintf on the hot path. */
 size_t proto_put_int(char *p, int64_t v);
+/* A user as TOP's line reply and the metrics' labels show it: bytes up to
+ * a blank, '%', DEL and above as %XX (so one line, one label, and two
+ * users never alike), then "%..." when it was cut. At most
+ * PROTO_USER_SHOWN_MAX(len) bytes at p; returns their number. */
+#define PROTO_USER_SHOWN_MAX(len) (3 * (len) + 4)
+size_t proto_show_user(char *p, const char *user, size_t len, int cut);
 
 /* "allow", "peek", ...: the metric label of a verb. */
 const char *proto_verb_name(enum cmd_verb v);

@@ -1107,7 +1107,8 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 		bl = put(body, bl, "{\"ok\":true}\n");
 		n = head(buf, 200, "application/json", bl, r->close_after);
 		break;
-	case CMD_REPLY_ITEM: /* OVERRIDES has no HTTP endpoint */
+	case CMD_REPLY_ITEM: /* OVERRIDES and TOP have no HTTP endpoint */
+	case CMD_REPLY_TOP:
 	case CMD_REPLY_ERROR:
 	case CMD_REPLY_LOCAL:
 	default: {

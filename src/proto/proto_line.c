@@ -124,9 +124,10 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 		cmd->token_len = tlen[1];
 		return 0;
 	} else {
-		return fail(err, CMD_ERR_UNKNOWN_COMMAND,
-			    "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
-			    "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW CHARGE HOLD SETTLE CANCEL");
+		return fail(
+			err, CMD_ERR_UNKNOWN_COMMAND,
+			"known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
+			"UNOVERRIDE OVERRIDES TOP ACQUIRE RELEASE RENEW CHARGE HOLD SETTLE CANCEL");
 	}
 	if (tlen[1] > KEYS_USER_MAX)
 		return fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
@@ -209,12 +210,45 @@ static size_t format_item(char *buf, const struct cmd_result *res)
 	return n;
 }
 
+/* TOP <index> <user> <denied> <requests> <over>, or END <count> <requests>
+ * <denied> */
+static size_t format_top(char *buf, const struct cmd_result *res)
+{
+	const struct cmd_item *it = res->item;
+	size_t n;
+	if (!it) {
+		memcpy(buf, "END ", 4);
+		n = 4 + proto_put_int(buf + 4, res->limit);
+		buf[n++] = ' ';
+		n += proto_put_int(buf + n, res->remaining);
+		buf[n++] = ' ';
+		n += proto_put_int(buf + n, res->retry_after_ms);
+		buf[n++] = '\n';
+		return n;
+	}
+	memcpy(buf, "TOP ", 4);
+	n = 4 + proto_put_int(buf + 4, it->index);
+	buf[n++] = ' ';
+	n += proto_show_user(buf + n, it->text, it->ulen, it->cut);
+	int64_t v[3] = {it->denied, it->requests, it->over};
+	for (int i = 0; i < 3; i++) {
+		buf[n++] = ' ';
+		n += proto_put_int(buf + n, v[i]);
+	}
+	buf[n++] = '\n';
+	return n;
+}
+_Static_assert(PROTO_LINE_REPLY_MAX > 4 + 20 + 1 + PROTO_USER_SHOWN_MAX(64) + 3 * 21 + 1,
+	       "TOP's reply fits");
+
 size_t proto_line_format(char *buf, const struct cmd_result *res)
 {
 	size_t cap = PROTO_LINE_REPLY_MAX - 1, n;
 	switch (res->kind) {
 	case CMD_REPLY_ITEM:
 		return format_item(buf, res);
+	case CMD_REPLY_TOP:
+		return format_top(buf, res);
 	case CMD_REPLY_DECISION:
 	case CMD_REPLY_LEASE:
 		return format_decision(buf, res);

@@ -275,9 +275,10 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		   proto_word_is(arg[1], alen[1], "GET")) {
 		return local(out, RESP_LOCAL_EMPTY_ARRAY); /* no Redis parameter here */
 	} else {
-		return bad(out, CMD_ERR_UNKNOWN_COMMAND,
-			   "known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
-			   "UNOVERRIDE OVERRIDES ACQUIRE RELEASE RENEW CHARGE HOLD SETTLE CANCEL");
+		return bad(
+			out, CMD_ERR_UNKNOWN_COMMAND,
+			"known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
+			"UNOVERRIDE OVERRIDES TOP ACQUIRE RELEASE RENEW CHARGE HOLD SETTLE CANCEL");
 	}
 	if (alen[1] == 0)
 		return bad(out, CMD_ERR_BAD_USER, "user is empty");
@@ -433,6 +434,23 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 			}
 		}
 		return put_int_line(buf, n, ':', res->item->ttl_ms);
+	case CMD_REPLY_TOP: /* [index, user, denied, requests, over, cut]; the end:
+			     [count, requests, denied] */
+		if (!res->item) {
+			n = put(buf, n, "*3\r\n", 4);
+			n = put_int_line(buf, n, ':', res->limit);
+			n = put_int_line(buf, n, ':', res->remaining);
+			return put_int_line(buf, n, ':', res->retry_after_ms);
+		}
+		n = put(buf, n, "*6\r\n", 4);
+		n = put_int_line(buf, n, ':', res->item->index);
+		n = put_int_line(buf, n, '$', (int64_t)res->item->ulen);
+		n = put(buf, n, res->item->text, res->item->ulen);
+		n = put(buf, n, "\r\n", 2);
+		n = put_int_line(buf, n, ':', res->item->denied);
+		n = put_int_line(buf, n, ':', res->item->requests);
+		n = put_int_line(buf, n, ':', res->item->over);
+		return put_int_line(buf, n, ':', res->item->cut);
 	case CMD_REPLY_OK:
 		if (res->tag & TAG_HELLO)
 			return hello_reply(buf);

@@ -39,7 +39,8 @@ START_TEST(test_heavy_user_first_among_many)
 			count(t, "mallory", 1, now);
 			heavy++;
 		} else {
-			snprintf(user, sizeof(user), "u%llu", (unsigned long long)(rng >> 33) % 20000);
+			snprintf(user, sizeof(user), "u%llu",
+				 (unsigned long long)(rng >> 33) % 20000);
 			count(t, user, (rng >> 20) % 3 == 0, now + 1);
 		}
 		total++;
