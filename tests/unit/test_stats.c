@@ -38,7 +38,8 @@ START_TEST(test_counts_by_action_and_source)
 	stats_count_decision(c, find(c, "p1"), STATS_FROM_STORE, 1, "u", 1, 0);
 	stats_count_decision(c, find(c, "p1"), STATS_FROM_STORE, 0, "u", 1, 0);
 	stats_count_decision(c, find(c, "p1"), STATS_FROM_CACHE, 0, "u", 1, 0);
-	stats_count_decision(c, find(c, "p2"), STATS_FROM_FALLBACK, 7, "u", 1, 0); /* any non-zero: allowed */
+	/* any non-zero: allowed */
+	stats_count_decision(c, find(c, "p2"), STATS_FROM_FALLBACK, 7, "u", 1, 0);
 	const struct stats_action *a = stats_action_of(c, find(c, "p1"));
 	ck_assert_str_eq(a->name, "p1");
 	ck_assert_uint_eq(a->decisions[STATS_FROM_STORE][1], 1);
