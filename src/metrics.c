@@ -22,12 +22,14 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "addr.h"
 #include "blocks.h"
 #include "config.h"
+#include "decimal.h"
 #include "envoy_rules.h"
 #include "hist.h"
 #include "leases.h"
@@ -61,6 +63,69 @@ struct scrape {
 	struct store_health health;
 	struct process_info proc;
 };
+
+/* A user as TOP shows it (proto_show_user), escaped again for a label
+ * value or a JSON string: a backslash before \ and " (the shown form has
+ * no control byte left). */
+static void put_user(struct evbuffer *b, const char *user, size_t len, int cut)
+{
+	char shown[PROTO_USER_SHOWN_MAX(TOP_NAME_MAX)], out[2 * sizeof(shown)];
+	size_t n = proto_show_user(shown, user, len, cut), k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (shown[i] == '\\' || shown[i] == '"')
+			out[k++] = '\\';
+		out[k++] = shown[i];
+	}
+	evbuffer_add(b, out, k);
+}
+
+/* One action's heavy hitter, for ranking across actions. */
+struct hitter {
+	const struct policy *p;
+	struct top_row row;
+};
+
+static int by_denied(const void *a, const void *b)
+{
+	const struct hitter *x = a, *y = b;
+	if (x->row.denied != y->row.denied)
+		return x->row.denied > y->row.denied ? -1 : 1;
+	int c = strcmp(x->p->name, y->p->name);
+	if (c)
+		return c;
+	size_t n = x->row.len < y->row.len ? x->row.len : y->row.len;
+	c = memcmp(x->row.name, y->row.name, n);
+	return c ? c : (x->row.len > y->row.len) - (x->row.len < y->row.len);
+}
+
+/* The metrics.top_series users with the most denials, over every action
+ * of the running configuration: a fixed label budget, however many users. */
+static void top_denied(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	const struct config *cfg = s->cfg;
+	size_t per = (size_t)cfg->metrics_top_series;
+	if (per > TOP_ROWS_MAX)
+		per = TOP_ROWS_MAX; /* no action has more */
+	struct hitter *h = per ? calloc(cfg->npolicies * per + 1, sizeof(*h)) : NULL;
+	if (!h)
+		return;
+	size_t n = 0;
+	for (size_t i = 0; i < cfg->npolicies; i++) {
+		struct top_row rows[TOP_ROWS_MAX];
+		uint64_t req, den;
+		const struct policy *p = &cfg->policies[i];
+		size_t k = stats_top(p->name, p->name_len, TOP_BY_DENIED, per, rows, &req, &den);
+		for (size_t j = 0; j < k; j++)
+			h[n++] = (struct hitter){p, rows[j]};
+	}
+	qsort(h, n, sizeof(*h), by_denied);
+	for (size_t i = 0; i < n && i < (size_t)cfg->metrics_top_series; i++) {
+		evbuffer_add_printf(b, "%s{action=\"%s\",user=\"", name, h[i].p->name);
+		put_user(b, h[i].row.name, h[i].row.len, h[i].row.cut);
+		evbuffer_add_printf(b, "\"} %llu\n", (unsigned long long)h[i].row.denied);
+	}
+	free(h);
+}
 
 /* One action's decisions, allowed and denied. */
 static void put_action(struct evbuffer *b, const char *name, const struct policy *p,
@@ -346,6 +411,8 @@ COUNT(memory_expired, s->health.memory_expired)
 SECONDS(last_reload_time, stats.last_reload_time)
 COUNT(restart_pending, stats.restart_pending)
 COUNT(policies, s->cfg->npolicies)
+COUNT(top_untracked, stats_top_untracked)
+COUNT(have_top_series, s->cfg->metrics_top_series > 0)
 
 /* When a family is shown: the process's values read, the memory store's. */
 COUNT(have_stat, s->proc.have_stat)
@@ -417,6 +484,14 @@ static const struct family families[] = {
 	{"ratelimitd_action_shadow_denied_total", "counter",
 	 "Denials that shadow mode answered ALLOWED, per action of the running configuration.",
 	 .samples = action_shadow_denied},
+	{"ratelimitd_top_denied", "gauge",
+	 "Heavy hitters: the users with the most denials over about the last minute, "
+	 "estimated (docs/operations.md), metrics.top_series of them over all actions; users "
+	 "shown as TOP shows them.",
+	 .samples = top_denied, .shown = have_top_series},
+	{"ratelimitd_top_untracked_actions", "gauge",
+	 "Actions whose heavy hitters are not kept: more than 1024 actions decided.",
+	 .count = top_untracked},
 	{"ratelimitd_store_errors_total", "counter",
 	 "Requests Redis did not decide, by reason; answered per on_store_error (RESET: ERR "
 	 "store-unavailable).",
@@ -579,6 +654,116 @@ static void reply_text(struct evhttp_request *req, int code, const char *reason,
 	evhttp_send_reply(req, code, reason, body);
 }
 
+/* One action's heavy hitters as /top writes them: the action, its
+ * estimated totals and the k users read. */
+static void top_action_json(struct evbuffer *b, const struct policy *p, const struct top_row *rows,
+			    size_t k, uint64_t req, uint64_t den)
+{
+	evbuffer_add_printf(b, "{\"action\":\"%s\",\"requests\":%llu,\"denied\":%llu,\"users\":[",
+			    p->name, (unsigned long long)req, (unsigned long long)den);
+	for (size_t i = 0; i < k; i++) {
+		evbuffer_add_printf(b, "%s{\"user\":\"", i ? "," : "");
+		put_user(b, rows[i].name, rows[i].len, rows[i].cut);
+		evbuffer_add_printf(b, "\",\"denied\":%llu,\"requests\":%llu,\"over\":%llu}",
+				    (unsigned long long)rows[i].denied,
+				    (unsigned long long)rows[i].requests,
+				    (unsigned long long)rows[i].over);
+	}
+	evbuffer_add_printf(b, "]}");
+}
+
+struct top_action {
+	const struct policy *p;
+	uint64_t req, den;
+};
+
+static int by_action_denied(const void *a, const void *b)
+{
+	const struct top_action *x = a, *y = b;
+	if (x->den != y->den)
+		return x->den > y->den ? -1 : 1;
+	if (x->req != y->req)
+		return x->req > y->req ? -1 : 1;
+	return strcmp(x->p->name, y->p->name);
+}
+
+/* GET /top[?action=A][&by=denied|requests][&n=N]: the heavy hitters of one
+ * action (n 10 by default), or of every action that decided in the last
+ * minute or two, most denied first (n 3 each). 200 with JSON, 400 for a
+ * bad parameter, 404 for an action with no policy. */
+static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuffer *body)
+{
+	const struct config *cfg = server_config(m->srv);
+	struct evkeyvalq q;
+	TAILQ_INIT(&q);
+	const char *qs = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+	if (qs && evhttp_parse_query_str(qs, &q) < 0) {
+		evbuffer_add_printf(body, "{\"error\":\"a query of key=value pairs\"}\n");
+		return HTTP_BADREQUEST;
+	}
+	const char *action = evhttp_find_header(&q, "action");
+	const char *bys = evhttp_find_header(&q, "by");
+	const char *ns = evhttp_find_header(&q, "n");
+	enum top_by by = TOP_BY_DENIED;
+	int64_t n = action ? 10 : 3;
+	int code = HTTP_OK;
+	const struct policy *p = NULL;
+	if (bys && strcmp(bys, "requests") == 0) {
+		by = TOP_BY_REQUESTS;
+	} else if (bys && strcmp(bys, "denied") != 0) {
+		evbuffer_add_printf(body, "{\"error\":\"by is denied or requests\"}\n");
+		code = HTTP_BADREQUEST;
+	}
+	if (code == HTTP_OK && ns &&
+	    (decimal_parse(ns, strlen(ns), TOP_ROWS_MAX, &n) < 0 || n < 1)) {
+		evbuffer_add_printf(body, "{\"error\":\"n is 1 to %d\"}\n", TOP_ROWS_MAX);
+		code = HTTP_BADREQUEST;
+	}
+	if (code == HTTP_OK && action && !(p = config_find_policy(cfg, action, strlen(action)))) {
+		evbuffer_add_printf(body, "{\"error\":\"no policy for this action\"}\n");
+		code = HTTP_NOTFOUND;
+	}
+	if (code != HTTP_OK) {
+		evhttp_clear_headers(&q);
+		return code;
+	}
+	struct top_row rows[TOP_ROWS_MAX];
+	uint64_t rq, dn;
+	evbuffer_add_printf(body, "{\"window_s\":%llu,\"by\":\"%s\",",
+			    (unsigned long long)(TOP_WINDOW_US / 1000000),
+			    by == TOP_BY_DENIED ? "denied" : "requests");
+	if (p) {
+		size_t k = stats_top(p->name, p->name_len, by, (size_t)n, rows, &rq, &dn);
+		evbuffer_add_printf(body, "\"top\":");
+		top_action_json(body, p, rows, k, rq, dn);
+		evbuffer_add_printf(body, "}\n");
+		evhttp_clear_headers(&q);
+		return HTTP_OK;
+	}
+	struct top_action *acts = calloc(cfg->npolicies + 1, sizeof(*acts));
+	size_t na = 0;
+	for (size_t i = 0; acts && i < cfg->npolicies; i++) {
+		const struct policy *ap = &cfg->policies[i];
+		stats_top(ap->name, ap->name_len, by, 0, rows, &rq, &dn);
+		if (rq || dn)
+			acts[na++] = (struct top_action){ap, rq, dn};
+	}
+	if (na)
+		qsort(acts, na, sizeof(*acts), by_action_denied);
+	evbuffer_add_printf(body, "\"actions\":[");
+	for (size_t i = 0; i < na; i++) {
+		size_t k = stats_top(acts[i].p->name, acts[i].p->name_len, by, (size_t)n, rows, &rq,
+				     &dn);
+		if (i)
+			evbuffer_add_printf(body, ",");
+		top_action_json(body, acts[i].p, rows, k, rq, dn);
+	}
+	evbuffer_add_printf(body, "]}\n");
+	free(acts);
+	evhttp_clear_headers(&q);
+	return HTTP_OK;
+}
+
 static void request_cb(struct evhttp_request *req, void *arg)
 {
 	struct metrics *m = arg;
@@ -618,8 +803,15 @@ static void request_cb(struct evhttp_request *req, void *arg)
 			evbuffer_add_printf(body, "ok\n");
 			reply_text(req, HTTP_OK, "OK", body, "text/plain");
 		}
+	} else if (path && strcmp(path, "/top") == 0) {
+		int code = top_reply(m, req, body);
+		reply_text(req, code,
+			   code == HTTP_OK	   ? "OK"
+			   : code == HTTP_NOTFOUND ? "Not Found"
+						   : "Bad Request",
+			   body, "application/json");
 	} else {
-		evbuffer_add_printf(body, "not found: try /metrics or /health\n");
+		evbuffer_add_printf(body, "not found: try /metrics, /health or /top\n");
 		reply_text(req, HTTP_NOTFOUND, "Not Found", body, "text/plain");
 	}
 	evbuffer_free(body);

@@ -577,6 +577,7 @@ static int config_defaults(struct config *c)
 	c->on_store_error = DEFAULT_ON_STORE_ERROR;
 	c->max_line = DEFAULT_MAX_LINE;
 	c->max_clients = DEFAULT_MAX_CLIENTS;
+	c->metrics_top_series = CONFIG_DEFAULT_TOP_SERIES;
 	c->max_delayed = CONFIG_DEFAULT_MAX_DELAYED;
 	c->idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS;
 	c->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS;

@@ -394,7 +394,7 @@ int config_listen_set(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-enum { MK_LISTEN, MK_TLS, MK_N };
+enum { MK_LISTEN, MK_TLS, MK_TOP_SERIES, MK_N };
 
 /* HTTP is TCP here: evhttp binds host:port. */
 static int set_tcp_address(struct yparser *P, const struct ykey *k, void *dst)
@@ -415,6 +415,9 @@ static const struct ykey metrics_keys[MK_N] = {
 	/* as a listener's: HTTPS for a scraper across a network */
 	[MK_TLS] = {"tls", set_tls, offsetof(struct config, metrics_tls), 0, 0, YP_SECTION, NULL,
 		    NULL},
+	/* the label budget of ratelimitd_top_denied (users are labels there) */
+	[MK_TOP_SERIES] = {"top_series", yp_set_int, offsetof(struct config, metrics_top_series), 0,
+			   1000, YP_RELOAD, yp_put_int, NULL},
 };
 
 const struct ktable config_metrics_table = {"metrics.", metrics_keys, MK_N, KT_AT_BASE, 0};
