@@ -36,6 +36,7 @@
 #include "policy.h"
 #include "proto.h"
 #include "proto_line.h"
+#include "top.h"
 
 #define HEADER 4
 #define MAX_LINE_RANGE 8192
@@ -207,6 +208,13 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 				r->code = "bad-user";
 				return;
 			}
+	} else if (word_eq(v, vl, "TOP")) {
+		int64_t idx;
+		r->verb = CMD_TOP;
+		if (n < 3 || n > 4 || decimal_parse(r->tok[2], r->tlen[2], INT32_MAX, &idx) < 0 ||
+		    (n == 4 && !word_eq(r->tok[3], r->tlen[3], "DENIED") &&
+		     !word_eq(r->tok[3], r->tlen[3], "REQUESTS")))
+			r->code = "syntax";
 	} else if (word_eq(v, vl, "OVERRIDES")) {
 		int64_t idx;
 		r->verb = CMD_OVERRIDES;
@@ -454,7 +462,13 @@ static void check_line_reply(const char *line, size_t n)
 		      "line_reply: override item");
 		break;
 	case LINE_REPLY_END:
-		check(r.index >= 0, "line_reply: END count");
+		check(r.index >= 0 && (r.requests == -1) == (r.denied == -1) && r.requests >= -1,
+		      "line_reply: END count, and TOP's totals both or neither");
+		break;
+	case LINE_REPLY_TOP:
+		check(r.index >= 0 && r.denied >= 0 && r.requests >= 0 && r.over >= 0 &&
+			      r.user.len > 0 && !memchr(r.user.p, ' ', r.user.len),
+		      "line_reply: TOP item");
 		break;
 	case LINE_REPLY_OK:
 	case LINE_REPLY_PONG:
@@ -534,6 +548,13 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 		break;
 	case CMD_OVERRIDES:
 		check(cmd->index >= 0 && cmd->index <= INT32_MAX, "index in range");
+		break;
+	case CMD_TOP:
+		check(cmd->index >= 0 && cmd->index <= INT32_MAX, "index in range");
+		check(cmd->action == ref.tok[1] && cmd->action_len == ref.tlen[1], "action token");
+		check(cmd->by_requests ==
+			      (ref.ntok == 4 && word_eq(ref.tok[3], ref.tlen[3], "REQUESTS")),
+		      "TOP's ranking word");
 		break;
 	case CMD_MALLOW:
 	case CMD_MPEEK:
@@ -686,6 +707,34 @@ void fuzz_check_reply(const struct cmd_result *res)
 		free(buf);
 		return;
 	}
+	case CMD_REPLY_TOP: {
+		/* an item, its user shown as one word; or the end with the totals */
+		char *buf = malloc(PROTO_LINE_REPLY_MAX);
+		check(buf != NULL, "out of memory");
+		size_t n = proto_line_format(buf, res);
+		check(n > 0 && n <= PROTO_LINE_REPLY_MAX && buf[n - 1] == '\n' &&
+			      !memchr(buf, '\n', n - 1),
+		      "a TOP reply is one line");
+		struct line_reply lr;
+		check(line_reply_parse(buf, n - 1, &lr) == 0, "line_reply takes TOP's replies");
+		const struct cmd_item *it = res->item;
+		if (!it) {
+			check(lr.kind == LINE_REPLY_END && lr.index == res->limit &&
+				      lr.requests == res->remaining &&
+				      lr.denied == res->retry_after_ms,
+			      "line_reply: TOP's END round-trips");
+		} else {
+			char shown[PROTO_USER_SHOWN_MAX(TOP_NAME_MAX)];
+			size_t sl = proto_show_user(shown, it->text, it->ulen, it->cut);
+			check(lr.kind == LINE_REPLY_TOP && lr.index == it->index &&
+				      lr.denied == it->denied && lr.requests == it->requests &&
+				      lr.over == it->over && lr.user.len == sl &&
+				      !memcmp(lr.user.p, shown, sl),
+			      "line_reply: a TOP item round-trips");
+		}
+		free(buf);
+		return;
+	}
 	case CMD_REPLY_ITEM:
 		break;
 	}
@@ -742,6 +791,9 @@ static int same_request(const struct cmd_request *s, const char *w, const struct
 			 s->ttl_ms == p->ttl_ms));
 	case CMD_OVERRIDES:
 		return s->index == p->index;
+	case CMD_TOP:
+		return s->index == p->index && s->by_requests == p->by_requests &&
+		       same_at(s->action, s->action_len, w, p->action, p->action_len, line);
 	case CMD_MALLOW:
 	case CMD_MPEEK:
 		if (s->npairs != p->npairs)

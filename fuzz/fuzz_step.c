@@ -33,6 +33,7 @@
 #include "pipeline.h"
 #include "policy.h"
 #include "session.h"
+#include "top.h"
 
 void (*fuzz_step_check)(const char *w, size_t len, size_t max_line, enum proto_step st,
 			const struct proto_parsed *got);
@@ -135,6 +136,12 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 	case CMD_OVERRIDES:
 		check(r->index >= 0 && r->index <= INT32_MAX, "index in range");
 		break;
+	case CMD_TOP:
+		check(r->index >= 0 && r->index <= INT32_MAX, "index in range");
+		check(r->action_len >= 1 && inside(r->action, r->action_len, w, got->used),
+		      "TOP's action inside the request");
+		check(r->by_requests == 0 || r->by_requests == 1, "TOP's ranking");
+		break;
 	case CMD_MALLOW:
 	case CMD_MPEEK:
 		check(r->npairs >= 1 && r->npairs <= CMD_PAIRS_MAX, "1 to 8 pairs");
@@ -209,6 +216,26 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 		fuzz_check_reply(&res);
 		free(it);
 	}
+	/* TOP: the longest user shown (every byte escaped, then cut), the
+	 * largest figures, and the end with the totals */
+	{
+		struct cmd_item *it = calloc(1, sizeof(*it) + TOP_NAME_MAX);
+		check(it != NULL, "out of memory");
+		it->index = INT32_MAX;
+		it->ulen = TOP_NAME_MAX;
+		it->cut = 1;
+		it->denied = it->requests = it->over = INT64_MAX;
+		for (size_t k = 0; k < TOP_NAME_MAX; k++)
+			it->text[k] = r->user_len ? r->user[k % r->user_len] : (char)(0x80 + k);
+		res.kind = CMD_REPLY_TOP;
+		res.item = it;
+		fuzz_check_reply(&res);
+		res.item = NULL;
+		res.limit = TOP_ROWS_MAX;
+		res.remaining = res.retry_after_ms = INT64_MAX;
+		fuzz_check_reply(&res);
+		free(it);
+	}
 	res.kind = CMD_REPLY_ERROR;
 	res.error = CMD_ERR_STORE_UNAVAILABLE;
 	size_t m = r->user_len < sizeof(res.msg) - 1 ? r->user_len : sizeof(res.msg) - 1;
@@ -236,6 +263,10 @@ static void log_request(struct olog *l, const struct cmd_request *r)
 			log_bytes(l, r->pairs[i].user, r->pairs[i].user_len);
 	} else if (r->verb == CMD_OVERRIDES) {
 		log_u64(l, (uint64_t)r->index);
+	} else if (r->verb == CMD_TOP) {
+		log_u64(l, (uint64_t)r->index);
+		log_bytes(l, r->action, r->action_len);
+		log_u64(l, (uint64_t)r->by_requests);
 	} else if (r->verb == CMD_AUTH) {
 		log_bytes(l, r->token, r->token_len);
 	} else if (r->verb == CMD_RELEASE || r->verb == CMD_RENEW || r->verb == CMD_SETTLE ||
@@ -400,6 +431,11 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		res->kind = CMD_REPLY_ITEM;
 		res->item = NULL;
 		res->limit = 0;
+		break;
+	case CMD_TOP:
+		res->kind = CMD_REPLY_TOP;
+		res->item = NULL;
+		res->limit = res->remaining = res->retry_after_ms = 0;
 		break;
 	default:
 		res->kind = CMD_REPLY_DECISION;

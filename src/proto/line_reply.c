@@ -80,6 +80,7 @@ int line_reply_parse(const char *line, size_t len, struct line_reply *r)
 	struct line_reply_str w[7];
 	memset(r, 0, sizeof(*r));
 	r->pair = -1;
+	r->requests = r->denied = -1;
 	if (len && line[len - 1] == '\r')
 		len--;
 	if (len == 0 || memchr(line, '\n', len) || memchr(line, '\r', len))
@@ -111,10 +112,21 @@ int line_reply_parse(const char *line, size_t len, struct line_reply *r)
 		r->kind = LINE_REPLY_PONG;
 	else if (n == 1 && is(&w[0], "BYE"))
 		r->kind = LINE_REPLY_BYE;
-	else if (n == 2 && is(&w[0], "END")) {
+	else if ((n == 2 || n == 4) && is(&w[0], "END")) {
 		r->kind = LINE_REPLY_END;
 		if (parse_int(&w[1], &r->index) < 0 || r->index < 0)
 			return -1;
+		if (n == 4 && (parse_int(&w[2], &r->requests) < 0 || r->requests < 0 ||
+			       parse_int(&w[3], &r->denied) < 0 || r->denied < 0))
+			return -1;
+	} else if (n == 6 && is(&w[0], "TOP")) {
+		r->kind = LINE_REPLY_TOP;
+		int64_t *f[4] = {&r->index, &r->denied, &r->requests, &r->over};
+		struct line_reply_str *s[4] = {&w[1], &w[3], &w[4], &w[5]};
+		for (int i = 0; i < 4; i++)
+			if (parse_int(s[i], f[i]) < 0 || *f[i] < 0)
+				return -1;
+		r->user = w[2];
 	} else if (n == 6 && is(&w[0], "OVERRIDE")) {
 		r->kind = LINE_REPLY_OVERRIDE;
 		if (parse_int(&w[1], &r->index) < 0 || r->index < 0 ||

@@ -18,7 +18,8 @@ enum line_reply_kind {
 	LINE_REPLY_BYE,
 	LINE_REPLY_ERR,
 	LINE_REPLY_OVERRIDE, /* an item of OVERRIDES */
-	LINE_REPLY_END,	     /* past OVERRIDES' last item */
+	LINE_REPLY_END,	     /* past OVERRIDES' or TOP's last item */
+	LINE_REPLY_TOP,	     /* an item of TOP */
 };
 
 struct line_reply_str {
@@ -39,6 +40,10 @@ struct line_reply {
 	/* OVERRIDE: index user action spec ttl_ms; END: index is the count */
 	int64_t index, ttl_ms;
 	struct line_reply_str user, action, spec;
+	/* TOP: index user (as shown: %XX) denied requests over; TOP's END:
+	 * index, then the action's requests and denied (-1: an END of
+	 * OVERRIDES, without them) */
+	int64_t denied, requests, over;
 };
 
 /*
