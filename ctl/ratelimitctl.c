@@ -23,6 +23,7 @@
 #include "ctl_grpc.h"
 #include "ctl_util.h"
 #include "envoy_rules.h"
+#include "decimal.h"
 #include "line_reply.h"
 #include "policy.h"
 
@@ -58,6 +59,8 @@ static void usage(FILE *f)
 		"  override USER ACTION SPEC [TTL]             set a run-time override (admin)\n"
 		"  unoverride USER ACTION                      clear it (admin)\n"
 		"  overrides                                   list run-time overrides (admin)\n"
+		"  top ACTION [N] [denied|requests]            the users most denied (or asking\n"
+		"                                              most) in the last minute (admin)\n"
 		"  ping                                        is the daemon answering?\n"
 		"  acquire USER ACTION [COST]                  take a concurrency lease (given\n"
 		"                                              back when ratelimitctl exits)\n"
@@ -376,6 +379,76 @@ static int cmd_overrides(struct ctl *c, int nargs)
 	return ctl_fail(&c->x, "protocol", "more than %d overrides", CTL_OVERRIDES_MAX);
 }
 
+/* top ACTION [N] [denied|requests]: TOP ACTION 0, 1, ... until END or N
+ * users (default 10), as a table or JSON. */
+static int cmd_top(struct ctl *c, char **args, int nargs)
+{
+	static const char usage_top[] = "usage: top ACTION [N] [denied|requests] (N 1 to 32)";
+	int64_t n = 10;
+	int by_requests = 0;
+	for (int i = 1; i < nargs; i++) {
+		if (!strcmp(args[i], "requests") || !strcmp(args[i], "denied"))
+			by_requests = args[i][0] == 'r';
+		else if (decimal_parse(args[i], strlen(args[i]), 32, &n) < 0 || n < 1)
+			return ctl_fail(&c->x, "usage", "%s", usage_top);
+	}
+	if (nargs < 1 || nargs > 3)
+		return ctl_fail(&c->x, "usage", "%s", usage_top);
+	for (int64_t i = 0; i <= n; i++) {
+		char idx[24];
+		char *targs[3] = {args[0], idx, "REQUESTS"};
+		snprintf(idx, sizeof(idx), "%lld", (long long)i);
+		struct line_reply r;
+		if (i == n) { /* the totals come with END: ask one past the last */
+			snprintf(idx, sizeof(idx), "%d", 1000000);
+		}
+		if (request(c, "TOP", targs, by_requests ? 3 : 2, &r) != 0)
+			return CTL_EXIT_ERROR;
+		if (r.kind == LINE_REPLY_ERR && i == 0)
+			return print_err_reply(c, &r); /* forbidden, an unknown action */
+		if (i == 0) {
+			if (c->x.json) {
+				printf("{\"command\":\"top\",\"result\":\"ok\",\"action\":");
+				ctl_json_str(args[0], strlen(args[0]));
+				printf(",\"by\":\"%s\",\"users\":[", by_requests ? "requests" : "denied");
+			} else {
+				printf("%-5s %-32s %10s %10s %8s\n", "rank", "user", "denied",
+				       "requests", "max over");
+			}
+		}
+		if (r.kind == LINE_REPLY_END && r.requests >= 0) {
+			if (c->x.json)
+				printf("],\"requests\":%lld,\"denied\":%lld,\"window_s\":60}\n",
+				       (long long)r.requests, (long long)r.denied);
+			else
+				printf("%s: %lld requests, %lld denied in about the last minute "
+				       "(estimates)\n",
+				       args[0], (long long)r.requests, (long long)r.denied);
+			return CTL_EXIT_OK;
+		}
+		if (r.kind != LINE_REPLY_TOP || r.index != i) {
+			if (c->x.json)
+				printf("],\"complete\":false}\n");
+			c->x.json = 0;
+			if (r.kind == LINE_REPLY_ERR)
+				return print_err_reply(c, &r);
+			return ctl_fail(&c->x, "protocol", "unexpected reply to TOP %lld",
+					(long long)i);
+		}
+		if (c->x.json) {
+			printf("%s{\"user\":", i ? "," : "");
+			ctl_json_str(r.user.p, r.user.len);
+			printf(",\"denied\":%lld,\"requests\":%lld,\"over\":%lld}",
+			       (long long)r.denied, (long long)r.requests, (long long)r.over);
+		} else {
+			printf("%-5lld %-32.*s %10lld %10lld %8lld\n", (long long)i + 1,
+			       (int)r.user.len, r.user.p, (long long)r.denied,
+			       (long long)r.requests, (long long)r.over);
+		}
+	}
+	return ctl_fail(&c->x, "protocol", "TOP never ended");
+}
+
 static int cmd_check_config(struct ctl *c, char **args, int nargs)
 {
 	if (nargs > 1)
@@ -560,7 +633,7 @@ static int cmd_reload(struct ctl *c, int nargs)
 static int is_admin_command(const char *cmd)
 {
 	return !strcmp(cmd, "reset") || !strcmp(cmd, "override") || !strcmp(cmd, "unoverride") ||
-	       !strcmp(cmd, "overrides");
+	       !strcmp(cmd, "overrides") || !strcmp(cmd, "top");
 }
 
 static int run(struct ctl *c, char **args, int nargs)
@@ -638,6 +711,8 @@ static int run(struct ctl *c, char **args, int nargs)
 		return cmd_simple(c, "OVERRIDE", args, nargs, 3, 4, "USER ACTION SPEC [TTL]");
 	if (!strcmp(cmd, "unoverride"))
 		return cmd_simple(c, "UNOVERRIDE", args, nargs, 2, 2, "USER ACTION");
+	if (!strcmp(cmd, "top"))
+		return cmd_top(c, args, nargs);
 	return cmd_overrides(c, nargs);
 }
 
