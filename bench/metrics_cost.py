@@ -14,11 +14,14 @@ free loopback ports, then measures one of:
              with N and 4N pipelined `ALLOW hot f` requests (a funnel far
              over its limit), and prints the difference per request; the
              daemon runs without metrics.listen, so --daemon may name a build
-             from before the metrics for comparison
+             from before the metrics for comparison; with --users K the
+             requests go to K users in turn instead (u0, u1, ...: new users
+             past the deny cache, through Redis, each a new heavy-hitter
+             entry while K is large)
 
 Not a test; docs/performance.md and docs/security.md quote its figures.
 
-usage: bench/metrics_cost.py {scrape,halfopen,callgrind} [-n N] [--daemon PATH]
+usage: bench/metrics_cost.py {scrape,halfopen,callgrind} [-n N] [--daemon PATH] [--users K]
 """
 
 import argparse
@@ -149,14 +152,16 @@ def halfopen(args):
         s.stop()
 
 
-def callgrind_total(daemon, n, out):
+def callgrind_total(daemon, n, out, users=1):
     # without metrics.listen, so that a daemon from before the metrics can be measured too
     s = Setup(daemon, wrapper=("valgrind", "--tool=callgrind", "--callgrind-out-file=" + out),
               metrics=False)
     try:
         c = socket.create_connection(("127.0.0.1", s.port))
         batch = b"ALLOW hot f\n" * 500
-        for _ in range(n // 500):
+        for k in range(n // 500):
+            if users > 1:
+                batch = b"".join(b"ALLOW u%d f\n" % ((k * 500 + i) % users) for i in range(500))
             c.sendall(batch)
             want = 500
             while want:
@@ -172,8 +177,8 @@ def callgrind_total(daemon, n, out):
 def callgrind(args):
     d = tempfile.mkdtemp(prefix="rl-cg-")
     try:
-        a = callgrind_total(args.daemon, args.n, os.path.join(d, "a"))
-        b = callgrind_total(args.daemon, 4 * args.n, os.path.join(d, "b"))
+        a = callgrind_total(args.daemon, args.n, os.path.join(d, "a"), args.users)
+        b = callgrind_total(args.daemon, 4 * args.n, os.path.join(d, "b"), args.users)
     finally:
         shutil.rmtree(d, ignore_errors=True)
     print("%d requests: %d instructions, %d requests: %d; %.0f instructions per request"
@@ -185,6 +190,7 @@ def main():
     ap.add_argument("what", choices=["scrape", "halfopen", "callgrind"])
     ap.add_argument("-n", type=int, default=None)
     ap.add_argument("--daemon", default=os.path.join(ROOT, "build", "ratelimitd"))
+    ap.add_argument("--users", type=int, default=1, help="callgrind: users in turn")
     args = ap.parse_args()
     if args.n is None:
         args.n = {"scrape": 2000, "halfopen": 1000, "callgrind": 10000}[args.what]

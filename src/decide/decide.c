@@ -99,7 +99,7 @@ void decide_fill(struct cmd_slot *slot, const struct config *cfg, const struct p
 		 int64_t retry_after_ms, int64_t reset_ms)
 {
 	stats_count_decision(cfg, p, from, allowed, slot->user, slot->user_len,
-			     slot->op == STORE_PEEK);
+			     slot->op == STORE_PEEK, slot->parsed_us);
 	struct cmd_result *r = &slot->res;
 	const struct policy *sp = slot->policy;
 	if (!allowed && slot->shadow) {

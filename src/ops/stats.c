@@ -147,7 +147,7 @@ static struct top *top_of(struct stats_action *a)
 }
 
 void stats_count_decision(const struct config *cfg, const struct policy *p, enum stats_from from,
-			  int allowed, const char *user, size_t user_len, int peek)
+			  int allowed, const char *user, size_t user_len, int peek, uint64_t now_us)
 {
 	allowed = !!allowed;
 	stats.decisions[from][allowed]++;
@@ -157,8 +157,7 @@ void stats_count_decision(const struct config *cfg, const struct policy *p, enum
 	a->decisions[from][allowed]++;
 	struct top *t = a->top_failed ? NULL : top_of(a);
 	if (t)
-		top_count(t, top_hash(user, user_len), user, user_len, !peek, !allowed,
-			  clock_mono_us());
+		top_count(t, user, user_len, !peek, !allowed, now_us ? now_us : clock_mono_us());
 	else
 		a->top_failed = 1;
 }

@@ -156,9 +156,11 @@ struct stats_action {
 /* Counts one ALLOW/PEEK answer for p of cfg, globally and per action (cfg
  * NULL: p is no policy of a configuration, CL.THROTTLE's: counted by name),
  * and for user among the action's heavy hitters (a request unless a peek;
- * a denial even when shadow mode answers it ALLOWED). */
+ * a denial even when shadow mode answers it ALLOWED) at now_us (monotonic;
+ * 0: read the clock). */
 void stats_count_decision(const struct config *cfg, const struct policy *p, enum stats_from from,
-			  int allowed, const char *user, size_t user_len, int peek);
+			  int allowed, const char *user, size_t user_len, int peek,
+			  uint64_t now_us);
 /* The heavy hitters of the action `name` over about the last minute (top.h):
  * up to max rows ranked by `by`, and the action's estimated totals; 0 rows
  * and totals when it has none (never decided, or past STATS_TOP_MAX). */

@@ -7,28 +7,21 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
-#include "siphash.h"
 
-static uint8_t hash_key[16];
-static int hash_keyed;
-
-uint64_t top_hash(const char *user, size_t len)
+/* A user's first 8 bytes as one word, zero-padded: most users differ in
+ * them or in their length, so a scan compares a word and a length first.
+ * (No hash: the list is short, and nothing here can be flooded.) */
+static uint64_t head_of(const char *user, size_t len)
 {
-	if (!hash_keyed) {
-		/* unpredictable, so that nobody can pick users that share an entry's
-		 * hash; a clock-made key is still one per process if there is no
-		 * entropy yet */
-		if (getrandom(hash_key, sizeof(hash_key), GRND_NONBLOCK) != sizeof(hash_key)) {
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			memcpy(hash_key, &ts, sizeof(ts) < sizeof(hash_key) ? sizeof(ts) : 16);
-		}
-		hash_keyed = 1;
+	uint64_t h = 0;
+	if (len >= 8) {
+		memcpy(&h, user, 8); /* one load */
+		return h;
 	}
-	return siphash24(hash_key, user, len);
+	for (size_t i = 0; i < len; i++)
+		h |= (uint64_t)(unsigned char)user[i] << (8 * i);
+	return h;
 }
 
 /* Moves the windows on to the one holding now. */
@@ -49,17 +42,23 @@ static void rotate(struct top *t, uint64_t now_us)
 	t->start_us += windows * TOP_WINDOW_US;
 }
 
-static int same_user(const struct top_entry *e, uint64_t hash, const char *user, size_t kept)
+static size_t kept_of(size_t len)
 {
-	return e->hash == hash && e->len == kept && memcmp(e->name, user, kept) == 0;
+	return len < TOP_NAME_MAX ? len : TOP_NAME_MAX;
 }
 
-static void list_add(struct top_list *l, uint64_t hash, const char *user, size_t len)
+/* (the head holds the first 8 bytes: only the rest is compared) */
+static int same_user(const struct top_entry *e, uint64_t head, const char *user, size_t len)
 {
-	size_t kept = len < TOP_NAME_MAX ? len : TOP_NAME_MAX;
+	return e->head == head && e->len == len &&
+	       (len <= 8 || memcmp(e->name + 8, user + 8, kept_of(len) - 8) == 0);
+}
+
+static void list_add(struct top_list *l, uint64_t head, const char *user, size_t len)
+{
 	l->total++;
 	for (uint32_t i = 0; i < l->n; i++)
-		if (same_user(&l->e[i], hash, user, kept)) {
+		if (same_user(&l->e[i], head, user, len)) {
 			if (l->e[i].count < UINT32_MAX)
 				l->e[i].count++;
 			return;
@@ -77,22 +76,24 @@ static void list_add(struct top_list *l, uint64_t hash, const char *user, size_t
 				e = &l->e[i];
 		base = e->count;
 	}
-	e->hash = hash;
+	e->head = head;
 	e->count = base + (base < UINT32_MAX);
 	e->err = base;
-	e->len = (uint16_t)kept;
-	e->cut = len > TOP_NAME_MAX;
-	memcpy(e->name, user, kept);
+	e->len = (uint16_t)len;
+	memcpy(e->name, user, kept_of(len));
 }
 
-void top_count(struct top *t, uint64_t hash, const char *user, size_t len, int request, int denied,
+void top_count(struct top *t, const char *user, size_t len, int request, int denied,
 	       uint64_t now_us)
 {
+	if (len > UINT16_MAX)
+		len = UINT16_MAX;
 	rotate(t, now_us);
+	uint64_t head = head_of(user, len);
 	if (request)
-		list_add(&t->cur[TOP_BY_REQUESTS], hash, user, len);
+		list_add(&t->cur[TOP_BY_REQUESTS], head, user, len);
 	if (denied)
-		list_add(&t->cur[TOP_BY_DENIED], hash, user, len);
+		list_add(&t->cur[TOP_BY_DENIED], head, user, len);
 }
 
 /* The part of the previous window still inside the last TOP_WINDOW_US. */
@@ -107,7 +108,7 @@ static double prev_weight(const struct top *t, uint64_t now_us)
 static const struct top_entry *find(const struct top_list *l, const struct top_entry *u)
 {
 	for (uint32_t i = 0; i < l->n; i++)
-		if (same_user(&l->e[i], u->hash, u->name, u->len))
+		if (same_user(&l->e[i], u->head, u->name, u->len))
 			return &l->e[i];
 	return NULL;
 }
@@ -131,7 +132,7 @@ static int by_count(const void *a, const void *b)
 	const struct candidate *x = a, *y = b;
 	if (x->count != y->count)
 		return x->count > y->count ? -1 : 1;
-	size_t n = x->u->len < y->u->len ? x->u->len : y->u->len;
+	size_t n = kept_of(x->u->len < y->u->len ? x->u->len : y->u->len);
 	int c = memcmp(x->u->name, y->u->name, n);
 	if (c)
 		return c;
@@ -169,9 +170,9 @@ size_t top_read(struct top *t, enum top_by by, uint64_t now_us, struct top_row *
 			continue;
 		struct top_row *r = &rows[k++];
 		const struct top_entry *u = cand[i].u;
-		memcpy(r->name, u->name, u->len);
-		r->len = u->len;
-		r->cut = u->cut;
+		r->len = kept_of(u->len);
+		memcpy(r->name, u->name, r->len);
+		r->cut = u->len > TOP_NAME_MAX;
 		double o, ignored;
 		estimate(&t->cur[other], &t->prev[other], w, u, &o, &ignored);
 		uint64_t mine = rounded(cand[i].count), theirs = rounded(o);

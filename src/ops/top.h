@@ -23,8 +23,8 @@
 
 #define TOP_ENTRIES 32
 #define TOP_WINDOW_US 60000000ULL
-/* Bytes of a user kept; a longer one is shown cut (its hash still tells
- * two apart). */
+/* Bytes of a user kept; a longer one is shown cut. Two users longer than
+ * this are told apart by their length too, not by the bytes past it. */
 #define TOP_NAME_MAX 64
 /* The most users a read returns. */
 #define TOP_ROWS_MAX TOP_ENTRIES
@@ -32,10 +32,9 @@
 enum top_by { TOP_BY_DENIED, TOP_BY_REQUESTS };
 
 struct top_entry {
-	uint64_t hash;
+	uint64_t head; /* the name's first 8 bytes (zero-padded): a quick test */
 	uint32_t count, err;
-	uint16_t len; /* bytes in name */
-	uint8_t cut;  /* the user was longer than TOP_NAME_MAX */
+	uint16_t len; /* the user's length (more than TOP_NAME_MAX: cut) */
 	char name[TOP_NAME_MAX];
 };
 
@@ -60,12 +59,9 @@ struct top_row {
 	uint64_t over;		   /* the ranked count is over by at most this */
 };
 
-/* A user's hash: keyed with a key of the process (made on first use). */
-uint64_t top_hash(const char *user, size_t len);
-
-/* Counts one decision for user (hash from top_hash): a request unless
+/* Counts one decision for user (at most 65535 bytes): a request unless
  * peek, and a denial when denied. */
-void top_count(struct top *t, uint64_t hash, const char *user, size_t len, int request, int denied,
+void top_count(struct top *t, const char *user, size_t len, int request, int denied,
 	       uint64_t now_us);
 
 /* The top users by `by` (most first; ties by name), at most max (at most

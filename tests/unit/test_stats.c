@@ -35,11 +35,11 @@ START_TEST(test_counts_by_action_and_source)
 	memset(&stats, 0, sizeof(stats));
 	struct config *c = config_n(3, 0);
 	stats_bind(c);
-	stats_count_decision(c, find(c, "p1"), STATS_FROM_STORE, 1, "u", 1, 0);
-	stats_count_decision(c, find(c, "p1"), STATS_FROM_STORE, 0, "u", 1, 0);
-	stats_count_decision(c, find(c, "p1"), STATS_FROM_CACHE, 0, "u", 1, 0);
+	stats_count_decision(c, find(c, "p1"), STATS_FROM_STORE, 1, "u", 1, 0, 1);
+	stats_count_decision(c, find(c, "p1"), STATS_FROM_STORE, 0, "u", 1, 0, 1);
+	stats_count_decision(c, find(c, "p1"), STATS_FROM_CACHE, 0, "u", 1, 0, 1);
 	/* any non-zero: allowed */
-	stats_count_decision(c, find(c, "p2"), STATS_FROM_FALLBACK, 7, "u", 1, 0);
+	stats_count_decision(c, find(c, "p2"), STATS_FROM_FALLBACK, 7, "u", 1, 0, 1);
 	const struct stats_action *a = stats_action_of(c, find(c, "p1"));
 	ck_assert_str_eq(a->name, "p1");
 	ck_assert_uint_eq(a->decisions[STATS_FROM_STORE][1], 1);
@@ -62,13 +62,14 @@ START_TEST(test_kept_by_name_across_reloads)
 		char name[16];
 		snprintf(name, sizeof(name), "p%d", i);
 		for (int k = 0; k <= i; k++)
-			stats_count_decision(old, find(old, name), STATS_FROM_STORE, 1, "u", 1, 0);
+			stats_count_decision(old, find(old, name), STATS_FROM_STORE, 1, "u", 1, 0,
+					     1);
 	}
 	/* reload: p100..p299; old requests still finish under `old` */
 	struct config *cur = config_n(200, 100);
 	stats_bind(cur);
-	stats_count_decision(old, find(old, "p150"), STATS_FROM_STORE, 0, "u", 1, 0);
-	stats_count_decision(old, find(old, "p5"), STATS_FROM_STORE, 0, "u", 1, 0);
+	stats_count_decision(old, find(old, "p150"), STATS_FROM_STORE, 0, "u", 1, 0, 1);
+	stats_count_decision(old, find(old, "p5"), STATS_FROM_STORE, 0, "u", 1, 0, 1);
 	ck_assert_uint_eq(stats_action_of(cur, find(cur, "p150"))->decisions[STATS_FROM_STORE][1],
 			  151);
 	ck_assert_uint_eq(stats_action_of(cur, find(cur, "p150"))->decisions[STATS_FROM_STORE][0],
