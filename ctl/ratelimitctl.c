@@ -410,7 +410,8 @@ static int cmd_top(struct ctl *c, char **args, int nargs)
 			if (c->x.json) {
 				printf("{\"command\":\"top\",\"result\":\"ok\",\"action\":");
 				ctl_json_str(args[0], strlen(args[0]));
-				printf(",\"by\":\"%s\",\"users\":[", by_requests ? "requests" : "denied");
+				printf(",\"by\":\"%s\",\"users\":[",
+				       by_requests ? "requests" : "denied");
 			} else {
 				printf("%-5s %-32s %10s %10s %8s\n", "rank", "user", "denied",
 				       "requests", "max over");
