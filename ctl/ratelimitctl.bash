@@ -15,7 +15,7 @@ _ratelimitctl()
 		cword=$COMP_CWORD
 	fi
 
-	local commands="allow peek reset override unoverride overrides ping acquire release renew check-config policies reload rls health"
+	local commands="allow peek reset override unoverride overrides top ping acquire release renew check-config policies reload rls health"
 	local options="-s --address -c --config -p --pid-file -j --json -T --timeout -k --token-file --tls --cacert --cert --key --servername -V --version -h --help"
 
 	case $prev in
@@ -67,6 +67,16 @@ _ratelimitctl()
 			COMPREPLY=($(compgen -W "$policies" -- "$cur"))
 		elif [[ $cmd == override ]] && ((arg == 3)); then
 			COMPREPLY=($(compgen -W "unlimited blocked" -- "$cur"))
+		fi
+		;;
+	top)
+		# ACTION [N] [denied|requests]
+		if ((arg == 1)); then
+			local policies
+			policies=$(ratelimitctl "${config[@]}" policies 2>/dev/null | cut -d' ' -f1)
+			COMPREPLY=($(compgen -W "$policies" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "denied requests" -- "$cur"))
 		fi
 		;;
 	check-config)
