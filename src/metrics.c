@@ -690,7 +690,8 @@ static int by_action_denied(const void *a, const void *b)
 /* GET /top[?action=A][&by=denied|requests][&n=N]: the heavy hitters of one
  * action (n 10 by default), or of every action that decided in the last
  * minute or two, most denied first (n 3 each). 200 with JSON, 400 for a
- * bad parameter, 404 for an action with no policy. */
+ * bad parameter, 404 for an action with no policy or with metrics.top_series
+ * 0 (then no user is named on this endpoint). */
 static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuffer *body)
 {
 	const struct config *cfg = server_config(m->srv);
@@ -700,6 +701,13 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
 	if (qs && evhttp_parse_query_str(qs, &q) < 0) {
 		evbuffer_add_printf(body, "{\"error\":\"a query of key=value pairs\"}\n");
 		return HTTP_BADREQUEST;
+	}
+	if (cfg->metrics_top_series == 0) {
+		/* one key keeps users off this endpoint altogether */
+		evhttp_clear_headers(&q);
+		evbuffer_add_printf(body, "{\"error\":\"heavy hitters are not shown here "
+					  "(metrics.top_series: 0)\"}\n");
+		return HTTP_NOTFOUND;
 	}
 	const char *action = evhttp_find_header(&q, "action");
 	const char *bys = evhttp_find_header(&q, "by");

@@ -536,7 +536,7 @@ class FrontEndsTest(DaemonTest):
 
 
 # Labels whose values are not a fixed list: policy names, versions, buckets.
-FREE_LABELS = {"action", "le", "version", "libevent", "hiredis", "nghttp2", "identity"}
+FREE_LABELS = {"action", "le", "version", "libevent", "hiredis", "nghttp2", "identity", "user"}
 
 
 def doc_metric_rows():
@@ -598,6 +598,8 @@ class MetricsDocTest(DaemonTest):
             with Client(aport) as c:
                 self.assertEqual(c.request("AUTH metrics-test-token-0123456789"), "OK")
                 self.assertTrue(c.request("ALLOW u reply").startswith("ALLOWED"))
+                for _ in range(5):  # a denial: a heavy hitter's series
+                    c.request("ALLOW u reply")
             for fam, (typ, labels) in scrape_families(mport).items():
                 scraped.setdefault(fam, (typ, {}))
                 for k, vs in labels.items():

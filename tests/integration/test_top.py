@@ -171,6 +171,7 @@ class TopTest(DaemonTest):
         self.daemon.wait_log(r"metrics\.top_series 2 -> 0", 5 * SLOW, start=start)
         body = http_get(self.mport)[2]
         self.assertNotIn("ratelimitd_top_denied", body)
+        self.assertEqual(http_get(self.mport, "/top")[0], 404)  # no user named here
         # the sketch itself goes on: TOP still answers
         with Client(port=self.aport) as c:
             self.assertEqual(c.request("TOP login 0").split()[2], HAMMERER)
