@@ -196,6 +196,8 @@ CHANGES = {
                                  {"redis.address", "redis.sentinel.master",
                                   "redis.sentinel.addresses"}),
     "metrics.listen": ({"metrics": '{listen: "127.0.0.1:%(mport)d"}'}, {"metrics.listen"}),
+    "metrics.top_series": ({"metrics": '{listen: "127.0.0.1:%(mport)d", top_series: 3}'},
+                           {"metrics.listen", "metrics.top_series"}),
     "metrics.tls": ({"metrics": '{listen: "127.0.0.1:%(mport)d", tls: {enabled: false, cert_file: %(tmp)s/c.pem, key_file: %(tmp)s/k.pem}}'},
           {"metrics.listen", "metrics.tls.cert_file", "metrics.tls.key_file"}),
     "metrics.tls.enabled": ({"metrics": '{listen: "127.0.0.1:%(mport)d", tls: {cert_file: %(tmp)s/c.pem, key_file: %(tmp)s/k.pem}}'},
