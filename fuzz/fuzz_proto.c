@@ -35,6 +35,7 @@
 #include "line_reply.h"
 #include "policy.h"
 #include "proto.h"
+#include "shown.h"
 #include "proto_line.h"
 #include "top.h"
 
@@ -724,8 +725,8 @@ void fuzz_check_reply(const struct cmd_result *res)
 				      lr.denied == res->retry_after_ms,
 			      "line_reply: TOP's END round-trips");
 		} else {
-			char shown[PROTO_USER_SHOWN_MAX(TOP_NAME_MAX)];
-			size_t sl = proto_show_user(shown, it->text, it->ulen, it->cut);
+			char shown[SHOWN_USER_MAX(TOP_NAME_MAX)];
+			size_t sl = shown_user(shown, it->text, it->ulen, it->cut);
 			check(lr.kind == LINE_REPLY_TOP && lr.index == it->index &&
 				      lr.denied == it->denied && lr.requests == it->requests &&
 				      lr.over == it->over && lr.user.len == sl &&

@@ -30,6 +30,7 @@
 #include "blocks.h"
 #include "config.h"
 #include "decimal.h"
+#include "declog.h"
 #include "envoy_rules.h"
 #include "hist.h"
 #include "leases.h"
@@ -38,6 +39,7 @@
 #include "log.h"
 #include "process.h"
 #include "proto.h"
+#include "shown.h"
 #include "server.h"
 #include "stats.h"
 #include "store.h"
@@ -64,13 +66,13 @@ struct scrape {
 	struct process_info proc;
 };
 
-/* A user as TOP shows it (proto_show_user), escaped again for a label
+/* A user as TOP shows it (shown_user), escaped again for a label
  * value or a JSON string: a backslash before \ and " (the shown form has
  * no control byte left). */
 static void put_user(struct evbuffer *b, const char *user, size_t len, int cut)
 {
-	char shown[PROTO_USER_SHOWN_MAX(TOP_NAME_MAX)], out[2 * sizeof(shown)];
-	size_t n = proto_show_user(shown, user, len, cut), k = 0;
+	char shown[SHOWN_USER_MAX(TOP_NAME_MAX)], out[2 * sizeof(shown)];
+	size_t n = shown_user(shown, user, len, cut), k = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (shown[i] == '\\' || shown[i] == '"')
 			out[k++] = '\\';
@@ -412,6 +414,8 @@ SECONDS(last_reload_time, stats.last_reload_time)
 COUNT(restart_pending, stats.restart_pending)
 COUNT(policies, s->cfg->npolicies)
 COUNT(top_untracked, stats_top_untracked)
+COUNT(declog_written, declog_lines)
+COUNT(declog_lost, declog_dropped)
 COUNT(have_top_series, s->cfg->metrics_top_series > 0)
 
 /* When a family is shown: the process's values read, the memory store's. */
@@ -492,6 +496,12 @@ static const struct family families[] = {
 	{"ratelimitd_top_untracked_actions", "gauge",
 	 "Actions whose heavy hitters are not kept: more than 1024 actions decided.",
 	 .count = top_untracked},
+	{"ratelimitd_decision_log_lines_total", "counter",
+	 "Decisions written to the decision log (decision_log).", .count = declog_written},
+	{"ratelimitd_decision_log_dropped_total", "counter",
+	 "Decisions of sampled users the decision log could not write (no file, a failed "
+	 "write).",
+	 .count = declog_lost},
 	{"ratelimitd_store_errors_total", "counter",
 	 "Requests Redis did not decide, by reason; answered per on_store_error (RESET: ERR "
 	 "store-unavailable).",

@@ -5,6 +5,7 @@
  */
 #include "server.h"
 
+#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "config.h"
 #include "conn.h"
 #include "blocks.h"
+#include "declog.h"
 #include "denycache.h"
 #include "keys.h"
 #include "delay.h"
@@ -47,7 +49,16 @@ struct server {
 	struct clients *clients;
 	struct port *ports; /* one per listen address */
 	size_t nports;
+	struct event *declog_tick; /* writes the decision log's lines every second */
 };
+
+static void declog_tick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	(void)arg;
+	declog_flush();
+}
 
 struct config *server_config(const struct server *srv)
 {
@@ -127,6 +138,7 @@ void server_set_config(struct server *srv, struct config *cfg)
 	config_unref(srv->cfg);
 	srv->cfg = cfg;
 	stats_bind(cfg);
+	declog_configure(&cfg->declog);
 	/* Denials were decided under the old policies. */
 	if (srv->env.deny)
 		denycache_clear(srv->env.deny);
@@ -265,6 +277,12 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	config_ref(cfg);
 	srv->cfg = cfg;
 	stats_bind(cfg);
+	declog_configure(&cfg->declog);
+	srv->declog_tick = event_new(base, -1, EV_PERSIST, declog_tick_cb, srv);
+	if (srv->declog_tick) {
+		struct timeval second = {1, 0};
+		event_add(srv->declog_tick, &second);
+	}
 	srv->clients = clients_new(base, &srv->env, cfg);
 	srv->ports = calloc(cfg->nlisten, sizeof(*srv->ports));
 	if (!srv->clients || (cfg->nlisten && !srv->ports)) {
@@ -340,6 +358,9 @@ void server_free(struct server *srv)
 {
 	if (!srv)
 		return;
+	if (srv->declog_tick)
+		event_free(srv->declog_tick);
+	declog_close();
 	close_listeners(srv);
 	clients_free(srv->clients);
 	for (size_t i = 0; i < srv->nports; i++) {

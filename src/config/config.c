@@ -160,7 +160,7 @@ int config_set_address(struct yparser *P, const struct ykey *k, void *dst)
 }
 
 /* A share of a limit, 0 < x <= 1, written as a decimal ("0.5", "1"). */
-static int set_share(struct yparser *P, const struct ykey *k, void *dst)
+int config_set_share(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s;
 	size_t len;
@@ -185,7 +185,7 @@ static int set_share(struct yparser *P, const struct ykey *k, void *dst)
 }
 
 /* The printers below show a value as a file would write it. */
-static void put_share(FILE *f, const struct ykey *k, const void *base)
+void config_put_share(FILE *f, const struct ykey *k, const void *base)
 {
 	fprintf(f, "%g", *(const double *)((const char *)base + k->offset));
 }
@@ -257,6 +257,7 @@ enum {
 	TK_SHADOW,
 	TK_MAX_DELAYED,
 	TK_ENVOY,
+	TK_DECISION_LOG,
 	TK_IDENTITIES,
 	TK_POLICIES,
 	TK_N
@@ -276,8 +277,8 @@ static const struct ykey top_keys[TK_N] = {
 	[TK_ON_ERROR] = {"on_store_error", yp_set_enum, offsetof(struct config, on_store_error), 0,
 			 0, YP_RELOAD, yp_put_enum, policy_on_error_names},
 	/* read by each decision taken locally */
-	[TK_LOCAL_SHARE] = {"local_share", set_share, offsetof(struct config, local_share), 0, 0,
-			    YP_RELOAD, put_share, NULL},
+	[TK_LOCAL_SHARE] = {"local_share", config_set_share, offsetof(struct config, local_share),
+			    0, 0, YP_RELOAD, config_put_share, NULL},
 	[TK_MAX_LINE] = {"max_line", yp_set_size, offsetof(struct config, max_line), 64, 1048576,
 			 YP_RELOAD, yp_put_size, NULL},
 	[TK_MAX_CLIENTS] = {"max_clients", yp_set_int, offsetof(struct config, max_clients), 1,
@@ -302,6 +303,8 @@ static const struct ykey top_keys[TK_N] = {
 			 YP_SECTION, NULL, NULL},
 	[TK_ENVOY] = {"envoy", config_envoy_set, offsetof(struct config, envoy), 0, 0, YP_SECTION,
 		      NULL, NULL},
+	[TK_DECISION_LOG] = {"decision_log", config_declog_set, offsetof(struct config, declog), 0,
+			     0, YP_SECTION, NULL, NULL},
 	/* tokens are read again on every reload (config_load) */
 	[TK_IDENTITIES] = {"identities", config_identity_set, 0, 0, CONFIG_IDENTITIES_MAX,
 			   YP_RELOAD, config_identity_put, NULL},
@@ -328,6 +331,7 @@ static const struct ktable *const key_tables[] = {
 	&config_metrics_tls_table, /* "metrics.tls." */
 	&throttle_table,	   /* "throttle." */
 	&config_envoy_table,	   /* "envoy." (config_envoy.c) */
+	&config_declog_table,	   /* "decision_log." (config_declog.c) */
 	&config_identity_table,	   /* "identities.NAME." (config_identity.c) */
 	&config_policy_table,	   /* "policies.NAME." (config_policy.c) */
 	&config_ban_table,	   /* "policies.NAME.ban." */
@@ -579,6 +583,9 @@ static int config_defaults(struct config *c)
 	c->max_clients = DEFAULT_MAX_CLIENTS;
 	c->metrics_top_series = CONFIG_DEFAULT_TOP_SERIES;
 	c->max_delayed = CONFIG_DEFAULT_MAX_DELAYED;
+	c->declog.sample = 1;
+	c->declog.max_size = CONFIG_DECLOG_MAX_SIZE_DEFAULT;
+	c->declog.keep = CONFIG_DECLOG_KEEP_DEFAULT;
 	c->idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS;
 	c->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS;
 	c->log_level = DEFAULT_LOG_LEVEL;
@@ -645,6 +652,7 @@ static void config_free(struct config *c)
 	free(c->prefix);
 	free(c->metrics_listen);
 	free(c->envoy.config);
+	config_declog_free(c);
 	envoy_rules_free(c->envoy.rules);
 	config_identity_free(c);
 	for (size_t i = 0; i < c->npolicies; i++)
@@ -690,6 +698,11 @@ struct config *config_load(const char *path, char *err, size_t errlen)
 	free(buf);
 	/* the envoy rules' files: here, so that config_parse reads no file */
 	if (c && c->envoy.config && config_envoy_load(c, path, err, errlen) < 0) {
+		config_free(c);
+		return NULL;
+	}
+	/* the decision log's hash key */
+	if (c && config_declog_load(c, path, err, errlen) < 0) {
 		config_free(c);
 		return NULL;
 	}

@@ -103,6 +103,19 @@ struct config_throttle {
 	int64_t max_period_ms;		     /* longest period */
 };
 
+/* decision_log: a sampled log of decisions, for ratelimitctl replay. */
+#define CONFIG_DECLOG_MAX_SIZE_DEFAULT (100 * 1024 * 1024)
+#define CONFIG_DECLOG_KEEP_DEFAULT 3
+struct config_declog {
+	char *path;	     /* NULL: no log */
+	double sample;	     /* the share of users logged (by a hash of the user) */
+	size_t max_size;     /* bytes before the file is rotated */
+	int keep;	     /* rotated files kept: path.1 ... path.keep */
+	char *hash_key_file; /* users written as keyed hashes; NULL: as they are */
+	int hashed;	     /* hash_key is read */
+	uint8_t hash_key[16];
+};
+
 /* What the gRPC front end adds to its answers (envoy.response_headers). */
 enum config_envoy_headers {
 	CONFIG_ENVOY_HEADERS_NONE,
@@ -210,6 +223,7 @@ struct config {
 	int metrics_top_series; /* metrics.top_series: heavy hitters shown as series */
 	struct config_throttle throttle;
 	struct config_envoy envoy;
+	struct config_declog declog;
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;
 	struct config_identity *identities; /* in the file's order */

@@ -99,6 +99,17 @@ int config_envoy_set(struct yparser *P, const struct ykey *k, void *dst);
  * configuration file `name`; 0, or -1 with err. */
 int config_envoy_load(struct config *c, const char *name, char *err, size_t errlen);
 
+/* config.c: a share, a number above 0 and at most 1 (a double). */
+int config_set_share(struct yparser *P, const struct ykey *k, void *dst);
+void config_put_share(FILE *f, const struct ykey *k, const void *base);
+
+/* config_declog.c: decision_log (the sampled log of decisions). */
+extern const struct ktable config_declog_table;
+int config_declog_set(struct yparser *P, const struct ykey *k, void *dst);
+/* Reads decision_log.hash_key_file into the key; -1 with err. */
+int config_declog_load(struct config *c, const char *name, char *err, size_t errlen);
+void config_declog_free(struct config *c);
+
 /* config_identity.c: identities (who a client may prove to be). */
 extern const struct ktable config_identity_table;
 int config_identity_set(struct yparser *P, const struct ykey *k, void *dst);

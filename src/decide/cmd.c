@@ -745,9 +745,11 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		return;
 	}
 	slot->own_policy = 0;
-	/* the user, for the heavy hitters every answer is counted in (top.h) */
+	/* the user, for the heavy hitters every answer is counted in (top.h),
+	 * and the cost, for the decision log (declog.h) */
 	slot->user_len = pc->user_len;
 	memcpy(slot->user, pc->user, pc->user_len);
+	slot->cost = pc->cost;
 	/* Only a policy with overrides pays for looking them up. A RESET
 	 * clears the keys the user's limits use. */
 	const struct override *o = decide_find_override(env, p, pc->user, pc->user_len);

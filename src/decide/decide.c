@@ -6,6 +6,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "declog.h"
 #include "denycache.h"
 #include "local.h"
 #include "log.h"
@@ -100,6 +101,11 @@ void decide_fill(struct cmd_slot *slot, const struct config *cfg, const struct p
 {
 	stats_count_decision(cfg, p, from, allowed, slot->user, slot->user_len,
 			     slot->op == STORE_PEEK, slot->parsed_us);
+	/* the decision log: ALLOWs of one pair (a replay decides them again) */
+	if (declog_on() && slot->op == STORE_ALLOW && !slot->res.multi && !slot->own_policy &&
+	    p->algo != POLICY_CONCURRENCY)
+		declog_decision((uint64_t)clock_wall_ms(), p->name, p->name_len, slot->user,
+				slot->user_len, slot->cost > 0 ? slot->cost : 1, allowed);
 	struct cmd_result *r = &slot->res;
 	const struct policy *sp = slot->policy;
 	if (!allowed && slot->shadow) {

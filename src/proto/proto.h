@@ -112,12 +112,6 @@ int proto_parse_ttl(const char *s, size_t len, int64_t *ms);
 /* Writes v in decimal, '-' first if negative; returns the bytes written.
  * No sprintf on the hot path. */
 size_t proto_put_int(char *p, int64_t v);
-/* A user as TOP's line reply and the metrics' labels show it: bytes up to
- * a blank, '%', DEL and above as %XX (so one line, one label, and two
- * users never alike), then "%..." when it was cut. At most
- * PROTO_USER_SHOWN_MAX(len) bytes at p; returns their number. */
-#define PROTO_USER_SHOWN_MAX(len) (3 * (len) + 4)
-size_t proto_show_user(char *p, const char *user, size_t len, int cut);
 
 /* "allow", "peek", ...: the metric label of a verb. */
 const char *proto_verb_name(enum cmd_verb v);

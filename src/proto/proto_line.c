@@ -3,6 +3,7 @@
 #include "proto_line.h"
 
 #include "keys.h"
+#include "shown.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -229,7 +230,7 @@ static size_t format_top(char *buf, const struct cmd_result *res)
 	memcpy(buf, "TOP ", 4);
 	n = 4 + proto_put_int(buf + 4, it->index);
 	buf[n++] = ' ';
-	n += proto_show_user(buf + n, it->text, it->ulen, it->cut);
+	n += shown_user(buf + n, it->text, it->ulen, it->cut);
 	int64_t v[3] = {it->denied, it->requests, it->over};
 	for (int i = 0; i < 3; i++) {
 		buf[n++] = ' ';
@@ -238,7 +239,7 @@ static size_t format_top(char *buf, const struct cmd_result *res)
 	buf[n++] = '\n';
 	return n;
 }
-_Static_assert(PROTO_LINE_REPLY_MAX > 4 + 20 + 1 + PROTO_USER_SHOWN_MAX(64) + 3 * 21 + 1,
+_Static_assert(PROTO_LINE_REPLY_MAX > 4 + 20 + 1 + SHOWN_USER_MAX(64) + 3 * 21 + 1,
 	       "TOP's reply fits");
 
 size_t proto_line_format(char *buf, const struct cmd_result *res)
