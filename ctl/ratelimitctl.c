@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "ctl_grpc.h"
+#include "ctl_replay.h"
 #include "ctl_util.h"
 #include "envoy_rules.h"
 #include "decimal.h"
@@ -74,6 +75,8 @@ static void usage(FILE *f)
 		"  check-config [FILE]                         ratelimitd -t on FILE\n"
 		"  policies                                    the config file's policy names\n"
 		"  reload                                      check the config, then SIGHUP\n"
+		"  replay LOG [LOG...] CANDIDATE.yaml          decide a decision log again under\n"
+		"                                              another configuration: what changes\n"
 		"  rls [--addr HOST:PORT] [--hits N] DOMAIN KEY=VALUE[,KEY=VALUE...] [DESCRIPTOR]...\n"
 		"                        Envoy's ShouldRateLimit on the first grpc listener\n"
 		"  health [--addr HOST:PORT] [SERVICE]         gRPC health Check there\n"
@@ -646,6 +649,8 @@ static int run(struct ctl *c, char **args, int nargs)
 		return cmd_policies(c, nargs);
 	if (!strcmp(cmd, "reload"))
 		return cmd_reload(c, nargs);
+	if (!strcmp(cmd, "replay"))
+		return ctl_replay(&c->x, args, nargs); /* in this process: no daemon */
 	if (!strcmp(cmd, "rls") || !strcmp(cmd, "health")) {
 		/* gRPC, not the line protocol: ctl_grpc.c, which finds its own listener */
 		if (c->x.address)
