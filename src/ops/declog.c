@@ -25,6 +25,8 @@
 /* the longest line: a time, a word, an action, a cost and a shown user */
 #define DECLOG_LINE_MAX (20 + 3 + POLICY_NAME_MAX + 21 + SHOWN_USER_MAX(KEYS_USER_MAX) + 4)
 _Static_assert(DECLOG_LINE_MAX < BUF_SIZE, "a line fits the buffer");
+/* the header's longest: a file no longer than it holds no line yet */
+#define HEADER_MAX 128
 /* a failed write is logged at most this often */
 #define WARN_EVERY_US 10000000ULL
 
@@ -61,7 +63,7 @@ static void warn(const char *what)
 
 static void write_header(void)
 {
-	char h[128];
+	char h[HEADER_MAX];
 	int n = snprintf(h, sizeof(h), "# ratelimitd decision log 1 sample=%g users=%s\n", L.sample,
 			 L.hashed ? "hashed" : "clear");
 	if (write(L.fd, h, (size_t)n) == n)
@@ -111,6 +113,22 @@ static void rotate(void)
 	open_log();
 }
 
+/* The bytes of buf[off..len) to write before the file must rotate: whole
+ * lines that fit in what max_size leaves (at least one line, into an
+ * empty file). */
+static size_t fitting(size_t off)
+{
+	size_t room = L.size < L.max_size ? L.max_size - L.size : 0, end = off, i;
+	for (i = off; i < L.len && i - off < room; i++)
+		if (L.buf[i] == '\n')
+			end = i + 1;
+	if (end == off && L.size <= HEADER_MAX) { /* one line longer than the room */
+		const char *nl = memchr(L.buf + off, '\n', L.len - off);
+		end = nl ? (size_t)(nl - L.buf) + 1 : L.len;
+	}
+	return end - off;
+}
+
 void declog_flush(void)
 {
 	if (!L.len)
@@ -121,11 +139,14 @@ void declog_flush(void)
 		L.len = 0;
 		return; /* its lines were counted dropped when they came */
 	}
-	if (L.size > 0 && L.size + L.len > L.max_size)
-		rotate();
 	size_t off = 0;
 	while (L.fd >= 0 && off < L.len) {
-		ssize_t w = write(L.fd, L.buf + off, L.len - off);
+		size_t n = fitting(off);
+		if (n == 0) {
+			rotate();
+			continue;
+		}
+		ssize_t w = write(L.fd, L.buf + off, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
@@ -141,6 +162,12 @@ void declog_flush(void)
 		off += (size_t)w;
 		L.size += (size_t)w;
 	}
+	if (L.fd < 0) /* a rotation could not open the new file: the rest is lost */
+		for (size_t i = off; i < L.len; i++)
+			if (L.buf[i] == '\n') {
+				declog_dropped++;
+				declog_lines--;
+			}
 	L.len = 0;
 }
 
