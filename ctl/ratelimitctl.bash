@@ -15,7 +15,7 @@ _ratelimitctl()
 		cword=$COMP_CWORD
 	fi
 
-	local commands="allow peek reset override unoverride overrides top ping acquire release renew check-config policies reload rls health"
+	local commands="allow peek reset override unoverride overrides top ping acquire release renew check-config policies reload replay rls health"
 	local options="-s --address -c --config -p --pid-file -j --json -T --timeout -k --token-file --tls --cacert --cert --key --servername -V --version -h --help"
 
 	case $prev in
@@ -81,6 +81,9 @@ _ratelimitctl()
 		;;
 	check-config)
 		((arg == 1)) && COMPREPLY=($(compgen -f -- "$cur"))
+		;;
+	replay)
+		COMPREPLY=($(compgen -f -- "$cur"))
 		;;
 	rls | health)
 		# their own options; domains and descriptors are the envoy rules'

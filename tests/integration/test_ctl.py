@@ -354,7 +354,7 @@ class CompletionTest(DaemonTest):
                                 {"reply": "5/60s", "login": "3/1s", "upload": "9/1h"},
                                 envoy="{config: %s}" % rules))
         self.assertEqual(self.complete(["ratelimitctl", "re"], cfg),
-                         ["release", "reload", "renew", "reset"])
+                         ["release", "reload", "renew", "replay", "reset"])
         self.assertIn("--json", self.complete(["ratelimitctl", "--j"], cfg))
         self.assertEqual(self.complete(["ratelimitctl", "h"], cfg), ["health"])
         # rls's own options after it (not the global ones)

@@ -33,6 +33,7 @@ BASE = {
     "redis": '{address: "%(redis)s", timeout: 2s}',
     "throttle": "{enabled: true}",
     "envoy": "{config: r1.yaml}",
+    "decision_log": "{path: %(tmp)s/d.log}",
     "policies": {
         "p": "5/60s",
         "f": "{algorithm: funnel, capacity: 5, rate: 1/1s}",
@@ -82,6 +83,7 @@ CHANGES = {
     "throttle": ({"throttle": None}, {"throttle.enabled"}),
     "shadow": ({"shadow": "true"}, {"shadow"}),
     "envoy": ({"envoy": None}, {"envoy.config"}),
+    "decision_log": ({"decision_log": None}, {"decision_log.path"}),
     "policies": (policy("q", "1/1s"), {"policy q"}),
     "listen[].address": ({"listen": listen_with(1, '{address: "127.0.0.1:%(xport)d", '
                                                    'protocol: http}')},
@@ -220,6 +222,16 @@ CHANGES = {
     "throttle.max_period": ({"throttle": "{enabled: true, max_period: 1h}"},
                             {"throttle.max_period"}),
     "envoy.config": ({"envoy": "{config: r2.yaml}"}, {"envoy.config"}),
+    "decision_log.path": ({"decision_log": "{path: %(tmp)s/e.log}"}, {"decision_log.path"}),
+    "decision_log.sample": ({"decision_log": "{path: %(tmp)s/d.log, sample: 0.5}"},
+                            {"decision_log.sample"}),
+    "decision_log.max_size": ({"decision_log": "{path: %(tmp)s/d.log, max_size: 8192}"},
+                              {"decision_log.max_size"}),
+    "decision_log.keep": ({"decision_log": "{path: %(tmp)s/d.log, keep: 1}"},
+                          {"decision_log.keep"}),
+    "decision_log.hash_key_file": ({"decision_log": "{path: %(tmp)s/d.log, hash_key_file: "
+                                                    "%(tmp)s/t.token}"},
+                                   {"decision_log.hash_key_file"}),
     "envoy.algorithm": ({"envoy": "{config: r1.yaml, algorithm: sliding_window}"},
                         {"envoy.algorithm"}),
     "envoy.response_headers": ({"envoy": "{config: r1.yaml, response_headers: ratelimit}"},
