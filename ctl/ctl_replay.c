@@ -15,7 +15,7 @@
 
 #include "config.h"
 #include "ctl_util.h"
-#include "decimal.h"
+#include "declog.h"
 #include "keys.h"
 #include "override.h"
 #include "policy.h"
@@ -181,61 +181,20 @@ static void replay_done(void *arg, const struct store_result *res)
 	rp->answered = 1;
 }
 
-static int hexval(char c)
+/* One line of a log; 0, -1 when it is not one, -2 out of memory. */
+static int replay_line(struct replay *rp, const char *line, size_t len)
 {
-	return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-}
-
-/* A shown user (shown.h) back to its bytes, in place; its length, or -1
- * when it is not one ("%..." of a cut user stays as it is). */
-static long unshow(char *s, size_t len)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		if (s[i] != '%') {
-			s[o++] = s[i];
-			continue;
-		}
-		if (len - i == 4 && memcmp(s + i, "%...", 4) == 0) {
-			memmove(s + o, "%...", 4);
-			o += 4;
-			break;
-		}
-		int hi = i + 2 < len ? hexval(s[i + 1]) : -1,
-		    lo = i + 2 < len ? hexval(s[i + 2]) : -1;
-		if (hi < 0 || lo < 0)
-			return -1;
-		s[o++] = (char)(hi << 4 | lo);
-		i += 2;
-	}
-	return (long)o;
-}
-
-/* One line of a log; 0, or -1 when it is not one. */
-static int replay_line(struct replay *rp, char *line, size_t len)
-{
-	char *f[5];
-	size_t fl[5], n = 0, start = 0;
-	for (size_t i = 0; i <= len && n < 5; i++)
-		if (i == len || (line[i] == ' ' && n < 4)) {
-			f[n] = line + start;
-			fl[n++] = i - start;
-			start = i + 1;
-		}
-	int64_t ms, cost;
-	if (n != 5 || fl[1] != 1 || (f[1][0] != 'A' && f[1][0] != 'D') || fl[2] == 0 ||
-	    fl[4] == 0 || decimal_parse(f[0], fl[0], INT64_MAX / 1000, &ms) < 0 ||
-	    decimal_parse(f[3], fl[3], 2147483647, &cost) < 0 || cost < 1)
-		return -1;
-	long ulen = f[4][0] == '#' ? (long)fl[4] : unshow(f[4], fl[4]);
-	if (ulen <= 0 || ulen > KEYS_USER_MAX)
-		return -1;
-	int was_allowed = f[1][0] == 'A';
+	struct declog_line d;
+	int r = declog_parse(line, len, &d);
+	if (r != 0)
+		return r > 0 ? 0 : -1;
+	int64_t ms = d.ms;
+	int was_allowed = d.allowed;
 	rp->decisions++;
 	if (!rp->first_ms)
 		rp->first_ms = ms;
 	rp->last_ms = ms;
-	const struct policy *p = config_find_policy(rp->cfg, f[2], fl[2]);
+	const struct policy *p = config_find_policy(rp->cfg, d.action, d.action_len);
 	if (!p) {
 		rp->no_policy++;
 		return 0;
@@ -249,7 +208,7 @@ static int replay_line(struct replay *rp, char *line, size_t len)
 		return -2;
 	int allowed;
 	const struct override *o =
-		p->overrides ? override_find(p->overrides, f[4], (size_t)ulen) : NULL;
+		p->overrides && !d.hashed ? override_find(p->overrides, d.user, d.user_len) : NULL;
 	if (o && o->kind != OVERRIDE_LIMITS) {
 		allowed = o->kind == OVERRIDE_UNLIMITED;
 	} else {
@@ -258,9 +217,9 @@ static int replay_line(struct replay *rp, char *line, size_t len)
 			.policy = o ? o->policy : p,
 			.prefix = "rl:",
 			.prefix_len = 3,
-			.user = f[4],
-			.user_len = (size_t)ulen,
-			.cost = cost,
+			.user = d.user,
+			.user_len = d.user_len,
+			.cost = d.cost,
 			.timeout_ms = 1000,
 		};
 		rp->now_us = ms * 1000;
@@ -281,11 +240,11 @@ static int replay_line(struct replay *rp, char *line, size_t len)
 		a->denied++;
 	if (was_allowed && !allowed) {
 		a->newly_denied++;
-		if (umap_add(&a->to_denied, f[4], (size_t)ulen) < 0)
+		if (umap_add(&a->to_denied, d.user, d.user_len) < 0)
 			return -2;
 	} else if (!was_allowed && allowed) {
 		a->newly_allowed++;
-		if (umap_add(&a->to_allowed, f[4], (size_t)ulen) < 0)
+		if (umap_add(&a->to_allowed, d.user, d.user_len) < 0)
 			return -2;
 	}
 	return 0;

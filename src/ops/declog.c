@@ -22,8 +22,6 @@
 #include "siphash.h"
 
 #define BUF_SIZE 65536
-/* the longest line: a time, a word, an action, a cost and a shown user */
-#define DECLOG_LINE_MAX (20 + 3 + POLICY_NAME_MAX + 21 + SHOWN_USER_MAX(KEYS_USER_MAX) + 4)
 _Static_assert(DECLOG_LINE_MAX < BUF_SIZE, "a line fits the buffer");
 /* the header's longest: a file no longer than it holds no line yet */
 #define HEADER_MAX 128
@@ -198,6 +196,103 @@ int declog_on(void)
 	return L.path != NULL;
 }
 
+/* A line: the user written as it is (a hash) or shown (a name). */
+static size_t format_line(char *p, uint64_t ms, int allowed, const char *action, size_t alen,
+			  int64_t cost, const char *user, size_t ulen, int raw)
+{
+	size_t n = decimal_put(p, ms);
+	p[n++] = ' ';
+	p[n++] = allowed ? 'A' : 'D';
+	p[n++] = ' ';
+	memcpy(p + n, action, alen);
+	n += alen;
+	p[n++] = ' ';
+	n += decimal_put(p + n, (uint64_t)(cost > 0 ? cost : 1));
+	p[n++] = ' ';
+	if (raw) {
+		memcpy(p + n, user, ulen);
+		n += ulen;
+	} else if (ulen && user[0] == '#') {
+		/* "#" starts a hash: a name that does is written %23... */
+		memcpy(p + n, "%23", 3);
+		n += 3 + shown_user(p + n + 3, user + 1, ulen - 1, 0);
+	} else {
+		n += shown_user(p + n, user, ulen, 0);
+	}
+	p[n++] = '\n';
+	return n;
+}
+
+size_t declog_format(char *p, uint64_t ms, int allowed, const char *action, size_t alen,
+		     int64_t cost, const char *user, size_t ulen)
+{
+	return format_line(p, ms, allowed, action, alen, cost, user,
+			   ulen < KEYS_USER_MAX ? ulen : KEYS_USER_MAX, 0);
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+				      : -1;
+}
+
+int declog_parse(const char *line, size_t len, struct declog_line *out)
+{
+	if (len && line[0] == '#')
+		return 1;
+	const char *f[5];
+	size_t fl[5], n = 0, start = 0;
+	for (size_t i = 0; i <= len && n < 5; i++)
+		if (i == len || (line[i] == ' ' && n < 4)) {
+			f[n] = line + start;
+			fl[n++] = i - start;
+			start = i + 1;
+		}
+	if (n != 5 || fl[1] != 1 || (f[1][0] != 'A' && f[1][0] != 'D') ||
+	    !policy_name_valid(f[2], fl[2]) || fl[4] == 0 ||
+	    decimal_parse(f[0], fl[0], INT64_MAX / 1000, &out->ms) < 0 ||
+	    decimal_parse(f[3], fl[3], 2147483647, &out->cost) < 0 || out->cost < 1)
+		return -1;
+	out->allowed = f[1][0] == 'A';
+	out->action = f[2];
+	out->action_len = fl[2];
+	out->hashed = f[4][0] == '#';
+	if (out->hashed) {
+		if (fl[4] != 17)
+			return -1;
+		for (size_t i = 1; i < 17; i++)
+			if (hexval(f[4][i]) < 0)
+				return -1;
+		memcpy(out->user, f[4], 17);
+		out->user_len = 17;
+		return 0;
+	}
+	/* a shown user back to its bytes */
+	const char *u = f[4];
+	size_t ul = fl[4], o = 0;
+	for (size_t i = 0; i < ul; i++) {
+		unsigned char c = (unsigned char)u[i];
+		if (o >= KEYS_USER_MAX)
+			return -1;
+		if (c <= ' ' || c >= 0x7f)
+			return -1;
+		if (c != '%') {
+			out->user[o++] = (char)c;
+			continue;
+		}
+		int hi = i + 2 < ul ? hexval(u[i + 1]) : -1,
+		    lo = i + 2 < ul ? hexval(u[i + 2]) : -1;
+		if (hi < 0 || lo < 0)
+			return -1;
+		out->user[o++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	out->user_len = o;
+	return 0;
+}
+
 void declog_decision(uint64_t now_ms, const char *action, size_t alen, const char *user,
 		     size_t ulen, int64_t cost, int allowed)
 {
@@ -212,25 +307,19 @@ void declog_decision(uint64_t now_ms, const char *action, size_t alen, const cha
 	if (L.len + DECLOG_LINE_MAX > BUF_SIZE)
 		declog_flush();
 	char *p = L.buf + L.len;
-	size_t n = decimal_put(p, now_ms);
-	p[n++] = ' ';
-	p[n++] = allowed ? 'A' : 'D';
-	p[n++] = ' ';
-	memcpy(p + n, action, alen);
-	n += alen;
-	p[n++] = ' ';
-	n += decimal_put(p + n, (uint64_t)(cost > 0 ? cost : 1));
-	p[n++] = ' ';
+	size_t n;
 	if (L.hashed) {
 		static const char hex[] = "0123456789abcdef";
-		uint64_t h = siphash24(L.key, user, ulen);
-		p[n++] = '#';
+		char h[17];
+		uint64_t v = siphash24(L.key, user, ulen);
+		h[0] = '#';
 		for (int i = 15; i >= 0; i--)
-			p[n++] = hex[(h >> (4 * i)) & 15];
+			h[16 - i] = hex[(v >> (4 * i)) & 15];
+		n = format_line(p, now_ms, allowed, action, alen, cost, h, 17, 1);
 	} else {
-		n += shown_user(p + n, user, ulen < KEYS_USER_MAX ? ulen : KEYS_USER_MAX, 0);
+		n = format_line(p, now_ms, allowed, action, alen, cost, user,
+				ulen < KEYS_USER_MAX ? ulen : KEYS_USER_MAX, 0);
 	}
-	p[n++] = '\n';
 	L.len += n;
 	declog_lines++;
 }
