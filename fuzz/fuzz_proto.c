@@ -98,7 +98,31 @@ struct ref {
 	size_t tlen[REF_TOKENS];
 	int ntok; /* REF_TOKENS + 1 means "more than fit" */
 	int64_t cost;
+	int trace; /* ALLOW's or PEEK's TRACE: its value's token; 0: none */
 };
+
+/* A W3C traceparent, from the spec: version "-" 32 hex "-" 16 hex "-" 2
+ * hex, lowercase; version ff invalid, 00 exactly 55 bytes, a later one
+ * going on after a '-'; neither id all zeros. */
+static int ref_traceparent(const char *s, size_t n)
+{
+	static const char hexd[] = "0123456789abcdef";
+	if (n < 55 || (n > 55 && (s[0] == '0' && s[1] == '0')) || (n > 55 && s[55] != '-'))
+		return 0;
+	for (size_t i = 0; i < 55; i++) {
+		int dash = i == 2 || i == 35 || i == 52;
+		if (dash ? s[i] != '-' : !memchr(hexd, s[i], 16) || !s[i])
+			return 0;
+	}
+	if (s[0] == 'f' && s[1] == 'f')
+		return 0;
+	int tz = 1, pz = 1;
+	for (size_t i = 3; i < 35; i++)
+		tz &= s[i] == '0';
+	for (size_t i = 36; i < 52; i++)
+		pz &= s[i] == '0';
+	return !tz && !pz;
+}
 
 /*
  * Classifies a line (LF excluded) as proto_line_parse should. Precedence, where
@@ -167,7 +191,17 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 		r->verb = word_eq(v, vl, "ALLOW")  ? CMD_ALLOW
 			  : word_eq(v, vl, "PEEK") ? CMD_PEEK
 						   : CMD_ACQUIRE;
-		/* ALLOW's [WAIT <ms>], last, 0 to 60000: judged first */
+		/* ALLOW's and PEEK's [TRACE <traceparent>], last of all: judged first */
+		if (r->verb != CMD_ACQUIRE && n >= 5 &&
+		    word_eq(r->tok[n - 2], r->tlen[n - 2], "TRACE")) {
+			if (!ref_traceparent(r->tok[n - 1], r->tlen[n - 1])) {
+				r->code = "syntax";
+				return;
+			}
+			r->trace = n - 1;
+			n -= 2;
+		}
+		/* ALLOW's [WAIT <ms>], last but TRACE, 0 to 60000 */
 		if (r->verb == CMD_ALLOW && n >= 5 &&
 		    word_eq(r->tok[n - 2], r->tlen[n - 2], "WAIT")) {
 			int64_t ms;
@@ -531,6 +565,10 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 		/* The reference tokens have no blanks and no control bytes. */
 		check(cmd->user == ref.tok[1] && cmd->user_len == ref.tlen[1], "user token");
 		check(cmd->action == ref.tok[2] && cmd->action_len == ref.tlen[2], "action token");
+		check(ref.trace ? cmd->traceparent == ref.tok[ref.trace] &&
+					  cmd->traceparent_len == ref.tlen[ref.trace]
+				: cmd->traceparent == NULL,
+		      "TRACE's traceparent token");
 		if (cmd->verb == CMD_RESET)
 			check(cmd->cost == 1, "RESET cost is 1");
 		break;

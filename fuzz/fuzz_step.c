@@ -182,6 +182,9 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 		check(0, "unknown verb");
 	}
 	check(r->verb == CMD_ALLOW || !r->wait_given, "WAIT is ALLOW's");
+	check(!r->traceparent || in_request(r->traceparent, r->traceparent_len, w, got->used, state,
+					    state_size),
+	      "a traceparent inside the request");
 	check(!r->wait_given || (r->wait_ms >= 0 && r->wait_ms <= 60000), "WAIT 0..60000");
 	/* every reply a request can get */
 	res.kind = CMD_REPLY_DECISION;

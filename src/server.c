@@ -29,6 +29,7 @@
 #include "stats.h"
 #include "store.h"
 #include "tls.h"
+#include "trace_export.h"
 
 /* Denials remembered locally; each costs ~100 bytes plus its key. */
 #define DENY_CACHE_ENTRIES 65536
@@ -49,7 +50,8 @@ struct server {
 	struct clients *clients;
 	struct port *ports; /* one per listen address */
 	size_t nports;
-	struct event *declog_tick; /* writes the decision log's lines every second */
+	struct event *declog_tick;   /* writes the decision log's lines every second */
+	struct trace_export *traces; /* posts decisions' spans (tracing) */
 };
 
 static void declog_tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -139,6 +141,7 @@ void server_set_config(struct server *srv, struct config *cfg)
 	srv->cfg = cfg;
 	stats_bind(cfg);
 	declog_configure(&cfg->declog);
+	trace_export_configure(srv->traces, &cfg->tracing);
 	/* Denials were decided under the old policies. */
 	if (srv->env.deny)
 		denycache_clear(srv->env.deny);
@@ -278,6 +281,8 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	srv->cfg = cfg;
 	stats_bind(cfg);
 	declog_configure(&cfg->declog);
+	srv->traces = trace_export_new(base);
+	trace_export_configure(srv->traces, &cfg->tracing);
 	srv->declog_tick = event_new(base, -1, EV_PERSIST, declog_tick_cb, srv);
 	if (srv->declog_tick) {
 		struct timeval second = {1, 0};
@@ -361,6 +366,7 @@ void server_free(struct server *srv)
 	if (srv->declog_tick)
 		event_free(srv->declog_tick);
 	declog_close();
+	trace_export_free(srv->traces);
 	close_listeners(srv);
 	clients_free(srv->clients);
 	for (size_t i = 0; i < srv->nports; i++) {

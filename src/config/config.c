@@ -258,6 +258,7 @@ enum {
 	TK_MAX_DELAYED,
 	TK_ENVOY,
 	TK_DECISION_LOG,
+	TK_TRACING,
 	TK_IDENTITIES,
 	TK_POLICIES,
 	TK_N
@@ -305,6 +306,8 @@ static const struct ykey top_keys[TK_N] = {
 		      NULL, NULL},
 	[TK_DECISION_LOG] = {"decision_log", config_declog_set, offsetof(struct config, declog), 0,
 			     0, YP_SECTION, NULL, NULL},
+	[TK_TRACING] = {"tracing", config_tracing_set, offsetof(struct config, tracing), 0, 0,
+			YP_SECTION, NULL, NULL},
 	/* tokens are read again on every reload (config_load) */
 	[TK_IDENTITIES] = {"identities", config_identity_set, 0, 0, CONFIG_IDENTITIES_MAX,
 			   YP_RELOAD, config_identity_put, NULL},
@@ -332,6 +335,7 @@ static const struct ktable *const key_tables[] = {
 	&throttle_table,	   /* "throttle." */
 	&config_envoy_table,	   /* "envoy." (config_envoy.c) */
 	&config_declog_table,	   /* "decision_log." (config_declog.c) */
+	&config_tracing_table,	   /* "tracing." (config_tracing.c) */
 	&config_identity_table,	   /* "identities.NAME." (config_identity.c) */
 	&config_policy_table,	   /* "policies.NAME." (config_policy.c) */
 	&config_ban_table,	   /* "policies.NAME.ban." */
@@ -586,6 +590,7 @@ static int config_defaults(struct config *c)
 	c->declog.sample = 1;
 	c->declog.max_size = CONFIG_DECLOG_MAX_SIZE_DEFAULT;
 	c->declog.keep = CONFIG_DECLOG_KEEP_DEFAULT;
+	c->tracing.max_queue = CONFIG_TRACING_QUEUE_DEFAULT;
 	c->idle_timeout_ms = DEFAULT_IDLE_TIMEOUT_MS;
 	c->request_timeout_ms = DEFAULT_REQUEST_TIMEOUT_MS;
 	c->log_level = DEFAULT_LOG_LEVEL;
@@ -653,6 +658,7 @@ static void config_free(struct config *c)
 	free(c->metrics_listen);
 	free(c->envoy.config);
 	config_declog_free(c);
+	config_tracing_free(c);
 	envoy_rules_free(c->envoy.rules);
 	config_identity_free(c);
 	for (size_t i = 0; i < c->npolicies; i++)

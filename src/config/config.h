@@ -116,6 +116,16 @@ struct config_declog {
 	uint8_t hash_key[16];
 };
 
+/* tracing: spans of decisions, exported as OTLP over HTTP. */
+#define CONFIG_TRACING_QUEUE_DEFAULT 4096
+struct config_tracing {
+	char *endpoint;	   /* "http://host:port/path"; NULL: off */
+	char *host, *path; /* endpoint's parts */
+	int port;
+	double sample; /* the share of requests traced without a traceparent */
+	int max_queue; /* spans kept for export at most */
+};
+
 /* What the gRPC front end adds to its answers (envoy.response_headers). */
 enum config_envoy_headers {
 	CONFIG_ENVOY_HEADERS_NONE,
@@ -224,6 +234,7 @@ struct config {
 	struct config_throttle throttle;
 	struct config_envoy envoy;
 	struct config_declog declog;
+	struct config_tracing tracing;
 	struct policy *policies; /* sorted by name */
 	size_t npolicies;
 	struct config_identity *identities; /* in the file's order */

@@ -110,6 +110,11 @@ int config_declog_set(struct yparser *P, const struct ykey *k, void *dst);
 int config_declog_load(struct config *c, const char *name, char *err, size_t errlen);
 void config_declog_free(struct config *c);
 
+/* config_tracing.c: tracing (spans of decisions, OTLP over HTTP). */
+extern const struct ktable config_tracing_table;
+int config_tracing_set(struct yparser *P, const struct ykey *k, void *dst);
+void config_tracing_free(struct config *c);
+
 /* config_identity.c: identities (who a client may prove to be). */
 extern const struct ktable config_identity_table;
 int config_identity_set(struct yparser *P, const struct ykey *k, void *dst);

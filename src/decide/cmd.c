@@ -19,6 +19,7 @@
 #include "override_live.h"
 #include "policy.h"
 #include "stats.h"
+#include "trace.h"
 #include "store.h"
 
 void cmd_reply_error(struct cmd_slot *slot, enum cmd_error e, const char *msg)
@@ -652,6 +653,10 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 {
 	int admin = caller ? caller->admin : 0;
 	slot->parsed_us = clock_mono_us();
+	if (trace_on()) /* its decision traced or not (trace.h) */
+		trace_begin(&slot->trace, pc->traceparent, pc->traceparent_len);
+	else
+		slot->trace.on = 0;
 	slot->cfg = NULL;
 	slot->multi = NULL;
 	slot->overridden = 0;

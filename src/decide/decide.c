@@ -13,6 +13,7 @@
 #include "override.h"
 #include "override_live.h"
 #include "store.h"
+#include "trace.h"
 
 /* Suggested wait in a fail-closed DENIED reply: long enough not to hammer a
  * sick store, short enough to recover quickly. */
@@ -101,6 +102,12 @@ void decide_fill(struct cmd_slot *slot, const struct config *cfg, const struct p
 {
 	stats_count_decision(cfg, p, from, allowed, slot->user, slot->user_len,
 			     slot->op == STORE_PEEK, slot->parsed_us);
+	if (slot->trace.on)
+		trace_decision(&slot->trace, p->name, p->name_len, allowed, stats_from_name(from),
+			       slot->parsed_us,
+			       from == STATS_FROM_STORE || from == STATS_FROM_MEMORY ? slot->sent_us
+										     : 0,
+			       clock_mono_us());
 	/* the decision log: ALLOWs of one pair (a replay decides them again) */
 	if (declog_on() && slot->op == STORE_ALLOW && !slot->res.multi && !slot->own_policy &&
 	    p->algo != POLICY_CONCURRENCY)

@@ -77,6 +77,9 @@ struct grpc_stream {
 	int64_t timeout_ms;
 	char *token; /* authorization: Bearer's (allocated) */
 	size_t token_len;
+	/* the traceparent metadata (W3C: 55 bytes; a longer one is not kept) */
+	char traceparent[64];
+	size_t traceparent_len;
 	uint8_t *body;
 	size_t len, cap;
 	/* the answer: the framed message, sent by the data provider */
@@ -366,6 +369,11 @@ static int on_header(nghttp2_session *h2, const nghttp2_frame *frame, const uint
 		st->has_timeout = 1;
 	} else if (name_is(name, namelen, "grpc-encoding")) {
 		st->identity_only = valuelen == 8 && memcmp(value, "identity", 8) == 0;
+	} else if (name_is(name, namelen, "traceparent")) {
+		if (valuelen < sizeof(st->traceparent)) {
+			memcpy(st->traceparent, value, valuelen);
+			st->traceparent_len = valuelen;
+		}
 	} else if (name_is(name, namelen, "authorization") && valuelen > 7 &&
 		   strncasecmp((const char *)value, "bearer ", 7) == 0 && !st->token) {
 		/* a listener with auth: required takes it (the header list is bounded) */
@@ -513,6 +521,8 @@ static void stream_request(struct grpc_session *s, struct grpc_stream *st)
 		.caller = s->host.caller,
 		.token = st->token,
 		.token_len = st->token_len,
+		.traceparent = st->traceparent_len ? st->traceparent : NULL,
+		.traceparent_len = st->traceparent_len,
 		.state = state,
 	};
 	config_ref(st->call.cfg);

@@ -51,6 +51,9 @@ struct grpc_call {
 	/* the authorization metadata's bearer token (valid until answered); NULL: none */
 	const char *token;
 	size_t token_len;
+	/* the traceparent metadata (valid until answered); NULL: none */
+	const char *traceparent;
+	size_t traceparent_len;
 	void *state; /* the method's own room (grpc_method.state_size bytes, not zeroed) */
 };
 

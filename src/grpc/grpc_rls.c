@@ -110,6 +110,8 @@ static void rls_start(struct grpc_call *call)
 	req.timeout_ms = call->timeout_ms;
 	req.token = call->token;
 	req.token_len = call->token_len;
+	req.traceparent = call->traceparent;
+	req.traceparent_len = call->traceparent_len;
 	rc->slot.complete = rls_complete;
 	rc->slot.front = STATS_FRONT_GRPC;
 	rc->slot.cfg = NULL;

@@ -72,6 +72,16 @@ struct cmd_pair_result {
 /* The largest cost a request may carry. */
 #define CMD_COST_MAX 2147483647LL
 
+/* A request's trace context (ops/trace.h): `on` when its decision is
+ * traced, its trace id, and the caller's span when it sent one. */
+struct cmd_trace {
+	uint8_t trace_id[16];
+	uint8_t parent_id[8];
+	uint8_t has_parent; /* a traceparent came with the request */
+	uint8_t sampled;    /* its flag */
+	uint8_t on;
+};
+
 /* One request; user and action point into the caller's bytes, which need
  * to live only during cmd_execute (what the store needs, it copies). */
 struct cmd_request {
@@ -118,6 +128,10 @@ struct cmd_request {
 	const char *lease_id;
 	size_t lease_id_len;
 	int64_t actual;
+	/* a W3C traceparent that came with it (HTTP's header, gRPC's
+	 * metadata, ALLOW's TRACE); NULL: none */
+	const char *traceparent;
+	size_t traceparent_len;
 };
 
 /* The longest identity name (config.h's CONFIG_IDENTITY_NAME_MAX). */
@@ -273,6 +287,7 @@ struct cmd_slot {
 	 * caller), and when cmd_execute took it: its decision's latency */
 	int front;
 	uint64_t parsed_us;
+	struct cmd_trace trace; /* its decision's spans (ops/trace.h) */
 	/* CMD_THROTTLE's policy, built from the request; or an override's
 	 * limits, copied: a run-time one may change while the store decides */
 	struct policy policy_copy;

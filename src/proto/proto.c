@@ -4,6 +4,7 @@
  * formatters use alike.
  */
 #include "proto.h"
+#include "trace.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -190,6 +191,20 @@ int proto_parse_wait(const char *const *arg, const size_t *alen, int n, struct c
 		return lease_fail(err, CMD_ERR_SYNTAX, "WAIT takes milliseconds, 0 to 60000");
 	req->wait_given = 1;
 	req->wait_ms = ms;
+	return 1;
+}
+
+int proto_parse_trace(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		      struct proto_error *err)
+{
+	if (n < 5 || !proto_word_is(arg[n - 2], alen[n - 2], "TRACE"))
+		return 0;
+	struct cmd_trace t;
+	if (trace_parse_parent(arg[n - 1], alen[n - 1], &t) < 0)
+		return lease_fail(err, CMD_ERR_SYNTAX,
+				  "TRACE takes a W3C traceparent: 00-<32 hex>-<16 hex>-<2 hex>");
+	req->traceparent = arg[n - 1];
+	req->traceparent_len = alen[n - 1];
 	return 1;
 }
 

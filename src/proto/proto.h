@@ -80,6 +80,11 @@ int proto_word_is(const char *tok, size_t len, const char *word);
 /* ALLOW's optional [WAIT <ms>] at arg[n-2..n) (arg[0] the verb, n
  * arguments): 1 with req->wait_* set, 0 when there is none, -1 with err
  * (WAIT takes 0 to 60000 milliseconds). */
+/* ALLOW's and PEEK's [TRACE <traceparent>], the last two arguments of
+ * arg[0..n): 1 with req->traceparent set (a valid W3C traceparent), 0 when
+ * absent, -1 with err. */
+int proto_parse_trace(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+		      struct proto_error *err);
 int proto_parse_wait(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		     struct proto_error *err);
 /* A cost: decimal digits only, 1 to CMD_COST_MAX (leading zeros allowed). 0 or -1. */

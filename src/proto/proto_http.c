@@ -466,8 +466,8 @@ end:
 
 /* The request's headers that matter here. */
 struct headers {
-	const char *host, *xff, *real_ip, *user, *connection, *bearer;
-	size_t xff_len, real_ip_len, user_len, connection_len, bearer_len;
+	const char *host, *xff, *real_ip, *user, *connection, *bearer, *traceparent;
+	size_t xff_len, real_ip_len, user_len, connection_len, bearer_len, traceparent_len;
 	int nhost, te, ncl;
 	long long cl;
 };
@@ -593,6 +593,10 @@ static int read_headers(const char *buf, size_t from, size_t hend, const struct 
 			/* a listener with auth: required takes the token (RFC 6750) */
 			h->bearer = v + 7;
 			h->bearer_len = vlen - 7;
+		} else if (name_is(name, nlen, "traceparent")) {
+			/* W3C trace context: judged where the request is traced */
+			h->traceparent = v;
+			h->traceparent_len = vlen;
 		}
 		if (pc->http.user_header[0] && name_is(name, nlen, pc->http.user_header)) {
 			h->user = v;
@@ -706,6 +710,8 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 	req->cost = 1;
 	req->token = h.bearer;
 	req->token_len = h.bearer_len;
+	req->traceparent = h.traceparent;
+	req->traceparent_len = h.traceparent_len;
 	struct args a;
 	memset(&a, 0, sizeof(a));
 	enum proto_step st;

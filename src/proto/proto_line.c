@@ -85,15 +85,21 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 		return hold;
 	if (proto_word_is(tok[0], tlen[0], "ALLOW") || proto_word_is(tok[0], tlen[0], "PEEK")) {
 		cmd->verb = proto_word_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
+		int t = proto_parse_trace(tok, tlen, ntok, cmd, err);
+		if (t < 0)
+			return -1;
+		ntok -= 2 * t;
 		int w = cmd->verb == CMD_ALLOW ? proto_parse_wait(tok, tlen, ntok, cmd, err) : 0;
 		if (w < 0)
 			return -1;
 		ntok -= 2 * w;
 		if (ntok < 3 || ntok > 4)
-			return fail(err, CMD_ERR_SYNTAX,
-				    cmd->verb == CMD_ALLOW
-					    ? "usage: ALLOW <user> <action> [<cost>] [WAIT <ms>]"
-					    : "usage: PEEK <user> <action> [<cost>]");
+			return fail(
+				err, CMD_ERR_SYNTAX,
+				cmd->verb == CMD_ALLOW
+					? "usage: ALLOW <user> <action> [<cost>] [WAIT <ms>] "
+					  "[TRACE <traceparent>]"
+					: "usage: PEEK <user> <action> [<cost>] [TRACE <traceparent>]");
 		if (ntok == 4 && proto_parse_cost(tok[3], tlen[3], &cmd->cost) < 0)
 			return fail(err, CMD_ERR_BAD_COST,
 				    "cost must be an integer from 1 to 2147483647");

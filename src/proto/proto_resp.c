@@ -212,15 +212,21 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 		return hold == 0 ? PROTO_REQUEST : PROTO_BAD;
 	if (proto_word_is(arg[0], alen[0], "ALLOW") || proto_word_is(arg[0], alen[0], "PEEK")) {
 		req->verb = proto_word_is(arg[0], alen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
+		int t = proto_parse_trace(arg, alen, n, req, &out->err);
+		if (t < 0)
+			return PROTO_BAD;
+		n -= 2 * t;
 		int w = req->verb == CMD_ALLOW ? proto_parse_wait(arg, alen, n, req, &out->err) : 0;
 		if (w < 0)
 			return PROTO_BAD;
 		n -= 2 * w;
 		if (n < 3 || n > 4)
-			return bad(out, CMD_ERR_SYNTAX,
-				   req->verb == CMD_ALLOW
-					   ? "usage: ALLOW <user> <action> [<cost>] [WAIT <ms>]"
-					   : "usage: PEEK <user> <action> [<cost>]");
+			return bad(
+				out, CMD_ERR_SYNTAX,
+				req->verb == CMD_ALLOW
+					? "usage: ALLOW <user> <action> [<cost>] [WAIT <ms>] "
+					  "[TRACE <traceparent>]"
+					: "usage: PEEK <user> <action> [<cost>] [TRACE <traceparent>]");
 		if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
 			return bad(out, CMD_ERR_BAD_COST,
 				   "cost must be an integer from 1 to 2147483647");

@@ -1,0 +1,353 @@
+/*
+ * trace.c - spans of decisions (trace.h): traceparent parsing, the
+ * sampling choice, a ring of spans, and their protobuf encoding as OTLP's
+ * ExportTraceServiceRequest (opentelemetry-proto's trace, resource and
+ * common messages; only the fields below are written).
+ */
+#include "trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "config.h"
+#include "policy.h"
+
+unsigned long long trace_spans_made, trace_spans_dropped, trace_spans_exported, trace_spans_failed;
+
+enum { KIND_INTERNAL = 1, KIND_SERVER = 2 };
+
+struct span {
+	uint8_t trace_id[16], span_id[8], parent_id[8];
+	uint8_t has_parent, kind, allowed, child;
+	uint64_t start_ns, end_ns;
+	char name[32];
+	char action[POLICY_NAME_MAX + 1];
+};
+
+static struct {
+	int on;
+	double sample;
+	struct span *ring;
+	size_t cap, head, n;
+	uint64_t rng;
+} T;
+
+static uint64_t next_random(void)
+{
+	if (!T.rng) {
+		if (getrandom(&T.rng, sizeof(T.rng), GRND_NONBLOCK) != sizeof(T.rng)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			T.rng = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)ts.tv_sec;
+		}
+		T.rng |= 1;
+	}
+	/* splitmix64 */
+	uint64_t z = (T.rng += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static void random_id(uint8_t *id, size_t n)
+{
+	int any = 0;
+	for (size_t i = 0; i < n; i += 8) {
+		uint64_t r = next_random();
+		memcpy(id + i, &r, n - i < 8 ? n - i : 8);
+		any |= r != 0;
+	}
+	if (!any)
+		id[n - 1] = 1; /* an id of zeros is invalid */
+}
+
+static int hex(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+static int hex_bytes(const char *s, uint8_t *out, size_t n)
+{
+	int any = 0;
+	for (size_t i = 0; i < n; i++) {
+		int hi = hex(s[2 * i]), lo = hex(s[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[i] = (uint8_t)(hi << 4 | lo);
+		any |= out[i];
+	}
+	return any ? 0 : -1;
+}
+
+int trace_parse_parent(const char *s, size_t len, struct cmd_trace *out)
+{
+	/* version "-" trace-id "-" parent-id "-" flags: 2+1+32+1+16+1+2 */
+	if (len < 55 || s[2] != '-' || s[35] != '-' || s[52] != '-')
+		return -1;
+	int v0 = hex(s[0]), v1 = hex(s[1]);
+	if (v0 < 0 || v1 < 0 || (v0 == 15 && v1 == 15))
+		return -1; /* version ff is invalid */
+	if (v0 == 0 && v1 == 0 && len != 55)
+		return -1; /* version 00 is exactly this long */
+	if (len > 55 && s[55] != '-')
+		return -1; /* a later version goes on after a '-' */
+	uint8_t flags;
+	if (hex_bytes(s + 3, out->trace_id, 16) < 0 || hex_bytes(s + 36, out->parent_id, 8) < 0)
+		return -1;
+	int f0 = hex(s[53]), f1 = hex(s[54]);
+	if (f0 < 0 || f1 < 0)
+		return -1;
+	flags = (uint8_t)(f0 << 4 | f1);
+	out->has_parent = 1;
+	out->sampled = flags & 1;
+	return 0;
+}
+
+void trace_configure(const struct config_tracing *c)
+{
+	T.on = c && c->endpoint;
+	if (!T.on)
+		return;
+	T.sample = c->sample;
+	size_t cap = (size_t)c->max_queue;
+	if (cap == T.cap)
+		return;
+	struct span *ring = calloc(cap, sizeof(*ring));
+	if (!ring)
+		return; /* the old queue stays */
+	/* the newest spans that fit move over */
+	size_t keep = T.n < cap ? T.n : cap;
+	for (size_t i = 0; i < keep; i++)
+		ring[i] = T.ring[(T.head + T.n - keep + i) % T.cap];
+	trace_spans_dropped += T.n - keep;
+	free(T.ring);
+	T.ring = ring;
+	T.cap = cap;
+	T.head = 0;
+	T.n = keep;
+}
+
+int trace_on(void)
+{
+	return T.on;
+}
+
+void trace_begin(struct cmd_trace *t, const char *traceparent, size_t len)
+{
+	memset(t, 0, sizeof(*t));
+	if (!T.on)
+		return;
+	if (traceparent && trace_parse_parent(traceparent, len, t) == 0) {
+		t->on = t->sampled;
+		return;
+	}
+	memset(t, 0, sizeof(*t));
+	if (T.sample <= 0 || (double)(next_random() >> 11) * 0x1p-53 >= T.sample)
+		return;
+	random_id(t->trace_id, 16);
+	t->on = 1;
+}
+
+static struct span *push(void)
+{
+	if (!T.cap)
+		return NULL;
+	if (T.n == T.cap) {
+		trace_spans_dropped++;
+		return NULL;
+	}
+	struct span *s = &T.ring[(T.head + T.n++) % T.cap];
+	trace_spans_made++;
+	return s;
+}
+
+void trace_decision(const struct cmd_trace *t, const char *action, size_t alen, int allowed,
+		    const char *source, uint64_t start_us, uint64_t asked_us, uint64_t end_us)
+{
+	if (!t->on || !T.on)
+		return;
+	/* the monotonic times as unix nanoseconds */
+	struct timespec wall, mono;
+	clock_gettime(CLOCK_REALTIME, &wall);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	int64_t off = ((int64_t)wall.tv_sec - (int64_t)mono.tv_sec) * 1000000000LL +
+		      ((int64_t)wall.tv_nsec - (int64_t)mono.tv_nsec);
+	if (start_us > end_us)
+		start_us = end_us;
+	if (!asked_us || asked_us < start_us || asked_us > end_us)
+		asked_us = end_us;
+	struct span *d = push();
+	if (!d)
+		return;
+	if (alen > POLICY_NAME_MAX)
+		alen = POLICY_NAME_MAX;
+	memset(d, 0, sizeof(*d));
+	memcpy(d->trace_id, t->trace_id, 16);
+	random_id(d->span_id, 8);
+	if (t->has_parent) {
+		memcpy(d->parent_id, t->parent_id, 8);
+		d->has_parent = 1;
+	}
+	d->kind = KIND_SERVER;
+	d->allowed = (uint8_t) !!allowed;
+	d->start_ns = (uint64_t)((int64_t)start_us * 1000 + off);
+	d->end_ns = (uint64_t)((int64_t)end_us * 1000 + off);
+	memcpy(d->name, "ratelimitd.decision", sizeof("ratelimitd.decision"));
+	memcpy(d->action, action, alen);
+	struct span *c = push();
+	if (!c)
+		return;
+	*c = *d;
+	memcpy(c->parent_id, d->span_id, 8);
+	c->has_parent = 1;
+	random_id(c->span_id, 8);
+	c->kind = KIND_INTERNAL;
+	c->child = 1;
+	c->start_ns = (uint64_t)((int64_t)asked_us * 1000 + off);
+	snprintf(c->name, sizeof(c->name), "ratelimitd.%s", source);
+}
+
+size_t trace_queued(void)
+{
+	return T.n;
+}
+
+/* ---- protobuf ---- */
+
+struct pb {
+	uint8_t *p;
+	size_t n, cap;
+	int full;
+};
+
+static void put(struct pb *b, const void *s, size_t n)
+{
+	if (b->n + n > b->cap) {
+		b->full = 1;
+		return;
+	}
+	memcpy(b->p + b->n, s, n);
+	b->n += n;
+}
+
+static void varint(struct pb *b, uint64_t v)
+{
+	uint8_t t[10];
+	size_t n = 0;
+	while (v >= 0x80) {
+		t[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	t[n++] = (uint8_t)v;
+	put(b, t, n);
+}
+
+static size_t varint_len(uint64_t v)
+{
+	size_t n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static void tag(struct pb *b, unsigned field, unsigned wire)
+{
+	varint(b, field << 3 | wire);
+}
+
+static void bytes(struct pb *b, unsigned field, const void *s, size_t n)
+{
+	tag(b, field, 2);
+	varint(b, n);
+	put(b, s, n);
+}
+
+static void fixed64(struct pb *b, unsigned field, uint64_t v)
+{
+	uint8_t t[8];
+	for (int i = 0; i < 8; i++)
+		t[i] = (uint8_t)(v >> (8 * i));
+	tag(b, field, 1);
+	put(b, t, 8);
+}
+
+/* A KeyValue{key, value: AnyValue{string_value or bool_value}} as field. */
+static void attr(struct pb *b, unsigned field, const char *key, const char *str, int boolean)
+{
+	uint8_t tmp[160];
+	struct pb kv = {tmp, 0, sizeof(tmp), 0}, v;
+	uint8_t vtmp[96];
+	v = (struct pb){vtmp, 0, sizeof(vtmp), 0};
+	if (str)
+		bytes(&v, 1, str, strlen(str));
+	else {
+		tag(&v, 2, 0);
+		varint(&v, (uint64_t)boolean);
+	}
+	bytes(&kv, 1, key, strlen(key));
+	bytes(&kv, 2, v.p, v.n);
+	bytes(b, field, kv.p, kv.n);
+}
+
+static void encode_span(struct pb *b, const struct span *s)
+{
+	uint8_t tmp[TRACE_SPAN_ENCODED_MAX - 8];
+	struct pb m = {tmp, 0, sizeof(tmp), 0};
+	bytes(&m, 1, s->trace_id, 16);
+	bytes(&m, 2, s->span_id, 8);
+	if (s->has_parent)
+		bytes(&m, 4, s->parent_id, 8);
+	bytes(&m, 5, s->name, strlen(s->name));
+	tag(&m, 6, 0);
+	varint(&m, s->kind);
+	fixed64(&m, 7, s->start_ns);
+	fixed64(&m, 8, s->end_ns);
+	attr(&m, 9, "ratelimit.action", s->action, 0);
+	if (!s->child)
+		attr(&m, 9, "ratelimit.allowed", NULL, s->allowed);
+	bytes(b, 2, m.p, m.n); /* ScopeSpans.spans */
+}
+
+size_t trace_encode(uint8_t *buf, size_t cap, size_t max, size_t *n)
+{
+	*n = 0;
+	if (!T.n || max == 0)
+		return 0;
+	size_t take = T.n < max ? T.n : max;
+	/* ScopeSpans{scope{name, version}, spans...} */
+	size_t scap = take * TRACE_SPAN_ENCODED_MAX + 128;
+	uint8_t *sbuf = malloc(scap);
+	if (!sbuf)
+		return 0;
+	struct pb ss = {sbuf, 0, scap, 0};
+	uint8_t scope[64];
+	struct pb sc = {scope, 0, sizeof(scope), 0};
+	bytes(&sc, 1, "ratelimitd", 10);
+	bytes(&sc, 2, RATELIMITD_VERSION, strlen(RATELIMITD_VERSION));
+	bytes(&ss, 1, sc.p, sc.n);
+	for (size_t i = 0; i < take; i++)
+		encode_span(&ss, &T.ring[(T.head + i) % T.cap]);
+	/* ResourceSpans{resource{attributes: service.name}, scope_spans} */
+	uint8_t res[96];
+	struct pb r = {res, 0, sizeof(res), 0};
+	attr(&r, 1, "service.name", "ratelimitd", 0);
+	struct pb out = {buf, 0, cap, 0};
+	/* the ResourceSpans message's length: its two fields */
+	size_t rs_len = 1 + varint_len(r.n) + r.n + 1 + varint_len(ss.n) + ss.n;
+	tag(&out, 1, 2); /* ExportTraceServiceRequest.resource_spans */
+	varint(&out, rs_len);
+	bytes(&out, 1, r.p, r.n);
+	bytes(&out, 2, ss.p, ss.n);
+	free(sbuf);
+	if (out.full || ss.full)
+		return 0;
+	T.head = (T.head + take) % T.cap;
+	T.n -= take;
+	*n = take;
+	return out.n;
+}
