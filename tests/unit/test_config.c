@@ -908,9 +908,9 @@ START_TEST(reload_kinds)
 {
 	int n[CONFIG_RELOAD_PER_POLICY + 1] = {0};
 	config_key_reloads(count_kind, n);
-	ck_assert_int_eq(
-		n[CONFIG_RELOAD_SECTION],
-		9); /* memory redis metrics throttle envoy sentinel redis.tls listen[].tls metrics.tls */
+	/* memory redis metrics throttle envoy decision_log tracing sentinel redis.tls
+	 * listen[].tls metrics.tls */
+	ck_assert_int_eq(n[CONFIG_RELOAD_SECTION], 11);
 	ck_assert_int_gt(n[CONFIG_RELOAD_APPLIES], 10);
 	ck_assert_int_gt(n[CONFIG_RELOAD_RESTART], 10);
 }
