@@ -16,6 +16,7 @@
 #include "config.h"
 #include "ctl_util.h"
 #include "declog.h"
+#include "shown.h"
 #include "keys.h"
 #include "override.h"
 #include "policy.h"
@@ -47,7 +48,7 @@ struct replay {
 	int64_t now_us;
 	struct action *acts;
 	size_t nacts, capacts;
-	uint64_t decisions, no_policy, concurrency, malformed;
+	uint64_t decisions, no_policy, concurrency, malformed, backwards;
 	long first_malformed; /* its line number (of the file it is in); 0: none */
 	const char *malformed_file;
 	int64_t first_ms, last_ms;
@@ -193,7 +194,15 @@ static int replay_line(struct replay *rp, const char *line, size_t len)
 	rp->decisions++;
 	if (!rp->first_ms)
 		rp->first_ms = ms;
-	rp->last_ms = ms;
+	/* files out of order (a glob puts the newest first), or several
+	 * daemons' logs not merged: the windows would be decided wrong */
+	if (ms + 1000 < rp->last_ms && !rp->backwards++)
+		fprintf(stderr,
+			"ratelimitctl: replay: time goes back %lld ms in the log (give the rotated "
+			"files oldest first; merge several daemons' logs with sort -n -m)\n",
+			(long long)(rp->last_ms - ms));
+	if (ms > rp->last_ms)
+		rp->last_ms = ms;
 	const struct policy *p = config_find_policy(rp->cfg, d.action, d.action_len);
 	if (!p) {
 		rp->no_policy++;
@@ -319,8 +328,10 @@ static void json_top(const struct umap *m)
 	size_t k = umap_top(m, r);
 	printf("[");
 	for (size_t i = 0; i < k; i++) {
+		char shown[SHOWN_USER_MAX(KEYS_USER_MAX + 20)];
+		size_t sl = shown_user(shown, r[i].user, r[i].len, 0);
 		printf("%s{\"user\":", i ? "," : "");
-		ctl_json_str(r[i].user, r[i].len);
+		ctl_json_str(shown, sl); /* as TOP shows it: printable ASCII */
 		printf(",\"count\":%llu}", (unsigned long long)r[i].count);
 	}
 	printf("]");
@@ -333,9 +344,12 @@ static void text_top(const char *what, const struct umap *m)
 	if (!k)
 		return;
 	printf("  %s:", what);
-	for (size_t i = 0; i < k; i++)
-		printf("%s %.*s %llu", i ? "," : "", (int)r[i].len, r[i].user,
+	for (size_t i = 0; i < k; i++) {
+		char shown[SHOWN_USER_MAX(KEYS_USER_MAX + 20)];
+		size_t sl = shown_user(shown, r[i].user, r[i].len, 0);
+		printf("%s %.*s %llu", i ? "," : "", (int)sl, shown,
 		       (unsigned long long)r[i].count);
+	}
 	printf("\n");
 }
 
@@ -354,10 +368,11 @@ static void report(struct replay *rp, int nfiles, const char *candidate)
 		ctl_json_cstr(candidate);
 		printf(",\"files\":%d,\"sample\":\"%s\",\"users\":\"%s\",\"from\":\"%s\","
 		       "\"to\":\"%s\",\"decisions\":%llu,\"skipped\":{\"no_policy\":%llu,"
-		       "\"concurrency\":%llu,\"malformed\":%llu},\"actions\":[",
+		       "\"concurrency\":%llu,\"malformed\":%llu},\"time_backwards\":%llu,"
+		       "\"actions\":[",
 		       nfiles, sample, users, from, to, (unsigned long long)rp->decisions,
 		       (unsigned long long)rp->no_policy, (unsigned long long)rp->concurrency,
-		       (unsigned long long)rp->malformed);
+		       (unsigned long long)rp->malformed, (unsigned long long)rp->backwards);
 		for (size_t i = 0; i < rp->nacts; i++) {
 			const struct action *a = &rp->acts[i];
 			printf("%s{\"action\":\"%s\",\"decisions\":%llu,\"log_allowed\":%llu,"

@@ -226,7 +226,7 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 		check(it != NULL, "out of memory");
 		it->index = INT32_MAX;
 		it->ulen = TOP_NAME_MAX;
-		it->cut = 1;
+		it->cut = KEYS_USER_MAX; /* cut from the longest */
 		it->denied = it->requests = it->over = INT64_MAX;
 		for (size_t k = 0; k < TOP_NAME_MAX; k++)
 			it->text[k] = r->user_len ? r->user[k % r->user_len] : (char)(0x80 + k);

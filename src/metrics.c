@@ -69,7 +69,7 @@ struct scrape {
 /* A user as TOP shows it (shown_user), escaped again for a label
  * value or a JSON string: a backslash before \ and " (the shown form has
  * no control byte left). */
-static void put_user(struct evbuffer *b, const char *user, size_t len, int cut)
+static void put_user(struct evbuffer *b, const char *user, size_t len, size_t cut)
 {
 	char shown[SHOWN_USER_MAX(TOP_NAME_MAX)], out[2 * sizeof(shown)];
 	size_t n = shown_user(shown, user, len, cut), k = 0;
@@ -100,6 +100,23 @@ static int by_denied(const void *a, const void *b)
 	return c ? c : (x->row.len > y->row.len) - (x->row.len < y->row.len);
 }
 
+/* Every action of the running configuration: its policies, then its
+ * envoy rules' (they are actions too); *n of them, NULL when out of memory. */
+static const struct policy **every_action(const struct config *cfg, size_t *n)
+{
+	const struct envoy_rules *er = cfg->envoy.rules;
+	size_t total = cfg->npolicies + (er ? er->nnames : 0);
+	const struct policy **all = calloc(total + 1, sizeof(*all));
+	*n = 0;
+	if (!all)
+		return NULL;
+	for (size_t i = 0; i < cfg->npolicies; i++)
+		all[(*n)++] = &cfg->policies[i];
+	for (size_t i = 0; er && i < er->nnames; i++)
+		all[(*n)++] = er->by_name[i];
+	return all;
+}
+
 /* The metrics.top_series users with the most denials, over every action
  * of the running configuration: a fixed label budget, however many users. */
 static void top_denied(struct evbuffer *b, const char *name, const struct scrape *s)
@@ -108,14 +125,18 @@ static void top_denied(struct evbuffer *b, const char *name, const struct scrape
 	size_t per = (size_t)cfg->metrics_top_series;
 	if (per > TOP_ROWS_MAX)
 		per = TOP_ROWS_MAX; /* no action has more */
-	struct hitter *h = per ? calloc(cfg->npolicies * per + 1, sizeof(*h)) : NULL;
-	if (!h)
+	size_t na;
+	const struct policy **acts = per ? every_action(cfg, &na) : NULL;
+	struct hitter *h = acts ? calloc(na * per + 1, sizeof(*h)) : NULL;
+	if (!h) {
+		free(acts);
 		return;
+	}
 	size_t n = 0;
-	for (size_t i = 0; i < cfg->npolicies; i++) {
+	for (size_t i = 0; i < na; i++) {
 		struct top_row rows[TOP_ROWS_MAX];
 		uint64_t req, den;
-		const struct policy *p = &cfg->policies[i];
+		const struct policy *p = acts[i];
 		size_t k = stats_top(p->name, p->name_len, TOP_BY_DENIED, per, rows, &req, &den);
 		for (size_t j = 0; j < k; j++)
 			h[n++] = (struct hitter){p, rows[j]};
@@ -127,6 +148,7 @@ static void top_denied(struct evbuffer *b, const char *name, const struct scrape
 		evbuffer_add_printf(b, "\"} %llu\n", (unsigned long long)h[i].row.denied);
 	}
 	free(h);
+	free(acts);
 }
 
 /* One action's decisions, allowed and denied. */
@@ -758,10 +780,12 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
 		evhttp_clear_headers(&q);
 		return HTTP_OK;
 	}
-	struct top_action *acts = calloc(cfg->npolicies + 1, sizeof(*acts));
+	size_t nall;
+	const struct policy **all = every_action(cfg, &nall);
+	struct top_action *acts = all ? calloc(nall + 1, sizeof(*acts)) : NULL;
 	size_t na = 0;
-	for (size_t i = 0; acts && i < cfg->npolicies; i++) {
-		const struct policy *ap = &cfg->policies[i];
+	for (size_t i = 0; acts && i < nall; i++) {
+		const struct policy *ap = all[i];
 		stats_top(ap->name, ap->name_len, by, 0, rows, &rq, &dn);
 		if (rq || dn)
 			acts[na++] = (struct top_action){ap, rq, dn};
@@ -778,6 +802,7 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
 	}
 	evbuffer_add_printf(body, "]}\n");
 	free(acts);
+	free(all);
 	evhttp_clear_headers(&q);
 	return HTTP_OK;
 }

@@ -660,6 +660,14 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	slot->cfg = NULL;
 	slot->multi = NULL;
 	slot->overridden = 0;
+	/* whose answer this is, for the heavy hitters (top.h): set where a
+	 * request names its user; none (not counted) on the other paths */
+	slot->user_len = 0;
+	slot->op = STORE_ALLOW;
+	if (pc->verb == CMD_ACQUIRE) {
+		slot->user_len = pc->user_len;
+		memcpy(slot->user, pc->user, pc->user_len);
+	}
 	slot->res.multi = 0;
 	slot->res.pair = 0;
 	enum store_op op;

@@ -540,6 +540,8 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	if (m->n == 0) { /* every pair unlimited (or a blocked shadow pair) */
 		slot->policy = named[0];
 		slot->res.pair = 0;
+		slot->user_len = req->pairs[0].user_len;
+		memcpy(slot->user, req->pairs[0].user, req->pairs[0].user_len);
 		multi_free(slot);
 		decide_override(slot, cfg, named[0], 1);
 		return;

@@ -3,7 +3,9 @@
 
 #include <string.h>
 
-size_t shown_user(char *p, const char *user, size_t len, int cut)
+#include "decimal.h"
+
+size_t shown_user(char *p, const char *user, size_t len, size_t full_len)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t n = 0;
@@ -17,9 +19,9 @@ size_t shown_user(char *p, const char *user, size_t len, int cut)
 			p[n++] = (char)c;
 		}
 	}
-	if (cut) {
+	if (full_len > len) {
 		memcpy(p + n, "%...", 4);
-		n += 4;
+		n += 4 + decimal_put(p + n + 4, full_len);
 	}
 	return n;
 }

@@ -2,7 +2,7 @@
  * shown.h - a user as the daemon shows it to operators (TOP's replies, the
  * metrics' labels, the decision log): bytes up to a blank, '%', DEL and
  * above as %XX, so one line, one label, one word, and two users never
- * alike; then "%..." when it was cut.
+ * alike; a user cut short ends in "%..." and its whole length.
  */
 #ifndef RL_SHOWN_H
 #define RL_SHOWN_H
@@ -10,9 +10,10 @@
 #include <stddef.h>
 
 /* The most bytes shown_user writes for a user of len bytes. */
-#define SHOWN_USER_MAX(len) (3 * (len) + 4)
+#define SHOWN_USER_MAX(len) (3 * (len) + 4 + 20)
 
-/* Writes user at p as shown, "%..." after it when cut; returns the length. */
-size_t shown_user(char *p, const char *user, size_t len, int cut);
+/* Writes the len bytes of user at p as shown; when full_len is larger (the
+ * user was cut at len), "%..." and full_len after them. Returns the length. */
+size_t shown_user(char *p, const char *user, size_t len, size_t full_len);
 
 #endif

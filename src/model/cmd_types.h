@@ -202,7 +202,7 @@ struct cmd_item {
 	/* TOP: estimates over the last minute, and how much the ranked one
 	 * may be over */
 	int64_t denied, requests, over;
-	int cut;
+	size_t cut; /* TOP: the user's whole length when text holds it cut; 0: whole */
 	size_t ulen, alen, spec_len;
 	char text[];
 };

@@ -88,27 +88,34 @@ static void close_log(void)
 	L.fd = -1;
 }
 
-/* path -> path.1 -> ... -> path.keep (the oldest goes), then a new path. */
-static void rotate(void)
+/* path -> path.1 -> ... -> path.keep (the oldest goes), then a new path.
+ * -1 when path could not be moved away (its directory not writable...):
+ * the file stays open as it was. */
+static int rotate(void)
 {
-	close_log();
 	size_t n = strlen(L.path) + 16;
 	char *from = malloc(n), *to = malloc(n);
-	if (from && to) {
-		for (int i = L.keep; i >= 1; i--) {
-			snprintf(to, n, "%s.%d", L.path, i);
-			if (i == 1)
-				snprintf(from, n, "%s", L.path);
-			else
-				snprintf(from, n, "%s.%d", L.path, i - 1);
-			rename(from, to);
-		}
-		if (L.keep == 0)
-			unlink(L.path);
+	int rc = from && to ? 0 : -1;
+	for (int i = L.keep; rc == 0 && i >= 2; i--) {
+		snprintf(to, n, "%s.%d", L.path, i);
+		snprintf(from, n, "%s.%d", L.path, i - 1);
+		rename(from, to); /* a missing older file is no matter */
+	}
+	if (rc == 0 && L.keep >= 1) {
+		snprintf(to, n, "%s.1", L.path);
+		rc = rename(L.path, to);
+	} else if (rc == 0) {
+		rc = unlink(L.path);
 	}
 	free(from);
 	free(to);
+	if (rc < 0) {
+		warn("cannot rotate");
+		return -1;
+	}
+	close_log();
 	open_log();
+	return 0;
 }
 
 /* The bytes of buf[off..len) to write before the file must rotate: whole
@@ -127,12 +134,22 @@ static size_t fitting(size_t off)
 	return end - off;
 }
 
+/* The buffer's lines from off on, lost: counted dropped. */
+static void lose(size_t off)
+{
+	for (size_t i = off; i < L.len; i++)
+		if (L.buf[i] == '\n') {
+			declog_dropped++;
+			declog_lines--;
+		}
+}
+
 void declog_flush(void)
 {
+	if (L.fd < 0 && L.path)
+		open_log(); /* a file that could not be opened may be now (every second) */
 	if (!L.len)
 		return;
-	if (L.fd < 0 && L.path)
-		open_log(); /* a file that could not be opened may be now */
 	if (L.fd < 0) {
 		L.len = 0;
 		return; /* its lines were counted dropped when they came */
@@ -141,19 +158,20 @@ void declog_flush(void)
 	while (L.fd >= 0 && off < L.len) {
 		size_t n = fitting(off);
 		if (n == 0) {
-			rotate();
+			/* a rotation gives an empty file, which takes a line at
+			 * least; a file that cannot be moved away loses the rest
+			 * (never a loop) */
+			if (rotate() < 0 || L.fd < 0 || fitting(off) == 0) {
+				lose(off);
+				break;
+			}
 			continue;
 		}
 		ssize_t w = write(L.fd, L.buf + off, n);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
-			/* the rest is lost: count its lines */
-			for (size_t i = off; i < L.len; i++)
-				if (L.buf[i] == '\n') {
-					declog_dropped++;
-					declog_lines--;
-				}
+			lose(off);
 			warn("write failed");
 			break;
 		}
@@ -161,11 +179,7 @@ void declog_flush(void)
 		L.size += (size_t)w;
 	}
 	if (L.fd < 0) /* a rotation could not open the new file: the rest is lost */
-		for (size_t i = off; i < L.len; i++)
-			if (L.buf[i] == '\n') {
-				declog_dropped++;
-				declog_lines--;
-			}
+		lose(off);
 	L.len = 0;
 }
 
@@ -181,12 +195,23 @@ void declog_configure(const struct config_declog *c)
 	}
 	if (!L.path)
 		return;
+	/* a file's lines are of one sample and one way of naming users (its
+	 * header says which): a change starts a new file */
+	int other = same && L.fd >= 0 &&
+		    (L.sample != c->sample || L.hashed != c->hashed ||
+		     (c->hashed && memcmp(L.key, c->hash_key, sizeof(L.key)) != 0));
 	L.sample = c->sample;
 	L.threshold = c->sample >= 1 ? UINT64_MAX : (uint64_t)(c->sample * 18446744073709551616.0);
 	L.max_size = c->max_size;
 	L.keep = c->keep;
 	L.hashed = c->hashed;
 	memcpy(L.key, c->hash_key, sizeof(L.key));
+	if (other && L.size > HEADER_MAX) {
+		rotate();
+	} else if (other) { /* nothing but the header yet: a new one */
+		close_log();
+		unlink(L.path);
+	}
 	if (L.fd < 0)
 		open_log();
 }

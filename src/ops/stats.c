@@ -155,6 +155,9 @@ void stats_count_decision(const struct config *cfg, const struct policy *p, enum
 	if (!a)
 		return;
 	a->decisions[from][allowed]++;
+	/* a PEEK is neither a request nor a denial: it changes nothing */
+	if (peek || !user_len)
+		return;
 	struct top *t = a->top_failed ? NULL : top_of(a);
 	if (t)
 		top_count(t, user, user_len, !peek, !allowed, now_us ? now_us : clock_mono_us());

@@ -172,7 +172,7 @@ size_t top_read(struct top *t, enum top_by by, uint64_t now_us, struct top_row *
 		const struct top_entry *u = cand[i].u;
 		r->len = kept_of(u->len);
 		memcpy(r->name, u->name, r->len);
-		r->cut = u->len > TOP_NAME_MAX;
+		r->cut = u->len > TOP_NAME_MAX ? u->len : 0;
 		double o, ignored;
 		estimate(&t->cur[other], &t->prev[other], w, u, &o, &ignored);
 		uint64_t mine = rounded(cand[i].count), theirs = rounded(o);

@@ -54,7 +54,7 @@ struct top {
 struct top_row {
 	char name[TOP_NAME_MAX];
 	size_t len;
-	int cut;
+	size_t cut;		   /* cut at TOP_NAME_MAX: the user's whole length; 0: whole */
 	uint64_t requests, denied; /* rounded estimates */
 	uint64_t over;		   /* the ranked count is over by at most this */
 };

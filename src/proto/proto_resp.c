@@ -456,7 +456,7 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 		n = put_int_line(buf, n, ':', res->item->denied);
 		n = put_int_line(buf, n, ':', res->item->requests);
 		n = put_int_line(buf, n, ':', res->item->over);
-		return put_int_line(buf, n, ':', res->item->cut);
+		return put_int_line(buf, n, ':', (int64_t)res->item->cut);
 	case CMD_REPLY_OK:
 		if (res->tag & TAG_HELLO)
 			return hello_reply(buf);

@@ -104,6 +104,7 @@ class ReplayTest(DaemonTest):
         self.assertEqual((search["decisions"], search["newly_denied"]), (30, 0))
         self.assertEqual(got["decisions"], 230)
         self.assertEqual(got["skipped"], {"no_policy": 0, "concurrency": 0, "malformed": 0})
+        self.assertEqual(got["time_backwards"], 0)
         # deterministic: the same report again; the text form says as much
         self.assertEqual(self.replay(log, strict), got)
         text = subprocess.run([CTL, "replay", log, strict], capture_output=True, text=True,
@@ -156,6 +157,23 @@ class ReplayTest(DaemonTest):
         got = self.replay(log + "2", strict)
         self.assertEqual(got["users"], "hashed")
         self.assertEqual(got["decisions"], len(read(log + "2").splitlines()) - 1)
+
+    def test_a_log_that_cannot_rotate(self):
+        """path.1 a directory that is not empty: the file cannot be moved
+        away. It stays within max_size, the lines past it are counted
+        dropped, the log says why, and decisions go on."""
+        log = os.path.join(self.tmpdir, "d.log")
+        os.makedirs(log + ".1")
+        with open(os.path.join(log + ".1", "keep"), "w") as f:
+            f.write("x")
+        d = self.daemon_with(LOOSE, {"path": log, "max_size": "4096", "keep": "1"})
+        self.send(d, traffic() * 3)
+        d.wait_log(r"decision_log .*d\.log: cannot rotate", 5 * SLOW)
+        wait_until(lambda: scrape_metrics(d.mport).get(
+            "ratelimitd_decision_log_dropped_total", 0) > 0, 5 * SLOW, what="lines dropped")
+        self.assertLessEqual(os.path.getsize(log), 4096)
+        with Client(port=d.port) as c:
+            self.assertTrue(c.request("ALLOW x login").startswith("ALLOWED"))
 
     def test_a_log_that_cannot_be_opened(self):
         log = os.path.join(self.tmpdir, "no", "such", "dir", "d.log")
