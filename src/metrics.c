@@ -44,6 +44,7 @@
 #include "stats.h"
 #include "store.h"
 #include "tls.h"
+#include "trace.h"
 
 /* A scrape is one short GET; anything bigger is not one. */
 #define METRICS_MAX_HEADERS 8192
@@ -149,6 +150,17 @@ static void top_denied(struct evbuffer *b, const char *name, const struct scrape
 	}
 	free(h);
 	free(acts);
+}
+
+/* Spans of traced decisions, by what became of them. */
+static void trace_spans(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	(void)s;
+	const char *what[] = {"made", "dropped", "exported", "failed"};
+	unsigned long long v[] = {trace_spans_made, trace_spans_dropped, trace_spans_exported,
+				  trace_spans_failed};
+	for (int i = 0; i < 4; i++)
+		evbuffer_add_printf(b, "%s{result=\"%s\"} %llu\n", name, what[i], v[i]);
 }
 
 /* One action's decisions, allowed and denied. */
@@ -524,6 +536,10 @@ static const struct family families[] = {
 	 "Decisions of sampled users the decision log could not write (no file, a failed "
 	 "write).",
 	 .count = declog_lost},
+	{"ratelimitd_trace_spans_total", "counter",
+	 "Spans of traced decisions (tracing): made, dropped (the queue was full), exported "
+	 "(the collector took them), failed (it did not).",
+	 .samples = trace_spans},
 	{"ratelimitd_store_errors_total", "counter",
 	 "Requests Redis did not decide, by reason; answered per on_store_error (RESET: ERR "
 	 "store-unavailable).",

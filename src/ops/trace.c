@@ -151,14 +151,9 @@ void trace_begin(struct cmd_trace *t, const char *traceparent, size_t len)
 	t->on = 1;
 }
 
+/* The next place in the ring (the caller made sure there is one). */
 static struct span *push(void)
 {
-	if (!T.cap)
-		return NULL;
-	if (T.n == T.cap) {
-		trace_spans_dropped++;
-		return NULL;
-	}
 	struct span *s = &T.ring[(T.head + T.n++) % T.cap];
 	trace_spans_made++;
 	return s;
@@ -179,9 +174,12 @@ void trace_decision(const struct cmd_trace *t, const char *action, size_t alen, 
 		start_us = end_us;
 	if (!asked_us || asked_us < start_us || asked_us > end_us)
 		asked_us = end_us;
-	struct span *d = push();
-	if (!d)
+	/* a decision's two spans go together, or neither */
+	if (!T.cap || T.cap - T.n < 2) {
+		trace_spans_dropped += 2;
 		return;
+	}
+	struct span *d = push();
 	if (alen > POLICY_NAME_MAX)
 		alen = POLICY_NAME_MAX;
 	memset(d, 0, sizeof(*d));
@@ -198,8 +196,6 @@ void trace_decision(const struct cmd_trace *t, const char *action, size_t alen, 
 	memcpy(d->name, "ratelimitd.decision", sizeof("ratelimitd.decision"));
 	memcpy(d->action, action, alen);
 	struct span *c = push();
-	if (!c)
-		return;
 	*c = *d;
 	memcpy(c->parent_id, d->span_id, 8);
 	c->has_parent = 1;
