@@ -167,7 +167,11 @@ class RedisCluster:
         out = subprocess.run(argv, capture_output=True, timeout=timeout,
                              stdin=subprocess.DEVNULL)
         text = (out.stdout + out.stderr).decode(errors="replace")
-        if out.returncode != 0 or "[OK] All 16384 slots covered" not in text:
+        # Its closing check can run before gossip has told every node of
+        # every other ("claims to be slave of unknown node ID", slots not
+        # all covered yet) and still exit 0: wait_ready, after this, is the
+        # judge of a cluster that converged.
+        if out.returncode != 0:
             raise AssertionError("redis-cli --cluster create failed (%d):\n%s"
                                  % (out.returncode, text))
 
