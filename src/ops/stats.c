@@ -93,6 +93,8 @@ static struct stats_action *action_get(const char *name, size_t len)
 	return a;
 }
 
+static size_t tops_made; /* actions with heavy hitters (at most STATS_TOP_MAX) */
+
 void stats_bind(const struct config *cfg)
 {
 	struct stats_action **nb = calloc(cfg->npolicies ? cfg->npolicies : 1, sizeof(*nb));
@@ -102,6 +104,17 @@ void stats_bind(const struct config *cfg)
 	free(bound);
 	bound = nb;
 	bound_cfg = nb ? cfg : NULL;
+	/* the heavy hitters of actions gone (their counts stay, by name) */
+	for (size_t i = 0; i < table_cap; i++) {
+		struct stats_action *a = table[i];
+		if (a && a->top && !config_find_policy(cfg, a->name, a->name_len)) {
+			free(a->top);
+			a->top = NULL;
+			tops_made--;
+		}
+		if (a)
+			a->top_failed = 0; /* there may be room now */
+	}
 }
 
 static struct stats_action *action_of(const struct config *cfg, const struct policy *p)
@@ -127,7 +140,6 @@ struct stats_action *stats_action_counters(const struct config *cfg, const struc
 	return action_of(cfg, p);
 }
 
-static size_t tops_made;
 unsigned long long stats_top_untracked;
 
 /* a's heavy hitters, made on first use; NULL past STATS_TOP_MAX or out of memory */
