@@ -34,6 +34,7 @@ BASE = {
     "throttle": "{enabled: true}",
     "envoy": "{config: r1.yaml}",
     "decision_log": "{path: %(tmp)s/d.log}",
+    "tracing": '{endpoint: "http://127.0.0.1:%(xport)d/v1/traces"}',
     "policies": {
         "p": "5/60s",
         "f": "{algorithm: funnel, capacity: 5, rate: 1/1s}",
@@ -84,6 +85,7 @@ CHANGES = {
     "shadow": ({"shadow": "true"}, {"shadow"}),
     "envoy": ({"envoy": None}, {"envoy.config"}),
     "decision_log": ({"decision_log": None}, {"decision_log.path"}),
+    "tracing": ({"tracing": None}, {"tracing.endpoint"}),
     "policies": (policy("q", "1/1s"), {"policy q"}),
     "listen[].address": ({"listen": listen_with(1, '{address: "127.0.0.1:%(xport)d", '
                                                    'protocol: http}')},
@@ -229,6 +231,12 @@ CHANGES = {
                               {"decision_log.max_size"}),
     "decision_log.keep": ({"decision_log": "{path: %(tmp)s/d.log, keep: 1}"},
                           {"decision_log.keep"}),
+    "tracing.endpoint": ({"tracing": '{endpoint: "http://127.0.0.2:%(xport)d/t"}'},
+                         {"tracing.endpoint"}),
+    "tracing.sample": ({"tracing": '{endpoint: "http://127.0.0.1:%(xport)d/v1/traces", '
+                                  'sample: 0.5}'}, {"tracing.sample"}),
+    "tracing.max_queue": ({"tracing": '{endpoint: "http://127.0.0.1:%(xport)d/v1/traces", '
+                                     'max_queue: 64}'}, {"tracing.max_queue"}),
     "decision_log.hash_key_file": ({"decision_log": "{path: %(tmp)s/d.log, hash_key_file: "
                                                     "%(tmp)s/t.token}"},
                                    {"decision_log.hash_key_file"}),
