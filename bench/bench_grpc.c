@@ -5,6 +5,8 @@
  */
 #include "bench_grpc.h"
 
+#include "pbwire.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -52,23 +54,7 @@ static uint32_t get32(const char *p)
 
 static size_t put_varint(char *p, uint64_t v)
 {
-	size_t n = 0;
-	while (v >= 0x80) {
-		p[n++] = (char)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (char)v;
-	return n;
-}
-
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
+	return pbwire_varint((uint8_t *)p, v);
 }
 
 /* A length-delimited protobuf field: tag, length, bytes. */
@@ -185,13 +171,13 @@ size_t bench_grpc_conn_start(struct bench_grpc_conn *g, char *p)
 /* The DATA frame's payload length of one call for a user of user_len. */
 static size_t call_message_len(const struct bench_grpc_call *call, size_t user_len, size_t *desc)
 {
-	size_t e = 2 + call->key_len + 1 + varint_len(user_len) + user_len;
-	size_t d = 1 + varint_len(e) + e;
+	size_t e = 2 + call->key_len + 1 + pbwire_varint_len(user_len) + user_len;
+	size_t d = 1 + pbwire_varint_len(e) + e;
 	*desc = d;
-	size_t m = 1 + varint_len(call->domain_len) + call->domain_len + 1 + varint_len(d) + d +
-		   call->fixed_len;
+	size_t m = 1 + pbwire_varint_len(call->domain_len) + call->domain_len + 1 +
+		   pbwire_varint_len(d) + d + call->fixed_len;
 	if (call->hits)
-		m += 1 + varint_len((uint64_t)call->hits);
+		m += 1 + pbwire_varint_len((uint64_t)call->hits);
 	return m;
 }
 
@@ -217,7 +203,7 @@ size_t bench_grpc_call_put(struct bench_grpc_conn *g, const struct bench_grpc_ca
 	/* descriptors[0]: {entries: [{key, user}]}, built in place */
 	n += put_varint(p + n, 2 << 3 | 2);
 	n += put_varint(p + n, desc);
-	size_t e = 2 + call->key_len + 1 + varint_len(user_len) + user_len;
+	size_t e = 2 + call->key_len + 1 + pbwire_varint_len(user_len) + user_len;
 	n += put_varint(p + n, 1 << 3 | 2);
 	n += put_varint(p + n, e);
 	n += put_field(p + n, 1, call->key, call->key_len);

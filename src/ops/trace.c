@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "config.h"
+#include "pbwire.h"
 #include "policy.h"
 
 unsigned long long trace_spans_made, trace_spans_dropped, trace_spans_exported, trace_spans_failed;
@@ -232,23 +233,7 @@ static void put(struct pb *b, const void *s, size_t n)
 static void varint(struct pb *b, uint64_t v)
 {
 	uint8_t t[10];
-	size_t n = 0;
-	while (v >= 0x80) {
-		t[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	t[n++] = (uint8_t)v;
-	put(b, t, n);
-}
-
-static size_t varint_len(uint64_t v)
-{
-	size_t n = 1;
-	while (v >= 0x80) {
-		v >>= 7;
-		n++;
-	}
-	return n;
+	put(b, t, pbwire_varint(t, v));
 }
 
 static void tag(struct pb *b, unsigned field, unsigned wire)
@@ -334,7 +319,7 @@ size_t trace_encode(uint8_t *buf, size_t cap, size_t max, size_t *n)
 	attr(&r, 1, "service.name", "ratelimitd", 0);
 	struct pb out = {buf, 0, cap, 0};
 	/* the ResourceSpans message's length: its two fields */
-	size_t rs_len = 1 + varint_len(r.n) + r.n + 1 + varint_len(ss.n) + ss.n;
+	size_t rs_len = 1 + pbwire_varint_len(r.n) + r.n + 1 + pbwire_varint_len(ss.n) + ss.n;
 	tag(&out, 1, 2); /* ExportTraceServiceRequest.resource_spans */
 	varint(&out, rs_len);
 	bytes(&out, 1, r.p, r.n);
