@@ -29,6 +29,7 @@ _Static_assert(DECLOG_LINE_MAX < BUF_SIZE, "a line fits the buffer");
 #define WARN_EVERY_US 10000000ULL
 
 unsigned long long declog_lines, declog_dropped;
+int declog_enabled;
 
 static struct {
 	char *path; /* NULL: off */
@@ -192,6 +193,7 @@ void declog_configure(const struct config_declog *c)
 		close_log();
 		free(L.path);
 		L.path = path ? strdup(path) : NULL;
+		declog_enabled = L.path != NULL;
 	}
 	if (!L.path)
 		return;
@@ -214,11 +216,6 @@ void declog_configure(const struct config_declog *c)
 	}
 	if (L.fd < 0)
 		open_log();
-}
-
-int declog_on(void)
-{
-	return L.path != NULL;
 }
 
 /* A line: the user written as it is (a hash) or shown (a name). */
@@ -355,4 +352,5 @@ void declog_close(void)
 	close_log();
 	free(L.path);
 	L.path = NULL;
+	declog_enabled = 0;
 }

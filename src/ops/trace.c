@@ -16,6 +16,7 @@
 #include "pbwire.h"
 #include "policy.h"
 
+int trace_enabled;
 unsigned long long trace_spans_made, trace_spans_dropped, trace_spans_exported, trace_spans_failed;
 
 enum { KIND_INTERNAL = 1, KIND_SERVER = 2 };
@@ -109,7 +110,7 @@ int trace_parse_parent(const char *s, size_t len, struct cmd_trace *out)
 
 void trace_configure(const struct config_tracing *c)
 {
-	T.on = c && c->endpoint;
+	T.on = trace_enabled = c && c->endpoint;
 	if (!T.on)
 		return;
 	T.sample = c->sample;
@@ -129,11 +130,6 @@ void trace_configure(const struct config_tracing *c)
 	T.cap = cap;
 	T.head = 0;
 	T.n = keep;
-}
-
-int trace_on(void)
-{
-	return T.on;
 }
 
 void trace_begin(struct cmd_trace *t, const char *traceparent, size_t len)

@@ -30,7 +30,12 @@ int trace_parse_parent(const char *s, size_t len, struct cmd_trace *out);
 /* Takes the configuration (at start and on every reload; c->endpoint
  * NULL: off). The queue keeps its spans across a reload. */
 void trace_configure(const struct config_tracing *c);
-int trace_on(void);
+/* Whether tracing is on (a test on every request: inline). */
+extern int trace_enabled;
+static inline int trace_on(void)
+{
+	return trace_enabled;
+}
 
 /*
  * Whether a request is traced, in t: with a valid traceparent, as its
