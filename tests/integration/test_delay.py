@@ -149,7 +149,8 @@ class DelayTest(DaemonTest):
             self.assertEqual(c.request("ALLOW gus smooth WAIT 60001"),
                              "ERR syntax WAIT takes milliseconds, 0 to 60000")
             self.assertEqual(c.request("ALLOW gus smooth 1 WAIT"),
-                             "ERR syntax usage: ALLOW <user> <action> [<cost>] [WAIT <ms>]")
+                             "ERR syntax usage: ALLOW <user> <action> [<cost>] [WAIT <ms>] "
+                             "[TRACE <traceparent>]")
         # RESP (redis-py), and HTTP's wait=
         try:
             import redis
