@@ -22,7 +22,7 @@ except ImportError:  # Debian's python3-redis, under another python3
 
 from harness import (SLOW, SRCDIR, Client, DaemonTest, free_port, http_get, race,
                      scrape_metrics, wait_until)
-from test_vectors import Calendar, parse_policy, script_call
+from test_vectors import NO_EXPIRY, Calendar, parse_policy, script_call
 
 REPLAY = os.environ.get("RL_MEMORY_REPLAY") or os.path.join(
     SRCDIR, "build", "tests", "unit", "memory_replay")
@@ -307,12 +307,6 @@ def random_scenarios(rnd, n):
     return out
 
 
-# Redis expires keys on its real clock, not on the injected one: a key the
-# script sets for 1 ms would go in the middle of a scenario. So the script
-# runs here with its expiries taken off (its keys stay until the test ends),
-# while the memory store drops its keys on the injected clock: that expiry
-# never changes a decision is checked on the way.
-NO_EXPIRY = """
 local real_redis = redis
 local redis = setmetatable({call = function(cmd, ...)
   if cmd == 'PEXPIRE' then return 1 end
