@@ -307,15 +307,6 @@ def random_scenarios(rnd, n):
     return out
 
 
-local real_redis = redis
-local redis = setmetatable({call = function(cmd, ...)
-  if cmd == 'PEXPIRE' then return 1 end
-  if cmd == 'SET' then local a = {...}; return real_redis.call('SET', a[1], a[2]) end
-  return real_redis.call(cmd, ...)
-end}, {__index = real_redis})
-"""
-
-
 class DifferentialTest(DaemonTest):
     def test_memory_store_decides_as_the_script(self):
         """Random scenarios through the memory store and through the Lua
