@@ -1,15 +1,21 @@
 /*
- * fuzz_declog.c - libFuzzer harness for the decision log's lines
- * (src/ops/declog.c): declog_parse on any bytes, from a buffer of exactly
- * their size, takes what it reads from inside them; a line it takes,
- * written again by declog_format (users in clear), reads back the same;
- * and any bytes as a user, written and read back, are that user.
+ * fuzz_declog.c - libFuzzer harness for the operators' small text formats.
+ * The decision log's lines (src/ops/declog.c): declog_parse on any bytes,
+ * from a buffer of exactly their size, takes what it reads from inside
+ * them; a line it takes, written again by declog_format (users in clear),
+ * reads back the same; and any bytes as a user, written and read back, are
+ * that user. Shown users (src/lib/shown.c) and the console's forms
+ * (src/lib/form.c) on the same bytes: shown_parse and form_value stay
+ * within their output, and what they read is what was written.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "declog.h"
+#include "form.h"
+#include "shown.h"
 #include "fuzz_log.h"
 
 const char *const fuzz_name = "fuzz_declog";
@@ -20,6 +26,47 @@ static int same(const struct declog_line *a, const struct declog_line *b)
 	       a->hashed == b->hashed && a->action_len == b->action_len &&
 	       !memcmp(a->action, b->action, a->action_len) && a->user_len == b->user_len &&
 	       !memcmp(a->user, b->user, a->user_len);
+}
+
+/* The bytes as a shown user and as a form, read and written again. */
+static void shown_and_form(const char *in, size_t size)
+{
+	static char out[4 * KEYS_USER_MAX], again[SHOWN_USER_MAX(4 * KEYS_USER_MAX)],
+		back[4 * KEYS_USER_MAX], form[3 * KEYS_USER_MAX + 16];
+	long n = shown_parse(in, size, out, KEYS_USER_MAX);
+	check(n >= -1 && n <= KEYS_USER_MAX, "shown_parse within its output");
+	if (n >= 0) {
+		size_t m = shown_user(again, out, (size_t)n, 0);
+		check(shown_parse(again, m, back, sizeof(back)) == n &&
+			      !memcmp(back, out, (size_t)n),
+		      "a shown user read back is the same bytes");
+	}
+	/* any bytes shown, then read: those bytes */
+	size_t ulen = size < KEYS_USER_MAX ? size : KEYS_USER_MAX;
+	size_t m = shown_user(again, in, ulen, 0);
+	check(shown_parse(again, m, back, sizeof(back)) == (long)ulen && !memcmp(back, in, ulen),
+	      "any bytes shown read back");
+	n = form_value(in, size, "user", out, KEYS_USER_MAX);
+	check(n >= -2 && n <= KEYS_USER_MAX, "form_value within its output");
+	/* any bytes as a form's value, %-encoded as a browser does */
+	static const char hex[] = "0123456789ABCDEF";
+	size_t k = (size_t)snprintf(form, sizeof(form), "a=1&user=");
+	for (size_t i = 0; i < ulen; i++) {
+		unsigned char c = (unsigned char)in[i];
+		if (c == ' ') {
+			form[k++] = '+';
+		} else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') {
+			form[k++] = (char)c;
+		} else {
+			form[k++] = '%';
+			form[k++] = hex[c >> 4];
+			form[k++] = hex[c & 15];
+		}
+	}
+	check(form_value(form, k, "user", out, KEYS_USER_MAX) == (long)ulen &&
+		      !memcmp(out, in, ulen),
+	      "a form's value read back");
+	check(form_value(form, k, "nothing", out, KEYS_USER_MAX) == -1, "no such field");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -57,6 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			      e.allowed == (int)(size & 1),
 		      "a user round-trips");
 	}
+	shown_and_form(line, size);
 	free(line);
 	return 0;
 }

@@ -23,10 +23,12 @@ RL_DEB_PACKAGES="debhelper dpkg-dev lintian"
 # scripts/plots, whose --check the suite runs; faketime sets a daemon's
 # clock in it-calendar; nftables cuts a replica from its master, and
 # util-linux's unshare gives that test its own network namespace, in
-# it-durability).
+# it-durability; chromium, driven by chromium-driver's chromedriver, is the
+# real browser of it-console and of scripts/plots' console screenshot).
 RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
 	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client prometheus
-	python3-yaml gnuplot-nox graphviz faketime nftables util-linux $RL_DEB_PACKAGES"
+	python3-yaml gnuplot-nox graphviz faketime nftables util-linux chromium chromium-driver
+	$RL_DEB_PACKAGES"
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.

@@ -29,6 +29,7 @@
 #include "addr.h"
 #include "blocks.h"
 #include "config.h"
+#include "console.h"
 #include "decimal.h"
 #include "declog.h"
 #include "envoy_rules.h"
@@ -39,22 +40,25 @@
 #include "log.h"
 #include "process.h"
 #include "proto.h"
-#include "shown.h"
 #include "server.h"
 #include "stats.h"
 #include "store.h"
 #include "tls.h"
 #include "trace.h"
+#include "view.h"
 
 /* A scrape is one short GET; anything bigger is not one. */
 #define METRICS_MAX_HEADERS 8192
 #define METRICS_TIMEOUT_S 10
+/* ... and a console's override, a short form (console.c) */
+#define METRICS_MAX_BODY 8192
 
 struct metrics {
 	struct evhttp *http;
 	struct server *srv;
 	struct listener *listener; /* its evconnlistener belongs to http */
 	struct tls_server *tls;	   /* metrics.tls, or NULL: plain HTTP */
+	struct console *console;   /* /console (console.h) */
 	int stopping;
 };
 
@@ -67,89 +71,19 @@ struct scrape {
 	struct process_info proc;
 };
 
-/* A user as TOP shows it (shown_user), escaped again for a label
- * value or a JSON string: a backslash before \ and " (the shown form has
- * no control byte left). */
-static void put_user(struct evbuffer *b, const char *user, size_t len, size_t cut)
-{
-	char shown[SHOWN_USER_MAX(TOP_NAME_MAX)], out[2 * sizeof(shown)];
-	size_t n = shown_user(shown, user, len, cut), k = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (shown[i] == '\\' || shown[i] == '"')
-			out[k++] = '\\';
-		out[k++] = shown[i];
-	}
-	evbuffer_add(b, out, k);
-}
-
-/* One action's heavy hitter, for ranking across actions. */
-struct hitter {
-	const struct policy *p;
-	struct top_row row;
-};
-
-static int by_denied(const void *a, const void *b)
-{
-	const struct hitter *x = a, *y = b;
-	if (x->row.denied != y->row.denied)
-		return x->row.denied > y->row.denied ? -1 : 1;
-	int c = strcmp(x->p->name, y->p->name);
-	if (c)
-		return c;
-	size_t n = x->row.len < y->row.len ? x->row.len : y->row.len;
-	c = memcmp(x->row.name, y->row.name, n);
-	return c ? c : (x->row.len > y->row.len) - (x->row.len < y->row.len);
-}
-
-/* Every action of the running configuration: its policies, then its
- * envoy rules' (they are actions too); *n of them, NULL when out of memory. */
-static const struct policy **every_action(const struct config *cfg, size_t *n)
-{
-	const struct envoy_rules *er = cfg->envoy.rules;
-	size_t total = cfg->npolicies + (er ? er->nnames : 0);
-	const struct policy **all = calloc(total + 1, sizeof(*all));
-	*n = 0;
-	if (!all)
-		return NULL;
-	for (size_t i = 0; i < cfg->npolicies; i++)
-		all[(*n)++] = &cfg->policies[i];
-	for (size_t i = 0; er && i < er->nnames; i++)
-		all[(*n)++] = er->by_name[i];
-	return all;
-}
-
 /* The metrics.top_series users with the most denials, over every action
  * of the running configuration: a fixed label budget, however many users. */
 static void top_denied(struct evbuffer *b, const char *name, const struct scrape *s)
 {
 	const struct config *cfg = s->cfg;
-	size_t per = (size_t)cfg->metrics_top_series;
-	if (per > TOP_ROWS_MAX)
-		per = TOP_ROWS_MAX; /* no action has more */
-	size_t na;
-	const struct policy **acts = per ? every_action(cfg, &na) : NULL;
-	struct hitter *h = acts ? calloc(na * per + 1, sizeof(*h)) : NULL;
-	if (!h) {
-		free(acts);
-		return;
-	}
-	size_t n = 0;
-	for (size_t i = 0; i < na; i++) {
-		struct top_row rows[TOP_ROWS_MAX];
-		uint64_t req, den;
-		const struct policy *p = acts[i];
-		size_t k = stats_top(p->name, p->name_len, TOP_BY_DENIED, per, rows, &req, &den);
-		for (size_t j = 0; j < k; j++)
-			h[n++] = (struct hitter){p, rows[j]};
-	}
-	qsort(h, n, sizeof(*h), by_denied);
-	for (size_t i = 0; i < n && i < (size_t)cfg->metrics_top_series; i++) {
+	size_t n;
+	struct view_hitter *h = view_hitters(cfg, (size_t)cfg->metrics_top_series, &n);
+	for (size_t i = 0; h && i < n && i < (size_t)cfg->metrics_top_series; i++) {
 		evbuffer_add_printf(b, "%s{action=\"%s\",user=\"", name, h[i].p->name);
-		put_user(b, h[i].row.name, h[i].row.len, h[i].row.cut);
+		view_put_user(b, h[i].row.name, h[i].row.len, h[i].row.cut);
 		evbuffer_add_printf(b, "\"} %llu\n", (unsigned long long)h[i].row.denied);
 	}
 	free(h);
-	free(acts);
 }
 
 /* Spans of traced decisions, by what became of them. */
@@ -702,24 +636,6 @@ static void reply_text(struct evhttp_request *req, int code, const char *reason,
 	evhttp_send_reply(req, code, reason, body);
 }
 
-/* One action's heavy hitters as /top writes them: the action, its
- * estimated totals and the k users read. */
-static void top_action_json(struct evbuffer *b, const struct policy *p, const struct top_row *rows,
-			    size_t k, uint64_t req, uint64_t den)
-{
-	evbuffer_add_printf(b, "{\"action\":\"%s\",\"requests\":%llu,\"denied\":%llu,\"users\":[",
-			    p->name, (unsigned long long)req, (unsigned long long)den);
-	for (size_t i = 0; i < k; i++) {
-		evbuffer_add_printf(b, "%s{\"user\":\"", i ? "," : "");
-		put_user(b, rows[i].name, rows[i].len, rows[i].cut);
-		evbuffer_add_printf(b, "\",\"denied\":%llu,\"requests\":%llu,\"over\":%llu}",
-				    (unsigned long long)rows[i].denied,
-				    (unsigned long long)rows[i].requests,
-				    (unsigned long long)rows[i].over);
-	}
-	evbuffer_add_printf(b, "]}");
-}
-
 struct top_action {
 	const struct policy *p;
 	uint64_t req, den;
@@ -791,13 +707,13 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
 	if (p) {
 		size_t k = stats_top(p->name, p->name_len, by, (size_t)n, rows, &rq, &dn);
 		evbuffer_add_printf(body, "\"top\":");
-		top_action_json(body, p, rows, k, rq, dn);
+		view_top_action_json(body, p, rows, k, rq, dn);
 		evbuffer_add_printf(body, "}\n");
 		evhttp_clear_headers(&q);
 		return HTTP_OK;
 	}
 	size_t nall;
-	const struct policy **all = every_action(cfg, &nall);
+	const struct policy **all = view_actions(cfg, &nall);
 	struct top_action *acts = all ? calloc(nall + 1, sizeof(*acts)) : NULL;
 	size_t na = 0;
 	for (size_t i = 0; acts && i < nall; i++) {
@@ -814,7 +730,7 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
 				     &dn);
 		if (i)
 			evbuffer_add_printf(body, ",");
-		top_action_json(body, acts[i].p, rows, k, rq, dn);
+		view_top_action_json(body, acts[i].p, rows, k, rq, dn);
 	}
 	evbuffer_add_printf(body, "]}\n");
 	free(acts);
@@ -832,7 +748,17 @@ static void request_cb(struct evhttp_request *req, void *arg)
 		evhttp_send_error(req, HTTP_SERVUNAVAIL, "out of memory");
 		return;
 	}
-	if (path && strcmp(path, "/metrics") == 0) {
+	enum evhttp_cmd_type method = evhttp_request_get_command(req);
+	if (console_request(m->console, req, path)) {
+		evbuffer_free(body);
+		return;
+	}
+	if (method != EVHTTP_REQ_GET && method != EVHTTP_REQ_HEAD) {
+		/* POST and DELETE are the console's overrides' only */
+		evhttp_add_header(evhttp_request_get_output_headers(req), "Allow", "GET, HEAD");
+		evbuffer_add_printf(body, "method not allowed: GET or HEAD\n");
+		reply_text(req, 405, "Method Not Allowed", body, "text/plain");
+	} else if (path && strcmp(path, "/metrics") == 0) {
 		render(m, body);
 		reply_text(req, HTTP_OK, "OK", body, "text/plain; version=0.0.4; charset=utf-8");
 	} else if (path && strcmp(path, "/health") == 0) {
@@ -870,7 +796,7 @@ static void request_cb(struct evhttp_request *req, void *arg)
 						   : "Bad Request",
 			   body, "application/json");
 	} else {
-		evbuffer_add_printf(body, "not found: try /metrics, /health or /top\n");
+		evbuffer_add_printf(body, "not found: try /metrics, /health, /top or /console\n");
 		reply_text(req, HTTP_NOTFOUND, "Not Found", body, "text/plain");
 	}
 	evbuffer_free(body);
@@ -955,6 +881,13 @@ struct metrics *metrics_new(struct event_base *base, const char *address, int fd
 		return NULL;
 	}
 	m->srv = srv;
+	if (!(m->console = console_new(srv))) {
+		snprintf(err, errlen, "metrics: out of memory");
+		metrics_free(m);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
 	if (tls && tls->enabled) {
 		struct tls_server_files f;
 		server_tls_files(tls, &f);
@@ -969,9 +902,11 @@ struct metrics *metrics_new(struct event_base *base, const char *address, int fd
 		}
 		evhttp_set_bevcb(m->http, https_bev, m);
 	}
-	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
+	/* POST and DELETE for the console's overrides, with a small form */
+	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+						    EVHTTP_REQ_DELETE);
 	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
-	evhttp_set_max_body_size(m->http, 0);
+	evhttp_set_max_body_size(m->http, METRICS_MAX_BODY);
 	evhttp_set_timeout(m->http, METRICS_TIMEOUT_S);
 	evhttp_set_gencb(m->http, request_cb, m);
 	char name[300];
@@ -1015,6 +950,7 @@ void metrics_free(struct metrics *m)
 	if (!m)
 		return;
 	listener_free(m->listener);
+	console_free(m->console);
 	if (m->http)
 		evhttp_free(m->http);
 	if (m->tls)

@@ -77,6 +77,11 @@ struct store *server_store(const struct server *srv)
 	return srv->env.store;
 }
 
+const struct cmd_env *server_env(const struct server *srv)
+{
+	return &srv->env;
+}
+
 struct leases *server_leases(const struct server *srv)
 {
 	return srv->env.leases;

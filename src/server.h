@@ -14,6 +14,7 @@ struct local;
 struct server;
 struct activation;
 struct blocks;
+struct cmd_env;
 
 /* Binds every listen address of cfg (takes a reference), or takes the
  * socket systemd passed for it from act (NULL: none). NULL with err on
@@ -31,6 +32,9 @@ struct tls_server_files;
 void server_tls_files(const struct config_listen_tls *t, struct tls_server_files *f);
 struct config *server_config(const struct server *srv);
 struct store *server_store(const struct server *srv);
+/* What requests are executed against (cmd_execute): for a front end
+ * outside the listeners (the console). */
+const struct cmd_env *server_env(const struct server *srv);
 /* Concurrency leases (leases.h); NULL when out of memory. */
 struct leases *server_leases(const struct server *srv);
 /* The local fallback (on_store_error: local); NULL when out of memory. */

@@ -586,6 +586,7 @@ static int config_defaults(struct config *c)
 	c->max_line = DEFAULT_MAX_LINE;
 	c->max_clients = DEFAULT_MAX_CLIENTS;
 	c->metrics_top_series = CONFIG_DEFAULT_TOP_SERIES;
+	c->metrics_console = 1;
 	c->max_delayed = CONFIG_DEFAULT_MAX_DELAYED;
 	c->declog.sample = 1;
 	c->declog.max_size = CONFIG_DECLOG_MAX_SIZE_DEFAULT;

@@ -231,6 +231,7 @@ struct config {
 	char *metrics_listen; /* "host:port" of the HTTP metrics endpoint, or NULL */
 	struct config_listen_tls metrics_tls; /* metrics.tls: HTTPS (enabled 0: HTTP) */
 	int metrics_top_series; /* metrics.top_series: heavy hitters shown as series */
+	int metrics_console;	/* metrics.console: the live console (console.h) */
 	struct config_throttle throttle;
 	struct config_envoy envoy;
 	struct config_declog declog;

@@ -33,3 +33,11 @@ int decimal_parse(const char *s, size_t len, int64_t max, int64_t *out)
 	*out = v;
 	return 0;
 }
+
+int decimal_hex_digit(int c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+				      : -1;
+}

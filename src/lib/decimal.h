@@ -14,4 +14,7 @@ size_t decimal_put(char *p, uint64_t v);
  * 0 with *out set, or -1. */
 int decimal_parse(const char *s, size_t len, int64_t max, int64_t *out);
 
+/* The value of a hexadecimal digit (either case), or -1. */
+int decimal_hex_digit(int c);
+
 #endif

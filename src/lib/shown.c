@@ -25,3 +25,24 @@ size_t shown_user(char *p, const char *user, size_t len, size_t full_len)
 	}
 	return n;
 }
+
+long shown_parse(const char *s, size_t len, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (o >= cap || c <= ' ' || c >= 0x7f)
+			return -1;
+		if (c != '%') {
+			out[o++] = (char)c;
+			continue;
+		}
+		int hi = i + 2 < len ? decimal_hex_digit(s[i + 1]) : -1,
+		    lo = i + 2 < len ? decimal_hex_digit(s[i + 2]) : -1;
+		if (hi < 0 || lo < 0)
+			return -1;
+		out[o++] = (char)(hi << 4 | lo);
+		i += 2;
+	}
+	return (long)o;
+}

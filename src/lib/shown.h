@@ -16,4 +16,9 @@
  * user was cut at len), "%..." and full_len after them. Returns the length. */
 size_t shown_user(char *p, const char *user, size_t len, size_t full_len);
 
+/* A shown user (printable ASCII, no blank; %XX for a byte) back to its
+ * bytes in out (cap bytes): their number, or -1 for a byte shown_user
+ * never writes, a bad %XX or more than cap bytes. Not for a cut user. */
+long shown_parse(const char *s, size_t len, char *out, size_t cap);
+
 #endif

@@ -252,14 +252,6 @@ size_t declog_format(char *p, uint64_t ms, int allowed, const char *action, size
 			   ulen < KEYS_USER_MAX ? ulen : KEYS_USER_MAX, 0);
 }
 
-static int hexval(char c)
-{
-	return c >= '0' && c <= '9'   ? c - '0'
-	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
-	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
-				      : -1;
-}
-
 int declog_parse(const char *line, size_t len, struct declog_line *out)
 {
 	if (len && line[0] == '#')
@@ -285,33 +277,17 @@ int declog_parse(const char *line, size_t len, struct declog_line *out)
 		if (fl[4] != 17)
 			return -1;
 		for (size_t i = 1; i < 17; i++)
-			if (hexval(f[4][i]) < 0)
+			if (decimal_hex_digit(f[4][i]) < 0)
 				return -1;
 		memcpy(out->user, f[4], 17);
 		out->user_len = 17;
 		return 0;
 	}
 	/* a shown user back to its bytes */
-	const char *u = f[4];
-	size_t ul = fl[4], o = 0;
-	for (size_t i = 0; i < ul; i++) {
-		unsigned char c = (unsigned char)u[i];
-		if (o >= KEYS_USER_MAX)
-			return -1;
-		if (c <= ' ' || c >= 0x7f)
-			return -1;
-		if (c != '%') {
-			out->user[o++] = (char)c;
-			continue;
-		}
-		int hi = i + 2 < ul ? hexval(u[i + 1]) : -1,
-		    lo = i + 2 < ul ? hexval(u[i + 2]) : -1;
-		if (hi < 0 || lo < 0)
-			return -1;
-		out->user[o++] = (char)(hi << 4 | lo);
-		i += 2;
-	}
-	out->user_len = o;
+	long o = shown_parse(f[4], fl[4], out->user, KEYS_USER_MAX);
+	if (o < 0)
+		return -1;
+	out->user_len = (size_t)o;
 	return 0;
 }
 

@@ -202,6 +202,8 @@ CHANGES = {
     "metrics.listen": ({"metrics": '{listen: "127.0.0.1:%(mport)d"}'}, {"metrics.listen"}),
     "metrics.top_series": ({"metrics": '{listen: "127.0.0.1:%(mport)d", top_series: 3}'},
                            {"metrics.listen", "metrics.top_series"}),
+    "metrics.console": ({"metrics": '{listen: "127.0.0.1:%(mport)d", console: false}'},
+                        {"metrics.listen", "metrics.console"}),
     "metrics.tls": ({"metrics": '{listen: "127.0.0.1:%(mport)d", tls: {enabled: false, cert_file: %(tmp)s/c.pem, key_file: %(tmp)s/k.pem}}'},
           {"metrics.listen", "metrics.tls.cert_file", "metrics.tls.key_file"}),
     "metrics.tls.enabled": ({"metrics": '{listen: "127.0.0.1:%(mport)d", tls: {cert_file: %(tmp)s/c.pem, key_file: %(tmp)s/k.pem}}'},

@@ -1,0 +1,22 @@
+/*
+ * console.h - the live console on the metrics endpoint (metrics.console):
+ * a page for operators, the JSON it reads, and run-time overrides made
+ * from it by an identity with the admin right (docs/operations.md, "The
+ * live console").
+ */
+#ifndef RL_CONSOLE_H
+#define RL_CONSOLE_H
+
+struct console;
+struct evhttp_request;
+struct server;
+
+/* NULL when out of memory. */
+struct console *console_new(struct server *srv);
+/* 1 when path is the console's (under /console, and metrics.console on):
+ * req is answered, now or once the store has an override. 0: not its. */
+int console_request(struct console *c, struct evhttp_request *req, const char *path);
+/* Before evhttp_free: overrides still in the store's hands then answer nobody. */
+void console_free(struct console *c);
+
+#endif
