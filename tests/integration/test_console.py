@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import re
+import socket
 import subprocess
 import threading
 import time
@@ -191,6 +192,40 @@ class ConsoleTest(DaemonTest):
         m = request(self.mport, "GET", "/metrics")[2].decode()
         self.assertEqual(re.findall(r'ratelimitd_identity_requests_total\{identity="ops"\} (\d+)',
                                     m), ["7"])
+
+    def test_a_client_gone_before_redis_answers(self):
+        """An override waits for Redis; its client hangs up meanwhile, or
+        the daemon stops: the answer finds no one, and nothing breaks."""
+        self.start(npolicies=3)
+        self.redis.sigstop()
+        try:
+            body = form(action="login", user=HAMMERER, spec="blocked").encode()
+            with socket.create_connection(("127.0.0.1", self.mport), timeout=5) as s:
+                s.sendall(b"POST /console/overrides HTTP/1.1\r\nHost: x\r\n"
+                          b"Authorization: Bearer " + OPS.encode() + b"\r\n"
+                          b"Content-Type: application/x-www-form-urlencoded\r\n"
+                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                time.sleep(0.2)
+            # the state is read while the override waits
+            self.assertEqual(self.state()["store"]["backend"], "redis")
+        finally:
+            self.redis.sigcont()
+        # Redis answers (or redis.timeout ran out): the next one works
+        status, _, reply = request(self.mport, "POST", "/console/overrides",
+                                   form(action="login", user="x", spec="blocked"), OPS)
+        self.assertEqual(status, 200, reply)
+        # one more waits while the daemon stops: its answer finds no one
+        self.redis.sigstop()
+        try:
+            s = socket.create_connection(("127.0.0.1", self.mport), timeout=5)
+            self.addCleanup(s.close)
+            s.sendall(b"DELETE /console/overrides?action=login&user=x HTTP/1.1\r\n"
+                      b"Host: x\r\nAuthorization: Bearer " + OPS.encode() + b"\r\n\r\n")
+            time.sleep(0.2)
+            self.daemon.stop()
+        finally:
+            self.redis.sigcont()
+        self.assertEqual(self.daemon.proc.returncode, 0, "a clean exit, not a kill")
 
     def test_files_methods_and_switch(self):
         self.start(npolicies=3)
