@@ -12,26 +12,48 @@ if [ $# -eq 0 ]; then
 	echo "valgrind.sh: no unit test binaries given" >&2
 	exit 1
 fi
-status=0
-for t in "$@"; do
+# One binary: its report in DIR/N.out, its verdict in DIR/N.ok or DIR/N.fail.
+run_one() {
+	local n=$1 t=$2 log=$dir/$1.out rc summary
 	if [ ! -x "$t" ]; then
-		echo "valgrind.sh: $t: not built" >&2
-		status=1
-		continue
+		echo "valgrind.sh: $t: not built" >"$log"
+		touch "$dir/$n.fail"
+		return
 	fi
-	log=$(mktemp)
 	CK_FORK=no valgrind -q --error-exitcode=1 --leak-check=full \
 		--errors-for-leak-kinds=definite --show-leak-kinds=definite \
-		"$t" >"$log" 2>&1
+		"$t" >"$log.raw" 2>&1
 	rc=$?
-	summary=$(grep -E '^[0-9]+%: Checks' "$log" | tail -1)
+	summary=$(grep -E '^[0-9]+%: Checks' "$log.raw" | tail -1)
 	if [ $rc -eq 0 ]; then
-		echo "ok   ${t##*/}: ${summary:-no Check summary}"
+		echo "ok   ${t##*/}: ${summary:-no Check summary}" >"$log"
+		touch "$dir/$n.ok"
 	else
-		echo "FAIL ${t##*/} (exit $rc): ${summary:-no Check summary}"
-		cat "$log"
-		status=1
+		{
+			echo "FAIL ${t##*/} (exit $rc): ${summary:-no Check summary}"
+			cat "$log.raw"
+		} >"$log"
+		touch "$dir/$n.fail"
 	fi
-	rm -f "$log"
+}
+
+# As many at once as there are cores (the binaries are independent and
+# valgrind is one core each); reported in the order given.
+dir=$(mktemp -d) || exit 1
+trap 'rm -rf "$dir"' EXIT
+max=$(nproc 2>/dev/null || echo 2)
+n=0
+for t in "$@"; do
+	while [ "$(jobs -rp | wc -l)" -ge "$max" ]; do
+		wait -n
+	done
+	run_one "$n" "$t" &
+	n=$((n + 1))
+done
+wait
+status=0
+for ((i = 0; i < n; i++)); do
+	cat "$dir/$i.out"
+	[ -e "$dir/$i.ok" ] || status=1
 done
 exit $status
