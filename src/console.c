@@ -48,17 +48,29 @@
 /* The heaviest denied users on the page, across every action. */
 #define CONSOLE_TOP_USERS 10
 
-/* An override the store works on: answered when it is done. */
+/*
+ * An override from its request until its answer is written: the store
+ * works on it (in_store), then its answer goes out (writing). Either its
+ * connection closes first (closed: evhttp frees the request, req NULL) or
+ * the answer is written (written); it ends when neither is left.
+ */
 struct console_op {
 	struct cmd_slot slot; /* first: the slot's completion finds its op */
 	struct console *c;    /* NULL once the console is gone */
 	struct evhttp_request *req;
+	struct evhttp_connection *conn; /* req's, while req is there */
+	int in_store, writing;
 	struct console_op *next, *prev;
 };
 
 struct console {
 	struct server *srv;
 	struct console_op *ops;
+	size_t pending; /* ops waiting for the store */
+	int stopping;	/* the daemon is shutting down: no new override */
+	/* console_drain's: called once no op is pending */
+	void (*drained)(void *arg);
+	void *drained_arg;
 };
 
 struct console *console_new(struct server *srv)
@@ -69,15 +81,28 @@ struct console *console_new(struct server *srv)
 	return c;
 }
 
+size_t console_pending(const struct console *c)
+{
+	return c ? c->pending : 0;
+}
+
+void console_drain(struct console *c, void (*done)(void *arg), void *arg)
+{
+	c->stopping = 1;
+	c->drained = done;
+	c->drained_arg = arg;
+	if (c->pending == 0)
+		done(arg);
+}
+
 void console_free(struct console *c)
 {
 	if (!c)
 		return;
-	/* evhttp_free frees their requests; the store still calls back */
-	for (struct console_op *op = c->ops; op; op = op->next) {
+	/* evhttp_free closes their connections (closed() runs); the store
+	 * still calls back those it holds */
+	for (struct console_op *op = c->ops; op; op = op->next)
 		op->c = NULL;
-		op->req = NULL;
-	}
 	free(c);
 }
 
@@ -104,15 +129,23 @@ static void send_json(struct evhttp_request *req, int code, const char *reason,
 	evhttp_send_reply(req, code, reason, body);
 }
 
-/* A JSON string's characters: " and \ escaped, control bytes as \u00XX
- * (a byte past ASCII goes as it is: the browser reads the body as UTF-8). */
+/* A wrong token costs the connection (guessing takes connections, as on
+ * the listeners); the answer still goes out. */
+static void close_after(struct evhttp_request *req)
+{
+	evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+}
+
+/* A JSON string's characters: " and \ escaped, control bytes and bytes
+ * past ASCII as \u00XX, so the answer is ASCII and valid JSON whatever a
+ * string held (an error's text, a spec read from Redis). */
 static void json_chars(struct evbuffer *b, const char *s, size_t len)
 {
 	for (size_t i = 0; i < len; i++) {
 		unsigned char ch = (unsigned char)s[i];
 		if (ch == '"' || ch == '\\')
 			evbuffer_add_printf(b, "\\%c", ch);
-		else if (ch < 0x20)
+		else if (ch < 0x20 || ch >= 0x7f)
 			evbuffer_add_printf(b, "\\u%04x", ch);
 		else
 			evbuffer_add(b, s + i, 1);
@@ -130,6 +163,9 @@ static void error_json(struct evhttp_request *req, int code, const char *reason,
 	evbuffer_add_printf(b, "{\"error\":\"%s\",\"message\":\"", word);
 	json_chars(b, msg, strlen(msg));
 	evbuffer_add_printf(b, "\"}\n");
+	if (code == 401) /* RFC 6750: how to authenticate */
+		evhttp_add_header(evhttp_request_get_output_headers(req), "WWW-Authenticate",
+				  "Bearer realm=\"ratelimitd\"");
 	send_json(req, code, reason, b);
 	evbuffer_free(b);
 }
@@ -194,6 +230,7 @@ static const struct config_identity *admin_of(const struct config *cfg, struct e
 	const struct config_identity *id = config_identity_by_token(cfg, tok, len);
 	if (!id) {
 		stats.auth_failures[STATS_AUTH_BAD_TOKEN]++;
+		close_after(req);
 		*why = "invalid token";
 		return NULL;
 	}
@@ -336,9 +373,9 @@ static void state_reply(struct console *c, struct evhttp_request *req)
 	evbuffer_add_printf(
 		b,
 		"{\"version\":\"%s\",\"now\":%.3f,\"started\":%.3f,\"last_reload\":%.3f,"
-		"\"reloads_failed\":%llu,\"clients\":%zu,",
+		"\"reloads_failed\":%llu,\"clients\":%zu,\"pending_overrides\":%zu,",
 		RATELIMITD_VERSION, now, stats.start_time, stats.last_reload_time,
-		stats.reloads_failed, server_nclients(c->srv));
+		stats.reloads_failed, server_nclients(c->srv), c->pending);
 	state_store(b, c->srv, cfg);
 	state_actions(b, cfg);
 	state_top(b, cfg);
@@ -352,15 +389,49 @@ static void state_reply(struct console *c, struct evhttp_request *req)
 
 static void op_unlink(struct console_op *op)
 {
-	if (!op->c)
+	struct console *c = op->c;
+	if (!c)
 		return;
 	if (op->prev)
 		op->prev->next = op->next;
 	else
-		op->c->ops = op->next;
+		c->ops = op->next;
 	if (op->next)
 		op->next->prev = op->prev;
 	op->c = NULL;
+	if (--c->pending == 0 && c->drained)
+		c->drained(c->drained_arg); /* main.c's: it breaks the loop, frees nothing */
+}
+
+/* Neither the store nor a write holds op any more. */
+static void op_end(struct console_op *op)
+{
+	if (op->in_store || op->writing)
+		return;
+	if (op->conn)
+		evhttp_connection_set_closecb(op->conn, NULL, NULL);
+	op_unlink(op);
+	free(op);
+}
+
+/* op's connection is going (evhttp frees its request with it). */
+static void closed(struct evhttp_connection *conn, void *arg)
+{
+	(void)conn;
+	struct console_op *op = arg;
+	op->req = NULL;
+	op->conn = NULL;
+	op->writing = 0;
+	op_end(op);
+}
+
+/* op's answer is written whole. */
+static void written(struct evhttp_request *req, void *arg)
+{
+	(void)req;
+	struct console_op *op = arg;
+	op->writing = 0;
+	op_end(op);
 }
 
 /* HTTP's status for an error of cmd.h. */
@@ -391,34 +462,56 @@ static int error_status(enum cmd_error e, const char **reason)
 static void op_complete(struct cmd_slot *slot)
 {
 	struct console_op *op = (struct console_op *)slot;
-	if (op->req) {
-		if (slot->res.kind == CMD_REPLY_OK) {
-			struct evbuffer *b = evbuffer_new();
-			if (b) {
-				evbuffer_add_printf(b, "{\"ok\":true}\n");
-				send_json(op->req, HTTP_OK, "OK", b);
-				evbuffer_free(b);
-			} else {
-				evhttp_send_error(op->req, HTTP_SERVUNAVAIL, "out of memory");
-			}
-		} else {
-			enum cmd_error e = slot->res.kind == CMD_REPLY_ERROR ? slot->res.error
-									     : CMD_ERR_SYNTAX;
-			const char *reason;
-			int code = error_status(e, &reason);
-			error_json(op->req, code, reason, proto_error_code(e),
-				   slot->res.kind == CMD_REPLY_ERROR ? slot->res.msg
-								     : "unexpected answer");
-		}
+	op->in_store = 0;
+	if (!op->req) {
+		cmd_result_release(&slot->res);
+		op_end(op);
+		return;
 	}
-	cmd_result_release(&slot->res);
-	op_unlink(op);
-	free(op);
+	struct evhttp_request *req = op->req;
+	struct cmd_result res = slot->res; /* op may be gone once the answer is sent */
+	slot->res.item = NULL;
+	cmd_result_release(&res);
+	op->writing = 1;
+	evhttp_request_set_on_complete_cb(req, written, op);
+	if (res.kind == CMD_REPLY_OK) {
+		struct evbuffer *b = evbuffer_new();
+		if (b) {
+			evbuffer_add_printf(b, "{\"ok\":true}\n");
+			send_json(req, HTTP_OK, "OK", b);
+			evbuffer_free(b);
+		} else {
+			evhttp_send_error(req, HTTP_SERVUNAVAIL, "out of memory");
+		}
+	} else if (res.kind == CMD_REPLY_ERROR) {
+		if (res.error == CMD_ERR_AUTH_FAILED)
+			close_after(req);
+		const char *reason;
+		int code = error_status(res.error, &reason);
+		error_json(req, code, reason, proto_error_code(res.error), res.msg);
+	} else {
+		error_json(req, 500, "Internal Server Error", "other",
+			   "an answer of an unexpected kind");
+	}
 }
 
 /* POST (set) or DELETE (clear) /console/overrides. */
 static void override_request(struct console *c, struct evhttp_request *req, int set)
 {
+	size_t tlen = 0;
+	const char *token = bearer(req, &tlen);
+	if (!token) {
+		stats.auth_failures[STATS_AUTH_NOAUTH]++;
+		error_json(req, 401, "Unauthorized", "noauth",
+			   "authentication required: the token of an identity with the admin "
+			   "right (Authorization: Bearer)");
+		return;
+	}
+	if (c->stopping) {
+		error_json(req, HTTP_SERVUNAVAIL, "Service Unavailable", "store-unavailable",
+			   "the daemon is stopping");
+		return;
+	}
 	static char form[CONSOLE_FORM_MAX + 1];
 	size_t flen = 0;
 	if (set) {
@@ -476,16 +569,8 @@ static void override_request(struct console *c, struct evhttp_request *req, int 
 		error_json(req, code, reason, proto_error_code(perr.code), perr.msg);
 		return;
 	}
-	size_t tlen = 0;
-	creq.token = bearer(req, &tlen);
+	creq.token = token;
 	creq.token_len = tlen;
-	if (!creq.token) {
-		stats.auth_failures[STATS_AUTH_NOAUTH]++;
-		error_json(req, 401, "Unauthorized", "noauth",
-			   "authentication required: the token of an identity with the admin "
-			   "right (Authorization: Bearer)");
-		return;
-	}
 	struct console_op *op = calloc(1, sizeof(*op));
 	if (!op) {
 		evhttp_send_error(req, HTTP_SERVUNAVAIL, "out of memory");
@@ -493,10 +578,15 @@ static void override_request(struct console *c, struct evhttp_request *req, int 
 	}
 	op->c = c;
 	op->req = req;
+	op->conn = evhttp_request_get_connection(req);
+	op->in_store = 1;
+	if (op->conn) /* one request at a time on a connection: its callback is ours */
+		evhttp_connection_set_closecb(op->conn, closed, op);
 	op->next = c->ops;
 	if (c->ops)
 		c->ops->prev = op;
 	c->ops = op;
+	c->pending++;
 	op->slot.complete = op_complete;
 	op->slot.front = STATS_FRONT_HTTP;
 	/* as a listener with admin: true and auth: required */
@@ -509,8 +599,12 @@ int console_request(struct console *c, struct evhttp_request *req, const char *p
 	if (!c || !path || strncmp(path, "/console", 8) != 0 || (path[8] && path[8] != '/'))
 		return 0;
 	const struct config *cfg = server_config(c->srv);
-	if (!cfg->metrics_console)
-		return 0;
+	if (!cfg->metrics_console) {
+		/* whatever the method: the console is not there */
+		error_json(req, HTTP_NOTFOUND, "Not Found", "not-found",
+			   "the console is off (metrics.console: false)");
+		return 1;
+	}
 	enum evhttp_cmd_type m = evhttp_request_get_command(req);
 	int get = m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD;
 	const char *allow = "GET, HEAD";

@@ -7,6 +7,8 @@
 #ifndef RL_CONSOLE_H
 #define RL_CONSOLE_H
 
+#include <stddef.h>
+
 struct console;
 struct evhttp_request;
 struct server;
@@ -16,6 +18,11 @@ struct console *console_new(struct server *srv);
 /* 1 when path is the console's (under /console, and metrics.console on):
  * req is answered, now or once the store has an override. 0: not its. */
 int console_request(struct console *c, struct evhttp_request *req, const char *path);
+/* Overrides waiting for the store now. */
+size_t console_pending(const struct console *c);
+/* Shutting down: new overrides are refused (503), and done(arg) is called
+ * once none is pending (at once when none is). */
+void console_drain(struct console *c, void (*done)(void *arg), void *arg);
 /* Before evhttp_free: overrides still in the store's hands then answer nobody. */
 void console_free(struct console *c);
 

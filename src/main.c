@@ -169,10 +169,21 @@ static void reload(struct daemon *d)
 	notify_ready(d);
 }
 
-static void drained(void *arg)
+static void console_drained(void *arg)
 {
 	struct daemon *d = arg;
 	event_base_loopbreak(d->base);
+}
+
+/* No client is left: the console's overrides waiting for Redis are
+ * answered too before the loop ends. */
+static void drained(void *arg)
+{
+	struct daemon *d = arg;
+	if (d->metrics)
+		metrics_drain(d->metrics, console_drained, d);
+	else
+		event_base_loopbreak(d->base);
 }
 
 static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
@@ -180,9 +191,14 @@ static void drain_timeout_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct daemon *d = arg;
-	size_t n = server_nclients(d->srv);
-	log_warn("shutdown: %zu %s still owed replies after the grace period; closing %s", n,
-		 log_plural(n, "client", "clients"), log_plural(n, "it", "them"));
+	size_t n = server_nclients(d->srv), o = d->metrics ? metrics_pending(d->metrics) : 0;
+	if (n || !o)
+		log_warn("shutdown: %zu %s still owed replies after the grace period; closing %s",
+			 n, log_plural(n, "client", "clients"), log_plural(n, "it", "them"));
+	if (o)
+		log_warn("shutdown: %zu console %s still waiting for redis after the grace "
+			 "period; not answered",
+			 o, log_plural(o, "override", "overrides"));
 	event_base_loopbreak(d->base);
 }
 

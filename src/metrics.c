@@ -945,6 +945,16 @@ void metrics_set_stopping(struct metrics *m)
 	m->stopping = 1;
 }
 
+void metrics_drain(struct metrics *m, void (*done)(void *arg), void *arg)
+{
+	console_drain(m->console, done, arg);
+}
+
+size_t metrics_pending(const struct metrics *m)
+{
+	return console_pending(m->console);
+}
+
 void metrics_free(struct metrics *m)
 {
 	if (!m)

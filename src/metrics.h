@@ -22,6 +22,11 @@ struct metrics *metrics_new(struct event_base *base, const char *address, int fd
 void metrics_reload_tls(struct metrics *m, const struct config_listen_tls *tls);
 /* From now on /health answers 503: the daemon is shutting down. */
 void metrics_set_stopping(struct metrics *m);
+/* Shutting down: done(arg) once no console override waits for the store
+ * (new ones are refused), at once when none does. */
+void metrics_drain(struct metrics *m, void (*done)(void *arg), void *arg);
+/* Console overrides waiting for the store now. */
+size_t metrics_pending(const struct metrics *m);
 void metrics_free(struct metrics *m);
 
 #endif

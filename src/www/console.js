@@ -3,13 +3,16 @@
 // Everything a server sent is written as text (textContent), never as HTML.
 "use strict";
 
-const every = Math.max(250, Number(new URLSearchParams(location.search).get("every")) || 2000);
+// ?every=MS: how often the page reads (250 ms to a minute; 2 s by default)
+const asked = Number(new URLSearchParams(location.search).get("every"));
+const every = Number.isFinite(asked) && asked > 0 ? Math.min(60000, Math.max(250, asked)) : 2000;
 const keep = 6; // samples a rate is taken over: about 10 s at the default
 const samples = new Map(); // action -> [{t, a, d}], oldest first
 let totals = [];
 const rows = new Map(); // action -> {tr, cells}
 let polls = 0;
 let last = null;
+let started = null; // the daemon's start: another one means counters anew
 
 const $ = (id) => document.getElementById(id);
 
@@ -36,7 +39,7 @@ function shown(text) {
 
 function push(list, sample) {
   if (list.length && (sample.a < list[list.length - 1].a || sample.d < list[list.length - 1].d))
-    list.length = 0; // the daemon restarted: its counters began again
+    list.length = 0; // counters going back: they began again
   list.push(sample);
   if (list.length > keep) list.shift();
 }
@@ -213,6 +216,12 @@ function showOverrides(s) {
 }
 
 function show(s) {
+  if (started !== null && s.started !== started) {
+    // another daemon, or this one restarted: no rate spans the two
+    for (const list of samples.values()) list.length = 0;
+    totals = [];
+  }
+  started = s.started;
   $("version").textContent = s.version;
   showStore(s.store);
   $("clients").textContent = String(s.clients);
@@ -228,17 +237,45 @@ function show(s) {
   u.textContent = "updated " + new Date(s.now * 1000).toLocaleTimeString();
 }
 
+// One read at a time: the next is planned when one ends, so answers come
+// in order; pollNow() reads at once (after the read under way, if any).
+let inFlight = false;
+let again = false;
+let timer = null;
+
 async function poll() {
+  if (inFlight) {
+    again = true;
+    return;
+  }
+  inFlight = true;
+  clearTimeout(timer);
   try {
     const r = await fetch("/console/state", { headers: headers(), cache: "no-store" });
     if (!r.ok) throw new Error("the daemon answered " + r.status);
-    last = await r.json();
+    const s = await r.json();
     $("banner").hidden = true;
-    show(last);
+    if (s.admin === null && s.admin_why === "invalid token" && token()) {
+      // a token rotated away: asking with it again would only count failures
+      sessionStorage.removeItem("ratelimitd-token");
+      say("error", "the daemon refused the token: enter it again");
+    }
+    if (!last || s.now >= last.now) {
+      last = s;
+      show(s);
+    }
   } catch (e) {
     const b = $("banner");
     b.hidden = false;
     b.textContent = "Cannot read the daemon's state: " + e.message + " (retrying)";
+  } finally {
+    inFlight = false;
+    if (again) {
+      again = false;
+      poll();
+    } else {
+      timer = setTimeout(poll, every);
+    }
   }
 }
 
@@ -253,7 +290,13 @@ async function send(method, params) {
   let url = "/console/overrides";
   if (method === "POST") init.body = params;
   else url += "?" + params.toString();
-  const r = await fetch(url, init);
+  let r;
+  try {
+    r = await fetch(url, init);
+  } catch (e) {
+    // sent, maybe taken: only the list can say
+    throw new Error("no answer (" + e.message + "): see the list for whether it was taken");
+  }
   let body = {};
   try {
     body = await r.json();
@@ -304,4 +347,3 @@ $("token-forget").addEventListener("click", () => {
 $("filter").addEventListener("input", renderActions);
 
 poll();
-setInterval(poll, every);

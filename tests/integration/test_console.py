@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -21,7 +22,7 @@ import unittest
 import urllib.parse
 
 from browser import Browser, png_size
-from harness import SLOW, SRCDIR, Client, DaemonTest, free_port, make_config
+from harness import SLOW, SRCDIR, Client, DaemonTest, free_port, make_config, wait_until
 
 OPS = "ops-token-0123456789abcdef"
 APP = "app-token-0123456789abcdef"
@@ -156,8 +157,15 @@ class ConsoleTest(DaemonTest):
             (OPS, "user=%zz&action=login&spec=unlimited", 400, "syntax"),
         ]
         for token, body, code, word in cases:
-            status, _, reply = request(self.mport, "POST", "/console/overrides", body, token)
+            status, h, reply = request(self.mport, "POST", "/console/overrides", body, token)
             self.assertEqual((status, json.loads(reply)["error"]), (code, word), (body, reply))
+            if status == 401:  # RFC 6750's challenge
+                self.assertEqual(h["www-authenticate"], 'Bearer realm="ratelimitd"')
+            # a wrong token costs its connection, as on the listeners
+            self.assertEqual(h.get("connection") == "close", word == "auth-failed", h)
+        # no token: 401 before anything else is read, a malformed form too
+        status, _, reply = request(self.mport, "POST", "/console/overrides", "user=%zz")
+        self.assertEqual((status, json.loads(reply)["error"]), (401, "noauth"))
         with Client(port=self.port) as c:
             self.assertTrue(c.request("ALLOW %s login" % HAMMERER).startswith("DENIED"))
 
@@ -193,39 +201,61 @@ class ConsoleTest(DaemonTest):
         self.assertEqual(re.findall(r'ratelimitd_identity_requests_total\{identity="ops"\} (\d+)',
                                     m), ["7"])
 
-    def test_a_client_gone_before_redis_answers(self):
-        """An override waits for Redis; its client hangs up meanwhile, or
-        the daemon stops: the answer finds no one, and nothing breaks."""
+    def post_raw(self, method, path, body=b""):
+        """A request on a socket of its own, sent whole; the socket."""
+        s = socket.create_connection(("127.0.0.1", self.mport), timeout=10 * SLOW)
+        self.addCleanup(s.close)
+        s.sendall(b"%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                  b"Content-Type: application/x-www-form-urlencoded\r\n"
+                  b"Content-Length: %d\r\n\r\n%s"
+                  % (method, path, OPS.encode(), len(body), body))
+        return s
+
+    def test_overrides_waiting_for_redis(self):
+        """An override is answered once Redis has it. Its client hangs up
+        meanwhile: the answer finds no one. The daemon is told to stop
+        meanwhile: it answers it first (and refuses new ones)."""
         self.start(npolicies=3)
         self.redis.sigstop()
         try:
-            body = form(action="login", user=HAMMERER, spec="blocked").encode()
-            with socket.create_connection(("127.0.0.1", self.mport), timeout=5) as s:
-                s.sendall(b"POST /console/overrides HTTP/1.1\r\nHost: x\r\n"
-                          b"Authorization: Bearer " + OPS.encode() + b"\r\n"
-                          b"Content-Type: application/x-www-form-urlencoded\r\n"
-                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
-                time.sleep(0.2)
-            # the state is read while the override waits
-            self.assertEqual(self.state()["store"]["backend"], "redis")
+            s = self.post_raw(b"POST", b"/console/overrides",
+                              form(action="login", user=HAMMERER, spec="blocked").encode())
+            wait_until(lambda: self.state()["pending_overrides"] == 1, 5 * SLOW,
+                       what="the override waiting for Redis")
+            s.close()
+            time.sleep(0.1)
         finally:
             self.redis.sigcont()
-        # Redis answers (or redis.timeout ran out): the next one works
+        wait_until(lambda: self.state()["pending_overrides"] == 0, 5 * SLOW,
+                   what="Redis's answer")
         status, _, reply = request(self.mport, "POST", "/console/overrides",
                                    form(action="login", user="x", spec="blocked"), OPS)
         self.assertEqual(status, 200, reply)
-        # one more waits while the daemon stops: its answer finds no one
+
         self.redis.sigstop()
         try:
-            s = socket.create_connection(("127.0.0.1", self.mport), timeout=5)
-            self.addCleanup(s.close)
-            s.sendall(b"DELETE /console/overrides?action=login&user=x HTTP/1.1\r\n"
-                      b"Host: x\r\nAuthorization: Bearer " + OPS.encode() + b"\r\n\r\n")
+            s = self.post_raw(b"DELETE", b"/console/overrides?action=login&user=x")
+            wait_until(lambda: self.state()["pending_overrides"] == 1, 5 * SLOW,
+                       what="the removal waiting for Redis")
+            self.daemon.signal(signal.SIGTERM)
+            self.daemon.wait_log(r"no longer accepting", 5 * SLOW)
+            status, _, reply = request(self.mport, "POST", "/console/overrides",
+                                       form(action="login", user="y", spec="blocked"), OPS)
+            self.assertEqual((status, json.loads(reply)["message"]),
+                             (503, "the daemon is stopping"))
             time.sleep(0.2)
-            self.daemon.stop()
+            self.assertTrue(self.daemon.running(), "it waits for the removal's answer")
         finally:
             self.redis.sigcont()
-        self.assertEqual(self.daemon.proc.returncode, 0, "a clean exit, not a kill")
+        got = b""
+        while b"\r\n\r\n" not in got or not got.rstrip().endswith(b"}"):
+            more = s.recv(4096)
+            if not more:
+                break
+            got += more
+        self.assertTrue(got.startswith(b"HTTP/1.1 200"), got)
+        self.assertTrue(got.rstrip().endswith(b'{"ok":true}'), got)
+        self.assertEqual(self.daemon.wait_exit(10 * SLOW), 0, "a clean exit")
 
     def test_files_methods_and_switch(self):
         self.start(npolicies=3)
@@ -268,6 +298,8 @@ class ConsoleTest(DaemonTest):
         self.reload(self.config(npolicies=3, metrics_extra=", console: false"),
                     r"metrics\.console true -> false")
         self.assertEqual(request(self.mport, "GET", "/console")[0], 404)
+        self.assertEqual(request(self.mport, "POST", "/console/overrides",
+                                 form(action="login", user="x", spec="blocked"), OPS)[0], 404)
         self.assertEqual(request(self.mport, "GET", "/console/state")[0], 404)
         self.assertEqual(request(self.mport, "GET", "/metrics")[0], 200)
 
@@ -360,10 +392,10 @@ class ConsoleTest(DaemonTest):
             b.type("#ov-spec", "unlimited")
             b.type("#ov-ttl", "10m")
             b.click("#ov-submit")
+            b.wait('return document.getElementById("message").dataset.kind === "ok"',
+                   10 * SLOW, "the override taken")
             b.wait('return document.querySelector("#overrides tbody tr[data-user=\'%s\']")'
                    % HAMMERER, 10 * SLOW, "the override listed")
-            self.assertEqual(b.run('return document.getElementById("message").dataset.kind'),
-                             "ok")
             with Client(port=self.port) as c:
                 self.assertEqual(c.request("ALLOW %s login" % HAMMERER), "ALLOWED -1 -1 0 -1")
             shot = b.screenshot()
@@ -389,7 +421,7 @@ class ConsoleTest(DaemonTest):
             b.click("#ov-submit")
             b.wait('return document.getElementById("message").dataset.kind === "error"',
                    30 * SLOW, "the failed override reported")
-            self.assertIn("not set", b.text("#message"))
+            self.assertIn("not set: redis:", b.text("#message"))
 
 
 if __name__ == "__main__":
