@@ -230,6 +230,11 @@ static void store_done(void *arg, const struct store_result *res)
 	const struct policy *p = slot->policy;
 	enum store_op op = (enum store_op)slot->op;
 
+	if (slot->trace.on) {
+		slot->batch_sent_us = res->batch_sent_us;
+		slot->batch_read_us = res->batch_read_us;
+		slot->batch_size = res->batch_size;
+	}
 	if (slot->blocks && block_done(slot, res))
 		return;
 
@@ -653,10 +658,13 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 {
 	int admin = caller ? caller->admin : 0;
 	slot->parsed_us = clock_mono_us();
-	if (trace_on()) /* its decision traced or not (trace.h) */
+	if (trace_on()) { /* its decision traced or not (trace.h) */
 		trace_begin(&slot->trace, pc->traceparent, pc->traceparent_len);
-	else
+		slot->received_us = pc->received_us;
+		slot->batch_size = 0;
+	} else {
 		slot->trace.on = 0;
+	}
 	slot->cfg = NULL;
 	slot->multi = NULL;
 	slot->overridden = 0;

@@ -102,12 +102,21 @@ void decide_fill(struct cmd_slot *slot, const struct config *cfg, const struct p
 {
 	stats_count_decision(cfg, p, from, allowed, slot->user, slot->user_len,
 			     slot->op == STORE_PEEK, slot->parsed_us);
-	if (slot->trace.on)
+	if (slot->trace.on) {
+		struct trace_times tt = {
+			.received_us = slot->received_us,
+			.parsed_us = slot->parsed_us,
+			.asked_us = from == STATS_FROM_STORE || from == STATS_FROM_MEMORY
+					    ? slot->sent_us
+					    : 0,
+			.batch_sent_us = slot->batch_sent_us,
+			.batch_read_us = slot->batch_read_us,
+			.batch_size = from == STATS_FROM_STORE ? slot->batch_size : 0,
+			.end_us = clock_mono_us(),
+		};
 		trace_decision(&slot->trace, p->name, p->name_len, allowed, stats_from_name(from),
-			       slot->parsed_us,
-			       from == STATS_FROM_STORE || from == STATS_FROM_MEMORY ? slot->sent_us
-										     : 0,
-			       clock_mono_us());
+			       &tt);
+	}
 	/* the decision log: ALLOWs of one pair (a replay decides them again) */
 	if (declog_on() && slot->op == STORE_ALLOW && !slot->res.multi && !slot->own_policy &&
 	    p->algo != POLICY_CONCURRENCY)

@@ -204,6 +204,11 @@ static void multi_failed(struct multi *m, const struct store_result *res)
 static void multi_done(void *arg, const struct store_result *res)
 {
 	struct multi *m = arg;
+	if (m->slot->trace.on) { /* the call it rode in (trace.h) */
+		m->slot->batch_sent_us = res->batch_sent_us;
+		m->slot->batch_read_us = res->batch_read_us;
+		m->slot->batch_size = res->batch_size;
+	}
 	if (res->status != STORE_OK) {
 		multi_failed(m, res);
 		return;

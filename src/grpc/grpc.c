@@ -18,9 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "config.h"
 #include "log.h"
 #include "session.h"
+#include "trace.h"
 
 /* RST_STREAMs a client may send per second before the session ends
  * (nghttp2's rapid-reset guard: a burst, then a rate). Envoy cancels
@@ -80,6 +82,7 @@ struct grpc_stream {
 	/* the traceparent metadata (W3C: 55 bytes; a longer one is not kept) */
 	char traceparent[64];
 	size_t traceparent_len;
+	uint64_t received_us; /* its headers read (only while tracing: trace.h) */
 	uint8_t *body;
 	size_t len, cap;
 	/* the answer: the framed message, sent by the data provider */
@@ -328,6 +331,7 @@ static int on_begin_headers(nghttp2_session *h2, const nghttp2_frame *frame, voi
 	st->s = s;
 	st->id = frame->hd.stream_id;
 	st->identity_only = 1;
+	st->received_us = trace_on() ? clock_mono_us() : 0;
 	st->next = s->streams;
 	if (s->streams)
 		s->streams->prev = st;
@@ -523,6 +527,7 @@ static void stream_request(struct grpc_session *s, struct grpc_stream *st)
 		.token_len = st->token_len,
 		.traceparent = st->traceparent_len ? st->traceparent : NULL,
 		.traceparent_len = st->traceparent_len,
+		.received_us = st->received_us,
 		.state = state,
 	};
 	config_ref(st->call.cfg);

@@ -54,7 +54,8 @@ struct grpc_call {
 	/* the traceparent metadata (valid until answered); NULL: none */
 	const char *traceparent;
 	size_t traceparent_len;
-	void *state; /* the method's own room (grpc_method.state_size bytes, not zeroed) */
+	uint64_t received_us; /* its headers read (tracing only; 0: not known) */
+	void *state;	      /* the method's own room (grpc_method.state_size bytes, not zeroed) */
 };
 
 struct grpc_method {

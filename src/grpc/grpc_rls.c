@@ -112,6 +112,7 @@ static void rls_start(struct grpc_call *call)
 	req.token_len = call->token_len;
 	req.traceparent = call->traceparent;
 	req.traceparent_len = call->traceparent_len;
+	req.received_us = call->received_us;
 	rc->slot.complete = rls_complete;
 	rc->slot.front = STATS_FRONT_GRPC;
 	rc->slot.cfg = NULL;

@@ -132,6 +132,10 @@ struct cmd_request {
 	 * metadata, ALLOW's TRACE); NULL: none */
 	const char *traceparent;
 	size_t traceparent_len;
+	/* when the bytes it came in were read (monotonic, microseconds), for
+	 * its trace's parse span; 0: not known (front ends set it only while
+	 * tracing is on) */
+	uint64_t received_us;
 };
 
 /* The longest identity name (config.h's CONFIG_IDENTITY_NAME_MAX). */
@@ -288,6 +292,11 @@ struct cmd_slot {
 	int front;
 	uint64_t parsed_us;
 	struct cmd_trace trace; /* its decision's spans (ops/trace.h) */
+	/* a traced decision's times (trace.h's struct trace_times): its bytes
+	 * read, and the Redis call it rode in (sent, its reply read, the
+	 * requests in it; batch_size 0: none) */
+	uint64_t received_us, batch_sent_us, batch_read_us;
+	int batch_size;
 	/* CMD_THROTTLE's policy, built from the request; or an override's
 	 * limits, copied: a run-time one may change while the store decides */
 	struct policy policy_copy;

@@ -24,6 +24,7 @@ enum { KIND_INTERNAL = 1, KIND_SERVER = 2 };
 struct span {
 	uint8_t trace_id[16], span_id[8], parent_id[8];
 	uint8_t has_parent, kind, allowed, child;
+	int batch_size; /* "ratelimitd.batch": the requests of its call */
 	uint64_t start_ns, end_ns;
 	char name[32];
 	char action[POLICY_NAME_MAX + 1];
@@ -156,8 +157,32 @@ static struct span *push(void)
 	return s;
 }
 
+/* A child of parent named name, from start to end (unix nanoseconds). */
+static struct span *child(const struct span *parent, const char *name, uint64_t start_ns,
+			  uint64_t end_ns)
+{
+	struct span *c = push();
+	*c = *parent;
+	memcpy(c->parent_id, parent->span_id, 8);
+	c->has_parent = 1;
+	random_id(c->span_id, 8);
+	c->kind = KIND_INTERNAL;
+	c->child = 1;
+	c->batch_size = 0;
+	c->start_ns = start_ns;
+	c->end_ns = end_ns;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	return c;
+}
+
+/* t clamped into [lo, hi]. */
+static uint64_t within(uint64_t t, uint64_t lo, uint64_t hi)
+{
+	return t < lo ? lo : t > hi ? hi : t;
+}
+
 void trace_decision(const struct cmd_trace *t, const char *action, size_t alen, int allowed,
-		    const char *source, uint64_t start_us, uint64_t asked_us, uint64_t end_us)
+		    const char *source, const struct trace_times *tt)
 {
 	if (!t->on || !T.on)
 		return;
@@ -167,13 +192,18 @@ void trace_decision(const struct cmd_trace *t, const char *action, size_t alen, 
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	int64_t off = ((int64_t)wall.tv_sec - (int64_t)mono.tv_sec) * 1000000000LL +
 		      ((int64_t)wall.tv_nsec - (int64_t)mono.tv_nsec);
-	if (start_us > end_us)
-		start_us = end_us;
-	if (!asked_us || asked_us < start_us || asked_us > end_us)
-		asked_us = end_us;
-	/* a decision's two spans go together, or neither */
-	if (!T.cap || T.cap - T.n < 2) {
-		trace_spans_dropped += 2;
+#define NS(us) ((uint64_t)((int64_t)(us)*1000 + off))
+	uint64_t end = tt->end_us;
+	uint64_t parsed = tt->parsed_us && tt->parsed_us <= end ? tt->parsed_us : end;
+	/* a parse span whenever the bytes' time is known, if only 0 us long */
+	int parse = tt->received_us && tt->received_us <= parsed;
+	uint64_t start = parse ? tt->received_us : parsed;
+	uint64_t asked = tt->asked_us ? within(tt->asked_us, start, end) : end;
+	int batch = tt->batch_size > 0 && tt->batch_sent_us && tt->batch_read_us;
+	size_t need = 2 + (size_t)parse + (size_t)batch;
+	/* a decision's spans go together, or none */
+	if (!T.cap || T.cap - T.n < need) {
+		trace_spans_dropped += need;
 		return;
 	}
 	struct span *d = push();
@@ -188,19 +218,24 @@ void trace_decision(const struct cmd_trace *t, const char *action, size_t alen, 
 	}
 	d->kind = KIND_SERVER;
 	d->allowed = (uint8_t) !!allowed;
-	d->start_ns = (uint64_t)((int64_t)start_us * 1000 + off);
-	d->end_ns = (uint64_t)((int64_t)end_us * 1000 + off);
+	d->start_ns = NS(start);
+	d->end_ns = NS(end);
 	memcpy(d->name, "ratelimitd.decision", sizeof("ratelimitd.decision"));
 	memcpy(d->action, action, alen);
-	struct span *c = push();
-	*c = *d;
-	memcpy(c->parent_id, d->span_id, 8);
-	c->has_parent = 1;
-	random_id(c->span_id, 8);
-	c->kind = KIND_INTERNAL;
-	c->child = 1;
-	c->start_ns = (uint64_t)((int64_t)asked_us * 1000 + off);
-	snprintf(c->name, sizeof(c->name), "ratelimitd.%s", source);
+	if (parse)
+		child(d, "ratelimitd.parse", NS(start), NS(parsed));
+	char name[32];
+	snprintf(name, sizeof(name), "ratelimitd.%s", source);
+	struct span *c = child(d, name, NS(asked), NS(end));
+	if (batch) {
+		/* the call may have gone before this request was asked (a
+		 * follower of a block) but not before the request came */
+		uint64_t sent = within(tt->batch_sent_us, start, end);
+		struct span *b = child(c, "ratelimitd.batch", NS(sent),
+				       NS(within(tt->batch_read_us, sent, end)));
+		b->batch_size = tt->batch_size;
+	}
+#undef NS
 }
 
 size_t trace_queued(void)
@@ -253,18 +288,21 @@ static void fixed64(struct pb *b, unsigned field, uint64_t v)
 	put(b, t, 8);
 }
 
-/* A KeyValue{key, value: AnyValue{string_value or bool_value}} as field. */
-static void attr(struct pb *b, unsigned field, const char *key, const char *str, int boolean)
+/* A KeyValue{key, value: AnyValue{string_value, bool_value or
+ * int_value}} as field: str when not NULL, else number as a bool
+ * (boolean 1) or an int. */
+static void attr(struct pb *b, unsigned field, const char *key, const char *str, int boolean,
+		 int64_t number)
 {
 	uint8_t tmp[160];
 	struct pb kv = {tmp, 0, sizeof(tmp), 0}, v;
 	uint8_t vtmp[96];
 	v = (struct pb){vtmp, 0, sizeof(vtmp), 0};
-	if (str)
+	if (str) {
 		bytes(&v, 1, str, strlen(str));
-	else {
-		tag(&v, 2, 0);
-		varint(&v, (uint64_t)boolean);
+	} else {
+		tag(&v, boolean ? 2 : 3, 0);
+		varint(&v, (uint64_t)number);
 	}
 	bytes(&kv, 1, key, strlen(key));
 	bytes(&kv, 2, v.p, v.n);
@@ -284,9 +322,11 @@ static void encode_span(struct pb *b, const struct span *s)
 	varint(&m, s->kind);
 	fixed64(&m, 7, s->start_ns);
 	fixed64(&m, 8, s->end_ns);
-	attr(&m, 9, "ratelimit.action", s->action, 0);
+	attr(&m, 9, "ratelimit.action", s->action, 0, 0);
 	if (!s->child)
-		attr(&m, 9, "ratelimit.allowed", NULL, s->allowed);
+		attr(&m, 9, "ratelimit.allowed", NULL, 1, s->allowed);
+	if (s->batch_size)
+		attr(&m, 9, "ratelimit.batch_size", NULL, 0, s->batch_size);
 	bytes(b, 2, m.p, m.n); /* ScopeSpans.spans */
 }
 
@@ -312,7 +352,7 @@ size_t trace_encode(uint8_t *buf, size_t cap, size_t max, size_t *n)
 	/* ResourceSpans{resource{attributes: service.name}, scope_spans} */
 	uint8_t res[96];
 	struct pb r = {res, 0, sizeof(res), 0};
-	attr(&r, 1, "service.name", "ratelimitd", 0);
+	attr(&r, 1, "service.name", "ratelimitd", 0, 0);
 	struct pb out = {buf, 0, cap, 0};
 	/* the ResourceSpans message's length: its two fields */
 	size_t rs_len = 1 + pbwire_varint_len(r.n) + r.n + 1 + pbwire_varint_len(ss.n) + ss.n;

@@ -5,12 +5,17 @@
  * OTLP's ExportTraceServiceRequest in protobuf for the exporter
  * (trace_export.c) to post. No I/O here; the clock is the caller's.
  *
- * A traced decision makes two spans: "ratelimitd.decision" (kind SERVER),
- * from the request parsed to its answer, child of the caller's span when
- * it sent a traceparent; and under it one span named after who decided
+ * A traced decision makes two to four spans: "ratelimitd.decision" (kind
+ * SERVER), from the request's bytes read (or, when not known, it parsed)
+ * to its answer, child of the caller's span when it sent a traceparent;
+ * under it "ratelimitd.parse", from the bytes read to the request parsed
+ * and executed (the requests before it in the same read included), when
+ * the front end knew when; and one span named after who decided
  * ("ratelimitd.redis", ".cache", ".block", ".memory", ".fallback",
  * ".override", ".local"), from when the store was asked (or the answer,
- * for those that ask nobody) to the answer.
+ * for those that ask nobody) to the answer; under a Redis decision,
+ * "ratelimitd.batch": the script call it rode in, from sent to its reply
+ * read, with the requests in it (ratelimit.batch_size).
  */
 #ifndef RL_TRACE_H
 #define RL_TRACE_H
@@ -45,11 +50,24 @@ static inline int trace_on(void)
  */
 void trace_begin(struct cmd_trace *t, const char *traceparent, size_t len);
 
-/* A traced decision's spans, queued (dropped, and counted, when the queue
- * is full). Times on the monotonic clock, microseconds; asked_us 0: the
- * decider asked nobody. */
+/* When a decision's steps happened: monotonic microseconds, 0 for a step
+ * it did not take or whose time is not known. */
+struct trace_times {
+	uint64_t received_us;		       /* its bytes read */
+	uint64_t parsed_us;		       /* parsed and executed (cmd_execute) */
+	uint64_t asked_us;		       /* the decider asked (the store); 0: asked nobody */
+	uint64_t batch_sent_us, batch_read_us; /* the Redis call it rode in */
+	int batch_size;			       /* requests in that call; 0: none */
+	uint64_t end_us;		       /* answered */
+};
+
+/* The most spans one decision makes. */
+#define TRACE_SPANS_PER_DECISION 4
+
+/* A traced decision's spans, queued together (dropped together, and
+ * counted, when the queue is full). */
 void trace_decision(const struct cmd_trace *t, const char *action, size_t alen, int allowed,
-		    const char *source, uint64_t start_us, uint64_t asked_us, uint64_t end_us);
+		    const char *source, const struct trace_times *tt);
 
 /* Spans waiting to be exported. */
 size_t trace_queued(void);

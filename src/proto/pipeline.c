@@ -22,12 +22,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "cmd.h"
 #include "config.h"
 #include "frontend_types.h"
 #include "leases.h"
 #include "log.h"
 #include "proto.h"
+#include "trace.h"
 
 /* Requests parsed and not yet written back. */
 #define MAX_PENDING 1024
@@ -217,6 +219,8 @@ static void pipeline_input(void *s, struct evbuffer *in, int eof, struct session
 	struct pipeline *pl = s;
 	struct config *cfg = *pl->host.cfg;
 	size_t max_line = cfg->max_line;
+	/* when these bytes came, for a traced request's parse span (trace.h) */
+	uint64_t read_us = trace_on() ? clock_mono_us() : 0;
 
 	while (!st->close) {
 		if (pl->npending >= MAX_PENDING) {
@@ -290,6 +294,7 @@ static void pipeline_input(void *s, struct evbuffer *in, int eof, struct session
 				}
 				p->acquire = 1;
 			}
+			got.req.received_us = read_us;
 			cmd_execute(cfg, pl->host.env, &got.req, pl->host.caller, &p->slot);
 			if (p->slot.res.close_after)
 				st->close = 1; /* too many failed AUTHs */

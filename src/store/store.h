@@ -114,6 +114,11 @@ struct store_result {
 		int allowed;
 		int64_t remaining, reset_ms;
 	} groups[STORE_PAIRS_MAX];
+	/* the Redis call that decided it (a batch of batch_size requests): when
+	 * it was sent and its reply read, monotonic microseconds; batch_size
+	 * 0 when no call did (the memory store, an error before one) */
+	uint64_t batch_sent_us, batch_read_us;
+	int batch_size;
 };
 
 /* Called exactly once per submitted request, possibly from inside store_submit. */

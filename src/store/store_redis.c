@@ -662,6 +662,10 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 					     : store_reply_decision(rep, first, total, &res);
 			if (bad >= 0 && block)
 				bad = store_reply_block(rep, first, &res);
+			/* the call it rode in, for its trace (trace.h) */
+			res.batch_sent_us = b->sent_us;
+			res.batch_read_us = rc->c.last_rx_us;
+			res.batch_size = b->n;
 			if (bad < 0 && res.error != STORE_ERROR_WRONG_NODE) {
 				redis_log_error(s, "could not decide", res.detail,
 						strlen(res.detail));

@@ -1,8 +1,10 @@
 """Traces (issue 33): with `tracing`, decisions that come with a sampled W3C
 traceparent (HTTP's header, gRPC's metadata, ALLOW's TRACE) arrive at an
 OTLP/HTTP receiver, decoded here from the protobuf wire format, as a
-"ratelimitd.decision" span that is the caller's span's child and a span of
-who decided under it; an unsampled or absent context is not traced unless
+"ratelimitd.decision" span that is the caller's span's child, and under it
+a "ratelimitd.parse" span (the bytes read to the request parsed) and a span
+of who decided, with a Redis decision's "ratelimitd.batch" (the script call
+it rode in, and its size) under that; an unsampled or absent context is not traced unless
 tracing.sample says so; a receiver that is down costs failed spans, never
 decisions; a full queue drops and counts."""
 
@@ -79,7 +81,9 @@ def attrs(msg, field):
             continue
         d = {g: v for g, _, v in fields(kv)}
         val = {g: v for g, _, v in fields(d[2])}
-        out[d[1].decode()] = val[1].decode() if 1 in val else bool(val.get(2, 0))
+        # AnyValue: 1 string_value, 2 bool_value, 3 int_value
+        out[d[1].decode()] = (val[1].decode() if 1 in val else val[3] if 3 in val
+                              else bool(val.get(2, 0)))
     return out
 
 
@@ -169,25 +173,48 @@ class TracesTest(DaemonTest):
         except urllib.error.HTTPError as e:
             return e.code
 
-    def pair(self, spans, trace_id=TRACE_ID):
-        """The decision span of trace_id and its one child."""
+    def tree(self, spans, trace_id=TRACE_ID, parent_id=None):
+        """The spans of one decision of trace_id (of the caller's span
+        parent_id, when given), checked as a tree: {"decision": ...,
+        "parse": ..., "decider": its child named after who decided, and for
+        Redis's, "batch" under it}; each inside its parent's time."""
         mine = [s for s in spans if s["trace_id"] == trace_id]
-        self.assertEqual(len(mine), 2, spans)
-        d = next(s for s in mine if s["name"] == "ratelimitd.decision")
-        c = next(s for s in mine if s is not d)
-        return d, c
+        d = [s for s in mine if s["name"] == "ratelimitd.decision" and
+             (parent_id is None or s.get("parent_id") == parent_id)]
+        self.assertEqual(len(d), 1, spans)
+        d = d[0]
+        kids = {s["name"]: s for s in mine if s.get("parent_id") == d["span_id"]}
+        self.assertEqual(len(kids), 2, (d, mine))
+        t = {"decision": d, "parse": kids.pop("ratelimitd.parse")}
+        t["decider"] = c = next(iter(kids.values()))
+        for s in (t["parse"], c):
+            self.assertTrue(d["start"] <= s["start"] <= s["end"] <= d["end"], (d, s))
+        self.assertEqual(t["parse"]["start"], d["start"])  # the bytes read begin it
+        self.assertLessEqual(t["parse"]["end"], c["start"])  # parsed, then asked
+        under = [s for s in mine if s.get("parent_id") == c["span_id"]]
+        if c["name"] == "ratelimitd.redis":
+            self.assertEqual([s["name"] for s in under], ["ratelimitd.batch"], mine)
+            t["batch"] = b = under[0]
+            self.assertGreaterEqual(b["attrs"]["ratelimit.batch_size"], 1)
+            self.assertTrue(d["start"] <= b["start"] <= b["end"] <= c["end"], (c, b))
+        else:
+            self.assertEqual(under, [], mine)
+        for s in t.values():
+            if s is not d:
+                self.assertEqual(s["kind"], 1)  # INTERNAL
+        return t
 
     def test_parents_from_every_front_end(self):
         self.start("")  # sample 0: only sampled traceparents
         # HTTP's header
         self.assertEqual(self.http_allow("alice", traceparent()), 200)
-        d, c = self.pair(self.receiver.take(2, 10 * SLOW))
+        t = self.tree(self.receiver.take(4, 10 * SLOW))
+        d, c = t["decision"], t["decider"]
         self.assertEqual(d["parent_id"], PARENT_ID)  # the caller's span
         self.assertEqual(d["kind"], 2)  # SERVER
-        self.assertEqual(c["parent_id"], d["span_id"])
         self.assertEqual(c["name"], "ratelimitd.redis")
         self.assertEqual(d["attrs"], {"ratelimit.action": "login", "ratelimit.allowed": True})
-        self.assertTrue(d["start"] <= c["start"] <= c["end"] <= d["end"], (d, c))
+        self.assertEqual(t["batch"]["attrs"]["ratelimit.batch_size"], 1)  # alone
         self.assertLess(abs(d["start"] / 1e9 - time.time()), 60)  # unix nanoseconds
         self.assertEqual(self.receiver.resource, {"service.name": "ratelimitd"})
         self.assertEqual(self.receiver.posts[0], ("/v1/traces", "application/x-protobuf"))
@@ -200,32 +227,28 @@ class TracesTest(DaemonTest):
             self.assertEqual(cl.request("ALLOW bob login TRACE 00-xyz-01"),
                              "ERR syntax TRACE takes a W3C traceparent: "
                              "00-<32 hex>-<16 hex>-<2 hex>")
-        spans = self.receiver.take(8, 10 * SLOW)
-        decisions = [s for s in spans if s["name"] == "ratelimitd.decision"]
-        self.assertEqual(sorted(s["parent_id"] for s in decisions),
-                         ["%016x" % (i + 1) for i in range(4)])
-        self.assertEqual([s["attrs"]["ratelimit.allowed"] for s in
-                          sorted(decisions, key=lambda s: s["parent_id"])],
+        # two allowed and one denied by Redis (4 spans each), a repeat of
+        # that denial from the deny cache (3: no batch)
+        spans = self.receiver.take(15, 10 * SLOW)
+        trees = [self.tree(spans, other, "%016x" % (i + 1)) for i in range(4)]
+        self.assertEqual([t["decision"]["attrs"]["ratelimit.allowed"] for t in trees],
                          [True, True, False, False])
-        children = {s["parent_id"]: s["name"] for s in spans if s not in decisions}
-        self.assertEqual(sorted(children.values())[-1], "ratelimitd.redis")
-        self.assertIn("ratelimitd.cache", children.values())  # a repeat of Redis's denial
-        for s in decisions:
-            self.assertIn(s["span_id"], children)
+        self.assertEqual([t["decider"]["name"] for t in trees],
+                         ["ratelimitd.redis"] * 3 + ["ratelimitd.cache"])
         # unsampled, absent or malformed contexts: nothing
         self.assertEqual(self.http_allow("carol", traceparent(flags="00")), 200)
         self.assertEqual(self.http_allow("carol"), 200)
         self.assertEqual(self.http_allow("carol", "garbage"), 429)
         # a traced one after them: once its spans are in, nothing came before
         self.assertEqual(self.http_allow("dave", traceparent(trace="%032x" % 9)), 200)
-        spans = self.receiver.take(2, 10 * SLOW)
+        spans = self.receiver.take(4, 10 * SLOW)
         self.assertEqual({s["trace_id"] for s in spans}, {"%032x" % 9}, spans)
         # (the daemon counts a POST's spans exported once it reads the answer)
         wait_until(lambda: scrape_metrics(self.mport).get(
-            'ratelimitd_trace_spans_total{result="exported"}') == 12, 5 * SLOW,
-            what="12 spans exported")
+            'ratelimitd_trace_spans_total{result="exported"}') == 23, 5 * SLOW,
+            what="23 spans exported")
         m = scrape_metrics(self.mport)
-        self.assertEqual(m['ratelimitd_trace_spans_total{result="made"}'], 12)
+        self.assertEqual(m['ratelimitd_trace_spans_total{result="made"}'], 23)
         self.assertEqual(m['ratelimitd_trace_spans_total{result="failed"}'], 0)
 
     def test_grpc_metadata(self):
@@ -246,16 +269,16 @@ class TracesTest(DaemonTest):
         rls = RlsClient(gport)
         self.addCleanup(rls.close)
         rls.call("web", [[("user", "alice")]], metadata=[("traceparent", traceparent())])
-        d, c = self.pair(self.receiver.take(2, 10 * SLOW))
-        self.assertEqual(d["parent_id"], PARENT_ID)
-        self.assertEqual(c["parent_id"], d["span_id"])
+        t = self.tree(self.receiver.take(4, 10 * SLOW))
+        self.assertEqual(t["decision"]["parent_id"], PARENT_ID)
+        self.assertEqual(t["decider"]["name"], "ratelimitd.redis")
 
     def test_sampled_without_a_parent_and_a_receiver_down(self):
         dead = free_port()  # nothing listens there
         self.start(", sample: 1, max_queue: 16", receiver_port=dead)
         for i in range(20):
             self.http_allow("u%d" % i)
-        # 20 decisions, 40 spans, faster than a half-second export tick
+        # 20 decisions, 80 spans, faster than a half-second export tick
         # empties a queue of 16: some dropped; the receiver down fails every
         # span sent; decisions go on
         def counts():
@@ -265,7 +288,8 @@ class TracesTest(DaemonTest):
         wait_until(lambda: counts()["failed"] == counts()["made"], 15 * SLOW,
                    what="every span made failed")
         c = counts()
-        self.assertEqual(c["made"] + c["dropped"], 40, c)
+        self.assertEqual(c["made"] + c["dropped"], 80, c)  # 4 each: a decision's together
+        self.assertEqual(c["made"] % 4, 0, c)
         self.assertGreater(c["dropped"], 0, c)
         self.assertEqual(c["exported"], 0, c)
         self.daemon.wait_log(r"tracing: 127\.0\.0\.1:%d/v1/traces: no answer" % dead, 5 * SLOW)
