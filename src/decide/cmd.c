@@ -767,7 +767,9 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	}
 	slot->own_policy = 0;
 	/* the user, for the heavy hitters every answer is counted in (top.h),
-	 * and the cost, for the decision log (declog.h) */
+	 * the shadow log, the deny cache, the local fallback, blocks and
+	 * holds; and the cost, for the decision log (declog.h). submit's
+	 * callers all come through here or throttle(), which does the same. */
 	slot->user_len = pc->user_len;
 	memcpy(slot->user, pc->user, pc->user_len);
 	slot->cost = pc->cost;
@@ -794,15 +796,13 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	submit(cfg, env, op, p, pc, slot);
 }
 
-/* Whether a denial is answered ALLOWED (shadow mode); the user is kept for its log line. */
+/* Whether a denial is answered ALLOWED (shadow mode). (Every caller has
+ * the user in the slot already, for its log line.) */
 static void shadow_setup(struct cmd_slot *slot, struct config *cfg, enum store_op op,
 			 const struct policy *p, const struct cmd_request *pc)
 {
+	(void)pc;
 	slot->shadow = op != STORE_RESET && !slot->own_policy && config_shadow(cfg, p);
-	if (slot->shadow) {
-		slot->user_len = pc->user_len;
-		memcpy(slot->user, pc->user, pc->user_len);
-	}
 }
 
 static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
@@ -820,8 +820,6 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	    config_on_error(cfg, slot->own_policy ? NULL : p) == POLICY_ON_ERROR_LOCAL) {
 		slot->local = env->local;
 		slot->cost = pc->cost > 0 ? pc->cost : 1;
-		slot->user_len = pc->user_len;
-		memcpy(slot->user, pc->user, pc->user_len);
 	}
 	/* A hot pair's block (blocks.h): answered from the units Redis
 	 * counted for this daemon, or Redis is asked for some with this
@@ -837,8 +835,6 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	if (op == STORE_ALLOW && p->blocks.max > 0 && env->blocks && !slot->own_policy &&
 	    !slot->overridden && !store_local(env->store) && store_resets_followed(env->store)) {
 		slot->cost = pc->cost > 0 ? pc->cost : 1;
-		slot->user_len = pc->user_len;
-		memcpy(slot->user, pc->user, pc->user_len);
 		slot->delay_extra = 0; /* (a follower's store_done reads them) */
 		slot->delay_window = 0;
 		/* one that may wait, or has a deadline shorter than
@@ -862,8 +858,6 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		}
 		slot->hold_nonce = leases_nonce(env->leases);
 		slot->cost = pc->cost;
-		slot->user_len = pc->user_len;
-		memcpy(slot->user, pc->user, pc->user_len);
 	}
 	/* (an ask for a block goes to Redis: requests wait for its answer) */
 	if (decide_cacheable(p, slot->own_policy || slot->overridden || may_wait ||
@@ -881,8 +875,6 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		}
 		slot->deny_epoch = denycache_epoch(deny);
 		slot->cost = pc->cost;
-		slot->user_len = pc->user_len;
-		memcpy(slot->user, pc->user, pc->user_len);
 	}
 	/* a delay (or the caller's deadline, if shorter), while below
 	 * max_delayed: a window's is the store's (it charges the request as
