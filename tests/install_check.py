@@ -43,6 +43,7 @@ class InstallTest(unittest.TestCase):
             os.path.relpath(p, ARGS.srcdir)
             for p in glob.glob(os.path.join(ARGS.srcdir, "docs", "*.md")) +
             glob.glob(os.path.join(ARGS.srcdir, "docs", "*.svg")) +
+            glob.glob(os.path.join(ARGS.srcdir, "docs", "*.png")) +
             glob.glob(os.path.join(ARGS.srcdir, "docs", "*.yml")) +
             glob.glob(os.path.join(ARGS.srcdir, "docs", "*.json")) +
             glob.glob(os.path.join(ARGS.srcdir, "proto", "grpc", "**", "*.proto"),
