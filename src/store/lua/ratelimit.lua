@@ -260,7 +260,7 @@ end
 -- microsecond as the last one, or while Redis's clock steps back, is placed
 -- 1 us later), so members "<score>:<i>" never collide. Denied requests write
 -- nothing, so a client that keeps retrying is let in once its window passes.
-local function sliding_check(key, _, count, period_ms, cost)
+local function sliding_check(key, _, count, period_ms, cost, _, _, r)
   local window = period_ms * 1000
   local cutoff = now - window
   -- every entry after the cutoff, those a delay placed ahead too: an entry
@@ -268,8 +268,13 @@ local function sliding_check(key, _, count, period_ms, cost)
   local excl = excls[cutoff]
   if not excl then excl = '(' .. fmt(cutoff); excls[cutoff] = excl end
   local used = redis.call('ZCOUNT', key, excl, '+inf')
-  local r = {key = key, count = count, window = window, cost = cost,
-             used = used, limit = count, fit = now}
+  if r then -- decide_one's: the same table every decision, no allocation
+    r.key, r.count, r.window, r.cost, r.used, r.limit, r.fit =
+      key, count, window, cost, used, count, now
+  else
+    r = {key = key, count = count, window = window, cost = cost, used = used, limit = count,
+         fit = now}
+  end
   local newest = nil
   if used > 0 then
     local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
@@ -566,15 +571,15 @@ end
 -- which window it counts). KEEPTTL costs Redis less than PX.
 local function write_fixed(key, f, nx, to_end, reset, used, same)
   if nx > 0 then
-    redis.call('SET', key, frame_id_str(f) .. ':' .. fmt(used) .. ':' .. fmt(nx), 'PX', reset)
+    redis.call('SET', key, frame_id_str(f) .. ':' .. str(used) .. ':' .. str(nx), 'PX', reset)
   elseif reset == to_end and same then
-    redis.call('SET', key, frame_id_str(f) .. ':' .. fmt(used), 'KEEPTTL')
+    redis.call('SET', key, frame_id_str(f) .. ':' .. str(used), 'KEEPTTL')
   elseif reset == to_end then
     local px = f.px_end
     if not px then px = tostring(to_end); f.px_end = px end
-    redis.call('SET', key, frame_id_str(f) .. ':' .. fmt(used), 'PX', px)
+    redis.call('SET', key, frame_id_str(f) .. ':' .. str(used), 'PX', px)
   else
-    redis.call('SET', key, frame_id_str(f) .. ':' .. fmt(used), 'PX', reset)
+    redis.call('SET', key, frame_id_str(f) .. ':' .. str(used), 'PX', reset)
   end
 end
 
@@ -677,7 +682,7 @@ end
 
 -- The value "<window>:<cur>:<prev>[:<next>]": next is what a delay counted
 -- ahead in the next window (it becomes that window's cur).
-local function counter_check(key, capacity, count, period_ms, cost, algo, commits)
+local function counter_check(key, capacity, count, period_ms, cost, algo, commits, r)
   local f = frame_of(algo, capacity, period_ms)
   local cur, prev, nx = 0, 0, 0
   local i, c, p, n = window_value(key)
@@ -690,8 +695,13 @@ local function counter_check(key, capacity, count, period_ms, cost, algo, commit
   end
   local e = floor((now - f.start) / 1000)
   local est = cur + weighted(prev, f.p, e)
-  local r = {key = key, limit = count, cur = cur, prev = prev, nx = nx, cost = cost, f = f,
-             e = e, est = est, same = i == f.id}
+  if r then -- decide_one's: the same table every decision, no allocation
+    r.key, r.limit, r.cur, r.prev, r.nx, r.cost, r.f, r.e, r.est, r.same =
+      key, count, cur, prev, nx, cost, f, e, est, i == f.id
+  else
+    r = {key = key, limit = count, cur = cur, prev = prev, nx = nx, cost = cost, f = f,
+         e = e, est = est, same = i == f.id}
+  end
   if verdict(r, cost, count, est) then r.retry = counter_wait(r, cur, count - cost) end
   r.remaining = max(0, count - est)
   -- (a decision that commits when it passes has its reset from the write)
@@ -703,20 +713,20 @@ local function counter_write(r, cur)
   local f = r.f
   -- the value counts until the window after the next one ends (as prev)
   if r.nx > 0 then
-    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev) .. ':' ..
-               fmt(r.nx), 'PX', ceil_ms(f.start + f.len + 2 * f.next_len - now))
+    redis.call('SET', r.key, frame_id_str(f) .. ':' .. str(cur) .. ':' .. str(r.prev) .. ':' ..
+               str(r.nx), 'PX', ceil_ms(f.start + f.len + 2 * f.next_len - now))
   elseif r.same and not f.cal then
     -- this window's own value: its expiry already reaches the next
     -- window's end (as write_fixed's; not a calendar window's, whose next
     -- length an earlier write may not have known)
-    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'KEEPTTL')
+    redis.call('SET', r.key, frame_id_str(f) .. ':' .. str(cur) .. ':' .. str(r.prev), 'KEEPTTL')
   else
     local px = f.px_counter
     if not px then
       px = tostring(ceil_ms(f.start + f.len + f.p_next * 1000 - now))
       f.px_counter = px
     end
-    redis.call('SET', r.key, frame_id_str(f) .. ':' .. fmt(cur) .. ':' .. fmt(r.prev), 'PX', px)
+    redis.call('SET', r.key, frame_id_str(f) .. ':' .. str(cur) .. ':' .. str(r.prev), 'PX', px)
   end
   r.reset = counter_reset(r, cur, now)
 end
@@ -1170,6 +1180,10 @@ local function funnel_one(out, cost, capacity, count, period_ms, k)
   out[n + 5] = ceil_ms(tat - now)
 end
 
+-- The table decide_one's checks fill in place of one of their own (those
+-- that take it: one decision at a time uses it).
+local one_r = {}
+
 -- The common decision, "a" on one limit (no ban): decide's, without the
 -- tables and loops several limits need.
 local function decide_one(out, cost, a, k)
@@ -1185,7 +1199,8 @@ local function decide_one(out, cost, a, k)
   local impl = algos[algo]
   local capacity = ARGV[a + 1]
   if algo ~= 'W' and algo ~= 'C' then capacity = num(capacity) end
-  local r = impl.check(K[k], capacity, num(ARGV[a + 2]), num(ARGV[a + 3]), cost, algo, true)
+  local r = impl.check(K[k], capacity, num(ARGV[a + 2]), num(ARGV[a + 3]), cost, algo, true,
+                       one_r)
   local n = #out
   if r.ok then
     impl.commit(r)
@@ -1404,56 +1419,66 @@ end
 
 local out = {}
 local failure -- Redis's text of the first decision that failed (-1)
-local a = 3
-local k = 1
-for _ = 1, n do
-  local op = ARGV[a]
-  local cost = num(ARGV[a + 1])
-  local one = op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] ~= 'b'
-  local argc, nkeys
-  if one then argc, nkeys = 7, 1 else argc, nkeys = decision_argc(a) end
-  local before = #out
-  local width = 5
-  if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) elseif op == 'k' then width = 7 end
-  -- A key of the wrong type (written by something else) fails only its own
-  -- decision, not the whole batch. Checks run before any write, so a failed
-  -- decision has changed nothing.
-  local ok, err
-  if one then
-    ok, err = pcall(decide_one, out, cost, a + 3, k)
-  elseif op == 'A' or op == 'P' then
-    ok, err = pcall(decide_all, out, op, cost, num(ARGV[a + 2]), a + 3, k)
-  else
-    ok, err = pcall(decide, out, op, cost, num(ARGV[a + 2]), a + 3, k)
+-- The decision under way (its arguments at ARGV[a], keys from K[k]), and
+-- what it takes and answers: kept outside run() so that a failure knows.
+local a, k, done = 3, 1, 0
+local argc, nkeys, before, width
+-- Every decision from the one under way on; an error (a key of the wrong
+-- type...) stops it at that decision, which wrote nothing (checks run
+-- before any write). One pcall for the batch, not one per decision.
+local function run()
+  while done < n do
+    argc = nil -- (an error before it is known is the call's, not a decision's)
+    local op = ARGV[a]
+    local cost = num(ARGV[a + 1])
+    local one = op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] ~= 'b'
+    if one then argc, nkeys = 7, 1 else argc, nkeys = decision_argc(a) end
+    before = #out
+    width = 5
+    if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) elseif op == 'k' then width = 7 end
+    if one then
+      decide_one(out, cost, a + 3, k)
+    elseif op == 'A' or op == 'P' then
+      decide_all(out, op, cost, num(ARGV[a + 2]), a + 3, k)
+    else
+      decide(out, op, cost, num(ARGV[a + 2]), a + 3, k)
+    end
+    a = a + argc
+    k = k + nkeys
+    done = done + 1
   end
-  if not ok then
-    for i = #out, before + 1, -1 do out[i] = nil end
-    local e = type(err) == 'table' and tostring(err.err) or tostring(err)
-    -- This node cannot write at all (a demoted master): fail the whole call
-    -- with Redis's own error so the daemon looks for the master. Nothing was
-    -- written by any decision of the call.
-    if string.find(e, 'READONLY', 1, true) or string.find(e, 'MASTERDOWN', 1, true) then
-      return redis.error_reply(string.match(e, '%u[%u_]+.*') or e)
-    end
-    -- The Redis user may not run a command (or touch a key) the decisions
-    -- need: every decision would fail the same way, so fail the call with a
-    -- NOPERM error the daemon reports, rather than one silent -1 each.
-    if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
-      return redis.error_reply('NOPERM ' .. (string.match(e, '^%u+ (.*)') or e))
-    end
-    -- A cluster that is down (a batch's undeclared keys are only checked
-    -- here): the whole call fails as CLUSTERDOWN, which the daemon retries.
-    if string.find(e, 'cluster is down', 1, true) then
-      return redis.error_reply('CLUSTERDOWN ' .. e)
-    end
-    local code = -1
-    if string.find(e, 'non local key', 1, true) then code = -2 end
-    if code == -1 and not failure then failure = e end
-    out[#out + 1] = code
-    for _ = 2, width do out[#out + 1] = 0 end
+end
+while done < n do
+  local ok, err = pcall(run)
+  if ok then break end
+  if not argc then error(err, 0) end
+  for i = #out, before + 1, -1 do out[i] = nil end
+  local e = type(err) == 'table' and tostring(err.err) or tostring(err)
+  -- This node cannot write at all (a demoted master): fail the whole call
+  -- with Redis's own error so the daemon looks for the master. Nothing was
+  -- written by any decision of the call.
+  if string.find(e, 'READONLY', 1, true) or string.find(e, 'MASTERDOWN', 1, true) then
+    return redis.error_reply(string.match(e, '%u[%u_]+.*') or e)
   end
+  -- The Redis user may not run a command (or touch a key) the decisions
+  -- need: every decision would fail the same way, so fail the call with a
+  -- NOPERM error the daemon reports, rather than one silent -1 each.
+  if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
+    return redis.error_reply('NOPERM ' .. (string.match(e, '^%u+ (.*)') or e))
+  end
+  -- A cluster that is down (a batch's undeclared keys are only checked
+  -- here): the whole call fails as CLUSTERDOWN, which the daemon retries.
+  if string.find(e, 'cluster is down', 1, true) then
+    return redis.error_reply('CLUSTERDOWN ' .. e)
+  end
+  local code = -1
+  if string.find(e, 'non local key', 1, true) then code = -2 end
+  if code == -1 and not failure then failure = e end
+  out[#out + 1] = code
+  for _ = 2, width do out[#out + 1] = 0 end
   a = a + argc
   k = k + nkeys
+  done = done + 1
 end
 if failure then out[#out + 1] = failure end
 return out
