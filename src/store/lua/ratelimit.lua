@@ -1419,66 +1419,56 @@ end
 
 local out = {}
 local failure -- Redis's text of the first decision that failed (-1)
--- The decision under way (its arguments at ARGV[a], keys from K[k]), and
--- what it takes and answers: kept outside run() so that a failure knows.
-local a, k, done = 3, 1, 0
-local argc, nkeys, before, width
--- Every decision from the one under way on; an error (a key of the wrong
--- type...) stops it at that decision, which wrote nothing (checks run
--- before any write). One pcall for the batch, not one per decision.
-local function run()
-  while done < n do
-    argc = nil -- (an error before it is known is the call's, not a decision's)
-    local op = ARGV[a]
-    local cost = num(ARGV[a + 1])
-    local one = op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] ~= 'b'
-    if one then argc, nkeys = 7, 1 else argc, nkeys = decision_argc(a) end
-    before = #out
-    width = 5
-    if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) elseif op == 'k' then width = 7 end
-    if one then
-      decide_one(out, cost, a + 3, k)
-    elseif op == 'A' or op == 'P' then
-      decide_all(out, op, cost, num(ARGV[a + 2]), a + 3, k)
-    else
-      decide(out, op, cost, num(ARGV[a + 2]), a + 3, k)
+local a = 3
+local k = 1
+for _ = 1, n do
+  local op = ARGV[a]
+  local cost = num(ARGV[a + 1])
+  local one = op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] ~= 'b'
+  local argc, nkeys
+  if one then argc, nkeys = 7, 1 else argc, nkeys = decision_argc(a) end
+  local before = #out
+  local width = 5
+  if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) elseif op == 'k' then width = 7 end
+  -- A key of the wrong type (written by something else) fails only its own
+  -- decision, not the whole batch. Checks run before any write, so a failed
+  -- decision has changed nothing.
+  local ok, err
+  if one then
+    ok, err = pcall(decide_one, out, cost, a + 3, k)
+  elseif op == 'A' or op == 'P' then
+    ok, err = pcall(decide_all, out, op, cost, num(ARGV[a + 2]), a + 3, k)
+  else
+    ok, err = pcall(decide, out, op, cost, num(ARGV[a + 2]), a + 3, k)
+  end
+  if not ok then
+    for i = #out, before + 1, -1 do out[i] = nil end
+    local e = type(err) == 'table' and tostring(err.err) or tostring(err)
+    -- This node cannot write at all (a demoted master): fail the whole call
+    -- with Redis's own error so the daemon looks for the master. Nothing was
+    -- written by any decision of the call.
+    if string.find(e, 'READONLY', 1, true) or string.find(e, 'MASTERDOWN', 1, true) then
+      return redis.error_reply(string.match(e, '%u[%u_]+.*') or e)
     end
-    a = a + argc
-    k = k + nkeys
-    done = done + 1
+    -- The Redis user may not run a command (or touch a key) the decisions
+    -- need: every decision would fail the same way, so fail the call with a
+    -- NOPERM error the daemon reports, rather than one silent -1 each.
+    if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
+      return redis.error_reply('NOPERM ' .. (string.match(e, '^%u+ (.*)') or e))
+    end
+    -- A cluster that is down (a batch's undeclared keys are only checked
+    -- here): the whole call fails as CLUSTERDOWN, which the daemon retries.
+    if string.find(e, 'cluster is down', 1, true) then
+      return redis.error_reply('CLUSTERDOWN ' .. e)
+    end
+    local code = -1
+    if string.find(e, 'non local key', 1, true) then code = -2 end
+    if code == -1 and not failure then failure = e end
+    out[#out + 1] = code
+    for _ = 2, width do out[#out + 1] = 0 end
   end
-end
-while done < n do
-  local ok, err = pcall(run)
-  if ok then break end
-  if not argc then error(err, 0) end
-  for i = #out, before + 1, -1 do out[i] = nil end
-  local e = type(err) == 'table' and tostring(err.err) or tostring(err)
-  -- This node cannot write at all (a demoted master): fail the whole call
-  -- with Redis's own error so the daemon looks for the master. Nothing was
-  -- written by any decision of the call.
-  if string.find(e, 'READONLY', 1, true) or string.find(e, 'MASTERDOWN', 1, true) then
-    return redis.error_reply(string.match(e, '%u[%u_]+.*') or e)
-  end
-  -- The Redis user may not run a command (or touch a key) the decisions
-  -- need: every decision would fail the same way, so fail the call with a
-  -- NOPERM error the daemon reports, rather than one silent -1 each.
-  if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
-    return redis.error_reply('NOPERM ' .. (string.match(e, '^%u+ (.*)') or e))
-  end
-  -- A cluster that is down (a batch's undeclared keys are only checked
-  -- here): the whole call fails as CLUSTERDOWN, which the daemon retries.
-  if string.find(e, 'cluster is down', 1, true) then
-    return redis.error_reply('CLUSTERDOWN ' .. e)
-  end
-  local code = -1
-  if string.find(e, 'non local key', 1, true) then code = -2 end
-  if code == -1 and not failure then failure = e end
-  out[#out + 1] = code
-  for _ = 2, width do out[#out + 1] = 0 end
   a = a + argc
   k = k + nkeys
-  done = done + 1
 end
 if failure then out[#out + 1] = failure end
 return out
