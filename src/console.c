@@ -26,6 +26,7 @@
 #include <sys/time.h>
 
 #include "clients.h"
+#include "clock.h"
 #include "cmd.h"
 #include "config.h"
 #include "console_www.h"
@@ -370,12 +371,13 @@ static void state_reply(struct console *c, struct evhttp_request *req)
 	struct timeval tv;
 	gettimeofday(&tv, NULL);
 	double now = (double)tv.tv_sec + (double)tv.tv_usec / 1e6;
-	evbuffer_add_printf(
-		b,
-		"{\"version\":\"%s\",\"now\":%.3f,\"started\":%.3f,\"last_reload\":%.3f,"
-		"\"reloads_failed\":%llu,\"clients\":%zu,\"pending_overrides\":%zu,",
-		RATELIMITD_VERSION, now, stats.start_time, stats.last_reload_time,
-		stats.reloads_failed, server_nclients(c->srv), c->pending);
+	evbuffer_add_printf(b,
+			    "{\"version\":\"%s\",\"now\":%.3f,\"mono\":%.6f,\"started\":%.3f,"
+			    "\"last_reload\":%.3f,\"reloads_failed\":%llu,\"clients\":%zu,"
+			    "\"pending_overrides\":%zu,",
+			    RATELIMITD_VERSION, now, (double)clock_mono_us() / 1e6,
+			    stats.start_time, stats.last_reload_time, stats.reloads_failed,
+			    server_nclients(c->srv), c->pending);
 	state_store(b, c->srv, cfg);
 	state_actions(b, cfg);
 	state_top(b, cfg);

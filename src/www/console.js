@@ -110,7 +110,7 @@ function showTop(top) {
 function showActions(s) {
   const names = $("action-names");
   const seen = new Set();
-  const t = s.now;
+  const t = s.mono; // the daemon's monotonic clock: a step of its wall clock moves no rate
   for (const a of s.actions) {
     seen.add(a.name);
     let list = samples.get(a.name);
@@ -260,7 +260,7 @@ async function poll() {
       sessionStorage.removeItem("ratelimitd-token");
       say("error", "the daemon refused the token: enter it again");
     }
-    if (!last || s.now >= last.now) {
+    if (!last || s.started !== last.started || s.mono >= last.mono) {
       last = s;
       show(s);
     }

@@ -133,6 +133,8 @@ class ConsoleTest(DaemonTest):
         self.assertEqual(s["top"]["users"][0],
                          {"action": "login", "user": HAMMERER, "denied": 2, "requests": 7,
                           "over": 0})
+        # rates are taken over the daemon's monotonic clock
+        self.assertGreater(self.state()["mono"], s["mono"])
         # no token: no overrides, and why
         self.assertIsNone(s["overrides"])
         self.assertIn("no token", s["admin_why"])
