@@ -658,6 +658,9 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 {
 	int admin = caller ? caller->admin : 0;
 	slot->parsed_us = clock_mono_us();
+	/* when the store was asked: now, unless submit or a block follower
+	 * asks later (a trace's decider span starts there) */
+	slot->sent_us = slot->parsed_us;
 	if (trace_on()) { /* its decision traced or not (trace.h) */
 		trace_begin(&slot->trace, pc->traceparent, pc->traceparent_len);
 		slot->received_us = pc->received_us;

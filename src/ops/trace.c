@@ -121,8 +121,11 @@ void trace_configure(const struct config_tracing *c)
 	struct span *ring = calloc(cap, sizeof(*ring));
 	if (!ring)
 		return; /* the old queue stays */
-	/* the newest spans that fit move over */
+	/* the newest spans that fit move over, whole decisions only (a
+	 * decision's spans are queued together, its SERVER span first) */
 	size_t keep = T.n < cap ? T.n : cap;
+	while (keep > 0 && T.ring[(T.head + T.n - keep) % T.cap].child)
+		keep--;
 	for (size_t i = 0; i < keep; i++)
 		ring[i] = T.ring[(T.head + T.n - keep + i) % T.cap];
 	trace_spans_dropped += T.n - keep;
@@ -228,9 +231,8 @@ void trace_decision(const struct cmd_trace *t, const char *action, size_t alen, 
 	snprintf(name, sizeof(name), "ratelimitd.%s", source);
 	struct span *c = child(d, name, NS(asked), NS(end));
 	if (batch) {
-		/* the call may have gone before this request was asked (a
-		 * follower of a block) but not before the request came */
-		uint64_t sent = within(tt->batch_sent_us, start, end);
+		/* inside its parent: the call went after the store was asked */
+		uint64_t sent = within(tt->batch_sent_us, asked, end);
 		struct span *b = child(c, "ratelimitd.batch", NS(sent),
 				       NS(within(tt->batch_read_us, sent, end)));
 		b->batch_size = tt->batch_size;

@@ -61,9 +61,6 @@ struct trace_times {
 	uint64_t end_us;		       /* answered */
 };
 
-/* The most spans one decision makes. */
-#define TRACE_SPANS_PER_DECISION 4
-
 /* A traced decision's spans, queued together (dropped together, and
  * counted, when the queue is full). */
 void trace_decision(const struct cmd_trace *t, const char *action, size_t alen, int allowed,

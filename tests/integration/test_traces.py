@@ -196,7 +196,7 @@ class TracesTest(DaemonTest):
             self.assertEqual([s["name"] for s in under], ["ratelimitd.batch"], mine)
             t["batch"] = b = under[0]
             self.assertGreaterEqual(b["attrs"]["ratelimit.batch_size"], 1)
-            self.assertTrue(d["start"] <= b["start"] <= b["end"] <= c["end"], (c, b))
+            self.assertTrue(c["start"] <= b["start"] < b["end"] <= c["end"], (c, b))  # a real round trip
         else:
             self.assertEqual(under, [], mine)
         for s in t.values():
@@ -271,6 +271,12 @@ class TracesTest(DaemonTest):
         rls.call("web", [[("user", "alice")]], metadata=[("traceparent", traceparent())])
         t = self.tree(self.receiver.take(4, 10 * SLOW))
         self.assertEqual(t["decision"]["parent_id"], PARENT_ID)
+        self.assertEqual(t["decider"]["name"], "ratelimitd.redis")
+        # two descriptors: a MALLOW, one decision of the call's pairs
+        other = "%032x" % 5
+        rls.call("web", [[("user", "alice")], [("user", "bob")]],
+                 metadata=[("traceparent", traceparent(trace=other))])
+        t = self.tree(self.receiver.take(4, 10 * SLOW), other)
         self.assertEqual(t["decider"]["name"], "ratelimitd.redis")
 
     def test_sampled_without_a_parent_and_a_receiver_down(self):
