@@ -103,15 +103,12 @@ static void put_action(struct evbuffer *b, const char *name, const struct policy
 {
 	if (!a)
 		return;
-	for (int r = 1; r >= 0; r--) {
-		unsigned long long n = 0;
-		for (int f = 0; f < STATS_FROM_N; f++)
-			n += a->decisions[f][r];
-		evbuffer_add_printf(b, "%s{action=\"%s\",result=\"%s\"} %llu\n", name, p->name,
-				    r ? "allowed" : "denied", n);
-	}
+	unsigned long long allowed, denied;
+	view_action_totals(a, &allowed, &denied);
+	evbuffer_add_printf(b, "%s{action=\"%s\",result=\"allowed\"} %llu\n", name, p->name,
+			    allowed);
+	evbuffer_add_printf(b, "%s{action=\"%s\",result=\"denied\"} %llu\n", name, p->name, denied);
 }
-
 /*
  * One histogram's series: its cumulative buckets, +Inf, sum and count.
  * label: "" or one name="value" pair shared by every series.

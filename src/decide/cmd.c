@@ -286,15 +286,15 @@ static void store_done(void *arg, const struct store_result *res)
 static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
 		   const struct policy *p, const struct cmd_request *pc, struct cmd_slot *slot);
 static void shadow_setup(struct cmd_slot *slot, struct config *cfg, enum store_op op,
-			 const struct policy *p, const struct cmd_request *pc);
+			 const struct policy *p);
 
 /* An unlimited or blocked override: answered without the store. */
 static void answer_override(struct config *cfg, enum store_op op, const struct policy *p,
-			    const struct cmd_request *pc, struct cmd_slot *slot, int allowed)
+			    struct cmd_slot *slot, int allowed)
 {
 	slot->policy = p;
 	slot->op = op;
-	shadow_setup(slot, cfg, op, p, pc);
+	shadow_setup(slot, cfg, op, p);
 	decide_override(slot, cfg, p, allowed);
 }
 
@@ -789,8 +789,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 		case OVERRIDE_UNLIMITED:
 		case OVERRIDE_BLOCKED:
 			if (op != STORE_RESET) {
-				answer_override(cfg, op, p, pc, slot,
-						o->kind == OVERRIDE_UNLIMITED);
+				answer_override(cfg, op, p, slot, o->kind == OVERRIDE_UNLIMITED);
 				return;
 			}
 			break;
@@ -802,9 +801,8 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 /* Whether a denial is answered ALLOWED (shadow mode). (Every caller has
  * the user in the slot already, for its log line.) */
 static void shadow_setup(struct cmd_slot *slot, struct config *cfg, enum store_op op,
-			 const struct policy *p, const struct cmd_request *pc)
+			 const struct policy *p)
 {
-	(void)pc;
 	slot->shadow = op != STORE_RESET && !slot->own_policy && config_shadow(cfg, p);
 }
 
@@ -816,7 +814,7 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	slot->deny = NULL;
 	slot->sent_us = slot->parsed_us; /* submit runs inside cmd_execute */
 	slot->from_memory = store_local(env->store);
-	shadow_setup(slot, cfg, op, p, pc);
+	shadow_setup(slot, cfg, op, p);
 	/* Redis failing, the local fallback decides on what Redis would have */
 	slot->local = NULL;
 	if (env->local && op != STORE_RESET &&
