@@ -2,7 +2,7 @@
 """script_cost.py - what the decision script costs Redis, measured alone.
 
 Starts a throwaway redis-server on a free loopback port, loads
-src/lua/ratelimit.lua and sends EVALSHA calls that each decide BATCH
+src/store/lua/ratelimit.lua and sends EVALSHA calls that each decide BATCH
 decisions (the daemon's batch format, random users out of 100k), keeping
 DEPTH calls in flight. Prints Redis's CPU time per decision (from
 /proc/PID/stat) and the time INFO commandstats reports inside EVALSHA.
@@ -16,16 +16,24 @@ shape (the same keys and arguments, five integers back per decision) that
 only does a GET and a SET with an expiry per key: what any script doing a
 decision's least costs Redis. Rounds alternate between the two (--rounds).
 
+Decisions are sent as the daemon sends them (src/store/redis_script.c):
+the first of a call in full, the rest, of the same policy, as "=1";
+--long sends each in full (the floor gets the same arguments either way).
+
 usage: bench/script_cost.py [--algo funnel|sliding|fixed|counter] [--batch N] [--calls N]
-                            [--depth N] [--script PATH] [--floor] [--rounds N]
+                            [--depth N] [--script PATH] [--floor] [--rounds N] [--long]
+                            [--instructions]
 """
 
 import argparse
+import glob
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -91,7 +99,15 @@ def main():
     ap.add_argument("--script", default=os.path.join(HERE, "..", "src", "store", "lua", "ratelimit.lua"))
     ap.add_argument("--floor", action="store_true", help="also measure the floor script")
     ap.add_argument("--rounds", type=int, default=1, help="rounds (alternating with --floor)")
+    ap.add_argument("--long", action="store_true",
+                    help="every decision's arguments in full, as before the short form")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count Redis's instructions per decision under callgrind instead "
+                         "(the same from run to run; --calls defaults to 200)")
     o = ap.parse_args()
+    if o.instructions and "--calls" not in sys.argv:
+        o.calls = 200
+    cgdir = tempfile.mkdtemp(prefix="script-cost-") if o.instructions else None
 
     with open(o.script) as f:
         script = f.read()
@@ -99,10 +115,15 @@ def main():
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                              "--save", "", "--appendonly", "no", "--logfile", "/dev/null"])
+    server = ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+              "--save", "", "--appendonly", "no", "--logfile", "/dev/null"]
+    if o.instructions:
+        server = ["valgrind", "-q", "--tool=callgrind", "--instr-atstart=no",
+                  "--callgrind-out-file=%s/cg.out" % cgdir] + server
+    redis = subprocess.Popen(server)
+    results = {}
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + (60 if o.instructions else 10)
         while True:
             try:
                 conn = socket.create_connection(("127.0.0.1", port))
@@ -124,9 +145,11 @@ def main():
             cmds = []
             for _ in range(200):
                 keys, argv = [], ["0", str(o.batch)]
-                for _ in range(o.batch):
+                for i in range(o.batch):
                     keys.append("rl:{thr:u%d}:%s" % (rng.randrange(100000), suffix))
-                    argv += ["a", "1", "1"] + limit
+                    # as the daemon sends them: an ALLOW of the limit of the
+                    # ALLOW before it is "=<cost>" (--long: all in full)
+                    argv += ["=1"] if i > 0 and not o.long else ["a", "1", "1"] + limit
                 cmds.append(resp([b"EVALSHA", sha, str(len(keys))] + keys + argv))
             return cmds
 
@@ -138,6 +161,11 @@ def main():
                 if not isinstance(r, list) or len(r) != 5 * o.batch:
                     sys.exit("script_cost: unexpected reply %r" % (r,))
             call("CONFIG", "RESETSTAT")
+            if o.instructions:
+                for x in glob.glob(cgdir + "/cg.out*"):
+                    os.unlink(x)
+                callgrind("-i", "on")
+                callgrind("-z")
             cpu0, t0 = cpu_seconds(redis.pid), time.monotonic()
             sent = got = 0
             while got < o.calls:
@@ -147,14 +175,32 @@ def main():
                 read_reply(f)
                 got += 1
             cpu1, t1 = cpu_seconds(redis.pid), time.monotonic()
+            n = o.calls * o.batch
+            if o.instructions:
+                callgrind("-d")
+                callgrind("-i", "off")
+                total = 0
+                for x in glob.glob(cgdir + "/cg.out*"):
+                    with open(x, errors="replace") as dump:
+                        for ln in dump:
+                            if ln.startswith("summary:") or ln.startswith("totals:"):
+                                total = max(total, int(ln.split()[1]))
+                print("%s%s, %d decisions per call: %.0f instructions/decision in Redis"
+                      % (name, o.algo, o.batch, total / n))
+                results.setdefault(name, []).append(total / n)
+                return
             stats = call("INFO", "commandstats").decode()
             line = next(ln for ln in stats.splitlines() if ln.startswith("cmdstat_evalsha:"))
             usec_per_call = float(line.split("usec_per_call=")[1].split(",")[0])
-            n = o.calls * o.batch
+            results.setdefault(name, []).append((cpu1 - cpu0) * 1e6 / n)
             print("%s%s, %d decisions per call, %d in flight: Redis CPU %.2f us/decision, "
                   "inside EVALSHA %.2f us/decision, %.0f decisions/s"
                   % (name, o.algo, o.batch, o.depth, (cpu1 - cpu0) * 1e6 / n,
                      usec_per_call / o.batch, n / (t1 - t0)))
+
+        def callgrind(*args):
+            subprocess.run(["callgrind_control"] + list(args) + [str(redis.pid)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
 
         mine = commands(call("SCRIPT", "LOAD", script))
         floor = commands(call("SCRIPT", "LOAD", FLOOR)) if o.floor else None
@@ -162,9 +208,17 @@ def main():
             measure("", mine)
             if floor:
                 measure("floor ", floor)
+        if o.rounds > 1:
+            for name, v in results.items():
+                v = sorted(v)
+                print("%s%s: median %.2f, range %.2f-%.2f %s over %d rounds"
+                      % (name, o.algo, v[len(v) // 2], v[0], v[-1],
+                         "instructions" if o.instructions else "us", len(v)))
     finally:
         redis.terminate()
         redis.wait()
+        if cgdir:
+            shutil.rmtree(cgdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

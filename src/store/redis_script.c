@@ -217,12 +217,49 @@ static void redis_script_decision(struct redis_argv *a, const struct store_saved
 	}
 }
 
+/* A plain ALLOW of one limit (no ban, no wait, no block): what "=" may repeat. */
+static int redis_script_repeatable(const struct store_saved_request *sv)
+{
+	return sv->npairs == 0 && sv->op == STORE_ALLOW && sv->wait_ms <= 0 &&
+	       sv->block_want <= 0 && policy_nkeys(&sv->policy) == 1;
+}
+
+static int redis_argv_same(const struct redis_argv *a, int i, int j, int n)
+{
+	for (int q = 0; q < n; q++)
+		if (a->argl[i + q] != a->argl[j + q] ||
+		    memcmp(a->argv[i + q], a->argv[j + q], a->argl[i + q]) != 0)
+			return 0;
+	return 1;
+}
+
 void redis_script_args(struct redis_argv *a, const struct store_saved_request *const *reqs, int n)
 {
 	redis_argv_add(a, "0", 1);
 	redis_argv_num(a, n);
-	for (int j = 0; j < n; j++)
+	int limit_at = -1; /* the limit of the decision before, if "=" may repeat it */
+	for (int j = 0; j < n; j++) {
+		int at = a->argc;
+		size_t arena_at = a->arena_used;
 		redis_script_decision(a, reqs[j]);
+		if (!redis_script_repeatable(reqs[j])) {
+			limit_at = -1;
+			continue;
+		}
+		/* the same limit as the ALLOW before: "=<cost>", one argument
+		 * instead of seven (Redis parses, copies and frees each) */
+		if (limit_at >= 0 && redis_argv_same(a, limit_at, at + 3, 4)) {
+			a->argc = at;
+			a->arena_used = arena_at;
+			char *p = a->arena + a->arena_used;
+			p[0] = '=';
+			size_t len = 1 + decimal_put(p + 1, (uint64_t)reqs[j]->cost);
+			a->arena_used += len;
+			redis_argv_add(a, p, len);
+			continue;
+		}
+		limit_at = at + 3;
+	}
 }
 
 void redis_script_call(struct redis_argv *a, const char *cmd, const char *script, size_t script_len,

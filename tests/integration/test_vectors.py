@@ -4,6 +4,7 @@ injected through ARGV[1], which the daemon always sends as 0 (Redis TIME)."""
 
 import datetime
 import os
+import random
 import tempfile
 import unittest
 import zoneinfo
@@ -286,6 +287,113 @@ class LuaVectors(unittest.TestCase):
                 args += ["a", str(i + 1), "1", "s", "2", "2", "1000"]
             got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
             self.assertEqual(got, [1, 2, 1, 0, 1000, 1, 2, 0, 0, 1000, 0, 2, 2, -1, 0])
+
+    def test_short_form_batches_match_singles(self):
+        """Random batches in the daemon's form (an ALLOW of the one limit of
+        the ALLOW before it sent as "=<cost>", keys before or after the
+        arguments), with wrong-type keys failing decisions in the middle of
+        runs, answer and write what the same decisions one call each, every
+        argument given, do."""
+        rnd = random.Random(32)
+        policies = [  # one limit (runs, "=") and others
+            [("w", 3, 3, 1000)], [("w", 5, 5, 60000)], [("f", 3, 2, 1000)],
+            [("c", 4, 4, 1000)], [("s", 3, 3, 1000)], [("f", 1000000000, 1000000000, 1000)],
+            [("w", 3, 3, 1000), ("b", 2, 60000, 600000)], [("c", 2, 2, 1000), ("w", 5, 5, 60000)],
+        ]
+        users = ["u%d" % i for i in range(6)] + ["bad"]
+
+        def decision(rnd):
+            pi = rnd.randrange(len(policies))
+            if rnd.random() < 0.6:
+                pi = rnd.choice([0, 0, 2, 3, 5])  # long runs of one policy
+            op = rnd.choice(["a"] * 8 + ["p", "A"])
+            cost = rnd.choice([1, 1, 1, 2])
+            if op == "A":
+                pairs = [(rnd.choice(users), rnd.choice([0, 1, 3])) for _ in range(2)]
+                return ("A", cost, pairs)
+            return (op, cost, [(rnd.choice(users), pi)])
+
+        def keys_of(d):
+            out = []
+            for user, pi in d[2]:
+                out += ["v:{%s:%d}:%d" % (user, pi, i) for i in range(len(policies[pi]))]
+            return out
+
+        def full_args(d):
+            op, cost, pairs = d
+            if op == "A":
+                args = ["A", str(cost), str(len(pairs))]
+                for _, pi in pairs:
+                    args += ["0", str(len(policies[pi]))] + [str(x) for l in policies[pi] for x in l]
+                return args
+            pi = pairs[0][1]
+            return [op, str(cost), str(len(policies[pi]))] + [str(x) for l in policies[pi] for x in l]
+
+        def short_args(batch):  # redis_script_args's rule
+            out, before = [], None
+            for d in batch:
+                args = full_args(d)
+                one = d[0] == "a" and args[2] == "1"
+                if one and before is not None and args[3:] == before:
+                    out.append("=%d" % d[1])
+                    continue
+                before = args[3:] if one else None
+                out += args
+            return out
+
+        def state(r):
+            got = {}
+            for key in sorted(r.call("KEYS", "v:*")):
+                kind = r.call("TYPE", key)
+                if kind == "string":
+                    got[key] = r.call("GET", key)
+                elif kind == "zset":
+                    got[key] = r.call("ZRANGE", key, "0", "-1", "WITHSCORES")
+                else:
+                    got[key] = kind
+            return got
+
+        def fresh(r):
+            r.call("FLUSHALL")
+            for pi in range(len(policies)):  # "bad": keys of the wrong type
+                for i in range(len(policies[pi])):
+                    r.call("HSET", "v:{bad:%d}:%d" % (pi, i), "x", "1")
+
+        shorter = runs = 0
+        with self.redis.resp() as r:
+            sha = r.call("SCRIPT", "LOAD", self.script)
+            for trial in range(60):
+                batch = [decision(rnd) for _ in range(rnd.randrange(1, 40))]
+                now = 1000000000000 + trial * 7777777
+                fresh(r)
+                want, failures = [], 0
+                for d in batch:
+                    keys = keys_of(d)
+                    got = r.call("EVALSHA", sha, str(len(keys)), *keys, str(now), "1",
+                                 *full_args(d))
+                    if got[0] == -1:
+                        failures += 1
+                        got = got[:-1]  # Redis's text
+                    want += got
+                want_state = state(r)
+                keys = [k for d in batch for k in keys_of(d)]
+                args = short_args(batch)
+                shorter += len(args) < sum(len(full_args(d)) for d in batch)
+                runs += any(a.startswith("=") for a in args)
+                for after in (False, True):
+                    fresh(r)
+                    if after:
+                        got = r.call("EVALSHA", sha, "0", str(now), str(len(batch)), *args, *keys)
+                    else:
+                        got = r.call("EVALSHA", sha, str(len(keys)), *keys, str(now),
+                                     str(len(batch)), *args)
+                    if failures:
+                        self.assertIn(b"WRONGTYPE", got[-1])
+                        got = got[:-1]
+                    self.assertEqual(got, want, (trial, after, batch))
+                    self.assertEqual(state(r), want_state, (trial, after, batch))
+        self.assertGreater(shorter, 30)
+        self.assertGreater(runs, 30)
 
 
 if __name__ == "__main__":

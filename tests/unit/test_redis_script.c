@@ -157,6 +157,10 @@ static int is(const struct call *c, int i, const char *s)
  * how many arguments the decision takes, and how many keys. */
 static int decision_argc(const struct call *c, int a, int *nkeys)
 {
+	if (c->argl[a] > 1 && c->argv[a][0] == '=') {
+		*nkeys = 1;
+		return 1;
+	}
 	if (is(c, a, "A") || is(c, a, "P")) {
 		int n = 3, k = 0;
 		for (long g = 0; g < num(c, a + 2); g++) {
@@ -293,6 +297,55 @@ START_TEST(test_pairs_args)
 }
 END_TEST
 
+/* An ALLOW of the same one limit as the ALLOW just before is "=<cost>";
+ * anything else between (another limit, a ban, a wait, a block, another
+ * op) sends the next one in full again. Keys are unchanged. */
+START_TEST(test_repeats)
+{
+	struct policy f = make(POLICY_FUNNEL, 1, 0), w = make(POLICY_FIXED_WINDOW, 1, 0),
+		      b = make(POLICY_FIXED_WINDOW, 1, 1);
+	struct policy f2 = f;
+	f2.limits[0].count = 11;
+	struct store_saved_request sv[11];
+	saved(&sv[0], STORE_ALLOW, &f, "u0", 1);
+	saved(&sv[1], STORE_ALLOW, &f, "u1", 1);
+	saved(&sv[2], STORE_ALLOW, &f, "u2", 3);  /* another cost: still "=" */
+	saved(&sv[3], STORE_ALLOW, &f2, "u3", 1); /* another count */
+	saved(&sv[4], STORE_ALLOW, &w, "u4", 1);
+	saved(&sv[5], STORE_PEEK, &w, "u5", 1);
+	saved(&sv[6], STORE_ALLOW, &w, "u6", 1); /* after a PEEK: in full */
+	saved(&sv[7], STORE_ALLOW, &w, "u7", 1);
+	saved(&sv[8], STORE_ALLOW, &w, "u8", 1);
+	sv[8].wait_ms = 100;			 /* may wait: "d", in full */
+	saved(&sv[9], STORE_ALLOW, &b, "u9", 1); /* a ban: two keys, in full */
+	saved(&sv[10], STORE_ALLOW, &b, "u10", 1);
+	const struct store_saved_request *reqs[11];
+	for (int j = 0; j < 11; j++)
+		reqs[j] = &sv[j];
+	for (int keys_after = 0; keys_after <= 1; keys_after++) {
+		static struct call c;
+		call_init(&c);
+		redis_script_call(&c.a, "EVALSHA", "sha", 3, reqs, 11, keys_after);
+		int nkeys = keys_after ? 0 : (int)num(&c, 2);
+		ck_assert_int_eq(nkeys, keys_after ? 0 : 13);
+		char buf[1024];
+		joined(&c, 3 + nkeys, c.a.argc - (keys_after ? 13 : 0), buf, sizeof(buf));
+		ck_assert_str_eq(buf,
+				 "0 11 a 1 1 f 15 10 60000 =1 =3 a 1 1 f 15 11 60000 "
+				 "a 1 1 w 10 10 60000 p 1 1 w 10 10 60000 a 1 1 w 10 10 60000 =1 "
+				 "d 1 1 w 10 10 60000 100000 a 1 2 w 10 10 60000 b 3 60000 600000 "
+				 "a 1 2 w 10 10 60000 b 3 60000 600000");
+		/* the keys, one per limit, in order */
+		int k0 = keys_after ? c.a.argc - 13 : 3;
+		char key[KEYS_MAX];
+		size_t kl = keys_build(key, "rl:", 3, &f, 0, "u2", 2);
+		ck_assert(c.argl[k0 + 2] == kl && memcmp(c.argv[k0 + 2], key, kl) == 0);
+		kl = keys_build(key, "rl:", 3, &w, 0, "u7", 2);
+		ck_assert(c.argl[k0 + 7] == kl && memcmp(c.argv[k0 + 7], key, kl) == 0);
+	}
+}
+END_TEST
+
 /* The RESP form is what hiredis would send. */
 START_TEST(test_resp_format)
 {
@@ -326,6 +379,7 @@ int main(void)
 	tcase_add_test(tc, test_batch_keys_first);
 	tcase_add_test(tc, test_batch_keys_after);
 	tcase_add_test(tc, test_pairs_args);
+	tcase_add_test(tc, test_repeats);
 	tcase_add_test(tc, test_resp_format);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

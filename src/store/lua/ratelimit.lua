@@ -23,7 +23,11 @@
 --          (see delay_at);
 --          or, for one decision over several (user, action) pairs, op "A"
 --          (allow) or "P" (peek), cost, ngroups, then per group: shadow
---          (0/1), nlimits, its limits as above (see decide_all)
+--          (0/1), nlimits, its limits as above (see decide_all);
+--          or "=<cost>" alone: the decision before it again, an "a" of one
+--          limit (no ban), on the next key, with this cost (see
+--          repeat_cost; the daemon's short form, a seventh of the
+--          arguments Redis parses for a batch of one policy)
 -- KEYS     one key per limit, decision after decision; or, when no KEYS
 --          are given, the same keys as ARGV after the last decision's
 --          arguments (Redis Cluster batches: one call may then decide keys of
@@ -220,6 +224,7 @@ end
 
 -- Locals: a global lookup per call is measurable at 64 decisions per run.
 local floor, ceil, min, max = math.floor, math.ceil, math.min, math.max
+local rcall = redis.call
 
 -- Scores and times must be written as plain integers: tostring() would give
 -- "1.7e+15" and lose digits.
@@ -235,6 +240,20 @@ local function str(x)
   local v = strs[x]
   if not v then v = fmt(x); strs[x] = v end
   return v
+end
+
+-- A time (us) as a string that reads back as the same double: %.17g
+-- would do for any, but from 2^50 us (2005) to 2^53 a time's double is a
+-- whole number or quarters of one, and %d of it (and the quarter) is a
+-- fifth of what printf's exact %g costs.
+local quarter_fmts = {[0] = '%d', [0.25] = '%d.25', [0.5] = '%d.5', [0.75] = '%d.75'}
+local function time_str(x)
+  if x >= 1125899906842624 and x < 9007199254740992 then
+    local i = floor(x)
+    local qf = quarter_fmts[x - i]
+    if qf then return string.format(qf, i) end
+  end
+  return string.format('%.17g', x)
 end
 
 local function ceil_ms(us)
@@ -709,7 +728,7 @@ local function counter_check(key, capacity, count, period_ms, cost, algo, commit
   return r
 end
 
-local function counter_write(r, cur)
+local function counter_write(r, cur, reset)
   local f = r.f
   -- the value counts until the window after the next one ends (as prev)
   if r.nx > 0 then
@@ -728,7 +747,7 @@ local function counter_write(r, cur)
     end
     redis.call('SET', r.key, frame_id_str(f) .. ':' .. str(cur) .. ':' .. str(r.prev), 'PX', px)
   end
-  r.reset = counter_reset(r, cur, now)
+  r.reset = reset or counter_reset(r, cur, now)
 end
 
 local function counter_commit(r)
@@ -897,11 +916,26 @@ local algos = {
   b = {check = ban_check, commit = ban_commit},
 }
 
+-- "=<cost>", the daemon's short form of a decision: the decision before
+-- it again (a one-limit ALLOW, "a", given in full or as "=" itself), on
+-- the next key, with this cost. Its cost, or false for any other op; made
+-- once per call per string.
+local repeats = {}
+local function repeat_cost(op)
+  local c = repeats[op]
+  if c == nil then
+    c = string.byte(op) == 61 and tonumber(string.sub(op, 2)) or false
+    repeats[op] = c
+  end
+  return c
+end
+
 -- How many ARGV a decision starting at ARGV[a] takes, and how many keys.
 -- A decision over several pairs ("A", "P") has, after op and cost, the
 -- number of groups, then per group: shadow (0/1), nlimits, its limits.
 local function decision_argc(a)
   local op = ARGV[a]
+  if repeat_cost(op) then return 1, 1 end
   if op == 'A' or op == 'P' then
     local n, nkeys = 3, 0
     for _ = 1, tonumber(ARGV[a + 2]) do
@@ -1133,53 +1167,6 @@ local function decide(out, op, cost, nlimits, a, k)
   if op == 'k' then out[n + 6] = 0; out[n + 7] = 0 end
 end
 
--- fixed_check, fixed_commit and decide_one's answer for one fixed window
--- ("w"), without the table: the commonest decision.
-local function fixed_one(out, cost, count, period_ms, k)
-  local f = frames[period_ms]
-  if not f then f = frame_of('w', nil, period_ms) end
-  local key = K[k]
-  local used, nx, same, to_end = fixed_read(key, f, count)
-  local n = #out
-  if cost > count or used + cost > count then
-    local reset = 0
-    if nx > 0 or used > 0 then reset = keep_ms(f, nx, count, to_end, used) end
-    out[n + 1] = 0; out[n + 2] = count; out[n + 3] = max(0, count - used)
-    if cost > count then out[n + 4] = -1 else out[n + 4] = to_end end
-    out[n + 5] = reset
-    return
-  end
-  used = used + cost
-  local reset = keep_ms(f, nx, count, to_end, used)
-  write_fixed(key, f, nx, to_end, reset, used, same)
-  out[n + 1] = 1; out[n + 2] = count; out[n + 3] = count - used; out[n + 4] = 0
-  out[n + 5] = reset
-end
-
--- funnel_check, funnel_commit and decide_one's answer for one funnel
--- ("f"), without the table.
-local function funnel_one(out, cost, capacity, count, period_ms, k)
-  local key = K[k]
-  local interval = period_ms * 1000 / count
-  local tau = capacity * interval
-  local tat = tonumber(redis.call('GET', key))
-  if not tat or tat < now then tat = now end
-  local new_tat = tat + cost * interval
-  local n = #out
-  if cost <= capacity and new_tat - now <= tau + 1 then
-    redis.call('SET', key, string.format('%.17g', new_tat), 'PX',
-               str(max(1, ceil_ms(new_tat - now))))
-    out[n + 1] = 1; out[n + 2] = capacity
-    out[n + 3] = floor((tau - (new_tat - now)) / interval + 1e-6)
-    out[n + 4] = 0; out[n + 5] = ceil_ms(new_tat - now)
-    return
-  end
-  out[n + 1] = 0; out[n + 2] = capacity
-  out[n + 3] = max(0, floor((tau - (tat - now)) / interval + 1e-6))
-  if cost > capacity then out[n + 4] = -1 else out[n + 4] = ceil_ms(new_tat - now - tau) end
-  out[n + 5] = ceil_ms(tat - now)
-end
-
 -- The table decide_one's checks fill in place of one of their own (those
 -- that take it: one decision at a time uses it).
 local one_r = {}
@@ -1188,14 +1175,6 @@ local one_r = {}
 -- tables and loops several limits need.
 local function decide_one(out, cost, a, k)
   local algo = ARGV[a]
-  if algo == 'w' then
-    fixed_one(out, cost, num(ARGV[a + 2]), num(ARGV[a + 3]), k)
-    return
-  end
-  if algo == 'f' then
-    funnel_one(out, cost, num(ARGV[a + 1]), num(ARGV[a + 2]), num(ARGV[a + 3]), k)
-    return
-  end
   local impl = algos[algo]
   local capacity = ARGV[a + 1]
   if algo ~= 'W' and algo ~= 'C' then capacity = num(capacity) end
@@ -1417,58 +1396,264 @@ if #KEYS == 0 then
   for i = e, #ARGV do K[#K + 1] = ARGV[i] end
 end
 
+-- Runs: consecutive one-limit ALLOWs ("a" or "="; what the daemon's
+-- batches mostly hold), decided by one call of a run's function under one
+-- pcall instead of a dispatch and a pcall each. A run starts at ARGV[a]
+-- (keys from K[k], `left` decisions at most; p: where the limit of the
+-- last ALLOW given in full starts, which "=" repeats) and returns where it
+-- stopped, at the first decision of another shape. The policy's numbers
+-- are converted again only when their strings change. A run that fails
+-- leaves its earlier decisions answered (five integers each, written after
+-- the decision's last Redis call) and the failed one unwritten.
+
+-- One fixed window ("w"): fixed_check, fixed_commit and decide_one's
+-- answer without the table.
+local function fixed_run(out, a, k, left, p)
+  local cost_s, count_s, period_s, cost, count, f
+  local n = #out
+  repeat
+    local op = ARGV[a]
+    if op == 'a' then
+      p = a + 3
+      if ARGV[a + 1] ~= cost_s then cost_s = ARGV[a + 1]; cost = num(cost_s) end
+      a = a + 7
+    else
+      cost, cost_s = repeats[op] or repeat_cost(op), nil
+      a = a + 1
+    end
+    if ARGV[p + 2] ~= count_s or ARGV[p + 3] ~= period_s then
+      count_s, period_s = ARGV[p + 2], ARGV[p + 3]
+      count = num(count_s)
+      local period_ms = num(period_s)
+      f = frames[period_ms] or frame_of('w', nil, period_ms)
+    end
+    local key = K[k]
+    local used, nx, same, to_end = fixed_read(key, f, count)
+    if cost > count or used + cost > count then
+      local reset = 0
+      if nx > 0 or used > 0 then reset = keep_ms(f, nx, count, to_end, used) end
+      out[n + 1] = 0; out[n + 2] = count; out[n + 3] = max(0, count - used)
+      if cost > count then out[n + 4] = -1 else out[n + 4] = to_end end
+      out[n + 5] = reset
+    else
+      used = used + cost
+      local reset = keep_ms(f, nx, count, to_end, used)
+      write_fixed(key, f, nx, to_end, reset, used, same)
+      out[n + 1] = 1; out[n + 2] = count; out[n + 3] = count - used; out[n + 4] = 0
+      out[n + 5] = reset
+    end
+    n, k, left = n + 5, k + 1, left - 1
+    op = ARGV[a]
+  until left == 0 or not (repeats[op] or op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] == 'w')
+  return a, k, p
+end
+
+-- One funnel ("f"): funnel_check, funnel_commit and decide_one's answer
+-- without the table.
+local function funnel_run(out, a, k, left, p)
+  local cost_s, cap_s, count_s, period_s, cost, capacity, interval, tau
+  local n = #out
+  repeat
+    local op = ARGV[a]
+    if op == 'a' then
+      p = a + 3
+      if ARGV[a + 1] ~= cost_s then cost_s = ARGV[a + 1]; cost = num(cost_s) end
+      a = a + 7
+    else
+      cost, cost_s = repeats[op] or repeat_cost(op), nil
+      a = a + 1
+    end
+    if ARGV[p + 1] ~= cap_s or ARGV[p + 2] ~= count_s or ARGV[p + 3] ~= period_s then
+      cap_s, count_s, period_s = ARGV[p + 1], ARGV[p + 2], ARGV[p + 3]
+      capacity = num(cap_s)
+      interval = num(period_s) * 1000 / num(count_s)
+      tau = capacity * interval
+    end
+    local key = K[k]
+    local tat = tonumber(rcall('GET', key))
+    if not tat or tat < now then tat = now end
+    local new_tat = tat + cost * interval
+    if cost <= capacity and new_tat - now <= tau + 1 then
+      local reset = ceil_ms(new_tat - now)
+      rcall('SET', key, time_str(new_tat), 'PX', str(max(1, reset)))
+      out[n + 1] = 1; out[n + 2] = capacity
+      out[n + 3] = floor((tau - (new_tat - now)) / interval + 1e-6)
+      out[n + 4] = 0; out[n + 5] = reset
+    else
+      out[n + 1] = 0; out[n + 2] = capacity
+      out[n + 3] = max(0, floor((tau - (tat - now)) / interval + 1e-6))
+      if cost > capacity then out[n + 4] = -1 else out[n + 4] = ceil_ms(new_tat - now - tau) end
+      out[n + 5] = ceil_ms(tat - now)
+    end
+    n, k, left = n + 5, k + 1, left - 1
+    op = ARGV[a]
+  until left == 0 or not (repeats[op] or op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] == 'f')
+  return a, k, p
+end
+
+-- One sliding window counter ("c"): counter_check, counter_commit and
+-- decide_one's answer with one table for the helpers they share. An
+-- allowed decision's reset depends on its frame and its count only (when
+-- nothing is counted ahead): made once per call per count.
+local function counter_run(out, a, k, left, p)
+  local cost_s, count_s, period_s, cost, count, f, e, resets
+  local r = one_r
+  local n = #out
+  repeat
+    local op = ARGV[a]
+    if op == 'a' then
+      p = a + 3
+      if ARGV[a + 1] ~= cost_s then cost_s = ARGV[a + 1]; cost = num(cost_s) end
+      a = a + 7
+    else
+      cost, cost_s = repeats[op] or repeat_cost(op), nil
+      a = a + 1
+    end
+    if ARGV[p + 2] ~= count_s or ARGV[p + 3] ~= period_s then
+      count_s, period_s = ARGV[p + 2], ARGV[p + 3]
+      count = num(count_s)
+      local period_ms = num(period_s)
+      f = frames[period_ms] or frame_of('c', nil, period_ms)
+      e = floor((now - f.start) / 1000)
+      resets = f.resets
+      if not resets then resets = {}; f.resets = resets end
+    end
+    local key = K[k]
+    local cur, prev, nx = 0, 0, 0
+    local i, c, pv, nn = window_value(key)
+    if i == f.id then
+      cur, prev, nx = c, pv, nn
+    elseif i == f.prev then
+      cur, prev = nn, c
+    elseif i == f.prev2 then
+      prev = nn
+    end
+    local est = cur
+    if prev ~= 0 then est = cur + weighted(prev, f.p, e) end
+    r.key, r.limit, r.cur, r.prev, r.nx, r.cost, r.f, r.e, r.est, r.same =
+      key, count, cur, prev, nx, cost, f, e, est, i == f.id
+    if cost <= count and est + cost <= count then
+      local used = cur + cost
+      local reset = nx == 0 and prev == 0 and resets[used]
+      counter_write(r, used, reset)
+      out[n + 1] = 1; out[n + 2] = count; out[n + 3] = max(0, count - est - cost); out[n + 4] = 0
+      out[n + 5] = r.reset
+      if nx == 0 and prev == 0 then resets[used] = r.reset end
+    else
+      out[n + 1] = 0; out[n + 2] = count; out[n + 3] = max(0, count - est)
+      if cost > count then out[n + 4] = -1 else out[n + 4] = counter_wait(r, cur, count - cost) end
+      out[n + 5] = counter_reset(r, cur, now)
+    end
+    n, k, left = n + 5, k + 1, left - 1
+    op = ARGV[a]
+  until left == 0 or not (repeats[op] or op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] == 'c')
+  return a, k, p
+end
+
+local runs = {w = fixed_run, f = funnel_run, c = counter_run}
+
+-- Any other one limit (no ban): decide_one for each.
+local function one_run(out, a, k, left, p)
+  repeat
+    local op = ARGV[a]
+    local cost
+    if op == 'a' then
+      p, cost, a = a + 3, num(ARGV[a + 1]), a + 7
+    else
+      cost, a = repeats[op] or repeat_cost(op), a + 1
+    end
+    decide_one(out, cost, p, k)
+    k, left = k + 1, left - 1
+    op = ARGV[a]
+  until left == 0 or not (repeats[op] or op == 'a' and ARGV[a + 2] == '1' and
+                          not runs[ARGV[a + 3]] and ARGV[a + 3] ~= 'b')
+  return a, k, p
+end
+
 local out = {}
 local failure -- Redis's text of the first decision that failed (-1)
-local a = 3
-local k = 1
-for _ = 1, n do
+
+-- A decision that failed inside Redis (err: what pcall caught), its
+-- `width` integers already removed: its answer, -1 (or -2: keys not on
+-- this node) and zeros. Returns an error reply when the whole call must
+-- fail instead.
+local function failed(err, width)
+  local e = type(err) == 'table' and tostring(err.err) or tostring(err)
+  -- This node cannot write at all (a demoted master): fail the whole call
+  -- with Redis's own error so the daemon looks for the master. Nothing was
+  -- written by any decision of the call.
+  if string.find(e, 'READONLY', 1, true) or string.find(e, 'MASTERDOWN', 1, true) then
+    return redis.error_reply(string.match(e, '%u[%u_]+.*') or e)
+  end
+  -- The Redis user may not run a command (or touch a key) the decisions
+  -- need: every decision would fail the same way, so fail the call with a
+  -- NOPERM error the daemon reports, rather than one silent -1 each.
+  if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
+    return redis.error_reply('NOPERM ' .. (string.match(e, '^%u+ (.*)') or e))
+  end
+  -- A cluster that is down (a batch's undeclared keys are only checked
+  -- here): the whole call fails as CLUSTERDOWN, which the daemon retries.
+  if string.find(e, 'cluster is down', 1, true) then
+    return redis.error_reply('CLUSTERDOWN ' .. e)
+  end
+  local code = -1
+  if string.find(e, 'non local key', 1, true) then code = -2 end
+  if code == -1 and not failure then failure = e end
+  out[#out + 1] = code
+  for _ = 2, width do out[#out + 1] = 0 end
+  return nil
+end
+
+local a, k, d = 3, 1, 1
+local p -- where the limit of the last one-limit ALLOW given in full starts
+while d <= n do
   local op = ARGV[a]
-  local cost = num(ARGV[a + 1])
-  local one = op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] ~= 'b'
-  local argc, nkeys
-  if one then argc, nkeys = 7, 1 else argc, nkeys = decision_argc(a) end
-  local before = #out
-  local width = 5
-  if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) elseif op == 'k' then width = 7 end
-  -- A key of the wrong type (written by something else) fails only its own
-  -- decision, not the whole batch. Checks run before any write, so a failed
-  -- decision has changed nothing.
-  local ok, err
-  if one then
-    ok, err = pcall(decide_one, out, cost, a + 3, k)
-  elseif op == 'A' or op == 'P' then
-    ok, err = pcall(decide_all, out, op, cost, num(ARGV[a + 2]), a + 3, k)
+  local run
+  if repeat_cost(op) then
+    run = runs[ARGV[p]] or one_run
+  elseif op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] ~= 'b' then
+    run = runs[ARGV[a + 3]] or one_run
+  end
+  if run then
+    local before = #out
+    local ok, ra, rk, rp = pcall(run, out, a, k, n - d + 1, p)
+    local done = floor((#out - before) / 5)
+    for i = #out, before + 5 * done + 1, -1 do out[i] = nil end
+    d = d + done
+    if ok then
+      a, k, p = ra, rk, rp
+    else
+      -- past the decisions answered, and the one that failed (ra: why)
+      for _ = 0, done do
+        if ARGV[a] == 'a' then p, a = a + 3, a + 7 else a = a + 1 end
+        k = k + 1
+      end
+      d = d + 1
+      local reply = failed(ra, 5)
+      if reply then return reply end
+    end
   else
-    ok, err = pcall(decide, out, op, cost, num(ARGV[a + 2]), a + 3, k)
+    local cost = num(ARGV[a + 1])
+    local argc, nkeys = decision_argc(a)
+    local before = #out
+    local width = 5
+    if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) elseif op == 'k' then width = 7 end
+    -- A key of the wrong type (written by something else) fails only its own
+    -- decision, not the whole batch. Checks run before any write, so a failed
+    -- decision has changed nothing.
+    local ok, err
+    if op == 'A' or op == 'P' then
+      ok, err = pcall(decide_all, out, op, cost, num(ARGV[a + 2]), a + 3, k)
+    else
+      ok, err = pcall(decide, out, op, cost, num(ARGV[a + 2]), a + 3, k)
+    end
+    if not ok then
+      for i = #out, before + 1, -1 do out[i] = nil end
+      local reply = failed(err, width)
+      if reply then return reply end
+    end
+    a, k, d = a + argc, k + nkeys, d + 1
   end
-  if not ok then
-    for i = #out, before + 1, -1 do out[i] = nil end
-    local e = type(err) == 'table' and tostring(err.err) or tostring(err)
-    -- This node cannot write at all (a demoted master): fail the whole call
-    -- with Redis's own error so the daemon looks for the master. Nothing was
-    -- written by any decision of the call.
-    if string.find(e, 'READONLY', 1, true) or string.find(e, 'MASTERDOWN', 1, true) then
-      return redis.error_reply(string.match(e, '%u[%u_]+.*') or e)
-    end
-    -- The Redis user may not run a command (or touch a key) the decisions
-    -- need: every decision would fail the same way, so fail the call with a
-    -- NOPERM error the daemon reports, rather than one silent -1 each.
-    if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
-      return redis.error_reply('NOPERM ' .. (string.match(e, '^%u+ (.*)') or e))
-    end
-    -- A cluster that is down (a batch's undeclared keys are only checked
-    -- here): the whole call fails as CLUSTERDOWN, which the daemon retries.
-    if string.find(e, 'cluster is down', 1, true) then
-      return redis.error_reply('CLUSTERDOWN ' .. e)
-    end
-    local code = -1
-    if string.find(e, 'non local key', 1, true) then code = -2 end
-    if code == -1 and not failure then failure = e end
-    out[#out + 1] = code
-    for _ = 2, width do out[#out + 1] = 0 end
-  end
-  a = a + argc
-  k = k + nkeys
 end
 if failure then out[#out + 1] = failure end
 return out
