@@ -288,6 +288,28 @@ class LuaVectors(unittest.TestCase):
             got = r.call("EVALSHA", sha, str(len(keys)), *keys, *args)
             self.assertEqual(got, [1, 2, 1, 0, 1000, 1, 2, 0, 0, 1000, 0, 2, 2, -1, 0])
 
+    def test_time_str_reads_back_the_same_double(self):
+        """The funnel's times, written by the script's time_str (%d and a
+        quarter instead of %.17g), read back as the same double: near now,
+        at the edges of its fast range and outside it."""
+        src = self.script
+        body = src[src.index("local quarter_fmts"):src.index("local function ceil_ms")]
+        probe = ("local floor = math.floor\n" + body +
+                 "local bad = {}\n"
+                 "for i = 1, #ARGV do\n"
+                 "  local x = tonumber(ARGV[i]) / 4\n"
+                 "  if tonumber(time_str(x)) ~= x then bad[#bad + 1] = ARGV[i] end\n"
+                 "end\n"
+                 "return bad\n")
+        rnd = random.Random(7)
+        quarters = [str(rnd.randrange(4 * 2 ** 50, 4 * 2 ** 53)) for _ in range(3000)]
+        quarters += [str(4 * 2 ** 50 + d) for d in range(-8, 9)]
+        quarters += [str(4 * 2 ** 53 + d) for d in range(-8, 9, 4)]
+        quarters += [str(4 * 1800000000000000 + rnd.randrange(4 * 10 ** 9)) for _ in range(2000)]
+        quarters += [str(rnd.randrange(0, 4 * 2 ** 40)) for _ in range(500)]
+        with self.redis.resp() as r:
+            self.assertEqual(r.call("EVAL", probe, "0", *quarters), [])
+
     def test_short_form_batches_match_singles(self):
         """Random batches in the daemon's form (an ALLOW of the one limit of
         the ALLOW before it sent as "=<cost>", keys before or after the

@@ -410,8 +410,8 @@ local function funnel_check(key, capacity, count, period_ms, cost)
 end
 
 local function funnel_commit(r)
-  -- %.17g round-trips the double exactly, so no drift accumulates
-  redis.call('SET', r.key, string.format('%.17g', r.new_tat), 'PX',
+  -- time_str round-trips the double exactly, so no drift accumulates
+  redis.call('SET', r.key, time_str(r.new_tat), 'PX',
              str(max(1, ceil_ms(r.new_tat - now))))
   r.remaining = r.after_remaining
   r.reset = ceil_ms(r.new_tat - now)
@@ -891,7 +891,7 @@ local function funnel_refund(r, amount, _)
   local tat = max(now, r.tat - amount * r.interval)
   if r.tat > now then -- the key holds a TAT ahead of now
     if tat > now then
-      redis.call('SET', r.key, string.format('%.17g', tat), 'PX', max(1, ceil_ms(tat - now)))
+      redis.call('SET', r.key, time_str(tat), 'PX', str(max(1, ceil_ms(tat - now))))
     else
       redis.call('DEL', r.key)
     end
