@@ -20,8 +20,8 @@ const struct hist_bounds stats_latency_bounds = {14,
 						 6,
 						 {50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000,
 						  50000, 100000, 250000, 500000, 1000000}};
-/* Up to store_redis.c's MAX_BATCH (64) requests in one call. */
-const struct hist_bounds stats_batch_bounds = {7, 0, {1, 2, 4, 8, 16, 32, 64}};
+/* Up to store_redis.c's MAX_BATCH (256) requests in one call. */
+const struct hist_bounds stats_batch_bounds = {9, 0, {1, 2, 4, 8, 16, 32, 64, 128, 256}};
 
 /*
  * Per-action counters: an open-addressing table by name that only grows

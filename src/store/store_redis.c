@@ -51,7 +51,7 @@
 #define FAILED_FRESH_US 2000000u
 /* Errors Redis answers to decisions are logged at most this often. */
 #define ERROR_LOG_US 10000000u
-#define MAX_BATCH 64
+#define MAX_BATCH 256
 _Static_assert(STORE_PAIRS_MAX + 1 <= MAX_BATCH, "a decision over several pairs fits in a call");
 
 struct store_redis;

@@ -197,14 +197,21 @@ def _decisions(cmd):
         n = int(argv[1])
         out = []
         pos, k = 2, 0
+        limits = None
         for _ in range(n):
-            op, nl = argv[pos].decode(), int(argv[pos + 2])
-            pos += 3
-            limits = []
-            for _ in range(nl):
-                limits.append((argv[pos].decode(), int(argv[pos + 1]), int(argv[pos + 2]),
-                               int(argv[pos + 3])))
-                pos += 4
+            if argv[pos].startswith(b"="):
+                # "=<cost>": the ALLOW before it again (one limit), next key
+                int(argv[pos][1:])
+                op, nl = "a", 1
+                pos += 1
+            else:
+                op, nl = argv[pos].decode(), int(argv[pos + 2])
+                pos += 3
+                limits = []
+                for _ in range(nl):
+                    limits.append((argv[pos].decode(), int(argv[pos + 1]), int(argv[pos + 2]),
+                                   int(argv[pos + 3])))
+                    pos += 4
             key = keys[k] if k < len(keys) else b""
             k += nl
             user = b""
