@@ -249,6 +249,47 @@ class PairsTest(DaemonTest):
                                "ALLOWED 5 3 0 60000",
                                "ALLOWED 5 4 0 60000 2"])
 
+    def test_runs_in_calls_of_up_to_256(self):
+        """1,200 pipelined ALLOWs on one Redis connection, mostly in runs of
+        one policy (sent as "=<cost>" after the first of a run) over 40
+        users, a sliding log and a funnel: every answer is what one at a
+        time would give, the keys hold exactly the allowed, and calls took
+        more than 128 decisions but never more than 256."""
+        self.start(policies={"s": "7/60s",
+                             "f": "{algorithm: funnel, capacity: 9, rate: 1/1d}"},
+                   redis_opts={"connections": 1})
+        rnd = random.Random(256)
+        reqs = []
+        while len(reqs) < 1200:
+            action = rnd.choice("sf")
+            for _ in range(rnd.randrange(1, 60)):
+                reqs.append("ALLOW u%d %s" % (rnd.randrange(40), action))
+        reqs = reqs[:1200]
+        before = scrape_metrics(self.mport)
+        replies = self.c.pipeline(reqs, timeout=30 * SLOW)
+        count, limit = {}, {"s": 7, "f": 9}
+        for req, reply in zip(reqs, replies):
+            _, user, action = req.split()
+            ok = count.get((user, action), 0) < limit[action]
+            if ok:
+                count[(user, action)] = count.get((user, action), 0) + 1
+            self.assertEqual(reply.split()[0], "ALLOWED" if ok else "DENIED", (req, reply))
+        for (user, action), n in count.items():
+            if action == "s":
+                self.assertEqual(self.card(action, user), n, user)
+        self.assertGreater(len([k for k in count if k[1] == "f" and count[k] == 9]), 5)
+        after = scrape_metrics(self.mport)
+
+        def delta(name):
+            return after.get(name, 0) - before.get(name, 0)
+        # every answer came from Redis but repeats of a denial (the deny cache)
+        cached = delta('ratelimitd_decisions_total{result="denied",source="cache"}')
+        self.assertEqual(delta("ratelimitd_store_batch_size_sum"), 1200 - cached)
+        calls = delta("ratelimitd_store_batch_size_count")
+        self.assertLess(delta('ratelimitd_store_batch_size_bucket{le="128"}'), calls,
+                        "no call of more than 128 decisions")
+        self.assertEqual(delta('ratelimitd_store_batch_size_bucket{le="256"}'), calls)
+
     def test_three_daemons_exact(self):
         """8 accounts on 4 addresses, 8 logins each, through 3 daemons and 12
         connections at once: per account 4, per address 6, for everyone 15.
