@@ -1405,6 +1405,10 @@ end
 -- are converted again only when their strings change. A run that fails
 -- leaves its earlier decisions answered (five integers each, written after
 -- the decision's last Redis call) and the failed one unwritten.
+-- The three runs below repeat their step (the op, the cost, where the
+-- next decision starts) and their test for the run going on, written out
+-- rather than called: a Lua call per decision for each cost Redis 1,200 to
+-- 2,100 instructions a decision (3-6%; bench/script_cost.py --instructions).
 
 -- One fixed window ("w"): fixed_check, fixed_commit and decide_one's
 -- answer without the table.
