@@ -126,7 +126,7 @@ struct stats {
 	struct hist batch_size;
 };
 
-/* 50 us to 1 s (in microseconds, shown as seconds); and 1 to 64 requests. */
+/* 50 us to 1 s (in microseconds, shown as seconds); and 1 to 256 requests. */
 extern const struct hist_bounds stats_latency_bounds, stats_batch_bounds;
 
 extern struct stats stats;

@@ -321,13 +321,14 @@ class LuaVectors(unittest.TestCase):
             [("w", 3, 3, 1000)], [("w", 5, 5, 60000)], [("f", 3, 2, 1000)],
             [("c", 4, 4, 1000)], [("s", 3, 3, 1000)], [("f", 1000000000, 1000000000, 1000)],
             [("w", 3, 3, 1000), ("b", 2, 60000, 600000)], [("c", 2, 2, 1000), ("w", 5, 5, 60000)],
+            [("f", 5, 3, 1000)],  # a third of a second a unit: times in quarters
         ]
         users = ["u%d" % i for i in range(6)] + ["bad"]
 
         def decision(rnd):
             pi = rnd.randrange(len(policies))
             if rnd.random() < 0.6:
-                pi = rnd.choice([0, 0, 2, 3, 5])  # long runs of one policy
+                pi = rnd.choice([0, 0, 2, 3, 5, 8])  # long runs of one policy
             op = rnd.choice(["a"] * 8 + ["p", "A"])
             cost = rnd.choice([1, 1, 1, 2])
             if op == "A":
@@ -386,7 +387,9 @@ class LuaVectors(unittest.TestCase):
             sha = r.call("SCRIPT", "LOAD", self.script)
             for trial in range(60):
                 batch = [decision(rnd) for _ in range(rnd.randrange(1, 40))]
-                now = 1000000000000 + trial * 7777777
+                # a time of today's size: the funnel's time written by
+                # time_str's fast path (from 2^50 us)
+                now = 1795000000000000 + trial * 7777777
                 fresh(r)
                 want, failures = [], 0
                 for d in batch:
