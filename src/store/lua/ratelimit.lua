@@ -1169,8 +1169,8 @@ local function decide(out, op, cost, nlimits, a, k)
   if op == 'k' then out[n + 6] = 0; out[n + 7] = 0 end
 end
 
--- The table decide_one's checks fill in place of one of their own (those
--- that take it: one decision at a time uses it).
+-- The table decide_one's checks (and counter_run's helpers) fill in place
+-- of one of their own: one decision at a time uses it.
 local one_r = {}
 
 -- The common decision, "a" on one limit (no ban): decide's, without the
@@ -1540,11 +1540,11 @@ local function counter_run(out, a, k, left, p)
       key, count, cur, prev, nx, cost, f, e, est, i == f.id
     if cost <= count and est + cost <= count then
       local used = cur + cost
-      local reset = nx == 0 and prev == 0 and resets[used]
-      counter_write(r, used, reset)
+      local cached = nx == 0 and prev == 0
+      counter_write(r, used, cached and resets[used])
       out[n + 1] = 1; out[n + 2] = count; out[n + 3] = max(0, count - est - cost); out[n + 4] = 0
       out[n + 5] = r.reset
-      if nx == 0 and prev == 0 then resets[used] = r.reset end
+      if cached then resets[used] = r.reset end
     else
       out[n + 1] = 0; out[n + 2] = count; out[n + 3] = max(0, count - est)
       if cost > count then out[n + 4] = -1 else out[n + 4] = counter_wait(r, cur, count - cost) end
