@@ -1,7 +1,8 @@
 /*
  * fuzz_reply.c - libFuzzer harness for decoding Redis replies to the decision
- * script (store_reply_decision in src/store/store_reply.c), behind hiredis's own
- * reply reader as the daemon uses it.
+ * script (store_reply_decision in src/store/store_reply.c), behind the reply
+ * reader the daemon uses (hiredis's parser building its objects in an arena,
+ * src/store/reply_arena.c), and that reader against hiredis's own.
  *
  * Input: byte 0 chooses how the rest is fed to the redisReader (whole, or in
  * chunks of 1..255 bytes, as replies arrive from a socket); the rest is what
@@ -18,7 +19,11 @@
  * out-of-memory crash in hiredis rather than in our code. The reader's
  * createArray is therefore wrapped to refuse more than MAX_ELEMENTS elements;
  * the reader then fails with an out-of-memory error, like a real failed
- * allocation would.
+ * allocation would, as the arena reader does past the same count.
+ *
+ * Both readers are fed the same chunks: each must hand out the same replies
+ * (type, integer, string bytes, elements, at every depth) and fail at the
+ * same point; a difference aborts.
  */
 #include <hiredis/hiredis.h>
 #include <limits.h>
@@ -27,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reply_arena.h"
 #include "store.h"
 #include "store_reply.h"
 
@@ -244,6 +250,27 @@ static void decode_all(const redisReply *rep, int depth)
 				decode_all(rep->element[i], depth + 1);
 }
 
+/* Whether two replies are the same tree. */
+static int same_reply(const redisReply *a, const redisReply *b, int depth)
+{
+	if (a->type != b->type || a->integer != b->integer || a->len != b->len ||
+	    a->elements != b->elements)
+		return 0;
+	if ((a->str == NULL) != (b->str == NULL))
+		return 0;
+	if (a->str && (memcmp(a->str, b->str, a->len) != 0 || a->str[a->len] != '\0'))
+		return 0;
+	if (depth > 16)
+		return 1;
+	for (size_t i = 0; i < a->elements; i++) {
+		if ((a->element[i] == NULL) != (b->element[i] == NULL))
+			return 0;
+		if (a->element[i] && !same_reply(a->element[i], b->element[i], depth + 1))
+			return 0;
+	}
+	return 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -268,25 +295,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fns.createArray = guarded_create_array;
 	r->fn = &fns;
 
+	redisReader *ar = reply_arena_reader_new();
+	check(ar != NULL, "out of memory");
+
 	size_t off = 0;
 	int failed = 0;
 	while (!failed && off < size) {
 		size_t k = size - off < chunk ? size - off : chunk;
-		if (redisReaderFeed(r, (const char *)data + off, k) != REDIS_OK)
+		int fed = redisReaderFeed(r, (const char *)data + off, k);
+		check(fed == redisReaderFeed(ar, (const char *)data + off, k),
+		      "the readers differ on a feed");
+		if (fed != REDIS_OK)
 			break;
 		off += k;
 		for (;;) {
-			void *reply = NULL;
-			if (redisReaderGetReply(r, &reply) != REDIS_OK) {
+			void *reply = NULL, *areply = NULL;
+			int got = redisReaderGetReply(r, &reply);
+			int agot = redisReaderGetReply(ar, &areply);
+			check(got == agot, "the readers differ on failing");
+			check((reply == NULL) == (areply == NULL), "the readers differ on a reply");
+			if (got != REDIS_OK) {
 				failed = 1; /* protocol error: the daemon drops the connection */
 				break;
 			}
 			if (!reply)
 				break;
-			decode_all(reply, 0);
+			check(same_reply(reply, areply, 0),
+			      "the arena's reply differs from hiredis's");
+			decode_all(areply, 0);
 			freeReplyObject(reply);
+			reply_arena_free(ar, areply);
 		}
 	}
+	reply_arena_reader_free(ar);
 	redisReaderFree(r);
 	return 0;
 }

@@ -24,8 +24,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "reply_arena.h"
 #include "stats.h"
-#include "store_reply.h"
 #include "tls.h"
 
 #define READ_CHUNK 16384
@@ -136,8 +136,7 @@ static void destroy(struct rlink *l)
 	}
 	if (p->state == LS_UP && p->on_disconnect)
 		p->on_disconnect(l, p->doomed_ok);
-	if (p->reader)
-		redisReaderFree(p->reader);
+	reply_arena_reader_free(p->reader);
 	tls_client_unref(p->tls);
 	free(p->obuf);
 	free(l->host);
@@ -356,7 +355,7 @@ static void deliver(struct rlink *l, redisReply *reply)
 		doom(l, 0,
 		     reply->type == REDIS_REPLY_ERROR && reply->str ? reply->str
 								    : "unexpected reply");
-		freeReplyObject(reply);
+		reply_arena_free(p->reader, reply);
 		return;
 	}
 	if (!cb->sticky) {
@@ -369,7 +368,7 @@ static void deliver(struct rlink *l, redisReply *reply)
 		cb->fn(l, reply, cb->privdata);
 	if (!cb->sticky)
 		free(cb);
-	freeReplyObject(reply);
+	reply_arena_free(p->reader, reply);
 	if (p->closing && p->owed == 0)
 		doom(l, 1, "");
 }
@@ -611,14 +610,13 @@ struct rlink *rlink_connect(struct event_base *base, const char *host, int port,
 	l->port = port;
 	l->host = host ? strdup(host) : NULL;
 	l->unix_path = unix_path ? strdup(unix_path) : NULL;
-	p->reader = redisReaderCreate();
+	p->reader = reply_arena_reader_new();
 	p->flush_ev = event_new(base, -1, 0, flush_cb, l);
 	if ((host && !l->host) || (unix_path && !l->unix_path) || !p->reader || !p->flush_ev) {
 		p->doomed_ok = 1;
 		destroy(l);
 		return NULL;
 	}
-	store_reply_guard_reader(p->reader);
 	p->tls = tls_client_ref(tls);
 	if (start(l) < 0) {
 		l->err = 1;

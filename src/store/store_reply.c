@@ -211,32 +211,3 @@ static int decision(const struct redisReply *rep, unsigned long first, unsigned 
 	out->reset_ms = v[4];
 	return 0;
 }
-
-/*
- * hiredis 0.14 allocates an array as soon as it reads "*N", for any N: a
- * broken or hostile peer announcing *2147483647 would make us allocate 16 GiB
- * and then walk it. Our replies have at most a few hundred elements; larger
- * announcements are refused, which fails the connection.
- */
-#define MAX_REPLY_ELEMENTS 65536
-static redisReplyObjectFunctions guarded_fn;
-static void *(*hiredis_create_array)(const redisReadTask *, int);
-
-static void *guarded_create_array(const redisReadTask *task, int elements)
-{
-	if (elements > MAX_REPLY_ELEMENTS)
-		return NULL; /* the reader reports out of memory: the connection is dropped */
-	return hiredis_create_array(task, elements);
-}
-
-void store_reply_guard_reader(redisReader *r)
-{
-	if (!r || !r->fn)
-		return;
-	if (!hiredis_create_array) {
-		guarded_fn = *r->fn;
-		hiredis_create_array = r->fn->createArray;
-		guarded_fn.createArray = guarded_create_array;
-	}
-	r->fn = &guarded_fn;
-}

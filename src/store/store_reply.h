@@ -7,7 +7,6 @@
 #include "store.h"
 
 struct redisReply;
-struct redisReader;
 struct store_result;
 
 /* How many elements of the script's reply a decision takes: 5, 7 for one
@@ -48,9 +47,5 @@ enum store_error store_reply_error(const char *err, size_t len);
  * *to_len), or -1 for any other or malformed text.
  */
 int store_reply_redirect(const char *err, size_t len, int *slot, const char **to, size_t *to_len);
-
-/* Makes r refuse replies announcing more than 65536 elements instead of
- * allocating whatever a peer announces (hiredis 0.14 would). */
-void store_reply_guard_reader(struct redisReader *r);
 
 #endif
