@@ -19,10 +19,14 @@ decision's least costs Redis. Rounds alternate between the two (--rounds).
 Decisions are sent as the daemon sends them (src/store/redis_script.c):
 the first of a call in full, the rest, of the same policy, as "=1";
 --long sends each in full (the floor gets the same arguments either way).
+With --pairs N each decision is one over N pairs (MALLOW, Envoy's N
+descriptors), each pair one limit of the policy on a user of its own: the
+first in full, the rest as "~1"; figures are then per decision over pairs
+(the floor's: a GET and a SET per pair's key, 7 + 3N integers back).
 
 usage: bench/script_cost.py [--algo funnel|sliding|fixed|counter] [--batch N] [--calls N]
                             [--depth N] [--script PATH] [--floor] [--rounds N] [--long]
-                            [--instructions]
+                            [--instructions] [--pairs N]
 """
 
 import argparse
@@ -84,6 +88,25 @@ end
 return out
 """
 
+# The floor of decisions over pairs: ARGV[3] pairs a decision, a GET and a
+# SET per pair's key, 7 + 3 * pairs integers back per decision.
+FLOOR_PAIRS = """
+local n, m = tonumber(ARGV[2]), tonumber(ARGV[3])
+local out, k = {}, 1
+for _ = 1, n do
+  for _ = 1, m do
+    redis.call('GET', KEYS[k])
+    redis.call('SET', KEYS[k], '1:1', 'PX', 60000)
+    k = k + 1
+  end
+  local j = #out
+  out[j + 1] = 1; out[j + 2] = 1; out[j + 3] = 1; out[j + 4] = 0; out[j + 5] = 1
+  out[j + 6] = 1; out[j + 7] = 0
+  for g = 1, m do out[j + 5 + 3 * g] = 1; out[j + 6 + 3 * g] = 1; out[j + 7 + 3 * g] = 1 end
+end
+return out
+"""
+
 
 def cpu_seconds(pid):
     fields = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
@@ -101,6 +124,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=1, help="rounds (alternating with --floor)")
     ap.add_argument("--long", action="store_true",
                     help="every decision's arguments in full, as before the short form")
+    ap.add_argument("--pairs", type=int, default=0,
+                    help="decisions over this many pairs each (MALLOW; default 0: ALLOWs)")
     ap.add_argument("--instructions", action="store_true",
                     help="count Redis's instructions per decision under callgrind instead "
                          "(the same from run to run; --calls defaults to 200)")
@@ -140,11 +165,21 @@ def main():
 
         suffix, limit = POLICY[o.algo]
 
-        def commands(sha):
+        def commands(sha, floor=False):
             rng = random.Random(1)
             cmds = []
             for _ in range(200):
                 keys, argv = [], ["0", str(o.batch)]
+                if o.pairs:
+                    full = ["A", "1", str(o.pairs)] + (["0", "1"] + limit) * o.pairs
+                    for i in range(o.batch):
+                        for g in range(o.pairs):
+                            keys.append("rl:{thr%d:u%d}:%s" % (g, rng.randrange(100000), suffix))
+                        argv += ["~1"] if i > 0 and not o.long else full
+                    if floor:
+                        argv = ["0", str(o.batch), str(o.pairs)]
+                    cmds.append(resp([b"EVALSHA", sha, str(len(keys))] + keys + argv))
+                    continue
                 for i in range(o.batch):
                     keys.append("rl:{thr:u%d}:%s" % (rng.randrange(100000), suffix))
                     # as the daemon sends them: an ALLOW of the limit of the
@@ -158,7 +193,8 @@ def main():
             for c in cmds:  # warm-up, and a check that every decision came back
                 conn.sendall(c)
                 r = read_reply(f)
-                if not isinstance(r, list) or len(r) != 5 * o.batch:
+                width = 7 + 3 * o.pairs if o.pairs else 5
+                if not isinstance(r, list) or len(r) != width * o.batch:
                     sys.exit("script_cost: unexpected reply %r" % (r,))
             call("CONFIG", "RESETSTAT")
             if o.instructions:
@@ -203,7 +239,8 @@ def main():
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
 
         mine = commands(call("SCRIPT", "LOAD", script))
-        floor = commands(call("SCRIPT", "LOAD", FLOOR)) if o.floor else None
+        floor = (commands(call("SCRIPT", "LOAD", FLOOR_PAIRS if o.pairs else FLOOR), True)
+                 if o.floor else None)
         for _ in range(o.rounds):
             measure("", mine)
             if floor:

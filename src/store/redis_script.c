@@ -233,15 +233,43 @@ static int redis_argv_same(const struct redis_argv *a, int i, int j, int n)
 	return 1;
 }
 
+/* Appends "<c><cost>" (c '=' or '~'): a short form of one decision. */
+static void redis_argv_repeat(struct redis_argv *a, char c, int64_t cost)
+{
+	char *p = a->arena + a->arena_used;
+	p[0] = c;
+	size_t len = 1 + decimal_put(p + 1, (uint64_t)cost);
+	a->arena_used += len;
+	redis_argv_add(a, p, len);
+}
+
 void redis_script_args(struct redis_argv *a, const struct store_saved_request *const *reqs, int n)
 {
 	redis_argv_add(a, "0", 1);
 	redis_argv_num(a, n);
-	int limit_at = -1; /* the limit of the decision before, if "=" may repeat it */
+	int limit_at = -1;	       /* the limit of the decision before, if "=" may repeat it */
+	int all_at = -1, all_argc = 0; /* the last decision over pairs given in full */
 	for (int j = 0; j < n; j++) {
 		int at = a->argc;
 		size_t arena_at = a->arena_used;
 		redis_script_decision(a, reqs[j]);
+		if (reqs[j]->npairs > 0) {
+			/* the same op, groups and limits as the last one in full:
+			 * "~<cost>", one argument instead of 3 + 6 a pair of
+			 * Envoy's descriptors */
+			int argc = a->argc - at;
+			limit_at = -1;
+			if (all_at >= 0 && argc == all_argc && redis_argv_same(a, all_at, at, 1) &&
+			    redis_argv_same(a, all_at + 2, at + 2, argc - 2)) {
+				a->argc = at;
+				a->arena_used = arena_at;
+				redis_argv_repeat(a, '~', reqs[j]->cost);
+			} else {
+				all_at = at;
+				all_argc = argc;
+			}
+			continue;
+		}
 		if (!redis_script_repeatable(reqs[j])) {
 			limit_at = -1;
 			continue;
@@ -251,11 +279,7 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
 		if (limit_at >= 0 && redis_argv_same(a, limit_at, at + 3, 4)) {
 			a->argc = at;
 			a->arena_used = arena_at;
-			char *p = a->arena + a->arena_used;
-			p[0] = '=';
-			size_t len = 1 + decimal_put(p + 1, (uint64_t)reqs[j]->cost);
-			a->arena_used += len;
-			redis_argv_add(a, p, len);
+			redis_argv_repeat(a, '=', reqs[j]->cost);
 			continue;
 		}
 		limit_at = at + 3;

@@ -48,7 +48,9 @@ void redis_argv_num(struct redis_argv *a, int64_t v);
 /* Appends what follows the keys in a call deciding reqs[0..n):
  * "0" (`now`: the script reads Redis's TIME), n, then each decision's
  * arguments; a plain ALLOW of one limit (no ban, wait or block) whose limit
- * is that of the plain ALLOW just before it is "=<cost>" alone. */
+ * is that of the plain ALLOW just before it is "=<cost>" alone, and a
+ * decision over several pairs whose op, groups and limits are those of the
+ * last one given in full in the call is "~<cost>" alone. */
 void redis_script_args(struct redis_argv *a, const struct store_saved_request *const *reqs, int n);
 
 /*
@@ -57,7 +59,9 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
  *
  *   <cmd> <script> <numkeys> <key>... 0 <n> {<a|p|r> <cost> <nlimits>
  *                                          {<algo> <capacity> <count> <period_ms>}...
- *                                          [<reset channel> <tag>] | =<cost>}...
+ *                                          [<reset channel> <tag>] | =<cost> |
+ *                                          <A|P> <cost> <ngroups> {<shadow> <nlimits>
+ *                                          {<algo> ...}...}... | ~<cost>}...
  *
  * cmd is "EVALSHA" with the sha, or "EVAL" with the body. With keys_after
  * (a Redis Cluster batch over several slots) numkeys is 0 and the keys come

@@ -312,10 +312,11 @@ class LuaVectors(unittest.TestCase):
 
     def test_short_form_batches_match_singles(self):
         """Random batches in the daemon's form (an ALLOW of the one limit of
-        the ALLOW before it sent as "=<cost>", keys before or after the
-        arguments), with wrong-type keys failing decisions in the middle of
-        runs, answer and write what the same decisions one call each, every
-        argument given, do."""
+        the ALLOW before it sent as "=<cost>", a decision over pairs of the
+        groups of the last one in full as "~<cost>", keys before or after
+        the arguments), with wrong-type keys failing decisions in the middle
+        of runs, answer and write what the same decisions one call each,
+        every argument given, do."""
         rnd = random.Random(32)
         policies = [  # one limit (runs, "=") and others
             [("w", 3, 3, 1000)], [("w", 5, 5, 60000)], [("f", 3, 2, 1000)],
@@ -329,11 +330,16 @@ class LuaVectors(unittest.TestCase):
             pi = rnd.randrange(len(policies))
             if rnd.random() < 0.6:
                 pi = rnd.choice([0, 0, 2, 3, 5, 8])  # long runs of one policy
-            op = rnd.choice(["a"] * 8 + ["p", "A"])
+            op = rnd.choice(["a"] * 8 + ["p", "A", "A", "A", "P"])
             cost = rnd.choice([1, 1, 1, 2])
-            if op == "A":
-                pairs = [(rnd.choice(users), rnd.choice([0, 1, 3])) for _ in range(2)]
-                return ("A", cost, pairs)
+            if op in ("A", "P"):
+                # Envoy's shape (fixed windows: decide_all_fixed) half the
+                # time, often the same groups again ("~")
+                shape = rnd.choice([[0, 1], [0, 3], [1, 5], [0, 1, 5], [1, 1], [0, 0, 1]])
+                if rnd.random() < 0.5:
+                    shape = rnd.choice([[0, 1], [1, 5], [0, 1, 5]])
+                pairs = [(rnd.choice(users), pi) for pi in shape]
+                return (op, cost, pairs)
             return (op, cost, [(rnd.choice(users), pi)])
 
         def keys_of(d):
@@ -344,8 +350,8 @@ class LuaVectors(unittest.TestCase):
 
         def full_args(d):
             op, cost, pairs = d
-            if op == "A":
-                args = ["A", str(cost), str(len(pairs))]
+            if op in ("A", "P"):
+                args = [op, str(cost), str(len(pairs))]
                 for _, pi in pairs:
                     args += ["0", str(len(policies[pi]))] + [str(x) for l in policies[pi] for x in l]
                 return args
@@ -353,9 +359,17 @@ class LuaVectors(unittest.TestCase):
             return [op, str(cost), str(len(policies[pi]))] + [str(x) for l in policies[pi] for x in l]
 
         def short_args(batch):  # redis_script_args's rule
-            out, before = [], None
+            out, before, before_all = [], None, None
             for d in batch:
                 args = full_args(d)
+                if d[0] in ("A", "P"):
+                    before = None
+                    if before_all is not None and [args[0]] + args[2:] == before_all:
+                        out.append("~%d" % d[1])
+                        continue
+                    before_all = [args[0]] + args[2:]
+                    out += args
+                    continue
                 one = d[0] == "a" and args[2] == "1"
                 if one and before is not None and args[3:] == before:
                     out.append("=%d" % d[1])
@@ -382,7 +396,7 @@ class LuaVectors(unittest.TestCase):
                 for i in range(len(policies[pi])):
                     r.call("HSET", "v:{bad:%d}:%d" % (pi, i), "x", "1")
 
-        shorter = runs = 0
+        shorter = runs = alls = 0
         with self.redis.resp() as r:
             sha = r.call("SCRIPT", "LOAD", self.script)
             for trial in range(60):
@@ -405,6 +419,7 @@ class LuaVectors(unittest.TestCase):
                 args = short_args(batch)
                 shorter += len(args) < sum(len(full_args(d)) for d in batch)
                 runs += any(a.startswith("=") for a in args)
+                alls += any(a.startswith("~") for a in args)
                 for after in (False, True):
                     fresh(r)
                     if after:
@@ -419,6 +434,7 @@ class LuaVectors(unittest.TestCase):
                     self.assertEqual(state(r), want_state, (trial, after, batch))
         self.assertGreater(shorter, 30)
         self.assertGreater(runs, 30)
+        self.assertGreater(alls, 20)
 
 
 if __name__ == "__main__":

@@ -346,6 +346,65 @@ START_TEST(test_repeats)
 }
 END_TEST
 
+/* A decision over pairs whose op, groups and limits are those of the last
+ * one in full in the call is "~<cost>", whatever came between; another op
+ * (P after A), shadow flag or limit sends it in full, and that one is what
+ * a "~" after it repeats. */
+static void pairs_saved(struct store_saved_request *sv, struct store_saved_pair *sp,
+			enum store_op op, const struct policy *p0, const struct policy *p1,
+			int shadow1, const char *user, int64_t cost)
+{
+	saved(sv, op, p0, user, cost);
+	sp[0] = (struct store_saved_pair){.policy = *p0, .user_len = strlen(user)};
+	sp[1] = (struct store_saved_pair){
+		.policy = *p1, .shadow = shadow1, .user_len = strlen(user)};
+	memcpy(sp[0].user, user, sp[0].user_len);
+	memcpy(sp[1].user, user, sp[1].user_len);
+	sv->npairs = 2;
+	sv->pairs = sp;
+}
+
+START_TEST(test_pair_repeats)
+{
+	struct policy w = make(POLICY_FIXED_WINDOW, 1, 0), f = make(POLICY_FUNNEL, 1, 0);
+	struct policy w2 = w;
+	w2.limits[0].count = 11;
+	struct store_saved_request sv[8];
+	struct store_saved_pair sp[8][2];
+	pairs_saved(&sv[0], sp[0], STORE_ALLOW, &w, &f, 0, "u0", 1);
+	pairs_saved(&sv[1], sp[1], STORE_ALLOW, &w, &f, 0, "u1", 2);  /* "~2" */
+	saved(&sv[2], STORE_ALLOW, &w, "u2", 1);		      /* between: a plain ALLOW */
+	pairs_saved(&sv[3], sp[3], STORE_ALLOW, &w, &f, 0, "u3", 1);  /* still "~1" */
+	pairs_saved(&sv[4], sp[4], STORE_PEEK, &w, &f, 0, "u4", 1);   /* P: in full */
+	pairs_saved(&sv[5], sp[5], STORE_ALLOW, &w, &f, 0, "u5", 1);  /* A after P: in full */
+	pairs_saved(&sv[6], sp[6], STORE_ALLOW, &w, &f, 1, "u6", 1);  /* shadow: in full */
+	pairs_saved(&sv[7], sp[7], STORE_ALLOW, &w2, &f, 1, "u7", 1); /* another count */
+	const struct store_saved_request *reqs[8];
+	for (int j = 0; j < 8; j++)
+		reqs[j] = &sv[j];
+	for (int keys_after = 0; keys_after <= 1; keys_after++) {
+		static struct call c;
+		call_init(&c);
+		redis_script_call(&c.a, "EVALSHA", "sha", 3, reqs, 8, keys_after);
+		int nkeys = keys_after ? 0 : (int)num(&c, 2);
+		ck_assert_int_eq(nkeys, keys_after ? 0 : 15);
+		char buf[1024];
+		joined(&c, 3 + nkeys, c.a.argc - (keys_after ? 15 : 0), buf, sizeof(buf));
+		ck_assert_str_eq(buf, "0 8 A 1 2 0 1 w 10 10 60000 0 1 f 15 10 60000 ~2 "
+				      "a 1 1 w 10 10 60000 ~1 "
+				      "P 1 2 0 1 w 10 10 60000 0 1 f 15 10 60000 "
+				      "A 1 2 0 1 w 10 10 60000 0 1 f 15 10 60000 "
+				      "A 1 2 0 1 w 10 10 60000 1 1 f 15 10 60000 "
+				      "A 1 2 0 1 w 10 11 60000 1 1 f 15 10 60000");
+		/* the keys, one per limit, in order: u3's after u2's */
+		int k0 = keys_after ? c.a.argc - 15 : 3;
+		char key[KEYS_MAX];
+		size_t kl = keys_build(key, "rl:", 3, &w, 0, "u3", 2);
+		ck_assert(c.argl[k0 + 5] == kl && memcmp(c.argv[k0 + 5], key, kl) == 0);
+	}
+}
+END_TEST
+
 /* The RESP form is what hiredis would send. */
 START_TEST(test_resp_format)
 {
@@ -380,6 +439,7 @@ int main(void)
 	tcase_add_test(tc, test_batch_keys_after);
 	tcase_add_test(tc, test_pairs_args);
 	tcase_add_test(tc, test_repeats);
+	tcase_add_test(tc, test_pair_repeats);
 	tcase_add_test(tc, test_resp_format);
 	suite_add_tcase(s, tc);
 	return run_suite(s);

@@ -27,7 +27,9 @@
 --          or "=<cost>" alone: the decision before it again, an "a" of one
 --          limit (no ban), on the next key, with this cost (see
 --          repeat_cost; the daemon's short form, a seventh of the
---          arguments Redis parses for a batch of one policy)
+--          arguments Redis parses for a batch of one policy);
+--          or "~<cost>" alone: the last "A" or "P" given in full in this
+--          call again, on the next keys, with this cost (all_repeat_cost)
 -- KEYS     one key per limit, decision after decision; or, when no KEYS
 --          are given, the same keys as ARGV after the last decision's
 --          arguments (Redis Cluster batches: one call may then decide keys of
@@ -932,6 +934,23 @@ local function repeat_cost(op)
   return c
 end
 
+-- "~<cost>", the daemon's short form of a decision over several pairs:
+-- the last one given in full in this call ("A" or "P", its groups and
+-- their limits) again, on the next keys, with this cost. Its cost, or
+-- false for any other op; made once per call per string.
+local all_repeats = {}
+local function all_repeat_cost(op)
+  local c = all_repeats[op]
+  if c == nil then
+    c = string.byte(op) == 126 and tonumber(string.sub(op, 2)) or false
+    all_repeats[op] = c
+  end
+  return c
+end
+-- the last decision over several pairs given in full: where its op is,
+-- and how many keys it takes (decision_argc keeps them, in call order)
+local all_at, all_keys
+
 -- How many ARGV a decision starting at ARGV[a] takes, and how many keys.
 -- A decision over several pairs ("A", "P") has, after op and cost, the
 -- number of groups, then per group: shadow (0/1), nlimits, its limits.
@@ -945,7 +964,12 @@ local function decision_argc(a)
       n = n + 2 + 4 * nl
       nkeys = nkeys + nl
     end
+    all_at, all_keys = a, nkeys
     return n, nkeys
+  end
+  if all_repeat_cost(op) then
+    if not all_at then error('ERR "~" with no decision over several pairs before it') end
+    return 1, all_keys
   end
   local nl = tonumber(ARGV[a + 2])
   local n = 3 + 4 * nl
@@ -1396,6 +1420,7 @@ if #KEYS == 0 then
   for _ = 1, n do e = e + decision_argc(e) end
   K = {}
   for i = e, #ARGV do K[#K + 1] = ARGV[i] end
+  all_at = nil -- the decisions below find it again, in order
 end
 
 -- Runs: consecutive one-limit ALLOWs ("a" or "="; what the daemon's
@@ -1639,17 +1664,20 @@ while d <= n do
       if reply then return reply end
     end
   else
-    local cost = num(ARGV[a + 1])
     local argc, nkeys = decision_argc(a)
+    -- at: where the decision's op, cost and limits are (for "~", the
+    -- decision over pairs it repeats, with its own cost)
+    local at, cost = a, all_repeat_cost(op)
+    if cost then at, op = all_at, ARGV[all_at] else cost = num(ARGV[a + 1]) end
     local before = #out
     local width = 5
-    if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[a + 2]) elseif op == 'k' then width = 7 end
+    if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[at + 2]) elseif op == 'k' then width = 7 end
     -- A key of the wrong type (written by something else) fails only its own
     -- decision, not the whole batch. Checks run before any write, so a failed
     -- decision has changed nothing.
     local ok, err
     if op == 'A' or op == 'P' then
-      ok, err = pcall(decide_all, out, op, cost, num(ARGV[a + 2]), a + 3, k)
+      ok, err = pcall(decide_all, out, op, cost, num(ARGV[at + 2]), at + 3, k)
     else
       ok, err = pcall(decide, out, op, cost, num(ARGV[a + 2]), a + 3, k)
     end
