@@ -1225,23 +1225,30 @@ end
 -- when the decision is of another shape.
 -- (Its arrays are made once per call of the script: each decision writes
 -- the first ngroups entries before it reads them.)
+-- The groups' shape, counts and frames are read once per block of
+-- arguments (shape_at): "~" repeats the same block decision after decision.
 local fs, used, nx, same, to_end, count, remaining, reset, retry, ok =
   {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
+local shape_at, shape_ok
 local function decide_all_fixed(out, op, cost, ngroups, a, k)
-  local b = a
-  for _ = 1, ngroups do
-    if ARGV[b] ~= '0' or ARGV[b + 1] ~= '1' or ARGV[b + 2] ~= 'w' then return false end
-    b = b + 6
+  if a ~= shape_at then
+    shape_at, shape_ok = a, true
+    for g = 1, ngroups do
+      if ARGV[a] ~= '0' or ARGV[a + 1] ~= '1' or ARGV[a + 2] ~= 'w' then
+        shape_ok = false
+        break
+      end
+      local period_ms = num(ARGV[a + 5])
+      fs[g], count[g] = frames[period_ms] or frame_of('w', nil, period_ms), num(ARGV[a + 4])
+      a = a + 6
+    end
   end
+  if not shape_ok then return false end
   local all_ok = true
   for g = 1, ngroups do
-    local c, period_ms = num(ARGV[a + 4]), num(ARGV[a + 5])
-    local f = frames[period_ms]
-    if not f then f = frame_of('w', nil, period_ms) end
-    fs[g], count[g] = f, c
-    used[g], nx[g], same[g], to_end[g] = fixed_read(K[k + g - 1], f, c)
+    local c = count[g]
+    used[g], nx[g], same[g], to_end[g] = fixed_read(K[k + g - 1], fs[g], c)
     if cost > c or used[g] + cost > c then all_ok = false end
-    a = a + 6
   end
   local bind = 0
   if all_ok then
@@ -1601,6 +1608,17 @@ local function one_run(out, a, k, left, p)
   return a, k, p
 end
 
+-- A run of "~": consecutive repeats of the decision over pairs whose op
+-- is op and whose groups start at ARGV[at + 3], nkeys keys each, under one
+-- pcall; stops at the first decision of another shape.
+local function all_run(out, a, k, left, op, at, nkeys)
+  local ngroups = num(ARGV[at + 2])
+  repeat
+    decide_all(out, op, all_repeat_cost(ARGV[a]), ngroups, at + 3, k)
+    a, k, left = a + 1, k + nkeys, left - 1
+  until left == 0 or not all_repeat_cost(ARGV[a])
+end
+
 local out = {}
 local failure -- Redis's text of the first decision that failed (-1)
 
@@ -1676,7 +1694,20 @@ while d <= n do
     -- decision, not the whole batch. Checks run before any write, so a failed
     -- decision has changed nothing.
     local ok, err
-    if op == 'A' or op == 'P' then
+    if at ~= a then
+      -- "~": this one and the "~" after it in one run (all_run), its
+      -- decisions answered up to one that failed, which fails alone
+      ok, err = pcall(all_run, out, a, k, n - d + 1, op, at, nkeys)
+      local done = floor((#out - before) / width)
+      for i = #out, before + width * done + 1, -1 do out[i] = nil end
+      if not ok then
+        local reply = failed(err, width)
+        if reply then return reply end
+        done = done + 1
+      end
+      argc, nkeys, d = done, nkeys * done, d + done - 1
+      ok = true
+    elseif op == 'A' or op == 'P' then
       ok, err = pcall(decide_all, out, op, cost, num(ARGV[at + 2]), at + 3, k)
     else
       ok, err = pcall(decide, out, op, cost, num(ARGV[a + 2]), a + 3, k)
