@@ -7,6 +7,32 @@
 
 #include "tls.h"
 
+/* A saved request's pairs and their view, one block of n pairs; freed
+ * blocks are kept for the next of the same n (three pairs are 3 KB, past
+ * malloc's per-thread caches: Envoy's descriptors are one MALLOW each). The
+ * daemon is one thread. */
+#define PAIRS_SPARE_MAX 64
+static struct store_saved_pair *pairs_spare[STORE_PAIRS_MAX + 1][PAIRS_SPARE_MAX];
+static int pairs_nspare[STORE_PAIRS_MAX + 1];
+
+_Static_assert(sizeof(struct store_saved_pair) % _Alignof(struct store_pair) == 0,
+	       "the view follows the pairs, aligned");
+
+static struct store_saved_pair *pairs_alloc(int n)
+{
+	if (pairs_nspare[n] > 0)
+		return pairs_spare[n][--pairs_nspare[n]];
+	return malloc((size_t)n * (sizeof(struct store_saved_pair) + sizeof(struct store_pair)));
+}
+
+static void pairs_free(struct store_saved_pair *p, int n)
+{
+	if (p && n > 0 && n <= STORE_PAIRS_MAX && pairs_nspare[n] < PAIRS_SPARE_MAX)
+		pairs_spare[n][pairs_nspare[n]++] = p;
+	else
+		free(p);
+}
+
 int store_request_save(struct store_saved_request *sv, const struct store_request *req)
 {
 	sv->op = req->op;
@@ -42,12 +68,12 @@ int store_request_save(struct store_saved_request *sv, const struct store_reques
 	if (req->npairs <= 0)
 		return 0;
 	int n = req->npairs < STORE_PAIRS_MAX ? req->npairs : STORE_PAIRS_MAX;
-	sv->pairs = malloc((size_t)n * sizeof(*sv->pairs));
-	sv->view = malloc((size_t)n * sizeof(*sv->view));
-	if (!sv->pairs || !sv->view) {
+	sv->pairs = pairs_alloc(n);
+	if (!sv->pairs) {
 		store_request_release(sv);
 		return -1;
 	}
+	sv->view = (struct store_pair *)(sv->pairs + n);
 	for (int i = 0; i < n; i++) {
 		struct store_saved_pair *sp = &sv->pairs[i];
 		const struct store_pair *p = &req->pairs[i];
@@ -72,8 +98,7 @@ void store_request_release(struct store_saved_request *sv)
 	sv->text = NULL;
 	sv->user = sv->prefix = "";
 	sv->user_len = sv->prefix_len = 0;
-	free(sv->pairs);
-	free(sv->view);
+	pairs_free(sv->pairs, sv->npairs);
 	sv->pairs = NULL;
 	sv->view = NULL;
 	sv->npairs = 0;
