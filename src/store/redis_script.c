@@ -233,6 +233,39 @@ static int redis_argv_same(const struct redis_argv *a, int i, int j, int n)
 	return 1;
 }
 
+/* Whether a's limits encode as b's do, known without encoding them: the
+ * fields redis_script_limits reads are equal, and no limit is a calendar
+ * window's (its bounds come from the clock; those are compared encoded). */
+static int redis_script_limits_same(const struct policy *a, const struct policy *b)
+{
+	if (a->algo != b->algo || a->nlimits != b->nlimits || a->ban.after != b->ban.after)
+		return 0;
+	if (a->ban.after > 0 &&
+	    (a->ban.within_ms != b->ban.within_ms || a->ban.for_ms != b->ban.for_ms))
+		return 0;
+	for (int i = 0; i < a->nlimits; i++) {
+		const struct policy_limit *x = &a->limits[i], *y = &b->limits[i];
+		if (x->calendar != CALENDAR_NONE || y->calendar != CALENDAR_NONE ||
+		    x->capacity != y->capacity || x->count != y->count ||
+		    x->period_ms != y->period_ms)
+			return 0;
+	}
+	return 1;
+}
+
+/* Whether the decision over pairs b encodes as a does but for its cost. */
+static int redis_script_pairs_same(const struct store_saved_request *a,
+				   const struct store_saved_request *b)
+{
+	if (a->op != b->op || a->npairs != b->npairs)
+		return 0;
+	for (int j = 0; j < a->npairs; j++)
+		if (a->pairs[j].shadow != b->pairs[j].shadow ||
+		    !redis_script_limits_same(&a->pairs[j].policy, &b->pairs[j].policy))
+			return 0;
+	return 1;
+}
+
 /* Appends "<c><cost>" (c '=' or '~'): a short form of one decision. */
 static void redis_argv_repeat(struct redis_argv *a, char c, int64_t cost)
 {
@@ -249,16 +282,22 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
 	redis_argv_num(a, n);
 	int limit_at = -1;	       /* the limit of the decision before, if "=" may repeat it */
 	int all_at = -1, all_argc = 0; /* the last decision over pairs given in full */
+	const struct store_saved_request *all = NULL; /* ... and its request */
 	for (int j = 0; j < n; j++) {
 		int at = a->argc;
 		size_t arena_at = a->arena_used;
-		redis_script_decision(a, reqs[j]);
 		if (reqs[j]->npairs > 0) {
 			/* the same op, groups and limits as the last one in full:
 			 * "~<cost>", one argument instead of 3 + 6 a pair of
-			 * Envoy's descriptors */
-			int argc = a->argc - at;
+			 * Envoy's descriptors; known from the requests when it
+			 * can be, without encoding it first */
 			limit_at = -1;
+			if (all && redis_script_pairs_same(all, reqs[j])) {
+				redis_argv_repeat(a, '~', reqs[j]->cost);
+				continue;
+			}
+			redis_script_decision(a, reqs[j]);
+			int argc = a->argc - at;
 			if (all_at >= 0 && argc == all_argc && redis_argv_same(a, all_at, at, 1) &&
 			    redis_argv_same(a, all_at + 2, at + 2, argc - 2)) {
 				a->argc = at;
@@ -267,9 +306,11 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
 			} else {
 				all_at = at;
 				all_argc = argc;
+				all = reqs[j];
 			}
 			continue;
 		}
+		redis_script_decision(a, reqs[j]);
 		if (!redis_script_repeatable(reqs[j])) {
 			limit_at = -1;
 			continue;

@@ -405,6 +405,28 @@ START_TEST(test_pair_repeats)
 }
 END_TEST
 
+/* A calendar window's pairs are compared as encoded (their bounds come
+ * from the clock): the same again is still "~". */
+START_TEST(test_pair_repeats_calendar)
+{
+	struct policy m = make(POLICY_FIXED_WINDOW, 1, 0), f = make(POLICY_FUNNEL, 1, 0);
+	m.limits[0].calendar = CALENDAR_DAY;
+	m.limits[0].period_ms = 86400000;
+	struct store_saved_request sv[2];
+	struct store_saved_pair sp[2][2];
+	pairs_saved(&sv[0], sp[0], STORE_ALLOW, &m, &f, 0, "u0", 1);
+	pairs_saved(&sv[1], sp[1], STORE_ALLOW, &m, &f, 0, "u1", 1);
+	const struct store_saved_request *reqs[] = {&sv[0], &sv[1]};
+	static struct call c;
+	call_init(&c);
+	redis_script_call(&c.a, "EVALSHA", "sha", 3, reqs, 2, 0);
+	ck_assert_int_eq(c.a.argc, 3 + 4 + 2 + 3 + 2 * 6 + 1);
+	ck_assert_int_eq((int)c.argl[c.a.argc - 1], 2);
+	ck_assert(memcmp(c.argv[c.a.argc - 1], "~1", 2) == 0);
+	ck_assert(c.argl[3 + 4 + 2 + 3 + 2] == 1 && c.argv[3 + 4 + 2 + 3 + 2][0] == 'W');
+}
+END_TEST
+
 /* The RESP form is what hiredis would send. */
 START_TEST(test_resp_format)
 {
@@ -440,6 +462,7 @@ int main(void)
 	tcase_add_test(tc, test_pairs_args);
 	tcase_add_test(tc, test_repeats);
 	tcase_add_test(tc, test_pair_repeats);
+	tcase_add_test(tc, test_pair_repeats_calendar);
 	tcase_add_test(tc, test_resp_format);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
