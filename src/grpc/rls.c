@@ -16,18 +16,16 @@
 #include <string.h>
 
 #include "config.h"
+#include "decimal.h"
 #include "grpc.h"
 #include "grpc_pb.h"
+#include "rls_wire.h"
 
 /* envoy_lookup joins an entry's key and value in a buffer that size */
 _Static_assert(GRPC_MAX_MESSAGE <= ENVOY_ENTRY_MAX, "an entry always fits");
 
 typedef Envoy__Service__Ratelimit__V3__RateLimitRequest RlsRequest;
-typedef Envoy__Service__Ratelimit__V3__RateLimitResponse RlsResponse;
-typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__DescriptorStatus RlsStatus;
-typedef Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit RlsLimit;
 typedef Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor RlsDescriptor;
-typedef Envoy__Config__Core__V3__HeaderValue RlsHeader;
 
 /* What unpacking one request may take: a request of GRPC_MAX_MESSAGE
  * (64 KiB) of tiny entries unpacks to about 20 times its size. */
@@ -120,15 +118,6 @@ static size_t descriptor_user(const RlsDescriptor *d, size_t first, char *out)
 
 /* ---- the answer ---- */
 
-static RlsLimit *status_limit(RlsLimit *l, const struct envoy_limit *el)
-{
-	envoy__service__ratelimit__v3__rate_limit_response__rate_limit__init(l);
-	l->requests_per_unit = el->requests_per_unit;
-	l->unit = (Envoy__Service__Ratelimit__V3__RateLimitResponse__RateLimit__Unit)el->unit;
-	l->name = el->name ? el->name : (char *)"";
-	return l;
-}
-
 /* Seconds until the fixed window of unit ends (never 0), as
  * envoyproxy/ratelimit reports a window's reset. */
 static int64_t window_left_s(const struct envoy_limit *el, int64_t now_s)
@@ -137,35 +126,12 @@ static int64_t window_left_s(const struct envoy_limit *el, int64_t now_s)
 	return d > 0 ? d - now_s % d : 0;
 }
 
-struct answer {
-	RlsResponse resp;
-	RlsStatus st[RLS_MAX_DESCRIPTORS];
-	RlsStatus *stp[RLS_MAX_DESCRIPTORS];
-	RlsLimit lim[RLS_MAX_DESCRIPTORS];
-	Google__Protobuf__Duration reset[RLS_MAX_DESCRIPTORS];
-	RlsHeader hdr[4];
-	RlsHeader *hdrp[4];
-	char hval[4][24];
-};
-
-static void add_header(struct answer *a, const char *name, int64_t v)
-{
-	size_t i = a->resp.n_response_headers_to_add++;
-	envoy__config__core__v3__header_value__init(&a->hdr[i]);
-	snprintf(a->hval[i], sizeof(a->hval[i]), "%lld", (long long)v);
-	a->hdr[i].key = (char *)name;
-	a->hdr[i].value = a->hval[i];
-	a->hdrp[i] = &a->hdr[i];
-}
-
 /* Whether status s speaks for the headers rather than than: over the limit
  * first, then the least remaining. */
-static int tighter(const RlsStatus *s, const RlsStatus *than)
+static int tighter(const struct rls_wire_status *s, const struct rls_wire_status *than)
 {
-	int s_over =
-		s->code == ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
-	int t_over =
-		than->code == ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+	int s_over = s->code == RLS_WIRE_OVER_LIMIT;
+	int t_over = than->code == RLS_WIRE_OVER_LIMIT;
 	if (s_over != t_over)
 		return s_over;
 	return s->limit_remaining < than->limit_remaining;
@@ -174,18 +140,16 @@ static int tighter(const RlsStatus *s, const RlsStatus *than)
 size_t rls_encode(const struct rls_plan *plan, const struct cmd_result *res, int allowed,
 		  int headers, int64_t now_s, uint8_t *buf)
 {
-	static struct answer a; /* one thread: nothing of it outlives the call */
-	int hdr_at = -1;	/* the status the headers speak of */
-	envoy__service__ratelimit__v3__rate_limit_response__init(&a.resp);
-	a.resp.overall_code =
-		allowed ? ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK
-			: ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+	/* one thread: nothing of these outlives the call */
+	static struct rls_wire_status st[RLS_MAX_DESCRIPTORS];
+	static char hval[4][24];
+	struct rls_wire_header hdr[4];
+	int nhdr = 0;
+	int hdr_at = -1; /* the status the headers speak of */
 	for (int i = 0; i < plan->n; i++) {
 		const struct rls_desc *d = &plan->d[i];
-		RlsStatus *s = &a.st[i];
-		envoy__service__ratelimit__v3__rate_limit_response__descriptor_status__init(s);
-		a.stp[i] = s;
-		s->code = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OK;
+		struct rls_wire_status *s = &st[i];
+		*s = (struct rls_wire_status){.code = RLS_WIRE_OK};
 		switch (d->kind) {
 		case RLS_NONE:
 			continue;
@@ -196,9 +160,10 @@ size_t rls_encode(const struct rls_plan *plan, const struct cmd_result *res, int
 		case RLS_COUNTED:
 			break;
 		}
-		s->current_limit = status_limit(&a.lim[i], d->limit);
-		google__protobuf__duration__init(&a.reset[i]);
-		s->duration_until_reset = &a.reset[i];
+		s->has_limit = 1;
+		s->requests_per_unit = d->limit->requests_per_unit;
+		s->unit = (int)d->limit->unit;
+		s->name = d->limit->name ? d->limit->name : "";
 		int over;
 		int64_t remaining, reset_ms;
 		const struct cmd_pair_result *pr =
@@ -233,35 +198,34 @@ size_t rls_encode(const struct rls_plan *plan, const struct cmd_result *res, int
 		if (d->kind == RLS_COUNTED && plan->cost == 0)
 			over = 0; /* a look (hits_addend 0) takes nothing: never over */
 		if (over)
-			s->code =
-				ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__CODE__OVER_LIMIT;
+			s->code = RLS_WIRE_OVER_LIMIT;
 		s->limit_remaining = remaining < 0	      ? 0
 				     : remaining > UINT32_MAX ? UINT32_MAX
 							      : (uint32_t)remaining;
 		/* when what the key holds is gone (a fixed window's end, in
 		 * the store's clock); a window not begun: a whole unit away */
-		a.reset[i].seconds =
+		s->reset_seconds =
 			reset_ms > 0 ? (reset_ms + 999) / 1000 : window_left_s(d->limit, now_s);
-		if (hdr_at < 0 || tighter(s, &a.st[hdr_at]))
+		if (hdr_at < 0 || tighter(s, &st[hdr_at]))
 			hdr_at = i;
 	}
-	a.resp.n_statuses = (size_t)plan->n;
-	a.resp.statuses = a.stp;
-	a.resp.response_headers_to_add = a.hdrp;
 	if (hdr_at >= 0 && headers != CONFIG_ENVOY_HEADERS_NONE) {
 		int x = headers == CONFIG_ENVOY_HEADERS_XRATELIMIT;
-		const RlsStatus *s = &a.st[hdr_at];
-		add_header(&a, x ? "X-RateLimit-Limit" : "RateLimit-Limit",
-			   s->current_limit->requests_per_unit);
-		add_header(&a, x ? "X-RateLimit-Remaining" : "RateLimit-Remaining",
-			   s->limit_remaining);
-		add_header(&a, x ? "X-RateLimit-Reset" : "RateLimit-Reset",
-			   s->duration_until_reset->seconds);
-		if (!allowed && res && res->retry_after_ms > 0)
-			add_header(&a, "Retry-After", (res->retry_after_ms + 999) / 1000);
+		const struct rls_wire_status *s = &st[hdr_at];
+		int64_t v[4] = {s->requests_per_unit, s->limit_remaining, s->reset_seconds,
+				res ? (res->retry_after_ms + 999) / 1000 : 0};
+		const char *names[4] = {x ? "X-RateLimit-Limit" : "RateLimit-Limit",
+					x ? "X-RateLimit-Remaining" : "RateLimit-Remaining",
+					x ? "X-RateLimit-Reset" : "RateLimit-Reset", "Retry-After"};
+		int n = !allowed && res && res->retry_after_ms > 0 ? 4 : 3;
+		for (; nhdr < n; nhdr++) {
+			hval[nhdr][decimal_put(hval[nhdr], (uint64_t)v[nhdr])] = '\0';
+			hdr[nhdr] = (struct rls_wire_header){names[nhdr], hval[nhdr]};
+		}
 	}
 	/* at most 64 statuses of at most 128 bytes (a name is at most 64), 4 headers */
-	return protobuf_c_message_pack(&a.resp.base, buf);
+	return rls_wire_response(allowed ? RLS_WIRE_OK : RLS_WIRE_OVER_LIMIT, st, plan->n, hdr,
+				 nhdr, buf);
 }
 
 /* The limit a descriptor carries, as a limit of its own; NULL with why. */
