@@ -1326,7 +1326,7 @@ static int redis_prepare(const struct bench_opts *o, const struct endpoints *eps
 	char why[ERR_TEXT_MAX];
 	if (link_open(&eps->redis, 0, &l, err, errlen) < 0)
 		return -1;
-	static char cmd[65536 + 256];
+	static char cmd[262144 + 256]; /* SCRIPT LOAD of the script (67 KB) */
 	char reply[256];
 	int rc = -1;
 	size_t n;

@@ -1,14 +1,17 @@
 /*
  * fuzz_rls.c - libFuzzer harness for Envoy's ShouldRateLimit, pure part
- * (src/grpc/rls.c): protobuf-c's unpack of a RateLimitRequest into the arena,
- * the lookup in envoy rules, the plan, and the answer for results taken
- * from the input.
+ * (src/grpc/rls.c): the RateLimitRequest read (src/grpc/rls_wire.c), the
+ * lookup in envoy rules, the plan, and the answer for results taken from
+ * the input.
  *
  * Input: byte 0 flags (bit 0 allowed, bits 1-2 headers, bit 3 per-pair
  * figures known), bytes 1-2 the remaining of every pair, then the message.
  * Invariants: the pairs are distinct, at most CMD_PAIRS_MAX, each the pair
  * of a counted descriptor; the answer decodes back with one status per
  * descriptor, and an overall code OVER_LIMIT exactly when it was denied.
+ * And the daemon's reader (src/grpc/rls_wire.c) takes the message exactly
+ * when protobuf-c's unpack does, with the same fields (strings as C reads
+ * protobuf-c's: up to a NUL).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@
 #include "fuzz_log.h"
 #include "grpc_pb.h"
 #include "rls.h"
+#include "rls_wire.h"
 
 const char *const fuzz_name = "fuzz_rls";
 
@@ -33,6 +37,45 @@ static const char RULES[] =
 	"    shadow_mode: true\n"
 	"    descriptors:\n"
 	"      - {key: user, rate_limit: {unit: day, requests_per_unit: 4}}\n";
+
+static int same_str(struct rls_wire_str a, const char *b)
+{
+	return a.len == strlen(b) && memcmp(a.s, b, a.len) == 0;
+}
+
+/* rls_wire_request_read against protobuf-c's unpack of the same bytes. */
+static void same_request(const uint8_t *msg, size_t len)
+{
+	static struct rls_wire_request w;
+	int ours = rls_wire_request_read(msg, len, &w);
+	Envoy__Service__Ratelimit__V3__RateLimitRequest *r =
+		envoy__service__ratelimit__v3__rate_limit_request__unpack(NULL, len, msg);
+	check((ours == 0) == (r != NULL), "the reader takes what protobuf-c takes");
+	if (!r)
+		return;
+	check(same_str(w.domain, r->domain), "domain");
+	check(w.hits_addend == r->hits_addend, "hits_addend");
+	check(w.n_descriptors == r->n_descriptors, "descriptors");
+	for (size_t i = 0; i < r->n_descriptors && i < RLS_WIRE_MAX_DESCRIPTORS; i++) {
+		const struct rls_wire_descriptor *d = &w.d[i];
+		const Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor *pd =
+			r->descriptors[i];
+		check(d->n_entries == pd->n_entries, "entries");
+		for (size_t j = 0; j < pd->n_entries && j < RLS_WIRE_MAX_ENTRIES; j++)
+			check(same_str(d->entries[j].key, pd->entries[j]->key) &&
+				      same_str(d->entries[j].value, pd->entries[j]->value),
+			      "an entry");
+		check(d->has_limit == (pd->limit != NULL), "a limit");
+		if (pd->limit)
+			check(d->requests_per_unit == pd->limit->requests_per_unit &&
+				      d->unit == (int32_t)pd->limit->unit,
+			      "the limit's fields");
+		check(d->has_hits_addend == (pd->hits_addend != NULL), "a hits_addend");
+		if (pd->hits_addend)
+			check(d->hits_addend == pd->hits_addend->value, "its value");
+	}
+	envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(r, NULL);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -52,6 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int64_t remaining = data[1] | data[2] << 8;
 	data += 3;
 	size -= 3;
+	same_request(data, size);
 	enum grpc_status status;
 	const char *why;
 	if (rls_plan(&cfg, data, size, &plan, &status, &why) < 0) {

@@ -11,67 +11,37 @@
  */
 #include "rls.h"
 
-#include <protobuf-c/protobuf-c.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config.h"
 #include "decimal.h"
 #include "grpc.h"
-#include "grpc_pb.h"
 #include "rls_wire.h"
 
 /* envoy_lookup joins an entry's key and value in a buffer that size */
 _Static_assert(GRPC_MAX_MESSAGE <= ENVOY_ENTRY_MAX, "an entry always fits");
-
-typedef Envoy__Service__Ratelimit__V3__RateLimitRequest RlsRequest;
-typedef Envoy__Extensions__Common__Ratelimit__V3__RateLimitDescriptor RlsDescriptor;
-
-/* What unpacking one request may take: a request of GRPC_MAX_MESSAGE
- * (64 KiB) of tiny entries unpacks to about 20 times its size. */
-#define RLS_UNPACK_MAX (2 * 1024 * 1024)
-
-/* protobuf-c unpacks into this arena, emptied before each request: the
- * daemon has one thread, and nothing unpacked outlives rls_plan. */
-static struct {
-	size_t used;
-	_Alignas(16) unsigned char buf[RLS_UNPACK_MAX];
-} arena;
-
-static void *arena_alloc(void *data, size_t size)
-{
-	(void)data;
-	size = (size + 15) & ~(size_t)15;
-	if (size > sizeof(arena.buf) - arena.used)
-		return NULL; /* unpack fails: RESOURCE_EXHAUSTED */
-	void *p = arena.buf + arena.used;
-	arena.used += size;
-	return p;
-}
-
-static void arena_free(void *data, void *ptr)
-{
-	(void)data;
-	(void)ptr;
-}
+_Static_assert(RLS_WIRE_MAX_DESCRIPTORS >= RLS_MAX_DESCRIPTORS, "every descriptor taken is read");
+_Static_assert(RLS_WIRE_MAX_ENTRIES >= ENVOY_MAX_DEPTH, "every entry taken is read");
 
 /* ---- the descriptors' users ---- */
 
-static size_t put_escaped(char *out, size_t at, size_t cap, const char *s, int *fits)
+static size_t put_escaped(char *out, size_t at, size_t cap, struct rls_wire_str str, int *fits)
 {
 	static const char hex[] = "0123456789ABCDEF";
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		int plain = *p > 0x20 && *p < 0x7F && *p != '%' && *p != '|' && *p != '=';
+	const unsigned char *p = (const unsigned char *)str.s;
+	for (size_t i = 0; i < str.len; i++) {
+		int plain = p[i] > 0x20 && p[i] < 0x7F && p[i] != '%' && p[i] != '|' && p[i] != '=';
 		if (at + (plain ? 1 : 3) > cap) {
 			*fits = 0;
 			return at;
 		}
 		if (plain) {
-			out[at++] = (char)*p;
+			out[at++] = (char)p[i];
 		} else {
 			out[at++] = '%';
-			out[at++] = hex[*p >> 4];
-			out[at++] = hex[*p & 15];
+			out[at++] = hex[p[i] >> 4];
+			out[at++] = hex[p[i] & 15];
 		}
 	}
 	return at;
@@ -84,7 +54,7 @@ static size_t put_escaped(char *out, size_t at, size_t cap, const char *s, int *
  * hash of the whole (keyed with nothing secret: a collision only merges
  * two counters, and finding one takes 2^32 tries).
  */
-static size_t descriptor_user(const RlsDescriptor *d, size_t first, char *out)
+static size_t descriptor_user(const struct rls_wire_descriptor *d, size_t first, char *out)
 {
 	char whole[8192];
 	size_t n = 0;
@@ -92,10 +62,10 @@ static size_t descriptor_user(const RlsDescriptor *d, size_t first, char *out)
 	for (size_t i = first; i < d->n_entries && fits; i++) {
 		if (i > first && n < sizeof(whole))
 			whole[n++] = '|';
-		n = put_escaped(whole, n, sizeof(whole), d->entries[i]->key, &fits);
+		n = put_escaped(whole, n, sizeof(whole), d->entries[i].key, &fits);
 		if (fits && n < sizeof(whole))
 			whole[n++] = '=';
-		n = put_escaped(whole, n, sizeof(whole), d->entries[i]->value, &fits);
+		n = put_escaped(whole, n, sizeof(whole), d->entries[i].value, &fits);
 	}
 	if (fits && n <= KEYS_USER_MAX) {
 		memcpy(out, whole, n);
@@ -105,9 +75,9 @@ static size_t descriptor_user(const RlsDescriptor *d, size_t first, char *out)
 	uint64_t h = 14695981039346656037ull;
 	for (size_t i = first; i < d->n_entries; i++)
 		for (int part = 0; part < 2; part++) {
-			const char *s = part ? d->entries[i]->value : d->entries[i]->key;
-			for (; *s; s++)
-				h = (h ^ (unsigned char)*s) * 1099511628211ull;
+			struct rls_wire_str str = part ? d->entries[i].value : d->entries[i].key;
+			for (size_t j = 0; j < str.len; j++)
+				h = (h ^ (unsigned char)str.s[j]) * 1099511628211ull;
 			h = (h ^ 0xFF) * 1099511628211ull;
 		}
 	size_t keep = KEYS_USER_MAX - 18;
@@ -229,29 +199,30 @@ size_t rls_encode(const struct rls_plan *plan, const struct cmd_result *res, int
 }
 
 /* The limit a descriptor carries, as a limit of its own; NULL with why. */
-static const char *own_limit(struct rls_plan *plan, struct rls_desc *d, const RlsDescriptor *in,
-			     const char *domain, enum policy_algo algo)
+static const char *own_limit(struct rls_plan *plan, struct rls_desc *d,
+			     const struct rls_wire_descriptor *in, struct rls_wire_str domain,
+			     enum policy_algo algo)
 {
 	if (plan->nown == RLS_MAX_OWN)
 		return "at most 16 descriptors with a limit of their own per request";
 	struct envoy_limit *l = &plan->own[plan->nown];
-	int unit = in->limit->unit;
+	int unit = in->unit;
 	memset(l, 0, sizeof(*l));
 	/* envoy.type.v3.RateLimitUnit: SECOND (1) to YEAR (6), numbered as ours */
 	if (unit < ENVOY_UNIT_SECOND || unit > ENVOY_UNIT_YEAR)
 		return "a descriptor's limit needs a unit (SECOND to YEAR)";
-	if (in->limit->requests_per_unit > POLICY_MAX_COUNT)
+	if (in->requests_per_unit > POLICY_MAX_COUNT)
 		return "a descriptor's limit allows at most 1000000000 per unit";
 	l->unit = (enum envoy_unit)unit;
-	l->requests_per_unit = in->limit->requests_per_unit;
+	l->requests_per_unit = in->requests_per_unit;
 	struct policy *p = &l->policy;
 	/* one name per domain, unit and count: two limits carried for the
 	 * same entries never share a key (a funnel's has no window in it),
 	 * nor a cached denial */
 	uint32_t h = 2166136261u;
-	for (const char *s = domain; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	uint32_t extra[2] = {(uint32_t)unit, in->limit->requests_per_unit};
+	for (size_t i = 0; i < domain.len; i++)
+		h = (h ^ (unsigned char)domain.s[i]) * 16777619u;
+	uint32_t extra[2] = {(uint32_t)unit, in->requests_per_unit};
 	for (size_t i = 0; i < sizeof(extra); i++)
 		h = (h ^ ((const unsigned char *)extra)[i]) * 16777619u;
 	snprintf(p->name, sizeof(p->name), "envoy-override-%08x", h);
@@ -295,22 +266,19 @@ static void apply_replaces(struct rls_plan *rc)
 int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rls_plan *plan,
 	     enum grpc_status *status, const char **why)
 {
-	ProtobufCAllocator alloc = {arena_alloc, arena_free, NULL};
-	arena.used = 0;
+	/* one thread: nothing read outlives the plan but what it copies */
+	static struct rls_wire_request wreq;
+	struct rls_wire_request *req = &wreq;
 	static char users[CMD_PAIRS_MAX][KEYS_USER_MAX];
 	plan->n = plan->npairs = plan->nown = 0;
 	plan->unknown_domain = plan->zero_over = plan->charge = 0;
 	plan->cost = 0;
-	RlsRequest *req =
-		envoy__service__ratelimit__v3__rate_limit_request__unpack(&alloc, len, msg);
 	*status = GRPC_INVALID_ARGUMENT;
-	if (!req) {
-		if (arena.used + 4096 > sizeof(arena.buf))
-			*status = GRPC_RESOURCE_EXHAUSTED;
+	if (rls_wire_request_read(msg, len, req) < 0) {
 		*why = "cannot decode the RateLimitRequest";
 		return -1;
 	}
-	if (!req->domain[0]) {
+	if (req->domain.len == 0) {
 		*why = "rate limit domain must not be empty";
 		return -1;
 	}
@@ -323,11 +291,11 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 		return -1;
 	}
 	const struct envoy_domain *dom =
-		envoy_domain_find(cfg->envoy.rules, req->domain, strlen(req->domain));
+		envoy_domain_find(cfg->envoy.rules, req->domain.s, req->domain.len);
 	plan->unknown_domain = !dom;
 	plan->n = (int)req->n_descriptors;
 	for (int i = 0; i < plan->n; i++) {
-		const RlsDescriptor *in = req->descriptors[i];
+		const struct rls_wire_descriptor *in = &req->d[i];
 		struct rls_desc *d = &plan->d[i];
 		d->kind = RLS_NONE;
 		d->limit = NULL;
@@ -338,7 +306,9 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 			*why = "a descriptor has 1 to 16 entries";
 			return -1;
 		}
-		int charge = strcmp(in->entries[0]->key, RLS_CHARGE_KEY) == 0;
+		int charge =
+			in->entries[0].key.len == sizeof(RLS_CHARGE_KEY) - 1 &&
+			memcmp(in->entries[0].key.s, RLS_CHARGE_KEY, in->entries[0].key.len) == 0;
 		if (i > 0 && charge != plan->charge) {
 			*why = "a request's descriptors are all charged (" RLS_CHARGE_KEY
 			       " first) or none";
@@ -352,7 +322,7 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 		}
 		if (!dom)
 			continue; /* an unknown domain limits nothing (its overrides neither) */
-		if (in->limit) {
+		if (in->has_limit) {
 			*why = own_limit(plan, d, in, req->domain, cfg->envoy.algorithm);
 			if (*why)
 				return -1;
@@ -361,14 +331,14 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 			size_t ne = 0;
 			for (size_t j = (size_t)d->first; j < in->n_entries; j++)
 				e[ne++] = (struct envoy_entry){
-					in->entries[j]->key, strlen(in->entries[j]->key),
-					in->entries[j]->value, strlen(in->entries[j]->value)};
+					in->entries[j].key.s, in->entries[j].key.len,
+					in->entries[j].value.s, in->entries[j].value.len};
 			d->limit = envoy_lookup(dom, e, ne);
 		}
 		if (!d->limit)
 			continue;
-		d->cost = in->hits_addend ? in->hits_addend->value
-					  : (req->hits_addend ? req->hits_addend : 1);
+		d->cost = in->has_hits_addend ? in->hits_addend
+					      : (req->hits_addend ? req->hits_addend : 1);
 		d->kind = d->limit->unlimited		     ? RLS_UNLIMITED
 			  : d->limit->requests_per_unit == 0 ? RLS_ZERO
 							     : RLS_COUNTED;
@@ -390,7 +360,7 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 		plan->cost = d->cost;
 		have_cost = 1;
 		char user[KEYS_USER_MAX];
-		size_t ulen = descriptor_user(req->descriptors[i], (size_t)d->first, user);
+		size_t ulen = descriptor_user(&req->d[i], (size_t)d->first, user);
 		for (int p = 0; p < plan->npairs && !d->pair; p++) {
 			const struct rls_desc *o = &plan->d[plan->pair_desc[p]];
 			/* the same keys: one rule (or overrides of one unit) and user */

@@ -2,8 +2,8 @@
  * rls.h - Envoy's ShouldRateLimit, pure: a RateLimitRequest's bytes and
  * the envoy rules in, a plan out (what limit each descriptor has, and the
  * pairs to decide together); the plan and the decision in, the
- * RateLimitResponse's bytes out. No I/O and no heap (protobuf-c unpacks
- * into a static arena); fuzzed by fuzz/fuzz_rls.c. grpc_rls.c runs the plan.
+ * RateLimitResponse's bytes out. No I/O and no heap (the wire format is
+ * rls_wire.c's); fuzzed by fuzz/fuzz_rls.c. grpc_rls.c runs the plan.
  */
 #ifndef RL_RLS_H
 #define RL_RLS_H
