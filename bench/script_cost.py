@@ -88,10 +88,12 @@ end
 return out
 """
 
-# The floor of decisions over pairs: ARGV[3] pairs a decision, a GET and a
-# SET per pair's key, 7 + 3 * pairs integers back per decision.
+# The floor of decisions over pairs (the same keys and arguments as the
+# script gets; #KEYS / n pairs a decision): a GET and a SET per pair's key,
+# 7 + 3 * pairs integers back per decision.
 FLOOR_PAIRS = """
-local n, m = tonumber(ARGV[2]), tonumber(ARGV[3])
+local n = tonumber(ARGV[2])
+local m = #KEYS / n
 local out, k = {}, 1
 for _ = 1, n do
   for _ = 1, m do
@@ -165,7 +167,7 @@ def main():
 
         suffix, limit = POLICY[o.algo]
 
-        def commands(sha, floor=False):
+        def commands(sha):
             rng = random.Random(1)
             cmds = []
             for _ in range(200):
@@ -176,8 +178,6 @@ def main():
                         for g in range(o.pairs):
                             keys.append("rl:{thr%d:u%d}:%s" % (g, rng.randrange(100000), suffix))
                         argv += ["~1"] if i > 0 and not o.long else full
-                    if floor:
-                        argv = ["0", str(o.batch), str(o.pairs)]
                     cmds.append(resp([b"EVALSHA", sha, str(len(keys))] + keys + argv))
                     continue
                 for i in range(o.batch):
@@ -239,8 +239,7 @@ def main():
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
 
         mine = commands(call("SCRIPT", "LOAD", script))
-        floor = (commands(call("SCRIPT", "LOAD", FLOOR_PAIRS if o.pairs else FLOOR), True)
-                 if o.floor else None)
+        floor = commands(call("SCRIPT", "LOAD", FLOOR_PAIRS if o.pairs else FLOOR)) if o.floor else None
         for _ in range(o.rounds):
             measure("", mine)
             if floor:
