@@ -5,12 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "poison.h"
 #include "tls.h"
 
 /* A saved request's pairs and their view, one block of n pairs; freed
  * blocks are kept for the next of the same n (three pairs are 3 KB, past
  * malloc's per-thread caches: Envoy's descriptors are one MALLOW each). The
- * daemon is one thread. */
+ * daemon is one thread. A kept block is poisoned (poison.h) until reused. */
 #define PAIRS_SPARE_MAX 64
 static struct store_saved_pair *pairs_spare[STORE_PAIRS_MAX + 1][PAIRS_SPARE_MAX];
 static int pairs_nspare[STORE_PAIRS_MAX + 1];
@@ -18,19 +19,29 @@ static int pairs_nspare[STORE_PAIRS_MAX + 1];
 _Static_assert(sizeof(struct store_saved_pair) % _Alignof(struct store_pair) == 0,
 	       "the view follows the pairs, aligned");
 
+static size_t pairs_size(int n)
+{
+	return (size_t)n * (sizeof(struct store_saved_pair) + sizeof(struct store_pair));
+}
+
 static struct store_saved_pair *pairs_alloc(int n)
 {
-	if (pairs_nspare[n] > 0)
-		return pairs_spare[n][--pairs_nspare[n]];
-	return malloc((size_t)n * (sizeof(struct store_saved_pair) + sizeof(struct store_pair)));
+	if (pairs_nspare[n] > 0) {
+		struct store_saved_pair *p = pairs_spare[n][--pairs_nspare[n]];
+		RL_UNPOISON(p, pairs_size(n));
+		return p;
+	}
+	return malloc(pairs_size(n));
 }
 
 static void pairs_free(struct store_saved_pair *p, int n)
 {
-	if (p && n > 0 && n <= STORE_PAIRS_MAX && pairs_nspare[n] < PAIRS_SPARE_MAX)
+	if (p && n > 0 && n <= STORE_PAIRS_MAX && pairs_nspare[n] < PAIRS_SPARE_MAX) {
+		RL_POISON(p, pairs_size(n));
 		pairs_spare[n][pairs_nspare[n]++] = p;
-	else
+	} else {
 		free(p);
+	}
 }
 
 int store_request_save(struct store_saved_request *sv, const struct store_request *req)
