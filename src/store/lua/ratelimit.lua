@@ -920,33 +920,29 @@ local algos = {
   b = {check = ban_check, commit = ban_commit},
 }
 
--- "=<cost>", the daemon's short form of a decision: the decision before
--- it again (a one-limit ALLOW, "a", given in full or as "=" itself), on
--- the next key, with this cost. Its cost, or false for any other op; made
--- once per call per string.
-local repeats = {}
-local function repeat_cost(op)
-  local c = repeats[op]
-  if c == nil then
-    c = string.byte(op) == 61 and tonumber(string.sub(op, 2)) or false
-    repeats[op] = c
-  end
-  return c
+-- A short form's cost: an op of the marker byte and a cost gives the
+-- cost, any other op false; parsed once per call per string, into the
+-- cache the hot loops also read directly.
+local function short_form(marker)
+  local cache = {}
+  return function(op)
+    local c = cache[op]
+    if c == nil then
+      c = string.byte(op) == marker and tonumber(string.sub(op, 2)) or false
+      cache[op] = c
+    end
+    return c
+  end, cache
 end
 
+-- "=<cost>", the daemon's short form of a decision: the decision before
+-- it again (a one-limit ALLOW, "a", given in full or as "=" itself), on
+-- the next key, with this cost.
+local repeat_cost, repeats = short_form(61)
 -- "~<cost>", the daemon's short form of a decision over several pairs:
 -- the last one given in full in this call ("A" or "P", its groups and
--- their limits) again, on the next keys, with this cost. Its cost, or
--- false for any other op; made once per call per string.
-local all_repeats = {}
-local function all_repeat_cost(op)
-  local c = all_repeats[op]
-  if c == nil then
-    c = string.byte(op) == 126 and tonumber(string.sub(op, 2)) or false
-    all_repeats[op] = c
-  end
-  return c
-end
+-- their limits) again, on the next keys, with this cost.
+local all_repeat_cost = short_form(126)
 -- the last decision over several pairs given in full: where its op is,
 -- and how many keys it takes (decision_argc keeps them, in call order)
 local all_at, all_keys
