@@ -78,7 +78,9 @@ static int reference(const redisReply *rep, unsigned long first, long long v[5])
 		v[0] = v[1] = v[2] = v[3] = v[4] = 0;
 		return 0;
 	}
-	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[3] < -1 || v[4] < 0)
+	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[1] > STORE_REPLY_COUNT_MAX ||
+	    v[2] < -STORE_REPLY_COUNT_MAX || v[2] > STORE_REPLY_COUNT_MAX || v[3] < -1 ||
+	    v[3] > STORE_REPLY_MS_MAX || v[4] < 0 || v[4] > STORE_REPLY_MS_MAX)
 		return -1;
 	return 0;
 }
@@ -119,6 +121,9 @@ static void decode(const redisReply *rep, unsigned long first, unsigned long tot
 		check(res.limit >= 0, "limit >= 0");
 		check(res.retry_after_ms >= -1, "retry_after_ms >= -1");
 		check(res.reset_ms >= 0, "reset_ms >= 0");
+		check(res.retry_after_ms <= STORE_REPLY_MS_MAX &&
+			      res.reset_ms <= STORE_REPLY_MS_MAX,
+		      "a wait and a reset the front ends can round up");
 		check(res.allowed == v[0] && res.limit == v[1] && res.remaining == v[2] &&
 			      res.retry_after_ms == v[3] && res.reset_ms == v[4],
 		      "fields are the five integers");
@@ -172,10 +177,11 @@ static void decode_pairs(const redisReply *rep, unsigned long first, int npairs)
 			       ? 0
 			       : -1;
 		/* then three per pair: passed (0/1), remaining, reset (>= 0) */
+		static const long long most[3] = {1, STORE_REPLY_COUNT_MAX, STORE_REPLY_MS_MAX};
 		for (unsigned long i = 7; want == 0 && i < width; i++) {
 			const redisReply *e = el[i];
 			want = e && e->type == REDIS_REPLY_INTEGER && e->integer >= 0 &&
-					       ((i - 7) % 3 != 0 || e->integer <= 1)
+					       e->integer <= most[(i - 7) % 3]
 				       ? 0
 				       : -1;
 		}

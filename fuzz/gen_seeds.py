@@ -356,6 +356,10 @@ def reply_seeds():
     reply("wrong-type-sentinel", resp([-1, 0, 0, 0, 0]))
     reply("pubsub-message", resp([b"message", b"rl:reset", b"reply:david"], [b"subscribe", b"rl:reset", 1]))
     reply("extremes", resp([1, 9223372036854775807, -9223372036854775808, -1, 0]))
+    reply("bounds", resp([1, 2**53, 4, 2**40, 2**40], [1, 2**53 + 1, 4, 0, 1],
+                         [0, 5, 0, 2**40 + 1, 1], [1, 5, 4, 0, 2**40 + 1]))
+    reply("pairs-bounds", resp([1, 3, 2, 0, 1000, 1, 0, 1, 2**53, 2**40],
+                               [1, 3, 2, 0, 1000, 1, 0, 1, 2, 2**40 + 1]))
     reply("int-overflow", b"*5\r\n:1\r\n:99999999999999999999\r\n:1\r\n:0\r\n:0\r\n")
     reply("short-array", resp([1, 5, 4, 0]))
     reply("long-array", resp([1, 5, 4, 0, 60000, 7]))

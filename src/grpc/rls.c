@@ -47,12 +47,18 @@ static size_t put_escaped(char *out, size_t at, size_t cap, struct rls_wire_str 
 	return at;
 }
 
+/* A hashed user's length: KEYS_USER_MAX - 1, which no user written out
+ * in full has (they are shorter), so the two forms never meet. */
+#define RLS_HASHED_USER_LEN (KEYS_USER_MAX - 1)
+
 /*
  * The user of a descriptor: its entries as "key=value|key=value", with
  * '%', '|', '=', spaces and control bytes escaped, so distinct entries
- * never share a counter. Longer than KEYS_USER_MAX: the first part and a
- * hash of the whole (keyed with nothing secret: a collision only merges
- * two counters, and finding one takes 2^32 tries).
+ * never share a counter. When that is RLS_HASHED_USER_LEN or longer: its
+ * first part, '#' and a hash of every entry, RLS_HASHED_USER_LEN bytes.
+ * The hash is keyed with nothing secret (every daemon must agree), so
+ * two long descriptors could be made to share a counter; whoever can
+ * choose a value can as well send the other's value itself.
  */
 static size_t descriptor_user(const struct rls_wire_descriptor *d, size_t first, char *out)
 {
@@ -67,7 +73,7 @@ static size_t descriptor_user(const struct rls_wire_descriptor *d, size_t first,
 			whole[n++] = '=';
 		n = put_escaped(whole, n, sizeof(whole), d->entries[i].value, &fits);
 	}
-	if (fits && n <= KEYS_USER_MAX) {
+	if (fits && n < RLS_HASHED_USER_LEN) {
 		memcpy(out, whole, n);
 		return n;
 	}
@@ -80,10 +86,10 @@ static size_t descriptor_user(const struct rls_wire_descriptor *d, size_t first,
 				h = (h ^ (unsigned char)str.s[j]) * 1099511628211ull;
 			h = (h ^ 0xFF) * 1099511628211ull;
 		}
-	size_t keep = KEYS_USER_MAX - 18;
+	size_t keep = RLS_HASHED_USER_LEN - 17;
 	memcpy(out, whole, keep);
 	snprintf(out + keep, KEYS_USER_MAX - keep, "#%016llx", (unsigned long long)h);
-	return keep + 17;
+	return RLS_HASHED_USER_LEN;
 }
 
 /* ---- the answer ---- */

@@ -151,7 +151,8 @@ int store_reply_decision_all(const struct redisReply *rep, unsigned long first, 
 				return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 			v[i] = e->integer;
 		}
-		if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[2] < 0)
+		if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[1] > STORE_REPLY_COUNT_MAX ||
+		    v[2] < 0 || v[2] > STORE_REPLY_MS_MAX)
 			return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
 		out->groups[g] = (struct store_group){(int)v[0], v[1], v[2]};
 	}
@@ -199,7 +200,9 @@ static int decision(const struct redisReply *rep, unsigned long first, unsigned 
 		return 0;
 	}
 	/* Values the script cannot produce mean something else answered. */
-	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[3] < -1 || v[4] < 0)
+	if ((v[0] != 0 && v[0] != 1) || v[1] < 0 || v[1] > STORE_REPLY_COUNT_MAX ||
+	    v[2] < -STORE_REPLY_COUNT_MAX || v[2] > STORE_REPLY_COUNT_MAX || v[3] < -1 ||
+	    v[3] > STORE_REPLY_MS_MAX || v[4] < 0 || v[4] > STORE_REPLY_MS_MAX)
 		return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
 	out->status = STORE_OK;
 	out->error = STORE_ERROR_NONE;

@@ -16,6 +16,14 @@ struct store_result;
  * them. */
 unsigned long store_reply_width(int npairs, int block);
 
+/* The largest figures a decision of the script can carry: a count or a
+ * remaining within a Lua number's exact integers, a wait or a reset
+ * within about 35 years (no policy waits or resets past 2 x 366 days).
+ * Anything larger did not come from the script; refusing it here keeps
+ * what the front ends compute from these (seconds, rounded up) in range. */
+#define STORE_REPLY_COUNT_MAX (1LL << 53)
+#define STORE_REPLY_MS_MAX (1LL << 40)
+
 /*
  * Reads the five integers of one decision (allowed, limit, remaining,
  * retry_after_ms, reset_ms) from elements [first, first+5) of an array reply

@@ -61,6 +61,10 @@ WRONG_REPLIES = {
     "retry=-7": lambda n: ints([0, 5, 0, -7, 100] * n),
     "negative reset": lambda n: ints([1, 5, 4, 0, -100] * n),
     "all impossible": lambda n: ints([7, -3, 1, -5, -9] * n),
+    # past what a front end may round up to seconds (int64 overflow)
+    "reset past 35 years": lambda n: ints([1, 5, 4, 0, 2**63 - 1] * n),
+    "retry past 35 years": lambda n: ints([0, 5, 0, 2**63 - 1, 100] * n),
+    "limit past 2^53": lambda n: ints([1, 2**53 + 1, 4, 0, 100] * n),
 }
 
 

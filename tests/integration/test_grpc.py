@@ -287,6 +287,37 @@ class GrpcTest(DaemonTest):
             self.assertEqual(line.request("RESET user=bob %s" % name), "OK")
         self.assertEqual(statuses(c.call("web", [[("user", "bob")]]))[0][:3], ("OK", 5, 4))
 
+    def test_long_descriptors_are_hashed_apart_from_short_ones(self):
+        """A user of 511 bytes or more (key=value, escaped) is its first
+        494 bytes, '#' and a hash of all of it, 511 bytes; one written in
+        full is shorter. A short descriptor spelled as a long one's hashed
+        form once shared its counter."""
+        d, c = self.start()
+
+        def users():
+            return sorted(re.search(rb"user=a*(#[0-9a-f]{16})?", k).group(0)
+                          for k in self.redis.keys("rl:*"))
+
+        # 505 bytes of value: "user=" + 505 = 510 bytes, kept in full
+        self.assertEqual(statuses(c.call("web", [[("user", "a" * 505)]]))[0][:3], ("OK", 5, 4))
+        self.assertEqual(users(), [b"user=" + b"a" * 505])
+        # 511 bytes: hashed, its first 494 bytes kept
+        self.assertEqual(statuses(c.call("web", [[("user", "a" * 506)]]))[0][:3], ("OK", 5, 4))
+        hashed = [u for u in users() if b"#" in u]
+        self.assertEqual([len(u) for u in hashed], [511], hashed)
+        self.assertEqual(hashed[0][:494], b"user=" + b"a" * 489)
+        # a long value takes its counter down to 0 ...
+        for want in range(4, -1, -1):
+            self.assertEqual(statuses(c.call("web", [[("user", "a" * 600)]]))[0][:3],
+                             ("OK", 5, want))
+        long_form = [u for u in users() if b"#" in u and u != hashed[0]]
+        self.assertEqual(len(long_form), 1, users())
+        # ... and a short value spelled as its hashed form has a counter of its own
+        crafted = long_form[0][len(b"user="):].decode()
+        self.assertEqual(len(crafted), 506)
+        self.assertEqual(statuses(c.call("web", [[("user", crafted)]]))[0][:3], ("OK", 5, 4))
+        self.assertEqual(overall(c.call("web", [[("user", "a" * 600)]])), "OVER_LIMIT")
+
     def test_a_charge_on_stream_done_is_counted_not_denied(self):
         """Envoy's apply_on_stream_done rate limit sends the response's cost
         as hits_addend; a descriptor led by a ratelimitd_charge entry is
