@@ -255,14 +255,14 @@ static struct entry *ask_over(struct blocks *b, const struct policy *p, const ch
 }
 
 void blocks_put(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,
-		unsigned long epoch, uint64_t sent_us, int64_t units, int64_t valid_ms,
-		int64_t limit, int64_t remaining, int64_t reset_ms)
+		uint64_t sent_us, int64_t units, int64_t valid_ms, int64_t limit, int64_t remaining,
+		int64_t reset_ms)
 {
+	/* the pair's RESET, override, or a reload, came in between: the
+	 * pair's entry was revoked, so the ask is no longer its own (a
+	 * RESET of another pair leaves it be) */
 	struct entry *e = ask_over(b, p, user, ulen, me);
-	if (!e)
-		return;
-	if (epoch != b->epoch) {
-		/* a RESET, an override or a reload came in between */
+	if (!e) {
 		b->counts.revoked += (unsigned long long)(units > 0 ? units : 0);
 		return;
 	}

@@ -7,7 +7,7 @@
  * holds for a funnel too). Pure: the clock is passed in.
  *
  * Sizing adapts per pair: no block until a pair is seen twice within a
- * block's ttl, then blocks double while they are used up and shrink to
+ * second (HOT_US), then blocks double while they are used up and shrink to
  * what was used when they lapse; the script gives at most a quarter of
  * what the limits have left, so near a limit every answer is Redis's.
  */
@@ -49,7 +49,8 @@ enum blocks_route {
 /*
  * An ALLOW of cost units for (p, user) at now_us, by `me` (a token the
  * caller knows its request by). BLOCKS_ASK makes me the pair's asker until
- * blocks_put or blocks_unask; *epoch is what blocks_put needs back.
+ * blocks_put or blocks_unask; *epoch is blocks_epoch now (a follower's
+ * check that nothing moved while it waited).
  * BLOCKS_FOLLOW: the pair's block ran out and an ask is out, *asker's;
  * the request is taken again when it is answered (at most
  * BLOCKS_FOLLOWERS_MAX follow one ask). With may_ask 0 (a request that
@@ -65,14 +66,14 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
  * a move was decided under what may have changed. */
 unsigned long blocks_epoch(const struct blocks *b);
 /*
- * Redis answered an ask of blocks_take (sent no earlier than sent_us,
- * with the epoch it gave): units (0: none) valid for valid_ms from
- * sent_us, and the request's own figures. Ignored when a RESET, an
- * override or a reload came in between (the units may be gone).
+ * Redis answered me's ask of blocks_take (sent no earlier than sent_us):
+ * units (0: none) valid for valid_ms from sent_us, and the request's own
+ * figures. Ignored (counted revoked) when the pair's RESET or override,
+ * or a reload, came in between: the units may be gone.
  */
 void blocks_put(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,
-		unsigned long epoch, uint64_t sent_us, int64_t units, int64_t valid_ms,
-		int64_t limit, int64_t remaining, int64_t reset_ms);
+		uint64_t sent_us, int64_t units, int64_t valid_ms, int64_t limit, int64_t remaining,
+		int64_t reset_ms);
 /* me's ask failed, or was denied (retry_after_ms > 0: no ask is made
  * before then, as none could be granted; -1 or 0: none): another may go. */
 void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,

@@ -190,8 +190,8 @@ static int block_done(struct cmd_slot *slot, const struct store_result *res)
 	slot->blocks = NULL;
 	slot->block_next = NULL;
 	if (res->status == STORE_OK && res->allowed) {
-		blocks_put(b, p, slot->user, slot->user_len, slot, slot->block_epoch, slot->sent_us,
-			   res->block, res->block_ms, res->limit, res->remaining, res->reset_ms);
+		blocks_put(b, p, slot->user, slot->user_len, slot, slot->sent_us, res->block,
+			   res->block_ms, res->limit, res->remaining, res->reset_ms);
 	} else {
 		blocks_unask(b, p, slot->user, slot->user_len, slot, slot->sent_us,
 			     res->status == STORE_OK ? res->retry_after_ms : 0);

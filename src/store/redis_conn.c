@@ -24,6 +24,10 @@
 #define CONNECT_TIMEOUT_MS 1000
 /* Up this long: the next reconnect starts from the shortest backoff. */
 #define STABLE_US 1000000u
+/* A subscriber that heard nothing for this long PINGs: a subscription
+ * gone silently (a peer powered off, a middlebox that dropped it) would
+ * otherwise count as followed forever, and RESETs be missed unseen. */
+#define SUB_PING_MS 1000
 
 int redis_target_init(struct redis_target *t, const char *address, const char *username,
 		      const char *password, struct tls_client *tls, char *err, size_t errlen)
@@ -118,8 +122,18 @@ void redis_conn_verified(struct redis_conn *c)
 	c->t->ops->verified(c);
 }
 
+static void sub_ping_arm(struct redis_conn *c)
+{
+	struct timeval tv = {.tv_sec = SUB_PING_MS / 1000, .tv_usec = (SUB_PING_MS % 1000) * 1000};
+	if (c->ping)
+		evtimer_add(c->ping, &tv);
+}
+
 static void conn_lost(struct redis_conn *c, const char *why)
 {
+	c->ping_sent_us = 0;
+	if (c->ping)
+		evtimer_del(c->ping);
 	/* State may be lost only with a Redis we were talking to (it may come
 	 * back empty); failed attempts to reach one change nothing. */
 	int was_up = c->state == REDIS_CONN_UP;
@@ -203,18 +217,58 @@ static void notice_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
 	(void)privdata;
 	struct redis_conn *c = l->data;
-	if (!c || !rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 3)
+	if (!c || !rep || rep->type != REDIS_REPLY_ARRAY)
+		return;
+	/* the answer to sub_ping_cb's PING, ["pong", ""] */
+	if (rep->elements == 2 && rep->element[0]->type == REDIS_REPLY_STRING &&
+	    rep->element[0]->len == 4 && memcmp(rep->element[0]->str, "pong", 4) == 0) {
+		c->last_rx_us = clock_mono_us();
+		c->ping_sent_us = 0;
+		return;
+	}
+	if (rep->elements != 3)
 		return;
 	const redisReply *kind = rep->element[0], *msg = rep->element[2];
 	if (kind->type != REDIS_REPLY_STRING)
 		return;
+	c->last_rx_us = clock_mono_us();
 	if (kind->len == 9 && memcmp(kind->str, "subscribe", 9) == 0) {
 		redis_conn_verified(c);
+		sub_ping_arm(c);
 		return;
 	}
 	if (kind->len == 7 && memcmp(kind->str, "message", 7) == 0 &&
 	    msg->type == REDIS_REPLY_STRING)
 		c->t->ops->notice(c, msg->str, msg->len);
+}
+
+/*
+ * A subscriber's proof of life, every SUB_PING_MS: a PING when it heard
+ * nothing for that long; replaced when a PING goes unanswered for the
+ * target's stall_ms, as a request connection is (its owner then sees the
+ * subscription lost, and drops what it knew only while following it).
+ */
+static void sub_ping_cb(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct redis_conn *c = arg;
+	if (!c->link || c->state != REDIS_CONN_UP || !c->verified)
+		return; /* armed again when the next SUBSCRIBE is confirmed */
+	uint64_t now = clock_mono_us();
+	if (c->ping_sent_us) {
+		if (now - c->ping_sent_us >= (uint64_t)c->t->stall_ms * 1000u) {
+			log_warn("redis subscription: no answer to PING for %lld ms; reconnecting "
+				 "(what it knew from RESET notices is dropped)",
+				 (long long)((now - c->ping_sent_us) / 1000));
+			rlink_free(c->link); /* on_disconnect: conn_lost */
+			return;
+		}
+	} else if (now - c->last_rx_us >= SUB_PING_MS * 1000u) {
+		if (rlink_subscribed_ping(c->link) == 0)
+			c->ping_sent_us = now;
+	}
+	sub_ping_arm(c);
 }
 
 void redis_conn_connect(struct redis_conn *c)
@@ -349,6 +403,8 @@ void redis_conn_init(struct redis_conn *c, struct redis_target *t, int idx, int 
 	c->retry = evtimer_new(t->base, retry_cb, c);
 	c->connect_timeout = evtimer_new(t->base, connect_timeout_cb, c);
 	c->flush = event_new(t->base, -1, 0, flush_cb, c);
+	if (sub)
+		c->ping = evtimer_new(t->base, sub_ping_cb, c);
 }
 
 void redis_conn_free(struct redis_conn *c)
@@ -365,4 +421,6 @@ void redis_conn_free(struct redis_conn *c)
 		event_free(c->connect_timeout);
 	if (c->flush)
 		event_free(c->flush);
+	if (c->ping)
+		event_free(c->ping);
 }

@@ -49,7 +49,8 @@ struct redis_target {
 	struct tls_client *tls; /* NULL: plain TCP or unix */
 	const char *script, *script_sha;
 	size_t script_len;
-	int closing;	      /* the owner is shutting down: nothing reconnects */
+	int64_t stall_ms; /* a connection owed an answer this long, and hearing nothing, is replaced */
+	int closing;	  /* the owner is shutting down: nothing reconnects */
 	int setup_err_logged; /* a failed AUTH/SELECT/SCRIPT LOAD was logged; the owner clears it */
 };
 
@@ -80,6 +81,8 @@ struct redis_conn {
 	struct event *retry; /* reconnect after backoff */
 	struct event *connect_timeout;
 	struct event *flush;
+	struct event *ping;    /* subscriber: its proof of life (redis_conn.c, SUB_PING_MS) */
+	uint64_t ping_sent_us; /* subscriber: a PING unanswered since, 0 for none */
 };
 
 /* Sets c up, down; a subscriber reads its replies before anything else. */

@@ -245,6 +245,9 @@ static void flush_cb(evutil_socket_t fd, short what, void *arg)
 	leave(l);
 }
 
+/* sticky: 0, a callback for one reply; 1, the subscription's for every
+ * reply; QUEUE_UNOWED, none (see rlink_subscribed_ping) */
+#define QUEUE_UNOWED 2
 static int queue(struct rlink *l, rlink_reply_fn *fn, void *privdata, const char *cmd, size_t len,
 		 int sticky)
 {
@@ -268,27 +271,40 @@ static int queue(struct rlink *l, rlink_reply_fn *fn, void *privdata, const char
 			p->ocap = cap;
 		}
 	}
-	struct rcb *cb = calloc(1, sizeof(*cb));
-	if (!cb)
-		return -1;
-	cb->fn = fn;
-	cb->privdata = privdata;
-	cb->sticky = sticky;
+	/* QUEUE_UNOWED: no callback of its own, a subscribed link's reply goes
+	 * to the subscription's */
+	if (sticky != QUEUE_UNOWED) {
+		struct rcb *cb = calloc(1, sizeof(*cb));
+		if (!cb)
+			return -1;
+		cb->fn = fn;
+		cb->privdata = privdata;
+		cb->sticky = sticky;
+		if (p->tail)
+			p->tail->next = cb;
+		else
+			p->head = cb;
+		p->tail = cb;
+		if (!sticky)
+			p->owed++;
+	}
 	memcpy(p->obuf + p->olen, cmd, len);
 	p->olen += len;
-	if (p->tail)
-		p->tail->next = cb;
-	else
-		p->head = cb;
-	p->tail = cb;
-	if (!sticky)
-		p->owed++;
 	/* written at the end of this loop turn, with whatever else comes */
 	if (p->state == LS_UP && !p->flush_pending && !p->wev_added) {
 		p->flush_pending = 1;
 		event_active(p->flush_ev, EV_TIMEOUT, 1);
 	}
 	return 0;
+}
+
+int rlink_subscribed_ping(struct rlink *l)
+{
+	static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+	struct rlink_priv *p = l->p;
+	if (!p->head || !p->head->sticky)
+		return -1; /* not subscribed: the reply would have no callback */
+	return queue(l, NULL, NULL, ping, sizeof(ping) - 1, QUEUE_UNOWED);
 }
 
 int rlink_formatted(struct rlink *l, rlink_reply_fn *fn, void *privdata, const char *cmd,

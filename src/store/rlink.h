@@ -58,6 +58,10 @@ int rlink_formatted(struct rlink *l, rlink_reply_fn *fn, void *privdata, const c
 		    size_t len);
 /* SUBSCRIBE channel: fn gets the confirmation and then every message. */
 int rlink_subscribe(struct rlink *l, rlink_reply_fn *fn, void *privdata, const char *channel);
+/* On a link whose SUBSCRIBE is confirmed: PING, answered ["pong", ""]
+ * through the subscription's fn (a subscriber's proof of life). 0, or -1
+ * when l is not subscribed, closing or failed. */
+int rlink_subscribed_ping(struct rlink *l);
 
 /* Writes what is queued now (else it goes at the end of this loop turn). */
 void rlink_flush(struct rlink *l);

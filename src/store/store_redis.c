@@ -265,9 +265,8 @@ static void answer_status(struct sreq *r, enum store_status st, const char *deta
  */
 static void check_stalls(struct store_redis *s, uint64_t now)
 {
-	int64_t ms = s->timeout_ms * 2 > STALL_MIN_MS ? s->timeout_ms * 2 : STALL_MIN_MS;
 	for (int i = 0; i < s->nconns; i++)
-		redis_conn_check_stall(&s->conns[i].c, now, ms);
+		redis_conn_check_stall(&s->conns[i].c, now, s->t.stall_ms);
 }
 
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
@@ -931,8 +930,10 @@ static void submit(struct store_redis *s, const struct store_request *req, enum 
 	r->deadline_us = clock_mono_us() + (uint64_t)req->timeout_ms * 1000u;
 	/* the longest deadline seen: a gRPC call's shorter one must not make
 	 * the stall check (twice this) cut a connection that is only slow */
-	if (req->timeout_ms > s->timeout_ms)
+	if (req->timeout_ms > s->timeout_ms) {
 		s->timeout_ms = req->timeout_ms;
+		s->t.stall_ms = s->timeout_ms * 2 > STALL_MIN_MS ? s->timeout_ms * 2 : STALL_MIN_MS;
+	}
 	deadline_insert(s, r);
 	rconn_enqueue(rc, r);
 }
@@ -1368,6 +1369,7 @@ static struct store *redis_new(struct event_base *base, const struct config_redi
 	struct redis_target *t = &s->t;
 	t->base = base;
 	t->ops = &rconn_ops;
+	t->stall_ms = STALL_MIN_MS; /* twice the longest deadline once requests come */
 	t->database = cfg->database;
 	t->script = cluster ? lua_ratelimit_cluster_src : lua_ratelimit_src;
 	t->script_len = cluster ? lua_ratelimit_cluster_len : lua_ratelimit_len;

@@ -8,7 +8,9 @@ funnel never allows more than capacity + rate x time. RESET, overrides
 and reloads revoke blocks; config errors for what blocks cannot mean."""
 
 import os
+import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -75,6 +77,77 @@ class Load:
 
     def allowed(self):
         return sum(1 for a in self.answers if a[2].startswith("ALLOWED "))
+
+
+class Relay:
+    """A TCP relay to a real Redis whose subscriber connections (those that
+    sent SUBSCRIBE) can be frozen: nothing moves either way any more and
+    both sockets stay open, as with a peer powered off or a middlebox that
+    dropped the connection (no FIN, no RST)."""
+
+    def __init__(self, port):
+        self.port_to = port
+        self.lsock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.lsock.getsockname()[1]
+        self.lock = threading.Lock()
+        self.conns = []  # [client socket, upstream socket, subscriber, frozen]
+        self.stopped = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while not self.stopped:
+            try:
+                cs, _ = self.lsock.accept()
+                up = socket.create_connection(("127.0.0.1", self.port_to))
+            except OSError:
+                return
+            conn = [cs, up, False, False]
+            with self.lock:
+                self.conns.append(conn)
+            threading.Thread(target=self.pump, args=(conn,), daemon=True).start()
+
+    def pump(self, conn):
+        cs, up = conn[0], conn[1]
+        while not self.stopped:
+            if conn[3]:
+                time.sleep(0.02)
+                continue
+            try:
+                ready, _, _ = select.select([cs, up], [], [], 0.05)
+                for src in ready:
+                    if conn[3]:
+                        break
+                    data = src.recv(65536)
+                    if not data:
+                        raise OSError("closed")
+                    if src is cs and b"SUBSCRIBE" in data.upper():
+                        conn[2] = True
+                    (up if src is cs else cs).sendall(data)
+            except OSError:
+                for x in (cs, up):
+                    x.close()
+                with self.lock:
+                    if conn in self.conns:
+                        self.conns.remove(conn)
+                return
+
+    def subscribers(self, frozen=False):
+        with self.lock:
+            return sum(1 for c in self.conns if c[2] and c[3] == frozen)
+
+    def freeze_subscribers(self):
+        with self.lock:
+            for c in self.conns:
+                if c[2]:
+                    c[3] = True
+
+    def close(self):
+        self.stopped = True
+        self.lsock.close()
+        with self.lock:
+            for c in self.conns:
+                c[0].close()
+                c[1].close()
 
 
 def redis_now(server):
@@ -219,6 +292,33 @@ class BlocksTest(BlocksMixin, DaemonTest):
             after = scrape_metrics(mports[0])
             self.assertGreater(after['ratelimitd_block_units_total{event="revoked"}'],
                                before['ratelimitd_block_units_total{event="revoked"}'])
+
+    def test_a_silent_subscription_is_replaced_and_its_blocks_dropped(self):
+        """The subscription to RESET notices dies without FIN or RST: its
+        PING goes unanswered, the daemon replaces it within a PING interval
+        and twice redis.timeout, and drops its blocks; a RESET it never
+        heard of is no longer answered past from a block."""
+        self.redis = self.start_redis()
+        relay = Relay(self.redis.port)
+        self.addCleanup(relay.close)
+        mport = free_port()
+        a = self.start_daemon(POLICIES, name="rla", redis="127.0.0.1:%d" % relay.port,
+                              metrics='{listen: "127.0.0.1:%d"}' % mport)
+        b = self.start_daemon(POLICIES, name="rlb")
+        with Client(a.port) as c, Client(b.port) as admin:
+            wait_until(lambda: relay.subscribers() == 1, 5 * SLOW, what="a's subscription")
+            self.hold_some(c, "fay", mport)
+            relay.freeze_subscribers()
+            t0 = time.monotonic()
+            # the notice of this RESET never reaches a
+            self.assertEqual(admin.request("RESET fay long"), "OK")
+            wait_until(lambda: relay.subscribers() == 1, 10 * SLOW, interval=0.05,
+                       what="a's subscription replaced")
+            sys.stderr.write("[figures] a silent subscription replaced after %.2f s "
+                             "(redis.timeout 1s)\n" % (time.monotonic() - t0))
+            self.assertIn("redis subscription: no answer to PING", a.log())
+            # a's next answer is Redis's, from the count the RESET emptied
+            self.assertRegex(c.request("ALLOW fay long"), r"^ALLOWED 100000 99999 0 ")
 
     def test_config_errors(self):
         cases = [

@@ -45,7 +45,7 @@ START_TEST(test_hot_pair_asks_then_answers_until_the_end)
 	ck_assert_int_eq(take(b, 2100, &me2, &want, &ep, &asker, &hit), BLOCKS_FOLLOW);
 	ck_assert_ptr_eq(asker, &me1);
 	/* granted 2 units valid 50 ms from the ask's send (2000 us) */
-	blocks_put(b, &P, U, &me1, ep, 2000, 2, 50, 1000, 997, 58000);
+	blocks_put(b, &P, U, &me1, 2000, 2, 50, 1000, 997, 58000);
 	ck_assert_int_eq(blocks_units(b), 2);
 	ck_assert_int_eq(take(b, 3000, &me2, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
 	ck_assert_int_eq(hit.limit, 1000);
@@ -56,7 +56,7 @@ START_TEST(test_hot_pair_asks_then_answers_until_the_end)
 	ck_assert_int_eq(want, 4);
 	/* the held unit still answers while the ask is out */
 	ck_assert_int_eq(take(b, 5000, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
-	blocks_put(b, &P, U, &me2, ep, 4000, 4, 45, 1000, 990, 57000);
+	blocks_put(b, &P, U, &me2, 4000, 4, 45, 1000, 990, 57000);
 	/* valid until 4000 us + 45 ms, never at or after it */
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(take(b, 48999, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
@@ -83,19 +83,31 @@ START_TEST(test_reset_and_reload_revoke)
 	void *asker;
 	take(b, 1000, &me1, &want, &ep, &asker, &hit);
 	ck_assert_int_eq(take(b, 2000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
-	blocks_put(b, &P, U, &me1, ep, 2000, 2, 1000, 1000, 997, 58000);
+	blocks_put(b, &P, U, &me1, 2000, 2, 1000, 1000, 997, 58000);
 	blocks_reset_pair(b, "api", 3, U);
 	ck_assert_int_eq(blocks_units(b), 0);
 	ck_assert_uint_eq(blocks_counts(b)->revoked, 2);
-	/* an ask out across a RESET: its block is dropped on arrival */
+	/* an ask out across its pair's RESET: its block is dropped on arrival */
 	take(b, 3000, &me1, &want, &ep, &asker, &hit);
 	ck_assert_int_eq(take(b, 3100, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
-	blocks_reset_pair(b, "other", 5, U); /* any RESET moves the epoch */
-	blocks_put(b, &P, U, &me1, ep, 3100, 2, 1000, 1000, 997, 58000);
+	blocks_reset_pair(b, "api", 3, U);
+	blocks_put(b, &P, U, &me1, 3100, 2, 1000, 1000, 997, 58000);
+	ck_assert_int_eq(blocks_units(b), 0);
+	ck_assert_uint_eq(blocks_counts(b)->revoked, 4);
+	/* across another pair's RESET it is kept (that RESET still moves the
+	 * epoch, so the pair's followers go to Redis) */
+	take(b, 3110, &me1, &want, &ep, &asker, &hit);
+	ck_assert_int_eq(take(b, 3120, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	blocks_reset_pair(b, "other", 5, U);
+	ck_assert_uint_ne(blocks_epoch(b), ep);
+	blocks_put(b, &P, U, &me1, 3120, 2, 1000, 1000, 997, 58000);
+	ck_assert_int_eq(blocks_units(b), 2);
+	blocks_reset_pair(b, "api", 3, U);
 	ck_assert_int_eq(blocks_units(b), 0);
 	/* a reload drops everything */
+	take(b, 3150, &me1, &want, &ep, &asker, &hit);
 	ck_assert_int_eq(take(b, 3200, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
-	blocks_put(b, &P, U, &me1, ep, 3200, 2, 1000, 1000, 997, 58000);
+	blocks_put(b, &P, U, &me1, 3200, 2, 1000, 1000, 997, 58000);
 	ck_assert_int_eq(blocks_units(b), 2);
 	blocks_clear(b);
 	ck_assert_int_eq(blocks_units(b), 0);
@@ -113,7 +125,7 @@ START_TEST(test_denied_ask_spends_what_is_left)
 	void *asker;
 	take(b, 1000, &me1, &want, &ep, &asker, &hit);
 	take(b, 2000, &me1, &want, &ep, &asker, &hit);
-	blocks_put(b, &P, U, &me1, ep, 2000, 4, 10000, 1000, 10, 58000);
+	blocks_put(b, &P, U, &me1, 2000, 4, 10000, 1000, 10, 58000);
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(take(b, 3000, &me2, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
 	/* half left: the next asks; Redis denies it (others took the rest) */
@@ -150,7 +162,7 @@ START_TEST(test_sizes_double_up_to_max)
 			ck_assert_int_le(want, 8);
 			ck_assert_int_ge(want, last);
 			last = want;
-			blocks_put(b, &P, U, &me1, ep, t, want, 1000, 1000, 500, 58000);
+			blocks_put(b, &P, U, &me1, t, want, 1000, 1000, 500, 58000);
 		}
 	}
 	ck_assert_int_eq(last, 8);
@@ -175,7 +187,7 @@ START_TEST(test_bounded_table)
 		ck_assert_int_eq(
 			blocks_take(b, &P, u, 1, 1, 2000, 1, &me1, &hit, &want, &ep, &asker),
 			BLOCKS_ASK);
-		blocks_put(b, &P, u, 1, &me1, ep, 2000, 2, 1000, 1000, 997, 58000);
+		blocks_put(b, &P, u, 1, &me1, 2000, 2, 1000, 1000, 997, 58000);
 	}
 	u[0] = 'z';
 	ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 3000, 1, &me1, &hit, &want, &ep, &asker),
@@ -199,11 +211,11 @@ START_TEST(test_no_room_and_may_not_ask)
 	ck_assert_int_eq(take(b, 2000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
 	/* allowed, but the limits had no room for a block: no ask for 100
 	 * ms, the pair's requests go to Redis one by one, none follows */
-	blocks_put(b, &P, U, &me1, ep, 2000, 0, 0, 1000, 2, 58000);
+	blocks_put(b, &P, U, &me1, 2000, 0, 0, 1000, 2, 58000);
 	ck_assert_int_eq(take(b, 3000, &me1, &want, &ep, &asker, &hit), BLOCKS_REDIS);
 	ck_assert_int_eq(take(b, 101999, &me2, &want, &ep, &asker, &hit), BLOCKS_REDIS);
 	ck_assert_int_eq(take(b, 102000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
-	blocks_put(b, &P, U, &me1, ep, 102000, 4, 1000, 1000, 900, 58000);
+	blocks_put(b, &P, U, &me1, 102000, 4, 1000, 1000, 900, 58000);
 	/* one that may not ask (a deadline of its own, a wait) is answered
 	 * from a block, and otherwise goes to Redis: it neither asks nor
 	 * follows */
@@ -217,12 +229,13 @@ START_TEST(test_no_room_and_may_not_ask)
 	ck_assert_int_eq(take(b, 103000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
 	ck_assert_int_eq(blocks_take(b, &P, U, 1, 103000, 0, &me2, &hit, &want, &ep, &asker),
 			 BLOCKS_REDIS);
-	/* an ask answered across a RESET: its units were revoked, counted */
+	/* an ask answered across its pair's RESET: its units were revoked,
+	 * counted */
 	unsigned long before = blocks_epoch(b);
-	blocks_reset_pair(b, "x", 1, "y", 1);
+	blocks_reset_pair(b, "api", 3, U);
 	ck_assert_uint_ne(blocks_epoch(b), before);
 	unsigned long long revoked = blocks_counts(b)->revoked;
-	blocks_put(b, &P, U, &me1, ep, 103000, 8, 1000, 1000, 900, 58000);
+	blocks_put(b, &P, U, &me1, 103000, 8, 1000, 1000, 900, 58000);
 	ck_assert_int_eq(blocks_units(b), 0);
 	ck_assert_uint_eq(blocks_counts(b)->revoked, revoked + 8);
 	blocks_free(b);
