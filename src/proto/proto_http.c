@@ -157,14 +157,20 @@ static int query_next(const char *q, size_t len, size_t *i, const char **k, size
 	return 1;
 }
 
+/* forward_auth: the query may be the client's own (Caddy's forward_auth
+ * keeps it when its uri gives only a path), so its user and action are
+ * the proxied application's parameters, never ours: the path names the
+ * policy, the proxy the user. */
 static enum proto_step query_args(const char *q, size_t len, struct http_conn *pc, struct args *a,
-				  struct proto_parsed *out)
+				  int forward_auth, struct proto_parsed *out)
 {
 	size_t i = 0, klen, vlen;
 	const char *kv, *v;
 	while (query_next(q, len, &i, &kv, &klen, &v, &vlen)) {
 		long n;
-		if (name_is(kv, klen, "user")) {
+		if (forward_auth && (name_is(kv, klen, "user") || name_is(kv, klen, "action"))) {
+			n = 0;
+		} else if (name_is(kv, klen, "user")) {
 			n = pct_decode(v, vlen, pc->user, sizeof(pc->user));
 			if (n == -2)
 				return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
@@ -727,10 +733,9 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 			return bad(out, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
 		a.action = pc->action;
 		a.action_len = (size_t)n;
-		st = query_args(q ? q : "", qlen, pc, &a, out);
+		st = query_args(q ? q : "", qlen, pc, &a, 1, out);
 		if (st != PROTO_REQUEST)
 			return st;
-		a.user = NULL; /* never from the query: the proxy says who */
 		st = user_of(&h, pc, &a, out);
 		if (st != PROTO_REQUEST)
 			return st;
@@ -748,7 +753,7 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 		req->verb = target[4] == 'a' ? CMD_ALLOW : target[4] == 'p' ? CMD_PEEK : CMD_RESET;
 		if (req->verb == CMD_RESET ? !post : !(get || post))
 			return local(out, METHOD_NOT_ALLOWED, 0);
-		st = query_args(q ? q : "", qlen, pc, &a, out);
+		st = query_args(q ? q : "", qlen, pc, &a, 0, out);
 		if (st == PROTO_REQUEST && post && blen > 0)
 			st = json_args(body, blen, pc, &a, out);
 		if (st != PROTO_REQUEST)
@@ -761,7 +766,7 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 					       : CMD_HOLD;
 		if (!post)
 			return local(out, METHOD_NOT_ALLOWED, 0);
-		st = query_args(q ? q : "", qlen, pc, &a, out);
+		st = query_args(q ? q : "", qlen, pc, &a, 0, out);
 		if (st == PROTO_REQUEST && blen > 0)
 			st = json_args(body, blen, pc, &a, out);
 		if (st != PROTO_REQUEST)
@@ -774,7 +779,7 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 		if (settle) {
 			arg[0] = "SETTLE";
 			al[1] -= 7;
-			st = query_args(q ? q : "", qlen, pc, &a, out);
+			st = query_args(q ? q : "", qlen, pc, &a, 0, out);
 			if (st != PROTO_REQUEST)
 				return st;
 			if (!a.actual)

@@ -102,6 +102,10 @@ struct store_result {
 	int64_t limit, remaining, retry_after_ms, reset_ms;
 	/* a SETTLE's or CANCEL's hold is not open (status STORE_OK) */
 	int no_hold;
+	/* with STORE_UNAVAILABLE: the request had reached Redis when its
+	 * connection went, so it may have been applied; the stores made of
+	 * others (Cluster, Sentinel) never send it again */
+	int sent;
 	/* the units of a block taken with the decision, and for how long (ms)
 	 * the daemon may answer from them; 0 for none */
 	int64_t block, block_ms;

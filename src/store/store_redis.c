@@ -383,15 +383,21 @@ static int batch_send(struct store_redis *s, struct sbatch *b, int eval)
 	return 0;
 }
 
-static void batch_fail(struct store_redis *s, struct sbatch *b, enum store_status st,
-		       const char *detail)
+static void batch_answer(struct store_redis *s, struct sbatch *b, const struct store_result *res)
 {
 	for (int j = 0; j < b->n; j++) {
-		answer_status(b->reqs[j], st, detail);
+		sreq_answer(b->reqs[j], res, NULL);
 		sreq_put(s, b->reqs[j]);
 	}
 	b->n = 0;
 	batch_done(b);
+}
+
+static void batch_fail(struct store_redis *s, struct sbatch *b, enum store_status st,
+		       const char *detail)
+{
+	struct store_result res = {.status = st, .detail = detail};
+	batch_answer(s, b, &res);
 }
 
 /* A batch that never reached Redis: take it off the connection's count, answer it. */
@@ -577,7 +583,11 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 	if (!rep) {
 		if (!rc->decided)
 			s->failed_fresh_us = clock_mono_us();
-		batch_fail(s, b, STORE_UNAVAILABLE, "connection to redis lost");
+		/* sent: Redis may have run it (and a replica may have it) */
+		struct store_result res = {.status = STORE_UNAVAILABLE,
+					   .detail = "connection to redis lost",
+					   .sent = 1};
+		batch_answer(s, b, &res);
 		return;
 	}
 	rc->decided = 1;

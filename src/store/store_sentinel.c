@@ -272,7 +272,8 @@ static void sentinel_req_done(void *arg, const struct store_result *res)
 	int moved_on = res->status == STORE_UNAVAILABLE ||
 		       (res->status == STORE_FAILED && (res->error == STORE_ERROR_READONLY ||
 							res->error == STORE_ERROR_MASTERDOWN));
-	if (res->status == STORE_OK || !moved_on || s->closing) {
+	/* lost after it was sent: it may have been applied, never twice */
+	if (res->status == STORE_OK || !moved_on || s->closing || res->sent) {
 		sentinel_req_finish(q, res);
 		return;
 	}

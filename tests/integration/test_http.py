@@ -296,6 +296,24 @@ class HttpTest(DaemonTest):
         self.assertEqual(st, 403)
         self.assertIn("retry-after", h)
 
+    def test_forward_auth_takes_no_user_or_action_from_the_query(self):
+        """The query of /auth/ may be the client's own (Caddy keeps it):
+        its action and user are the application's parameters, never the
+        policy or the user decided (a client once picked a generous
+        policy with ?action=big)."""
+        h = {"X-Real-IP": "10.7.7.7"}
+        got = [self.get(self.api, "/auth/reply?action=big&user=intruder", headers=h)[0]
+               for _ in range(4)]
+        self.assertEqual(got, [200, 200, 200, 429])
+        c = self.daemon.client()
+        self.addCleanup(c.close)
+        self.assertTrue(c.request("PEEK 10.7.7.7 reply").startswith("DENIED 3 0 "))
+        self.assertTrue(c.request("PEEK 10.7.7.7 big").startswith("ALLOWED 100000 100000 "))
+        self.assertTrue(c.request("PEEK intruder reply").startswith("ALLOWED 3 3 "))
+        # even values the API would refuse are not read
+        self.assertEqual(self.get(self.api, "/auth/reply?user=" + "u" * 600,
+                                  headers={"X-Real-IP": "10.7.7.8"})[0], 200)
+
     def test_forward_auth_untrusted_peer_is_itself(self):
         """A client reaching the port directly (127.0.0.2, not in
         trusted_proxies: [127.0.0.1/32]) is counted as itself, whatever

@@ -111,10 +111,10 @@ class ProxiesTest(DaemonTest):
                 return False
         wait_until(up, 15, interval=0.05, what="%s on port %d" % (argv[0], port))
 
-    def request(self, port, source):
+    def request(self, port, source, path="/"):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10, source_address=(source, 0))
         self.addCleanup(c.close)
-        c.request("GET", "/")
+        c.request("GET", path)
         r = c.getresponse()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
 
@@ -217,6 +217,14 @@ http://127.0.0.1:%d {
         # Caddy passes the denial on as it is: status, headers and body
         self.assertEqual(got[3][1]["content-type"], "application/problem+json")
         self.assertEqual(json.loads(got[3][2])["status"], 429)
+        # the client's own query does not reach ratelimitd (uri ends in "?"):
+        # not its cost, nor an action (which ratelimitd would not take anyway)
+        got = [self.request(port, "127.0.0.3", "/?cost=3&action=other&user=x")[0]
+               for _ in range(4)]
+        self.assertEqual(got, [200, 200, 200, 429])
+        c = self.daemon.client()
+        self.addCleanup(c.close)
+        self.assertTrue(c.request("PEEK 127.0.0.3 login").startswith("DENIED 3 0 "))
         # ratelimitd unreachable: 502 to every request (proxies.md), the
         # application not asked
         self.daemon.stop()
