@@ -351,9 +351,12 @@ static struct denycache *late_deny;
 static struct blocks *late_blocks;
 static struct local *late_local;
 static struct leases *late_leases;
+static struct delays *late_delays;
 
 void server_free_after_store(void)
 {
+	delays_free(late_delays);
+	late_delays = NULL;
 	denycache_free(late_deny);
 	blocks_free(late_blocks);
 	local_free(late_local);
@@ -384,12 +387,14 @@ void server_free(struct server *srv)
 	/* store_free answers what still waits on Redis after this (a drain
 	 * that ran out of time): those replies may still touch the deny
 	 * cache, the blocks (an ask's block), the local fallback (what
-	 * on_store_error: local decides) and the leases, so they go after it */
+	 * on_store_error: local decides), the leases and the delays (a
+	 * delayed ALLOW's claim), so they go after it */
 	late_deny = srv->env.deny;
 	late_blocks = srv->env.blocks;
 	late_local = srv->env.local;
 	late_leases = srv->env.leases;
+	late_delays = srv->env.delays;
+	delays_flush(late_delays); /* and anything delayed later is answered at once */
 	override_live_free(srv->env.live);
-	delays_free(srv->env.delays);
 	free(srv);
 }

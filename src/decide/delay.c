@@ -23,6 +23,7 @@ struct delays {
 	struct event_base *base;
 	struct held *list;
 	unsigned waiting, claimed;
+	int flushed; /* SIGTERM: whatever is delayed from now on is answered at once */
 };
 
 struct delays *delays_new(struct event_base *base)
@@ -73,6 +74,13 @@ void delays_unclaim(struct delays *d)
 
 void delays_hold(struct delays *d, struct cmd_slot *slot, int64_t wait_ms)
 {
+	if (d->flushed) {
+		/* draining: its slot is reserved, and the drain ends sooner
+		 * than a wait may (delay.max up to 60 s) */
+		d->claimed--;
+		decide_complete(slot);
+		return;
+	}
 	struct held *h = calloc(1, sizeof(*h));
 	if (h)
 		h->ev = evtimer_new(d->base, fire, h);
@@ -99,6 +107,8 @@ void delays_hold(struct delays *d, struct cmd_slot *slot, int64_t wait_ms)
 
 void delays_flush(struct delays *d)
 {
+	if (d)
+		d->flushed = 1;
 	if (d && d->waiting)
 		log_info("answering %u delayed requests now", d->waiting);
 	while (d && d->list)

@@ -24,7 +24,8 @@ int delays_claim(struct delays *d, int64_t max);
 void delays_unclaim(struct delays *d);
 /* Completes slot (its result filled) wait_ms from now; claimed before. */
 void delays_hold(struct delays *d, struct cmd_slot *slot, int64_t wait_ms);
-/* Answers every waiting request now (SIGTERM: their slots are theirs). */
+/* Answers every waiting request now (SIGTERM: their slots are theirs),
+ * and from then on any request delays_hold is given at once. */
 void delays_flush(struct delays *d);
 /* Requests waiting now. */
 unsigned delays_waiting(const struct delays *d);

@@ -42,6 +42,9 @@ struct pending {
 	struct pipeline *pl;
 	int done;
 	int acquire; /* an ACQUIRE on a front end that binds leases */
+	/* a RELEASE of a lease of the connection's: kept again unless it
+	 * succeeded, or the lease was gone anyway (malloc'd; NULL: none) */
+	char *release;
 };
 
 struct pipeline {
@@ -123,7 +126,7 @@ static void release_leases(struct pipeline *pl)
 
 /* A lease ACQUIREd here: kept, or released at once when the connection
  * went while the store answered (or its id cannot be kept). */
-static void keep_lease(struct pipeline *pl, const struct cmd_item *it)
+static void keep_lease(struct pipeline *pl, const char *text, size_t len)
 {
 	char *id = NULL;
 	if (!pl->gone && pl->nleases == pl->capleases) {
@@ -134,26 +137,29 @@ static void keep_lease(struct pipeline *pl, const struct cmd_item *it)
 			pl->capleases = cap;
 		}
 	}
-	if (!pl->gone && pl->nleases < pl->capleases && (id = malloc(it->ulen + 1))) {
-		memcpy(id, it->text, it->ulen);
-		id[it->ulen] = '\0';
+	if (!pl->gone && pl->nleases < pl->capleases && (id = malloc(len + 1))) {
+		memcpy(id, text, len);
+		id[len] = '\0';
 		pl->leases[pl->nleases++] = id;
 		return;
 	}
 	if (!pl->gone)
 		log_error("out of memory keeping a lease's id: released at once");
-	leases_release_detached(*pl->host.cfg, pl->host.env, it->text, it->ulen);
+	leases_release_detached(*pl->host.cfg, pl->host.env, text, len);
 }
 
-/* RELEASE on the connection: the lease is no longer its to give back. */
-static void forget_lease(struct pipeline *pl, const char *id, size_t len)
+/* RELEASE on the connection: the lease is no longer its to give back
+ * (its id, to keep again should the RELEASE fail; NULL when it was not
+ * the connection's). */
+static char *forget_lease(struct pipeline *pl, const char *id, size_t len)
 {
 	for (size_t i = 0; i < pl->nleases; i++)
 		if (strlen(pl->leases[i]) == len && memcmp(pl->leases[i], id, len) == 0) {
-			free(pl->leases[i]);
+			char *kept = pl->leases[i];
 			pl->leases[i] = pl->leases[--pl->nleases];
-			return;
+			return kept;
 		}
+	return NULL;
 }
 
 static void slot_complete(struct cmd_slot *slot)
@@ -163,7 +169,16 @@ static void slot_complete(struct cmd_slot *slot)
 	p->done = 1;
 	pl->inflight--;
 	if (p->acquire && slot->res.kind == CMD_REPLY_LEASE && slot->res.item)
-		keep_lease(pl, slot->res.item);
+		keep_lease(pl, slot->res.item->text, slot->res.item->ulen);
+	if (p->release) {
+		/* the store could not say (unavailable, a timeout): the lease
+		 * may still be held, and the close is to give it back */
+		if (slot->res.kind == CMD_REPLY_ERROR && slot->res.error != CMD_ERR_NO_LEASE) {
+			keep_lease(pl, p->release, strlen(p->release));
+		}
+		free(p->release);
+		p->release = NULL;
+	}
 	if (pl->gone) {
 		if (pl->inflight == 0)
 			destroy(pl);
@@ -184,6 +199,7 @@ static struct pending *pending_new(struct pipeline *pl)
 	p->pl = pl;
 	p->done = 0;
 	p->acquire = 0;
+	p->release = NULL;
 	p->slot.complete = slot_complete;
 	p->slot.cfg = NULL;
 	p->slot.res.refused = 0;
@@ -283,7 +299,8 @@ static void pipeline_input(void *s, struct evbuffer *in, int eof, struct session
 			if (got.req.verb == CMD_QUIT)
 				st->close = 1;
 			if (pl->fe->binds_leases && got.req.verb == CMD_RELEASE)
-				forget_lease(pl, got.req.lease_id, got.req.lease_id_len);
+				p->release =
+					forget_lease(pl, got.req.lease_id, got.req.lease_id_len);
 			if (pl->fe->binds_leases && got.req.verb == CMD_ACQUIRE) {
 				if (pl->nleases >= MAX_CONN_LEASES) {
 					cmd_reply_error(

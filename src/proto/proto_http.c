@@ -27,6 +27,7 @@ enum http_kind { HTTP_API, HTTP_AUTH };
 
 #define TAG_KIND 0x3
 #define TAG_LEGACY 0x4
+#define TAG_HEAD 0x8 /* a HEAD: the reply's head only (RFC 9110 9.3.2) */
 #define TAG_DENY_SHIFT 8
 
 /* Statuses answered without cmd (PROTO_LOCAL: local is the status). */
@@ -668,6 +669,10 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 	for (size_t k = 0; k < mlen; k++)
 		if (!is_tchar((unsigned char)method[k]))
 			return local(out, BAD_REQUEST, 1);
+	/* a body after a HEAD's reply would be read as the next reply's
+	 * start by a keep-alive client */
+	if (mlen == 4 && memcmp(method, "HEAD", 4) == 0)
+		out->tag |= TAG_HEAD;
 	for (size_t k = 0; k < tlen; k++)
 		if ((unsigned char)target[k] <= 0x20 || target[k] == 0x7f)
 			return local(out, BAD_REQUEST, 1);
@@ -1141,6 +1146,8 @@ static size_t http_format(char *buf, const struct cmd_result *r)
 	}
 	}
 	n = put(buf, n, "\r\n");
+	if (r->tag & TAG_HEAD)
+		return n; /* Content-Length says what a GET would get */
 	memcpy(buf + n, body, bl);
 	return n + bl;
 }

@@ -227,6 +227,48 @@ class DelayTest(DaemonTest):
         d.proc.wait(10)
         self.assertIn("answering", d.log())
 
+    def test_sigterm_answers_at_once_what_redis_delays_after_it(self):
+        """Requests whose answer comes from Redis after SIGTERM (frozen
+        meanwhile) with a wait: answered at once, their slots reserved,
+        not held past the drain (which ends before a 2 s wait could)."""
+        self.redis = self.start_redis()
+        d = self.start_daemon(POLICIES, redis_opts={"timeout": "3s"})
+        with Client(d.port) as c:
+            self.assertTrue(c.request("ALLOW fay smooth").startswith("ALLOWED"))
+            self.redis.proc.send_signal(signal.SIGSTOP)
+            try:
+                c.send(*(["ALLOW fay smooth"] * 10))  # waits of up to 1 s
+                time.sleep(0.3 * SLOW)
+                d.proc.send_signal(signal.SIGTERM)
+                time.sleep(0.3 * SLOW)
+            finally:
+                self.redis.proc.send_signal(signal.SIGCONT)
+            t_cont = time.monotonic()
+            got = [c.readline() for _ in range(10)]
+        self.assertEqual([g.split()[0] for g in got], ["ALLOWED"] * 10, got)
+        self.assertLess(time.monotonic() - t_cont, 0.5 * SLOW)
+        d.proc.wait(10)
+
+    def test_a_second_sigterm_with_delays_on_redis_exits_cleanly(self):
+        """A second SIGTERM exits at once while delayed ALLOWs wait on a
+        frozen Redis: the store answers them as it goes, after the server
+        (a use after free of the delays once, caught by ASan here)."""
+        self.redis = self.start_redis()
+        d = self.start_daemon(POLICIES, redis_opts={"timeout": "5s"})
+        with Client(d.port) as c:
+            self.assertTrue(c.request("ALLOW gus smooth").startswith("ALLOWED"))
+            self.redis.proc.send_signal(signal.SIGSTOP)
+            try:
+                c.send(*(["ALLOW gus smooth"] * 5))
+                time.sleep(0.3 * SLOW)
+                d.proc.send_signal(signal.SIGTERM)
+                time.sleep(0.2 * SLOW)
+                d.proc.send_signal(signal.SIGTERM)
+                self.assertEqual(d.proc.wait(10 * SLOW), 0, d.log())
+            finally:
+                self.redis.proc.send_signal(signal.SIGCONT)
+        self.assertIn("exiting now", d.log())
+
     def test_a_client_gone_while_waiting(self):
         """Ten clients leave while their 20 requests wait: the waits run
         out with no one to answer (ASan in the sanitizer build), their

@@ -8,6 +8,7 @@ import http.client
 import json
 import select
 import shutil
+import socket
 import subprocess
 import time
 import unittest
@@ -295,6 +296,31 @@ class HttpTest(DaemonTest):
         st, h, _ = self.get(self.nginx_port, "/auth/reply", headers={"X-Real-IP": "10.1.1.1"})
         self.assertEqual(st, 403)
         self.assertIn("retry-after", h)
+
+    def test_head_replies_carry_no_body(self):
+        """HEAD gets the head of what GET would (status, Content-Length),
+        no body: on a keep-alive connection the next reply is read whole
+        (a denial's problem body once came after a HEAD and was taken for
+        the next reply's start)."""
+        raw = socket.create_connection(("127.0.0.1", self.api), timeout=5)
+        self.addCleanup(raw.close)
+        h = "Host: x\r\nX-Real-IP: 10.6.6.6\r\n\r\n"
+        reqs = "".join("HEAD /auth/reply HTTP/1.1\r\n" + h for _ in range(4))
+        reqs += "HEAD /nowhere HTTP/1.1\r\n" + h + "GET /auth/reply HTTP/1.1\r\n" + h
+        raw.sendall(reqs.encode())
+        data = b""
+        deadline = time.monotonic() + 5
+        while data.count(b"HTTP/1.1 ") < 6 or not data.endswith(b"}\n"):
+            self.assertLess(time.monotonic(), deadline, data)
+            data += raw.recv(65536)
+        heads = data.split(b"HTTP/1.1 ")[1:]
+        self.assertEqual([x[:3] for x in heads], [b"200", b"200", b"200", b"429", b"404", b"429"])
+        for x in heads[:5]:  # nothing after a HEAD's blank line
+            self.assertTrue(x.endswith(b"\r\n\r\n"), x)
+        self.assertIn(b"content-length: 0", heads[0].lower())
+        self.assertNotIn(b"content-length: 0", heads[3].lower())  # a GET's length
+        body = heads[5].split(b"\r\n\r\n", 1)[1]
+        self.assertEqual(json.loads(body)["status"], 429)
 
     def test_forward_auth_takes_no_user_or_action_from_the_query(self):
         """The query of /auth/ may be the client's own (Caddy keeps it):

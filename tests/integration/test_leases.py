@@ -456,6 +456,28 @@ class LeasesTest(DaemonTest):
             self.assertEqual(c.request("RELEASE " + got[0].split()[-1]), "OK")
             self.assertRegex(c.request("ACQUIRE u4096 many"), r"^ALLOWED 100000 99999 ")
 
+    def test_a_failed_release_still_releases_on_close(self):
+        """A RELEASE that fails (Redis refuses the script to the daemon's
+        user for a moment) leaves the lease the connection's: its close
+        gives it back, as for one never released (the id was once
+        forgotten when the RELEASE was read)."""
+        self.redis = self.start_redis()
+        d = self.start_daemon(POLICIES)
+        c = Client(d.port)
+        got = c.request("ACQUIRE ivy export %d" % LIMIT)
+        self.assertTrue(got.startswith("ALLOWED %d 0 " % LIMIT), got)
+        self.redis.call("ACL", "SETUSER", "default", "-evalsha", "-eval")
+        try:
+            self.assertRegex(c.request("RELEASE " + got.split()[-1]), r"^ERR store-")
+        finally:
+            self.redis.call("ACL", "SETUSER", "default", "+@all")
+        c.close()
+        with Client(d.port) as other:
+            # (the lease would last 30 s)
+            wait_until(lambda: other.request("ACQUIRE ivy export %d" % LIMIT).startswith(
+                "ALLOWED %d 0 " % LIMIT), 5 * SLOW, interval=0.05,
+                what="the lease released on close")
+
     def test_redis_down_answers_per_on_store_error(self):
         port, gone = free_port(), free_port()
         pol = {"a": "{algorithm: concurrency, limit: 2, lease: 30s, on_store_error: allow}",
