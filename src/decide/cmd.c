@@ -314,6 +314,12 @@ static void hold_done(void *arg, const struct store_result *res)
 			     "hold not open: settled, cancelled, expired or never taken");
 		return;
 	}
+	/* units came back: this daemon's cached denials of the pair are
+	 * wrong now (the others hear of it from the script's notice) */
+	if (slot->deny)
+		denycache_reset_pair(slot->deny, slot->policy->name, slot->policy->name_len,
+				     slot->user, slot->user_len);
+	slot->deny = NULL;
 	if (slot->op == STORE_CANCEL) {
 		reply(slot, CMD_REPLY_OK);
 		return;
@@ -362,7 +368,11 @@ static void hold_command(struct config *cfg, const struct cmd_env *env,
 	slot->op = pc->verb == CMD_SETTLE ? STORE_SETTLE : STORE_CANCEL;
 	slot->shadow = 0;
 	slot->own_policy = 0;
-	slot->deny = NULL;
+	/* a CANCEL, or a SETTLE below the estimate, gives units back: then
+	 * (hold_done) the pair's cached denials go */
+	slot->deny = slot->op == STORE_CANCEL || pc->actual < id.cost ? decide_cache(env) : NULL;
+	slot->user_len = id.user_len;
+	memcpy(slot->user, id.user, id.user_len);
 	slot->local = NULL;
 	slot->from_memory = store_local(env->store);
 	struct store_request req = {

@@ -205,7 +205,8 @@ static void redis_script_decision(struct redis_argv *a, const struct store_saved
 		if (sv->op == STORE_HOLD)
 			redis_argv_num(a, sv->hold_ms);
 	}
-	if (sv->op == STORE_RESET) {
+	if (sv->op == STORE_RESET || sv->op == STORE_SETTLE || sv->op == STORE_CANCEL) {
+		/* the notice: a reset's, and a settle's that gives units back */
 		char *s = a->arena + a->arena_used;
 		size_t n = keys_reset_channel(s, sv->prefix, sv->prefix_len);
 		a->arena_used += n;

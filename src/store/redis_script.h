@@ -15,13 +15,18 @@ struct policy;
 
 /* Arguments of one decision: op, cost, nlimits, then per limit
  * <algorithm> capacity count period_ms, and for a reset its notice's
- * channel and message (the script's ARGV spec, its decision_argc); an
- * ALLOW that may wait ("d") has one more, the wait, which a reset's two
- * exceed. */
-#define REDIS_SCRIPT_DECISION_ARGC(op, nlimits) (3 + 4 * (nlimits) + ((op) == STORE_RESET ? 2 : 0))
+ * channel and message, for a HOLD its nonce and time, for a SETTLE and a
+ * CANCEL its nonce and a notice as a reset's (the script's ARGV spec, its
+ * decision_argc); an ALLOW that may wait ("d") has one more, the wait,
+ * and one that takes a block two, which a SETTLE's three exceed. */
+#define REDIS_SCRIPT_DECISION_ARGC(op, nlimits)              \
+	(3 + 4 * (nlimits) +                                 \
+	 ((op) == STORE_RESET || (op) == STORE_HOLD	 ? 2 \
+	  : (op) == STORE_SETTLE || (op) == STORE_CANCEL ? 3 \
+							 : 0))
 /* a ban is one more "limit" (policy_nkeys) */
 #define REDIS_SCRIPT_DECISION_ARGC_MAX \
-	REDIS_SCRIPT_DECISION_ARGC(STORE_RESET, POLICY_MAX_LIMITS + 1)
+	REDIS_SCRIPT_DECISION_ARGC(STORE_SETTLE, POLICY_MAX_LIMITS + 1)
 
 /*
  * The argv of a command being built. Strings are pointed to, not copied;

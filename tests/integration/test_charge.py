@@ -37,7 +37,8 @@ POLICIES = {"tokens": "{algorithm: fixed_window, limits: 100000/1h}",
             "llm": "{algorithm: fixed_window, limits: 1000/1s}",
             "flow": "{algorithm: funnel, capacity: 10, rate: 100/1s}",
             "open": "{algorithm: fixed_window, limits: 10/1h, on_store_error: allow}",
-            "gpt": "{algorithm: fixed_window, limits: 20000/1h, hold: 2s}"}
+            "gpt": "{algorithm: fixed_window, limits: 20000/1h, hold: 2s}",
+            "quota": "{algorithm: fixed_window, limits: 10/1h, hold: 60s}"}
 
 
 class ChargeTest(DaemonTest):
@@ -199,6 +200,41 @@ class ChargeTest(DaemonTest):
         p = ctl("cancel", hold)
         self.assertEqual(p.returncode, 2, p.stdout)
         self.assertIn("no-hold", p.stderr)
+
+    def test_units_given_back_end_cached_denials_on_every_daemon(self):
+        """A CANCEL, or a SETTLE below the estimate, gives units back: the
+        denials every daemon cached for the pair (until the window's end,
+        an hour) go with them, as after a RESET (the script's notice)."""
+        self.redis = self.start_redis()
+        da, db = self.start_daemon(POLICIES, name="a"), self.start_daemon(POLICIES, name="b")
+        with Client(da.port) as a, Client(db.port) as b:
+            for settle in (False, True):
+                r = a.request("HOLD uma quota 10")
+                self.assertRegex(r, r"^ALLOWED 10 0 0 ")
+                for c in (a, b):  # denied, and cached, on both
+                    self.assertRegex(c.request("ALLOW uma quota"), r"^DENIED 10 0 ")
+                    self.assertRegex(c.request("ALLOW uma quota"), r"^DENIED 10 0 ")
+                hold = r.split()[-1]
+                if settle:
+                    self.assertRegex(a.request("SETTLE %s 3" % hold), r"^ALLOWED 10 7 ")
+                else:
+                    self.assertEqual(a.request("CANCEL %s" % hold), "OK")
+                left = 6 if settle else 9
+                self.assertRegex(a.request("ALLOW uma quota"), r"^ALLOWED 10 %d " % left)
+                wait_until(lambda: b.request("PEEK uma quota").startswith("ALLOWED"), 5 * SLOW,
+                           interval=0.02, what="b's cached denial gone")
+                self.assertRegex(b.request("ALLOW uma quota"), r"^ALLOWED 10 %d " % (left - 1))
+                self.assertEqual(a.request("RESET uma quota"), "OK")
+        # the memory store: this daemon's own cache
+        port = free_port()
+        d = self.start_daemon(config='listen: ["127.0.0.1:%d"]\nstore: memory\npolicies:\n%s'
+                              % (port, "".join("  %s: %s\n" % kv for kv in POLICIES.items())),
+                              port=port, name="mem")
+        with Client(d.port) as c:
+            hold = c.request("HOLD uma quota 10").split()[-1]
+            self.assertRegex(c.request("ALLOW uma quota"), r"^DENIED 10 0 ")
+            self.assertEqual(c.request("CANCEL %s" % hold), "OK")
+            self.assertRegex(c.request("ALLOW uma quota"), r"^ALLOWED 10 9 ")
 
     def test_debt_is_earned_back_in_the_next_window(self):
         self.redis = self.start_redis()

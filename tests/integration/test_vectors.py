@@ -163,6 +163,8 @@ def script_call(tag, multi, groups, now, op, cost):
         args.append(str(wait_ms * 1000))  # the wait, us
     if op in ("h", "s", "x"):
         args += list(wait_ms)  # the nonce (and a HOLD's time, ms)
+    if op in ("s", "x"):
+        args += ["t:reset", "%s:u" % tag]  # the notice of units given back
     return keys, args
 
 

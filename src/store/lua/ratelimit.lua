@@ -19,8 +19,10 @@
 --          and the longest time (ms) the daemon answers from them (see
 --          block_take);
 --          for "h" two more, the hold's nonce and time (ms), for "s" and
---          "x" one, the nonce, and one more key: the pair's holds
---          (see delay_at);
+--          "x" three, the nonce and, as for a reset, the channel and the
+--          message that tell every daemon units came back (their cached
+--          denials of the pair are wrong then), and one more key: the
+--          pair's holds (see delay_at);
 --          or, for one decision over several (user, action) pairs, op "A"
 --          (allow) or "P" (peek), cost, ngroups, then per group: shadow
 --          (0/1), nlimits, its limits as above (see decide_all);
@@ -972,7 +974,7 @@ local function decision_argc(a)
   if op == 'r' or op == 'k' then n = n + 2 elseif op == 'd' then n = n + 1 end
   -- holds: the nonce (and a HOLD's time), and one more key, the pair's holds
   if op == 'h' then return n + 2, nl + 1 end
-  if op == 's' or op == 'x' then return n + 1, nl + 1 end
+  if op == 's' or op == 'x' then return n + 3, nl + 1 end
   return n, nl
 end
 
@@ -1084,9 +1086,10 @@ local function decide(out, op, cost, nlimits, a, k)
   -- holds, after its limits' keys; a field per hold, its nonce, valued
   -- "<estimate>:<charged at, us>:<open until, us>"
   local hkey = K[k + nlimits]
-  local th, diff
+  local th, diff, notice
   if op == 's' or op == 'x' then
     local nonce = ARGV[a + 4 * nlimits]
+    notice = a + 4 * nlimits + 1
     local v = redis.call('HGET', hkey, nonce)
     local est, t, untl
     if v then
@@ -1124,6 +1127,8 @@ local function decide(out, op, cost, nlimits, a, k)
     bind = each_limit(checks, nlimits, function(r)
       if diff > 0 then r.algo.commit(r) elseif diff < 0 then r.algo.refund(r, cost, th) end
     end)
+    -- units came back: every daemon drops its cached denials of the pair
+    if diff < 0 then redis.call('PUBLISH', ARGV[notice], ARGV[notice + 1]) end
     allowed_out(out, bind, max(0, bind.remaining), 0)
     return
   end
