@@ -1086,7 +1086,11 @@ local function decide(out, op, cost, nlimits, a, k)
   -- holds, after its limits' keys; a field per hold, its nonce, valued
   -- "<estimate>:<charged at, us>:<open until, us>"
   local hkey = K[k + nlimits]
-  local th, diff, notice
+  local th, diff, notice, hold_pttl
+  -- a HOLD reads its holds' key before anything is charged: on a Cluster
+  -- a key that moved fails here, with nothing written (the daemon asks
+  -- again, alone, and must not charge twice)
+  if op == 'h' then hold_pttl = redis.call('PTTL', hkey) end
   if op == 's' or op == 'x' then
     local nonce = ARGV[a + 4 * nlimits]
     notice = a + 4 * nlimits + 1
@@ -1094,8 +1098,11 @@ local function decide(out, op, cost, nlimits, a, k)
     local est, t, untl
     if v then
       est, t, untl = string.match(v, '^(%d+):(%d+):(%d+)$')
-      redis.call('HDEL', hkey, nonce)
+      -- closed after the checks below: on a Cluster a limit key that
+      -- moved fails there, and this must then not have closed the hold
+      -- (the daemon asks again, alone)
     end
+    if v and (not est or tonumber(untl) <= now) then redis.call('HDEL', hkey, nonce) end
     if not est or tonumber(untl) <= now then
       -- not open: settled, cancelled, expired (at its estimate), never taken
       out[#out + 1] = -3
@@ -1123,6 +1130,7 @@ local function decide(out, op, cost, nlimits, a, k)
   end
   local bind = nil
   if th then
+    redis.call('HDEL', hkey, ARGV[notice - 1])
     -- a settle: the difference charged (whatever the limits hold) or given back
     bind = each_limit(checks, nlimits, function(r)
       if diff > 0 then r.algo.commit(r) elseif diff < 0 then r.algo.refund(r, cost, th) end
@@ -1170,7 +1178,8 @@ local function decide(out, op, cost, nlimits, a, k)
       local hold_ms = num(ARGV[a + 1])
       redis.call('HSET', hkey, ARGV[a], fmt(cost) .. ':' .. fmt(now) .. ':' ..
                  fmt(now + hold_ms * 1000))
-      if redis.call('PTTL', hkey) < hold_ms then redis.call('PEXPIRE', hkey, hold_ms) end
+      -- (its ttl as read before the HSET, which leaves a ttl as it was)
+      if hold_pttl < hold_ms then redis.call('PEXPIRE', hkey, hold_ms) end
     end
   else
     if ban and op ~= 'p' and ban_denied(ban) then ban.ok = false end
