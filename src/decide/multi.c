@@ -49,6 +49,7 @@ struct multi {
 	enum store_op op;
 	int64_t cost;
 	int64_t timeout_ms;
+	uint64_t deadline_us; /* the whole decision's (monotonic): a Cluster's steps share it */
 	int all_shadow;	 /* every pair is in shadow mode: a denial is answered ALLOWED */
 	int outstanding; /* a Cluster's checks not answered yet */
 	/* a Cluster's charges: pairs[order[0..norder)], next the one under way */
@@ -313,11 +314,15 @@ static struct multi_pair *multi_bind(struct multi *m, int allowed, int charged)
 static void multi_charge_next(struct multi *m);
 
 /* One pair alone, as ALLOW or PEEK would ask for it; done gets mp. Reads
- * m only before submitting (the answer may come back inside). */
+ * m only before submitting (the answer may come back inside). Each step
+ * has what is left of the decision's deadline, not a whole one: checks
+ * and then charges, one after another, answer within redis.timeout. */
 static void multi_submit_pair(struct multi *m, struct multi_pair *mp, enum store_op op,
 			      store_done_fn *done)
 {
 	const struct config *cfg = m->slot->cfg;
+	uint64_t now = clock_mono_us();
+	int64_t left_ms = now < m->deadline_us ? (int64_t)((m->deadline_us - now) / 1000u) : 0;
 	struct store_request req = {
 		.op = op,
 		.policy = mp->policy,
@@ -326,7 +331,7 @@ static void multi_submit_pair(struct multi *m, struct multi_pair *mp, enum store
 		.user = mp->user,
 		.user_len = mp->user_len,
 		.cost = m->cost,
-		.timeout_ms = m->timeout_ms,
+		.timeout_ms = left_ms > 1 ? left_ms : 1,
 	};
 	store_submit(m->store, &req, done, mp);
 }
@@ -529,6 +534,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	m->op = (enum store_op)slot->op;
 	m->cost = req->cost > 0 ? req->cost : 1;
 	m->timeout_ms = decide_timeout_ms(cfg, req);
+	m->deadline_us = clock_mono_us() + (uint64_t)m->timeout_ms * 1000u;
 	for (int i = 0; i < CMD_PAIRS_MAX; i++)
 		slot->res.pairs[i].known = 0;
 	slot->multi = m;
