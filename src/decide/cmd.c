@@ -624,6 +624,7 @@ static int authorize(struct config *cfg, const struct cmd_request *pc, struct cm
 			auth_failed(caller, slot, "invalid token");
 			return -1;
 		}
+		caller->failures = 0; /* "in a row": a good one ends the row */
 	} else if (caller->who[0]) {
 		id = config_identity_by_name(cfg, caller->who);
 	} else if (caller->cert_cn[0]) {

@@ -50,8 +50,8 @@ struct multi {
 	int64_t cost;
 	int64_t timeout_ms;
 	uint64_t deadline_us; /* the whole decision's (monotonic): a Cluster's steps share it */
-	int all_shadow;	 /* every pair is in shadow mode: a denial is answered ALLOWED */
-	int outstanding; /* a Cluster's checks not answered yet */
+	int all_shadow;	      /* every pair is in shadow mode: a denial is answered ALLOWED */
+	int outstanding;      /* a Cluster's checks not answered yet */
 	/* a Cluster's charges: pairs[order[0..norder)], next the one under way */
 	int order[CMD_PAIRS_MAX];
 	int norder, next;

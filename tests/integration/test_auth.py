@@ -219,6 +219,31 @@ class AuthTest(DaemonTest):
                            timeout=10 * SLOW)
         self.assertEqual(r.stdout, b"403")  # app may not use login
 
+    def test_bearer_tokens_three_wrong_in_a_row_close_a_keep_alive_connection(self):
+        """On one keep-alive HTTP connection, a good Bearer token ends a
+        row of wrong ones: the connection is closed at the third wrong
+        token in a row, not the third on the connection."""
+        import http.client
+        self.start()
+        c = http.client.HTTPConnection("127.0.0.1", self.hport, timeout=10 * SLOW)
+        self.addCleanup(c.close)
+        path = "/v1/allow?user=fay&action=reply"
+
+        def get(token):
+            c.request("GET", path, headers={"Authorization": "Bearer " + token})
+            r = c.getresponse()
+            r.read()
+            return r.status, r.getheader("Connection")
+        bad = "wrong-token-0123456789"
+        for token in (bad, bad, APP, bad, bad, APP):
+            st, conn = get(token)
+            self.assertEqual(st, 200 if token == APP else 401)
+            self.assertNotEqual(conn, "close")
+        self.assertEqual(get(bad)[0], 401)
+        self.assertEqual(get(bad)[0], 401)
+        st, conn = get(bad)  # the third in a row
+        self.assertEqual((st, conn), (401, "close"))
+
     def test_grpc_authorization_metadata_with_grpcio(self):
         import grpc
         from rls_client import RlsClient, overall
