@@ -288,6 +288,11 @@ static void cluster_submit(struct store *base, const struct store_request *req, 
 			   void *arg)
 {
 	struct store_cluster *c = (struct store_cluster *)base;
+	if (c->closing) { /* asked by an answer cluster_free gives: its nodes go */
+		struct store_result res = {.status = STORE_UNAVAILABLE, .detail = "shutting down"};
+		done(arg, &res);
+		return;
+	}
 	struct creq *q = calloc(1, sizeof(*q));
 	if (!q) {
 		struct store_result res = {.status = STORE_OVERLOAD, .detail = "out of memory"};

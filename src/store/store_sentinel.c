@@ -57,6 +57,7 @@ struct store_sentinel {
 	uint64_t last_ask_us;
 	struct event *timer; /* re-ask, re-subscribe, free retired pools */
 	size_t pending;
+	struct sentinel_req *reqs; /* every request not answered yet */
 	int closing;
 	char *watch_prefix;
 	store_reset_fn *watch_fn;
@@ -64,6 +65,7 @@ struct store_sentinel {
 };
 
 struct sentinel_req {
+	struct sentinel_req *prev, *next; /* s->reqs */
 	struct store_sentinel *s;
 	store_done_fn *done;
 	void *arg;
@@ -253,9 +255,16 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 
 static void sentinel_req_finish(struct sentinel_req *q, const struct store_result *res)
 {
+	struct store_sentinel *s = q->s;
+	if (q->prev)
+		q->prev->next = q->next;
+	else
+		s->reqs = q->next;
+	if (q->next)
+		q->next->prev = q->prev;
 	q->done(q->arg, res);
 	store_retry_free(&q->retry);
-	q->s->pending--;
+	s->pending--;
 	store_request_release(&q->sv);
 	free(q);
 }
@@ -306,6 +315,11 @@ static void sentinel_submit(struct store *base, const struct store_request *req,
 			    store_done_fn *done, void *arg)
 {
 	struct store_sentinel *s = (struct store_sentinel *)base;
+	if (s->closing) { /* asked by an answer sentinel_free gives */
+		struct store_result res = {.status = STORE_UNAVAILABLE, .detail = "shutting down"};
+		done(arg, &res);
+		return;
+	}
 	struct sentinel_req *q = calloc(1, sizeof(*q));
 	if (!q) {
 		struct store_result res = {.status = STORE_OVERLOAD, .detail = "out of memory"};
@@ -313,6 +327,10 @@ static void sentinel_submit(struct store *base, const struct store_request *req,
 		return;
 	}
 	s->pending++;
+	q->next = s->reqs;
+	if (s->reqs)
+		s->reqs->prev = q;
+	s->reqs = q;
 	q->s = s;
 	q->done = done;
 	q->arg = arg;
@@ -387,8 +405,15 @@ static void sentinel_free(struct store *base)
 	}
 	if (s->cur)
 		store_free(s->cur);
+	s->cur = NULL;
 	for (int i = 0; i < s->nretired; i++)
 		store_free(s->retired[i]);
+	s->nretired = 0;
+	/* what waits on a retry timer: answered, as the pools answered theirs */
+	while (s->reqs) {
+		struct store_result res = {.status = STORE_UNAVAILABLE, .detail = "shutting down"};
+		sentinel_req_finish(s->reqs, &res);
+	}
 	if (s->timer)
 		event_free(s->timer);
 	for (size_t i = 0; i < s->nsentinels; i++)
