@@ -371,14 +371,34 @@ static void check_cb(struct rlink *l, redisReply *rep, void *privdata)
 		c->t->ops->checked(c, NULL);
 		return;
 	} else if (rep->type == REDIS_REPLY_ARRAY) {
-		/* What the ACL lacks, as the rules that would grant it. */
-		size_t n = (size_t)snprintf(what, sizeof(what), "the redis user lacks");
-		for (size_t i = 0; i < rep->elements && n < sizeof(what); i++) {
-			const redisReply *e = rep->element[i];
-			if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS)
-				n += (size_t)snprintf(what + n, sizeof(what) - n, " %.*s",
-						      (int)(e->len < 100 ? e->len : 100), e->str);
+		/* What the ACL lacks, as the rules that would grant it ("+zadd",
+		 * "~rl:*", "&rl:reset"); or Redis's own text of another refusal
+		 * (a replica's READONLY), which no ACL rule would cure. */
+		size_t n = 0;
+		for (int acl = 1; acl >= 0; acl--) {
+			int first = 1;
+			for (size_t i = 0; i < rep->elements && n < sizeof(what); i++) {
+				const redisReply *e = rep->element[i];
+				if ((e->type != REDIS_REPLY_STRING &&
+				     e->type != REDIS_REPLY_STATUS) ||
+				    e->len == 0)
+					continue;
+				int rule = e->str[0] == '+' || e->str[0] == '~' || e->str[0] == '&';
+				if (rule != acl)
+					continue;
+				if (first)
+					n += (size_t)snprintf(
+						what + n, sizeof(what) - n, "%s%s", n ? "; " : "",
+						acl ? "the redis user lacks" : "redis refuses:");
+				first = 0;
+				if (n < sizeof(what))
+					n += (size_t)snprintf(what + n, sizeof(what) - n, " %.*s",
+							      (int)(e->len < 100 ? e->len : 100),
+							      e->str);
+			}
 		}
+		if (n == 0)
+			snprintf(what, sizeof(what), "redis refuses the check");
 	} else {
 		return; /* not our script's answer: nothing to say about Redis */
 	}

@@ -53,7 +53,9 @@ struct store_sentinel {
 	int nretired;
 	unsigned long gen_base; /* generations of pools let go */
 	struct rlink *ask;	/* get-master-addr-by-name in flight */
-	struct rlink *subs;	/* +switch-master subscription */
+	struct rlink *probe;	/* ROLE to the master a sentinel named, in flight */
+	char probe_ip[64], probe_port[8];
+	struct rlink *subs; /* +switch-master subscription */
 	uint64_t last_ask_us;
 	struct event *timer; /* re-ask, re-subscribe, free retired pools */
 	size_t pending;
@@ -120,6 +122,90 @@ static void use_master(struct store_sentinel *s, const char *ip, const char *por
 		store_watch_resets(st, s->watch_prefix, s->watch_fn, s->watch_arg);
 }
 
+/* ROLE's answer from the master a sentinel named: followed only when it
+ * says it is one. A sentinel cut off with the old master in a minority
+ * (or one that has not yet seen the failover) still names the old one,
+ * now a replica or soon one: switching to it would fail every decision
+ * (READONLY) or write where it is lost, and flap with each sentinel. */
+static void role_reply_cb(struct rlink *l, redisReply *rep, void *privdata)
+{
+	(void)privdata;
+	struct store_sentinel *s = l->data;
+	if (!s || !rep)
+		return;
+	const char *role = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+					   rep->element[0]->type == REDIS_REPLY_STRING
+				   ? rep->element[0]->str
+				   : NULL;
+	if (role && strcmp(role, "master") == 0) {
+		use_master(s, s->probe_ip, s->probe_port);
+	} else if (rep->type == REDIS_REPLY_ERROR &&
+		   store_reply_error(rep->str, rep->len) == STORE_ERROR_NOPERM) {
+		/* an ACL without +role (docs/security.md): followed unasked */
+		log_warn("sentinel: cannot ask %s:%s its ROLE (%.100s): followed as the sentinel "
+			 "says",
+			 s->probe_ip, s->probe_port, rep->str);
+		use_master(s, s->probe_ip, s->probe_port);
+	} else
+		log_warn("sentinel: %s:%s, named master of %s, says it is %s: not followed",
+			 s->probe_ip, s->probe_port, s->master_name,
+			 role				  ? role
+			 : rep->type == REDIS_REPLY_ERROR ? rep->str
+							  : "not a master");
+	s->probe = NULL;
+	l->data = NULL;
+	rlink_disconnect(l);
+}
+
+static void probe_connect_cb(const struct rlink *l, int ok)
+{
+	struct store_sentinel *s = l->data;
+	if (!ok && s) {
+		log_warn("sentinel: master %s:%s of %s: %s: not followed", s->probe_ip,
+			 s->probe_port, s->master_name, l->errstr);
+		((struct rlink *)l)->data = NULL;
+		s->probe = NULL;
+	}
+}
+
+static void probe_disconnect_cb(const struct rlink *l, int ok)
+{
+	(void)ok;
+	struct store_sentinel *s = l->data;
+	if (s && s->probe == l)
+		s->probe = NULL;
+}
+
+/* A sentinel named ip:port: asked its ROLE first (one at a time). */
+static void probe_master(struct store_sentinel *s, const char *ip, const char *port)
+{
+	char addr[300];
+	snprintf(addr, sizeof(addr), strchr(ip, ':') ? "[%s]:%s" : "%s:%s", ip, port);
+	if ((s->cur_addr && strcmp(s->cur_addr, addr) == 0) || s->probe || strlen(ip) >= 64 ||
+	    strlen(port) >= 8)
+		return;
+	int p = atoi(port);
+	struct rlink *l = rlink_connect(s->evbase, ip, p, NULL, s->tls);
+	if (!l || l->err) {
+		if (l)
+			rlink_free(l);
+		return;
+	}
+	snprintf(s->probe_ip, sizeof(s->probe_ip), "%s", ip);
+	snprintf(s->probe_port, sizeof(s->probe_port), "%s", port);
+	l->data = s;
+	rlink_set_callbacks(l, probe_connect_cb, probe_disconnect_cb);
+	if (s->cfg.password) {
+		if (s->cfg.username)
+			rlink_command(l, NULL, NULL, "AUTH %s %s", s->cfg.username,
+				      s->cfg.password);
+		else
+			rlink_command(l, NULL, NULL, "AUTH %s", s->cfg.password);
+	}
+	rlink_command(l, role_reply_cb, NULL, "ROLE");
+	s->probe = l;
+}
+
 static void master_reply_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
 	(void)privdata;
@@ -129,7 +215,7 @@ static void master_reply_cb(struct rlink *l, redisReply *rep, void *privdata)
 	if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
 	    rep->element[0]->type == REDIS_REPLY_STRING &&
 	    rep->element[1]->type == REDIS_REPLY_STRING)
-		use_master(s, rep->element[0]->str, rep->element[1]->str);
+		probe_master(s, rep->element[0]->str, rep->element[1]->str);
 	else
 		log_warn("sentinel %s:%d does not know master %s", l->host, l->port,
 			 s->master_name);
@@ -402,6 +488,10 @@ static void sentinel_free(struct store *base)
 	if (s->subs) {
 		s->subs->data = NULL;
 		rlink_free(s->subs);
+	}
+	if (s->probe) {
+		s->probe->data = NULL;
+		rlink_free(s->probe);
 	}
 	if (s->cur)
 		store_free(s->cur);

@@ -17,7 +17,10 @@ POLICIES = {"reply": "3/60s",
             "win": "{algorithm: fixed_window, limits: 2/1d}",
             "swc": "{algorithm: sliding_window_counter, limits: 2/1d}",
             "up": "{algorithm: funnel, capacity: 2, rate: 1/1m}",
-            "pen": "{limits: [1/1m], ban: {after: 1, within: 1m, for: 1h}}"}
+            "pen": "{limits: [1/1m], ban: {after: 1, within: 1m, for: 1h}}",
+            "slow": "{limits: [2/1s], delay: {max: 2s}}",
+            "llm": "{algorithm: fixed_window, limits: 100/1h, hold: 1m}",
+            "jobs": "{algorithm: concurrency, limit: 2, lease: 30s}"}
 ADMIN_PW = "adm1n-acl-pw"
 USER_PW = "us3r-acl-pw"
 # what the daemon's docs said before the script's own commands were listed
@@ -70,6 +73,15 @@ class AclTest(DaemonTest):
         self.assertDecision(self.c.request("ALLOW alice pen"), "DENIED", 1, 0,
                             retry=(3590000, 3600000))
         self.assertEqual(self.c.request("RESET alice pen"), "OK")
+        # a sliding log's delay (its entries placed ahead), holds, leases
+        got = [self.c.request("ALLOW alice slow").split()[0] for _ in range(4)]
+        self.assertEqual(got, ["ALLOWED"] * 4, got)
+        hold = self.c.request("HOLD alice llm 10")
+        self.assertTrue(hold.startswith("ALLOWED 100 90 "), hold)
+        self.assertDecision(self.c.request("SETTLE %s 4" % hold.split()[-1]), "ALLOWED", 100, 96)
+        lease = self.c.request("ACQUIRE alice jobs")
+        self.assertTrue(lease.startswith("ALLOWED 2 1 "), lease)
+        self.assertEqual(self.c.request("RELEASE %s" % lease.split()[-1]), "OK")
         # run-time overrides: set, read back at start by the daemon, cleared
         self.assertEqual(self.c.request("OVERRIDE bob reply unlimited"), "OK")
         self.assertEqual(self.c.request("ALLOW bob reply"), "ALLOWED -1 -1 0 -1")

@@ -5,6 +5,8 @@ server it talks to has become a replica (READONLY) even when it never hears
 +switch-master, and answers per on_store_error, within the timeout, while
 there is no master."""
 
+import socket
+import threading
 import time
 import unittest
 
@@ -29,6 +31,66 @@ def report(msg):
     import sys
     sys.stderr.write("[figures] %s\n" % msg)
     sys.stderr.flush()
+
+
+class NamingSentinel:
+    """A scripted sentinel that names whichever master the test says, for
+    what a real one says only in a partition: a stale master (one cut off
+    with the old master names it after the failover). It answers
+    SENTINEL get-master-addr-by-name and confirms SUBSCRIBE."""
+
+    def __init__(self, port):
+        self.named = port
+        self.asked = 0
+        self.lsock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.lsock.getsockname()[1]
+        self.stopped = False
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    @property
+    def address(self):
+        return "127.0.0.1:%d" % self.port
+
+    def accept(self):
+        while not self.stopped:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,), daemon=True).start()
+
+    def serve(self, c):
+        buf = b""
+        try:
+            while not self.stopped:
+                data = c.recv(4096)
+                if not data:
+                    return
+                buf += data
+                while b"\r\n" in buf and buf.startswith(b"*"):
+                    n = int(buf[1:buf.index(b"\r\n")])
+                    parts = buf.split(b"\r\n")
+                    if len(parts) < 1 + 2 * n + 1:
+                        break
+                    words = [parts[2 + 2 * i] for i in range(n)]
+                    buf = b"\r\n".join(parts[1 + 2 * n:])
+                    if words[0].upper() == b"SENTINEL":
+                        self.asked += 1
+                        port = str(self.named).encode()
+                        c.sendall(b"*2\r\n$9\r\n127.0.0.1\r\n$%d\r\n%s\r\n" % (len(port), port))
+                    elif words[0].upper() == b"SUBSCRIBE":
+                        c.sendall(b"*3\r\n$9\r\nsubscribe\r\n$%d\r\n%s\r\n:1\r\n"
+                                  % (len(words[1]), words[1]))
+                    else:
+                        c.sendall(b"+OK\r\n")
+        except OSError:
+            return
+        finally:
+            c.close()
+
+    def stop(self):
+        self.stopped = True
+        self.lsock.close()
 
 
 class SentinelBase(DaemonTest):
@@ -315,3 +377,26 @@ class SentinelMiscTest(SentinelBase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StaleSentinelTest(SentinelBase):
+    def test_a_sentinel_naming_a_replica_is_not_followed(self):
+        """A sentinel that names a replica as the master (stale, or cut off
+        with the old master) is not followed: the daemon asks that server
+        its ROLE first, and stays with the master that says it is one."""
+        master = self.start_redis()
+        replica = self.start_redis(extra=["--replicaof", "127.0.0.1", str(master.port)])
+        fake = NamingSentinel(master.port)
+        self.addCleanup(fake.stop)
+        d = self.sdaemon(addresses=[fake.address])
+        c = self.client(d)
+        self.wait_decisions(c)
+        self.assertTrue(c.request("ALLOW sid big").startswith("ALLOWED 100000 99999 "))
+        fake.named = replica.port
+        asked = fake.asked
+        # it asks again every 5 s: twice more
+        wait_until(lambda: fake.asked >= asked + 2, 15 * SLOW, interval=0.1,
+                   what="the sentinel asked again")
+        self.assertIn("says it is slave: not followed", d.log())
+        self.assertTrue(c.request("ALLOW sid big").startswith("ALLOWED 100000 99998 "))
+        self.assertNotIn("is 127.0.0.1:%d" % replica.port, d.log())

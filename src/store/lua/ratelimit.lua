@@ -96,6 +96,9 @@ local function check(prefix)
   try('ZSCORE', zkey, 'ban')
   try('ZREM', zkey, 'ban')
   try('ZCARD', zkey)
+  -- a sliding log's entries placed ahead (a delay), and a HOLD's holds
+  try('ZREVRANGEBYSCORE', zkey, '+inf', '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  try('PTTL', zkey)
   try('PEXPIRE', zkey, 1000)
   try('SET', skey, '1', 'PX', 1000)
   -- the window algorithms' rewrite (write_fixed): an older Redis cannot
