@@ -8,9 +8,7 @@ funnel never allows more than capacity + rate x time. RESET, overrides
 and reloads revoke blocks; config errors for what blocks cannot mean."""
 
 import os
-import select
 import signal
-import socket
 import sys
 import threading
 import time
@@ -18,6 +16,7 @@ import unittest
 
 from harness import (SLOW, Client, DaemonTest, free_port, make_config, run_cli, scrape_metrics,
                      wait_until)
+from relay import Relay
 from topology import add_cluster, add_sentinels, cluster_config, sentinel_redis_opts
 
 LIMIT = 1500
@@ -77,77 +76,6 @@ class Load:
 
     def allowed(self):
         return sum(1 for a in self.answers if a[2].startswith("ALLOWED "))
-
-
-class Relay:
-    """A TCP relay to a real Redis whose subscriber connections (those that
-    sent SUBSCRIBE) can be frozen: nothing moves either way any more and
-    both sockets stay open, as with a peer powered off or a middlebox that
-    dropped the connection (no FIN, no RST)."""
-
-    def __init__(self, port):
-        self.port_to = port
-        self.lsock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.lsock.getsockname()[1]
-        self.lock = threading.Lock()
-        self.conns = []  # [client socket, upstream socket, subscriber, frozen]
-        self.stopped = False
-        threading.Thread(target=self.accept, daemon=True).start()
-
-    def accept(self):
-        while not self.stopped:
-            try:
-                cs, _ = self.lsock.accept()
-                up = socket.create_connection(("127.0.0.1", self.port_to))
-            except OSError:
-                return
-            conn = [cs, up, False, False]
-            with self.lock:
-                self.conns.append(conn)
-            threading.Thread(target=self.pump, args=(conn,), daemon=True).start()
-
-    def pump(self, conn):
-        cs, up = conn[0], conn[1]
-        while not self.stopped:
-            if conn[3]:
-                time.sleep(0.02)
-                continue
-            try:
-                ready, _, _ = select.select([cs, up], [], [], 0.05)
-                for src in ready:
-                    if conn[3]:
-                        break
-                    data = src.recv(65536)
-                    if not data:
-                        raise OSError("closed")
-                    if src is cs and b"SUBSCRIBE" in data.upper():
-                        conn[2] = True
-                    (up if src is cs else cs).sendall(data)
-            except OSError:
-                for x in (cs, up):
-                    x.close()
-                with self.lock:
-                    if conn in self.conns:
-                        self.conns.remove(conn)
-                return
-
-    def subscribers(self, frozen=False):
-        with self.lock:
-            return sum(1 for c in self.conns if c[2] and c[3] == frozen)
-
-    def freeze_subscribers(self):
-        with self.lock:
-            for c in self.conns:
-                if c[2]:
-                    c[3] = True
-
-    def close(self):
-        self.stopped = True
-        self.lsock.close()
-        with self.lock:
-            for c in self.conns:
-                c[0].close()
-                c[1].close()
 
 
 def redis_now(server):

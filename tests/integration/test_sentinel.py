@@ -13,6 +13,7 @@ import unittest
 from harness import (SLOW, STORE_MARGIN, DaemonTest, commandstats, free_port, is_real,
                      make_config, scrape_metrics, wait_until)
 from load import Traffic
+from relay import Relay
 from sentinel_proxy import SentinelProxy
 from topology import add_sentinels, sentinel_redis_opts
 
@@ -379,7 +380,9 @@ if __name__ == "__main__":
     unittest.main()
 
 
-class StaleSentinelTest(SentinelBase):
+class ScriptedSentinelTest(SentinelBase):
+    """A scripted sentinel naming what the test says (NamingSentinel)."""
+
     def test_a_sentinel_naming_a_replica_is_not_followed(self):
         """A sentinel that names a replica as the master (stale, or cut off
         with the old master) is not followed: the daemon asks that server
@@ -400,3 +403,24 @@ class StaleSentinelTest(SentinelBase):
         self.assertIn("says it is slave: not followed", d.log())
         self.assertTrue(c.request("ALLOW sid big").startswith("ALLOWED 100000 99998 "))
         self.assertNotIn("is 127.0.0.1:%d" % replica.port, d.log())
+
+    def test_a_decision_cut_after_it_was_sent_is_not_sent_again(self):
+        """The connection goes right after a decision reached the master
+        (Redis runs it; its reply is lost): answered per on_store_error,
+        and not sent again, for it may have been applied: Redis counted
+        it once (a retry once counted it twice)."""
+        master = self.start_redis()
+        relay = Relay(master.port)
+        self.addCleanup(relay.close)
+        fake = NamingSentinel(relay.port)
+        self.addCleanup(fake.stop)
+        d = self.sdaemon(addresses=[fake.address])
+        c = self.client(d)
+        self.wait_decisions(c)
+        relay.cut_after(b"victim")
+        got = c.request("ALLOW victim reply")
+        self.assertEqual(relay.cuts, 1)
+        self.assertFalse(is_real(got), got)
+        wait_until(lambda: is_real(c.request("PEEK victim reply")), 5 * SLOW, interval=0.05,
+                   what="decisions again")
+        self.assertTrue(c.request("PEEK victim reply").startswith("ALLOWED 5 4 "))
