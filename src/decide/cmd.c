@@ -59,6 +59,7 @@ static void delayed_done(struct cmd_slot *slot, const struct store_result *res)
 		decide_store_failed(slot, res, config_on_error(slot->cfg, p));
 		return;
 	}
+	local_redis_back(slot->local); /* Redis decides again */
 	int64_t extra = slot->policy_copy.limits[0].capacity - l->capacity;
 	int64_t remaining = res->remaining - extra;
 	int64_t wait_ms = 0;
