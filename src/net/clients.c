@@ -130,7 +130,13 @@ void clients_accept(struct clients *cl, evutil_socket_t fd, const struct sockadd
 		    const struct conn_port *port)
 {
 	if (cl->n >= (size_t)cl->ctx.cfg->max_clients) {
-		refuse_start(cl->refuse, fd, port->protocol);
+		/* A TLS listener's client would read the plain answer as a
+		 * broken handshake; it is closed, which it reports as such
+		 * (telling it in its protocol would take a handshake each). */
+		if (port->tls)
+			evutil_closesocket(fd);
+		else
+			refuse_start(cl->refuse, fd, port->protocol);
 		unsigned long long refused = ++stats.errors[CMD_ERR_TOO_MANY_CLIENTS];
 		if ((refused & (refused - 1)) == 0) /* 1, 2, 4, ...: not a log flood */
 			log_warn("max_clients (%d) reached; %llu %s refused so far",

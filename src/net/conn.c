@@ -704,7 +704,11 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 		 * nothing is idle; one mid-request is request_timeout's */
 		if (!owes(c) && !mid_request(c)) {
 			log_debug("closing idle client");
-			if (c->ops->goodbye)
+			/* (mid-handshake there is no session to say goodbye with:
+			 * its SETTINGS and GOAWAY would go into an unfinished TLS
+			 * session, spin on a writable socket and lose the
+			 * handshake's own deadline) */
+			if (c->ops->goodbye && !c->handshaking)
 				goodbye(c); /* a request sent meanwhile is retried, not lost */
 			else
 				conn_close(c);

@@ -44,7 +44,7 @@ class TlsListenTest(DaemonTest):
         self.pki = Pki(self.tmpdir)
         self.redis = self.start_redis()
 
-    def start(self, client_certs="none", request_timeout=None):
+    def start(self, client_certs="none", request_timeout=None, idle_timeout=None, **extra):
         """A daemon with a plaintext admin listener (the harness's), and TLS
         line, HTTP and gRPC listeners, plus a plaintext line one."""
         p = self.pki
@@ -64,6 +64,9 @@ class TlsListenTest(DaemonTest):
                "envoy": "{config: rules.yaml}"}
         if request_timeout:
             top["request_timeout"] = request_timeout
+        if idle_timeout:
+            top["idle_timeout"] = idle_timeout
+        top.update(extra)
         text = make_config(listen, {"address": self.redis.address, "timeout": "1s"},
                            {"reply": "5/60s"}, admin=False, **top)
         self.config_path = os.path.join(self.tmpdir, "rl.yaml")
@@ -256,6 +259,61 @@ class TlsListenTest(DaemonTest):
         self.assertLess(time.monotonic() - t0, 1 + 3 * SLOW)
         self.assertGreaterEqual(time.monotonic() - t0, 0.9)
         wait_until(lambda: self.failures()["timeout"] == 1, 5 * SLOW, what="counted")
+
+    def test_idle_before_its_handshake_a_grpc_client_is_closed(self):
+        """idle_timeout shorter than request_timeout, a gRPC client over TLS
+        that sends nothing: closed at idle_timeout, without the daemon
+        spinning (a goodbye into the unfinished TLS session once kept the
+        socket writable-armed, and a later ClientHello left it with no
+        event at all: its slot held for good)."""
+        self.start(idle_timeout="1s")
+        pid = self.daemon.proc.pid
+
+        def cpu():
+            with open("/proc/%d/stat" % pid) as f:
+                v = f.read().rsplit(")", 1)[1].split()
+            return (int(v[11]) + int(v[12])) / os.sysconf("SC_CLK_TCK")
+        cpu0, t0 = cpu(), time.monotonic()
+        with socket.create_connection(("127.0.0.1", self.gport), timeout=10 * SLOW) as s:
+            self.assertEqual(s.recv(10), b"")  # closed, nothing said
+            waited = time.monotonic() - t0
+        self.assertGreaterEqual(waited, 0.9)
+        self.assertLess(waited, 1 + 3 * SLOW)
+        self.assertLess(cpu() - cpu0, 0.5 * waited)
+        # and one that sends its ClientHello late, then leaves: its slot goes
+        self.fds0 = self.daemon_fds()
+        with socket.create_connection(("127.0.0.1", self.gport), timeout=10 * SLOW) as s:
+            time.sleep(1.2)
+            try:
+                ssl.create_default_context(cafile=self.pki.ca).wrap_socket(
+                    s, server_hostname="localhost").close()
+            except (ssl.SSLError, OSError):
+                pass
+        wait_until(lambda: self.daemon_fds() <= self.fds0, 5 * SLOW, interval=0.1,
+                   what="the late client's descriptor closed")
+
+    def test_beyond_max_clients_a_tls_client_is_closed_not_sent_plain_text(self):
+        """Past max_clients a TLS listener's client is closed before any
+        handshake: it sees the connection end, not plain text it would
+        take for a broken TLS record (WRONG_VERSION_NUMBER)."""
+        self.start(max_clients=2)
+        held = []
+        deadline = time.monotonic() + 5 * SLOW
+        while True:  # every slot ours (the readiness probe's may linger)
+            c = Client(port=self.pport, timeout=5 * SLOW)
+            self.addCleanup(c.close)
+            if c.request("PING") != "PONG":
+                break
+            held.append(c)
+            self.assertLess(time.monotonic(), deadline)
+        with socket.create_connection(("127.0.0.1", self.lport), timeout=5 * SLOW) as s:
+            with self.assertRaises((ssl.SSLError, OSError)) as e:
+                self.ctx(cert=False).wrap_socket(s, server_hostname="localhost")
+        self.assertNotIn("WRONG_VERSION_NUMBER", str(e.exception))
+        self.assertEqual(held[0].request("PING"), "PONG")
+
+    def daemon_fds(self):
+        return len(os.listdir("/proc/%d/fd" % self.daemon.proc.pid))
 
     def test_broken_handshakes_end_cleanly(self):
         """Garbage after a TLS record header, a close in the middle of a
