@@ -56,9 +56,10 @@
 struct metrics {
 	struct evhttp *http;
 	struct server *srv;
-	struct listener *listener; /* its evconnlistener belongs to http */
-	struct tls_server *tls;	   /* metrics.tls, or NULL: plain HTTP */
-	struct console *console;   /* /console (console.h) */
+	struct listener *listener;	    /* its evconnlistener belongs to http */
+	struct tls_server *tls;		    /* metrics.tls, or NULL: plain HTTP */
+	enum tls_client_certs client_certs; /* as started: restart-only */
+	struct console *console;	    /* /console (console.h) */
 	int stopping;
 };
 
@@ -848,6 +849,7 @@ void metrics_reload_tls(struct metrics *m, const struct config_listen_tls *tls)
 		return; /* turning HTTPS on or off takes a restart (reported) */
 	struct tls_server_files f;
 	server_tls_files(tls, &f);
+	f.client_certs = m->client_certs;
 	char why[300];
 	if (tls_server_reload(m->tls, &f, why, sizeof(why)) < 0)
 		log_error("reload: metrics tls: %s; new connections keep the certificate "
@@ -889,6 +891,7 @@ struct metrics *metrics_new(struct event_base *base, const char *address, int fd
 		struct tls_server_files f;
 		server_tls_files(tls, &f);
 		char why[300];
+		m->client_certs = f.client_certs;
 		m->tls = tls_server_new(&f, "http/1.1", why, sizeof(why));
 		if (!m->tls) {
 			snprintf(err, errlen, "metrics %s: tls: %s", address, why);

@@ -42,6 +42,8 @@ struct port {
 	struct listener *l;
 	struct conn_port cp;
 	char *name; /* cp.name's */
+	/* tls.client_certs as started: a restart changes it, a reload not */
+	enum tls_client_certs client_certs;
 };
 
 struct server {
@@ -231,16 +233,23 @@ int server_check_tls(const struct config *cfg, char *err, size_t errlen)
 	return 0;
 }
 
-/* A reload: every TLS listener reads its files again (the new file's, when
- * the entry is still the same listener with TLS). */
+/* A reload: every TLS listener reads its files again, the new file's entry
+ * of the same address (wherever it now stands in the list) when it still
+ * has TLS; its client_certs stays as started (restart-only, reported as
+ * pending). */
 static void reload_tls(struct server *srv, const struct config *cfg)
 {
 	for (size_t i = 0; i < srv->nports; i++) {
 		struct port *p = &srv->ports[i];
-		if (!p->cp.tls || i >= cfg->nlisten || !cfg->listen[i].tls.enabled)
+		const struct config_listen *cl = NULL;
+		for (size_t j = 0; p->cp.tls && j < cfg->nlisten && !cl; j++)
+			if (strcmp(cfg->listen[j].address, p->name) == 0)
+				cl = &cfg->listen[j];
+		if (!cl || !cl->tls.enabled)
 			continue; /* a restart applies the change (reported as pending) */
 		struct tls_server_files f;
-		server_tls_files(&cfg->listen[i].tls, &f);
+		server_tls_files(&cl->tls, &f);
+		f.client_certs = p->client_certs;
 		char why[300];
 		if (tls_server_reload(p->cp.tls, &f, why, sizeof(why)) < 0)
 			log_error("reload: listen %s: tls: %s; new connections keep the "
@@ -314,6 +323,7 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 			struct tls_server_files f;
 			server_tls_files(&cl->tls, &f);
 			char why[300];
+			p->client_certs = f.client_certs;
 			p->cp.tls = tls_server_new(&f, listen_alpn(cl->protocol), why, sizeof(why));
 			if (!p->cp.tls) {
 				snprintf(err, errlen, "listen %s: tls: %s", cl->address, why);

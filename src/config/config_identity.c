@@ -98,7 +98,15 @@ static int set_policies(struct yparser *P, const struct ykey *k, void *dst)
 	size_t n;
 	if (P->ev.type != YAML_SEQUENCE_START_EVENT)
 		return yp_failk(P, P->ev.start_mark, k->name, "expected a list of policy names");
-	return yp_seq(P, k, "policies", policy_name_entry, &N, &n);
+	yaml_mark_t at = P->ev.start_mark;
+	if (yp_seq(P, k, "policies", policy_name_entry, &N, &n) < 0)
+		return -1;
+	/* (no list means every policy: an empty one would read as that too) */
+	if (n == 0)
+		return yp_failk(P, at, k->name,
+				"an empty list would allow no policy: name at least one, or leave "
+				"policies out to allow every policy");
+	return 0;
 }
 
 /* The identities while they are read. */

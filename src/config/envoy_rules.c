@@ -278,6 +278,9 @@ static int set_rate_limit(struct yparser *P, const struct ykey *k, void *dst)
 	return rc;
 }
 
+#define RL_STR_(x) #x
+#define RL_STR(x) RL_STR_(x)
+
 static int descriptor_entry(struct yparser *P, const struct ykey *k, void *dst, size_t i);
 
 static int set_descriptors(struct yparser *P, const struct ykey *k, void *dst)
@@ -488,6 +491,12 @@ static int descriptor_entry(struct yparser *P, const struct ykey *k, void *dst, 
 	if (P->ev.type != YAML_MAPPING_START_EVENT)
 		return yp_failk(P, P->ev.start_mark, k->name,
 				"expected a descriptor {key, value, rate_limit, descriptors}");
+	/* the domain's mapping, then a sequence and a mapping a level: refused
+	 * here, where it is, before the recursion runs the stack out */
+	if (P->depth > 2 * ENVOY_MAX_DEPTH + 1)
+		return yp_fail_fatal(
+			P, P->ev.start_mark,
+			"descriptors nested deeper than " RL_STR(ENVOY_MAX_DEPTH) " levels");
 	if (yp_grow((void **)&parent->children, &parent->cap, parent->nchildren,
 		    sizeof(*parent->children)) < 0)
 		return yp_fail_fatal(P, P->ev.start_mark, "out of memory");

@@ -361,6 +361,10 @@ class AuthTest(DaemonTest):
               r"identities\.x\.rights: must be decide or admin")
         check("identities: {x: {cert_name: c, rights: [decide], policies: [nope]}}\n"
               "policies: {a: 1/1s}\n", r"identities\.x\.policies: no policy \"nope\"")
+        # an empty list once allowed every policy
+        check("identities: {x: {cert_name: c, rights: [decide], policies: []}}\n"
+              "policies: {a: 1/1s}\n",
+              r"t\.yaml:1:60: identities\.x\.policies: an empty list would allow no policy")
 
 
 if __name__ == "__main__":

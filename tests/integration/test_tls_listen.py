@@ -142,6 +142,31 @@ class TlsListenTest(DaemonTest):
         with Client(self.lport, tls=self.ctx()) as c:
             self.assertEqual(c.request("ALLOW cy reply"), "ALLOWED 5 3 0 60000")
 
+    def test_client_certs_stay_as_started_across_a_reload(self):
+        """client_certs takes a restart (docs/configuration.md): a reload
+        that says `none` keeps certificates required (it once applied
+        it to new connections, while the log said a restart was needed)."""
+        self.start(client_certs="required")
+        url = "https://127.0.0.1:%d/v1/allow?user=cy&action=reply" % self.hport
+
+        def without_cert():
+            return subprocess.run(["curl", "-sS", "--cacert", self.pki.ca, url],
+                                  capture_output=True, timeout=10 * SLOW).returncode
+        self.assertNotEqual(without_cert(), 0)
+        n = len(self.daemon.log_lines())
+        text = self.daemon.config_text.replace(
+            "client_certs: required, ca_file: %s" % self.pki.ca, "client_certs: none")
+        self.assertNotEqual(text, self.daemon.config_text)
+        self.daemon.reload(text)
+        # (its files read again with the mode it started with: without a CA
+        # they do not load, and the loaded ones stay)
+        self.daemon.wait_log(r"reload: listen 127\.0\.0\.1:%d: (certificate read again|tls: )"
+                             % self.hport, 5 * SLOW, start=n)
+        self.daemon.wait_log(r"client_certs.*restart", 5 * SLOW, start=n)
+        self.assertNotEqual(without_cert(), 0)
+        with Client(self.lport, tls=self.ctx()) as c:
+            self.assertEqual(c.request("ALLOW cy reply"), "ALLOWED 5 4 0 60000")
+
     def test_optional_client_certificates(self):
         self.start(client_certs="optional")
         with Client(self.lport, tls=self.ctx(cert=False)) as c:

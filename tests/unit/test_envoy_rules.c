@@ -237,6 +237,34 @@ START_TEST(test_errors)
 }
 END_TEST
 
+/* Deep nesting is refused where it is, before the parse's recursion runs
+ * the stack out (8,000 levels once crashed the daemon at a reload). */
+START_TEST(test_deep_nesting)
+{
+	static char text[200000];
+	size_t n = (size_t)snprintf(text, sizeof(text), "domain: d\ndescriptors: ");
+	for (int i = 0; i < 8000; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "[{key: k, descriptors: ");
+	n += (size_t)snprintf(text + n, sizeof(text) - n, "[]");
+	for (int i = 0; i < 8000; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "}]");
+	char err[256];
+	ck_assert_ptr_null(load(text, err, sizeof(err)));
+	/* at the 17th level's descriptor, its "{": 13 + 16 x 23 + 2 */
+	ck_assert_str_eq(err, "r.yaml:2:383: descriptors nested deeper than 16 levels");
+	/* 16 levels are fine */
+	n = (size_t)snprintf(text, sizeof(text), "domain: d\ndescriptors: ");
+	for (int i = 0; i < 16; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "[{key: k%d, descriptors: ", i);
+	n += (size_t)snprintf(text + n, sizeof(text) - n, "[]");
+	for (int i = 0; i < 16; i++)
+		n += (size_t)snprintf(text + n, sizeof(text) - n, "}]");
+	struct envoy_rules *r = load(text, err, sizeof(err));
+	ck_assert_msg(r != NULL, "%s", err);
+	envoy_rules_free(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("envoy_rules");
@@ -245,6 +273,7 @@ int main(void)
 	tcase_add_test(tc, test_glob);
 	tcase_add_test(tc, test_windows_and_names);
 	tcase_add_test(tc, test_errors);
+	tcase_add_test(tc, test_deep_nesting);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
