@@ -37,6 +37,7 @@
 #define RETRY_MIN_MS 10
 #define RETRY_MAX_MS 200
 #define MAX_RETIRED 8
+#define ASK_STALE_MS 3000
 
 struct store_sentinel {
 	struct store base;
@@ -54,6 +55,7 @@ struct store_sentinel {
 	unsigned long gen_base; /* generations of pools let go */
 	struct rlink *ask;	/* get-master-addr-by-name in flight */
 	struct rlink *probe;	/* ROLE to the master a sentinel named, in flight */
+	uint64_t probe_us;	/* ... since (monotonic) */
 	char probe_ip[64], probe_port[8];
 	struct rlink *subs; /* +switch-master subscription */
 	uint64_t last_ask_us;
@@ -204,6 +206,7 @@ static void probe_master(struct store_sentinel *s, const char *ip, const char *p
 	}
 	rlink_command(l, role_reply_cb, NULL, "ROLE");
 	s->probe = l;
+	s->probe_us = clock_mono_us();
 }
 
 static void master_reply_cb(struct rlink *l, redisReply *rep, void *privdata)
@@ -311,11 +314,28 @@ static void subs_disconnect_cb(const struct rlink *l, int ok)
 	}
 }
 
+/* An ask or a probe that never hears back (a sentinel or a server that
+ * accepts and says nothing) would stop every later one: dropped after
+ * ASK_STALE_MS. */
+static void drop_stale(struct rlink **l, uint64_t since, uint64_t now, const char *what)
+{
+	if (!*l || now - since < ASK_STALE_MS * 1000u)
+		return;
+	log_warn("sentinel: %s %s:%d: no answer in %d ms; given up", what,
+		 (*l)->host ? (*l)->host : "?", (*l)->port, ASK_STALE_MS);
+	(*l)->data = NULL;
+	rlink_free(*l);
+	*l = NULL;
+}
+
 static void timer_cb(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
 	struct store_sentinel *s = arg;
+	uint64_t now = clock_mono_us();
+	drop_stale(&s->ask, s->last_ask_us, now, "asking");
+	drop_stale(&s->probe, s->probe_us, now, "ROLE of");
 	sentinel_ask(s);
 	if (!s->subs) {
 		s->subs = sentinel_connect(s, subs_connect_cb, subs_disconnect_cb);

@@ -40,8 +40,9 @@ class NamingSentinel:
     with the old master names it after the failover). It answers
     SENTINEL get-master-addr-by-name and confirms SUBSCRIBE."""
 
-    def __init__(self, port):
+    def __init__(self, port, silent=False):
         self.named = port
+        self.silent = silent  # accepts, reads, never answers
         self.asked = 0
         self.lsock = socket.create_server(("127.0.0.1", 0))
         self.port = self.lsock.getsockname()[1]
@@ -67,6 +68,8 @@ class NamingSentinel:
                 data = c.recv(4096)
                 if not data:
                     return
+                if self.silent:
+                    continue
                 buf += data
                 while b"\r\n" in buf and buf.startswith(b"*"):
                     n = int(buf[1:buf.index(b"\r\n")])
@@ -424,3 +427,18 @@ class ScriptedSentinelTest(SentinelBase):
         wait_until(lambda: is_real(c.request("PEEK victim reply")), 5 * SLOW, interval=0.05,
                    what="decisions again")
         self.assertTrue(c.request("PEEK victim reply").startswith("ALLOWED 5 4 "))
+
+    def test_a_sentinel_that_never_answers_does_not_stop_the_asking(self):
+        """The first sentinel accepts and never answers: the daemon gives
+        up on it and asks the next (a hung ask once stopped every later
+        one, so the master was never found)."""
+        master = self.start_redis()
+        silent = NamingSentinel(master.port, silent=True)
+        self.addCleanup(silent.stop)
+        naming = NamingSentinel(master.port)
+        self.addCleanup(naming.stop)
+        d = self.sdaemon(addresses=[silent.address, naming.address])
+        c = self.client(d)
+        wait_until(lambda: is_real(c.request("PEEK ready big")), 10 * SLOW, interval=0.05,
+                   what="decisions from the master the second sentinel names")
+        self.assertIn("no answer in 3000 ms; given up", d.log())
