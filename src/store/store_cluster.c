@@ -202,9 +202,8 @@ static void creq_done(void *arg, const struct store_result *res,
 {
 	struct creq *q = arg;
 	struct store_cluster *c = q->c;
-	/* refused by admission control: answered at once, as on one Redis;
-	 * lost after it was sent: it may have been applied, never twice */
-	if (res->status == STORE_OK || c->closing || res->status == STORE_OVERLOAD || res->sent) {
+	/* lost after it was sent: it may have been applied, never twice */
+	if (res->status == STORE_OK || c->closing || res->sent) {
 		creq_finish(q, res);
 		return;
 	}

@@ -119,6 +119,7 @@ int store_reply_decision(const struct redisReply *rep, unsigned long first, unsi
 	out->shadow_pair = 0;
 	out->ngroups = 0;
 	out->block = out->block_ms = 0;
+	out->sent = 0;
 	return decision(rep, first, total, out);
 }
 
@@ -128,6 +129,8 @@ int store_reply_decision_all(const struct redisReply *rep, unsigned long first, 
 	out->pair = 0;
 	out->shadow_pair = 0;
 	out->ngroups = 0;
+	out->block = out->block_ms = 0;
+	out->sent = 0;
 	if (npairs < 1 || npairs > STORE_PAIRS_MAX)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 	unsigned long width = store_reply_width(npairs, 0);

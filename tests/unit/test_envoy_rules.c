@@ -241,7 +241,7 @@ END_TEST
  * the stack out (8,000 levels once crashed the daemon at a reload). */
 START_TEST(test_deep_nesting)
 {
-	static char text[200000];
+	static char text[300000]; /* 8,000 x 25 bytes and more */
 	size_t n = (size_t)snprintf(text, sizeof(text), "domain: d\ndescriptors: ");
 	for (int i = 0; i < 8000; i++)
 		n += (size_t)snprintf(text + n, sizeof(text) - n, "[{key: k, descriptors: ");
