@@ -34,7 +34,7 @@ void fuzz_check_reply(const struct cmd_result *res)
 {
 	char *buf = malloc(proto_http.reply_max); /* exact size: ASan sees an overflow */
 	check(buf != NULL, "out of memory");
-	size_t n = proto_http.format(buf, res);
+	size_t n = proto_http.format(buf, res, NULL);
 	check(n > 0 && n <= proto_http.reply_max, "reply length");
 	check(starts(buf, n, "HTTP/1.1 ") && n > 12 && buf[9] >= '1' && buf[9] <= '5',
 	      "a status line");

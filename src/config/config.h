@@ -74,7 +74,7 @@ struct config_redis {
 /* What a listener speaks. Each value's word (listen.protocol) is also its
  * front end's label (enum stats_front takes these values). */
 enum config_protocol {
-	CONFIG_PROTOCOL_LINE, /* the line protocol, or RESP2 when the first byte is '*' */
+	CONFIG_PROTOCOL_LINE, /* the line protocol, or RESP when the first byte is '*' */
 	CONFIG_PROTOCOL_HTTP,
 	CONFIG_PROTOCOL_GRPC, /* gRPC over h2c: Envoy's rate limit service (grpc.c) */
 };

@@ -37,6 +37,7 @@ const struct frontend frontends[] = {
 		.session = &pipeline_ops,
 		.proto = &proto_line,
 		.detect = line_or_resp,
+		.state_size = sizeof(struct proto_resp_conn), /* RESP's, if detected */
 		.refuse = FRONTEND_REFUSE_REPLY,
 		.binds_leases = 1,
 	},
@@ -45,6 +46,7 @@ const struct frontend frontends[] = {
 		.front = STATS_FRONT_RESP,
 		.session = &pipeline_ops,
 		.proto = &proto_resp,
+		.state_size = sizeof(struct proto_resp_conn), /* zeroed: RESP2 */
 		.refuse = FRONTEND_REFUSE_REPLY,
 		.binds_leases = 1,
 	},

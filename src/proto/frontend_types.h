@@ -36,8 +36,10 @@ struct frontend {
 	/* Another front end sharing the port, told by the client's first byte
 	 * (the line protocol's port also speaks RESP); NULL: this one. */
 	const struct frontend *(*detect)(uint8_t first);
-	/* Per-connection state the proto's parse gets (0: none, NULL passed),
-	 * set up by state_init for a client accepted on port from sa. */
+	/* Per-connection state the proto's parse and format get (0: none,
+	 * NULL passed), zeroed, then set up by state_init (if any) for a
+	 * client accepted on port from sa. A row with detect has room for
+	 * the state of each row it may pick, which starts zeroed. */
 	size_t state_size;
 	void (*state_init)(void *state, const struct conn_port *port, const struct sockaddr *sa);
 	enum frontend_refuse refuse;

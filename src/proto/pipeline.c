@@ -225,7 +225,8 @@ static void *pipeline_new(const struct frontend *fe, const struct session_host *
 	pl->detected = fe->detect == NULL;
 	if (fe->state_size) {
 		pl->state = pl + 1;
-		fe->state_init(pl->state, port, sa);
+		if (fe->state_init)
+			fe->state_init(pl->state, port, sa);
 	}
 	return pl;
 }
@@ -336,7 +337,7 @@ static ssize_t pipeline_next(void *s, char *room, size_t len, const char **data,
 	const struct proto *proto = pl->fe->proto;
 	if (len < proto->reply_max)
 		return SESSION_NO_ROOM;
-	size_t n = proto->format(room, &p->slot.res);
+	size_t n = proto->format(room, &p->slot.res, pl->state);
 	if (p->slot.res.kind == CMD_REPLY_BYE || p->slot.res.close_after)
 		st->close = 1;
 	pl->head = p->next;

@@ -73,7 +73,7 @@ static size_t closing_error(const struct proto *proto, char *buf, enum cmd_error
 	res.error = code;
 	res.close_after = 1;
 	snprintf(res.msg, sizeof(res.msg), "%s", msg);
-	return proto->format(buf, &res);
+	return proto->format(buf, &res, NULL);
 }
 
 size_t proto_refusal(const struct proto *proto, char *buf)

@@ -62,8 +62,12 @@ struct proto {
 	 */
 	enum proto_step (*parse)(const char *buf, size_t len, size_t max_line, void *state,
 				 struct proto_parsed *out);
-	/* Writes res's reply to buf (reply_max bytes of room); returns its length. */
-	size_t (*format)(char *buf, const struct cmd_result *res);
+	/* Writes res's reply to buf (reply_max bytes of room); returns its
+	 * length. state: as parse's, or NULL (a reply outside any
+	 * connection's order: proto_refusal). Replies are formatted in the
+	 * order they are written, so a protocol may keep there what earlier
+	 * replies changed (RESP's version after HELLO 3). */
+	size_t (*format)(char *buf, const struct cmd_result *res, void *state);
 };
 
 /* What a client refused at max_clients is told in proto: the

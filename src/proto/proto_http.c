@@ -1055,8 +1055,9 @@ static size_t ratelimit_headers(char *buf, size_t n, const struct cmd_result *r,
 	return n;
 }
 
-static size_t http_format(char *buf, const struct cmd_result *r)
+static size_t http_format(char *buf, const struct cmd_result *r, void *state)
 {
+	(void)state; /* HTTP's state is the request side's */
 	int kind = r->tag & TAG_KIND, legacy = (r->tag & TAG_LEGACY) != 0;
 	int deny = r->tag >> TAG_DENY_SHIFT;
 	char body[REPLY_MAX / 2];

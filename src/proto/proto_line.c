@@ -296,9 +296,16 @@ static enum proto_step line_parse(const char *buf, size_t len, size_t max_line, 
 									   : PROTO_BAD;
 }
 
+/* The line protocol keeps no state between replies. */
+static size_t line_format(char *buf, const struct cmd_result *res, void *state)
+{
+	(void)state;
+	return proto_line_format(buf, res);
+}
+
 const struct proto proto_line = {
 	.name = "line",
 	.reply_max = PROTO_LINE_REPLY_MAX,
 	.parse = line_parse,
-	.format = proto_line_format,
+	.format = line_format,
 };

@@ -1,13 +1,16 @@
 /*
- * proto_resp.c - RESP2 framer, parser and reply formatter; pure: no I/O, no
+ * proto_resp.c - RESP framer, parser and reply formatter; pure: no I/O, no
  * allocation. A request is an array of bulk strings
  * ("*3\r\n$5\r\nALLOW\r\n$5\r\ndavid\r\n$5\r\nreply\r\n"); a decision is an
  * array of five integers. Besides ALLOW, PEEK, RESET, PING, QUIT and
  * redis-cell's CL.THROTTLE (when the configuration allows it), it
  * answers what Redis clients send when they connect (HELLO, CLIENT
- * SETNAME, SELECT 0, AUTH, INFO, COMMAND) the way they can handle:
- * HELLO 2 (with AUTH, an identity's proof) gets Redis's map of the
- * server as a RESP2 array; HELLO 3 NOPROTO, so clients stay on RESP2.
+ * SETNAME, SELECT 0, AUTH, INFO, COMMAND) the way they can handle.
+ * HELLO 2 or 3 (with AUTH, an identity's proof) gets Redis's map of the
+ * server and switches the replies that follow to that version: RESP3
+ * differs only where Redis's replies do (maps, INFO's verbatim string);
+ * decisions and errors are the same in both. MULTI is refused, and so is
+ * everything up to its EXEC or DISCARD, so nothing queued is charged.
  */
 #include "proto_resp.h"
 
@@ -19,12 +22,13 @@
 
 /* The protocol's own replies (PROTO_LOCAL, cmd_result.local). */
 enum resp_local {
-	RESP_LOCAL_OK,		  /* CLIENT SETNAME/SETINFO, SELECT 0 */
-	RESP_LOCAL_NOPROTO,	  /* HELLO: clients fall back to RESP2 */
+	RESP_LOCAL_OK,		  /* CLIENT SETNAME/SETINFO, SELECT 0, DISCARD */
+	RESP_LOCAL_NOPROTO,	  /* HELLO n, n not 2 or 3 */
 	RESP_LOCAL_INFO,	  /* INFO: what a client's ready check reads */
-	RESP_LOCAL_EMPTY_ARRAY,	  /* COMMAND, COMMAND DOCS, CONFIG GET: nothing to tell */
+	RESP_LOCAL_EMPTY_ARRAY,	  /* COMMAND: nothing to tell */
+	RESP_LOCAL_EMPTY_MAP,	  /* COMMAND DOCS, CONFIG GET: nothing to tell */
 	RESP_LOCAL_DB_RANGE,	  /* SELECT n, n != 0 */
-	RESP_LOCAL_HELLO,	  /* HELLO [2]: the server's map, as RESP2 */
+	RESP_LOCAL_HELLO,	  /* HELLO [2|3]: the server's map */
 	RESP_LOCAL_HELLO_VERSION, /* HELLO x: not a version number */
 };
 
@@ -32,8 +36,14 @@ enum resp_local {
  * quantity of 0 (a look that never limits). */
 #define TAG_THROTTLE 1
 #define TAG_THROTTLE_PEEK 2
-/* an AUTH sent inside HELLO 2: its OK is HELLO's map */
+/* an AUTH sent inside HELLO: its OK is HELLO's map */
 #define TAG_HELLO 4
+/* a HELLO that asked for a version: once answered with its map, the
+ * connection's later replies are in it */
+#define TAG_PROTO2 8
+#define TAG_PROTO3 16
+/* EXEC after a refused MULTI: Redis's EXECABORT, which clients know */
+#define TAG_EXECABORT 32
 
 /* Longest "*<n>\r\n" or "$<n>\r\n" header we read: a sign, 10 digits, CRLF. */
 #define HEADER_MAX 14
@@ -42,17 +52,22 @@ enum resp_local {
 	"# Server\r\nratelimitd_version:" RATELIMITD_VERSION "\r\nredis_mode:standalone\r\n" \
 	"loading:0\r\n"
 
-/* HELLO's map (Redis's keys), flat as RESP2 has it; no client id here */
-#define HELLO_HEAD "*14\r\n$6\r\nserver\r\n$10\r\nratelimitd\r\n$7\r\nversion\r\n"
-#define HELLO_TAIL                                                                   \
-	"$5\r\nproto\r\n:2\r\n$2\r\nid\r\n:0\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n" \
-	"$4\r\nrole\r\n$6\r\nmaster\r\n$7\r\nmodules\r\n*0\r\n"
+/* HELLO's map (Redis's keys): a RESP3 map, or flat as RESP2 has it; no
+ * client id here */
+#define HELLO_HEAD2 "*14\r\n"
+#define HELLO_HEAD3 "%7\r\n"
+#define HELLO_SERVER "$6\r\nserver\r\n$10\r\nratelimitd\r\n$7\r\nversion\r\n"
+#define HELLO_PROTO "$5\r\nproto\r\n:"
+#define HELLO_TAIL                                                                                \
+	"\r\n$2\r\nid\r\n:0\r\n$4\r\nmode\r\n$10\r\nstandalone\r\n$4\r\nrole\r\n$6\r\nmaster\r\n" \
+	"$7\r\nmodules\r\n*0\r\n"
 
 static const char *const local_replies[] = {
 	[RESP_LOCAL_OK] = "+OK\r\n",
 	[RESP_LOCAL_NOPROTO] = "-NOPROTO sorry, this protocol version is not supported\r\n",
-	[RESP_LOCAL_INFO] = NULL, /* a bulk string, formatted below */
+	[RESP_LOCAL_INFO] = NULL, /* a bulk or verbatim string, formatted below */
 	[RESP_LOCAL_EMPTY_ARRAY] = "*0\r\n",
+	[RESP_LOCAL_EMPTY_MAP] = NULL, /* by version, below */
 	[RESP_LOCAL_DB_RANGE] = "-ERR DB index is out of range\r\n",
 	[RESP_LOCAL_HELLO] = NULL, /* HELLO_TEXT */
 	[RESP_LOCAL_HELLO_VERSION] = "-ERR Protocol version is not an integer or out of range\r\n",
@@ -154,10 +169,10 @@ static enum proto_step throttle(const char *const *arg, const size_t *alen, int 
 
 /*
  * HELLO [<protover> [AUTH <user> <token>] [SETNAME <name>]], as Redis 6
- * takes it. Only version 2 is spoken: 3 gets NOPROTO before its AUTH is
- * looked at (so a client retries on RESP2, with AUTH), as Redis does with
- * a version it lacks. An AUTH becomes the AUTH request, answered with the
- * map once it succeeds; the name is not kept.
+ * takes it. A version other than 2 or 3 gets NOPROTO before its AUTH is
+ * looked at, as Redis answers it. An AUTH becomes the AUTH request,
+ * answered with the map once it succeeds (and only then does the version
+ * change: a failed AUTH leaves it); the name is not kept.
  */
 static enum proto_step hello(const char *const *arg, const size_t *alen, int n,
 			     struct proto_parsed *out)
@@ -165,10 +180,11 @@ static enum proto_step hello(const char *const *arg, const size_t *alen, int n,
 	if (n == 1)
 		return local(out, RESP_LOCAL_HELLO);
 	int64_t ver = nonneg(arg[1], alen[1]);
-	if (ver < 2 || ver > 3)
+	if (ver < 0)
 		return local(out, RESP_LOCAL_HELLO_VERSION);
-	if (ver == 3)
+	if (ver != 2 && ver != 3)
 		return local(out, RESP_LOCAL_NOPROTO);
+	out->tag = ver == 3 ? TAG_PROTO3 : TAG_PROTO2;
 	struct cmd_request *req = &out->req;
 	for (int i = 2; i < n; i++) {
 		if (proto_word_is(arg[i], alen[i], "AUTH") && i + 2 < n && !req->token) {
@@ -181,23 +197,83 @@ static enum proto_step hello(const char *const *arg, const size_t *alen, int n,
 		} else if (proto_word_is(arg[i], alen[i], "SETNAME") && i + 1 < n) {
 			i++;
 		} else {
+			out->tag = 0;
 			return bad(out, CMD_ERR_SYNTAX,
-				   "usage: HELLO [2 [AUTH <identity> <token>] [SETNAME <name>]]");
+				   "usage: HELLO [2|3 [AUTH <identity> <token>] [SETNAME <name>]]");
 		}
 	}
 	if (!req->token)
 		return local(out, RESP_LOCAL_HELLO);
-	out->tag = TAG_HELLO;
+	out->tag |= TAG_HELLO;
 	return PROTO_REQUEST;
+}
+
+/*
+ * MULTI, EXEC, DISCARD, and what comes between: 1 when arg[0] is none of
+ * them and no MULTI is open, else the step. A transaction would make a
+ * client believe several decisions are one; here each decision is atomic
+ * on its own, so MULTI is refused with the way out, and what follows it
+ * is refused (not run, nothing charged) until EXEC or DISCARD, which end
+ * it, so a client that sent MULTI, its commands and EXEC in one write
+ * (redis-py's default pipeline) gets errors for all and a charge for none.
+ * Without state (no connection) each is refused alone.
+ */
+static int multi(const char *const *arg, const size_t *alen, struct proto_resp_conn *rc,
+		 struct proto_parsed *out, enum proto_step *step)
+{
+	int open = rc && rc->in_multi;
+	if (proto_word_is(arg[0], alen[0], "MULTI")) {
+		if (open) {
+			*step = bad(out, CMD_ERR_SYNTAX, "MULTI calls can not be nested");
+			return 0;
+		}
+		if (rc)
+			rc->in_multi = 1;
+		*step = bad(out, CMD_ERR_UNKNOWN_COMMAND,
+			    "MULTI is not supported: each decision is atomic on its own; send "
+			    "them without MULTI (redis-py: pipeline(transaction=False)); "
+			    "nothing is run until EXEC or DISCARD");
+		return 0;
+	}
+	if (proto_word_is(arg[0], alen[0], "EXEC")) {
+		if (!open) {
+			*step = bad(out, CMD_ERR_SYNTAX, "EXEC without MULTI");
+			return 0;
+		}
+		rc->in_multi = 0;
+		out->tag = TAG_EXECABORT;
+		*step = bad(out, CMD_ERR_UNKNOWN_COMMAND,
+			    "Transaction discarded: MULTI is not supported; nothing was run");
+		return 0;
+	}
+	if (proto_word_is(arg[0], alen[0], "DISCARD")) {
+		if (!open) {
+			*step = bad(out, CMD_ERR_SYNTAX, "DISCARD without MULTI");
+			return 0;
+		}
+		rc->in_multi = 0;
+		*step = local(out, RESP_LOCAL_OK);
+		return 0;
+	}
+	if (open && !proto_word_is(arg[0], alen[0], "QUIT")) {
+		*step = bad(out, CMD_ERR_UNKNOWN_COMMAND,
+			    "not run: after MULTI, which is not supported; nothing is run until "
+			    "EXEC or DISCARD");
+		return 0;
+	}
+	return 1;
 }
 
 /* What the command in args means. */
 static enum proto_step command(const char *const *arg, const size_t *alen, int n,
-			       struct proto_parsed *out)
+			       struct proto_resp_conn *rc, struct proto_parsed *out)
 {
 	struct cmd_request *req = &out->req;
 	memset(req, 0, sizeof(*req));
 	req->cost = 1;
+	enum proto_step step;
+	if (multi(arg, alen, rc, out, &step) == 0)
+		return step;
 	int admin = proto_parse_overrides(arg, alen, n, req, &out->err);
 	if (admin != 1)
 		return admin == 0 ? PROTO_REQUEST : PROTO_BAD;
@@ -276,10 +352,12 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	} else if (proto_word_is(arg[0], alen[0], "INFO")) {
 		return local(out, RESP_LOCAL_INFO);
 	} else if (proto_word_is(arg[0], alen[0], "COMMAND")) {
-		return local(out, RESP_LOCAL_EMPTY_ARRAY);
+		return local(out, n >= 2 && proto_word_is(arg[1], alen[1], "DOCS")
+					  ? RESP_LOCAL_EMPTY_MAP
+					  : RESP_LOCAL_EMPTY_ARRAY);
 	} else if (proto_word_is(arg[0], alen[0], "CONFIG") && n >= 2 &&
 		   proto_word_is(arg[1], alen[1], "GET")) {
-		return local(out, RESP_LOCAL_EMPTY_ARRAY); /* no Redis parameter here */
+		return local(out, RESP_LOCAL_EMPTY_MAP); /* no Redis parameter here */
 	} else {
 		return bad(
 			out, CMD_ERR_UNKNOWN_COMMAND,
@@ -300,7 +378,6 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 static enum proto_step resp_parse(const char *buf, size_t len, size_t max_line, void *state,
 				  struct proto_parsed *out)
 {
-	(void)state;
 	/* Beyond this the request cannot be whole: the caller shows no more. */
 	int window_full = len >= max_line + 2;
 	size_t pos = 0;
@@ -340,7 +417,7 @@ static enum proto_step resp_parse(const char *buf, size_t len, size_t max_line, 
 		pos += (size_t)bl + 2;
 	}
 	out->used = pos;
-	return command(arg, alen, (int)n, out);
+	return command(arg, alen, (int)n, state, out);
 more:
 	if (window_full)
 		return fatal(out, CMD_ERR_LINE_TOO_LONG, "request exceeds max_line");
@@ -390,16 +467,48 @@ static size_t throttle_reply(char *buf, size_t n, const struct cmd_result *res)
 	return put_int_line(buf, n, ':', res->reset_ms >= 0 ? res->reset_ms / 1000 : -1);
 }
 
-static size_t hello_reply(char *buf)
+static size_t hello_reply(char *buf, int resp3)
 {
-	size_t n = put(buf, 0, HELLO_HEAD, sizeof(HELLO_HEAD) - 1);
+	size_t n = resp3 ? put(buf, 0, HELLO_HEAD3, sizeof(HELLO_HEAD3) - 1)
+			 : put(buf, 0, HELLO_HEAD2, sizeof(HELLO_HEAD2) - 1);
+	n = put(buf, n, HELLO_SERVER, sizeof(HELLO_SERVER) - 1);
 	n = put_int_line(buf, n, '$', (int64_t)(sizeof(RATELIMITD_VERSION) - 1));
 	n = put(buf, n, RATELIMITD_VERSION "\r\n", sizeof(RATELIMITD_VERSION) + 1);
+	n = put(buf, n, HELLO_PROTO, sizeof(HELLO_PROTO) - 1);
+	buf[n++] = resp3 ? '3' : '2';
 	return put(buf, n, HELLO_TAIL, sizeof(HELLO_TAIL) - 1);
 }
 
-static size_t resp_format(char *buf, const struct cmd_result *res)
+/* HELLO's map, after which the connection speaks the version it asked for
+ * (HELLO alone: the one it speaks). */
+static size_t hello_switch(char *buf, const struct cmd_result *res, struct proto_resp_conn *rc)
 {
+	int resp3 = rc && rc->resp3;
+	if (res->tag & (TAG_PROTO2 | TAG_PROTO3))
+		resp3 = (res->tag & TAG_PROTO3) != 0;
+	if (rc)
+		rc->resp3 = resp3;
+	return hello_reply(buf, resp3);
+}
+
+/* INFO's text: a bulk string, or RESP3's verbatim string as Redis sends it. */
+static size_t info_reply(char *buf, int resp3)
+{
+	size_t n;
+	if (resp3) {
+		n = put_int_line(buf, 0, '=', (int64_t)(sizeof(INFO_TEXT) - 1 + 4));
+		n = put(buf, n, "txt:", 4);
+	} else {
+		n = put_int_line(buf, 0, '$', (int64_t)(sizeof(INFO_TEXT) - 1));
+	}
+	n = put(buf, n, INFO_TEXT, sizeof(INFO_TEXT) - 1);
+	return put(buf, n, "\r\n", 2);
+}
+
+static size_t resp_format(char *buf, const struct cmd_result *res, void *state)
+{
+	struct proto_resp_conn *rc = state;
+	int resp3 = rc && rc->resp3;
 	size_t n = 0;
 	switch (res->kind) {
 	case CMD_REPLY_DECISION:
@@ -459,20 +568,19 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 		return put_int_line(buf, n, ':', (int64_t)res->item->cut);
 	case CMD_REPLY_OK:
 		if (res->tag & TAG_HELLO)
-			return hello_reply(buf);
+			return hello_switch(buf, res, rc);
 		return put(buf, n, "+OK\r\n", 5);
 	case CMD_REPLY_BYE:
 		return put(buf, n, "+OK\r\n", 5);
 	case CMD_REPLY_PONG:
 		return put(buf, n, "+PONG\r\n", 7);
 	case CMD_REPLY_LOCAL:
-		if (res->local == RESP_LOCAL_INFO) {
-			n = put_int_line(buf, n, '$', (int64_t)(sizeof(INFO_TEXT) - 1));
-			n = put(buf, n, INFO_TEXT, sizeof(INFO_TEXT) - 1);
-			return put(buf, n, "\r\n", 2);
-		}
+		if (res->local == RESP_LOCAL_INFO)
+			return info_reply(buf, resp3);
 		if (res->local == RESP_LOCAL_HELLO)
-			return hello_reply(buf);
+			return hello_switch(buf, res, rc);
+		if (res->local == RESP_LOCAL_EMPTY_MAP)
+			return put(buf, n, resp3 ? "%0\r\n" : "*0\r\n", 4);
 		if ((unsigned)res->local < sizeof(local_replies) / sizeof(local_replies[0])) {
 			const char *s = local_replies[res->local];
 			if (s)
@@ -488,6 +596,11 @@ static size_t resp_format(char *buf, const struct cmd_result *res)
 	if (res->kind == CMD_REPLY_ERROR && res->error == CMD_ERR_AUTH_FAILED &&
 	    strncmp(res->msg, CMD_AUTH_NO_IDENTITIES, sizeof(CMD_AUTH_NO_IDENTITIES) - 1) == 0) {
 		n = put_text(buf, 0, "-ERR ", cap);
+		n = put_text(buf, n, res->msg, cap);
+		return put(buf, n, "\r\n", 2);
+	}
+	if (res->kind == CMD_REPLY_ERROR && (res->tag & TAG_EXECABORT)) {
+		n = put_text(buf, 0, "-EXECABORT ", cap);
 		n = put_text(buf, n, res->msg, cap);
 		return put(buf, n, "\r\n", 2);
 	}

@@ -24,10 +24,25 @@ def encode(*args):
     return b"".join(out)
 
 
+class Map(dict):
+    """A RESP3 map (`%`), told apart from an array's flat pairs."""
+
+
+class Verbatim(bytes):
+    """A RESP3 verbatim string (`=`): its text, without the format."""
+
+    def __new__(cls, fmt, text):
+        v = super().__new__(cls, text)
+        v.fmt = fmt
+        return v
+
+
 def parse(buf, i=0):
-    """The complete RESP2 value that starts at buf[i]: (value, end), end
-    being the offset just past it; None if buf holds only part of it.
-    Raises ValueError on bytes that are not RESP2."""
+    """The complete RESP2 or RESP3 value that starts at buf[i]: (value,
+    end), end being the offset just past it; None if buf holds only part
+    of it. RESP3's map is a Map, its verbatim string a Verbatim; nulls,
+    doubles and booleans raise, as ratelimitd sends none. Raises ValueError
+    on bytes that are not RESP."""
     j = buf.find(b"\r\n", i)
     if j < 0:
         return None
@@ -46,6 +61,21 @@ def parse(buf, i=0):
         if len(buf) < end:
             return None
         return buf[j + 2:j + 2 + n], end
+    if t == b"=":
+        n = int(rest)
+        end = j + 2 + n + 2
+        if len(buf) < end:
+            return None
+        body = buf[j + 2:j + 2 + n]
+        if n < 4 or body[3:4] != b":" or buf[end - 2:end] != b"\r\n":
+            raise ValueError("bad verbatim string: %r" % buf[i:end])
+        return Verbatim(body[:3].decode(), body[4:]), end
+    if t == b"%":
+        r = parse(b"*%d\r\n" % (2 * int(rest)) + buf[j + 2:])
+        if r is None:
+            return None
+        items, k = r
+        return Map(zip(items[0::2], items[1::2])), j + 2 + k - len(b"*%d\r\n" % (2 * int(rest)))
     if t == b"*":
         n = int(rest)
         if n < 0:

@@ -174,18 +174,18 @@ class AuthTest(DaemonTest):
     def test_resp_hello_2_auth(self):
         """HELLO 2 AUTH <identity> <token> (what RESP2 clients with a user send,
         node-redis 5 among them): the server's map once the token is good,
-        WRONGPASS when not; HELLO 3 AUTH is NOPROTO, its token unread."""
+        WRONGPASS when not; HELLO 4 AUTH is NOPROTO, its token unread."""
         from test_resp import RawResp
         import resp
         self.start()
         c = RawResp(self.aport)
         self.addCleanup(c.close)
-        c.send(resp.encode("HELLO", "3", "AUTH", "ops", OPS) + resp.encode("ALLOW", "ida", "reply")
+        c.send(resp.encode("HELLO", "4", "AUTH", "ops", OPS) + resp.encode("ALLOW", "ida", "reply")
                + resp.encode("HELLO", "2", "AUTH", "ops", "not-the-token-xxxxxxx")
                + resp.encode("HELLO", "2", "AUTH", "ops", OPS, "SETNAME", "worker-1")
                + resp.encode("ALLOW", "ida", "reply") + resp.encode("RESET", "ida", "reply"))
-        hello3, noauth, wrong, hello2, allowed, reset = c.read(6)
-        self.assertTrue(str(hello3).startswith("NOPROTO "), hello3)
+        hello4, noauth, wrong, hello2, allowed, reset = c.read(6)
+        self.assertTrue(str(hello4).startswith("NOPROTO "), hello4)
         self.assertTrue(str(noauth).startswith("NOAUTH "), noauth)
         self.assertEqual(str(wrong), "WRONGPASS invalid token")
         m = dict(zip(hello2[0::2], hello2[1::2]))
@@ -193,6 +193,27 @@ class AuthTest(DaemonTest):
         self.assertEqual(allowed, [1, 5, 4, 0, 60000])
         self.assertEqual(reset, "OK")  # ops has admin
         self.assertEqual(self.failures(), {"noauth": 1, "bad_token": 1, "forbidden": 0})
+
+    def test_resp_hello_3_auth(self):
+        """HELLO 3 AUTH (node-redis 6 with a password): a wrong token is
+        WRONGPASS and the connection stays RESP2; a good one answers the
+        map in RESP3 and proves the identity."""
+        from test_resp import RawResp
+        import resp
+        self.start()
+        c = RawResp(self.aport)
+        self.addCleanup(c.close)
+        c.send(resp.encode("HELLO", "3", "AUTH", "ops", "not-the-token-xxxxxxx")
+               + resp.encode("CONFIG", "GET", "x")
+               + resp.encode("HELLO", "3", "AUTH", "ops", OPS, "SETNAME", "worker-1")
+               + resp.encode("ALLOW", "ida3", "reply") + resp.encode("CONFIG", "GET", "x"))
+        wrong, config2, hello3, allowed, config3 = c.read(5)
+        self.assertEqual(str(wrong), "WRONGPASS invalid token")
+        self.assertNotIsInstance(config2, resp.Map)
+        self.assertIsInstance(hello3, resp.Map)
+        self.assertEqual((hello3[b"server"], hello3[b"proto"]), (b"ratelimitd", 3))
+        self.assertEqual(allowed, [1, 5, 4, 0, 60000])
+        self.assertIsInstance(config3, resp.Map)
 
     def test_http_bearer_tokens_with_curl(self):
         self.start()

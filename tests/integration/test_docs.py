@@ -84,7 +84,7 @@ MINIMUM = {
     "README.md": {"shell": 2, "yaml": 1, "cli": 1, "python": 1, "ctl": 1},
     "protocol.md": {"transcript": 8, "shell": 3, "yaml": 1, "cli": 1},
     "configuration.md": {"yaml": 7},
-    "clients.md": {"cli": 1, "python": 2, "shell": 1, "js": 2},
+    "clients.md": {"cli": 1, "python": 3, "shell": 1, "js": 3},
     "proxies.md": {"yaml": 1, "nginx": 1, "caddy": 1},
     "envoy.md": {"yaml": 3, "ctl": 1},
 }

@@ -1,7 +1,9 @@
-"""RESP with the real Node.js Redis clients from npm (ioredis, node-redis,
-versions pinned in tests/node/package-lock.json): decisions to the limit
-and past it, errors, RESET, pipelines (tests/node/clients.js); and the
-```js examples of docs/clients.md, run as written.
+"""RESP with the real Node.js Redis clients from npm (ioredis; node-redis
+as npm gives it today, RESP3 by default, and with RESP 2 and 3 asked;
+node-redis 4; versions pinned in tests/node/package-lock.json): decisions
+to the limit and past it, errors, RESET, pipelines, HELLO's version, the
+maps RESP3 has, MULTI refused with nothing charged (tests/node/clients.js);
+and the ```js examples of docs/clients.md, run as written.
 
 npm installs the clients once per build directory (`npm ci`, from the
 registry; nothing else is downloaded)."""
@@ -19,7 +21,7 @@ from test_docs import code_blocks
 NODE_SRC = os.path.join(SRCDIR, "tests", "node")
 CLIENTS_MD = os.path.join(SRCDIR, "docs", "clients.md")
 POLICIES = {"reply": "3/60s", "big": "100000/60s"}
-DOCS_POLICIES = {"reply": "5/60s"}  # as in conf/ratelimitd.yaml
+DOCS_POLICIES = {"reply": "5/60s", "login": "[3/1s, 20/60s]"}  # as in conf/ratelimitd.yaml
 
 
 def node_modules():
@@ -76,14 +78,29 @@ class NodeClientsTest(DaemonTest):
                      self.admin_port)
         self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
         got = json.loads(r.stdout)
-        for name in ("ioredis", "nodeRedis"):
+        node_redis = ("nodeRedis", "nodeRedis3", "nodeRedis2", "nodeRedis4")
+        for name in ("ioredis",) + node_redis:
             g = got[name]
             self.assertEqual(g["decisions"][0], [1, 3, 2, 0, 60000], name)
             self.assertEqual([d[0] for d in g["decisions"]], [1, 1, 1, 0], name)
             self.assertGreater(g["decisions"][3][3], 0, "%s: retry_after_ms" % name)
             self.assertEqual(g["piped"], list(range(99999, 99499, -1)), name)
         self.assertTrue(got["ioredis"]["error"].startswith("ERR unknown-action "), got["ioredis"]["error"])
-        self.assertTrue(got["nodeRedis"]["error"].startswith("ERR forbidden "), got["nodeRedis"]["error"])
+        # node-redis 6 speaks RESP3 unless told otherwise (a RESP3 map is an
+        # object to it), 4 speaks RESP2
+        want = {"nodeRedis": (3, "object"), "nodeRedis3": (3, "object"), "nodeRedis2": (2, "array"),
+                "nodeRedis4": (2, "array")}
+        for name in node_redis:
+            g = got[name]
+            with self.subTest(client=name):
+                self.assertTrue(g["error"].startswith("ERR forbidden "), g["error"])
+                self.assertEqual((g["proto"], g["configKind"]), want[name])
+                self.assertTrue(g["infoLoading"])
+                # connecting logged nothing but what node-redis ignores
+                self.assertEqual(g["errors"], [])
+                # MULTI refused, its ALLOW not run: the next ALLOW is the first
+                self.assertIn("MULTI is not supported", g["multi"] or "")
+                self.assertEqual(g["afterMulti"][:3], [1, 3, 2])
         self.assertEqual(got["ioredis"]["reset"], "OK")
         self.assertEqual(got["ioredis"]["after"][:3], [1, 3, 2])
 
@@ -92,7 +109,7 @@ class NodeClientsTest(DaemonTest):
         for the test's), prints what its `// -> ...` comments say."""
         self.start(DOCS_POLICIES)
         blocks = [b for b in code_blocks(CLIENTS_MD) if b.info == "js"]
-        self.assertGreaterEqual(len(blocks), 2, "the js examples of docs/clients.md")
+        self.assertGreaterEqual(len(blocks), 3, "the js examples of docs/clients.md")
         for b in blocks:
             with self.subTest(example=b.where):
                 self.redis.call("FLUSHALL")

@@ -1,8 +1,9 @@
-"""RESP2 on the daemon's ports, driven by real Redis clients (redis-cli from
-Debian's redis-tools, redis-py from Debian's python3-redis) and by raw
-bytes: decisions to the limit and past it, the connect-time commands
-clients send, pipelining, and hostile framing (an error and a close, never
-an allocation or a hang)."""
+"""RESP on the daemon's ports, driven by real Redis clients (redis-cli from
+Debian's redis-tools, also with -3, redis-py from Debian's python3-redis)
+and by raw bytes: decisions to the limit and past it, the connect-time
+commands clients send, HELLO 3's switch to RESP3, MULTI refused with
+nothing charged, pipelining, and hostile framing (an error and a close,
+never an allocation or a hang)."""
 
 import os
 import subprocess
@@ -125,7 +126,7 @@ class RespTest(DaemonTest):
 
     def test_connect_time_commands(self):
         c = self.raw()
-        c.send(resp.encode("HELLO", "3") + resp.encode("CLIENT", "SETNAME", "x")
+        c.send(resp.encode("HELLO", "4") + resp.encode("CLIENT", "SETNAME", "x")
                + resp.encode("CLIENT", "SETINFO", "LIB-NAME", "y") + resp.encode("SELECT", "0")
                + resp.encode("AUTH", "secret") + resp.encode("INFO")
                + resp.encode("COMMAND", "DOCS") + resp.encode("CONFIG", "GET", "save")
@@ -144,6 +145,85 @@ class RespTest(DaemonTest):
         self.assertIn(b"loading:0\r\n", info)
         self.assertEqual(docs, [])
         self.assertEqual(ping, "PONG")
+
+    def test_resp3_after_hello_3(self):
+        """HELLO 3 answers a RESP3 map and switches what follows: the maps
+        and INFO's text change type, decisions and errors do not; a HELLO
+        3 whose AUTH fails switches nothing; HELLO 2 switches back."""
+        c = self.raw()
+        c.send(resp.encode("HELLO", "3", "AUTH", "default", "wrong")
+               + resp.encode("CONFIG", "GET", "save") + resp.encode("HELLO", "3", "SETNAME", "n")
+               + resp.encode("ALLOW", "r3", "reply") + resp.encode("CONFIG", "GET", "save")
+               + resp.encode("COMMAND", "DOCS") + resp.encode("COMMAND") + resp.encode("NOPE")
+               + resp.encode("INFO") + resp.encode("MALLOW", "r3", "reply", "r3b", "reply")
+               + resp.encode("HELLO") + resp.encode("HELLO", "2") + resp.encode("CONFIG", "GET", "x"))
+        (failed, config2, hello3, allow, config3, docs, command, nope, info, mallow, hello,
+         hello2, config) = c.read(13)
+        self.assertIn("without any password configured", str(failed))
+        self.assertEqual(config2, [])  # still RESP2: the AUTH failed
+        self.assertIsInstance(hello3, resp.Map)
+        self.assertEqual((hello3[b"server"], hello3[b"proto"], hello3[b"mode"], hello3[b"modules"]),
+                         (b"ratelimitd", 3, b"standalone", []))
+        self.assertEqual(len(hello3), 7)
+        self.assertEqual(allow, [1, 3, 2, 0, 60000])
+        self.assertEqual((config3, docs, command), (resp.Map(), resp.Map(), []))
+        self.assertIsInstance(config3, resp.Map)
+        self.assertIsInstance(docs, resp.Map)
+        self.assertTrue(str(nope).startswith("ERR unknown-command "), nope)
+        self.assertIsInstance(info, resp.Verbatim)
+        self.assertEqual(info.fmt, "txt")
+        self.assertTrue(info.startswith(b"# Server\r\n") and b"loading:0\r\n" in info, info)
+        self.assertEqual(mallow, [1, 3, 1, 0, 60000, 1])
+        self.assertIsInstance(hello, resp.Map)  # HELLO alone: the version spoken
+        self.assertEqual(hello[b"proto"], 3)
+        self.assertEqual(dict(zip(hello2[0::2], hello2[1::2]))[b"proto"], 2)
+        self.assertEqual(hello2[:2], [b"server", b"ratelimitd"])
+        self.assertEqual(config, [])
+        self.assertNotIsInstance(config, resp.Map)
+
+    def test_redis_cli_resp3(self):
+        """redis-cli -3 (HELLO 3 first) decides, and reads RESP3's maps."""
+        def cli3(*args):
+            out = subprocess.run([REDIS_CLI, "-3", "--no-raw", "-h", "127.0.0.1", "-p",
+                                  str(self.port)] + list(args), capture_output=True, timeout=10)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            return out.stdout.decode()
+        self.assertEqual(cli3("ALLOW", "cli3", "reply").split(),
+                         ["1)", "(integer)", "1", "2)", "(integer)", "3", "3)", "(integer)", "2",
+                          "4)", "(integer)", "0", "5)", "(integer)", "60000"])
+        hello = cli3("HELLO", "3")
+        self.assertIn('1# "server" => "ratelimitd"', hello)
+        self.assertIn('3# "proto" => (integer) 3', hello)
+
+    def test_multi_charges_nothing(self):
+        """redis-py's default pipeline (MULTI ... EXEC) gets an error that
+        names pipeline(transaction=False), and no ALLOW in it is charged;
+        a pipeline without MULTI decides."""
+        r = redis.Redis(host="127.0.0.1", port=self.port)
+        self.addCleanup(r.close)
+        p = r.pipeline()
+        for _ in range(2):
+            p.execute_command("ALLOW", "tx", "reply")
+        with self.assertRaises(redis.ResponseError) as e:
+            p.execute()
+        self.assertIn("pipeline(transaction=False)", str(e.exception))
+        self.assertEqual(r.execute_command("PEEK", "tx", "reply")[2], 3)
+        p = r.pipeline(transaction=False)
+        for _ in range(2):
+            p.execute_command("ALLOW", "tx", "reply")
+        self.assertEqual([x[2] for x in p.execute()], [2, 1])
+        # raw: refused until EXEC or DISCARD, then decided again
+        c = self.raw()
+        c.send(resp.encode("MULTI") + resp.encode("ALLOW", "tx2", "reply") + resp.encode("EXEC")
+               + resp.encode("EXEC") + resp.encode("MULTI") + resp.encode("DISCARD")
+               + resp.encode("ALLOW", "tx2", "reply"))
+        multi, queued, execd, exec2, multi2, discard, allow = c.read(7)
+        self.assertTrue(str(multi).startswith("ERR unknown-command MULTI is not supported"), multi)
+        self.assertTrue(str(queued).startswith("ERR unknown-command not run"), queued)
+        self.assertTrue(str(execd).startswith("EXECABORT Transaction discarded"), execd)
+        self.assertEqual(str(exec2), "ERR syntax EXEC without MULTI")
+        self.assertEqual(discard, "OK")
+        self.assertEqual(allow, [1, 3, 2, 0, 60000])
 
     def test_errors_keep_the_connection(self):
         c = self.raw()

@@ -542,7 +542,7 @@ static void expand(const char *want, char *out, size_t cap)
 START_TEST(test_format_table)
 {
 	static char buf[4096], want[4096];
-	size_t n = proto_http.format(buf, &fcases[_i].res);
+	size_t n = proto_http.format(buf, &fcases[_i].res, NULL);
 	ck_assert_uint_le(n, proto_http.reply_max);
 	buf[n] = '\0';
 	expand(fcases[_i].want, want, sizeof(want));
@@ -558,7 +558,7 @@ START_TEST(test_format_local)
 	for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
 		struct cmd_result r = {
 			.kind = CMD_REPLY_LOCAL, .local = statuses[i], .close_after = 1};
-		size_t n = proto_http.format(buf, &r);
+		size_t n = proto_http.format(buf, &r, NULL);
 		buf[n] = '\0';
 		char status[16];
 		snprintf(status, sizeof(status), "HTTP/1.1 %d ", statuses[i]);

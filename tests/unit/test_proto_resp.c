@@ -1,4 +1,5 @@
-/* test_proto_resp.c - RESP2 (proto_resp.c): parse and format tables, and every request split short. */
+/* test_proto_resp.c - RESP (proto_resp.c): parse and format tables, every request split short,
+ * HELLO's switch to RESP3 and MULTI's refusal across a connection's replies. */
 #include <check.h>
 
 #include "runner.h"
@@ -10,7 +11,7 @@
 #include "proto_resp.h"
 
 /* The protocol's own replies, as proto_resp.c numbers them. */
-enum { L_OK, L_NOPROTO, L_INFO, L_EMPTY_ARRAY, L_DB_RANGE, L_HELLO, L_HELLO_VERSION };
+enum { L_OK, L_NOPROTO, L_INFO, L_EMPTY_ARRAY, L_EMPTY_MAP, L_DB_RANGE, L_HELLO, L_HELLO_VERSION };
 
 #define MAX_LINE 128
 
@@ -115,12 +116,23 @@ static const struct rcase cases[] = {
 	BAD("*5\r\n$11\r\nCL.THROTTLE\r\n$0\r\n\r\n$1\r\n1\r\n$1\r\n1\r\n$1\r\n1\r\n",
 	    CMD_ERR_BAD_USER),
 	/* what Redis clients send on connecting */
-	LOCAL("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n", L_NOPROTO),
-	LOCAL("*5\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n", L_NOPROTO),
+	LOCAL("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n", L_HELLO),
+	REQ("*5\r\n$5\r\nHELLO\r\n$1\r\n3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n", CMD_AUTH, NULL,
+	    NULL, 1),
+	LOCAL("*5\r\n$5\r\nHELLO\r\n$1\r\n4\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n", L_NOPROTO),
+	LOCAL("*2\r\n$5\r\nHELLO\r\n$1\r\n1\r\n", L_NOPROTO),
 	LOCAL("*1\r\n$5\r\nHELLO\r\n", L_HELLO),
 	LOCAL("*2\r\n$5\r\nhello\r\n$1\r\n2\r\n", L_HELLO),
 	LOCAL("*4\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$7\r\nSETNAME\r\n$1\r\nx\r\n", L_HELLO),
-	LOCAL("*2\r\n$5\r\nHELLO\r\n$1\r\n4\r\n", L_HELLO_VERSION),
+	LOCAL("*2\r\n$5\r\nHELLO\r\n$1\r\n4\r\n", L_NOPROTO),
+	LOCAL("*2\r\n$5\r\nHELLO\r\n$2\r\n-3\r\n", L_HELLO_VERSION),
+	LOCAL("*3\r\n$7\r\nCOMMAND\r\n$4\r\nDOCS\r\n$3\r\nGET\r\n", L_EMPTY_MAP),
+	LOCAL("*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$1\r\n*\r\n", L_EMPTY_MAP),
+	LOCAL("*1\r\n$7\r\nCOMMAND\r\n", L_EMPTY_ARRAY),
+	/* without a connection's state, each of these is refused alone */
+	BAD("*1\r\n$5\r\nMULTI\r\n", CMD_ERR_UNKNOWN_COMMAND),
+	BAD("*1\r\n$4\r\nEXEC\r\n", CMD_ERR_SYNTAX),
+	BAD("*1\r\n$7\r\nDISCARD\r\n", CMD_ERR_SYNTAX),
 	LOCAL("*2\r\n$5\r\nHELLO\r\n$3\r\ntwo\r\n", L_HELLO_VERSION),
 	REQ("*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$1\r\np\r\n", CMD_AUTH,
 	    NULL, NULL, 1),
@@ -143,8 +155,6 @@ static const struct rcase cases[] = {
 	BAD("*3\r\n$4\r\nAUTH\r\n$5\r\nALLOW\r\n$0\r\n\r\n", CMD_ERR_SYNTAX),
 	BAD("*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$0\r\n\r\n", CMD_ERR_SYNTAX),
 	LOCAL("*1\r\n$4\r\nINFO\r\n", L_INFO),
-	LOCAL("*1\r\n$7\r\nCOMMAND\r\n", L_EMPTY_ARRAY),
-	LOCAL("*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$1\r\n*\r\n", L_EMPTY_ARRAY),
 	/* framing lost: answered, then closed */
 	FATAL("PING\r\n", CMD_ERR_SYNTAX),
 	FATAL("*x\r\n", CMD_ERR_SYNTAX),
@@ -333,6 +343,7 @@ static const struct fcase fcases[] = {
 	{{.kind = CMD_REPLY_LOCAL, .local = L_NOPROTO},
 	 "-NOPROTO sorry, this protocol version is not supported\r\n"},
 	{{.kind = CMD_REPLY_LOCAL, .local = L_EMPTY_ARRAY}, "*0\r\n"},
+	{{.kind = CMD_REPLY_LOCAL, .local = L_EMPTY_MAP}, "*0\r\n"},
 	{{.kind = CMD_REPLY_LOCAL, .local = L_DB_RANGE}, "-ERR DB index is out of range\r\n"},
 	{{.kind = CMD_REPLY_LOCAL, .local = L_HELLO_VERSION},
 	 "-ERR Protocol version is not an integer or out of range\r\n"},
@@ -342,7 +353,7 @@ static const struct fcase fcases[] = {
 START_TEST(test_format_table)
 {
 	char buf[2048];
-	size_t n = proto_resp.format(buf, &fcases[_i].res);
+	size_t n = proto_resp.format(buf, &fcases[_i].res, NULL);
 	ck_assert_uint_le(n, proto_resp.reply_max);
 	buf[n] = '\0';
 	ck_assert_str_eq(buf, fcases[_i].want);
@@ -359,7 +370,7 @@ START_TEST(test_format_hello)
 				   {.kind = CMD_REPLY_OK, .tag = 4}};
 	for (size_t i = 0; i < 2; i++) {
 		char buf[2048];
-		size_t n = proto_resp.format(buf, &res[i]);
+		size_t n = proto_resp.format(buf, &res[i], NULL);
 		ck_assert_uint_le(n, proto_resp.reply_max);
 		buf[n] = '\0';
 		ck_assert_mem_eq(buf, want, sizeof(want) - 1);
@@ -372,7 +383,7 @@ START_TEST(test_format_hello)
 				 .msg = "invalid token",
 				 .tag = 4};
 	char buf[2048];
-	size_t n = proto_resp.format(buf, &bad);
+	size_t n = proto_resp.format(buf, &bad, NULL);
 	buf[n] = '\0';
 	ck_assert_str_eq(buf, "-WRONGPASS invalid token\r\n");
 }
@@ -382,7 +393,7 @@ START_TEST(test_format_info_and_item)
 {
 	char buf[2048];
 	struct cmd_result r = {.kind = CMD_REPLY_LOCAL, .local = L_INFO};
-	size_t n = proto_resp.format(buf, &r);
+	size_t n = proto_resp.format(buf, &r, NULL);
 	buf[n] = '\0';
 	ck_assert_msg(strncmp(buf, "$", 1) == 0 && strstr(buf, "\r\n# Server\r\n") &&
 			      strstr(buf, "redis_mode:standalone\r\n"),
@@ -397,10 +408,159 @@ START_TEST(test_format_info_and_item)
 	*it = (struct cmd_item){.index = 2, .ttl_ms = -1, .ulen = 3, .alen = 2, .spec_len = 3};
 	memcpy(it->text, "bobapunl", 8);
 	r = (struct cmd_result){.kind = CMD_REPLY_ITEM, .item = it};
-	n = proto_resp.format(buf, &r);
+	n = proto_resp.format(buf, &r, NULL);
 	buf[n] = '\0';
 	ck_assert_str_eq(buf, "*5\r\n:2\r\n$3\r\nbob\r\n$2\r\nap\r\n$3\r\nunl\r\n:-1\r\n");
 	free(it);
+}
+END_TEST
+
+/* Parses one whole request of in through rc, as a connection does. */
+static enum proto_step step(const char *in, struct proto_resp_conn *rc, struct proto_parsed *out)
+{
+	memset(out, 0, sizeof(*out));
+	enum proto_step st = proto_resp.parse(in, strlen(in), MAX_LINE, rc, out);
+	ck_assert_uint_eq(out->used, strlen(in));
+	return st;
+}
+
+/* Formats r, as the connection's next reply, into buf. */
+static const char *reply(struct cmd_result r, struct proto_resp_conn *rc, char *buf)
+{
+	size_t n = proto_resp.format(buf, &r, rc);
+	ck_assert_uint_le(n, proto_resp.reply_max);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* HELLO 3 switches the replies after its own to RESP3 (its map first);
+ * decisions and errors stay as they are; HELLO 2 switches back; a HELLO 3
+ * whose AUTH fails switches nothing. */
+START_TEST(test_resp3_switch)
+{
+	struct proto_resp_conn rc = {0};
+	struct proto_parsed out;
+	char buf[2048];
+	struct cmd_result decision = {.kind = CMD_REPLY_DECISION,
+				      .allowed = 1,
+				      .limit = 5,
+				      .remaining = 4,
+				      .reset_ms = 60000};
+	struct cmd_result map = {.kind = CMD_REPLY_LOCAL, .local = L_EMPTY_MAP};
+	struct cmd_result info = {.kind = CMD_REPLY_LOCAL, .local = L_INFO};
+
+	ck_assert_int_eq(step("*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n", &rc, &out), PROTO_LOCAL);
+	ck_assert_int_eq(rc.resp3, 0); /* not before its reply */
+	struct cmd_result hello = {.kind = CMD_REPLY_LOCAL, .local = out.local, .tag = out.tag};
+	reply(hello, &rc, buf);
+	ck_assert_msg(strncmp(buf, "%7\r\n$6\r\nserver\r\n", 16) == 0, "%s", buf);
+	ck_assert_ptr_nonnull(strstr(buf, "$5\r\nproto\r\n:3\r\n"));
+	ck_assert_int_eq(rc.resp3, 1);
+	ck_assert_str_eq(reply(decision, &rc, buf), "*5\r\n:1\r\n:5\r\n:4\r\n:0\r\n:60000\r\n");
+	ck_assert_str_eq(reply(map, &rc, buf), "%0\r\n");
+	reply(info, &rc, buf);
+	ck_assert_msg(strncmp(buf, "=", 1) == 0 && strstr(buf, "\r\ntxt:# Server\r\n"), "%s", buf);
+	long bl = strtol(buf + 1, NULL, 10);
+	ck_assert_uint_eq(strlen(buf), (size_t)(strchr(buf, '\n') + 1 - buf) + (size_t)bl + 2);
+	struct cmd_result err = {.kind = CMD_REPLY_ERROR, .error = CMD_ERR_BAD_COST, .msg = "x"};
+	ck_assert_str_eq(reply(err, &rc, buf), "-ERR bad-cost x\r\n");
+
+	/* HELLO alone answers in the version spoken, and keeps it */
+	hello = (struct cmd_result){.kind = CMD_REPLY_LOCAL, .local = L_HELLO};
+	ck_assert_int_eq(reply(hello, &rc, buf)[0], '%');
+	ck_assert_int_eq(rc.resp3, 1);
+
+	/* a failed HELLO 2 AUTH leaves RESP3 */
+	ck_assert_int_eq(
+		step("*5\r\n$5\r\nHELLO\r\n$1\r\n2\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n", &rc,
+		     &out),
+		PROTO_REQUEST);
+	struct cmd_result denied = {
+		.kind = CMD_REPLY_ERROR, .error = CMD_ERR_AUTH_FAILED, .msg = "no", .tag = out.tag};
+	ck_assert_str_eq(reply(denied, &rc, buf), "-WRONGPASS no\r\n");
+	ck_assert_int_eq(rc.resp3, 1);
+	/* its success switches back */
+	struct cmd_result ok = {.kind = CMD_REPLY_OK, .tag = out.tag};
+	ck_assert_int_eq(reply(ok, &rc, buf)[0], '*');
+	ck_assert_ptr_nonnull(strstr(buf, "$5\r\nproto\r\n:2\r\n"));
+	ck_assert_int_eq(rc.resp3, 0);
+	ck_assert_str_eq(reply(map, &rc, buf), "*0\r\n");
+}
+END_TEST
+
+/* MULTI is refused, and so is all up to EXEC (EXECABORT) or DISCARD; then
+ * requests run again. */
+START_TEST(test_multi_refused)
+{
+	struct proto_resp_conn rc = {0};
+	struct proto_parsed out;
+	char buf[2048];
+	ck_assert_int_eq(step("*1\r\n$5\r\nMULTI\r\n", &rc, &out), PROTO_BAD);
+	ck_assert_int_eq(out.err.code, CMD_ERR_UNKNOWN_COMMAND);
+	ck_assert_ptr_nonnull(strstr(out.err.msg, "pipeline(transaction=False)"));
+	ck_assert_int_eq(step("*3\r\n$5\r\nALLOW\r\n$1\r\nu\r\n$1\r\na\r\n", &rc, &out), PROTO_BAD);
+	ck_assert_int_eq(step("*1\r\n$5\r\nMULTI\r\n", &rc, &out), PROTO_BAD);
+	ck_assert_str_eq(out.err.msg, "MULTI calls can not be nested");
+	ck_assert_int_eq(step("*1\r\n$4\r\nEXEC\r\n", &rc, &out), PROTO_BAD);
+	struct cmd_result abort = {.kind = CMD_REPLY_ERROR, .error = out.err.code, .tag = out.tag};
+	snprintf(abort.msg, sizeof(abort.msg), "%s", out.err.msg);
+	ck_assert_msg(strncmp(reply(abort, &rc, buf), "-EXECABORT Transaction discarded", 32) == 0,
+		      "%s", buf);
+	ck_assert_int_eq(step("*3\r\n$5\r\nALLOW\r\n$1\r\nu\r\n$1\r\na\r\n", &rc, &out),
+			 PROTO_REQUEST);
+	ck_assert_int_eq(step("*1\r\n$5\r\nmulti\r\n", &rc, &out), PROTO_BAD);
+	ck_assert_int_eq(step("*1\r\n$4\r\nPING\r\n", &rc, &out), PROTO_BAD);
+	ck_assert_int_eq(step("*1\r\n$7\r\nDISCARD\r\n", &rc, &out), PROTO_LOCAL);
+	ck_assert_int_eq(out.local, L_OK);
+	ck_assert_int_eq(step("*1\r\n$4\r\nPING\r\n", &rc, &out), PROTO_REQUEST);
+	ck_assert_int_eq(step("*1\r\n$7\r\nDISCARD\r\n", &rc, &out), PROTO_BAD);
+}
+END_TEST
+
+/* The docs' bound on a request's elements is the parser's: PROTO_RESP_ARGS_MAX
+ * elements parse, one more is refused (proto/protocol.md, docs/security.md). */
+static int doc_number(const char *path, const char *before)
+{
+	char full[512];
+	snprintf(full, sizeof(full), "%s/%s", TEST_SRCDIR, path);
+	FILE *f = fopen(full, "r");
+	ck_assert_msg(f != NULL, "%s", full);
+	static char text[1 << 20];
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	const char *at = strstr(text, before);
+	ck_assert_msg(at != NULL, "%s: no \"%s\"", path, before);
+	return atoi(at + strlen(before));
+}
+
+START_TEST(test_args_max_documented)
+{
+	ck_assert_int_eq(doc_number("proto/protocol.md", "It has at most "), PROTO_RESP_ARGS_MAX);
+	ck_assert_int_eq(doc_number("proto/protocol.md", "CR LF, more than "), PROTO_RESP_ARGS_MAX);
+	ck_assert_int_eq(doc_number("docs/security.md", "are capped the same way: at most "),
+			 PROTO_RESP_ARGS_MAX);
+	/* MALLOW with every pair and a cost: the most; one more argument is refused */
+	for (int extra = 0; extra < 2; extra++) {
+		char in[1024];
+		int n = PROTO_RESP_ARGS_MAX + extra;
+		size_t len = (size_t)snprintf(in, sizeof(in), "*%d\r\n$6\r\nMALLOW\r\n", n);
+		for (int i = 1; i < n - 1; i++)
+			len += (size_t)snprintf(in + len, sizeof(in) - len, "$1\r\n%c\r\n",
+						'a' + i % 26);
+		len += (size_t)snprintf(in + len, sizeof(in) - len, "$1\r\n3\r\n");
+		struct proto_parsed out;
+		memset(&out, 0, sizeof(out));
+		enum proto_step st = proto_resp.parse(in, len, 4096, NULL, &out);
+		if (extra == 0) {
+			ck_assert_int_eq(st, PROTO_REQUEST);
+			ck_assert_int_eq(out.req.npairs, CMD_PAIRS_MAX);
+			ck_assert_int_eq(out.req.cost, 3);
+		} else {
+			ck_assert_int_eq(st, PROTO_FATAL);
+			ck_assert_str_eq(out.err.msg, "Protocol error: too many arguments");
+		}
+	}
 }
 END_TEST
 
@@ -417,6 +577,9 @@ int main(void)
 	tcase_add_loop_test(tc, test_format_table, 0, (int)(sizeof(fcases) / sizeof(fcases[0])));
 	tcase_add_test(tc, test_format_info_and_item);
 	tcase_add_test(tc, test_format_hello);
+	tcase_add_test(tc, test_resp3_switch);
+	tcase_add_test(tc, test_multi_refused);
+	tcase_add_test(tc, test_args_max_documented);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
