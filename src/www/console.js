@@ -102,7 +102,7 @@ function showTop(top) {
     cell(tr, u.action);
     cell(tr, String(u.denied), "n");
     cell(tr, String(u.requests), "n");
-    cell(tr, u.over ? String(u.over) : "", "n");
+    cell(tr, String(u.over), "n over"); // 0: exact (see the header's title)
     body.appendChild(tr);
   }
 }

@@ -336,6 +336,39 @@ class ConsoleTest(DaemonTest):
                 i += 1
                 time.sleep(0.002)
 
+    def test_top_over_in_a_browser(self):
+        """The most denied users' `max over` column: /top's `over`, how much
+        a denied count may be above the truth, shown for every row (0:
+        exact) and explained in the header's title. A known load: 32 users
+        denied once each fill login's list of 32; a 33rd, denied 4 times,
+        takes the place of one of them, so its count starts from that one's
+        1: 5 denied shown, 1 over."""
+        self.start(npolicies=3)
+        with Client(port=self.port) as c:
+            for i in range(32):
+                for _ in range(6):  # login is 5/60s: the 6th is denied
+                    c.request("ALLOW u%02d login" % i)
+            for _ in range(9):
+                c.request("ALLOW late login")
+        rows = {u["user"]: u for u in self.state()["top"]["users"]}
+        self.assertEqual((rows["late"]["denied"], rows["late"]["over"]), (5, 1))
+        with Browser() as b:
+            b.open("http://127.0.0.1:%d/console?every=300" % self.mport)
+            b.wait('return +document.getElementById("updated").dataset.polls >= 1', 30 * SLOW,
+                   "the first state read")
+            head = b.run('return [...document.querySelectorAll("#top thead th")]'
+                         '.map(th => [th.textContent, th.title])')
+            self.assertEqual([h[0] for h in head], ["user", "action", "denied", "requests",
+                                                   "max over"])
+            self.assertIn("may be above the truth: 0 is exact", head[4][1])
+            shown = b.run('return [...document.querySelectorAll("#top tbody tr")]'
+                          '.map(r => [...r.cells].map(c => c.textContent))')
+            self.assertEqual(len(shown), 10, shown)
+            self.assertEqual(shown[0][:3] + shown[0][4:], ["late", "login", "5", "1"])
+            for row in shown[1:]:  # those never dropped: exact
+                self.assertRegex(row[0], r"^u\d\d$")
+                self.assertEqual((row[2], row[4]), ("1", "0"), row)
+
     def test_page_in_a_browser(self):
         self.start()
         url = "http://127.0.0.1:%d/console?every=300" % self.mport
