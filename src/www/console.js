@@ -197,7 +197,16 @@ function showOverrides(s) {
   $("admin-why").textContent = admin ? "as " + s.admin : s.admin_why;
   $("overrides").hidden = !admin;
   $("override-form").hidden = !admin;
-  $("override-count").textContent = admin ? String(s.overrides.length) : "-";
+  // without an admin identity's token the overrides are not sent: say so
+  // (not "-", which reads as none or not read yet), and what would show them
+  $("override-count").textContent = admin ? String(s.overrides.length) : "hidden";
+  $("override-hidden").hidden = admin;
+  $("override-hidden").textContent = admin
+    ? ""
+    : s.admin_why.startsWith("no identity")
+      ? "shown on admin listeners only"
+      : "need an admin token";
+  $("override-stat").title = admin ? "" : s.admin_why;
   const seen = new Set();
   for (const o of admin ? s.overrides : []) {
     const key = o.action + " " + o.user;

@@ -369,6 +369,54 @@ class ConsoleTest(DaemonTest):
                 self.assertRegex(row[0], r"^u\d\d$")
                 self.assertEqual((row[2], row[4]), ("1", "0"), row)
 
+    def test_overrides_tile_in_a_browser(self):
+        """The overrides tile says the overrides are hidden, and what shows
+        them, to a page without an admin identity's token (not "-", as if
+        there were none); with the ops token it counts them."""
+        self.start(npolicies=3)
+        tile = ('const t = document.getElementById("override-stat");'
+                'const why = document.getElementById("override-hidden");'
+                'return [document.getElementById("override-count").textContent,'
+                ' why && why.checkVisibility() ? why.textContent : null, t && t.title]')
+        with Browser() as b:
+            b.open("http://127.0.0.1:%d/console?every=300" % self.mport)
+            b.wait('return +document.getElementById("updated").dataset.polls >= 1', 30 * SLOW,
+                   "the first state read")
+            count, why, title = b.run(tile)
+            self.assertEqual((count, why), ("hidden", "need an admin token"))
+            self.assertIn("no token", title)
+            b.type("#token", APP)  # no admin right: hidden still
+            b.click("#token-save")
+            b.wait('return document.getElementById("override-stat").title'
+                   '.includes("lacks the admin right")', 10 * SLOW, "the app token refused")
+            self.assertEqual(b.run(tile)[:2], ["hidden", "need an admin token"])
+            b.type("#token", OPS)
+            b.click("#token-save")
+            b.wait('return document.getElementById("override-count").textContent === "0"',
+                   10 * SLOW, "the ops token's count")
+            self.assertEqual(b.run(tile), ["0", None, ""])
+            status, _, reply = request(self.mport, "POST", "/console/overrides",
+                                       form(action="login", user=HAMMERER, spec="blocked"), OPS)
+            self.assertEqual(status, 200, reply)
+            b.wait('return document.getElementById("override-count").textContent === "1"',
+                   10 * SLOW, "the override counted")
+
+        # no identity configured: no token can show them; it says where they are
+        self.daemon.stop()
+        self.daemon = self.start_daemon(
+            config=make_config(["127.0.0.1:%d" % self.port],
+                               {"address": self.redis.address, "timeout": "1s"},
+                               {"login": "5/60s"}, admin=False,
+                               metrics="{listen: 127.0.0.1:%d}" % self.mport),
+            port=self.port, name="rl2")
+        with Browser() as b:
+            b.open("http://127.0.0.1:%d/console?every=300" % self.mport)
+            b.wait('return +document.getElementById("updated").dataset.polls >= 1', 30 * SLOW,
+                   "the first state read")
+            count, why, title = b.run(tile)
+            self.assertEqual((count, why), ("hidden", "shown on admin listeners only"))
+            self.assertIn("no identity is configured", title)
+
     def test_page_in_a_browser(self):
         self.start()
         url = "http://127.0.0.1:%d/console?every=300" % self.mport
