@@ -526,8 +526,9 @@ static void live_command(struct config *cfg, const struct cmd_env *env,
 		enum override_kind kind;
 		struct policy *built;
 		char err[CMD_MSG_MAX];
-		if (override_spec_parse(p, pc->spec, pc->spec_len, &kind, &built, err,
-					sizeof(err)) < 0) {
+		int bad = override_live_spec(p, pc->spec, pc->spec_len, &kind, &built, err,
+					     sizeof(err));
+		if (bad) {
 			cmd_reply_error(slot, CMD_ERR_SYNTAX, err);
 			return;
 		}

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "calendar.h"
 #include "config.h"
 #include "keys.h"
 #include "log.h"
@@ -133,6 +134,21 @@ static void entry_free(struct entry *e)
 	free(e);
 }
 
+int override_live_spec(const struct policy *p, const char *spec, size_t len,
+		       enum override_kind *kind, struct policy **policy, char *err, size_t errlen)
+{
+	if (override_spec_parse(p, spec, len, kind, policy, err, errlen) < 0)
+		return -1;
+	/* a zone of its own (timezone=): one tzdata has, as the file's are */
+	if (*policy && strcmp((*policy)->timezone, p->timezone) != 0 &&
+	    calendar_tz_check((*policy)->timezone, err, errlen) < 0) {
+		free(*policy);
+		*policy = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 /* Makes e's override for the policy of its action in cfg. */
 static void entry_bind(struct entry *e, const struct config *cfg)
 {
@@ -143,8 +159,8 @@ static void entry_bind(struct entry *e, const struct config *cfg)
 	if (!p)
 		return;
 	char err[200];
-	if (override_spec_parse(p, e->spec, e->spec_len, &e->o.kind, &e->o.policy, err,
-				sizeof(err)) < 0) {
+	if (override_live_spec(p, e->spec, e->spec_len, &e->o.kind, &e->o.policy, err,
+			       sizeof(err)) < 0) {
 		log_warn("override for %.*s: %s (spec %.*s); not applied", (int)e->alen,
 			 e->o.pattern, err, (int)e->spec_len, e->spec);
 		return;

@@ -40,9 +40,14 @@ const struct override *override_live_find(const struct override_live *l, const s
 /* A notice (OVERRIDE_LIVE_NOTICE, then the pair): reads that pair again. */
 void override_live_notice(struct override_live *l, const char *msg, size_t len);
 
+/* A run-time override's spec for p: override_spec_parse's, and a zone it
+ * names (timezone=) one tzdata has. 0 or -1 as override_spec_parse. */
+int override_live_spec(const struct policy *p, const char *spec, size_t len,
+		       enum override_kind *kind, struct policy **policy, char *err, size_t errlen);
+
 /* What an admin command's completion is told: NULL when done, else why not. */
 typedef void override_live_done_fn(void *arg, const char *why);
-/* Sets (spec non-NULL, as override_spec_parse takes it, checked by the
+/* Sets (spec non-NULL, as override_live_spec takes it, checked by the
  * caller; ttl_ms 0: no expiry) or clears (spec NULL) the override of
  * (action, user) in Redis, for every daemon. done is called once. */
 void override_live_put(struct override_live *l, const char *action, size_t alen, const char *user,

@@ -92,17 +92,23 @@ int64_t calendar_max_ms(enum calendar_unit u)
 	return 0;
 }
 
-int calendar_tz_check(const char *tz, char *err, size_t errlen)
+int calendar_tz_name_valid(const char *tz, size_t len)
 {
-	if (!tz[0] || strcmp(tz, "UTC") == 0)
-		return 0;
-	size_t len = strlen(tz);
-	int ok = len <= CALENDAR_TZ_MAX && tz[0] != '/' && !strstr(tz, "..");
+	int ok = len >= 1 && len <= CALENDAR_TZ_MAX && tz[0] != '/';
 	for (size_t i = 0; ok && i < len; i++) {
 		char c = tz[i];
 		ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
 		     c == '/' || c == '_' || c == '-' || c == '+';
 	}
+	return ok;
+}
+
+int calendar_tz_check(const char *tz, char *err, size_t errlen)
+{
+	if (!tz[0] || strcmp(tz, "UTC") == 0)
+		return 0;
+	size_t len = strlen(tz);
+	int ok = calendar_tz_name_valid(tz, len);
 	char magic[4] = {0};
 	if (ok) {
 		char path[sizeof(ZONEINFO) + CALENDAR_TZ_MAX + 1];

@@ -39,6 +39,10 @@ int calendar_anchor_valid(enum calendar_unit u, int anchor);
  * but in a year, which holds both switches). */
 int64_t calendar_max_ms(enum calendar_unit u);
 
+/* Whether tz[0..len) is written as a zone's name may be (pure; no '.',
+ * no leading '/', at most CALENDAR_TZ_MAX bytes): calendar_tz_check's
+ * first test, before it looks in tzdata. */
+int calendar_tz_name_valid(const char *tz, size_t len);
 /* 0 if tz names a zone of tzdata ("UTC", "Europe/Berlin"), else -1 with
  * a message in err. Names are IANA's: no "..", no leading '/'. */
 int calendar_tz_check(const char *tz, char *err, size_t errlen);

@@ -158,7 +158,7 @@ int override_spec_parse(const struct policy *p, const char *spec, size_t len,
 	d.overrides = NULL;
 	d.nlimits = 0;
 	memset(d.limits, 0, sizeof(d.limits));
-	int funnel = policy_algo_shape(p->algo) == POLICY_SHAPE_RATE;
+	int funnel = policy_algo_shape(p->algo) == POLICY_SHAPE_RATE, zoned = 0;
 	size_t i = 0;
 	while (i <= len) {
 		size_t start = i;
@@ -168,6 +168,21 @@ int override_spec_parse(const struct policy *p, const char *spec, size_t len,
 		size_t tl = i - start;
 		i++; /* the ',' (or past the end) */
 		char why[160];
+		if (!funnel && tl >= 9 && memcmp(tok, "timezone=", 9) == 0) {
+			/* the calendar windows' zone, as a file's override's
+			 * `timezone:` (the policy's otherwise); whether tzdata has
+			 * it is the caller's to ask (calendar_tz_check) */
+			if (zoned)
+				return fail_spec(err, errlen, "at most one timezone=");
+			if (!calendar_tz_name_valid(tok + 9, tl - 9))
+				return fail_spec(err, errlen,
+						 "timezone= takes a name of tzdata: "
+						 "timezone=Europe/Berlin");
+			memcpy(d.timezone, tok + 9, tl - 9);
+			d.timezone[tl - 9] = '\0';
+			zoned = 1;
+			continue;
+		}
 		if (funnel && d.nlimits == 0 && d.limits[0].capacity == 0) {
 			/* the capacity: 1 to POLICY_MAX_COUNT */
 			int64_t c = 0;
@@ -204,6 +219,13 @@ int override_spec_parse(const struct policy *p, const char *spec, size_t len,
 		return fail_spec(err, errlen,
 				 funnel ? "a funnel's override is CAPACITY,RATE"
 					: "an override needs a rate");
+	int calendar = 0;
+	for (int k = 0; k < d.nlimits; k++)
+		calendar |= d.limits[k].calendar != CALENDAR_NONE;
+	if (zoned && !calendar)
+		return fail_spec(err, errlen,
+				 "timezone= is for calendar limits (600/day, 10000/month): "
+				 "these have none");
 	const char *why;
 	if (policy_validate(&d, &why) < 0)
 		return fail_spec(err, errlen, why);

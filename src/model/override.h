@@ -40,9 +40,12 @@ struct override_set {
 /*
  * A run-time override's spec for policy p (OVERRIDE, proto/protocol.md):
  * "unlimited", "blocked", or other limits in p's shape: "RATE[,RATE]..."
- * ("5/1m,100/1h") for a window algorithm, "CAPACITY,RATE" ("15,30/1m") for
- * a funnel. Pure. 0 with *kind and, for OVERRIDE_LIMITS, *policy (p with
- * those limits, allocated: the caller frees it); -1 with a one-line err.
+ * ("5/1m,100/1h") for a window algorithm, where calendar limits may take a
+ * zone of their own, "timezone=NAME" among them ("600/day,timezone=Asia/Tokyo";
+ * p's zone otherwise), and "CAPACITY,RATE" ("15,30/1m") for a funnel.
+ * Pure: a zone's name is checked as written, not looked up in tzdata. 0
+ * with *kind and, for OVERRIDE_LIMITS, *policy (p with those limits,
+ * allocated: the caller frees it); -1 with a one-line err.
  */
 int override_spec_parse(const struct policy *p, const char *spec, size_t len,
 			enum override_kind *kind, struct policy **policy, char *err, size_t errlen);

@@ -93,6 +93,37 @@ class CalendarTest(DaemonTest):
             self.assertRegex(c.request("OVERRIDE carl bill 5/month@32"),
                              r"^ERR .*a month's anchor is a day of the month, 1 to 31")
 
+    def test_runtime_override_zone(self):
+        """A run-time OVERRIDE's calendar limits count in the policy's
+        time zone (UTC for a policy without one), or in the one the spec
+        names (timezone=), which OVERRIDES shows and a restarted daemon
+        reads back from Redis."""
+        self.redis = self.start_redis()
+        d = self.start_daemon(POLICIES)
+        with Client(d.port) as c:
+            for user, action, spec, tz in (("dan", "berlin", "600/day", "Europe/Berlin"),
+                                           ("dan", "bill", "600/day", "UTC"),
+                                           ("eve", "bill", "600/day,timezone=Asia/Tokyo",
+                                            "Asia/Tokyo"),
+                                           ("eve", "berlin", "600/day,timezone=UTC", "UTC")):
+                self.assertEqual(c.request("OVERRIDE %s %s %s" % (user, action, spec)), "OK")
+                r = c.request("ALLOW %s %s" % (user, action))
+                self.assertRegex(r, r"^ALLOWED 600 599 ")
+                self.assertResetNear(r, until("day", "", tz), "%s %s" % (user, spec))
+            self.assertEqual(c.request("OVERRIDES 3"),
+                             "OVERRIDE 3 eve bill 600/day,timezone=Asia/Tokyo -1")
+            for spec, why in (("600/day,timezone=Mars/Olympus", "unknown time zone"),
+                              ("600/day,timezone=../x", "timezone= takes a name of tzdata"),
+                              ("600/1h,timezone=Asia/Tokyo", "timezone= is for calendar limits")):
+                self.assertRegex(c.request("OVERRIDE eve bill " + spec),
+                                 r"^ERR syntax .*%s" % why, spec)
+        d.stop()
+        d = self.start_daemon(POLICIES, name="rl2")
+        with Client(d.port) as c:
+            r = c.request("ALLOW eve bill")
+            self.assertRegex(r, r"^ALLOWED 600 598 ")
+            self.assertResetNear(r, until("day", "", "Asia/Tokyo"), "eve after a restart")
+
     def test_http_and_grpc_say_the_boundary(self):
         self.redis = self.start_redis()
         port, hport, gport = free_port(), free_port(), free_port()

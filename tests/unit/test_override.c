@@ -159,6 +159,65 @@ START_TEST(spec_parse)
 }
 END_TEST
 
+/* A run-time override's calendar limits count in the policy's zone (UTC
+ * when it has none), or in one of their own (timezone=): a day that ends
+ * at that zone's midnight. */
+START_TEST(spec_timezone)
+{
+	struct policy win = {
+		.name = "api", .name_len = 3, .algo = POLICY_FIXED_WINDOW, .nlimits = 1};
+	win.limits[0] = (struct policy_limit){.capacity = 10, .count = 10, .period_ms = 60000};
+	enum override_kind k;
+	struct policy *p;
+	char err[200];
+	/* 2026-03-10 12:00 UTC: 13:00 in Berlin, 21:00 in Tokyo */
+	const int64_t now = 1773144000000;
+	int64_t b[5];
+#define SPEC(pol, s) override_spec_parse(pol, s, strlen(s), &k, &p, err, sizeof(err))
+	ck_assert_int_eq(SPEC(&win, "600/day"), 0);
+	ck_assert_str_eq(p->timezone, ""); /* UTC */
+	ck_assert_int_eq(
+		calendar_bounds(p->timezone, p->limits[0].calendar, p->limits[0].anchor, now, b),
+		0);
+	ck_assert(b[2] == 1773100800000 && b[3] == 1773187200000); /* UTC midnights */
+	free(p);
+	snprintf(win.timezone, sizeof(win.timezone), "Europe/Berlin");
+	ck_assert_int_eq(SPEC(&win, "600/day"), 0); /* the policy's zone */
+	ck_assert_str_eq(p->timezone, "Europe/Berlin");
+	calendar_bounds(p->timezone, p->limits[0].calendar, p->limits[0].anchor, now, b);
+	ck_assert(b[2] == 1773097200000 && b[3] == 1773183600000); /* 23:00 UTC */
+	free(p);
+	ck_assert_int_eq(SPEC(&win, "100/1h,600/day,timezone=Asia/Tokyo"), 0);
+	ck_assert_str_eq(p->timezone, "Asia/Tokyo");
+	ck_assert(p->nlimits == 2 && p->limits[1].calendar == CALENDAR_DAY);
+	calendar_bounds(p->timezone, p->limits[1].calendar, p->limits[1].anchor, now, b);
+	ck_assert(b[2] == 1773154800000 - 86400000 && b[3] == 1773154800000); /* 15:00 UTC */
+	free(p);
+	ck_assert_int_eq(SPEC(&win, "timezone=UTC,5000/month@15"), 0);
+	ck_assert(strcmp(p->timezone, "UTC") == 0 && p->limits[0].anchor == 15);
+	free(p);
+	static const struct {
+		const char *spec, *err;
+	} bad[] = {
+		{"600/day,timezone=", "timezone= takes a name of tzdata"},
+		{"600/day,timezone=../../etc/passwd", "timezone= takes a name of tzdata"},
+		{"600/day,timezone=/etc/localtime", "timezone= takes a name of tzdata"},
+		{"600/day,timezone=UTC,timezone=UTC", "at most one timezone="},
+		{"100/1m,timezone=Asia/Tokyo", "timezone= is for calendar limits"},
+		{"timezone=Asia/Tokyo", "an override needs a rate"},
+		{"600/day,Timezone=UTC", "unlimited, blocked or RATE"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(SPEC(&win, bad[i].spec) == -1, "'%s' parsed", bad[i].spec);
+		ck_assert_msg(p == NULL && strstr(err, bad[i].err), "'%s': %s", bad[i].spec, err);
+	}
+	struct policy fun = {.name = "up", .name_len = 2, .algo = POLICY_FUNNEL, .nlimits = 1};
+	fun.limits[0] = (struct policy_limit){.capacity = 15, .count = 30, .period_ms = 60000};
+	ck_assert_int_eq(SPEC(&fun, "30,60/1m,timezone=UTC"), -1); /* no calendar windows */
+#undef SPEC
+}
+END_TEST
+
 START_TEST(from_config)
 {
 	char err[512];
@@ -202,6 +261,7 @@ int main(void)
 	tcase_add_test(tc, many);
 	tcase_add_test(tc, from_config);
 	tcase_add_test(tc, spec_parse);
+	tcase_add_test(tc, spec_timezone);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
