@@ -130,7 +130,7 @@ void decide_fill(struct cmd_slot *slot, const struct config *cfg, const struct p
 		retry_after_ms = 0;
 	}
 	if (slot->names_policy) {
-		r->window_ms = policy_window_ms(sp, limit);
+		r->window_ms = policy_window_ms(sp, limit, clock_wall_ms());
 		memcpy(r->action, sp->name, sp->name_len);
 		r->action[sp->name_len] = '\0';
 	}

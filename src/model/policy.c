@@ -468,7 +468,7 @@ int64_t policy_algo_max_count(enum policy_algo a)
 	return POLICY_MAX_COUNT;
 }
 
-int64_t policy_window_ms(const struct policy *p, int64_t limit)
+int64_t policy_window_ms(const struct policy *p, int64_t limit, int64_t now_ms)
 {
 	const struct policy_limit *l = &p->limits[0];
 	for (int i = 0; i < p->nlimits; i++)
@@ -482,9 +482,18 @@ int64_t policy_window_ms(const struct policy *p, int64_t limit)
 		double ms = (double)l->capacity * (double)l->period_ms / (double)l->count;
 		return ms < 4e18 ? (int64_t)ms : (int64_t)4e18;
 	}
-	case POLICY_SLIDING_WINDOW:
 	case POLICY_FIXED_WINDOW:
 	case POLICY_SLIDING_COUNTER:
+		/* a calendar's period_ms is the unit's longest: the window in
+		 * force is the one holding now (a day of 23 or 25 hours, a
+		 * month of its own days) */
+		if (l->calendar != CALENDAR_NONE) {
+			int64_t b[5];
+			if (calendar_bounds(p->timezone, l->calendar, l->anchor, now_ms, b) == 0)
+				return b[3] - b[2];
+		}
+		break;
+	case POLICY_SLIDING_WINDOW:
 	case POLICY_CONCURRENCY: /* a lease's time */
 		break;
 	}

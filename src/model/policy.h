@@ -166,8 +166,10 @@ enum policy_shape policy_algo_shape(enum policy_algo a);
 /* The largest count one limit may have (a log keeps one entry per unit). */
 int64_t policy_algo_max_count(enum policy_algo a);
 /* The window announced for the limit of p whose capacity is `limit` (the
- * deciding one): its period, or the time a full funnel takes to drain. */
-int64_t policy_window_ms(const struct policy *p, int64_t limit);
+ * deciding one) at now_ms (ms since the epoch): its period, a calendar
+ * window's length holding now_ms (in p's timezone), or the time a full
+ * funnel takes to drain. */
+int64_t policy_window_ms(const struct policy *p, int64_t limit, int64_t now_ms);
 /* Human-readable one-line description, e.g. "sliding_window 3/1s 20/60s". */
 size_t policy_describe(const struct policy *p, char *buf, size_t cap);
 /* 1 if two policies' own limits and options are the same (used to log what

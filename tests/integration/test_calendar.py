@@ -32,6 +32,18 @@ POLICIES = {
 }
 
 
+def length_s(unit, anchor, tz, now=None):
+    """The length in seconds of the calendar window holding now."""
+    now = time.time() if now is None else now
+    b = [int(x) for x in Calendar(unit, anchor, tz).bounds(int(now * 1e6)).split(":")]
+    return (b[3] - b[2]) // 1000
+
+
+def policy_w(hdrs):
+    """The w= of a RateLimit-Policy header field, in seconds."""
+    return int(hdrs["RateLimit-Policy"].rsplit("w=", 1)[1])
+
+
 def until(unit, anchor, tz, now=None):
     """ms from now to the end of the calendar window holding now."""
     now = time.time() if now is None else now
@@ -144,10 +156,19 @@ class CalendarTest(DaemonTest):
             body = resp.read()
             hdrs = dict(resp.getheaders())
         self.assertEqual(resp.status, 429, body)
+        # w= is the window in force: this month's own length, not 31 days and an hour
+        self.assertEqual(policy_w(hdrs), length_s("month", "", "Europe/Berlin"), hdrs)
         want = until("month", "", "Europe/Berlin") / 1000
         self.assertLess(abs(int(hdrs["Retry-After"]) - want), 1 + SLACK_MS / 1000, hdrs)
         t = int(hdrs["RateLimit"].rsplit("t=", 1)[1])
         self.assertLess(abs(t - want), 1 + SLACK_MS / 1000, hdrs)
+        # an override's own anchor and zone: Tokyo's month from the 28th
+        h.request("GET", "/v1/allow?user=beta&action=bill")
+        resp = h.getresponse()
+        resp.read()
+        hdrs = dict(resp.getheaders())
+        self.assertEqual(resp.status, 200, hdrs)
+        self.assertEqual(policy_w(hdrs), length_s("month", "28", "Asia/Tokyo"), hdrs)
         c = RlsClient(gport)
         self.addCleanup(c.close)
         got = c.call("api", [[("tenant", "t1")]])
@@ -196,15 +217,21 @@ class FakedClockTest(DaemonTest):
     injected time): a month end on 29 February and Berlin's day of 23
     hours, live."""
 
-    def start_at(self, when):
+    def start_at(self, when, hport=None):
+        """A daemon on the memory store with its clock at `when` (UTC);
+        hport: an HTTP listener too."""
         port = free_port()
         env = {"LD_PRELOAD": FAKETIME, "FAKETIME": "@" + when, "TZ": "UTC",
                "ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"}
+        listen = '"127.0.0.1:%d"' % port
+        if hport:
+            listen += ', {address: "127.0.0.1:%d", protocol: http}' % hport
         return self.start_daemon(
-            config='listen: ["127.0.0.1:%d"]\nstore: memory\npolicies:\n'
+            config='listen: [%s]\nstore: memory\npolicies:\n'
                    '  m: {algorithm: fixed_window, limits: 3/month}\n'
                    '  d: {algorithm: fixed_window, limits: 1/day, timezone: Europe/Berlin}\n'
-                   % port, port=port, env=env)
+                   '  q: {algorithm: fixed_window, limits: 600/day, timezone: Europe/Berlin}\n'
+                   % listen, port=port, env=env)
 
     def test_through_29_february(self):
         d = self.start_at("2024-02-29 23:59:55")
@@ -270,6 +297,20 @@ class FakedClockTest(DaemonTest):
             self.assertRegex(r, r"^ALLOWED 1 0 0 ")
             self.assertGreater(int(r.split()[4]), 23 * 3600000 - 60000)
             self.assertLessEqual(int(r.split()[4]), 23 * 3600000)
+
+    def test_http_window_of_a_day_of_23_hours(self):
+        """RateLimit-Policy's w= on 31 March 2024 in Berlin (the clocks go
+        forward): the day in force has 23 hours, not the 25 a day may have."""
+        hport = free_port()
+        self.start_at("2024-03-31 09:00:00", hport=hport)
+        h = http.client.HTTPConnection("127.0.0.1", hport, timeout=10 * SLOW)
+        self.addCleanup(h.close)
+        h.request("GET", "/v1/allow?user=ada&action=q")
+        resp = h.getresponse()
+        resp.read()
+        hdrs = dict(resp.getheaders())
+        self.assertEqual(resp.status, 200, hdrs)
+        self.assertEqual(hdrs["RateLimit-Policy"], '"q";q=600;w=82800', hdrs)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,11 @@
 /* test_policy.c - durations, rates, names, validation and descriptions of policies. */
+#define _DEFAULT_SOURCE /* timegm */
 #include <check.h>
 
 #include "runner.h"
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "policy.h"
 
@@ -341,13 +343,59 @@ START_TEST(window_of_a_funnel)
 	p.algo = POLICY_FUNNEL;
 	p.nlimits = 1;
 	p.limits[0] = (struct policy_limit){.capacity = 15, .count = 30, .period_ms = 60000};
-	ck_assert_int_eq(policy_window_ms(&p, 15), 30000);
+	ck_assert_int_eq(policy_window_ms(&p, 15, 0), 30000);
 	p.limits[0] = (struct policy_limit){
 		.capacity = POLICY_MAX_COUNT, .count = 1, .period_ms = POLICY_MAX_PERIOD_MS};
-	ck_assert_int_eq(policy_window_ms(&p, POLICY_MAX_COUNT), 4000000000000000000LL);
+	ck_assert_int_eq(policy_window_ms(&p, POLICY_MAX_COUNT, 0), 4000000000000000000LL);
 	p.algo = POLICY_FIXED_WINDOW;
 	p.limits[0] = (struct policy_limit){.capacity = 5, .count = 5, .period_ms = 3600000};
-	ck_assert_int_eq(policy_window_ms(&p, 5), 3600000);
+	ck_assert_int_eq(policy_window_ms(&p, 5, 0), 3600000);
+}
+END_TEST
+
+/* ms of a UTC date and time */
+static int64_t utc(int y, int mo, int d, int h, int mi)
+{
+	struct tm tm = {
+		.tm_year = y - 1900, .tm_mon = mo - 1, .tm_mday = d, .tm_hour = h, .tm_min = mi};
+	return (int64_t)timegm(&tm) * 1000;
+}
+
+/* A calendar policy of one limit ("600/day") in zone tz. */
+static struct policy calendar_policy(enum policy_algo algo, const char *limit, const char *tz)
+{
+	struct policy p;
+	memset(&p, 0, sizeof(p));
+	p.algo = algo;
+	p.nlimits = 1;
+	ck_assert_int_eq(policy_parse_limit(limit, strlen(limit), &p.limits[0], why, sizeof(why)),
+			 0);
+	p.limits[0].capacity = p.limits[0].count;
+	strcpy(p.timezone, tz);
+	return p;
+}
+
+/* A calendar window announces the window holding now, not the unit's
+ * longest: 24 hours on an ordinary day, 23 and 25 on Berlin's switches,
+ * a month of its own days from its anchor. */
+START_TEST(window_of_a_calendar)
+{
+	struct policy p = calendar_policy(POLICY_FIXED_WINDOW, "600/day", "Europe/Berlin");
+	const int64_t h = 3600000;
+	ck_assert_int_eq(policy_window_ms(&p, 600, utc(2024, 6, 10, 12, 0)), 24 * h);
+	/* 31 March 2024: the clocks go forward (CET to CEST) */
+	ck_assert_int_eq(policy_window_ms(&p, 600, utc(2024, 3, 31, 9, 0)), 23 * h);
+	/* 27 October 2024: the clocks go back */
+	ck_assert_int_eq(policy_window_ms(&p, 600, utc(2024, 10, 27, 9, 0)), 25 * h);
+	/* the days either side are whole ones again */
+	ck_assert_int_eq(policy_window_ms(&p, 600, utc(2024, 3, 30, 22, 59)), 24 * h);
+	ck_assert_int_eq(policy_window_ms(&p, 600, utc(2024, 10, 27, 23, 0)), 24 * h);
+	/* a month from the 28th in Tokyo: 28 April to 28 May has 30 days */
+	p = calendar_policy(POLICY_SLIDING_COUNTER, "20000/month@28", "Asia/Tokyo");
+	ck_assert_int_eq(policy_window_ms(&p, 20000, utc(2024, 5, 10, 0, 0)), 30 * 24 * h);
+	/* 28 January to 28 February 2024 (Tokyo's midnight, UTC 27 February 15:00) */
+	ck_assert_int_eq(policy_window_ms(&p, 20000, utc(2024, 2, 27, 14, 59)), 31 * 24 * h);
+	ck_assert_int_eq(policy_window_ms(&p, 20000, utc(2024, 2, 27, 15, 0)), 29 * 24 * h);
 }
 END_TEST
 
@@ -475,6 +523,7 @@ static Suite *policy_suite(void)
 	tc = tcase_create("describe");
 	tcase_add_test(tc, describe);
 	tcase_add_test(tc, window_of_a_funnel);
+	tcase_add_test(tc, window_of_a_calendar);
 	tcase_add_test(tc, describe_truncates);
 	tcase_add_test(tc, on_error_names);
 	tcase_add_test(tc, equal);
