@@ -214,9 +214,11 @@ static const char *own_limit(struct rls_plan *plan, struct rls_desc *d,
 	struct envoy_limit *l = &plan->own[plan->nown];
 	int unit = in->unit;
 	memset(l, 0, sizeof(*l));
-	/* envoy.type.v3.RateLimitUnit: SECOND (1) to YEAR (6), numbered as ours */
-	if (unit < ENVOY_UNIT_SECOND || unit > ENVOY_UNIT_YEAR)
-		return "a descriptor's limit needs a unit (SECOND to YEAR)";
+	/* rls.proto's RateLimit.Unit: SECOND (1) to YEAR (6), then WEEK (7),
+	 * numbered as ours; a unit has seconds, UNKNOWN and other numbers none */
+	if (envoy_unit_seconds(unit) == 0)
+		return "a descriptor's limit needs a unit (SECOND, MINUTE, HOUR, DAY, WEEK, MONTH "
+		       "or YEAR)";
 	if (in->requests_per_unit > POLICY_MAX_COUNT)
 		return "a descriptor's limit allows at most 1000000000 per unit";
 	l->unit = (enum envoy_unit)unit;

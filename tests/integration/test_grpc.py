@@ -394,10 +394,23 @@ class GrpcTest(DaemonTest):
         self.assertEqual(statuses(r)[0][:3], ("OK", 5, 3))
         r = c.call("web", [dict(lim, hits_addend=3)])
         self.assertEqual(statuses(r)[0][:3], ("OK", 5, 0))
-        # a limit without a unit is refused
-        with self.assertRaises(grpc.RpcError) as e:
-            c.call("web", [{"entries": [("a", "b")], "limit": (5, 0)}])
-        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        # a limit per WEEK (rls.proto's 7, after YEAR's 6): a window of 7
+        # days, and the answer carries the unit
+        week = {"entries": [("api_key", "k2")], "limit": (3, 7)}
+        got = [c.call("web", [week]) for _ in range(4)]
+        self.assertEqual([statuses(r)[0][:3] for r in got],
+                         [("OK", 3, 2), ("OK", 3, 1), ("OK", 3, 0), ("OVER_LIMIT", 3, 0)])
+        self.assertEqual(got[0].statuses[0].current_limit.unit, 7)  # WEEK
+        self.assertLessEqual(got[3].statuses[0].duration_until_reset.seconds, 7 * 86400)
+        self.assertGreater(got[3].statuses[0].duration_until_reset.seconds, 0)
+        # a limit without a unit, or with a number that is none, is refused
+        for unit in (0, 8):
+            with self.assertRaises(grpc.RpcError) as e:
+                c.call("web", [{"entries": [("a", "b")], "limit": (5, unit)}])
+            self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+            self.assertEqual(e.exception.details(),
+                             "a descriptor's limit needs a unit (SECOND, MINUTE, HOUR, DAY, "
+                             "WEEK, MONTH or YEAR)")
 
     def test_directory_of_domains_and_reload(self):
         rules = os.path.join(self.tmpdir, "rules.d")
