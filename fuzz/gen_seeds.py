@@ -260,6 +260,11 @@ def http_seeds():
     http_seed("post-json", b"POST /v1/allow HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
               % len(body) + body)
     http_seed("reset", b"POST /v1/reset?user=u&action=a HTTP/1.1\r\nHost: x\r\n\r\n")
+    # unknown keys' values of any type, nested (ignored, 32 levels at most)
+    body = (b'{"meta": {"trace": "t", "tags": ["a", {"b": [[], {}, null, -1.5e3]}], "on": true},'
+            b' "user": "u", "action": "up", "x": ' + b"[" * 33 + b"]" * 33 + b"}")
+    http_seed("json-nested", b"POST /v1/allow HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+              % len(body) + body)
     http_seed("auth-xff", b"GET /auth/login HTTP/1.1\r\nHost: x\r\n"
               b"X-Forwarded-For: 203.0.113.9, 10.0.0.1, 127.0.0.1\r\n\r\n", flags=6)
     http_seed("auth-header", b"GET /auth/login?cost=2 HTTP/1.1\r\nHost: x\r\nX-User: k1\r\n\r\n",

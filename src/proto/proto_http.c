@@ -373,6 +373,75 @@ static long json_string(const char *s, size_t len, size_t *i, char *dst, size_t 
 	return too_long ? -2 : (long)n;
 }
 
+/* How deep an ignored value's objects and arrays may nest: the skip is
+ * recursive, so a body of brackets gets an error, not a deep stack. */
+#define JSON_SKIP_DEPTH 32
+
+/*
+ * Skips the JSON value at s[*i] of any type, its objects and arrays nested
+ * at most depth deep (an unknown key's value: ignored, as JSON APIs do).
+ * NULL, or why it is refused.
+ */
+static const char *json_skip(const char *s, size_t len, size_t *i, int depth)
+{
+	if (*i >= len)
+		return "malformed JSON: a value is missing";
+	char c = s[*i];
+	if (c == '"')
+		return json_string(s, len, i, NULL, 0) == -1 ? "malformed JSON string" : NULL;
+	if ((c >= '0' && c <= '9') || c == '-') {
+		while (*i < len && s[*i] && strchr("0123456789+-.eE", s[*i]))
+			(*i)++;
+		return NULL;
+	}
+	if (c == '{' || c == '[') {
+		if (depth == 0)
+			return "JSON nested deeper than 32 levels in an ignored value";
+		char close = c == '{' ? '}' : ']';
+		*i = json_ws(s, len, *i + 1);
+		if (*i < len && s[*i] == close) {
+			(*i)++;
+			return NULL;
+		}
+		for (;;) {
+			if (c == '{') {
+				if (*i >= len || s[*i] != '"')
+					return "malformed JSON: expected a key";
+				if (json_string(s, len, i, NULL, 0) == -1)
+					return "malformed JSON string";
+				*i = json_ws(s, len, *i);
+				if (*i >= len || s[*i] != ':')
+					return "malformed JSON: expected ':'";
+				*i = json_ws(s, len, *i + 1);
+			}
+			const char *why = json_skip(s, len, i, depth - 1);
+			if (why)
+				return why;
+			*i = json_ws(s, len, *i);
+			if (*i < len && s[*i] == ',') {
+				*i = json_ws(s, len, *i + 1);
+				continue;
+			}
+			if (*i < len && s[*i] == close) {
+				(*i)++;
+				return NULL;
+			}
+			return c == '{' ? "malformed JSON: expected ',' or '}'"
+					: "malformed JSON: expected ',' or ']'";
+		}
+	}
+	static const char *const words[] = {"true", "false", "null"};
+	for (size_t w = 0; w < 3; w++) {
+		size_t wl = strlen(words[w]);
+		if (len - *i >= wl && memcmp(s + *i, words[w], wl) == 0) {
+			*i += wl;
+			return NULL;
+		}
+	}
+	return "malformed JSON: values are strings, numbers, objects, arrays, true, false or "
+	       "null";
+}
+
 static enum proto_step json_args(const char *s, size_t len, struct http_conn *pc, struct args *a,
 				 struct proto_parsed *out)
 {
@@ -437,19 +506,10 @@ static enum proto_step json_args(const char *s, size_t len, struct http_conn *pc
 				return bad(out, CMD_ERR_SYNTAX, "user and action are JSON strings");
 			}
 		} else {
-			static const char *const words[] = {"true", "false", "null"};
-			size_t w;
-			for (w = 0; w < 3; w++) {
-				size_t wl = strlen(words[w]);
-				if (len - i >= wl && memcmp(s + i, words[w], wl) == 0) {
-					i += wl;
-					break;
-				}
-			}
-			if (w == 3)
-				return bad(out, CMD_ERR_SYNTAX,
-					   "malformed JSON: values are strings, numbers, "
-					   "true, false or null");
+			/* true, false, null, an object or an array */
+			const char *why = json_skip(s, len, &i, JSON_SKIP_DEPTH);
+			if (why)
+				return bad(out, CMD_ERR_SYNTAX, why);
 			if (is_user || is_action || is_cost)
 				return bad(out, is_cost ? CMD_ERR_BAD_COST : CMD_ERR_SYNTAX,
 					   "user and action are JSON strings, cost a number");

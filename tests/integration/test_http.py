@@ -117,6 +117,24 @@ class HttpTest(DaemonTest):
         st, _, body = self.get(self.api, "/v1/peek?user=b%C3%A9b+%22x%22&action=up&cost=10")
         self.assertEqual((st, json.loads(body)["remaining"]), (200, 10), "PEEK takes nothing")
 
+    def test_post_json_ignores_unknown_keys(self):
+        """A body's other keys are ignored whatever their values, nested
+        ones too (a client's metadata); past 32 levels, a clear 400."""
+        body = {"user": "dora", "action": "reply", "cost": 2,
+                "meta": {"trace": "t1", "tags": ["a", {"b": [[], {}, None, -1.5e3]}]},
+                "flags": [True, False]}
+        st, _, data = self.get(self.api, "/v1/allow", "POST", json.dumps(body),
+                               {"Content-Type": "application/json"})
+        self.assertEqual((st, json.loads(data)["remaining"]), (200, 1), data)
+        deep = '{"user": "dora", "action": "reply", "x": %s}' % ("[" * 33 + "]" * 33)
+        st, _, data = self.get(self.api, "/v1/allow", "POST", deep)
+        self.assertEqual((st, json.loads(data)),
+                         (400, {"error": "syntax", "message":
+                                "JSON nested deeper than 32 levels in an ignored value"}))
+        # nothing was taken by the refused request
+        st, _, data = self.get(self.api, "/v1/peek?user=dora&action=reply")
+        self.assertEqual((st, json.loads(data)["remaining"]), (200, 1), data)
+
     def test_reset_only_on_admin_listeners(self):
         for _ in range(3):
             self.get(self.api, "/v1/allow?user=carol&action=reply")

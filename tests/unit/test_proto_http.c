@@ -43,6 +43,7 @@ struct acase {
 	const char *action;
 	long long cost;
 	enum cmd_error err; /* BAD */
+	const char *msg;    /* BAD: the message, when checked */
 	int status;	    /* LOCAL */
 };
 
@@ -54,6 +55,10 @@ struct acase {
 #define BAD(m, t, b, e)                                                          \
 	{                                                                        \
 		.method = m, .target = t, .body = b, .step = PROTO_BAD, .err = e \
+	}
+#define BADMSG(m, t, b, e, why)                                                              \
+	{                                                                                    \
+		.method = m, .target = t, .body = b, .step = PROTO_BAD, .err = e, .msg = why \
 	}
 #define LOCAL(m, t, b, s)                                                             \
 	{                                                                             \
@@ -134,8 +139,41 @@ static const struct acase acases[] = {
 	    CMD_ERR_BAD_COST),
 	BAD("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"cost\":1.5}",
 	    CMD_ERR_BAD_COST),
-	BAD("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":{}}", CMD_ERR_SYNTAX),
-	BAD("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":[1]}", CMD_ERR_SYNTAX),
+	/* an unknown key's value is ignored whatever its type, nested too */
+	OK("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":{}}", CMD_ALLOW, "u", "r",
+	   1),
+	OK("POST", "/v1/allow", "{\"x\":[1],\"user\":\"u\",\"action\":\"r\"}", CMD_ALLOW, "u", "r",
+	   1),
+	OK("POST", "/v1/allow",
+	   "{\"meta\":{\"trace\":\"t\\\"}\",\"tags\":[\"a\",{\"b\":[[], {}, null, -1.5e3]}],"
+	   "\"on\":true},\"user\":\"u\", \"action\":\"r\",\"cost\":3, \"e\": [ ] }",
+	   CMD_ALLOW, "u", "r", 3),
+	OK("POST", "/v1/allow",
+	   "{\"user\":\"u\",\"action\":\"r\",\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]"
+	   "]]]]]]]]]]]]]]]]]}",
+	   CMD_ALLOW, "u", "r", 1),
+	BADMSG("POST", "/v1/allow",
+	       "{\"user\":\"u\",\"action\":\"r\",\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]"
+	       "]]]]]]]]]]]]]]]]]]]}",
+	       CMD_ERR_SYNTAX, "JSON nested deeper than 32 levels in an ignored value"),
+	BADMSG("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":{\"a\":1]}",
+	       CMD_ERR_SYNTAX, "malformed JSON: expected ',' or '}'"),
+	BADMSG("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":[1}", CMD_ERR_SYNTAX,
+	       "malformed JSON: expected ',' or ']'"),
+	BADMSG("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":{1:2}}", CMD_ERR_SYNTAX,
+	       "malformed JSON: expected a key"),
+	BADMSG("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":{\"a\" 2}}",
+	       CMD_ERR_SYNTAX, "malformed JSON: expected ':'"),
+	BADMSG("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":[\"\\q\"]}",
+	       CMD_ERR_SYNTAX, "malformed JSON string"),
+	BADMSG("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":[1,]}", CMD_ERR_SYNTAX,
+	       "malformed JSON: values are strings, numbers, objects, arrays, true, false or null"),
+	BADMSG("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"x\":[", CMD_ERR_SYNTAX,
+	       "malformed JSON: a value is missing"),
+	BADMSG("POST", "/v1/allow", "{\"user\":{\"name\":\"u\"},\"action\":\"r\"}", CMD_ERR_SYNTAX,
+	       "user and action are JSON strings, cost a number"),
+	BADMSG("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\",\"cost\":[2]}",
+	       CMD_ERR_BAD_COST, "user and action are JSON strings, cost a number"),
 	BAD("POST", "/v1/allow", "{\"user\":\"u\",\"action\":\"r\"}x", CMD_ERR_SYNTAX),
 	BAD("POST", "/v1/allow", "{\"user\":\"u\",}", CMD_ERR_SYNTAX),
 	BAD("POST", "/v1/allow", "{\"user\":\"u\" \"action\":\"r\"}", CMD_ERR_SYNTAX),
@@ -213,6 +251,8 @@ START_TEST(test_api_table)
 	case PROTO_BAD:
 		ck_assert_msg(out.err.code == c->err, "%s %s: error %d (%s)", c->method, c->target,
 			      out.err.code, out.err.msg);
+		if (c->msg)
+			ck_assert_str_eq(out.err.msg, c->msg);
 		break;
 	case PROTO_LOCAL:
 		ck_assert_int_eq(out.local, c->status);
