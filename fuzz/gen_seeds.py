@@ -260,6 +260,9 @@ def http_seeds():
     http_seed("post-json", b"POST /v1/allow HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
               % len(body) + body)
     http_seed("reset", b"POST /v1/reset?user=u&action=a HTTP/1.1\r\nHost: x\r\n\r\n")
+    # our parameters once each: a repeat is refused
+    http_seed("repeated", b"GET /v1/allow?user=u&action=a&cost=1&COST=2 HTTP/1.1\r\nHost: x\r\n\r\n"
+              b"GET /auth/login?user=a&user=b&wait=1&wait=2 HTTP/1.1\r\nHost: x\r\n\r\n")
     # unknown keys' values of any type, nested (ignored, 32 levels at most)
     body = (b'{"meta": {"trace": "t", "tags": ["a", {"b": [[], {}, null, -1.5e3]}], "on": true},'
             b' "user": "u", "action": "up", "x": ' + b"[" * 33 + b"]" * 33 + b"}")

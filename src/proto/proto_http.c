@@ -158,6 +158,26 @@ static int query_next(const char *q, size_t len, size_t *i, const char **k, size
 	return 1;
 }
 
+/* Our parameters, each at most once in a query: a repeat (cost=1&cost=2)
+ * is refused rather than one of its values taken, since which one the
+ * caller meant is not ours to guess. The message naming kv when it is one
+ * already seen (bit i of *seen for names[i]), else NULL. */
+static const char *query_repeat(const char *kv, size_t klen, unsigned *seen)
+{
+	static const char *const names[] = {"user", "action", "cost", "wait", "actual"};
+	static const char *const msgs[] = {
+		"user is in the query more than once", "action is in the query more than once",
+		"cost is in the query more than once", "wait is in the query more than once",
+		"actual is in the query more than once"};
+	for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (name_is(kv, klen, names[i])) {
+			if (*seen & 1u << i)
+				return msgs[i];
+			*seen |= 1u << i;
+		}
+	return NULL;
+}
+
 /* forward_auth: the query may be the client's own (Caddy's forward_auth
  * keeps it when its uri gives only a path), so its user and action are
  * the proxied application's parameters, never ours: the path names the
@@ -167,9 +187,15 @@ static enum proto_step query_args(const char *q, size_t len, struct http_conn *p
 {
 	size_t i = 0, klen, vlen;
 	const char *kv, *v;
+	unsigned seen = 0;
 	while (query_next(q, len, &i, &kv, &klen, &v, &vlen)) {
 		long n;
-		if (forward_auth && (name_is(kv, klen, "user") || name_is(kv, klen, "action"))) {
+		int theirs =
+			forward_auth && (name_is(kv, klen, "user") || name_is(kv, klen, "action"));
+		const char *twice = theirs ? NULL : query_repeat(kv, klen, &seen);
+		if (twice)
+			return bad(out, CMD_ERR_SYNTAX, twice);
+		if (theirs) {
 			n = 0;
 		} else if (name_is(kv, klen, "user")) {
 			n = pct_decode(v, vlen, pc->user, sizeof(pc->user));
@@ -214,9 +240,14 @@ static enum proto_step query_pairs(const char *q, size_t len, struct http_conn *
 	int nu = 0, na = 0;
 	const char *cost = NULL, *kv, *v;
 	size_t cost_len = 0, i = 0, klen, vlen;
+	unsigned seen = 0;
 	while (query_next(q, len, &i, &kv, &klen, &v, &vlen)) {
 		int is_user = name_is(kv, klen, "user"), is_action = name_is(kv, klen, "action");
 		long n = 0;
+		/* users and actions come in pairs: any other of ours once */
+		const char *twice = is_user || is_action ? NULL : query_repeat(kv, klen, &seen);
+		if (twice)
+			return bad(out, CMD_ERR_SYNTAX, twice);
 		if ((is_user && nu == CMD_PAIRS_MAX) || (is_action && na == CMD_PAIRS_MAX))
 			return bad(out, CMD_ERR_SYNTAX, "at most 8 pairs");
 		if (is_user) {

@@ -169,6 +169,23 @@ class HttpTest(DaemonTest):
                     self.assertEqual(json.loads(data)["error"], code, data)
                     self.assertTrue(json.loads(data)["message"])
 
+    def test_repeated_parameter_is_refused(self):
+        """cost=1&cost=2 is a 400 naming the parameter, not the last value
+        taken; nothing is counted."""
+        for path, name in (("/v1/allow?user=eve&action=reply&cost=1&cost=2", "cost"),
+                           ("/v1/allow?user=eve&user=bob&action=reply", "user"),
+                           ("/v1/mallow?user=eve&action=reply&cost=1&cost=2", "cost")):
+            with self.subTest(path=path):
+                st, _, data = self.get(self.api, path)
+                self.assertEqual((st, json.loads(data)),
+                                 (400, {"error": "syntax",
+                                        "message": "%s is in the query more than once" % name}))
+        st, _, data = self.get(self.api, "/v1/peek?user=eve&action=reply")
+        self.assertEqual((st, json.loads(data)["remaining"]), (200, 3), data)
+        # a parameter that is not ours may repeat
+        st, _, data = self.get(self.api, "/v1/allow?user=eve&action=reply&tag=a&tag=b")
+        self.assertEqual((st, json.loads(data)["remaining"]), (200, 2), data)
+
     def test_store_errors(self):
         self.redis.stop()
         st, h, body = self.get(self.api, "/v1/allow?user=u&action=down")
