@@ -6,7 +6,7 @@
  *
  * Input: byte 0 flags (bit 0 allowed, bits 1-2 headers, bit 3 per-pair
  * figures known), bytes 1-2 the remaining of every pair, then the message.
- * Invariants: the pairs are distinct, at most CMD_PAIRS_MAX, each the pair
+ * Invariants: the pairs are distinct, at most CMD_MULTI_MAX, each the pair
  * of a counted descriptor; the answer decodes back with one status per
  * descriptor, and an overall code OVER_LIMIT exactly when it was denied.
  * And the daemon's reader (src/grpc/rls_wire.c) takes the message exactly
@@ -103,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	check(plan.n >= 1 && plan.n <= RLS_MAX_DESCRIPTORS, "descriptors");
-	check(plan.npairs >= 0 && plan.npairs <= CMD_PAIRS_MAX, "pairs");
+	check(plan.npairs >= 0 && plan.npairs <= CMD_MULTI_MAX, "pairs");
 	for (int p = 0; p < plan.npairs; p++) {
 		const struct rls_desc *d = &plan.d[plan.pair_desc[p]];
 		check(d->kind == RLS_COUNTED && d->pair == p + 1, "a pair's descriptor");
@@ -116,14 +116,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			      (plan.d[i].pair >= 1 && plan.d[i].pair <= plan.npairs),
 		      "a counted descriptor has its pair");
 	struct cmd_request req;
-	rls_request(&plan, &req);
+	struct cmd_pair pairs[RLS_MAX_DESCRIPTORS];
+	rls_request(&plan, pairs, &req);
 	if (plan.npairs == 1) /* one pair: a plain ALLOW or PEEK on its policy */
 		check(req.npairs == 0 && req.policy &&
 			      (req.verb == CMD_ALLOW || req.verb == CMD_PEEK),
 		      "one pair's request");
 	else
-		check(req.npairs == plan.npairs, "request pairs");
+		check(req.npairs == plan.npairs && req.many == pairs, "request pairs");
 	struct cmd_result res;
+	struct cmd_pair_result figures[RLS_MAX_DESCRIPTORS];
 	memset(&res, 0, sizeof(res));
 	int allowed = flags & 1;
 	res.kind = CMD_REPLY_DECISION;
@@ -133,6 +135,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	res.retry_after_ms = allowed ? 0 : remaining * 7;
 	res.reset_ms = remaining * 3;
 	res.pair = plan.npairs ? 1 : 0;
+	if (flags & 8)
+		res.pairs = figures;
 	for (int p = 0; p < plan.npairs && (flags & 8); p++)
 		res.pairs[p] = (struct cmd_pair_result){1, p % 2 || allowed, remaining + p,
 							remaining * 11};

@@ -641,9 +641,10 @@ static int authorize(struct config *cfg, const struct cmd_request *pc, struct cm
 	}
 	int ok;
 	if (pc->verb == CMD_MALLOW || pc->verb == CMD_MPEEK) {
+		const struct cmd_pair *pairs = cmd_pairs(pc);
 		ok = pc->npairs > 0;
 		for (int i = 0; i < pc->npairs && ok; i++)
-			ok = may(id, right, pc->pairs[i].action, pc->pairs[i].action_len);
+			ok = may(id, right, pairs[i].action, pairs[i].action_len);
 	} else if (pc->policy) {
 		ok = may(id, right, pc->policy->name, pc->policy->name_len);
 	} else if (pc->verb == CMD_THROTTLE) {
@@ -694,6 +695,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	}
 	slot->res.multi = 0;
 	slot->res.pair = 0;
+	slot->res.pairs = pc->figures;
 	enum store_op op;
 	if ((unsigned)pc->verb < CMD_VERB_N)
 		stats.requests[pc->verb]++;

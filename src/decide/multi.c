@@ -23,9 +23,18 @@
 #include "stats.h"
 #include "store.h"
 
-_Static_assert(CMD_PAIRS_MAX <= STORE_PAIRS_MAX, "the store takes every pair of a request");
+_Static_assert(CMD_MULTI_MAX <= STORE_PAIRS_MAX, "the store takes every pair of a request");
 
 struct multi;
+
+/* What a Cluster's answer for one pair alone told: a store_result without
+ * its groups (1.6 KB, store.h) or its detail (valid only in the callback). */
+struct multi_answer {
+	enum store_status status;
+	enum store_error error;
+	int allowed, sent;
+	int64_t limit, remaining, retry_after_ms, reset_ms;
+};
 
 struct multi_pair {
 	struct multi *m;
@@ -34,8 +43,8 @@ struct multi_pair {
 	const struct policy *named;  /* the action's: stats, shadow, the deny cache */
 	int index;		     /* 1-based position in the request */
 	int shadow;		     /* never denies (shadow mode, some pairs only) */
-	/* a Cluster's answers for this pair alone (details dropped) */
-	struct store_result check, res;
+	/* a Cluster's answers for this pair alone */
+	struct multi_answer check, res;
 	int checked, charged; /* check and res hold answers */
 	size_t user_len;
 	char user[KEYS_USER_MAX];
@@ -53,11 +62,17 @@ struct multi {
 	int all_shadow;	      /* every pair is in shadow mode: a denial is answered ALLOWED */
 	int outstanding;      /* a Cluster's checks not answered yet */
 	/* a Cluster's charges: pairs[order[0..norder)], next the one under way */
-	int order[CMD_PAIRS_MAX];
+	int order[CMD_MULTI_MAX];
 	int norder, next;
 	int n;
-	struct multi_pair pairs[CMD_PAIRS_MAX];
+	int room; /* pairs allocated: MULTI_ROOM_MIN, or the request's npairs */
+	struct multi_pair pairs[];
 };
+
+/* The pairs a multi has room for at least: a text protocol's MALLOW at
+ * most (CMD_PAIRS_MAX); only a request with more (gRPC's, up to
+ * CMD_MULTI_MAX) gets a larger one. */
+#define MULTI_ROOM_MIN CMD_PAIRS_MAX
 
 static int same_bytes(const char *a, size_t al, const char *b, size_t bl)
 {
@@ -92,6 +107,8 @@ static void multi_shadow_denied(struct cmd_slot *slot, const struct multi_pair *
  * answers for each pair. */
 static void multi_pair_figures(struct multi *m, const struct store_result *res)
 {
+	if (!m->slot->res.pairs)
+		return; /* not wanted */
 	for (int i = 0; i < m->n; i++) {
 		const struct multi_pair *mp = &m->pairs[i];
 		struct cmd_pair_result *pr = &m->slot->res.pairs[mp->index - 1];
@@ -100,37 +117,55 @@ static void multi_pair_figures(struct multi *m, const struct store_result *res)
 						       res->groups[i].remaining,
 						       res->groups[i].reset_ms};
 		} else if (!res && (mp->charged || mp->checked)) {
-			const struct store_result *r = mp->charged ? &mp->res : &mp->check;
+			const struct multi_answer *r = mp->charged ? &mp->res : &mp->check;
 			*pr = (struct cmd_pair_result){1, r->allowed, r->remaining, r->reset_ms};
 		}
 	}
 }
 
-/* Freed multis kept for the next: one is 13 KB, past malloc's per-thread
- * caches, and a malloc and a free of one a request showed in profiles of a
- * gRPC load (its descriptors are one MALLOW). The daemon is one thread.
- * A kept one is poisoned (poison.h) until it is handed out again. */
+static size_t multi_size(int room)
+{
+	return offsetof(struct multi, pairs) + (size_t)room * sizeof(struct multi_pair);
+}
+
+/* Freed multis of MULTI_ROOM_MIN pairs kept for the next: one is 9 KB, past
+ * malloc's per-thread caches, and a malloc and a free of one a request
+ * showed in profiles of a gRPC load (its descriptors are one MALLOW). A
+ * larger one (up to 64 pairs, 70 KB) is freed: they are rare, and 64 kept
+ * would hold megabytes. The daemon is one thread. A kept one is poisoned
+ * (poison.h) until it is handed out again. */
 #define MULTI_SPARE_MAX 64
 static struct multi *multi_spare[MULTI_SPARE_MAX];
 static int multi_nspare;
 
-static struct multi *multi_alloc(void)
+/* A multi with room for npairs pairs, its head cleared. */
+static struct multi *multi_alloc(int npairs)
 {
-	if (multi_nspare > 0) {
-		struct multi *m = multi_spare[--multi_nspare];
-		RL_UNPOISON(m, sizeof(*m));
-		return m;
+	int room = npairs > MULTI_ROOM_MIN ? npairs : MULTI_ROOM_MIN;
+	struct multi *m = NULL;
+	if (room == MULTI_ROOM_MIN && multi_nspare > 0) {
+		m = multi_spare[--multi_nspare];
+		RL_UNPOISON(m, multi_size(room));
+	} else {
+		m = malloc(multi_size(room));
 	}
-	return malloc(sizeof(struct multi));
+	/* only the head is cleared: each pair taken is set in full (the
+	 * pairs are most of it, and clearing them showed in profiles) */
+	if (m) {
+		memset(m, 0, offsetof(struct multi, pairs));
+		m->room = room;
+	}
+	return m;
 }
 
 static void multi_free(struct cmd_slot *slot)
 {
-	if (slot->multi && multi_nspare < MULTI_SPARE_MAX) {
-		RL_POISON(slot->multi, sizeof(*slot->multi));
-		multi_spare[multi_nspare++] = slot->multi;
+	struct multi *m = slot->multi;
+	if (m && m->room == MULTI_ROOM_MIN && multi_nspare < MULTI_SPARE_MAX) {
+		RL_POISON(m, multi_size(m->room));
+		multi_spare[multi_nspare++] = m;
 	} else
-		free(slot->multi);
+		free(m);
 	slot->multi = NULL;
 }
 
@@ -176,7 +211,7 @@ static void multi_decided(struct multi *m, const struct multi_pair *by, enum sta
 static int multi_local(struct multi *m, const char *why)
 {
 	struct cmd_slot *slot = m->slot;
-	struct store_pair pairs[CMD_PAIRS_MAX];
+	struct store_pair pairs[CMD_MULTI_MAX];
 	for (int i = 0; i < m->n; i++)
 		pairs[i] = (struct store_pair){m->pairs[i].policy, m->pairs[i].user,
 					       m->pairs[i].user_len, m->pairs[i].shadow};
@@ -253,7 +288,7 @@ static void multi_done(void *arg, const struct store_result *res)
 
 static void multi_submit_atomic(struct multi *m, struct config *cfg)
 {
-	struct store_pair pairs[CMD_PAIRS_MAX];
+	struct store_pair pairs[CMD_MULTI_MAX];
 	for (int i = 0; i < m->n; i++)
 		pairs[i] = (struct store_pair){
 			.policy = m->pairs[i].policy,
@@ -294,8 +329,8 @@ static struct multi_pair *multi_bind(struct multi *m, int allowed, int charged)
 	struct multi_pair *bind = NULL;
 	for (int i = 0; i < m->n; i++) {
 		struct multi_pair *mp = &m->pairs[i];
-		const struct store_result *r = charged ? &mp->res : &mp->check;
-		const struct store_result *b = bind ? (charged ? &bind->res : &bind->check) : NULL;
+		const struct multi_answer *r = charged ? &mp->res : &mp->check;
+		const struct multi_answer *b = bind ? (charged ? &bind->res : &bind->check) : NULL;
 		if (mp->shadow)
 			continue;
 		if (allowed) {
@@ -336,12 +371,24 @@ static void multi_submit_pair(struct multi *m, struct multi_pair *mp, enum store
 	store_submit(m->store, &req, done, mp);
 }
 
+/* What a pair's answer tells of it alone. */
+static struct multi_answer multi_answer_of(const struct store_result *res)
+{
+	return (struct multi_answer){.status = res->status,
+				     .error = res->error,
+				     .allowed = res->allowed,
+				     .sent = res->sent,
+				     .limit = res->limit,
+				     .remaining = res->remaining,
+				     .retry_after_ms = res->retry_after_ms,
+				     .reset_ms = res->reset_ms};
+}
+
 static void multi_charge_done(void *arg, const struct store_result *res)
 {
 	struct multi_pair *mp = arg;
 	struct multi *m = mp->m;
-	mp->res = *res;
-	mp->res.detail = NULL; /* valid only during this call */
+	mp->res = multi_answer_of(res);
 	mp->charged = res->status == STORE_OK;
 	if (res->status != STORE_OK) {
 		if (m->next > 0)
@@ -376,7 +423,7 @@ static void multi_charge_next(struct multi *m)
 }
 
 /* Whether a has more room left than b, as a share of its limit. */
-static int multi_roomier(const struct store_result *a, const struct store_result *b)
+static int multi_roomier(const struct multi_answer *a, const struct multi_answer *b)
 {
 	/* remaining <= limit <= 1e9 (a funnel's capacity too): no overflow */
 	return (double)a->remaining * (double)b->limit > (double)b->remaining * (double)a->limit;
@@ -402,15 +449,20 @@ static void multi_checked(struct multi *m)
 		}
 	}
 	if (failed) {
-		struct store_result res = failed->check;
-		res.detail = res.status == STORE_TIMEOUT ? "redis did not answer in time"
-							 : "a pair could not be decided";
+		const struct multi_answer *a = &failed->check;
+		struct store_result res = {
+			.status = a->status,
+			.error = a->error,
+			.sent = a->sent,
+			.detail = a->status == STORE_TIMEOUT ? "redis did not answer in time"
+							     : "a pair could not be decided",
+		};
 		multi_failed(m, &res);
 		return;
 	}
 	if (!all_ok || m->op == STORE_PEEK) {
 		struct multi_pair *bind = multi_bind(m, all_ok, 0);
-		const struct store_result *r = &bind->check;
+		const struct multi_answer *r = &bind->check;
 		multi_pair_figures(m, NULL);
 		multi_decided(m, bind, STATS_FROM_STORE, all_ok, r->limit, r->remaining,
 			      r->retry_after_ms, r->reset_ms);
@@ -441,8 +493,7 @@ static void multi_check_done(void *arg, const struct store_result *res)
 {
 	struct multi_pair *mp = arg;
 	struct multi *m = mp->m;
-	mp->check = *res;
-	mp->check.detail = NULL; /* valid only during this call */
+	mp->check = multi_answer_of(res);
 	mp->checked = res->status == STORE_OK;
 	if (--m->outstanding == 0)
 		multi_checked(m);
@@ -451,7 +502,7 @@ static void multi_check_done(void *arg, const struct store_result *res)
 static void multi_check(struct multi *m)
 {
 	int n = m->n;
-	struct multi_pair *pairs[CMD_PAIRS_MAX];
+	struct multi_pair *pairs[CMD_MULTI_MAX];
 	for (int i = 0; i < n; i++)
 		pairs[i] = &m->pairs[i];
 	/* answers may come back inside store_submit: count them all first, and
@@ -468,8 +519,9 @@ static const char *multi_lookup(struct config *cfg, const struct cmd_request *re
 				const struct policy **named, enum cmd_error *code, char *msg,
 				size_t msglen)
 {
+	const struct cmd_pair *pairs = cmd_pairs(req);
 	for (int i = 0; i < req->npairs; i++) {
-		const struct cmd_pair *a = &req->pairs[i];
+		const struct cmd_pair *a = &pairs[i];
 		named[i] =
 			a->policy ? a->policy : config_find_policy(cfg, a->action, a->action_len);
 		if (!named[i]) {
@@ -485,7 +537,7 @@ static const char *multi_lookup(struct config *cfg, const struct cmd_request *re
 			return msg;
 		}
 		for (int j = 0; j < i; j++) {
-			const struct cmd_pair *b = &req->pairs[j];
+			const struct cmd_pair *b = &pairs[j];
 			/* the same keys twice (a given policy may share its name
 			 * with another of a different window: gRPC's overrides) */
 			if (same_bytes(a->user, a->user_len, b->user, b->user_len) &&
@@ -502,7 +554,8 @@ static const char *multi_lookup(struct config *cfg, const struct cmd_request *re
 void multi_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *req,
 		   struct cmd_slot *slot)
 {
-	const struct policy *named[CMD_PAIRS_MAX];
+	const struct policy *named[CMD_MULTI_MAX];
+	const struct cmd_pair *pairs = cmd_pairs(req);
 	enum cmd_error code = CMD_ERR_SYNTAX;
 	char msg[CMD_MSG_MAX];
 	slot->own_policy = 0;
@@ -510,20 +563,16 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	slot->shadow = 0;
 	slot->op = req->verb == CMD_MALLOW ? STORE_ALLOW : STORE_PEEK;
 	slot->res.multi = 1;
-	if (req->npairs < 1 || req->npairs > CMD_PAIRS_MAX) {
-		decide_error(slot, CMD_ERR_SYNTAX, "1 to 8 pairs");
+	/* (the parsers keep to these: a bug caught, not a client's error) */
+	if (req->npairs < 1 || req->npairs > (req->many ? CMD_MULTI_MAX : CMD_PAIRS_MAX)) {
+		decide_error(slot, CMD_ERR_SYNTAX, req->many ? "1 to 64 pairs" : "1 to 8 pairs");
 		return;
 	}
 	if (multi_lookup(cfg, req, named, &code, msg, sizeof(msg))) {
 		decide_error(slot, code, msg);
 		return;
 	}
-	/* only the head is cleared: each pair taken is set in full below (the
-	 * pairs are most of its ten kilobytes, and clearing them showed in
-	 * profiles) */
-	struct multi *m = multi_alloc();
-	if (m)
-		memset(m, 0, offsetof(struct multi, pairs));
+	struct multi *m = multi_alloc(req->npairs);
 	if (!m) {
 		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
 		return;
@@ -535,12 +584,12 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	m->cost = req->cost > 0 ? req->cost : 1;
 	m->timeout_ms = decide_timeout_ms(cfg, req);
 	m->deadline_us = clock_mono_us() + (uint64_t)m->timeout_ms * 1000u;
-	for (int i = 0; i < CMD_PAIRS_MAX; i++)
+	for (int i = 0; slot->res.pairs && i < req->npairs; i++)
 		slot->res.pairs[i].known = 0;
 	slot->multi = m;
 	int nshadow = 0;
 	for (int i = 0; i < req->npairs; i++) {
-		const struct cmd_pair *a = &req->pairs[i];
+		const struct cmd_pair *a = &pairs[i];
 		struct multi_pair *mp = &m->pairs[m->n];
 		mp->m = m;
 		mp->checked = mp->charged = 0;
@@ -574,8 +623,8 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	if (m->n == 0) { /* every pair unlimited (or a blocked shadow pair) */
 		slot->policy = named[0];
 		slot->res.pair = 0;
-		slot->user_len = req->pairs[0].user_len;
-		memcpy(slot->user, req->pairs[0].user, req->pairs[0].user_len);
+		slot->user_len = pairs[0].user_len;
+		memcpy(slot->user, pairs[0].user, pairs[0].user_len);
 		multi_free(slot);
 		decide_override(slot, cfg, named[0], 1);
 		return;
@@ -597,7 +646,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 		/* Kept even when the lookup is skipped: an allowed request must
 		 * still forget its pairs' cached denials (multi_decided). */
 		m->deny = deny;
-		int lookup = !(req->pair_figures && m->n > 1);
+		int lookup = !(slot->res.pairs && m->n > 1);
 		for (int i = 0; lookup && i < m->n; i++) {
 			const struct multi_pair *mp = &m->pairs[i];
 			if (mp->shadow || !decide_cacheable(mp->policy, mp->policy != mp->named))

@@ -19,6 +19,8 @@ struct rls_call {
 	struct cmd_slot slot; /* first: complete() gets this pointer */
 	struct grpc_call *call;
 	struct rls_plan plan;
+	/* each pair's own figures (slot.res.pairs): a status per descriptor */
+	struct cmd_pair_result pairs[RLS_MAX_DESCRIPTORS];
 };
 
 static void rls_answer(struct rls_call *rc, const struct cmd_result *res, int allowed)
@@ -106,7 +108,8 @@ static void rls_start(struct grpc_call *call)
 		return;
 	}
 	struct cmd_request req;
-	rls_request(&rc->plan, &req);
+	struct cmd_pair pairs[RLS_MAX_DESCRIPTORS];
+	rls_request(&rc->plan, pairs, &req);
 	req.timeout_ms = call->timeout_ms;
 	req.token = call->token;
 	req.token_len = call->token_len;
@@ -117,6 +120,8 @@ static void rls_start(struct grpc_call *call)
 	rc->slot.front = STATS_FRONT_GRPC;
 	rc->slot.cfg = NULL;
 	rc->slot.res.item = NULL;
+	rc->pairs[0].known = 0; /* a MALLOW clears its own */
+	req.figures = rc->pairs;
 	cmd_execute(call->cfg, call->env, &req, call->caller, &rc->slot);
 }
 

@@ -23,6 +23,8 @@
 _Static_assert(GRPC_MAX_MESSAGE <= ENVOY_ENTRY_MAX, "an entry always fits");
 _Static_assert(RLS_WIRE_MAX_DESCRIPTORS >= RLS_MAX_DESCRIPTORS, "every descriptor taken is read");
 _Static_assert(RLS_WIRE_MAX_ENTRIES >= ENVOY_MAX_DEPTH, "every entry taken is read");
+_Static_assert(CMD_MULTI_MAX >= RLS_MAX_DESCRIPTORS,
+	       "every descriptor may be a pair of one decision");
 
 /* ---- the descriptors' users ---- */
 
@@ -142,8 +144,9 @@ size_t rls_encode(const struct rls_plan *plan, const struct cmd_result *res, int
 		s->name = d->limit->name ? d->limit->name : "";
 		int over;
 		int64_t remaining, reset_ms;
-		const struct cmd_pair_result *pr =
-			d->kind == RLS_COUNTED && res ? &res->pairs[d->pair - 1] : NULL;
+		const struct cmd_pair_result *pr = d->kind == RLS_COUNTED && res && res->pairs
+							   ? &res->pairs[d->pair - 1]
+							   : NULL;
 		if (d->kind == RLS_ZERO) {
 			over = d->cost > 0;
 			remaining = 0;
@@ -277,7 +280,7 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 	/* one thread: nothing read outlives the plan but what it copies */
 	static struct rls_wire_request wreq;
 	struct rls_wire_request *req = &wreq;
-	static char users[CMD_PAIRS_MAX][KEYS_USER_MAX];
+	static char users[RLS_MAX_DESCRIPTORS][KEYS_USER_MAX];
 	plan->n = plan->npairs = plan->nown = 0;
 	plan->unknown_domain = plan->zero_over = plan->charge = 0;
 	plan->cost = 0;
@@ -382,11 +385,7 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 		}
 		if (d->pair)
 			continue;
-		if (plan->npairs == CMD_PAIRS_MAX) {
-			*why = "at most 8 limited descriptors per request";
-			return -1;
-		}
-		int p = plan->npairs++;
+		int p = plan->npairs++; /* one descriptor, at most one pair */
 		memcpy(users[p], user, ulen);
 		plan->user[p] = users[p];
 		plan->user_len[p] = ulen;
@@ -400,7 +399,7 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 	return 0;
 }
 
-void rls_request(const struct rls_plan *plan, struct cmd_request *req)
+void rls_request(const struct rls_plan *plan, struct cmd_pair *pairs, struct cmd_request *req)
 {
 	memset(req, 0, sizeof(*req));
 	/* hits_addend 0, or a limit of 0 that denies anyway: look, take nothing */
@@ -422,10 +421,10 @@ void rls_request(const struct rls_plan *plan, struct cmd_request *req)
 		return;
 	}
 	req->npairs = plan->npairs;
-	req->pair_figures = 1; /* a status per descriptor, each its own */
 	for (int p = 0; p < plan->npairs; p++) {
 		const struct policy *pol = &plan->d[plan->pair_desc[p]].limit->policy;
-		req->pairs[p] = (struct cmd_pair){plan->user[p], plan->user_len[p], pol->name,
-						  pol->name_len, pol};
+		pairs[p] = (struct cmd_pair){plan->user[p], plan->user_len[p], pol->name,
+					     pol->name_len, pol};
 	}
+	req->many = pairs;
 }

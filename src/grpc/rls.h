@@ -18,7 +18,9 @@
 
 struct config;
 
-/* The most descriptors one request may carry. */
+/* The most descriptors one request may carry: every one may be limited,
+ * each a pair of the one decision (cmd_types.h's CMD_MULTI_MAX); a 65th is
+ * refused (INVALID_ARGUMENT). */
 #define RLS_MAX_DESCRIPTORS 64
 /* The longest answer rls_encode writes. */
 #define RLS_ANSWER_MAX (RLS_MAX_DESCRIPTORS * 128 + 512)
@@ -56,11 +58,11 @@ struct rls_plan {
 	/* the decision: pairs, all with one cost (0: look without taking) */
 	int npairs;
 	uint64_t cost;
-	int pair_desc[CMD_PAIRS_MAX]; /* the first descriptor of each pair */
+	int pair_desc[RLS_MAX_DESCRIPTORS]; /* the first descriptor of each pair */
 	/* the pairs' users: in a static area, valid until the next rls_plan
 	 * (the store copies them when asked) */
-	size_t user_len[CMD_PAIRS_MAX];
-	const char *user[CMD_PAIRS_MAX];
+	size_t user_len[RLS_MAX_DESCRIPTORS];
+	const char *user[RLS_MAX_DESCRIPTORS];
 	/* the limits descriptors carry (RateLimitOverride) */
 	int nown;
 	struct envoy_limit own[RLS_MAX_OWN];
@@ -78,8 +80,10 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 	     enum grpc_status *status, const char **why);
 
 /* The pairs of the plan as a MALLOW (MPEEK for cost 0, or when a zero
- * limit denies anyway); one pair as an ALLOW (PEEK). */
-void rls_request(const struct rls_plan *plan, struct cmd_request *req);
+ * limit denies anyway), its pairs written into pairs (room for
+ * RLS_MAX_DESCRIPTORS, living while req is used); one pair as an ALLOW
+ * (PEEK). */
+void rls_request(const struct rls_plan *plan, struct cmd_pair *pairs, struct cmd_request *req);
 
 /*
  * Writes the RateLimitResponse for plan into buf (RLS_ANSWER_MAX bytes):

@@ -47,8 +47,13 @@ enum cmd_verb {
 };
 #define CMD_VERB_N (CMD_TOP + 1)
 
-/* The most pairs one MALLOW or MPEEK may name. */
+/* The most pairs one MALLOW or MPEEK of the text protocols (line, RESP,
+ * HTTP) may name: what their requests hold in place. */
 #define CMD_PAIRS_MAX 8
+/* The most pairs one decision may take: gRPC's descriptors (each limited
+ * one a pair), which an Envoy route sends without the user choosing how
+ * many; a caller with more than CMD_PAIRS_MAX gives its own array. */
+#define CMD_MULTI_MAX 64
 
 struct cmd_pair {
 	const char *user;
@@ -94,9 +99,16 @@ struct cmd_request {
 	/* CMD_THROTTLE: max_burst + 1 units at once, count per period_s seconds */
 	int64_t max_burst, count, period_s;
 	/* CMD_MALLOW, CMD_MPEEK: the pairs, in the request's order (user and
-	 * action above are unused) */
+	 * action above are unused): in pairs, or, when many is set, there
+	 * (the caller's, up to CMD_MULTI_MAX, living until cmd_execute
+	 * returns; gRPC's); cmd_pairs says which */
 	int npairs;
 	struct cmd_pair pairs[CMD_PAIRS_MAX];
+	const struct cmd_pair *many;
+	/* MALLOW, MPEEK (and one pair's ALLOW, PEEK): where each pair's own
+	 * figures go (cmd_result.pairs), the caller's array of npairs living
+	 * until the reply (gRPC's statuses); NULL: not wanted */
+	struct cmd_pair_result *figures;
 	/* CMD_OVERRIDE: what (override_spec_parse's), for how long (0: no
 	 * expiry); CMD_OVERRIDES, CMD_TOP: which */
 	const char *spec;
@@ -110,10 +122,6 @@ struct cmd_request {
 	/* ALLOW, PEEK: the policy when the caller has it (gRPC's envoy rules,
 	 * living until the request is answered); NULL: the action's */
 	const struct policy *policy;
-	/* MALLOW, MPEEK: the caller reports every pair's own figures (gRPC's
-	 * statuses), so a cached denial of one pair may not answer alone: it
-	 * knows nothing of the others' remaining */
-	int pair_figures;
 	/* AUTH's token, or the one a request carries (HTTP's Authorization:
 	 * Bearer, gRPC's authorization metadata); NULL: none */
 	const char *token;
@@ -137,6 +145,12 @@ struct cmd_request {
 	 * tracing is on) */
 	uint64_t received_us;
 };
+
+/* The pairs of a MALLOW or MPEEK (npairs of them). */
+static inline const struct cmd_pair *cmd_pairs(const struct cmd_request *req)
+{
+	return req->many ? req->many : req->pairs;
+}
 
 /* The longest identity name (config.h's CONFIG_IDENTITY_NAME_MAX). */
 #define CMD_WHO_MAX 64
@@ -228,8 +242,11 @@ struct cmd_result {
 	 * in the request; 0: none decided, a fallback or every pair unlimited) */
 	int multi;
 	int pair;
-	/* each pair's own figures, by position in the request */
-	struct cmd_pair_result pairs[CMD_PAIRS_MAX];
+	/* each pair's own figures, by position in the request: the request's
+	 * figures (cmd_execute sets it), NULL when not wanted. When wanted, a
+	 * cached denial of one pair may not answer alone: it knows nothing of
+	 * the others' remaining. */
+	struct cmd_pair_result *pairs;
 	/* CMD_REPLY_ERROR */
 	enum cmd_error error;
 	char msg[CMD_MSG_MAX];

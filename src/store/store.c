@@ -11,10 +11,13 @@
 /* A saved request's pairs and their view, one block of n pairs; freed
  * blocks are kept for the next of the same n (three pairs are 3 KB, past
  * malloc's per-thread caches: Envoy's descriptors are one MALLOW each). The
- * daemon is one thread. A kept block is poisoned (poison.h) until reused. */
+ * daemon is one thread. A kept block is poisoned (poison.h) until reused.
+ * Only blocks of up to PAIRS_SPARE_N pairs are kept: the rare larger ones
+ * (up to 64 pairs, 66 KB) would hold megabytes idle. */
 #define PAIRS_SPARE_MAX 64
-static struct store_saved_pair *pairs_spare[STORE_PAIRS_MAX + 1][PAIRS_SPARE_MAX];
-static int pairs_nspare[STORE_PAIRS_MAX + 1];
+#define PAIRS_SPARE_N 8
+static struct store_saved_pair *pairs_spare[PAIRS_SPARE_N + 1][PAIRS_SPARE_MAX];
+static int pairs_nspare[PAIRS_SPARE_N + 1];
 
 _Static_assert(sizeof(struct store_saved_pair) % _Alignof(struct store_pair) == 0,
 	       "the view follows the pairs, aligned");
@@ -26,7 +29,7 @@ static size_t pairs_size(int n)
 
 static struct store_saved_pair *pairs_alloc(int n)
 {
-	if (pairs_nspare[n] > 0) {
+	if (n <= PAIRS_SPARE_N && pairs_nspare[n] > 0) {
 		struct store_saved_pair *p = pairs_spare[n][--pairs_nspare[n]];
 		RL_UNPOISON(p, pairs_size(n));
 		return p;
@@ -36,7 +39,7 @@ static struct store_saved_pair *pairs_alloc(int n)
 
 static void pairs_free(struct store_saved_pair *p, int n)
 {
-	if (p && n > 0 && n <= STORE_PAIRS_MAX && pairs_nspare[n] < PAIRS_SPARE_MAX) {
+	if (p && n > 0 && n <= PAIRS_SPARE_N && pairs_nspare[n] < PAIRS_SPARE_MAX) {
 		RL_POISON(p, pairs_size(n));
 		pairs_spare[n][pairs_nspare[n]++] = p;
 	} else {

@@ -17,8 +17,11 @@
 struct event_base;
 struct config;
 
-/* The most (user, action) pairs one decision may take. */
-#define STORE_PAIRS_MAX 8
+/* The most (user, action) pairs one decision may take (cmd_types.h's
+ * CMD_MULTI_MAX: gRPC's descriptors). A result holds each one's figures,
+ * so a result is about 1.6 KB: kept on the stack during its callback,
+ * never stored per request. */
+#define STORE_PAIRS_MAX 64
 
 /* One pair of a decision over several (store_request.pairs). */
 struct store_pair {
@@ -112,17 +115,19 @@ struct store_result {
 	/* a decision over several pairs: the one that decided and the first
 	 * shadow one that would have denied (1-based, 0 for none) */
 	int pair, shadow_pair;
-	/* and each pair's own figures (ngroups: 0 when not told) */
-	int ngroups;
-	struct store_group {
-		int allowed;
-		int64_t remaining, reset_ms;
-	} groups[STORE_PAIRS_MAX];
 	/* the Redis call that decided it (a batch of batch_size requests): when
 	 * it was sent and its reply read, monotonic microseconds; batch_size
 	 * 0 when no call did (the memory store, an error before one) */
 	uint64_t batch_sent_us, batch_read_us;
 	int batch_size;
+	/* and each pair's own figures (ngroups: 0 when not told); last, so
+	 * that what comes before may be cleared alone (only the first ngroups
+	 * are read) */
+	int ngroups;
+	struct store_group {
+		int allowed;
+		int64_t remaining, reset_ms;
+	} groups[STORE_PAIRS_MAX];
 };
 
 /* Called exactly once per submitted request, possibly from inside store_submit. */

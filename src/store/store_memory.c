@@ -15,6 +15,7 @@
 #include "store_memory.h"
 
 #include <event2/event.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -461,7 +462,9 @@ static void mem_submit(struct store *base, const struct store_request *req, stor
 		       void *arg)
 {
 	struct store_memory *s = mem_of(base);
-	struct store_result res = {0};
+	/* all but the groups (1.6 KB), which decide() fills as it tells them */
+	struct store_result res;
+	memset(&res, 0, offsetof(struct store_result, groups));
 	int rc = decide(s, req, mem_now(s), &res);
 	if (rc == DECIDE_REPEATED_KEY) {
 		res = (struct store_result){.status = STORE_FAILED,

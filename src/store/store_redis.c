@@ -546,7 +546,8 @@ static int must_replicate(enum store_op op, const struct store_result *res)
  * room to keep it (out of memory): answered now, as without durability. */
 static int batch_hold(struct sbatch *b, int j, const struct store_result *res)
 {
-	if (!b->held && !(b->held = calloc(MAX_BATCH, sizeof(*b->held))))
+	/* room for the batch's requests only: a result is 1.6 KB (store.h) */
+	if (!b->held && !(b->held = calloc((size_t)b->n, sizeof(*b->held))))
 		return 0;
 	b->held[j] = *res;
 	b->held[j].detail = NULL;

@@ -130,6 +130,50 @@ class GrpcTest(DaemonTest):
         self.assertEqual(statuses(c.call("web", [[("remote_address", "10.1.1.1")]]))[0][:3],
                          ("OK", 3, 0))
 
+    def assertManyDescriptorsAllOrNothing(self, c):
+        """9, 20 and 64 limited descriptors in one call (a route's actions
+        decide how many; the text protocols' MALLOW stops at 8): each is
+        decided, all or nothing, and a 65th is refused."""
+        for n in (9, 20):
+            users = [[("user", "n%d-%d" % (n, i))] for i in range(n)]
+            for left in (4, 3):
+                r = c.call("web", users)
+                self.assertEqual(overall(r), "OK")
+                self.assertEqual([s[:3] for s in statuses(r)], [("OK", 5, left)] * n)
+        # 63 users and one path whose 1/minute the first call takes
+        many = [[("user", "m%d" % i)] for i in range(63)] + [[("path", "/admin")]]
+        r = c.call("web", many)
+        self.assertEqual(overall(r), "OK")
+        self.assertEqual([s[:3] for s in statuses(r)], [("OK", 5, 4)] * 63 + [("OK", 1, 0)])
+        r = c.call("web", many)
+        self.assertEqual(overall(r), "OVER_LIMIT")
+        # the others as they stand: the denial charged none of them
+        self.assertEqual([s[:3] for s in statuses(r)],
+                         [("OK", 5, 4)] * 63 + [("OVER_LIMIT", 1, 0)])
+        self.assertEqual(dict(headers(r))["RateLimit-Limit"], "1")
+        r = c.call("web", many[:63])
+        self.assertEqual(overall(r), "OK")
+        self.assertEqual([s[:3] for s in statuses(r)], [("OK", 5, 3)] * 63)
+        # 65: refused, saying the bound; nothing charged
+        with self.assertRaises(grpc.RpcError) as e:
+            c.call("web", many[:63] + [[("user", "x%d" % i)] for i in range(2)])
+        self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(e.exception.details(), "too many descriptors (at most 64)")
+        r = c.call("web", [[("user", "m0")]])
+        self.assertEqual(statuses(r)[0][:3], ("OK", 5, 2))
+
+    def test_up_to_64_descriptors_are_decided_together(self):
+        d, c = self.start()
+        self.assertManyDescriptorsAllOrNothing(c)
+        # one counter per user, charged three times: one script call each
+        # decided all 64 pairs
+        keys = [k for k in self.redis.keys("rl:*") if b"user=m" in k]
+        self.assertEqual(len(keys), 63, keys)
+
+    def test_up_to_64_descriptors_in_memory(self):
+        d, c = self.start(redis=False)
+        self.assertManyDescriptorsAllOrNothing(c)
+
     def test_a_cached_denial_reports_the_other_descriptors_own_remaining(self):
         # The deny cache once answered a denied descriptor's call alone, and the
         # other descriptors reported limit_remaining 0 (a fresh address: OK, 3, 0).

@@ -9,7 +9,7 @@
 #include "policy.h"
 #include "vectors.h"
 
-/* The most groups a multi scenario may have (the daemon's STORE_PAIRS_MAX). */
+/* The most groups a multi scenario may have (a MALLOW's most, CMD_PAIRS_MAX). */
 #define GROUPS_MAX 8
 
 struct run {
