@@ -465,7 +465,8 @@ class ClusterGrpcTest(ClusterBase):
     RULES = ("domain: web\ndescriptors:\n"
              "  - {key: user, rate_limit: {unit: minute, requests_per_unit: 7}}\n"
              "  - {key: remote_address, rate_limit: {unit: minute, requests_per_unit: 5,\n"
-             "     algorithm: sliding_window}}\n")
+             "     algorithm: sliding_window}}\n"
+             "  - {key: tight, rate_limit: {unit: minute, requests_per_unit: 1}}\n")
 
     def gdaemon(self, name):
         from harness import make_config
@@ -528,6 +529,34 @@ class ClusterGrpcTest(ClusterBase):
             self.assertLessEqual(per.get(("remote_address", "10.0.0.%d" % a), 0), 5, per)
         self.assertGreaterEqual(sum(1 for d in ok if len(d) == 2), 5)
         self.assertKeysOnOwners(self.keys_everywhere())
+
+
+    def test_many_descriptors_across_masters_all_or_nothing(self):
+        """20 limited descriptors (more than MALLOW's 8) over every master:
+        checked, then charged; one over its limit denies the call and
+        charges none of the others."""
+        from rls_client import RlsClient, overall, statuses
+        self.cluster()
+        d = self.gdaemon("rl")
+        c = RlsClient(d.gport)
+        self.addCleanup(c.close)
+        users = [[("user", "w%d" % i)] for i in range(20)]
+        call = users + [[("tight", "t")]]
+        r = c.call("web", call, timeout=10 * SLOW)
+        self.assertEqual(overall(r), "OK")
+        self.assertEqual([s[:3] for s in statuses(r)], [("OK", 7, 6)] * 20 + [("OK", 1, 0)])
+        where = self.keys_everywhere()
+        self.assertKeysOnOwners(where)
+        # the 20 users' keys are on every master: no one call could decide them
+        self.assertEqual(len({a for k, a in where.items() if b"user=w" in k}), 3, where)
+        r = c.call("web", call, timeout=10 * SLOW)
+        self.assertEqual(overall(r), "OVER_LIMIT")
+        self.assertEqual([s[:3] for s in statuses(r)],
+                         [("OK", 7, 6)] * 20 + [("OVER_LIMIT", 1, 0)])
+        # nothing was charged by the denial: the users were charged once
+        r = c.call("web", users, timeout=10 * SLOW)
+        self.assertEqual(overall(r), "OK")
+        self.assertEqual([s[:3] for s in statuses(r)], [("OK", 7, 5)] * 20)
 
 
 class ClusterReshardTest(ClusterBase):

@@ -174,6 +174,12 @@ class GrpcTest(DaemonTest):
         d, c = self.start(redis=False)
         self.assertManyDescriptorsAllOrNothing(c)
 
+    def test_up_to_64_descriptors_decided_locally_while_redis_is_down(self):
+        d, c = self.start(on_store_error="local")
+        self.redis.stop()
+        self.assertManyDescriptorsAllOrNothing(c)
+        d.wait_log(r"warn: redis cannot decide .*deciding locally")
+
     def test_a_cached_denial_reports_the_other_descriptors_own_remaining(self):
         # The deny cache once answered a denied descriptor's call alone, and the
         # other descriptors reported limit_remaining 0 (a fresh address: OK, 3, 0).
