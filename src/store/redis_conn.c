@@ -182,8 +182,13 @@ static void setup_reply_cb(struct rlink *l, redisReply *rep, void *privdata)
 		if (!t->setup_err_logged)
 			log_error("redis %s failed: %.200s", what, rep->str);
 		t->setup_err_logged = 1;
+		/* Dropped now, not after the replies owed: behind a failed AUTH a
+		 * Redis whose default user needs no password (a fresh one) still
+		 * answers SCRIPT LOAD or SUBSCRIBE, and that connection would
+		 * count as working, "connected" be logged and the pool retried at
+		 * once, a reconnect storm of thousands a second. */
 		if (strcmp(what, "SCRIPT LOAD") != 0 && c->link)
-			rlink_disconnect(c->link);
+			rlink_free(c->link); /* on_disconnect: conn_lost */
 		return;
 	}
 	if (strcmp(what, "SCRIPT LOAD") == 0) {

@@ -408,6 +408,27 @@ class StoreConfigTest(FaultBase):
         self.assertNotIn("right-pw-1234", log)
         self.assertRegex(log, re.compile(r"^(warn|error): ", re.M), "AUTH failure not logged")
 
+    def test_password_for_redis_without_one_no_reconnect_storm(self):
+        """A password in the config and a Redis with none (a fresh one, its
+        default user open): AUTH fails, and the SCRIPT LOAD and SUBSCRIBE
+        behind it, which such a Redis answers, do not make the connection
+        count as working: reconnects follow the backoff, the failure is
+        logged once, "connected" never."""
+        self.redis = self.start_redis()
+        self.daemon = self.start_daemon(
+            POLICIES, redis_opts={"password": "no-such-pw-1234", "timeout": "100ms"},
+            on_store_error="deny")
+        with self.daemon.client() as c:
+            self.assertEqual(c.request("ALLOW pw reply"), "DENIED 5 -1 1000 -1")
+        time.sleep(2.0)
+        info = self.redis.call("INFO", "stats").decode()
+        conns = int(re.search(r"^total_connections_received:(\d+)", info, re.M).group(1))
+        # 3 connections (2 + subscriber), backoff 50 ms doubling to a 500 ms cap
+        self.assertLessEqual(conns, 3 * 12, "reconnect storm: %d connections in 2 s" % conns)
+        log = self.daemon.log_lines()
+        self.assertEqual(len([l for l in log if "AUTH failed" in l]), 1, log[:20])
+        self.assertFalse([l for l in log if l.endswith(" connected")], log[:20])
+
     def test_acl_user(self):
         self.redis = self.start_redis(password="admin-pw")
         self.redis.call("ACL", "SETUSER", "rl", "on", ">rl-pw-42", "~rl:*", "+@all")
