@@ -8,6 +8,7 @@ time, service comes back without a restart."""
 import os
 import re
 import shlex
+import time
 import unittest
 
 from harness import (SLOW, DaemonTest, free_port, http_get, scrape_metrics, wait_until)
@@ -90,6 +91,18 @@ class AclTest(DaemonTest):
         self.assertEqual(self.c.request("UNOVERRIDE bob reply"), "OK")
         self.assertEqual(self.health(), (200, "ok\n"))
         self.assertEqual(self.metric("ratelimitd_redis_refusing"), 0)
+        log = self.daemon.log()
+        self.assertNotRegex(log, r"(?m)^(warn|error): ", log)
+
+    def test_documented_acl_keeps_the_reset_subscription(self):
+        """The RESET subscriber PINGs after a second of silence; with the
+        documented rules Redis answers it, so the subscription is kept (a
+        user without +ping got NOPERM, the PING counted as unanswered and
+        the subscriber was replaced every 3 s, with a warning each time)."""
+        self.start(documented_acl())
+        self.assertDecision(self.c.request("ALLOW alice reply"), "ALLOWED", 3, 2)
+        time.sleep(3.5)  # past a PING and the 2 s an unanswered one is given
+        self.assertEqual(self.redis.call("ACL", "LOG"), [])
         log = self.daemon.log()
         self.assertNotRegex(log, r"(?m)^(warn|error): ", log)
 
