@@ -484,6 +484,13 @@ static enum proto_step json_args(const char *s, size_t len, struct http_conn *pc
 		i++;
 		goto end;
 	}
+	/* our keys seen: each at most once, as in a query (which of two
+	 * values a client meant is not ours to guess) */
+	static const char *const repeated[] = {"user is in the JSON body more than once",
+					       "action is in the JSON body more than once",
+					       "cost is in the JSON body more than once",
+					       "wait is in the JSON body more than once"};
+	unsigned seen = 0;
 	for (;;) {
 		char key[16];
 		if (i >= len || s[i] != '"')
@@ -501,6 +508,11 @@ static enum proto_step json_args(const char *s, size_t len, struct http_conn *pc
 		int is_action = kl == 6 && memcmp(key, "action", 6) == 0;
 		int is_cost = kl == 4 && memcmp(key, "cost", 4) == 0;
 		int is_wait = kl == 4 && memcmp(key, "wait", 4) == 0;
+		int which = is_user ? 0 : is_action ? 1 : is_cost ? 2 : is_wait ? 3 : -1;
+		if (which >= 0 && (seen & 1u << which))
+			return bad(out, CMD_ERR_SYNTAX, repeated[which]);
+		if (which >= 0)
+			seen |= 1u << which;
 		if (s[i] == '"') {
 			if (is_wait)
 				return bad(out, CMD_ERR_SYNTAX, "wait must be a JSON number");
@@ -541,9 +553,10 @@ static enum proto_step json_args(const char *s, size_t len, struct http_conn *pc
 			const char *why = json_skip(s, len, &i, JSON_SKIP_DEPTH);
 			if (why)
 				return bad(out, CMD_ERR_SYNTAX, why);
-			if (is_user || is_action || is_cost)
-				return bad(out, is_cost ? CMD_ERR_BAD_COST : CMD_ERR_SYNTAX,
-					   "user and action are JSON strings, cost a number");
+			if (is_user || is_action || is_cost || is_wait)
+				return bad(
+					out, is_cost ? CMD_ERR_BAD_COST : CMD_ERR_SYNTAX,
+					"user and action are JSON strings, cost and wait numbers");
 		}
 		i = json_ws(s, len, i);
 		if (i < len && s[i] == ',') {
