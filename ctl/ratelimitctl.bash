@@ -16,14 +16,14 @@ _ratelimitctl()
 	fi
 
 	local commands="allow peek reset override unoverride overrides top ping acquire release renew check-config policies reload replay rls health"
-	local options="-s --address -c --config -p --pid-file -j --json -T --timeout -k --token-file --tls --cacert --cert --key --servername -V --version -h --help"
+	local options="-s --address --addr -c --config -p --pid-file -j --json -T --timeout -k --token-file --tls --cacert --cert --key --servername -V --version -h --help"
 
 	case $prev in
 	-c | --config | -p | --pid-file | -k | --token-file | --cacert | --cert | --key)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
-	-s | --address | -T | --timeout | --servername)
+	-s | --address | --addr | -T | --timeout | --servername)
 		return
 		;;
 	esac
@@ -36,7 +36,7 @@ _ratelimitctl()
 			config=(-c "${words[i + 1]}")
 			((i++))
 			;;
-		-s | --address | -p | --pid-file | -T | --timeout | -k | --token-file | --cacert | --cert | --key | --servername) ((i++)) ;;
+		-s | --address | --addr | -p | --pid-file | -T | --timeout | -k | --token-file | --cacert | --cert | --key | --servername) ((i++)) ;;
 		-*) ;;
 		*)
 			cmd=${words[i]}

@@ -34,15 +34,16 @@
 #define CTL_DEFAULT_ADMIN_ADDRESS "127.0.0.1:7380"
 #define CTL_REPLY_MAX 2048
 /* long options without a letter */
-enum { OPT_TLS = 256, OPT_CACERT, OPT_CERT, OPT_KEY, OPT_SERVERNAME };
+enum { OPT_TLS = 256, OPT_CACERT, OPT_CERT, OPT_KEY, OPT_SERVERNAME, OPT_ADDR };
 /* OVERRIDES answers one item per request: a bound on a listing's length */
 #define CTL_OVERRIDES_MAX 1000000
 
 struct ctl {
 	struct ctl_ctx x; /* address: -s; NULL: from the config file, else the defaults */
 	const char *config_path;
-	const char *pid_file; /* -p; NULL: the default, else systemctl */
-	int64_t wait_ms;      /* -w: allow may wait this long (WAIT); -1: not given */
+	const char *pid_file;  /* -p; NULL: the default, else systemctl */
+	const char *grpc_addr; /* --addr before the command: rls's and health's listener */
+	int64_t wait_ms;       /* -w: allow may wait this long (WAIT); -1: not given */
 	int fd;
 	char in[CTL_REPLY_MAX];
 	size_t in_len, consumed; /* consumed: the last reply's line */
@@ -84,6 +85,8 @@ static void usage(FILE *f)
 		"  -s, --address ADDR    host:port, [v6]:port or unix:PATH of a line listener\n"
 		"                        (default: from the config file, else %s;\n"
 		"                        admin commands %s)\n"
+		"      --addr HOST:PORT  the gRPC listener of rls and health (before or after\n"
+		"                        the command)\n"
 		"  -c, --config FILE     the daemon's config (default %s)\n"
 		"  -p, --pid-file FILE   the daemon's pid file, for reload (default %s;\n"
 		"                        without one, `systemctl reload ratelimitd`)\n"
@@ -656,8 +659,13 @@ static int run(struct ctl *c, char **args, int nargs)
 		if (c->x.address)
 			return ctl_fail(&c->x, "usage", "-s names a line listener; %s takes --addr",
 					cmd);
+		c->x.address = c->grpc_addr; /* an --addr after the command overrides it */
 		return ctl_grpc(&c->x, c->config_path, args, nargs);
 	}
+	if (c->grpc_addr)
+		return ctl_fail(&c->x, "usage",
+				"--addr names a gRPC listener (rls, health); %s takes -s ADDRESS",
+				cmd);
 	int known = !strcmp(cmd, "allow") || !strcmp(cmd, "peek") || !strcmp(cmd, "ping") ||
 		    !strcmp(cmd, "acquire") || !strcmp(cmd, "release") || !strcmp(cmd, "renew") ||
 		    !strcmp(cmd, "charge") || !strcmp(cmd, "hold") || !strcmp(cmd, "settle") ||
@@ -730,6 +738,8 @@ int main(int argc, char **argv)
 			.wait_ms = -1};
 	static const struct option longopts[] = {
 		{"address", required_argument, NULL, 's'},
+		/* its own entry: else getopt takes --addr for an abbreviated --address */
+		{"addr", required_argument, NULL, OPT_ADDR},
 		{"config", required_argument, NULL, 'c'},
 		{"pid-file", required_argument, NULL, 'p'},
 		{"json", no_argument, NULL, 'j'},
@@ -772,6 +782,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			c.x.address = optarg;
+			break;
+		case OPT_ADDR:
+			c.grpc_addr = optarg;
 			break;
 		case 'c':
 			c.config_path = optarg;

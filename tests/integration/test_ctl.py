@@ -330,6 +330,42 @@ class CtlTest(DaemonTest):
         self.assertFalse(os.path.exists(self.pid_file))
 
 
+class CtlAddrTest(DaemonTest):
+    """--addr, rls's and health's gRPC listener, before the command as well as
+    after it (getopt took it for an abbreviated --address once)."""
+
+    def test_addr_before_the_command(self):
+        redis = self.start_redis()
+        rules = os.path.join(self.tmpdir, "rules.yaml")
+        with open(rules, "w") as f:
+            f.write("domain: web\ndescriptors:\n  - key: user\n"
+                    "    rate_limit: {unit: hour, requests_per_unit: 2}\n")
+        port, gport = free_port(), free_port()
+        self.start_daemon(config="listen:\n  - 127.0.0.1:%d\n"
+                          "  - {address: 127.0.0.1:%d, protocol: grpc}\n"
+                          "redis: {address: %s}\nenvoy: {config: %s}\n"
+                          % (port, gport, redis.address, rules), port=port)
+        addr = "127.0.0.1:%d" % gport
+        # no -c: the listener is --addr's alone (the default config is not this one)
+        for args in (["--addr", addr, "rls", "web", "user=a"],
+                     ["rls", "--addr", addr, "web", "user=a"]):
+            r = ctl(*args)
+            self.assertEqual(r.returncode, 0, (args, r.stdout, r.stderr))
+            self.assertTrue(r.stdout.startswith("OK\n  user=a: OK limit=2/HOUR"), r.stdout)
+        r = ctl("--addr", addr, "rls", "web", "user=a")
+        self.assertEqual((r.returncode, r.stdout.split("\n")[0]), (1, "OVER_LIMIT"), r.stderr)
+        r = ctl("--addr", addr, "health")
+        self.assertEqual((r.returncode, r.stdout), (0, "SERVING\n"), r.stderr)
+        # after the command, its own --addr wins
+        r = ctl("--addr", "127.0.0.1:%d" % port, "health", "--addr", addr)
+        self.assertEqual((r.returncode, r.stdout), (0, "SERVING\n"), r.stderr)
+        # a line command is told which option is its
+        r = ctl("--addr", "127.0.0.1:%d" % port, "allow", "a", "b")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--addr names a gRPC listener (rls, health); allow takes -s",
+                      r.stderr)
+
+
 class CompletionTest(DaemonTest):
     def complete(self, words, config):
         """What bash completion offers for the last of words."""
@@ -361,6 +397,8 @@ class CompletionTest(DaemonTest):
         self.assertEqual(self.complete(["ratelimitctl", "rls", "--"], cfg),
                          ["--addr", "--hits"])
         self.assertEqual(self.complete(["ratelimitctl", "health", "--"], cfg), ["--addr"])
+        # --addr before the command takes a value, as -s does
+        self.assertEqual(self.complete(["ratelimitctl", "--addr", "h:1", "h"], cfg), ["health"])
         # actions from the config file's policies
         got = self.complete(["ratelimitctl", "-c", cfg, "allow", "dave", ""], cfg)
         self.assertEqual(got[:3], ["login", "reply", "upload"])
