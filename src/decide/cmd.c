@@ -639,27 +639,50 @@ static int authorize(struct config *cfg, const struct cmd_request *pc, struct cm
 				"certificate of an identity) first");
 		return -1;
 	}
+	/* the action refused, for the message: the operator must see which
+	 * policy the identity's list lacks, not guess it */
+	const char *act;
+	size_t act_len = 0;
 	int ok;
 	if (pc->verb == CMD_MALLOW || pc->verb == CMD_MPEEK) {
 		const struct cmd_pair *pairs = cmd_pairs(pc);
 		ok = pc->npairs > 0;
-		for (int i = 0; i < pc->npairs && ok; i++)
-			ok = may(id, right, pairs[i].action, pairs[i].action_len);
+		act = NULL;
+		for (int i = 0; i < pc->npairs && ok; i++) {
+			act = pairs[i].action;
+			act_len = pairs[i].action_len;
+			ok = may(id, right, act, act_len);
+		}
 	} else if (pc->policy) {
-		ok = may(id, right, pc->policy->name, pc->policy->name_len);
+		act = pc->policy->name;
+		act_len = pc->policy->name_len;
+		ok = may(id, right, act, act_len);
 	} else if (pc->verb == CMD_THROTTLE) {
-		ok = may(id, right, cfg->throttle.namespace, strlen(cfg->throttle.namespace));
+		act = cfg->throttle.namespace;
+		act_len = strlen(act);
+		ok = may(id, right, act, act_len);
 	} else if (pc->verb == CMD_OVERRIDES) {
+		act = NULL;
 		ok = may(id, right, NULL, 0);
 	} else {
-		ok = may(id, right, pc->action, pc->action_len);
+		act = pc->action;
+		act_len = pc->action_len;
+		ok = may(id, right, act, act_len);
 	}
 	if (!ok) {
-		char msg[160];
+		char msg[CMD_MSG_MAX];
+		const char *verb = right == CONFIG_RIGHT_ADMIN ? "administer" : "decide";
 		stats.auth_failures[STATS_AUTH_FORBIDDEN]++;
-		snprintf(msg, sizeof(msg), "identity %s may not %s%s", id->name,
-			 right == CONFIG_RIGHT_ADMIN ? "administer" : "decide",
-			 id->policies ? " (or not this policy)" : "");
+		if (!(id->rights & right))
+			snprintf(msg, sizeof(msg), "identity %s may not %s (its rights: lack %s)",
+				 id->name, verb, right == CONFIG_RIGHT_ADMIN ? "admin" : "decide");
+		else if (!act)
+			snprintf(msg, sizeof(msg), "identity %s may not %s", id->name, verb);
+		else
+			snprintf(msg, sizeof(msg),
+				 "identity %s may not %s%s %.*s (its policies: list lacks it)",
+				 id->name, verb, right == CONFIG_RIGHT_ADMIN ? "" : " on",
+				 (int)(act_len > 64 ? 64 : act_len), act);
 		cmd_reply_error(slot, CMD_ERR_FORBIDDEN, msg);
 		return -1;
 	}

@@ -86,10 +86,17 @@ class AuthTest(DaemonTest):
             self.assertEqual(c.request("AUTH " + APP), "OK")
             self.assertEqual(c.request("ALLOW ann reply"), "ALLOWED 5 4 0 60000")
             # app may decide on reply only, and administer nothing
+            # which policy, and why: the identity's list lacks it
             self.assertEqual(c.request("ALLOW ann login"),
-                             "ERR forbidden identity app may not decide (or not this policy)")
-            self.assertRegex(c.request("MALLOW ann reply ann login"), r"^ERR forbidden ")
-            self.assertRegex(c.request("RESET ann reply"), r"^ERR forbidden ")
+                             "ERR forbidden identity app may not decide on login (its "
+                             "policies: list lacks it)")
+            self.assertEqual(c.request("MALLOW ann reply ann login"),
+                             "ERR forbidden identity app may not decide on login (its "
+                             "policies: list lacks it)")
+            # a right it lacks is named as one
+            self.assertEqual(c.request("RESET ann reply"),
+                             "ERR forbidden identity app may not administer (its rights: "
+                             "lack admin)")
             self.assertRegex(c.request("OVERRIDES 0"), r"^ERR forbidden ")
             # ops: another AUTH on the same connection switches identity
             self.assertEqual(c.request("AUTH " + OPS), "OK")
