@@ -23,6 +23,12 @@ struct rls_call {
 	struct cmd_pair_result pairs[RLS_MAX_DESCRIPTORS];
 };
 
+/* UNAUTHENTICATED's detail: how a call proves an identity (grpc.c takes
+ * the token from the authorization metadata, conn.c the certificate) */
+#define RLS_NOAUTH_MSG                                                                      \
+	"authentication required: send the authorization metadata \"Bearer <token>\" with " \
+	"an identity's token on each call (or, over TLS, a client certificate of an identity)"
+
 static void rls_answer(struct rls_call *rc, const struct cmd_result *res, int allowed)
 {
 	static uint8_t buf[RLS_ANSWER_MAX];
@@ -80,7 +86,10 @@ static void rls_complete(struct cmd_slot *slot)
 		rls_answer(rc, res, (res->allowed || rc->plan.cost == 0) && !rc->plan.zero_over);
 		break;
 	case CMD_REPLY_ERROR:
-		grpc_call_fail(rc->call, rls_status_of(res->error), res->msg);
+		/* the decider's noauth tells of the line protocol's AUTH; a
+		 * gRPC call proves its identity in its metadata instead */
+		grpc_call_fail(rc->call, rls_status_of(res->error),
+			       res->error == CMD_ERR_NOAUTH ? RLS_NOAUTH_MSG : res->msg);
 		break;
 	default:
 		grpc_call_fail(rc->call, GRPC_INTERNAL, "unexpected reply");

@@ -283,6 +283,11 @@ class AuthTest(DaemonTest):
             with self.assertRaises(grpc.RpcError) as e:
                 c.call("web", [[("user", "eve")]], timeout=10 * SLOW)
             self.assertEqual(e.exception.code(), grpc.StatusCode.UNAUTHENTICATED)
+            # in gRPC's terms: the metadata a call carries, not the line protocol's AUTH
+            self.assertEqual(e.exception.details(),
+                             'authentication required: send the authorization metadata '
+                             '"Bearer <token>" with an identity\'s token on each call (or, '
+                             'over TLS, a client certificate of an identity)')
             with self.assertRaises(grpc.RpcError) as e:
                 c.call("web", [[("user", "eve")]], timeout=10 * SLOW,
                        metadata=[("authorization", "Bearer " + APP)])
