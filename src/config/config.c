@@ -621,12 +621,15 @@ static int parse_stream(struct yparser *P, struct config *c)
 		 !config_uses_local(c))
 		yp_fail(P, marks[TK_MEMORY],
 			"memory: only used with store: memory or on_store_error: local; remove it");
+	/* an entry's error at that entry (its address), as -t prints every other */
+	const struct config_read *R = P->ctx;
 	for (size_t i = 0; i < c->nlisten && !(seen & (1u << TK_ENVOY)); i++)
 		if (c->listen[i].protocol == CONFIG_PROTOCOL_GRPC) {
 			/* without rules every call would be answered OK: say so */
-			yp_fail(P, marks[TK_LISTEN],
-				"listen: protocol: grpc needs envoy: {config: FILE_OR_DIR}, the "
-				"rules its calls are decided by");
+			yp_fail(P, R->listen_marks ? R->listen_marks[i] : marks[TK_LISTEN],
+				"listen %s: protocol: grpc needs envoy: {config: FILE_OR_DIR}, the "
+				"rules its calls are decided by",
+				c->listen[i].address);
 			break;
 		}
 	config_listen_check_binds(P, c, (seen & (1u << TK_LISTEN)) != 0);
@@ -640,7 +643,7 @@ static int parse_stream(struct yparser *P, struct config *c)
 			c->throttle.namespace);
 	for (size_t i = 0; i < c->nlisten && !c->nidentities; i++)
 		if (c->listen[i].auth) {
-			yp_fail(P, marks[TK_LISTEN],
+			yp_fail(P, R->listen_marks ? R->listen_marks[i] : marks[TK_LISTEN],
 				"listen %s: auth: required needs identities (who may connect)",
 				c->listen[i].address);
 			break;

@@ -388,8 +388,9 @@ class AuthTest(DaemonTest):
               r"identities\.app: the token in .*short\.token must be 16 to 4096 bytes")
         check(self.config(app_token_file=os.path.join(self.tmpdir, "none")),
               r"identities\.app\.token_file .*none: No such file or directory")
-        check("listen: [{address: 127.0.0.1:1, auth: required}]\npolicies: {a: 1/1s}\n",
-              r"auth: required needs identities")
+        check("listen: [127.0.0.1:2, {address: 127.0.0.1:1, auth: required}]\n"
+              "policies: {a: 1/1s}\n",
+              r"t\.yaml:1:24: listen 127\.0\.0\.1:1: auth: required needs identities")
         check("identities: {x: {rights: [decide]}}\npolicies: {a: 1/1s}\n",
               r"identities\.x: needs token_file, token_env or cert_name")
         check("identities: {x: {cert_name: c, rights: [drive]}}\npolicies: {a: 1/1s}\n",

@@ -537,8 +537,11 @@ class GrpcTest(DaemonTest):
             ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
              "envoy: {config: nosuch.yaml}\n", "nosuch.yaml: cannot read"),
             # a gRPC listener without rules would allow every call: an error
-            ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
-             "policies: {a: 1/1s}\n", "protocol: grpc needs envoy: {config: FILE_OR_DIR}"),
+            # (at the entry's line:col, not the file's start)
+            ("store: memory\nlisten:\n  - 127.0.0.1:2\n  - {address: 127.0.0.1:1, "
+             "protocol: grpc}\npolicies: {a: 1/1s}\n",
+             "t.yaml:4:6: listen 127.0.0.1:1: protocol: grpc needs envoy: "
+             "{config: FILE_OR_DIR}"),
             # a FIFO would block the loading (and the daemon's loop on SIGHUP)
             ("listen: [{address: 127.0.0.1:1, protocol: grpc}]\nstore: memory\n"
              "envoy: {config: fifo.yaml}\n", "fifo.yaml: cannot read: not a regular file"),
