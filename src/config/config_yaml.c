@@ -160,6 +160,19 @@ static int fail_continued(struct yparser *P, const char *key, size_t line, size_
 			    : "is it indented too far?");
 }
 
+/* The byte at mark m (its column counts characters, not bytes), or -1. */
+static int char_at(const struct yparser *P, yaml_mark_t m)
+{
+	size_t i = line_offset(P, m.line);
+	for (size_t col = 0; i < P->len; i++) {
+		if (((unsigned char)P->buf[i] & 0xc0) == 0x80)
+			continue; /* a continuation byte of the character before */
+		if (col++ == m.column)
+			return (unsigned char)P->buf[i];
+	}
+	return -1;
+}
+
 static int yaml_fail(struct yparser *P)
 {
 	const yaml_parser_t *y = &P->yaml;
@@ -178,9 +191,14 @@ static int yaml_fail(struct yparser *P)
 			return -1;
 		return fail_continued(P, "", P->ml.line, P->ml.end_line, P->ml.flow, NULL);
 	}
+	/* libyaml says "found character that cannot start any token" of a
+	 * tab, without naming it: an editor's tab is the usual cause */
+	const char *hint = "";
+	if (y->error == YAML_SCANNER_ERROR && char_at(P, m) == '\t' && !strstr(problem, "tab"))
+		hint = " (a tab: YAML forbids tabs for indentation; indent with spaces)";
 	if (y->context)
-		return yp_fail(P, m, "YAML syntax error: %s, %s", y->context, problem);
-	return yp_fail(P, m, "YAML syntax error: %s", problem);
+		return yp_fail(P, m, "YAML syntax error: %s, %s%s", y->context, problem, hint);
+	return yp_fail(P, m, "YAML syntax error: %s%s", problem, hint);
 }
 
 /* A plain scalar over several lines: "5/60s\n   burst: 3" reads as "5/60s burst". */

@@ -437,6 +437,18 @@ static const struct {
 	 "t.yaml:3:2: YAML syntax error: while parsing a block mapping, did not find expected key"},
 	{"policies: {a: 1/1s}\nprefix: \"x\n",
 	 "t.yaml:3:1: YAML syntax error: while scanning a quoted scalar, found unexpected end of stream"},
+	/* a tab indenting a line: libyaml's words alone do not name it */
+	{"policies:\n\ta: 1/1s\n",
+	 "t.yaml:2:1: YAML syntax error: while scanning for the next token, found character that "
+	 "cannot start any token (a tab: YAML forbids tabs for indentation; indent with spaces)"},
+	/* ... found after other characters (columns count characters, not bytes) */
+	{"policies:\n  a: 1/1s # \xc3\xa9\n\t b: 2/1s\n",
+	 "t.yaml:3:1: YAML syntax error: while scanning for the next token, found character that "
+	 "cannot start any token (a tab: YAML forbids tabs for indentation; indent with spaces)"},
+	/* no hint where the character is not a tab, nor where libyaml says tab */
+	{"policies: {a: 1/1s}\nprefix: \"\xc3\xa9\"\t@\n",
+	 "t.yaml:2:13: YAML syntax error: while scanning for the next token, found character that "
+	 "cannot start any token"},
 	/* bytes libyaml's reader refuses: a NUL and invalid UTF-8 */
 	{"policies: {a: 1/1s}\nprefix: \x01\n",
 	 "t.yaml:2:9: YAML syntax error: control characters are not allowed"},
