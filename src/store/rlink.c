@@ -164,13 +164,27 @@ static void tls_failed(struct rlink *l, const char *why)
 	doom(l, 0, msg);
 }
 
-/* The peer closed or reset l (a TLS session: see tls_failed). */
+/*
+ * The peer closed or reset l (a TLS session: see tls_failed). A Redis that
+ * speaks only TLS takes a plaintext client's first command for a broken
+ * handshake and resets it, unanswered: "Connection reset by peer" alone
+ * would leave the operator guessing, so a link that never had a reply
+ * says what may be wrong.
+ */
 static void lost(struct rlink *l, const char *why)
 {
-	if (l->p->ssl && !l->p->replied)
+	char msg[200];
+	if (l->p->ssl && !l->p->replied) {
 		tls_failed(l, why);
-	else
+	} else if (!l->p->ssl && !l->p->replied) {
+		snprintf(msg, sizeof(msg),
+			 "%s before any reply (does Redis want TLS? redis.tls in the "
+			 "configuration)",
+			 why);
+		doom(l, 0, msg);
+	} else {
 		doom(l, 0, why);
+	}
 }
 
 /* ---- output ---- */

@@ -140,6 +140,24 @@ class TlsRedisTest(DaemonTest):
         self.assert_down(d, "timed out")
         self.assertEqual(redis.keys("*"), [])
 
+    def test_plaintext_to_a_tls_only_redis_says_redis_may_want_tls(self):
+        """No redis.tls, and the Redis takes TLS only: it resets each
+        connection at its first command. The log and /health say that
+        Redis may want TLS, not only "Connection reset by peer"."""
+        redis = self.tls_redis()
+        d = self.daemon(redis, "{enabled: false}")  # plain text
+        hint = (r"before any reply \(does Redis want TLS\? redis\.tls in the "
+                r"configuration\)")
+        d.wait_log(r"^warn: redis 127\.0\.0\.1:\d+ unavailable: (Connection reset by peer|"
+                   r"Server closed the connection) %s; answering per on_store_error" % hint,
+                   timeout=10 * SLOW)
+        wait_until(lambda: http_get(self.mport, "/health")[0] == 503, 5 * SLOW,
+                   what="/health 503")
+        self.assertRegex(http_get(self.mport, "/health")[2],
+                         r"^redis unavailable: .* %s\n$" % hint)
+        with d.client() as c:
+            self.assertRegex(c.request("ALLOW u open"), FALLBACK_ALLOW)
+
     # ---- reloads
 
     def test_reload_reads_the_certificates_again(self):
