@@ -34,6 +34,7 @@
 #include "form.h"
 #include "keys.h"
 #include "local.h"
+#include "metrics_conn.h"
 #include "override_live.h"
 #include "policy.h"
 #include "proto.h"
@@ -60,12 +61,14 @@ struct console_op {
 	struct console *c;    /* NULL once the console is gone */
 	struct evhttp_request *req;
 	struct evhttp_connection *conn; /* req's, while req is there */
+	struct metrics_conns *conns;	/* conn's keeper, for its close callback */
 	int in_store, writing;
 	struct console_op *next, *prev;
 };
 
 struct console {
 	struct server *srv;
+	struct metrics_conns *conns;
 	struct console_op *ops;
 	size_t pending; /* ops waiting for the store */
 	int stopping;	/* the daemon is shutting down: no new override */
@@ -74,11 +77,13 @@ struct console {
 	void *drained_arg;
 };
 
-struct console *console_new(struct server *srv)
+struct console *console_new(struct server *srv, struct metrics_conns *conns)
 {
 	struct console *c = calloc(1, sizeof(*c));
-	if (c)
+	if (c) {
 		c->srv = srv;
+		c->conns = conns;
+	}
 	return c;
 }
 
@@ -411,7 +416,7 @@ static void op_end(struct console_op *op)
 	if (op->in_store || op->writing)
 		return;
 	if (op->conn)
-		evhttp_connection_set_closecb(op->conn, NULL, NULL);
+		metrics_conns_closecb(op->conns, op->conn, NULL, NULL);
 	op_unlink(op);
 	free(op);
 }
@@ -582,8 +587,9 @@ static void override_request(struct console *c, struct evhttp_request *req, int 
 	op->req = req;
 	op->conn = evhttp_request_get_connection(req);
 	op->in_store = 1;
+	op->conns = c->conns;
 	if (op->conn) /* one request at a time on a connection: its callback is ours */
-		evhttp_connection_set_closecb(op->conn, closed, op);
+		metrics_conns_closecb(op->conns, op->conn, closed, op);
 	op->next = c->ops;
 	if (c->ops)
 		c->ops->prev = op;

@@ -11,10 +11,12 @@
 
 struct console;
 struct evhttp_request;
+struct metrics_conns;
 struct server;
 
-/* NULL when out of memory. */
-struct console *console_new(struct server *srv);
+/* NULL when out of memory. conns: the endpoint's connections, whose close
+ * callbacks are theirs (metrics_conn.h). */
+struct console *console_new(struct server *srv, struct metrics_conns *conns);
 /* 1 when path is the console's (under /console, and metrics.console on):
  * req is answered, now or once the store has an override. 0: not its. */
 int console_request(struct console *c, struct evhttp_request *req, const char *path);

@@ -38,6 +38,7 @@
 #include "listener.h"
 #include "local.h"
 #include "log.h"
+#include "metrics_conn.h"
 #include "process.h"
 #include "proto.h"
 #include "server.h"
@@ -60,6 +61,7 @@ struct metrics {
 	struct tls_server *tls;		    /* metrics.tls, or NULL: plain HTTP */
 	enum tls_client_certs client_certs; /* as started: restart-only */
 	struct console *console;	    /* /console (console.h) */
+	struct metrics_conns *conns;	    /* bounded: metrics_conn.h */
 	int stopping;
 };
 
@@ -740,6 +742,7 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
 static void request_cb(struct evhttp_request *req, void *arg)
 {
 	struct metrics *m = arg;
+	metrics_conns_request(m->conns, req); /* whole: its request_timeout ends */
 	const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
 	struct evbuffer *body = evbuffer_new();
 	if (!body) {
@@ -820,10 +823,10 @@ static struct evutil_addrinfo *resolve(const char *host, int port, const char **
 }
 
 /* evhttp's connection for an accepted client, HTTPS: the handshake runs
- * inside the bufferevent, bounded by evhttp's timeout like a request. */
-static struct bufferevent *https_bev(struct event_base *base, void *arg)
+ * inside the bufferevent, bounded by request_timeout like a request
+ * (metrics_conn.c). */
+static struct bufferevent *https_bev(struct event_base *base, struct metrics *m)
 {
-	struct metrics *m = arg;
 	char why[256];
 	struct ssl_st *s = tls_server_session(m->tls, -1, why, sizeof(why));
 	if (!s) {
@@ -840,6 +843,18 @@ static struct bufferevent *https_bev(struct event_base *base, void *arg)
 		base, -1, s, BUFFEREVENT_SSL_ACCEPTING, BEV_OPT_CLOSE_ON_FREE);
 	if (!bev)
 		tls_session_drop(s);
+	return bev;
+}
+
+/* evhttp's bufferevent for every accepted client, as evhttp would make
+ * it, handed to metrics_conn.c to be counted and timed. */
+static struct bufferevent *client_bev(struct event_base *base, void *arg)
+{
+	struct metrics *m = arg;
+	struct bufferevent *bev = m->tls ? https_bev(base, m)
+					 : bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+	if (bev)
+		metrics_conns_add(m->conns, bev, m->tls != NULL);
 	return bev;
 }
 
@@ -880,7 +895,8 @@ struct metrics *metrics_new(struct event_base *base, const char *address, int fd
 		return NULL;
 	}
 	m->srv = srv;
-	if (!(m->console = console_new(srv))) {
+	if (!(m->conns = metrics_conns_new(base, srv)) ||
+	    !(m->console = console_new(srv, m->conns))) {
 		snprintf(err, errlen, "metrics: out of memory");
 		metrics_free(m);
 		if (fd >= 0)
@@ -900,13 +916,16 @@ struct metrics *metrics_new(struct event_base *base, const char *address, int fd
 				close(fd);
 			return NULL;
 		}
-		evhttp_set_bevcb(m->http, https_bev, m);
 	}
+	evhttp_set_bevcb(m->http, client_bev, m);
 	/* POST and DELETE for the console's overrides, with a small form */
 	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
 						    EVHTTP_REQ_DELETE);
 	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
 	evhttp_set_max_body_size(m->http, METRICS_MAX_BODY);
+	/* a connection that sends nothing for this long is closed: idle
+	 * between requests, or stalled in one (request_timeout bounds a
+	 * request that keeps trickling: metrics_conn.c) */
 	evhttp_set_timeout(m->http, METRICS_TIMEOUT_S);
 	evhttp_set_gencb(m->http, request_cb, m);
 	char name[300];
@@ -963,6 +982,7 @@ void metrics_free(struct metrics *m)
 	console_free(m->console);
 	if (m->http)
 		evhttp_free(m->http);
+	metrics_conns_free(m->conns); /* after evhttp_free closed the connections */
 	if (m->tls)
 		tls_server_unref(m->tls);
 	free(m);

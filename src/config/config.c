@@ -587,6 +587,7 @@ static int config_defaults(struct config *c)
 	c->max_clients = DEFAULT_MAX_CLIENTS;
 	c->metrics_top_series = CONFIG_DEFAULT_TOP_SERIES;
 	c->metrics_console = 1;
+	c->metrics_max_clients = CONFIG_DEFAULT_METRICS_MAX_CLIENTS;
 	c->max_delayed = CONFIG_DEFAULT_MAX_DELAYED;
 	c->declog.sample = 1;
 	c->declog.max_size = CONFIG_DECLOG_MAX_SIZE_DEFAULT;

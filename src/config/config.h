@@ -196,6 +196,8 @@ struct config_listen {
 #define CONFIG_DEFAULT_SOCKET_MODE 0660
 /* metrics.top_series: the heaviest denied users shown on /metrics */
 #define CONFIG_DEFAULT_TOP_SERIES 10
+/* metrics.max_clients: scrapers, probes and a few consoles' browsers */
+#define CONFIG_DEFAULT_METRICS_MAX_CLIENTS 64
 
 /* Count limits, errors at parse time. A cluster seed is a node from the
  * start, and store_cluster.c keeps at most this many nodes. */
@@ -230,8 +232,9 @@ struct config {
 	int log_level;	      /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
 	char *metrics_listen; /* "host:port" of the HTTP metrics endpoint, or NULL */
 	struct config_listen_tls metrics_tls; /* metrics.tls: HTTPS (enabled 0: HTTP) */
-	int metrics_top_series; /* metrics.top_series: heavy hitters shown as series */
-	int metrics_console;	/* metrics.console: the live console (console.h) */
+	int metrics_top_series;	 /* metrics.top_series: heavy hitters shown as series */
+	int metrics_console;	 /* metrics.console: the live console (console.h) */
+	int metrics_max_clients; /* metrics.max_clients: its connections at once */
 	struct config_throttle throttle;
 	struct config_envoy envoy;
 	struct config_declog declog;

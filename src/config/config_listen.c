@@ -394,7 +394,7 @@ int config_listen_set(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-enum { MK_LISTEN, MK_TLS, MK_TOP_SERIES, MK_CONSOLE, MK_N };
+enum { MK_LISTEN, MK_TLS, MK_TOP_SERIES, MK_CONSOLE, MK_MAX_CLIENTS, MK_N };
 
 /* HTTP is TCP here: evhttp binds host:port. */
 static int set_tcp_address(struct yparser *P, const struct ykey *k, void *dst)
@@ -421,6 +421,10 @@ static const struct ykey metrics_keys[MK_N] = {
 	/* the page of console.c; off: /console answers 404 */
 	[MK_CONSOLE] = {"console", yp_set_bool, offsetof(struct config, metrics_console), 0, 0,
 			YP_RELOAD, yp_put_bool, NULL},
+	/* its connections at once (metrics_conn.c); new ones are counted
+	 * against the running value */
+	[MK_MAX_CLIENTS] = {"max_clients", yp_set_int, offsetof(struct config, metrics_max_clients),
+			    1, 100000, YP_RELOAD, yp_put_int, NULL},
 };
 
 const struct ktable config_metrics_table = {"metrics.", metrics_keys, MK_N, KT_AT_BASE, 0};

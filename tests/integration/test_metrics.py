@@ -305,6 +305,120 @@ class MetricsTest(DaemonTest):
         self.assertEqual(scrape(self.mport)['ratelimitd_requests_total{command="allow"}'], 1)
         self.assertTrue(self.daemon.running())
 
+    def read_all(self, s, timeout):
+        """What s receives until the server closes it (b"" if reset)."""
+        s.settimeout(timeout)
+        got = b""
+        try:
+            while True:
+                b = s.recv(4096)
+                if not b:
+                    return got
+                got += b
+        except ConnectionResetError:
+            return got
+        except socket.timeout:
+            return got + b"(still open)"
+
+    def test_slow_sender_gets_408_at_request_timeout(self):
+        """A request trickled a byte at a time (slowloris) is answered 408
+        at request_timeout from its first byte and closed; evhttp's own
+        timeout starts again at every byte and never ended it."""
+        self.start({"a": "100/1s"}, request_timeout="1s")
+        s = socket.create_connection(("127.0.0.1", self.mport), timeout=5)
+        self.addCleanup(s.close)
+        t0 = time.monotonic()
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        got = b""
+        s.settimeout(0.3)
+        while time.monotonic() - t0 < 8 * SLOW:
+            try:
+                s.sendall(b"X")  # one byte every 0.3 s: evhttp's 10 s never ends
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            try:
+                b = s.recv(4096)
+            except socket.timeout:
+                continue
+            except ConnectionResetError:
+                break
+            got += b
+            if not b or b"\r\n\r\n" in got:
+                break
+        took = time.monotonic() - t0
+        got += self.read_all(s, 2)
+        self.assertTrue(got.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), got[:200])
+        self.assertIn(b"Connection: close\r\n", got)
+        self.assertTrue(got.endswith(b"request-timeout: a request must be whole within "
+                                     b"request_timeout of its first byte\n"), got)
+        self.assertGreaterEqual(took, 0.9)
+        self.assertLess(took, 5 * SLOW)
+        # a whole request on a kept-alive connection, then one begun and
+        # stalled: the clock starts at the second one's first byte
+        with socket.create_connection(("127.0.0.1", self.mport), timeout=5) as k:
+            k.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            k.settimeout(5)
+            first = k.recv(4096)
+            self.assertTrue(first.startswith(b"HTTP/1.1 200 OK\r\n"), first)
+            time.sleep(1.3)  # idle longer than request_timeout: not a request
+            k.sendall(b"GET /health HTTP/1.1\r\n")
+            t1 = time.monotonic()
+            got = self.read_all(k, 5 * SLOW)
+            self.assertTrue(got.startswith(b"HTTP/1.1 408 "), got[:80])
+            self.assertGreaterEqual(time.monotonic() - t1, 0.9)
+        # serving goes on
+        self.assertEqual(http_get(self.mport, "/health")[0], 200)
+        self.assertTrue(self.daemon.running())
+
+    def test_idle_keep_alive_connections_close(self):
+        """A kept-alive connection that sends nothing more is closed (10 s),
+        as an idle API connection is at idle_timeout."""
+        self.start({"a": "100/1s"})
+        with socket.create_connection(("127.0.0.1", self.mport), timeout=5) as k:
+            k.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            k.settimeout(5)
+            self.assertTrue(k.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n"))
+            t0 = time.monotonic()
+            self.assertEqual(self.read_all(k, 20 * SLOW), b"")
+            self.assertGreaterEqual(time.monotonic() - t0, 9)
+
+    def test_max_clients_answers_503_beyond_it(self):
+        """metrics.max_clients: connections beyond it get 503 and a close
+        (not a reset), those within are served, and a freed place is
+        taken again; a reload applies a new bound to new connections."""
+        self.start({"a": "100/1s"})
+        self.top = {}
+        cfg = self.config(self.policies).replace(
+            "metrics: {listen:", "metrics: {max_clients: 3, listen:")
+        self.assertIn("max_clients: 3", cfg)
+        self.daemon.reload(cfg)
+        self.daemon.wait_log(r"reload: metrics\.max_clients 64 -> 3", timeout=5 * SLOW)
+        held = []
+        for _ in range(3):
+            h = socket.create_connection(("127.0.0.1", self.mport), timeout=5)
+            self.addCleanup(h.close)
+            held.append(h)
+        # each held one is counted once the daemon has accepted it
+        time.sleep(0.3)
+        for _ in range(2):
+            with socket.create_connection(("127.0.0.1", self.mport), timeout=5) as s:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                got = self.read_all(s, 5 * SLOW)
+            self.assertTrue(got.startswith(b"HTTP/1.1 503 Service Unavailable\r\n"), got[:80])
+            self.assertTrue(got.endswith(b"too-many-clients: metrics.max_clients reached; "
+                                         b"try again later\n"), got)
+        self.daemon.wait_log(r"^warn: metrics: metrics\.max_clients \(3\) reached; 2 "
+                             r"connections refused so far", timeout=5 * SLOW)
+        # the held ones are served
+        held[0].sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        held[0].settimeout(5)
+        self.assertTrue(held[0].recv(4096).startswith(b"HTTP/1.1 200 OK\r\n"))
+        # one closes: its place is free again
+        held.pop().close()
+        wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5 * SLOW,
+                   what="a place under max_clients again")
+        self.assertTrue(self.daemon.running())
+
     def test_port_in_use_is_a_clear_start_error(self):
         self.redis = self.start_redis()
         busy = socket.socket()

@@ -204,6 +204,8 @@ CHANGES = {
                            {"metrics.listen", "metrics.top_series"}),
     "metrics.console": ({"metrics": '{listen: "127.0.0.1:%(mport)d", console: false}'},
                         {"metrics.listen", "metrics.console"}),
+    "metrics.max_clients": ({"metrics": '{listen: "127.0.0.1:%(mport)d", max_clients: 5}'},
+                            {"metrics.listen", "metrics.max_clients"}),
     "metrics.tls": ({"metrics": '{listen: "127.0.0.1:%(mport)d", tls: {enabled: false, cert_file: %(tmp)s/c.pem, key_file: %(tmp)s/k.pem}}'},
           {"metrics.listen", "metrics.tls.cert_file", "metrics.tls.key_file"}),
     "metrics.tls.enabled": ({"metrics": '{listen: "127.0.0.1:%(mport)d", tls: {cert_file: %(tmp)s/c.pem, key_file: %(tmp)s/k.pem}}'},
