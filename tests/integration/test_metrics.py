@@ -79,6 +79,10 @@ class MetricsTest(DaemonTest):
         # denials are cached only while the RESET subscription is up
         wait_until(lambda: self.redis.call("PUBSUB", "NUMSUB", "rl:reset")[1] >= 1, 5,
                    what="the daemon's RESET subscription")
+        # the daemon listens before its Redis connections are all up (a
+        # loaded machine may ask in between)
+        wait_until(lambda: scrape(self.mport)["ratelimitd_redis_connections_up"] == 2, 5,
+                   what="both Redis connections up")
         m0 = scrape(self.mport)
         info = [k for k in m0 if k.startswith("ratelimitd_build_info{")]
         self.assertEqual(len(info), 1, info)
@@ -224,7 +228,8 @@ class MetricsTest(DaemonTest):
         """After SIGTERM the daemon still answers what it owes; meanwhile
         /health is 503 so a load balancer stops sending clients."""
         self.start({"a": "100/1s"}, redis_opts={"timeout": "3s"})
-        self.assertEqual(http_get(self.mport, "/health")[0], 200)
+        # 200 once its Redis connections are up (it listens before)
+        wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5, what="/health 200")
         self.redis.call("CLIENT", "PAUSE", "1500")
         self.c.send("ALLOW x a")
         time.sleep(0.1)
