@@ -633,10 +633,15 @@ static int authorize(struct config *cfg, const struct cmd_request *pc, struct cm
 		id = config_identity_by_cert(cfg, caller->cert_cn);
 	}
 	if (!id) {
+		/* how this client proves an identity, in its own protocol's words */
 		stats.auth_failures[STATS_AUTH_NOAUTH]++;
 		cmd_reply_error(slot, CMD_ERR_NOAUTH,
-				"authentication required: AUTH <token> (or a token, or a client "
-				"certificate of an identity) first");
+				slot->front == STATS_FRONT_HTTP
+					? "authentication required: an Authorization: Bearer <token> "
+					  "header on each request (or a client certificate of an "
+					  "identity)"
+					: "authentication required: AUTH <token> (or a token, or a "
+					  "client certificate of an identity) first");
 		return -1;
 	}
 	/* the action refused, for the message: the operator must see which

@@ -234,6 +234,9 @@ class AuthTest(DaemonTest):
         self.assertTrue(out.endswith("\n401"), out)
         self.assertIn("WWW-Authenticate: Bearer", out)
         self.assertIn('"error":"noauth"', out)
+        # in HTTP's words, not the line protocol's AUTH
+        self.assertIn("an Authorization: Bearer <token> header on each request", out)
+        self.assertNotIn("AUTH <token>", out)
         out = curl("-H", "Authorization: Bearer wrong-token-0123456789")
         self.assertTrue(out.endswith("\n401"), out)
         self.assertIn('"error":"auth-failed"', out)
