@@ -1,28 +1,31 @@
 """A real gRPC client (Debian's python3-grpcio) for Envoy's rate limit
 service and gRPC health, with message classes made by python3-protobuf from
 the repository's own proto/grpc files (compiled by protoc-c into a
-descriptor set, so the test needs no generated Python code)."""
+descriptor set, so the test needs no generated Python code).
 
+grpcio itself runs in a child process (grpc_child.py): a process that has
+loaded it must not fork (see there), and the harness forks for every server
+it starts. Here are stand-ins for the little of grpcio's API the tests use
+(a channel's unary_unary, a call's future, RpcError with its code, details
+and debug string, StatusCode, Compression), carrying bytes to the child and
+its answers back."""
+
+import enum
+import itertools
 import os
+import pickle
+import struct
 import subprocess
 import sys
 import tempfile
-
-# grpcio's core registers pthread_atfork handlers that stop its threads
-# before every fork() and start them again after; the harness forks for each
-# daemon and redis-server it spawns (preexec_fn forces fork over vfork), and
-# under load one such restart aborted the test process in grpc's own code
-# (thd.h: "assertion failed: state_ == FAILED", a test-loop run with a busy
-# core). Our children exec at once and never use gRPC: no fork support is
-# needed. Read by grpc when it initializes, so set before the import.
-os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "false"
+import threading
+import types
 
 try:
-    import grpc
-except ImportError:  # Debian's python3-grpcio, under another python3
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+except ImportError:  # Debian's python3-protobuf, under another python3
     sys.path.append("/usr/lib/python3/dist-packages")
-    import grpc
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 SRCDIR = os.environ.get("RL_SRCDIR") or os.path.join(os.path.dirname(__file__), "..", "..")
 PROTO_ROOT = os.path.join(SRCDIR, "proto", "grpc")
@@ -77,6 +80,158 @@ def request(domain, descriptors, hits_addend=0):
     return req
 
 
+# ---- grpcio's API, its calls made by grpc_child.py ----
+
+StatusCode = enum.Enum("StatusCode", [
+    ("OK", 0), ("CANCELLED", 1), ("UNKNOWN", 2), ("INVALID_ARGUMENT", 3),
+    ("DEADLINE_EXCEEDED", 4), ("NOT_FOUND", 5), ("ALREADY_EXISTS", 6),
+    ("PERMISSION_DENIED", 7), ("RESOURCE_EXHAUSTED", 8), ("FAILED_PRECONDITION", 9),
+    ("ABORTED", 10), ("OUT_OF_RANGE", 11), ("UNIMPLEMENTED", 12), ("INTERNAL", 13),
+    ("UNAVAILABLE", 14), ("DATA_LOSS", 15), ("UNAUTHENTICATED", 16)])
+Compression = enum.Enum("Compression", [("NoCompression", 0), ("Deflate", 1), ("Gzip", 2)])
+
+
+class RpcError(Exception):
+    """A call grpcio ended with a status other than OK; str() is grpcio's."""
+
+    def __init__(self, code, details, debug, text):
+        super().__init__(text)
+        self._code = StatusCode[code] if code else None
+        self._details, self._debug = details, debug
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+    def debug_error_string(self):
+        return self._debug
+
+
+# what the tests name grpc.X
+grpc = types.SimpleNamespace(RpcError=RpcError, StatusCode=StatusCode, Compression=Compression)
+
+
+class _Answer:
+    """A request to the child, answered once."""
+
+    def __init__(self, wait_limit):
+        self.event = threading.Event()
+        self.wait_limit = wait_limit
+        self.ok, self.value = None, None
+
+    def set(self, ok, value):
+        self.ok, self.value = ok, value
+        self.event.set()
+
+    def get(self, timeout=None):
+        if not self.event.wait(self.wait_limit if timeout is None else timeout):
+            raise TimeoutError("grpc_child did not answer")
+        if not self.ok:
+            raise RpcError(*self.value)
+        return self.value
+
+
+class _Child:
+    """The one grpc_child.py process of this test process, and a thread
+    reading its answers."""
+
+    _lock = threading.Lock()
+    _the = None
+
+    @classmethod
+    def get(cls):
+        with cls._lock:
+            if cls._the is None:
+                cls._the = cls()
+            return cls._the
+
+    def __init__(self):
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc_child.py")
+        # no preexec_fn: when the test process dies, the child reads the end
+        # of its stdin and exits
+        self.proc = subprocess.Popen([sys.executable, path], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        self.lock = threading.Lock()
+        self.answers, self.next_id, self.gone = {}, 0, False
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def request(self, op, *args, wait_limit=60.0):
+        with self.lock:
+            rid, self.next_id = self.next_id, self.next_id + 1
+            answer = self.answers[rid] = _Answer(wait_limit)
+            if self.gone:
+                answer.set(False, (None, "grpc_child exited", "", "grpc_child exited"))
+                return answer
+            data = pickle.dumps((rid, op) + args)
+            self.proc.stdin.write(struct.pack(">I", len(data)) + data)
+            self.proc.stdin.flush()
+        return answer
+
+    def _read(self):
+        out = self.proc.stdout
+        while True:
+            head = out.read(4)
+            body = out.read(struct.unpack(">I", head)[0]) if len(head) == 4 else b""
+            if not body:
+                break
+            rid, ok, value = pickle.loads(body)
+            with self.lock:
+                answer = self.answers.pop(rid)
+            answer.set(ok, value)
+        with self.lock:
+            self.gone = True
+            for answer in self.answers.values():
+                answer.set(False, (None, "grpc_child exited", "", "grpc_child exited"))
+            self.answers.clear()
+
+
+class _Future:
+    def __init__(self, answer, response_deserializer):
+        self.answer, self.deserializer = answer, response_deserializer
+
+    def result(self, timeout=None):
+        value = self.answer.get(timeout)
+        return self.deserializer(value) if self.deserializer else value
+
+
+class _UnaryUnary:
+    def __init__(self, channel, method, request_serializer, response_deserializer):
+        self.channel, self.method = channel, method
+        self.serializer, self.deserializer = request_serializer, response_deserializer
+
+    def future(self, request, timeout=None, metadata=None, compression=None):
+        data = self.serializer(request) if self.serializer else request
+        answer = _Child.get().request(
+            "call", self.channel.id, self.method, data, timeout,
+            tuple(metadata) if metadata else None, compression.name if compression else None,
+            wait_limit=None if timeout is None else timeout + 60.0)
+        return _Future(answer, self.deserializer)
+
+    def __call__(self, request, timeout=None, metadata=None, compression=None):
+        return self.future(request, timeout, metadata, compression).result()
+
+
+class Channel:
+    """grpc.insecure_channel, or grpc.secure_channel when tls is (ca, key,
+    cert) as bytes (key and cert None when no client certificate is sent)."""
+
+    _ids = itertools.count()
+
+    def __init__(self, target, tls=None):
+        self.id, self.closed = next(Channel._ids), False
+        _Child.get().request("open", self.id, target, tls).get()
+
+    def unary_unary(self, method, request_serializer=None, response_deserializer=None):
+        return _UnaryUnary(self, method, request_serializer, response_deserializer)
+
+    def close(self):
+        if not self.closed:
+            self.closed = True
+            _Child.get().request("close", self.id).get()
+
+
 class RlsClient:
     def __init__(self, port, host="127.0.0.1", tls=None):
         """tls: None for h2c, or (ca_file, cert_file, key_file) with cert and
@@ -89,10 +244,9 @@ class RlsClient:
                     return None
                 with open(path, "rb") as f:
                     return f.read()
-            creds = grpc.ssl_channel_credentials(read(ca), read(key), read(cert))
-            self.channel = grpc.secure_channel("%s:%d" % (host, port), creds)
+            self.channel = Channel("%s:%d" % (host, port), (read(ca), read(key), read(cert)))
         else:
-            self.channel = grpc.insecure_channel("%s:%d" % (host, port))
+            self.channel = Channel("%s:%d" % (host, port))
         c = classes()
         self.rls = self.channel.unary_unary(
             RLS_METHOD, request_serializer=lambda m: m.SerializeToString(),

@@ -276,9 +276,8 @@ class AuthTest(DaemonTest):
         self.assertEqual((st, conn), (401, "close"))
 
     def test_grpc_authorization_metadata_with_grpcio(self):
-        # rls_client first: it turns grpc's fork support off before grpc
-        # loads (importing grpc first kept it on, and under a CPU hog a
-        # later test's fork aborted this process in grpc's thread pool)
+        # never grpcio itself: it runs in rls_client's child process (a
+        # process that loaded it aborted in a later test's fork)
         from rls_client import RlsClient, grpc, overall
         self.start()
         c = RlsClient(self.gport)

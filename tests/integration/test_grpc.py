@@ -13,6 +13,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 import unittest
@@ -637,6 +638,24 @@ class GrpcTest(DaemonTest):
         self.assertEqual(status[2:8], ld(2, bytes([1 << 3, 5, 2 << 3, 3])))
         self.assertEqual(status[8:10], bytes([3 << 3, 3]))
         self.assertEqual(status[10], 4 << 3 | 2)
+
+    def test_grpcio_stays_out_of_the_test_process(self):
+        """grpcio 1.51 stops and restarts its event engine's threads at each
+        fork() of a process that made a channel, GRPC_ENABLE_FORK_SUPPORT=false
+        or not, and aborts if it destroys an engine meanwhile (a test process
+        beside a CPU hog: "thread_pool.cc:225 assertion failed"); the harness
+        forks for every server. The calls run in rls_client's child process:
+        after calls and a close, this process has neither the module nor
+        its library, and the servers started next are forks of no gRPC."""
+        d, c = self.start(redis=False)
+        self.assertEqual(overall(c.call("web", [[("user", "u")]])), "OK")
+        self.assertEqual(c.check().status, type(c.check()).SERVING)
+        c.close()
+        self.assertEqual([m for m in sys.modules if m == "grpc" or m.startswith("grpc.")], [])
+        with open("/proc/self/maps") as f:
+            self.assertNotIn("cygrpc", f.read())
+        d2, c2 = self.start(name="rl2")  # redis-server and a daemon: two forks
+        self.assertEqual(overall(c2.call("web", [[("user", "u")]])), "OK")
 
     def test_exact_across_three_daemons(self):
         self.redis = self.start_redis()
