@@ -82,6 +82,10 @@ class GrpcTest(DaemonTest):
                   "envoy: {config: %s, response_headers: %s}" % (envoy_path, headers)]
         lines += ["%s: %s" % kv for kv in top.items()]
         d = self.start_daemon(config="\n".join(lines) + "\n", port=port, name=name)
+        if redis:
+            # ready (PING answered) can come before Redis is connected (beside
+            # a busy core, test_health saw NOT_SERVING): wait for it
+            d.wait_log(r"^info: redis \S+ connected", timeout=5 * SLOW)
         d.gport, d.mport = gport, mport
         c = RlsClient(gport)
         self.addCleanup(c.close)
