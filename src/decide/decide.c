@@ -32,6 +32,12 @@ void decide_complete(struct cmd_slot *slot)
 		config_unref(cfg);
 }
 
+void decide_reply(struct cmd_slot *slot, enum cmd_reply kind)
+{
+	slot->res.kind = kind;
+	decide_complete(slot);
+}
+
 void decide_error(struct cmd_slot *slot, enum cmd_error e, const char *msg)
 {
 	stats_count_error(e);

@@ -28,6 +28,8 @@ struct store_result;
 void decide_complete(struct cmd_slot *slot);
 /* Fills the slot with an error (msg is copied) and completes it. */
 void decide_error(struct cmd_slot *slot, enum cmd_error e, const char *msg);
+/* Completes the slot with a reply of this kind (its fields set already). */
+void decide_reply(struct cmd_slot *slot, enum cmd_reply kind);
 
 /* The override of (p, user): a run-time one (env->live) first, then p's own. */
 const struct override *decide_find_override(const struct cmd_env *env, const struct policy *p,

@@ -6,6 +6,8 @@
  */
 #include "leases.h"
 
+#include "cmd_run.h"
+
 #include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -471,4 +473,26 @@ void leases_release_detached(struct config *cfg, const struct cmd_env *env, cons
 	c->p = p;
 	c->nonce = lid.nonce;
 	run(cfg, env, c, p, lid.user, lid.user_len, lid.member, lid.cost);
+}
+
+/* ACQUIRE on a concurrency policy's action; RELEASE and RENEW on the
+ * lease whose id names the action (pc->action, set by the parse). */
+void cmd_run_lease(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		   struct cmd_slot *slot)
+{
+	const struct policy *p = config_find_policy(cfg, pc->action, pc->action_len);
+	if (!p) {
+		if (pc->verb == CMD_ACQUIRE)
+			decide_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+		else
+			decide_error(slot, CMD_ERR_NO_LEASE,
+				     "not a lease id of a policy configured now");
+		return;
+	}
+	if (p->algo != POLICY_CONCURRENCY) {
+		decide_error(slot, CMD_ERR_POLICY_KIND,
+			     "a rate policy: ALLOW it (ACQUIRE takes concurrency policies)");
+		return;
+	}
+	leases_execute(cfg, env, pc, p, slot);
 }

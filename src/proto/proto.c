@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cmd_table.h"
 #include "decimal.h"
 #include "keys.h"
 #include "lease.h"
@@ -341,6 +342,103 @@ int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 		if (n != 3)
 			return admin_fail(err, CMD_ERR_SYNTAX, "usage: UNOVERRIDE <user> <action>");
 	} else {
+		return 1;
+	}
+	if (alen[1] == 0)
+		return admin_fail(err, CMD_ERR_BAD_USER, "user is empty");
+	if (alen[1] > KEYS_USER_MAX)
+		return admin_fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+	req->user = arg[1];
+	req->user_len = alen[1];
+	req->action = arg[2];
+	req->action_len = alen[2];
+	return 0;
+}
+
+/* ALLOW <user> <action> [<cost>] [WAIT <ms>] [TRACE <traceparent>], PEEK
+ * the same without WAIT: 0 with req's user, action, cost, or -1. */
+static int allow_or_peek(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
+			 struct proto_error *err)
+{
+	int t = proto_parse_trace(arg, alen, n, req, err);
+	if (t < 0)
+		return -1;
+	n -= 2 * t;
+	int w = req->verb == CMD_ALLOW ? proto_parse_wait(arg, alen, n, req, err) : 0;
+	if (w < 0)
+		return -1;
+	n -= 2 * w;
+	if (n < 3 || n > 4)
+		return admin_fail(
+			err, CMD_ERR_SYNTAX,
+			req->verb == CMD_ALLOW
+				? "usage: ALLOW <user> <action> [<cost>] [WAIT <ms>] "
+				  "[TRACE <traceparent>]"
+				: "usage: PEEK <user> <action> [<cost>] [TRACE <traceparent>]");
+	if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
+		return admin_fail(err, CMD_ERR_BAD_COST,
+				  "cost must be an integer from 1 to 2147483647");
+	return 0;
+}
+
+int proto_parse_verb(const char *const *arg, const size_t *alen, int n, unsigned front,
+		     struct cmd_request *req, struct proto_error *err)
+{
+	int resp = front == CMD_ON_RESP;
+	int v = cmd_verb_named(arg[0], alen[0], front);
+	if (v < 0 || v == CMD_THROTTLE) /* the RESP parser reads CL.THROTTLE itself */
+		return 1;
+	req->verb = (enum cmd_verb)v;
+	switch (req->verb) {
+	case CMD_OVERRIDE:
+	case CMD_UNOVERRIDE:
+	case CMD_OVERRIDES:
+	case CMD_TOP:
+		return proto_parse_overrides(arg, alen, n, req, err) < 0 ? -1 : 0;
+	case CMD_ACQUIRE:
+	case CMD_RELEASE:
+	case CMD_RENEW:
+		return proto_parse_lease(arg, alen, n, req, err) < 0 ? -1 : 0;
+	case CMD_CHARGE:
+		return proto_parse_charge(arg, alen, n, req, err) < 0 ? -1 : 0;
+	case CMD_HOLD:
+	case CMD_SETTLE:
+	case CMD_CANCEL:
+		return proto_parse_hold(arg, alen, n, req, err) < 0 ? -1 : 0;
+	case CMD_MALLOW:
+	case CMD_MPEEK:
+		return proto_parse_pairs(arg, alen, n, req, err) < 0 ? -1 : 0;
+	case CMD_PING: /* RESP's carries a message, as Redis's */
+		if (resp ? n > 2 : n != 1)
+			return admin_fail(err, CMD_ERR_SYNTAX,
+					  resp ? "usage: PING [<message>]" : "usage: PING");
+		return 0;
+	case CMD_QUIT:
+		if (!resp && n != 1)
+			return admin_fail(err, CMD_ERR_SYNTAX, "usage: QUIT");
+		return 0;
+	case CMD_AUTH:
+		/* AUTH <token>; RESP also AUTH <user> <token> as Redis 6 clients
+		 * send it (the user is the identity's name; the token decides) */
+		if (resp ? n != 2 && n != 3 : n != 2)
+			return admin_fail(err, CMD_ERR_SYNTAX,
+					  resp ? "usage: AUTH [<identity>] <token>"
+					       : "usage: AUTH <token>");
+		if (alen[n - 1] == 0) /* no identity has an empty token (found by fuzz-resp) */
+			return admin_fail(err, CMD_ERR_SYNTAX, "AUTH's token is empty");
+		req->token = arg[n - 1];
+		req->token_len = alen[n - 1];
+		return 0;
+	case CMD_ALLOW:
+	case CMD_PEEK:
+		if (allow_or_peek(arg, alen, n, req, err) < 0)
+			return -1;
+		break;
+	case CMD_RESET:
+		if (n != 3)
+			return admin_fail(err, CMD_ERR_SYNTAX, "usage: RESET <user> <action>");
+		break;
+	case CMD_THROTTLE:
 		return 1;
 	}
 	if (alen[1] == 0)

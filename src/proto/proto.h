@@ -116,6 +116,13 @@ int proto_parse_hold(const char *const *arg, const size_t *alen, int n, struct c
  * in action too), -1 with err, or 1 when arg[0] is none of them. */
 int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		      struct proto_error *err);
+/* Any verb of the table (cmd_table.h) that front (CMD_ON_LINE or
+ * CMD_ON_RESP) parses, from arg[0..n) (arg[0] its word): the one grammar
+ * of the text protocols. 0 with req filled (verb set; req zeroed, cost 1
+ * by the caller), -1 with err, or 1 when arg[0] is no such verb (the
+ * caller's own commands, or unknown: cmd_known_commands() lists them). */
+int proto_parse_verb(const char *const *arg, const size_t *alen, int n, unsigned front,
+		     struct cmd_request *req, struct proto_error *err);
 /* OVERRIDE's ttl: a duration ("90s", "1h", "7d"), 1 s to 366 days. 0 or -1. */
 int proto_parse_ttl(const char *s, size_t len, int64_t *ms);
 /* Writes v in decimal, '-' first if negative; returns the bytes written.

@@ -2,10 +2,12 @@
 #include "lease.h"
 #include "proto_line.h"
 
+#include "cmd_table.h"
 #include "keys.h"
 #include "shown.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static int is_blank(char c)
@@ -71,78 +73,16 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 
 	memset(cmd, 0, sizeof(*cmd));
 	cmd->cost = 1;
-	int admin = proto_parse_overrides(tok, tlen, ntok, cmd, err);
-	if (admin != 1)
-		return admin;
-	int lease = proto_parse_lease(tok, tlen, ntok, cmd, err);
-	if (lease != 1)
-		return lease;
-	int charge = proto_parse_charge(tok, tlen, ntok, cmd, err);
-	if (charge != 1)
-		return charge;
-	int hold = proto_parse_hold(tok, tlen, ntok, cmd, err);
-	if (hold != 1)
-		return hold;
-	if (proto_word_is(tok[0], tlen[0], "ALLOW") || proto_word_is(tok[0], tlen[0], "PEEK")) {
-		cmd->verb = proto_word_is(tok[0], tlen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
-		int t = proto_parse_trace(tok, tlen, ntok, cmd, err);
-		if (t < 0)
-			return -1;
-		ntok -= 2 * t;
-		int w = cmd->verb == CMD_ALLOW ? proto_parse_wait(tok, tlen, ntok, cmd, err) : 0;
-		if (w < 0)
-			return -1;
-		ntok -= 2 * w;
-		if (ntok < 3 || ntok > 4)
-			return fail(
-				err, CMD_ERR_SYNTAX,
-				cmd->verb == CMD_ALLOW
-					? "usage: ALLOW <user> <action> [<cost>] [WAIT <ms>] "
-					  "[TRACE <traceparent>]"
-					: "usage: PEEK <user> <action> [<cost>] [TRACE <traceparent>]");
-		if (ntok == 4 && proto_parse_cost(tok[3], tlen[3], &cmd->cost) < 0)
-			return fail(err, CMD_ERR_BAD_COST,
-				    "cost must be an integer from 1 to 2147483647");
-	} else if (proto_word_is(tok[0], tlen[0], "MALLOW") ||
-		   proto_word_is(tok[0], tlen[0], "MPEEK")) {
-		cmd->verb = proto_word_is(tok[0], tlen[0], "MALLOW") ? CMD_MALLOW : CMD_MPEEK;
-		if (proto_parse_pairs(tok, tlen, ntok, cmd, err) < 0)
-			return -1;
-		return 0;
-	} else if (proto_word_is(tok[0], tlen[0], "RESET")) {
-		cmd->verb = CMD_RESET;
-		if (ntok != 3)
-			return fail(err, CMD_ERR_SYNTAX, "usage: RESET <user> <action>");
-	} else if (proto_word_is(tok[0], tlen[0], "PING")) {
-		cmd->verb = CMD_PING;
-		if (ntok != 1)
-			return fail(err, CMD_ERR_SYNTAX, "usage: PING");
-		return 0;
-	} else if (proto_word_is(tok[0], tlen[0], "QUIT")) {
-		cmd->verb = CMD_QUIT;
-		if (ntok != 1)
-			return fail(err, CMD_ERR_SYNTAX, "usage: QUIT");
-		return 0;
-	} else if (proto_word_is(tok[0], tlen[0], "AUTH")) {
-		cmd->verb = CMD_AUTH;
-		if (ntok != 2)
-			return fail(err, CMD_ERR_SYNTAX, "usage: AUTH <token>");
-		cmd->token = tok[1];
-		cmd->token_len = tlen[1];
-		return 0;
-	} else {
-		return fail(
-			err, CMD_ERR_UNKNOWN_COMMAND,
-			"known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
-			"UNOVERRIDE OVERRIDES TOP ACQUIRE RELEASE RENEW CHARGE HOLD SETTLE CANCEL");
+	int r = proto_parse_verb(tok, tlen, ntok, CMD_ON_LINE, cmd, err);
+	if (r == 1) {
+		/* the list, made once from the verbs' table, is static */
+		static char unknown[256];
+		if (!unknown[0])
+			snprintf(unknown, sizeof(unknown), "known commands: %s",
+				 cmd_known_commands());
+		return fail(err, CMD_ERR_UNKNOWN_COMMAND, unknown);
 	}
-	if (tlen[1] > KEYS_USER_MAX)
-		return fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
-	cmd->user = tok[1];
-	cmd->user_len = tlen[1];
-	cmd->action = tok[2];
-	cmd->action_len = tlen[2];
-	return 0;
+	return r;
 }
 
 static size_t format_decision(char *buf, const struct cmd_result *r)

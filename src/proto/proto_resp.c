@@ -14,8 +14,10 @@
  */
 #include "proto_resp.h"
 
+#include <stdio.h>
 #include <string.h>
 
+#include "cmd_table.h"
 #include "decimal.h"
 #include "keys.h"
 #include "lease.h"
@@ -274,105 +276,42 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	enum proto_step step;
 	if (multi(arg, alen, rc, out, &step) == 0)
 		return step;
-	int admin = proto_parse_overrides(arg, alen, n, req, &out->err);
-	if (admin != 1)
-		return admin == 0 ? PROTO_REQUEST : PROTO_BAD;
-	int lease = proto_parse_lease(arg, alen, n, req, &out->err);
-	if (lease != 1)
-		return lease == 0 ? PROTO_REQUEST : PROTO_BAD;
-	int charge = proto_parse_charge(arg, alen, n, req, &out->err);
-	if (charge != 1)
-		return charge == 0 ? PROTO_REQUEST : PROTO_BAD;
-	int hold = proto_parse_hold(arg, alen, n, req, &out->err);
-	if (hold != 1)
-		return hold == 0 ? PROTO_REQUEST : PROTO_BAD;
-	if (proto_word_is(arg[0], alen[0], "ALLOW") || proto_word_is(arg[0], alen[0], "PEEK")) {
-		req->verb = proto_word_is(arg[0], alen[0], "ALLOW") ? CMD_ALLOW : CMD_PEEK;
-		int t = proto_parse_trace(arg, alen, n, req, &out->err);
-		if (t < 0)
-			return PROTO_BAD;
-		n -= 2 * t;
-		int w = req->verb == CMD_ALLOW ? proto_parse_wait(arg, alen, n, req, &out->err) : 0;
-		if (w < 0)
-			return PROTO_BAD;
-		n -= 2 * w;
-		if (n < 3 || n > 4)
-			return bad(
-				out, CMD_ERR_SYNTAX,
-				req->verb == CMD_ALLOW
-					? "usage: ALLOW <user> <action> [<cost>] [WAIT <ms>] "
-					  "[TRACE <traceparent>]"
-					: "usage: PEEK <user> <action> [<cost>] [TRACE <traceparent>]");
-		if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
-			return bad(out, CMD_ERR_BAD_COST,
-				   "cost must be an integer from 1 to 2147483647");
-	} else if (proto_word_is(arg[0], alen[0], "MALLOW") ||
-		   proto_word_is(arg[0], alen[0], "MPEEK")) {
-		req->verb = proto_word_is(arg[0], alen[0], "MALLOW") ? CMD_MALLOW : CMD_MPEEK;
-		if (proto_parse_pairs(arg, alen, n, req, &out->err) < 0)
-			return PROTO_BAD;
-		return PROTO_REQUEST;
-	} else if (proto_word_is(arg[0], alen[0], "RESET")) {
-		req->verb = CMD_RESET;
-		if (n != 3)
-			return bad(out, CMD_ERR_SYNTAX, "usage: RESET <user> <action>");
-	} else if (proto_word_is(arg[0], alen[0], "PING")) {
-		req->verb = CMD_PING;
-		if (n > 2)
-			return bad(out, CMD_ERR_SYNTAX, "usage: PING [<message>]");
-		return PROTO_REQUEST;
-	} else if (proto_word_is(arg[0], alen[0], "QUIT")) {
-		req->verb = CMD_QUIT;
-		return PROTO_REQUEST;
-	} else if (proto_word_is(arg[0], alen[0], "CL.THROTTLE")) {
+	if (proto_word_is(arg[0], alen[0], "CL.THROTTLE"))
 		return throttle(arg, alen, n, out);
-	} else if (proto_word_is(arg[0], alen[0], "HELLO")) {
+	if (proto_word_is(arg[0], alen[0], "HELLO"))
 		return hello(arg, alen, n, out);
-	} else if (proto_word_is(arg[0], alen[0], "CLIENT")) {
+	if (proto_word_is(arg[0], alen[0], "CLIENT")) {
 		if (n >= 2 && (proto_word_is(arg[1], alen[1], "SETNAME") ||
 			       proto_word_is(arg[1], alen[1], "SETINFO")))
 			return local(out, RESP_LOCAL_OK);
 		return bad(out, CMD_ERR_UNKNOWN_COMMAND, "CLIENT takes only SETNAME and SETINFO");
-	} else if (proto_word_is(arg[0], alen[0], "SELECT")) {
+	}
+	if (proto_word_is(arg[0], alen[0], "SELECT")) {
 		if (n != 2)
 			return bad(out, CMD_ERR_SYNTAX, "usage: SELECT 0");
 		return local(out, alen[1] == 1 && arg[1][0] == '0' ? RESP_LOCAL_OK
 								   : RESP_LOCAL_DB_RANGE);
-	} else if (proto_word_is(arg[0], alen[0], "AUTH")) {
-		/* AUTH <token>, or AUTH <user> <token> as Redis 6 clients send
-		 * it (the user is the identity's name; the token decides) */
-		if (n != 2 && n != 3)
-			return bad(out, CMD_ERR_SYNTAX, "usage: AUTH [<identity>] <token>");
-		if (alen[n - 1] == 0) /* no identity has an empty token (found by fuzz-resp) */
-			return bad(out, CMD_ERR_SYNTAX, "AUTH's token is empty");
-		req->verb = CMD_AUTH;
-		req->token = arg[n - 1];
-		req->token_len = alen[n - 1];
-		return PROTO_REQUEST;
-	} else if (proto_word_is(arg[0], alen[0], "INFO")) {
+	}
+	if (proto_word_is(arg[0], alen[0], "INFO"))
 		return local(out, RESP_LOCAL_INFO);
-	} else if (proto_word_is(arg[0], alen[0], "COMMAND")) {
+	if (proto_word_is(arg[0], alen[0], "COMMAND"))
 		return local(out, n >= 2 && proto_word_is(arg[1], alen[1], "DOCS")
 					  ? RESP_LOCAL_EMPTY_MAP
 					  : RESP_LOCAL_EMPTY_ARRAY);
-	} else if (proto_word_is(arg[0], alen[0], "CONFIG") && n >= 2 &&
-		   proto_word_is(arg[1], alen[1], "GET")) {
+	if (proto_word_is(arg[0], alen[0], "CONFIG") && n >= 2 &&
+	    proto_word_is(arg[1], alen[1], "GET"))
 		return local(out, RESP_LOCAL_EMPTY_MAP); /* no Redis parameter here */
-	} else {
-		return bad(
-			out, CMD_ERR_UNKNOWN_COMMAND,
-			"known commands: ALLOW PEEK MALLOW MPEEK RESET PING QUIT AUTH OVERRIDE "
-			"UNOVERRIDE OVERRIDES TOP ACQUIRE RELEASE RENEW CHARGE HOLD SETTLE CANCEL");
+	/* the verbs of the table, read as the line protocol reads them */
+	int r = proto_parse_verb(arg, alen, n, CMD_ON_RESP, req, &out->err);
+	if (r == 1) {
+		/* the list, made once from the verbs' table, is static */
+		static char unknown[256];
+		if (!unknown[0])
+			snprintf(unknown, sizeof(unknown), "known commands: %s",
+				 cmd_known_commands());
+		return bad(out, CMD_ERR_UNKNOWN_COMMAND, unknown);
 	}
-	if (alen[1] == 0)
-		return bad(out, CMD_ERR_BAD_USER, "user is empty");
-	if (alen[1] > KEYS_USER_MAX)
-		return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
-	req->user = arg[1];
-	req->user_len = alen[1];
-	req->action = arg[2];
-	req->action_len = alen[2];
-	return PROTO_REQUEST;
+	return r < 0 ? PROTO_BAD : PROTO_REQUEST;
 }
 
 static enum proto_step resp_parse(const char *buf, size_t len, size_t max_line, void *state,

@@ -1,0 +1,527 @@
+/*
+ * cmd_pair.c - the single-pair engine: ALLOW, PEEK, RESET, CHARGE and HOLD
+ * of one (user, action) and CL.THROTTLE, from the policy and its overrides
+ * through blocks, the deny cache and delays to the store and back.
+ */
+#include "cmd_table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blocks.h"
+#include "clock.h"
+#include "config.h"
+#include "decide.h"
+#include "delay.h"
+#include "denycache.h"
+#include "lease.h"
+#include "leases.h"
+#include "local.h"
+#include "multi.h"
+#include "override.h"
+#include "override_live.h"
+#include "policy.h"
+#include "stats.h"
+#include "trace.h"
+#include "store.h"
+#include "lease.h"
+
+/*
+ * A funnel's delay: the store decided with the capacity raised by what
+ * drains in delay.max (delay_extra units), so a request that would pass
+ * within it was taken, its slot reserved in the funnel's TAT. It is
+ * answered as the policy itself would count it, ALLOWED when its slot
+ * comes: new_tat - now (the reply's reset) less the policy's own tau.
+ */
+static void delayed_done(struct cmd_slot *slot, const struct store_result *res)
+{
+	const struct policy *p = slot->delay_policy;
+	const struct policy_limit *l = &p->limits[0];
+	struct delays *d = slot->delays;
+	slot->delay_extra = 0;
+	slot->policy = p;
+	if (res->status != STORE_OK) {
+		delays_unclaim(d);
+		decide_store_failed(slot, res, config_on_error(slot->cfg, p));
+		return;
+	}
+	local_redis_back(slot->local); /* Redis decides again */
+	int64_t extra = slot->policy_copy.limits[0].capacity - l->capacity;
+	int64_t remaining = res->remaining - extra;
+	int64_t wait_ms = 0;
+	if (res->allowed) {
+		/* tau in us, as the script has it: capacity * period / count */
+		double tau_us =
+			(double)l->capacity * (double)l->period_ms * 1000.0 / (double)l->count;
+		double over_us = (double)res->reset_ms * 1000.0 - tau_us;
+		wait_ms = over_us > 0 ? (int64_t)((over_us + 999.0) / 1000.0) : 0;
+	}
+	/* told when the slot comes: the funnel is then wait_ms nearer empty */
+	decide_fill(slot, slot->cfg, p, slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE,
+		    res->allowed, l->capacity, remaining < 0 ? 0 : remaining, res->retry_after_ms,
+		    res->reset_ms > wait_ms ? res->reset_ms - wait_ms : 0);
+	if (wait_ms > 0) {
+		delays_hold(d, slot, wait_ms);
+		return;
+	}
+	delays_unclaim(d);
+	decide_complete(slot);
+}
+
+/* An allowed HOLD's id, <action>:<user>:<nonce>:<estimate> (a lease id's
+ * form): the reply's item. 0, or -1 out of memory. */
+static int hold_id(struct cmd_slot *slot, const struct policy *p)
+{
+	struct cmd_item *item = malloc(sizeof(*item) + LEASE_ID_MAX);
+	if (!item)
+		return -1;
+	memset(item, 0, sizeof(*item));
+	item->index = 1; /* a hold's id */
+	item->ulen = lease_id_format(item->text, p->name, p->name_len, slot->user, slot->user_len,
+				     slot->hold_nonce, slot->cost);
+	slot->res.item = item;
+	return 0;
+}
+
+static void store_done(void *arg, const struct store_result *res);
+
+/*
+ * A hot pair's block (blocks.h), for an ALLOW of the policy's own limits
+ * by slot (its policy, user, cost and cfg set): 1 when answered from it
+ * or waiting for the ask out (the slot then holds a reference to cfg); 0
+ * to ask the store, with *want units of a block when the slot asks.
+ */
+static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct config *cfg,
+		       int may_ask, int64_t *want)
+{
+	const struct policy *p = slot->policy;
+	struct blocks_hit hit;
+	unsigned long epoch;
+	void *asker;
+	*want = 0;
+	slot->block_env = env;
+	blocks_sync(env->blocks, store_generation(env->store));
+	switch (blocks_take(env->blocks, p, slot->user, slot->user_len, slot->cost, slot->sent_us,
+			    may_ask, slot, &hit, want, &epoch, &asker)) {
+	case BLOCKS_ANSWERED:
+		decide_answer(slot, cfg, p, STATS_FROM_BLOCK, 1, hit.limit, hit.remaining, 0,
+			      hit.reset_ms);
+		return 1;
+	case BLOCKS_FOLLOW: {
+		struct cmd_slot *a = asker;
+		if (!slot->cfg) {
+			config_ref(cfg);
+			slot->cfg = cfg;
+		}
+		slot->block_env = env;
+		slot->block_epoch = epoch; /* what it waits under */
+		slot->block_next = a->block_next;
+		a->block_next = slot;
+		return 1;
+	}
+	case BLOCKS_ASK:
+		slot->blocks = env->blocks;
+		slot->block_epoch = epoch;
+		slot->block_next = NULL;
+		return 0;
+	case BLOCKS_REDIS:
+		break;
+	}
+	return 0;
+}
+
+/* A follower whose asker was answered: from the new block, behind the
+ * next ask, or by the store; the ask failed, as it did (asks go with
+ * redis.timeout, and no request with a deadline of its own follows one).
+ * One that waited across a RESET, an override or a reload was decided
+ * under what may have changed (its cfg may be the old one): Redis decides
+ * it, with no block; so while RESETs do not reach us. */
+static void block_follow(struct cmd_slot *slot, const struct store_result *failed)
+{
+	const struct cmd_env *env = slot->block_env;
+	struct config *cfg = slot->cfg;
+	int64_t want = 0;
+	if (failed) {
+		store_done(slot, failed);
+		return;
+	}
+	slot->sent_us = clock_mono_us();
+	if (blocks_epoch(env->blocks) == slot->block_epoch && store_resets_followed(env->store) &&
+	    block_route(slot, env, cfg, 1, &want))
+		return;
+	struct store_request req = {
+		.op = STORE_ALLOW,
+		.policy = slot->policy,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.user = slot->user,
+		.user_len = slot->user_len,
+		.cost = slot->cost,
+		.timeout_ms = cfg->redis.timeout_ms,
+		.block_want = want,
+		.block_ttl_ms = slot->policy->blocks.ttl_ms,
+	};
+	store_submit(env->store, &req, store_done, slot);
+}
+
+/* The answer to a request that asked for a block too: the block is this
+ * daemon's to answer from (or another may be asked for), and those that
+ * waited for it go on. */
+static int block_done(struct cmd_slot *slot, const struct store_result *res)
+{
+	const struct policy *p = slot->policy;
+	struct blocks *b = slot->blocks;
+	struct cmd_slot *f = slot->block_next;
+	struct blocks_hit hit;
+	int spent = 0;
+	slot->blocks = NULL;
+	slot->block_next = NULL;
+	if (res->status == STORE_OK && res->allowed) {
+		blocks_put(b, p, slot->user, slot->user_len, slot, slot->sent_us, res->block,
+			   res->block_ms, res->limit, res->remaining, res->reset_ms);
+	} else {
+		blocks_unask(b, p, slot->user, slot->user_len, slot, slot->sent_us,
+			     res->status == STORE_OK ? res->retry_after_ms : 0);
+		/* it asked as the block ran low: what is left answers it
+		 * (unless the store's state moved meanwhile) */
+		if (res->status == STORE_OK && slot->block_env) {
+			blocks_sync(b, store_generation(slot->block_env->store));
+			spent = blocks_spend(b, p, slot->user, slot->user_len, slot->cost,
+					     clock_mono_us(), &hit);
+		}
+	}
+	int denied = res->status == STORE_OK && !res->allowed && !spent;
+	while (f) {
+		struct cmd_slot *next = f->block_next;
+		f->block_next = NULL;
+		if (denied && f->cost >= slot->cost && f->block_epoch == slot->block_epoch) {
+			/* Redis just denied the pair this many units: no daemon can
+			 * make room before its retry time (the deny cache's reason),
+			 * and more units need more room */
+			decide_answer(f, f->cfg, f->policy, STATS_FROM_CACHE, 0, res->limit,
+				      res->remaining, res->retry_after_ms, res->reset_ms);
+		} else {
+			block_follow(f, res->status == STORE_OK ? NULL : res);
+		}
+		f = next;
+	}
+	if (spent)
+		decide_answer(slot, slot->cfg, p, STATS_FROM_BLOCK, 1, hit.limit, hit.remaining, 0,
+			      hit.reset_ms);
+	return spent;
+}
+
+static void store_done(void *arg, const struct store_result *res)
+{
+	struct cmd_slot *slot = arg;
+	const struct policy *p = slot->policy;
+	enum store_op op = (enum store_op)slot->op;
+
+	if (slot->trace.on) {
+		slot->batch_sent_us = res->batch_sent_us;
+		slot->batch_read_us = res->batch_read_us;
+		slot->batch_size = res->batch_size;
+	}
+	if (slot->blocks && block_done(slot, res))
+		return;
+
+	if (slot->delay_extra) {
+		delayed_done(slot, res);
+		return;
+	}
+	if (slot->delay_window) {
+		/* a window's delay: the store charged it as running retry ms
+		 * from now, and answers it as it will be then */
+		struct delays *d = slot->delays;
+		slot->delay_window = 0;
+		if (res->status == STORE_OK && res->allowed && res->retry_after_ms > 0) {
+			local_redis_back(slot->local);
+			decide_fill(slot, slot->cfg, p,
+				    slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE, 1,
+				    res->limit, res->remaining, 0, res->reset_ms);
+			delays_hold(d, slot, res->retry_after_ms);
+			return;
+		}
+		delays_unclaim(d);
+	}
+	if (res->status != STORE_OK) {
+		decide_store_failed(slot, res, config_on_error(slot->cfg, p));
+		return;
+	}
+	if (slot->deny && op == STORE_RESET)
+		denycache_reset_pair(slot->deny, p->name, p->name_len, slot->user, slot->user_len);
+	else if (slot->deny && !res->allowed)
+		denycache_put(slot->deny, slot->deny_epoch, p->name, p->name_len, slot->user,
+			      slot->user_len, slot->cost, slot->sent_us, res->limit, res->remaining,
+			      res->retry_after_ms, res->reset_ms);
+	else if (res->allowed)
+		decide_cache_allowed(slot->deny, op, p, slot->user, slot->user_len);
+	local_redis_back(slot->local);
+	if (op == STORE_HOLD && res->allowed && hold_id(slot, p) < 0) {
+		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		return;
+	}
+	if (op == STORE_RESET)
+		decide_reply(slot, CMD_REPLY_OK);
+	else
+		decide_answer(slot, slot->own_policy ? NULL : slot->cfg, p,
+			      slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE,
+			      res->allowed, res->limit, res->remaining, res->retry_after_ms,
+			      res->reset_ms);
+}
+
+static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
+		   const struct policy *p, const struct cmd_request *pc, struct cmd_slot *slot);
+static void shadow_setup(struct cmd_slot *slot, struct config *cfg, enum store_op op,
+			 const struct policy *p);
+
+/* An unlimited or blocked override: answered without the store. */
+static void answer_override(struct config *cfg, enum store_op op, const struct policy *p,
+			    struct cmd_slot *slot, int allowed)
+{
+	slot->policy = p;
+	slot->op = op;
+	shadow_setup(slot, cfg, op, p);
+	decide_override(slot, cfg, p, allowed);
+}
+
+
+/* ALLOW, PEEK, RESET, CHARGE, HOLD: one pair, with its row's store op. */
+void cmd_run_pair(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		  struct cmd_slot *slot)
+{
+	enum store_op op = (enum store_op)cmd_verbs[pc->verb].op;
+	const struct policy *p =
+		pc->policy ? pc->policy : config_find_policy(cfg, pc->action, pc->action_len);
+	if (!p) {
+		decide_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+		return;
+	}
+	if (p->algo == POLICY_CONCURRENCY) {
+		if (op == STORE_RESET) {
+			leases_execute(cfg, env, pc, p, slot); /* every lease of the user */
+			return;
+		}
+		decide_error(slot, CMD_ERR_POLICY_KIND,
+			     "a concurrency policy: ACQUIRE a lease (RELEASE it when done)");
+		return;
+	}
+	slot->own_policy = 0;
+	/* the user, for the heavy hitters every answer is counted in (top.h),
+	 * the shadow log, the deny cache, the local fallback, blocks and
+	 * holds; and the cost, for the decision log (declog.h). submit's
+	 * callers all come through here or throttle(), which does the same. */
+	slot->user_len = pc->user_len;
+	memcpy(slot->user, pc->user, pc->user_len);
+	slot->cost = pc->cost;
+	/* Only a policy with overrides pays for looking them up. A RESET
+	 * clears the keys the user's limits use. */
+	const struct override *o = decide_find_override(env, p, pc->user, pc->user_len);
+	if (o) {
+		switch (o->kind) {
+		case OVERRIDE_LIMITS:
+			slot->policy_copy = *o->policy;
+			p = &slot->policy_copy;
+			slot->overridden = 1;
+			break;
+		case OVERRIDE_UNLIMITED:
+		case OVERRIDE_BLOCKED:
+			if (op != STORE_RESET) {
+				answer_override(cfg, op, p, slot, o->kind == OVERRIDE_UNLIMITED);
+				return;
+			}
+			break;
+		}
+	}
+	submit(cfg, env, op, p, pc, slot);
+}
+
+/* Whether a denial is answered ALLOWED (shadow mode). (Every caller has
+ * the user in the slot already, for its log line.) */
+static void shadow_setup(struct cmd_slot *slot, struct config *cfg, enum store_op op,
+			 const struct policy *p)
+{
+	slot->shadow = op != STORE_RESET && !slot->own_policy && config_shadow(cfg, p);
+}
+
+static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
+		   const struct policy *p, const struct cmd_request *pc, struct cmd_slot *slot)
+{
+	slot->policy = p;
+	slot->op = op;
+	slot->deny = NULL;
+	slot->sent_us = slot->parsed_us; /* submit runs inside cmd_execute */
+	slot->from_memory = store_local(env->store);
+	shadow_setup(slot, cfg, op, p);
+	/* Redis failing, the local fallback decides on what Redis would have */
+	slot->local = NULL;
+	if (env->local && op != STORE_RESET &&
+	    config_on_error(cfg, slot->own_policy ? NULL : p) == POLICY_ON_ERROR_LOCAL) {
+		slot->local = env->local;
+		slot->cost = pc->cost > 0 ? pc->cost : 1;
+	}
+	/* A hot pair's block (blocks.h): answered from the units Redis
+	 * counted for this daemon, or Redis is asked for some with this
+	 * request. Only on the policy's own limits (an override's are
+	 * another's), and only while RESETs reach us (they revoke blocks).
+	 * Before the deny cache: units counted for us are ours to answer even
+	 * once Redis denies others. */
+	slot->blocks = NULL;
+	slot->block_next = NULL;
+	int64_t block_want = 0;
+	if (op == STORE_RESET && env->blocks)
+		blocks_reset_pair(env->blocks, p->name, p->name_len, pc->user, pc->user_len);
+	if (op == STORE_ALLOW && p->blocks.max > 0 && env->blocks && !slot->own_policy &&
+	    !slot->overridden && !store_local(env->store) && store_resets_followed(env->store)) {
+		slot->cost = pc->cost > 0 ? pc->cost : 1;
+		slot->delay_extra = 0; /* (a follower's store_done reads them) */
+		slot->delay_window = 0;
+		/* one that may wait, or has a deadline shorter than
+		 * redis.timeout, is answered from a block but neither asks
+		 * for one nor waits behind an ask */
+		int may_ask = !(pc->wait_given && pc->wait_ms > 0) && p->delay.max_ms == 0 &&
+			      decide_timeout_ms(cfg, pc) == cfg->redis.timeout_ms;
+		if (block_route(slot, env, cfg, may_ask, &block_want))
+			return;
+	}
+	/* The cache answers and learns only while every daemon's RESETs reach
+	 * us (decide_cache), and only on the action's own limits (decide_cacheable). */
+	struct denycache *deny;
+	/* a request that may wait decides with another capacity, a CHARGE
+	 * is never denied, and a HOLD opens a hold: no cache */
+	int may_wait = pc->wait_given && pc->wait_ms > 0;
+	if (op == STORE_HOLD) {
+		if (!env->leases) {
+			decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+			return;
+		}
+		slot->hold_nonce = leases_nonce(env->leases);
+		slot->cost = pc->cost;
+	}
+	/* (an ask for a block goes to Redis: requests wait for its answer) */
+	if (decide_cacheable(p, slot->own_policy || slot->overridden || may_wait ||
+					op == STORE_CHARGE || op == STORE_HOLD || slot->blocks) &&
+	    (deny = decide_cache(env))) {
+		struct denycache_hit hit;
+		slot->deny = deny;
+		if (op == STORE_RESET)
+			denycache_reset_pair(deny, p->name, p->name_len, pc->user, pc->user_len);
+		else if (denycache_lookup(deny, p->name, p->name_len, pc->user, pc->user_len,
+					  pc->cost, slot->sent_us, &hit)) {
+			decide_answer(slot, cfg, p, STATS_FROM_CACHE, 0, hit.limit, hit.remaining,
+				      hit.retry_after_ms, hit.reset_ms);
+			return;
+		}
+		slot->deny_epoch = denycache_epoch(deny);
+		slot->cost = pc->cost;
+	}
+	/* a delay (or the caller's deadline, if shorter), while below
+	 * max_delayed: a window's is the store's (it charges the request as
+	 * running when its window has room); a funnel's asks with the capacity
+	 * raised by what drains in delay.max */
+	slot->delay_extra = 0;
+	slot->delay_window = 0;
+	int64_t wait = p->delay.max_ms, window_wait = 0;
+	if (pc->wait_given) /* WAIT: this request's bound, within the policy's */
+		wait = wait > 0 && wait < pc->wait_ms ? wait : pc->wait_ms;
+	if (pc->timeout_ms > 0 && pc->timeout_ms < wait)
+		wait = pc->timeout_ms;
+	if (op == STORE_ALLOW && p->algo != POLICY_FUNNEL && wait > 0 && !slot->shadow &&
+	    delays_claim(env->delays, cfg->max_delayed)) {
+		slot->delay_window = 1;
+		slot->delays = env->delays;
+		slot->deny = NULL; /* a delayed answer is no denial to cache */
+		window_wait = wait;
+	}
+	if (op == STORE_ALLOW && p->algo == POLICY_FUNNEL && wait > 0 && !slot->own_policy &&
+	    !slot->overridden && !slot->shadow && delays_claim(env->delays, cfg->max_delayed)) {
+		const struct policy_limit *l = &p->limits[0];
+		int64_t extra = wait * l->count / l->period_ms;
+		if (extra > 0) {
+			slot->delay_policy = p; /* cfg's: held with cfg */
+			slot->policy_copy = *p;
+			slot->policy_copy.limits[0].capacity += extra;
+			p = &slot->policy_copy;
+			slot->policy = p;
+			slot->delay_extra = extra;
+			slot->delays = env->delays;
+			slot->deny = NULL; /* its denials are another capacity's */
+		} else {
+			delays_unclaim(env->delays);
+		}
+	}
+	if (slot->blocks && (window_wait > 0 || slot->delay_extra > 0)) {
+		/* a request that may wait asks no block */
+		blocks_unask(slot->blocks, p, pc->user, pc->user_len, slot, 0, 0);
+		slot->blocks = NULL;
+		block_want = 0;
+	}
+	config_ref(cfg);
+	slot->cfg = cfg;
+	struct store_request req = {
+		.op = op,
+		.policy = p,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.user = pc->user,
+		.user_len = pc->user_len,
+		.cost = pc->cost > 0 ? pc->cost : 1,
+		.timeout_ms = decide_timeout_ms(cfg, pc),
+		.wait_ms = window_wait,
+		.block_want = block_want,
+		.block_ttl_ms = p->blocks.ttl_ms,
+		.hold_nonce = slot->hold_nonce,
+		.hold_ms = p->hold_ms ? p->hold_ms : POLICY_HOLD_DEFAULT_MS,
+	};
+	store_submit(env->store, &req, store_done, slot);
+}
+
+/*
+ * CL.THROTTLE key max_burst count period [quantity]: redis-cell's GCRA is
+ * our funnel with capacity max_burst + 1 draining count per period, under
+ * the configured namespace (so its keys never meet a policy's). Off unless
+ * the configuration says so: the caller chooses the limit.
+ */
+void cmd_run_throttle(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		      struct cmd_slot *slot)
+{
+	const struct config_throttle *t = &cfg->throttle;
+	char msg[CMD_MSG_MAX];
+	if (!t->enabled) {
+		decide_error(slot, CMD_ERR_UNKNOWN_COMMAND,
+			     "CL.THROTTLE is off (throttle: {enabled: true} turns it on)");
+		return;
+	}
+	if (pc->max_burst < 0 || pc->max_burst > t->max_burst) {
+		snprintf(msg, sizeof(msg), "max_burst must be from 0 to %lld (throttle.max_burst)",
+			 (long long)t->max_burst);
+		decide_error(slot, CMD_ERR_SYNTAX, msg);
+		return;
+	}
+	if (pc->count < 1 || pc->count > POLICY_MAX_COUNT) {
+		decide_error(slot, CMD_ERR_SYNTAX, "count must be from 1 to 1000000000");
+		return;
+	}
+	if (pc->period_s < 1 || pc->period_s > t->max_period_ms / 1000) {
+		snprintf(msg, sizeof(msg),
+			 "period must be from 1 to %lld seconds (throttle.max_period)",
+			 (long long)(t->max_period_ms / 1000));
+		decide_error(slot, CMD_ERR_SYNTAX, msg);
+		return;
+	}
+	struct policy *p = &slot->policy_copy;
+	memset(p, 0, sizeof(*p));
+	p->name_len = strlen(t->namespace);
+	memcpy(p->name, t->namespace, p->name_len + 1);
+	p->algo = POLICY_FUNNEL;
+	p->nlimits = 1;
+	p->limits[0].capacity = pc->max_burst + 1;
+	p->limits[0].count = pc->count;
+	p->limits[0].period_ms = pc->period_s * 1000;
+	p->on_store_error = POLICY_ON_ERROR_INHERIT;
+	slot->own_policy = 1;
+	slot->user_len = pc->user_len;
+	memcpy(slot->user, pc->user, pc->user_len);
+	submit(cfg, env, pc->cost > 0 ? STORE_ALLOW : STORE_PEEK, p, pc, slot);
+}

@@ -1,0 +1,97 @@
+/* cmd_table.c - the verbs' table (cmd_table.h): one row each, in enum cmd_verb's order. */
+#include "cmd_table.h"
+
+#include <string.h>
+
+#include "cmd_run.h"
+#include "config.h"
+#include "decide.h"
+#include "store.h"
+
+#define TEXT (CMD_ON_LINE | CMD_ON_RESP)
+#define DECIDE CONFIG_RIGHT_DECIDE
+#define ADMIN CONFIG_RIGHT_ADMIN
+
+/* PING, QUIT, AUTH: answered here (AUTH by authorize already). */
+static void run_ping(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		     struct cmd_slot *slot)
+{
+	(void)cfg, (void)env, (void)pc;
+	decide_reply(slot, CMD_REPLY_PONG);
+}
+
+static void run_quit(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		     struct cmd_slot *slot)
+{
+	(void)cfg, (void)env, (void)pc;
+	decide_reply(slot, CMD_REPLY_BYE);
+}
+
+static void run_auth(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		     struct cmd_slot *slot)
+{
+	(void)cfg, (void)env, (void)pc, (void)slot; /* authorize answered it */
+}
+
+/* No op: the handler is not cmd_run_pair. */
+#define NO_OP (-1)
+
+const struct cmd_verb_row cmd_verbs[CMD_VERB_N] = {
+	[CMD_ALLOW] = {"ALLOW", DECIDE, 0, NULL, TEXT, STORE_ALLOW, cmd_run_pair},
+	[CMD_PEEK] = {"PEEK", DECIDE, 0, NULL, TEXT, STORE_PEEK, cmd_run_pair},
+	[CMD_RESET] = {"RESET", ADMIN, 1, NULL, TEXT, STORE_RESET, cmd_run_pair},
+	[CMD_PING] = {"PING", 0, 0, NULL, TEXT, NO_OP, run_ping},
+	[CMD_QUIT] = {"QUIT", 0, 0, NULL, TEXT, NO_OP, run_quit},
+	/* RESP only, and only when the configuration enables it */
+	[CMD_THROTTLE] = {"CL.THROTTLE", DECIDE, 0, NULL, CMD_ON_RESP, NO_OP, cmd_run_throttle},
+	[CMD_MALLOW] = {"MALLOW", DECIDE, 0, NULL, TEXT, NO_OP, multi_execute},
+	[CMD_MPEEK] = {"MPEEK", DECIDE, 0, NULL, TEXT, NO_OP, multi_execute},
+	[CMD_OVERRIDE] = {"OVERRIDE", ADMIN, 1, "overrides need", TEXT, NO_OP, cmd_run_live},
+	[CMD_UNOVERRIDE] = {"UNOVERRIDE", ADMIN, 1, "overrides need", TEXT, NO_OP, cmd_run_live},
+	[CMD_OVERRIDES] = {"OVERRIDES", ADMIN, 1, "overrides need", TEXT, NO_OP, cmd_run_live},
+	[CMD_AUTH] = {"AUTH", 0, 0, NULL, TEXT, NO_OP, run_auth},
+	[CMD_ACQUIRE] = {"ACQUIRE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_lease},
+	[CMD_RELEASE] = {"RELEASE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_lease},
+	[CMD_RENEW] = {"RENEW", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_lease},
+	[CMD_CHARGE] = {"CHARGE", DECIDE, 0, NULL, TEXT, STORE_CHARGE, cmd_run_pair},
+	[CMD_HOLD] = {"HOLD", DECIDE, 0, NULL, TEXT, STORE_HOLD, cmd_run_pair},
+	[CMD_SETTLE] = {"SETTLE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_hold},
+	[CMD_CANCEL] = {"CANCEL", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_hold},
+	[CMD_TOP] = {"TOP", ADMIN, 1, NULL, TEXT, NO_OP, cmd_run_top},
+};
+
+int cmd_verb_named(const char *word, size_t len, unsigned front)
+{
+	for (int v = 0; v < CMD_VERB_N; v++) {
+		const char *name = cmd_verbs[v].name;
+		if (!(cmd_verbs[v].fronts & front) || strlen(name) != len)
+			continue;
+		size_t i = 0;
+		while (i < len && (word[i] >= 'a' && word[i] <= 'z' ? word[i] - 'a' + 'A'
+								    : word[i]) == name[i])
+			i++;
+		if (i == len)
+			return v;
+	}
+	return -1;
+}
+
+const char *cmd_known_commands(void)
+{
+	/* made once from the rows: a word and a blank each */
+	static char known[CMD_VERB_N * 16];
+	if (!known[0]) {
+		size_t n = 0;
+		for (int v = 0; v < CMD_VERB_N; v++) {
+			if (!(cmd_verbs[v].fronts & CMD_ON_LINE))
+				continue;
+			size_t len = strlen(cmd_verbs[v].name);
+			if (n)
+				known[n++] = ' ';
+			memcpy(known + n, cmd_verbs[v].name, len);
+			n += len;
+		}
+		known[n] = '\0';
+	}
+	return known;
+}
