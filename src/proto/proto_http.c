@@ -18,6 +18,8 @@
  */
 #include "proto_http.h"
 
+#include "cmd_table.h"
+
 #include <string.h>
 
 #include "lease.h"
@@ -734,6 +736,106 @@ static size_t headers_end(const char *buf, size_t len)
 	return 0;
 }
 
+/*
+ * The API's routes, one row each: a path (a prefix, when it ends in '/',
+ * followed by an id), the verb, the methods it takes and how its
+ * arguments are read. A route with an id takes a second verb when the id
+ * ends in its suffix (/v1/holds/<id>/settle).
+ */
+#define M_GET 1u
+#define M_POST 2u
+#define M_DELETE 4u
+
+enum route_form {
+	ROUTE_ARGS,  /* user, action, cost, wait: the query, or a POST's JSON body */
+	ROUTE_PAIRS, /* MALLOW, MPEEK: user and action pairs in the query */
+	ROUTE_ID,    /* a lease's or a hold's id in the path */
+};
+
+struct route {
+	const char *path;
+	enum cmd_verb verb;
+	unsigned methods;
+	enum route_form form;
+	const char *suffix; /* ROUTE_ID: the id's suffix that names suffix_verb */
+	enum cmd_verb suffix_verb;
+	unsigned suffix_methods;
+};
+
+static const struct route routes[] = {
+	{"/v1/allow", CMD_ALLOW, M_GET | M_POST, ROUTE_ARGS, NULL, 0, 0},
+	{"/v1/peek", CMD_PEEK, M_GET | M_POST, ROUTE_ARGS, NULL, 0, 0},
+	{"/v1/reset", CMD_RESET, M_POST, ROUTE_ARGS, NULL, 0, 0},
+	{"/v1/mallow", CMD_MALLOW, M_GET | M_POST, ROUTE_PAIRS, NULL, 0, 0},
+	{"/v1/mpeek", CMD_MPEEK, M_GET | M_POST, ROUTE_PAIRS, NULL, 0, 0},
+	{"/v1/acquire", CMD_ACQUIRE, M_POST, ROUTE_ARGS, NULL, 0, 0},
+	{"/v1/charge", CMD_CHARGE, M_POST, ROUTE_ARGS, NULL, 0, 0},
+	{"/v1/hold", CMD_HOLD, M_POST, ROUTE_ARGS, NULL, 0, 0},
+	/* DELETE /v1/holds/<id>: CANCEL; POST /v1/holds/<id>/settle?actual=N */
+	{"/v1/holds/", CMD_CANCEL, M_DELETE, ROUTE_ID, "/settle", CMD_SETTLE, M_POST},
+	/* DELETE /v1/leases/<id>: RELEASE; POST /v1/leases/<id>/renew */
+	{"/v1/leases/", CMD_RELEASE, M_DELETE, ROUTE_ID, "/renew", CMD_RENEW, M_POST},
+};
+
+static const struct route *route_of(const char *path, size_t len)
+{
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		size_t n = strlen(routes[i].path);
+		int prefix = routes[i].path[n - 1] == '/';
+		if ((prefix ? len > n : len == n) && memcmp(path, routes[i].path, n) == 0)
+			return &routes[i];
+	}
+	return NULL;
+}
+
+static unsigned method_bit(const char *m, size_t len)
+{
+	return name_is(m, len, "GET")	   ? M_GET
+	       : name_is(m, len, "POST")   ? M_POST
+	       : name_is(m, len, "DELETE") ? M_DELETE
+					   : 0;
+}
+
+/* A route with an id: the id as ACQUIRE or HOLD gave it (nothing in it is
+ * ever escaped), read as the text protocols read it; a settle's actual
+ * cost from the query. */
+static enum proto_step id_route(const struct route *r, const char *target, size_t plen, unsigned m,
+				const char *q, size_t qlen, struct http_conn *pc,
+				struct proto_parsed *out)
+{
+	size_t n = strlen(r->path), slen = strlen(r->suffix);
+	const char *arg[3] = {NULL, target + n, NULL};
+	size_t al[3] = {0, plen - n, 0};
+	enum cmd_verb verb = r->verb;
+	unsigned methods = r->methods;
+	if (al[1] > slen && memcmp(arg[1] + al[1] - slen, r->suffix, slen) == 0) {
+		verb = r->suffix_verb;
+		methods = r->suffix_methods;
+		al[1] -= slen;
+	}
+	int argc = 2;
+	if (verb == CMD_SETTLE) {
+		struct args a;
+		memset(&a, 0, sizeof(a));
+		enum proto_step st = query_args(q, qlen, pc, &a, 0, out);
+		if (st != PROTO_REQUEST)
+			return st;
+		if (!a.actual)
+			return bad(out, CMD_ERR_SYNTAX,
+				   "a settle needs its actual cost (?actual=N)");
+		arg[2] = a.actual;
+		al[2] = a.actual_len;
+		argc = 3;
+	}
+	if (!(methods & m))
+		return local(out, METHOD_NOT_ALLOWED, 0);
+	arg[0] = cmd_verbs[verb].name;
+	al[0] = strlen(arg[0]);
+	if (proto_parse_verb(arg, al, argc, CMD_ON_LINE, &out->req, &out->err) != 0)
+		return PROTO_BAD;
+	return PROTO_REQUEST;
+}
+
 static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, void *state,
 				  struct proto_parsed *out)
 {
@@ -819,7 +921,7 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 	size_t qlen = q ? tlen - plen - 1 : 0;
 	if (q)
 		q++;
-	int get = name_is(method, mlen, "GET"), post = name_is(method, mlen, "POST");
+	int post = name_is(method, mlen, "POST");
 	struct cmd_request *req = &out->req;
 	memset(req, 0, sizeof(*req));
 	req->cost = 1;
@@ -848,77 +950,31 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 		st = user_of(&h, pc, &a, out);
 		if (st != PROTO_REQUEST)
 			return st;
-	} else if ((plen == 10 && memcmp(target, "/v1/mallow", 10) == 0) ||
-		   (plen == 9 && memcmp(target, "/v1/mpeek", 9) == 0)) {
-		req->verb = target[5] == 'a' ? CMD_MALLOW : CMD_MPEEK;
-		if (!(get || post))
-			return local(out, METHOD_NOT_ALLOWED, 0);
-		if (post && blen > 0)
-			return bad(out, CMD_ERR_SYNTAX, "the pairs go in the query string");
-		return query_pairs(q ? q : "", qlen, pc, req, out);
-	} else if ((plen == 9 && memcmp(target, "/v1/allow", 9) == 0) ||
-		   (plen == 8 && memcmp(target, "/v1/peek", 8) == 0) ||
-		   (plen == 9 && memcmp(target, "/v1/reset", 9) == 0)) {
-		req->verb = target[4] == 'a' ? CMD_ALLOW : target[4] == 'p' ? CMD_PEEK : CMD_RESET;
-		if (req->verb == CMD_RESET ? !post : !(get || post))
-			return local(out, METHOD_NOT_ALLOWED, 0);
-		st = query_args(q ? q : "", qlen, pc, &a, 0, out);
-		if (st == PROTO_REQUEST && post && blen > 0)
-			st = json_args(body, blen, pc, &a, out);
-		if (st != PROTO_REQUEST)
-			return st;
-	} else if ((plen == 11 && memcmp(target, "/v1/acquire", 11) == 0) ||
-		   (plen == 10 && memcmp(target, "/v1/charge", 10) == 0) ||
-		   (plen == 8 && memcmp(target, "/v1/hold", 8) == 0)) {
-		req->verb = target[4] == 'a'   ? CMD_ACQUIRE
-			    : target[4] == 'c' ? CMD_CHARGE
-					       : CMD_HOLD;
-		if (!post)
-			return local(out, METHOD_NOT_ALLOWED, 0);
-		st = query_args(q ? q : "", qlen, pc, &a, 0, out);
-		if (st == PROTO_REQUEST && blen > 0)
-			st = json_args(body, blen, pc, &a, out);
-		if (st != PROTO_REQUEST)
-			return st;
-	} else if (plen > 10 && memcmp(target, "/v1/holds/", 10) == 0) {
-		/* DELETE /v1/holds/<id>: CANCEL; POST /v1/holds/<id>/settle?actual=N */
-		const char *arg[3] = {"CANCEL", target + 10, NULL};
-		size_t al[3] = {6, plen - 10, 0};
-		int settle = al[1] > 7 && memcmp(arg[1] + al[1] - 7, "/settle", 7) == 0;
-		if (settle) {
-			arg[0] = "SETTLE";
-			al[1] -= 7;
+	} else {
+		const struct route *r = route_of(target, plen);
+		if (!r)
+			return local(out, NOT_FOUND, 0);
+		unsigned m = method_bit(method, mlen);
+		req->verb = r->verb;
+		switch (r->form) {
+		case ROUTE_PAIRS:
+			if (!(r->methods & m))
+				return local(out, METHOD_NOT_ALLOWED, 0);
+			if (post && blen > 0)
+				return bad(out, CMD_ERR_SYNTAX, "the pairs go in the query string");
+			return query_pairs(q ? q : "", qlen, pc, req, out);
+		case ROUTE_ARGS:
+			if (!(r->methods & m))
+				return local(out, METHOD_NOT_ALLOWED, 0);
 			st = query_args(q ? q : "", qlen, pc, &a, 0, out);
+			if (st == PROTO_REQUEST && post && blen > 0)
+				st = json_args(body, blen, pc, &a, out);
 			if (st != PROTO_REQUEST)
 				return st;
-			if (!a.actual)
-				return bad(out, CMD_ERR_SYNTAX,
-					   "a settle needs its actual cost (?actual=N)");
-			arg[2] = a.actual;
-			al[2] = a.actual_len;
+			break;
+		case ROUTE_ID:
+			return id_route(r, target, plen, m, q ? q : "", qlen, pc, out);
 		}
-		if (settle ? !post : !name_is(method, mlen, "DELETE"))
-			return local(out, METHOD_NOT_ALLOWED, 0);
-		if (proto_parse_hold(arg, al, settle ? 3 : 2, req, &out->err) < 0)
-			return PROTO_BAD;
-		return PROTO_REQUEST;
-	} else if (plen > 11 && memcmp(target, "/v1/leases/", 11) == 0) {
-		/* the id as ACQUIRE gave it: nothing in it is ever escaped */
-		const char *arg[2] = {"RELEASE", target + 11};
-		size_t al[2] = {7, plen - 11};
-		int renew = al[1] > 6 && memcmp(arg[1] + al[1] - 6, "/renew", 6) == 0;
-		if (renew) {
-			arg[0] = "RENEW";
-			al[0] = 5;
-			al[1] -= 6;
-		}
-		if (renew ? !post : !name_is(method, mlen, "DELETE"))
-			return local(out, METHOD_NOT_ALLOWED, 0);
-		if (proto_parse_lease(arg, al, 2, req, &out->err) < 0)
-			return PROTO_BAD;
-		return PROTO_REQUEST;
-	} else {
-		return local(out, NOT_FOUND, 0);
 	}
 	if (!a.user || a.user_len == 0)
 		return bad(out, CMD_ERR_BAD_USER, "user is missing or empty");
