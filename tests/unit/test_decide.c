@@ -19,6 +19,8 @@
 #include "cmd.h"
 #include "config.h"
 #include "denycache.h"
+#include "lease.h"
+#include "leases.h"
 #include "local.h"
 #include "policy.h"
 #include "store.h"
@@ -115,7 +117,9 @@ static const char config_yaml[] =
 	"  open: {limits: [1/1m], on_store_error: allow}\n"
 	"  closed: {limits: [1/1m], on_store_error: deny}\n"
 	"  strict: {limits: [1/1m], on_store_error: error}\n"
-	"  loc: {limits: [4/1m], on_store_error: local}\n";
+	"  loc: {limits: [4/1m], on_store_error: local}\n"
+	"  spend: {algorithm: fixed_window, limits: [10/1m], hold: 5s}\n"
+	"  pool: {algorithm: concurrency, limit: 2, lease: 30s}\n";
 
 static struct fixture {
 	struct event_base *base;
@@ -123,6 +127,7 @@ static struct fixture {
 	struct config *cfg;
 	struct denycache *deny;
 	struct local *local;
+	struct leases *leases;
 	struct cmd_env env;
 	int64_t now; /* microseconds, both clocks */
 	struct cmd_slot slot;
@@ -160,7 +165,9 @@ static void fixture_open(const struct store_ops *ops)
 	ck_assert_ptr_nonnull(F.deny);
 	F.local = local_new(F.base, F.cfg, err, sizeof(err));
 	ck_assert_ptr_nonnull(F.local);
-	F.env = (struct cmd_env){&F.fake.base, F.deny, NULL, F.local, NULL, NULL, NULL};
+	F.leases = leases_new();
+	ck_assert_ptr_nonnull(F.leases);
+	F.env = (struct cmd_env){&F.fake.base, F.deny, NULL, F.local, F.leases, NULL, NULL};
 }
 
 static void fixture_atomic(void)
@@ -175,6 +182,8 @@ static void fixture_cluster(void)
 
 static void fixture_close(void)
 {
+	cmd_result_release(&F.slot.res);
+	leases_free(F.leases);
 	local_free(F.local);
 	denycache_free(F.deny);
 	store_free(F.fake.mem);
@@ -252,14 +261,65 @@ static struct cmd_result many(enum cmd_verb verb, const char *user, int n,
 	return many_cost(verb, user, n, actions, 1);
 }
 
-#define ck_decision(r, a, l, rem, retry)                       \
-	do {                                                   \
-		struct cmd_result r_ = (r);                    \
-		ck_assert_int_eq(r_.kind, CMD_REPLY_DECISION); \
-		ck_assert_int_eq(r_.allowed, (a));             \
-		ck_assert_int_eq(r_.limit, (l));               \
-		ck_assert_int_eq(r_.remaining, (rem));         \
-		ck_assert_int_eq(r_.retry_after_ms, (retry));  \
+/* A request naming an id (SETTLE, CANCEL, RELEASE, RENEW), its action the
+ * id's as the parsers set it; actual: a SETTLE's. */
+static struct cmd_result on_id(enum cmd_verb verb, const char *id, int64_t actual)
+{
+	struct cmd_request req = {
+		.verb = verb,
+		.action = id,
+		.action_len = lease_id_action(id, strlen(id)),
+		.lease_id = id,
+		.lease_id_len = strlen(id),
+		.actual = actual,
+	};
+	return execute(&req, 0);
+}
+
+/* The id a HOLD or ACQUIRE answered with, checked for what it must name
+ * (action, user, cost), copied into buf: the result's goes with the next
+ * request. */
+static const char *id_of(struct cmd_result r, const char *action, const char *user, int64_t cost,
+			 char *buf)
+{
+	ck_assert_int_eq(r.kind, CMD_REPLY_LEASE);
+	ck_assert_ptr_nonnull(r.item);
+	memcpy(buf, r.item->text, r.item->ulen);
+	buf[r.item->ulen] = '\0';
+	struct lease_id id;
+	ck_assert_int_eq(lease_id_parse(buf, r.item->ulen, &id), 0);
+	ck_assert_int_eq((int)id.action_len, (int)strlen(action));
+	ck_assert(memcmp(id.action, action, id.action_len) == 0);
+	ck_assert_int_eq((int)id.user_len, (int)strlen(user));
+	ck_assert(memcmp(id.user, user, id.user_len) == 0);
+	ck_assert_int_eq(id.cost, cost);
+	return buf;
+}
+
+#define ck_error(r, e, m)                                   \
+	do {                                                \
+		struct cmd_result r_ = (r);                 \
+		ck_assert_int_eq(r_.kind, CMD_REPLY_ERROR); \
+		ck_assert_int_eq(r_.error, (e));            \
+		ck_assert_str_eq(r_.msg, (m));              \
+	} while (0)
+
+#define ck_reply(r, k, a, l, rem, retry)                      \
+	do {                                                  \
+		struct cmd_result r_ = (r);                   \
+		ck_assert_int_eq(r_.kind, (k));               \
+		ck_assert_int_eq(r_.allowed, (a));            \
+		ck_assert_int_eq(r_.limit, (l));              \
+		ck_assert_int_eq(r_.remaining, (rem));        \
+		ck_assert_int_eq(r_.retry_after_ms, (retry)); \
+	} while (0)
+#define ck_decision(r, a, l, rem, retry) ck_reply(r, CMD_REPLY_DECISION, a, l, rem, retry)
+/* allowed with an id: a HOLD's, an ACQUIRE's or a RENEW's */
+#define ck_lease(r, l, rem, reset)                            \
+	do {                                                  \
+		struct cmd_result rl_ = (r);                  \
+		ck_reply(rl_, CMD_REPLY_LEASE, 1, l, rem, 0); \
+		ck_assert_int_eq(rl_.reset_ms, (reset));      \
 	} while (0)
 
 /* ---- tests/vectors.txt through cmd_execute ---- */
@@ -747,6 +807,138 @@ START_TEST(throttle_own_limit)
 }
 END_TEST
 
+/* ---- CHARGE ---- */
+
+/* A cost known afterwards: counted whatever the limit holds, never denied,
+ * never answered from the deny cache; what went past the limit is denied
+ * until the window ends. */
+START_TEST(charge_never_denied)
+{
+	struct cmd_result r = one(CMD_CHARGE, "spend", "eve", 4);
+	ck_decision(r, 1, 10, 6, 0);
+	ck_assert_int_eq(r.reset_ms, 60000);
+	ck_decision(one(CMD_CHARGE, "spend", "eve", 8), 1, 10, 0, 0);
+	F.now += 10000000;
+	r = allow("spend", "eve");
+	ck_decision(r, 0, 10, 0, 50000);
+	ck_assert_uint_eq(denycache_size(F.deny), 1);
+	/* a CHARGE past a cached denial: the store counts it */
+	int submits = F.fake.submits;
+	ck_decision(one(CMD_CHARGE, "spend", "eve", 1), 1, 10, 0, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+	/* the 3 past the limit are carried into the next window (a debt,
+	 * docs/algorithms.md), and forgotten in the one after */
+	F.now += 50000000;
+	ck_decision(allow("spend", "eve"), 1, 10, 6, 0);
+	F.now += 60000000;
+	ck_decision(allow("spend", "eve"), 1, 10, 9, 0);
+	/* a concurrency policy takes no CHARGE */
+	ck_error(one(CMD_CHARGE, "pool", "eve", 1), CMD_ERR_POLICY_KIND,
+		 "a concurrency policy: ACQUIRE a lease (RELEASE it when done)");
+}
+END_TEST
+
+/* ---- HOLD, SETTLE, CANCEL ---- */
+
+/* HOLD charges the estimate and answers an id naming action, user and
+ * estimate; SETTLE charges the actual cost (giving back the rest), once. */
+START_TEST(hold_settle_below_estimate)
+{
+	char id[LEASE_ID_MAX];
+	struct cmd_result r = one(CMD_HOLD, "spend", "eve", 4);
+	ck_lease(r, 10, 6, 60000);
+	ck_assert_int_eq(r.item->index, 1); /* a hold's id, not a lease's */
+	id_of(r, "spend", "eve", 4, id);
+	ck_decision(peek("spend", "eve"), 1, 10, 6, 0);
+	F.now += 1000000;
+	r = on_id(CMD_SETTLE, id, 1);
+	ck_decision(r, 1, 10, 9, 0);
+	ck_assert_int_eq(r.reset_ms, 59000);
+	ck_assert_ptr_null(r.item);
+	ck_decision(peek("spend", "eve"), 1, 10, 9, 0);
+	ck_error(on_id(CMD_SETTLE, id, 1), CMD_ERR_NO_HOLD,
+		 "hold not open: settled, cancelled, expired or never taken");
+	ck_error(on_id(CMD_CANCEL, id, 0), CMD_ERR_NO_HOLD,
+		 "hold not open: settled, cancelled, expired or never taken");
+	ck_decision(peek("spend", "eve"), 1, 10, 9, 0);
+}
+END_TEST
+
+START_TEST(hold_settle_above_estimate)
+{
+	char id[LEASE_ID_MAX];
+	id_of(one(CMD_HOLD, "spend", "eve", 3), "spend", "eve", 3, id);
+	/* the difference is charged, never denied, even past the limit */
+	ck_decision(on_id(CMD_SETTLE, id, 5), 1, 10, 5, 0);
+	id_of(one(CMD_HOLD, "spend", "eve", 5), "spend", "eve", 5, id);
+	ck_decision(on_id(CMD_SETTLE, id, 9), 1, 10, 0, 0);
+	ck_decision(allow("spend", "eve"), 0, 10, 0, 60000);
+}
+END_TEST
+
+/* CANCEL gives the whole estimate back, and with it goes this daemon's
+ * cached denial of the pair (else it would deny what now fits). */
+START_TEST(hold_cancel_clears_cached_denial)
+{
+	char id[LEASE_ID_MAX];
+	id_of(one(CMD_HOLD, "spend", "eve", 8), "spend", "eve", 8, id);
+	ck_decision(one(CMD_ALLOW, "spend", "eve", 2), 1, 10, 0, 0);
+	ck_decision(allow("spend", "eve"), 0, 10, 0, 60000);
+	ck_assert_uint_eq(denycache_size(F.deny), 1);
+	struct cmd_result r = on_id(CMD_CANCEL, id, 0);
+	ck_assert_int_eq(r.kind, CMD_REPLY_OK);
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+	ck_decision(allow("spend", "eve"), 1, 10, 7, 0);
+	ck_error(on_id(CMD_CANCEL, id, 0), CMD_ERR_NO_HOLD,
+		 "hold not open: settled, cancelled, expired or never taken");
+}
+END_TEST
+
+/* A HOLD is decided as an ALLOW of its estimate (denied: no id, nothing
+ * charged), never from the deny cache; ids are unique; a hold expires
+ * after the policy's hold: its estimate stays charged. */
+START_TEST(hold_denied_and_expired)
+{
+	char a[LEASE_ID_MAX], b[LEASE_ID_MAX];
+	struct cmd_result r = one(CMD_HOLD, "spend", "eve", 11);
+	ck_decision(r, 0, 10, 10, -1);
+	ck_assert_ptr_null(r.item);
+	id_of(one(CMD_HOLD, "spend", "eve", 4), "spend", "eve", 4, a);
+	id_of(one(CMD_HOLD, "spend", "eve", 4), "spend", "eve", 4, b);
+	ck_assert_str_ne(a, b);
+	r = one(CMD_HOLD, "spend", "eve", 4);
+	ck_decision(r, 0, 10, 2, 60000);
+	ck_assert_ptr_null(r.item);
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+	F.now += 6000000; /* past hold: 5s */
+	ck_error(on_id(CMD_SETTLE, a, 1), CMD_ERR_NO_HOLD,
+		 "hold not open: settled, cancelled, expired or never taken");
+	ck_error(on_id(CMD_CANCEL, b, 0), CMD_ERR_NO_HOLD,
+		 "hold not open: settled, cancelled, expired or never taken");
+	ck_decision(peek("spend", "eve"), 1, 10, 2, 0);
+}
+END_TEST
+
+/* Ids that name no hold: refused before the store is asked. */
+START_TEST(hold_bad_ids)
+{
+	char id[LEASE_ID_MAX];
+	ck_error(on_id(CMD_SETTLE, "garbage", 1), CMD_ERR_NO_HOLD, "not a hold id");
+	id_of(one(CMD_HOLD, "spend", "eve", 2), "spend", "eve", 2, id);
+	int submits = F.fake.submits;
+	char other[LEASE_ID_MAX + 8];
+	snprintf(other, sizeof(other), "nope%s", id + strlen("spend"));
+	ck_error(on_id(CMD_CANCEL, other, 0), CMD_ERR_NO_HOLD,
+		 "not a hold id of a policy configured now");
+	snprintf(other, sizeof(other), "pool%s", id + strlen("spend"));
+	ck_error(on_id(CMD_SETTLE, other, 1), CMD_ERR_POLICY_KIND,
+		 "a concurrency policy: RELEASE its leases (holds are a rate's)");
+	ck_assert_int_eq(F.fake.submits, submits);
+	ck_error(one(CMD_HOLD, "pool", "eve", 1), CMD_ERR_POLICY_KIND,
+		 "a concurrency policy: ACQUIRE a lease (RELEASE it when done)");
+}
+END_TEST
+
 /* ---- on_store_error ---- */
 
 START_TEST(store_down_allow_deny_error)
@@ -834,6 +1026,12 @@ int main(void)
 		override_limits,
 		override_in_mallow,
 		throttle_own_limit,
+		charge_never_denied,
+		hold_settle_below_estimate,
+		hold_settle_above_estimate,
+		hold_cancel_clears_cached_denial,
+		hold_denied_and_expired,
+		hold_bad_ids,
 		store_down_allow_deny_error,
 		store_down_local_share,
 		store_down_local_mallow,
