@@ -939,6 +939,124 @@ START_TEST(hold_bad_ids)
 }
 END_TEST
 
+/* ---- ACQUIRE, RELEASE, RENEW (the memory store's lease table) ---- */
+
+static struct cmd_result acquire(const char *action, const char *user, int64_t cost)
+{
+	return one(CMD_ACQUIRE, action, user, cost);
+}
+
+/* At most the limit held per user; an id per lease naming action, user
+ * and cost; denied: the wait until the soonest lease ends. */
+START_TEST(lease_acquire_up_to_limit)
+{
+	char a[LEASE_ID_MAX], b[LEASE_ID_MAX];
+	F.env.store = F.fake.mem;
+	struct cmd_result r = acquire("pool", "eve", 1);
+	ck_lease(r, 2, 1, 30000);
+	ck_assert_int_eq(r.item->index, 0); /* a lease's id, not a hold's */
+	id_of(r, "pool", "eve", 1, a);
+	F.now += 10000000;
+	ck_lease(acquire("pool", "eve", 1), 2, 0, 30000);
+	id_of(F.slot.res, "pool", "eve", 1, b);
+	ck_assert_str_ne(a, b);
+	r = acquire("pool", "eve", 1);
+	ck_decision(r, 0, 2, 0, 20000);
+	ck_assert_int_eq(r.reset_ms, 20000);
+	ck_assert_ptr_null(r.item);
+	/* never enough: more than the limit */
+	ck_decision(acquire("pool", "mallet", 3), 0, 2, 2, -1);
+	/* another user has his own */
+	ck_lease(acquire("pool", "mallet", 2), 2, 0, 30000);
+	id_of(F.slot.res, "pool", "mallet", 2, b);
+	/* past the first lease's end, its unit is free again */
+	F.now += 20000000;
+	ck_lease(acquire("pool", "eve", 1), 2, 0, 30000);
+}
+END_TEST
+
+/* RELEASE gives the lease back once; RENEW pushes its end to now + lease;
+ * an expired or released lease is neither. */
+START_TEST(lease_release_renew)
+{
+	char a[LEASE_ID_MAX], b[LEASE_ID_MAX];
+	F.env.store = F.fake.mem;
+	id_of(acquire("pool", "eve", 1), "pool", "eve", 1, a);
+	id_of(acquire("pool", "eve", 1), "pool", "eve", 1, b);
+	ck_assert_int_eq(on_id(CMD_RELEASE, b, 0).kind, CMD_REPLY_OK);
+	ck_error(on_id(CMD_RELEASE, b, 0), CMD_ERR_NO_LEASE,
+		 "lease not held: released, expired or never taken");
+	ck_error(on_id(CMD_RENEW, b, 0), CMD_ERR_NO_LEASE,
+		 "lease not held: released, expired or never taken");
+	F.now += 20000000;
+	struct cmd_result r = on_id(CMD_RENEW, a, 0);
+	ck_lease(r, 2, 1, 30000);
+	ck_assert_str_eq(r.item->text, a); /* the same lease */
+	/* renewed at 20 s: held at 40 s, gone at 50 s */
+	F.now += 20000000;
+	ck_lease(acquire("pool", "eve", 1), 2, 0, 30000);
+	F.now += 10000000;
+	ck_error(on_id(CMD_RENEW, a, 0), CMD_ERR_NO_LEASE,
+		 "lease not held: released, expired or never taken");
+	ck_error(on_id(CMD_RELEASE, a, 0), CMD_ERR_NO_LEASE,
+		 "lease not held: released, expired or never taken");
+}
+END_TEST
+
+/* RESET of a concurrency policy forgets every lease of the user. */
+START_TEST(lease_reset_forgets_the_users)
+{
+	char a[LEASE_ID_MAX];
+	F.env.store = F.fake.mem;
+	id_of(acquire("pool", "eve", 2), "pool", "eve", 2, a);
+	ck_lease(acquire("pool", "mallet", 1), 2, 1, 30000);
+	ck_decision(acquire("pool", "eve", 1), 0, 2, 0, 30000);
+	reset("pool", "eve");
+	ck_error(on_id(CMD_RELEASE, a, 0), CMD_ERR_NO_LEASE,
+		 "lease not held: released, expired or never taken");
+	ck_lease(acquire("pool", "eve", 1), 2, 1, 30000);
+	ck_lease(acquire("pool", "mallet", 1), 2, 0, 30000);
+}
+END_TEST
+
+START_TEST(lease_wrong_policy_or_id)
+{
+	char a[LEASE_ID_MAX], other[LEASE_ID_MAX + 8];
+	F.env.store = F.fake.mem;
+	ck_error(acquire("nope", "eve", 1), CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+	ck_error(acquire("spend", "eve", 1), CMD_ERR_POLICY_KIND,
+		 "a rate policy: ALLOW it (ACQUIRE takes concurrency policies)");
+	ck_error(allow("pool", "eve"), CMD_ERR_POLICY_KIND,
+		 "a concurrency policy: ACQUIRE a lease (RELEASE it when done)");
+	ck_error(on_id(CMD_RELEASE, "garbage", 0), CMD_ERR_NO_LEASE,
+		 "not a lease id of a policy configured now");
+	ck_error(on_id(CMD_RENEW, "pool:garbage", 0), CMD_ERR_NO_LEASE, "not a lease id");
+	id_of(acquire("pool", "eve", 1), "pool", "eve", 1, a);
+	snprintf(other, sizeof(other), "spend%s", a + strlen("pool"));
+	ck_error(on_id(CMD_RELEASE, other, 0), CMD_ERR_POLICY_KIND,
+		 "a rate policy: ALLOW it (ACQUIRE takes concurrency policies)");
+	/* a hold's verbs refuse a lease's id */
+	ck_error(on_id(CMD_SETTLE, a, 1), CMD_ERR_POLICY_KIND,
+		 "a concurrency policy: RELEASE its leases (holds are a rate's)");
+}
+END_TEST
+
+/* Redis not answering a lease's call: the policy's on_store_error (here
+ * the default, allow) answers, with no id (nothing to release); RELEASE
+ * and RENEW have no fallback. */
+START_TEST(lease_store_down)
+{
+	struct cmd_result r = acquire("pool", "eve", 1);
+	ck_decision(r, 1, 2, -1, 0);
+	ck_assert_int_eq(r.reset_ms, -1);
+	ck_assert_ptr_null(r.item);
+	char id[LEASE_ID_MAX];
+	lease_id_format(id, "pool", 4, "eve", 3, 1, 1);
+	ck_error(on_id(CMD_RELEASE, id, 0), CMD_ERR_STORE_UNAVAILABLE, "redis: no redis here");
+	ck_error(on_id(CMD_RENEW, id, 0), CMD_ERR_STORE_UNAVAILABLE, "redis: no redis here");
+}
+END_TEST
+
 /* ---- on_store_error ---- */
 
 START_TEST(store_down_allow_deny_error)
@@ -1032,6 +1150,11 @@ int main(void)
 		hold_cancel_clears_cached_denial,
 		hold_denied_and_expired,
 		hold_bad_ids,
+		lease_acquire_up_to_limit,
+		lease_release_renew,
+		lease_reset_forgets_the_users,
+		lease_wrong_policy_or_id,
+		lease_store_down,
 		store_down_allow_deny_error,
 		store_down_local_share,
 		store_down_local_mallow,
