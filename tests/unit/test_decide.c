@@ -18,11 +18,13 @@
 #include "clock.h"
 #include "cmd.h"
 #include "config.h"
+#include "config_area.h"
 #include "denycache.h"
 #include "lease.h"
 #include "leases.h"
 #include "local.h"
 #include "policy.h"
+#include "stats.h"
 #include "store.h"
 #include "store_memory.h"
 #include "vectors.h"
@@ -214,6 +216,32 @@ static struct cmd_result execute(const struct cmd_request *req, int admin)
 	ck_assert_int_eq(F.completed, 1);
 	ck_assert_ptr_null(F.slot.cfg); /* released once answered */
 	return F.slot.res;
+}
+
+/* Executes req for caller, as parsed by front (enum stats_front). */
+static struct cmd_result execute_as(const struct cmd_request *req, struct cmd_caller *caller,
+				    int front)
+{
+	cmd_result_release(&F.slot.res);
+	memset(&F.slot, 0, sizeof(F.slot));
+	F.slot.complete = on_complete;
+	F.slot.front = front;
+	F.completed = 0;
+	cmd_execute(F.cfg, &F.env, req, caller, &F.slot);
+	ck_assert_int_eq(F.completed, 1);
+	ck_assert_ptr_null(F.slot.cfg);
+	return F.slot.res;
+}
+
+/* Runs on yaml's configuration from now on (as a reload brings). */
+static void fixture_reload(const char *yaml)
+{
+	char err[512];
+	struct config *next = config_parse("t.yaml", yaml, strlen(yaml), err, sizeof(err));
+	if (!next || config_identity_load(next, "t.yaml", err, sizeof(err)) < 0)
+		ck_abort_msg("config: %s", err);
+	config_unref(F.cfg);
+	F.cfg = next;
 }
 
 static struct cmd_result one(enum cmd_verb verb, const char *action, const char *user, int64_t cost)
@@ -1057,6 +1085,162 @@ START_TEST(lease_store_down)
 }
 END_TEST
 
+/* ---- rights: listen[].auth, identities ---- */
+
+#define TOKEN_WEB "web-token-0123456789"
+#define TOKEN_OPS "ops-token-0123456789"
+
+static const char rights_yaml[] =
+	"identities:\n"
+	"  web: {token_env: RL_TEST_TOKEN_WEB, rights: [decide], policies: [login, pool]}\n"
+	"  ops: {token_env: RL_TEST_TOKEN_OPS, rights: [decide, admin]}\n"
+	"  watcher: {cert_name: watcher.example, rights: [admin]}\n"
+	"policies:\n"
+	"  login: {limits: [3/1m]}\n"
+	"  api: {limits: [5/1m]}\n"
+	"  pool: {algorithm: concurrency, limit: 2, lease: 30s}\n";
+
+static void rights_config(void)
+{
+	setenv("RL_TEST_TOKEN_WEB", TOKEN_WEB, 1);
+	setenv("RL_TEST_TOKEN_OPS", TOKEN_OPS, 1);
+	fixture_reload(rights_yaml);
+}
+
+static struct cmd_request pair_req(enum cmd_verb verb, const char *action, const char *user)
+{
+	return (struct cmd_request){.verb = verb,
+				    .user = user,
+				    .user_len = strlen(user),
+				    .action = action,
+				    .action_len = strlen(action),
+				    .cost = 1};
+}
+
+/* auth: required and no identity proved: noauth, in the front end's words;
+ * PING and QUIT need none; nothing charged. */
+START_TEST(rights_noauth)
+{
+	rights_config();
+	struct cmd_caller c = {.auth = 1};
+	struct cmd_request req = pair_req(CMD_ALLOW, "login", "eve");
+	unsigned long long before = stats.auth_failures[STATS_AUTH_NOAUTH];
+	ck_error(execute_as(&req, &c, STATS_FRONT_LINE), CMD_ERR_NOAUTH,
+		 "authentication required: AUTH <token> (or a token, or a client "
+		 "certificate of an identity) first");
+	ck_error(execute_as(&req, &c, STATS_FRONT_HTTP), CMD_ERR_NOAUTH,
+		 "authentication required: an Authorization: Bearer <token> header on each "
+		 "request (or a client certificate of an identity)");
+	ck_assert_uint_eq(stats.auth_failures[STATS_AUTH_NOAUTH], before + 2);
+	req = pair_req(CMD_PING, "", "");
+	ck_assert_int_eq(execute_as(&req, &c, STATS_FRONT_LINE).kind, CMD_REPLY_PONG);
+	req = pair_req(CMD_QUIT, "", "");
+	ck_assert_int_eq(execute_as(&req, &c, STATS_FRONT_LINE).kind, CMD_REPLY_BYE);
+	ck_assert_int_eq(F.fake.submits, 0);
+	/* a listener without auth takes every request, and ignores tokens */
+	struct cmd_caller open = {0};
+	req = pair_req(CMD_ALLOW, "login", "eve");
+	req.token = "wrong";
+	req.token_len = 5;
+	ck_decision(execute_as(&req, &open, STATS_FRONT_LINE), 1, 3, 2, 0);
+}
+END_TEST
+
+/* AUTH: a token no identity has is auth-failed, the third in a row closes
+ * the connection; a good one names the caller and ends the row. */
+START_TEST(rights_auth)
+{
+	struct cmd_caller c = {.auth = 1};
+	struct cmd_request req = {.verb = CMD_AUTH, .token = "whatever", .token_len = 8};
+	/* no identity configured: Redis's words */
+	ck_error(execute_as(&req, &c, STATS_FRONT_RESP), CMD_ERR_AUTH_FAILED,
+		 CMD_AUTH_NO_IDENTITIES);
+	rights_config();
+	for (int i = 1; i <= 3; i++) {
+		struct cmd_result r = execute_as(&req, &c, STATS_FRONT_LINE);
+		ck_error(r, CMD_ERR_AUTH_FAILED, "invalid token");
+		ck_assert_int_eq(r.close_after, i == 3);
+	}
+	c.failures = 1;
+	req.token = TOKEN_WEB;
+	req.token_len = strlen(TOKEN_WEB);
+	ck_assert_int_eq(execute_as(&req, &c, STATS_FRONT_LINE).kind, CMD_REPLY_OK);
+	ck_assert_str_eq(c.who, "web");
+	ck_assert_uint_eq(c.failures, 0);
+	req = pair_req(CMD_ALLOW, "login", "eve");
+	ck_decision(execute_as(&req, &c, STATS_FRONT_LINE), 1, 3, 2, 0);
+	/* a token with the request speaks for it, whoever AUTH proved */
+	req.token = "not-a-token-of-anyone";
+	req.token_len = strlen(req.token);
+	ck_error(execute_as(&req, &c, STATS_FRONT_HTTP), CMD_ERR_AUTH_FAILED, "invalid token");
+	req = pair_req(CMD_ALLOW, "api", "eve");
+	req.token = TOKEN_OPS;
+	req.token_len = strlen(TOKEN_OPS);
+	ck_decision(execute_as(&req, &c, STATS_FRONT_HTTP), 1, 5, 4, 0);
+}
+END_TEST
+
+/* An identity's policies and rights: forbidden names the action its list
+ * lacks or the right it lacks; nothing charged. */
+START_TEST(rights_forbidden)
+{
+	rights_config();
+	struct cmd_caller web = {.auth = 1, .admin = 1, .who = "web"};
+	struct cmd_request req = pair_req(CMD_ALLOW, "api", "eve");
+	ck_error(execute_as(&req, &web, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "identity web may not decide on api (its policies: list lacks it)");
+	req = pair_req(CMD_HOLD, "api", "eve");
+	ck_error(execute_as(&req, &web, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "identity web may not decide on api (its policies: list lacks it)");
+	static const char *const pairs[] = {"login", "api"};
+	req = (struct cmd_request){.verb = CMD_MALLOW, .cost = 1, .npairs = 2};
+	for (int i = 0; i < 2; i++)
+		req.pairs[i] = (struct cmd_pair){"eve", 3, pairs[i], strlen(pairs[i]), NULL};
+	ck_error(execute_as(&req, &web, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "identity web may not decide on api (its policies: list lacks it)");
+	ck_assert_int_eq(F.fake.submits, 0);
+	req = pair_req(CMD_RESET, "login", "eve");
+	ck_error(execute_as(&req, &web, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "identity web may not administer (its rights: lack admin)");
+	/* its own policies: decided (a lease too) */
+	F.env.store = F.fake.mem;
+	req = pair_req(CMD_ACQUIRE, "pool", "eve");
+	ck_lease(execute_as(&req, &web, STATS_FRONT_LINE), 2, 1, 30000);
+	/* a certificate's identity, with admin alone */
+	struct cmd_caller watcher = {.auth = 1, .admin = 1, .cert_cn = "watcher.example"};
+	req = pair_req(CMD_ALLOW, "login", "eve");
+	ck_error(execute_as(&req, &watcher, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "identity watcher may not decide (its rights: lack decide)");
+	req = pair_req(CMD_RESET, "login", "eve");
+	ck_assert_int_eq(execute_as(&req, &watcher, STATS_FRONT_LINE).kind, CMD_REPLY_OK);
+}
+END_TEST
+
+/* Admin verbs need an admin listener, whatever the identity's rights. */
+START_TEST(rights_admin_listener)
+{
+	rights_config();
+	struct cmd_caller ops = {.auth = 1, .who = "ops"};
+	struct cmd_request req = pair_req(CMD_RESET, "login", "eve");
+	ck_error(execute_as(&req, &ops, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "RESET needs a listener with admin: true");
+	req = pair_req(CMD_OVERRIDE, "login", "eve");
+	req.spec = "unlimited";
+	req.spec_len = 9;
+	ck_error(execute_as(&req, &ops, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "overrides need a listener with admin: true");
+	req = pair_req(CMD_TOP, "login", "");
+	ck_error(execute_as(&req, &ops, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "TOP needs a listener with admin: true");
+	/* nor without auth */
+	struct cmd_caller plain = {0};
+	req = pair_req(CMD_UNOVERRIDE, "login", "eve");
+	ck_error(execute_as(&req, &plain, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "overrides need a listener with admin: true");
+	ck_decision(peek("login", "eve"), 1, 3, 3, 0);
+}
+END_TEST
+
 /* ---- on_store_error ---- */
 
 START_TEST(store_down_allow_deny_error)
@@ -1155,6 +1339,10 @@ int main(void)
 		lease_reset_forgets_the_users,
 		lease_wrong_policy_or_id,
 		lease_store_down,
+		rights_noauth,
+		rights_auth,
+		rights_forbidden,
+		rights_admin_listener,
 		store_down_allow_deny_error,
 		store_down_local_share,
 		store_down_local_mallow,
