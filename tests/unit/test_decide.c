@@ -19,6 +19,7 @@
 #include "cmd.h"
 #include "config.h"
 #include "config_area.h"
+#include "delay.h"
 #include "denycache.h"
 #include "lease.h"
 #include "leases.h"
@@ -121,7 +122,9 @@ static const char config_yaml[] =
 	"  strict: {limits: [1/1m], on_store_error: error}\n"
 	"  loc: {limits: [4/1m], on_store_error: local}\n"
 	"  spend: {algorithm: fixed_window, limits: [10/1m], hold: 5s}\n"
-	"  pool: {algorithm: concurrency, limit: 2, lease: 30s}\n";
+	"  pool: {algorithm: concurrency, limit: 2, lease: 30s}\n"
+	"  smooth: {algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 2s}}\n"
+	"  wwin: {algorithm: fixed_window, limits: [2/1s], delay: {max: 2s}}\n";
 
 static struct fixture {
 	struct event_base *base;
@@ -130,6 +133,7 @@ static struct fixture {
 	struct denycache *deny;
 	struct local *local;
 	struct leases *leases;
+	struct delays *delays; /* the delay tests' */
 	struct cmd_env env;
 	int64_t now; /* microseconds, both clocks */
 	struct cmd_slot slot;
@@ -185,6 +189,10 @@ static void fixture_cluster(void)
 static void fixture_close(void)
 {
 	cmd_result_release(&F.slot.res);
+	if (F.delays) {
+		ck_assert_uint_eq(delays_waiting(F.delays), 0);
+		delays_free(F.delays);
+	}
 	leases_free(F.leases);
 	local_free(F.local);
 	denycache_free(F.deny);
@@ -1241,6 +1249,183 @@ START_TEST(rights_admin_listener)
 }
 END_TEST
 
+/* ---- delays: a policy's delay, WAIT ---- */
+
+static int held_done;
+
+static void on_held(struct cmd_slot *slot)
+{
+	(void)slot;
+	held_done++;
+}
+
+/* Starts req in its own slot (a delayed one is answered later). */
+static void launch(struct cmd_slot *slot, const struct cmd_request *req)
+{
+	memset(slot, 0, sizeof(*slot));
+	slot->complete = on_held;
+	struct cmd_caller caller = {0};
+	cmd_execute(F.cfg, &F.env, req, &caller, slot);
+}
+
+static void delays_on(void)
+{
+	F.delays = delays_new(F.base);
+	ck_assert_ptr_nonnull(F.delays);
+	F.env.delays = F.delays;
+}
+
+/* Answers every request waiting now (as SIGTERM does), for a fresh start. */
+static void delays_answer_all(void)
+{
+	delays_free(F.delays);
+	delays_on();
+}
+
+/* A funnel's delay: a request that would be denied waits for its slot
+ * instead, answered ALLOWED as the policy counts it when the slot comes;
+ * past delay.max it is denied. */
+START_TEST(delay_funnel)
+{
+	struct cmd_slot s[3];
+	struct cmd_request req = pair_req(CMD_ALLOW, "smooth", "eve");
+	delays_on();
+	held_done = 0;
+	launch(&s[0], &req); /* room: answered at once */
+	ck_assert_int_eq(held_done, 1);
+	ck_decision(s[0].res, 1, 1, 0, 0);
+	ck_assert_int_eq(s[0].res.reset_ms, 100);
+	launch(&s[1], &req); /* its slot in 100 ms: held by a timer until then */
+	ck_assert_int_eq(held_done, 1);
+	ck_assert_uint_eq(delays_waiting(F.delays), 1);
+	for (int i = 0; i < 100 && held_done < 2; i++)
+		event_base_loop(F.base, EVLOOP_ONCE);
+	ck_assert_int_eq(held_done, 2);
+	ck_decision(s[1].res, 1, 1, 0, 0);
+	ck_assert_int_eq(s[1].res.reset_ms, 100);
+	ck_assert_ptr_null(s[1].cfg);
+	/* 20 more slots fit in delay.max (2 s of 10/1s); the store's clock
+	 * has not moved, so the 20th waits 2 s */
+	held_done = 0;
+	for (int i = 0; i < 19; i++) {
+		launch(&s[2], &req);
+		ck_assert_int_eq(held_done, i);
+		delays_answer_all();
+		ck_decision(s[2].res, 1, 1, 0, 0);
+	}
+	held_done = 0;
+	launch(&s[2], &req);
+	/* past delay.max: denied at once, its retry the time until one would
+	 * be taken with its delay (docs/algorithms.md), its reset the funnel's */
+	ck_assert_int_eq(held_done, 1);
+	ck_decision(s[2].res, 0, 1, 0, 100);
+	ck_assert_int_eq(s[2].res.reset_ms, 2100);
+	/* WAIT 0: this request will not wait at all */
+	F.now += 2100000;
+	req.wait_given = 1;
+	req.wait_ms = 0;
+	held_done = 0;
+	launch(&s[2], &req);
+	ck_decision(s[2].res, 1, 1, 0, 0);
+	launch(&s[2], &req);
+	ck_assert_int_eq(held_done, 2);
+	ck_decision(s[2].res, 0, 1, 0, 100);
+}
+END_TEST
+
+/* A window's delay: the store charges the request as running once the
+ * window has room (the next one), and it is answered then with that
+ * window's figures. */
+START_TEST(delay_window)
+{
+	struct cmd_slot s;
+	struct cmd_request req = pair_req(CMD_ALLOW, "wwin", "eve");
+	delays_on();
+	held_done = 0;
+	for (int i = 0; i < 2; i++) {
+		launch(&s, &req);
+		ck_decision(s.res, 1, 2, 1 - i, 0);
+	}
+	ck_assert_int_eq(held_done, 2);
+	F.now += 400000;
+	launch(&s, &req);
+	ck_assert_int_eq(held_done, 2);
+	ck_assert_uint_eq(delays_waiting(F.delays), 1);
+	delays_answer_all();
+	ck_assert_int_eq(held_done, 3);
+	/* as it runs, at 1 s: the next window's first, a second to its end */
+	ck_decision(s.res, 1, 2, 1, 0);
+	ck_assert_int_eq(s.res.reset_ms, 1000);
+	/* not a denial: nothing cached */
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+}
+END_TEST
+
+/* WAIT on a policy without a delay: this request's own bound; a deadline
+ * shorter than it bounds it instead. */
+START_TEST(delay_wait_and_deadline)
+{
+	struct cmd_slot s;
+	struct cmd_request req = pair_req(CMD_ALLOW, "login", "eve");
+	delays_on();
+	held_done = 0;
+	for (int i = 0; i < 3; i++) {
+		launch(&s, &req);
+		ck_decision(s.res, 1, 3, 2 - i, 0);
+	}
+	held_done = 0;
+	req.wait_given = 1;
+	req.wait_ms = 30000; /* login is 3/1m: a slot in 60 s */
+	launch(&s, &req);
+	ck_decision(s.res, 0, 3, 0, 60000);
+	req.wait_ms = 60000;
+	req.timeout_ms = 100; /* the caller's deadline is shorter */
+	launch(&s, &req);
+	ck_decision(s.res, 0, 3, 0, 60000);
+	ck_assert_int_eq(held_done, 2);
+	req.timeout_ms = 0;
+	launch(&s, &req);
+	ck_assert_int_eq(held_done, 2);
+	delays_answer_all();
+	ck_decision(s.res, 1, 3, 0, 0);
+	ck_assert_int_eq(held_done, 3);
+}
+END_TEST
+
+/* max_delayed bounds the requests waiting at once: past it, decided
+ * without a delay; 0 turns delays off. */
+START_TEST(delay_max_delayed)
+{
+	fixture_reload(
+		"max_delayed: 1\n"
+		"policies:\n"
+		"  smooth: {algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 2s}}\n");
+	struct cmd_slot s[3];
+	struct cmd_request req = pair_req(CMD_ALLOW, "smooth", "eve");
+	delays_on();
+	held_done = 0;
+	launch(&s[0], &req);
+	launch(&s[1], &req);
+	ck_assert_uint_eq(delays_waiting(F.delays), 1);
+	/* decided at the policy's own capacity: the funnel is 200 ms full */
+	launch(&s[2], &req);
+	ck_assert_int_eq(held_done, 2);
+	ck_decision(s[2].res, 0, 1, 0, 200);
+	delays_answer_all();
+	ck_decision(s[1].res, 1, 1, 0, 0);
+	fixture_reload(
+		"max_delayed: 0\n"
+		"policies:\n"
+		"  smooth: {algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 2s}}\n");
+	F.now += 1000000;
+	held_done = 0;
+	launch(&s[0], &req);
+	launch(&s[1], &req);
+	ck_assert_int_eq(held_done, 2);
+	ck_decision(s[1].res, 0, 1, 0, 100);
+}
+END_TEST
+
 /* ---- on_store_error ---- */
 
 START_TEST(store_down_allow_deny_error)
@@ -1343,6 +1528,10 @@ int main(void)
 		rights_auth,
 		rights_forbidden,
 		rights_admin_listener,
+		delay_funnel,
+		delay_window,
+		delay_wait_and_deadline,
+		delay_max_delayed,
 		store_down_allow_deny_error,
 		store_down_local_share,
 		store_down_local_mallow,
