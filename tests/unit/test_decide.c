@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks.h"
 #include "clock.h"
 #include "cmd.h"
 #include "config.h"
@@ -38,7 +39,68 @@ struct fake {
 	int fail;		  /* answer every request STORE_FAILED */
 	unsigned long generation; /* moved by the test: Redis lost its state */
 	int submits;		  /* requests that reached the memory store */
+	/* held, not decided, while defer is set: fake_flush decides them
+	 * (Redis answering later); the requests' bytes are the test's */
+	int defer, nheld;
+	struct fake_held {
+		struct store_request req;
+		store_done_fn *done;
+		void *arg;
+	} held[8];
 };
+
+/* The memory store's answer to a request that asked for a block, as the
+ * script's 'k' has it (block_take): a window's block of at most a quarter
+ * of what the limit has left, charged with the decision, valid until the
+ * window ends; the request's own figures as if no block were taken. */
+struct fake_grant {
+	struct store *mem;
+	const struct store_request *req;
+	store_done_fn *done;
+	void *arg;
+};
+
+static void fake_charged(void *arg, const struct store_result *res)
+{
+	ck_assert_int_eq(res->status, STORE_OK);
+	*(int *)arg = 1;
+}
+
+static void fake_granted(void *arg, const struct store_result *res)
+{
+	struct fake_grant *g = arg;
+	struct store_result out = *res;
+	ck_assert_int_eq(g->req->policy->algo, POLICY_FIXED_WINDOW);
+	int64_t extra = res->remaining / 4;
+	if (extra > g->req->block_want)
+		extra = g->req->block_want;
+	if (res->status == STORE_OK && res->allowed && extra > 0) {
+		struct store_request charge = *g->req;
+		int charged = 0;
+		charge.op = STORE_CHARGE;
+		charge.cost = extra;
+		charge.block_want = 0;
+		store_submit(g->mem, &charge, fake_charged, &charged);
+		ck_assert_int_eq(charged, 1);
+		out.block = extra;
+		out.block_ms = res->reset_ms;
+	}
+	g->done(g->arg, &out);
+}
+
+static void fake_decide(struct fake *f, const struct store_request *req, store_done_fn *done,
+			void *arg)
+{
+	f->submits++;
+	if (req->block_want > 0) {
+		struct fake_grant g = {f->mem, req, done, arg};
+		struct store_request plain = *req;
+		plain.block_want = 0;
+		store_submit(f->mem, &plain, fake_granted, &g);
+		return;
+	}
+	store_submit(f->mem, req, done, arg);
+}
 
 static void fake_submit(struct store *s, const struct store_request *req, store_done_fn *done,
 			void *arg)
@@ -51,8 +113,21 @@ static void fake_submit(struct store *s, const struct store_request *req, store_
 		done(arg, &res);
 		return;
 	}
-	f->submits++;
-	store_submit(f->mem, req, done, arg);
+	if (f->defer) {
+		ck_assert_int_lt(f->nheld, 8);
+		f->held[f->nheld++] = (struct fake_held){*req, done, arg};
+		return;
+	}
+	fake_decide(f, req, done, arg);
+}
+
+/* Decides the held requests, in order (those they set off decided too). */
+static void fake_flush(struct fake *f)
+{
+	f->defer = 0;
+	for (int i = 0; i < f->nheld; i++)
+		fake_decide(f, &f->held[i].req, f->held[i].done, f->held[i].arg);
+	f->nheld = 0;
 }
 
 static void fake_free(struct store *s)
@@ -124,7 +199,10 @@ static const char config_yaml[] =
 	"  spend: {algorithm: fixed_window, limits: [10/1m], hold: 5s}\n"
 	"  pool: {algorithm: concurrency, limit: 2, lease: 30s}\n"
 	"  smooth: {algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 2s}}\n"
-	"  wwin: {algorithm: fixed_window, limits: [2/1s], delay: {max: 2s}}\n";
+	"  wwin: {algorithm: fixed_window, limits: [2/1s], delay: {max: 2s}}\n"
+	"  hot: {algorithm: fixed_window, limits: [100/1m], blocks: {max: 8}}\n"
+	"  warm: {algorithm: fixed_window, limits: [10/1m], blocks: {max: 8},\n"
+	"         overrides: {bob: 20/1m}}\n";
 
 static struct fixture {
 	struct event_base *base;
@@ -134,6 +212,7 @@ static struct fixture {
 	struct local *local;
 	struct leases *leases;
 	struct delays *delays; /* the delay tests' */
+	struct blocks *blocks; /* the block tests' */
 	struct cmd_env env;
 	int64_t now; /* microseconds, both clocks */
 	struct cmd_slot slot;
@@ -193,6 +272,7 @@ static void fixture_close(void)
 		ck_assert_uint_eq(delays_waiting(F.delays), 0);
 		delays_free(F.delays);
 	}
+	blocks_free(F.blocks);
 	leases_free(F.leases);
 	local_free(F.local);
 	denycache_free(F.deny);
@@ -1426,6 +1506,146 @@ START_TEST(delay_max_delayed)
 }
 END_TEST
 
+/* ---- blocks for hot keys ---- */
+
+static void blocks_on(void)
+{
+	F.blocks = blocks_new(1024);
+	ck_assert_ptr_nonnull(F.blocks);
+	F.env.blocks = F.blocks;
+}
+
+/* A pair seen twice within a second asks for a block (2 units, then
+ * double while they run low, up to max), taken with the decision; the
+ * next requests are answered from it without the store, each unit counted
+ * in the store before it is answered; the block lapses with its window. */
+START_TEST(blocks_answer_hot_pair)
+{
+	blocks_on();
+	ck_decision(allow("hot", "eve"), 1, 100, 99, 0); /* not hot yet */
+	ck_assert_int_eq(F.fake.submits, 1);
+	ck_assert_int_eq(blocks_units(F.blocks), 0);
+	/* hot: asks 2 units with this decision, answered as if none were taken */
+	struct cmd_result r = allow("hot", "eve");
+	ck_decision(r, 1, 100, 98, 0);
+	ck_assert_int_eq(r.reset_ms, 60000);
+	ck_assert_int_eq(F.fake.submits, 2);
+	ck_assert_int_eq(blocks_units(F.blocks), 2);
+	F.now += 1000000;
+	r = allow("hot", "eve"); /* from the block */
+	ck_decision(r, 1, 100, 97, 0);
+	ck_assert_int_eq(r.reset_ms, 59000);
+	ck_assert_int_eq(F.fake.submits, 2);
+	/* half left: this one asks for the next block (4) */
+	ck_decision(allow("hot", "eve"), 1, 100, 95, 0);
+	ck_assert_int_eq(F.fake.submits, 3);
+	ck_assert_int_eq(blocks_units(F.blocks), 5);
+	for (int i = 0; i < 3; i++)
+		ck_decision(allow("hot", "eve"), 1, 100, 94 - i, 0);
+	ck_assert_int_eq(F.fake.submits, 3);
+	ck_assert_int_eq(blocks_units(F.blocks), 2);
+	/* the store counted the 7 answered and the 2 held */
+	ck_decision(peek("hot", "eve"), 1, 100, 91, 0);
+	/* another user of the policy is not hot */
+	ck_decision(allow("hot", "mallet"), 1, 100, 99, 0);
+	/* the window ends: the held units lapse, the store decides */
+	F.now += 59000000;
+	int submits = F.fake.submits;
+	ck_decision(allow("hot", "eve"), 1, 100, 99, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+	ck_assert_int_eq(blocks_units(F.blocks), 0);
+	ck_assert_uint_eq(blocks_counts(F.blocks)->lapsed, 2);
+	ck_assert_uint_eq(blocks_counts(F.blocks)->blocks, 2);
+	ck_assert_uint_eq(blocks_counts(F.blocks)->granted, 6);
+}
+END_TEST
+
+/* Never over-admits: blocks shrink to a quarter of what the limit has left,
+ * and the last units are the store's, one by one. */
+START_TEST(blocks_never_over_admit)
+{
+	blocks_on();
+	int allowed = 0;
+	for (int i = 0; i < 20; i++) {
+		struct cmd_result r = allow("warm", "eve");
+		ck_assert_int_eq(r.kind, CMD_REPLY_DECISION);
+		ck_assert_int_eq(r.limit, 10);
+		allowed += r.allowed;
+		if (!r.allowed)
+			ck_assert_int_eq(r.retry_after_ms, 60000);
+	}
+	ck_assert_int_eq(allowed, 10);
+	ck_assert_int_eq(blocks_units(F.blocks), 0);
+	ck_assert_int_gt((long long)blocks_counts(F.blocks)->granted, 0);
+	ck_decision(peek("warm", "eve"), 0, 10, 0, 60000);
+}
+END_TEST
+
+/* A RESET of the pair revokes its block (the units went with the count);
+ * a store that lost its state drops every block; an override's limits
+ * never take one. */
+START_TEST(blocks_revoked)
+{
+	blocks_on();
+	for (int i = 0; i < 2; i++)
+		allow("hot", "eve");
+	ck_assert_int_eq(blocks_units(F.blocks), 2);
+	reset("hot", "eve");
+	ck_assert_int_eq(blocks_units(F.blocks), 0);
+	ck_assert_uint_eq(blocks_counts(F.blocks)->revoked, 2);
+	int submits = F.fake.submits;
+	ck_decision(allow("hot", "eve"), 1, 100, 99, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+	/* hot again: a new block */
+	ck_decision(allow("hot", "eve"), 1, 100, 98, 0);
+	ck_assert_int_eq(blocks_units(F.blocks), 2);
+	F.fake.generation++;
+	submits = F.fake.submits;
+	/* (the fake kept its count: the 2 units dropped stay counted) */
+	ck_decision(allow("hot", "eve"), 1, 100, 95, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+	ck_assert_uint_eq(blocks_counts(F.blocks)->revoked, 4);
+	/* bob's override: every request the store's */
+	submits = F.fake.submits;
+	for (int i = 0; i < 4; i++)
+		ck_decision(allow("warm", "bob"), 1, 20, 19 - i, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 4);
+}
+END_TEST
+
+/* While a pair's ask is out, a request the block still covers is answered
+ * from it; one that finds it empty waits for the ask, then is answered
+ * from the new block, without the store. */
+START_TEST(blocks_follow_the_ask)
+{
+	struct cmd_slot a, b, c;
+	struct cmd_request req = pair_req(CMD_ALLOW, "hot", "eve");
+	blocks_on();
+	for (int i = 0; i < 3; i++)
+		allow("hot", "eve"); /* the store, an ask of 2, one from the block */
+	ck_assert_int_eq(blocks_units(F.blocks), 1);
+	held_done = 0;
+	F.fake.defer = 1;
+	launch(&a, &req); /* half left: asks, and the store holds it */
+	ck_assert_int_eq(F.fake.nheld, 1);
+	launch(&b, &req); /* the last unit */
+	ck_assert_int_eq(held_done, 1);
+	ck_decision(b.res, 1, 100, 96, 0);
+	launch(&c, &req); /* none left: follows a's ask */
+	ck_assert_int_eq(held_done, 1);
+	ck_assert_int_eq(F.fake.nheld, 1);
+	int submits = F.fake.submits;
+	fake_flush(&F.fake);
+	ck_assert_int_eq(held_done, 3);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+	ck_decision(a.res, 1, 100, 95, 0);
+	ck_decision(c.res, 1, 100, 94, 0);
+	ck_assert_ptr_null(c.cfg);
+	ck_assert_int_eq(blocks_units(F.blocks), 3);
+	ck_decision(peek("hot", "eve"), 1, 100, 91, 0);
+}
+END_TEST
+
 /* ---- on_store_error ---- */
 
 START_TEST(store_down_allow_deny_error)
@@ -1532,6 +1752,10 @@ int main(void)
 		delay_window,
 		delay_wait_and_deadline,
 		delay_max_delayed,
+		blocks_answer_hot_pair,
+		blocks_never_over_admit,
+		blocks_revoked,
+		blocks_follow_the_ask,
 		store_down_allow_deny_error,
 		store_down_local_share,
 		store_down_local_mallow,
