@@ -1646,6 +1646,61 @@ START_TEST(blocks_follow_the_ask)
 }
 END_TEST
 
+/* ---- overrides and bans on CHARGE and holds ---- */
+
+/* unlimited: answered -1 -1 with nothing counted and no hold id (so no
+ * SETTLE); blocked: denied; an override's limits: a hold charged to them,
+ * and settled on them. */
+START_TEST(override_charge_and_hold)
+{
+	char id[LEASE_ID_MAX];
+	struct cmd_result r = one(CMD_CHARGE, "vip", "alice", 5);
+	ck_decision(r, 1, -1, -1, 0);
+	ck_assert_int_eq(r.reset_ms, -1);
+	r = one(CMD_HOLD, "vip", "alice", 5);
+	ck_decision(r, 1, -1, -1, 0);
+	ck_assert_ptr_null(r.item);
+	ck_decision(one(CMD_CHARGE, "vip", "mallory", 1), 0, 2, 0, -1);
+	r = one(CMD_HOLD, "vip", "mallory", 1);
+	ck_decision(r, 0, 2, 0, -1);
+	ck_assert_ptr_null(r.item);
+	ck_assert_int_eq(F.fake.submits, 0);
+	lease_id_format(id, "vip", 3, "alice", 5, 7, 5);
+	ck_error(on_id(CMD_SETTLE, id, 1), CMD_ERR_NO_HOLD,
+		 "hold not open: settled, cancelled, expired or never taken");
+	ck_assert_int_eq(F.fake.submits, 0);
+	/* bob's 4/1m, not the policy's 2/1m */
+	r = one(CMD_HOLD, "vip", "bob", 3);
+	ck_lease(r, 4, 1, 60000);
+	id_of(r, "vip", "bob", 3, id);
+	ck_decision(on_id(CMD_SETTLE, id, 1), 1, 4, 3, 0);
+	ck_decision(one(CMD_CHARGE, "vip", "bob", 2), 1, 4, 1, 0);
+	ck_decision(allow("vip", "bob"), 1, 4, 0, 0);
+}
+END_TEST
+
+/* A banned user's CHARGE and HOLD are denied and count nothing. */
+START_TEST(ban_denies_charge_and_hold)
+{
+	ck_decision(allow("banned", "eve"), 1, 1, 0, 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(allow("banned", "eve").allowed, 0);
+	F.now += 2000000; /* the limit alone would allow again */
+	struct cmd_result r = one(CMD_CHARGE, "banned", "eve", 1);
+	ck_assert_int_eq(r.kind, CMD_REPLY_DECISION);
+	ck_assert_int_eq(r.allowed, 0);
+	ck_assert_int_eq(r.retry_after_ms, 598000); /* the ban began at the third denial */
+	r = one(CMD_HOLD, "banned", "eve", 1);
+	ck_assert_int_eq(r.kind, CMD_REPLY_DECISION);
+	ck_assert_int_eq(r.allowed, 0);
+	ck_assert_int_eq(r.retry_after_ms, 598000);
+	ck_assert_ptr_null(r.item);
+	/* the ban over: neither was counted */
+	F.now += 600000000;
+	ck_decision(peek("banned", "eve"), 1, 1, 1, 0);
+}
+END_TEST
+
 /* ---- on_store_error ---- */
 
 START_TEST(store_down_allow_deny_error)
@@ -1756,6 +1811,8 @@ int main(void)
 		blocks_never_over_admit,
 		blocks_revoked,
 		blocks_follow_the_ask,
+		override_charge_and_hold,
+		ban_denies_charge_and_hold,
 		store_down_allow_deny_error,
 		store_down_local_share,
 		store_down_local_mallow,
