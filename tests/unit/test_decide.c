@@ -25,6 +25,7 @@
 #include "lease.h"
 #include "leases.h"
 #include "local.h"
+#include "override_live.h"
 #include "policy.h"
 #include "stats.h"
 #include "store.h"
@@ -1701,6 +1702,111 @@ START_TEST(ban_denies_charge_and_hold)
 }
 END_TEST
 
+/* ---- admin: run-time overrides, TOP ---- */
+
+static struct cmd_result live(enum cmd_verb verb, const char *action, const char *user,
+			      const char *spec, int64_t index)
+{
+	struct cmd_request req = pair_req(verb, action, user);
+	req.spec = spec;
+	req.spec_len = spec ? strlen(spec) : 0;
+	req.index = index;
+	return execute(&req, 1);
+}
+
+/* OVERRIDE sets one (here, with the memory store, in this daemon alone):
+ * it answers before the cached denial; OVERRIDES lists them; UNOVERRIDE
+ * clears it. */
+START_TEST(live_overrides)
+{
+	ck_error(live(CMD_OVERRIDE, "login", "eve", "unlimited", 0), CMD_ERR_STORE_UNAVAILABLE,
+		 "out of memory at start");
+	F.env.live = override_live_new(F.base, F.fake.mem, F.cfg);
+	ck_assert_ptr_nonnull(F.env.live);
+	for (int i = 0; i < 3; i++)
+		allow("login", "eve");
+	ck_decision(allow("login", "eve"), 0, 3, 0, 60000);
+	ck_assert_uint_eq(denycache_size(F.deny), 1);
+	ck_assert_int_eq(live(CMD_OVERRIDE, "login", "eve", "unlimited", 0).kind, CMD_REPLY_OK);
+	ck_decision(allow("login", "eve"), 1, -1, -1, 0);
+	ck_assert_int_eq(live(CMD_OVERRIDE, "login", "frank", "blocked", 0).kind, CMD_REPLY_OK);
+	ck_decision(allow("login", "frank"), 0, 3, 0, -1);
+	/* by action, then user */
+	struct cmd_result r = live(CMD_OVERRIDES, "", "", NULL, 0);
+	ck_assert_int_eq(r.kind, CMD_REPLY_ITEM);
+	ck_assert_ptr_nonnull(r.item);
+	ck_assert_int_eq(r.item->index, 0);
+	ck_assert_int_eq(r.item->ttl_ms, -1);
+	ck_assert_int_eq((int)r.item->ulen, 3);
+	ck_assert_int_eq((int)r.item->alen, 5);
+	ck_assert_int_eq((int)r.item->spec_len, 9);
+	ck_assert(memcmp(r.item->text, "eveloginunlimited", 17) == 0);
+	r = live(CMD_OVERRIDES, "", "", NULL, 1);
+	ck_assert_ptr_nonnull(r.item);
+	ck_assert(memcmp(r.item->text, "frankloginblocked", 17) == 0);
+	r = live(CMD_OVERRIDES, "", "", NULL, 2);
+	ck_assert_int_eq(r.kind, CMD_REPLY_ITEM);
+	ck_assert_ptr_null(r.item);
+	ck_assert_int_eq(r.limit, 2);
+	ck_assert_int_eq(live(CMD_UNOVERRIDE, "login", "eve", NULL, 0).kind, CMD_REPLY_OK);
+	ck_decision(allow("login", "eve"), 0, 3, 0, 60000);
+	ck_assert_int_eq(live(CMD_OVERRIDES, "", "", NULL, 1).limit, 1);
+	/* refused before anything is set */
+	ck_error(live(CMD_OVERRIDE, "nope", "eve", "unlimited", 0), CMD_ERR_UNKNOWN_ACTION,
+		 "no policy for this action");
+	ck_error(live(CMD_OVERRIDE, "login", "a b", "unlimited", 0), CMD_ERR_BAD_USER,
+		 "an override's user has no blank, CR, LF or NUL byte");
+	r = live(CMD_OVERRIDE, "login", "eve", "lots", 0);
+	ck_assert_int_eq(r.kind, CMD_REPLY_ERROR);
+	ck_assert_int_eq(r.error, CMD_ERR_SYNTAX);
+	ck_assert_int_eq(live(CMD_OVERRIDES, "", "", NULL, 1).limit, 1);
+	override_live_free(F.env.live);
+	F.env.live = NULL;
+}
+END_TEST
+
+/* TOP: the action's heavy hitters by denials, then the end with how many
+ * and the action's totals. */
+START_TEST(top_heavy_hitters)
+{
+	stats_bind(F.cfg);
+	for (int i = 0; i < 5; i++)
+		allow("login", "eve");
+	for (int i = 0; i < 4; i++)
+		allow("login", "mallet");
+	allow("login", "carol");
+	struct cmd_result r = live(CMD_TOP, "login", "", NULL, 0);
+	ck_assert_int_eq(r.kind, CMD_REPLY_TOP);
+	ck_assert_ptr_nonnull(r.item);
+	ck_assert_int_eq((int)r.item->ulen, 3);
+	ck_assert(memcmp(r.item->text, "eve", 3) == 0);
+	ck_assert_int_eq(r.item->denied, 2);
+	ck_assert_int_eq(r.item->requests, 5);
+	r = live(CMD_TOP, "login", "", NULL, 1);
+	ck_assert_ptr_nonnull(r.item);
+	ck_assert(memcmp(r.item->text, "mallet", 6) == 0);
+	ck_assert_int_eq(r.item->denied, 1);
+	r = live(CMD_TOP, "login", "", NULL, 9);
+	ck_assert_int_eq(r.kind, CMD_REPLY_TOP);
+	ck_assert_ptr_null(r.item);
+	ck_assert_int_eq(r.limit, 2);	       /* users denied: carol was not */
+	ck_assert_int_eq(r.remaining, 10);     /* requests */
+	ck_assert_int_eq(r.retry_after_ms, 3); /* denials */
+	/* by requests: every user that asked */
+	struct cmd_request req = pair_req(CMD_TOP, "login", "");
+	req.by_requests = 1;
+	req.index = 2;
+	r = execute(&req, 1);
+	ck_assert_ptr_nonnull(r.item);
+	ck_assert(memcmp(r.item->text, "carol", 5) == 0);
+	ck_assert_int_eq(r.item->requests, 1);
+	req.index = 3;
+	ck_assert_int_eq(execute(&req, 1).limit, 3);
+	ck_error(live(CMD_TOP, "nope", "", NULL, 0), CMD_ERR_UNKNOWN_ACTION,
+		 "no policy for this action");
+}
+END_TEST
+
 /* ---- on_store_error ---- */
 
 START_TEST(store_down_allow_deny_error)
@@ -1813,6 +1919,8 @@ int main(void)
 		blocks_follow_the_ask,
 		override_charge_and_hold,
 		ban_denies_charge_and_hold,
+		live_overrides,
+		top_heavy_hitters,
 		store_down_allow_deny_error,
 		store_down_local_share,
 		store_down_local_mallow,
