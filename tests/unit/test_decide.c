@@ -1852,6 +1852,35 @@ START_TEST(store_down_local_mallow)
 }
 END_TEST
 
+/* CHARGE, HOLD, SETTLE and CANCEL with the store down: a charge not
+ * counted is an error whatever on_store_error says (local counts it
+ * locally); a HOLD follows on_store_error with no id (local: an error, the
+ * fallback opens no holds); SETTLE and CANCEL are errors. */
+START_TEST(store_down_charge_and_holds)
+{
+	char id[LEASE_ID_MAX];
+	id_of(one(CMD_HOLD, "open", "eve", 1), "open", "eve", 1, id);
+	F.fake.fail = 1;
+	const char *why = "store failed: the fake is down";
+	ck_error(one(CMD_CHARGE, "open", "eve", 1), CMD_ERR_STORE_UNAVAILABLE, why);
+	ck_error(one(CMD_CHARGE, "closed", "eve", 1), CMD_ERR_STORE_UNAVAILABLE, why);
+	ck_decision(one(CMD_CHARGE, "loc", "eve", 1), 1, 2, 1, 0);
+	struct cmd_result r = one(CMD_HOLD, "open", "eve", 1);
+	ck_decision(r, 1, 1, -1, 0);
+	ck_assert_ptr_null(r.item);
+	r = one(CMD_HOLD, "closed", "eve", 1);
+	ck_decision(r, 0, 1, -1, 1000);
+	ck_assert_ptr_null(r.item);
+	ck_error(one(CMD_HOLD, "strict", "eve", 1), CMD_ERR_STORE_UNAVAILABLE, why);
+	ck_error(one(CMD_HOLD, "loc", "eve", 1), CMD_ERR_STORE_UNAVAILABLE, why);
+	ck_error(on_id(CMD_SETTLE, id, 1), CMD_ERR_STORE_UNAVAILABLE, why);
+	ck_error(on_id(CMD_CANCEL, id, 0), CMD_ERR_STORE_UNAVAILABLE, why);
+	/* back: the hold is still open */
+	F.fake.fail = 0;
+	ck_assert_int_eq(on_id(CMD_CANCEL, id, 0).kind, CMD_REPLY_OK);
+}
+END_TEST
+
 /* One case per store kind: the atomic call of one Redis, and a Cluster's
  * check-then-charge. */
 static void add(Suite *s, const char *name, void (*setup)(void), const TTest *const *tests)
@@ -1924,6 +1953,7 @@ int main(void)
 		store_down_allow_deny_error,
 		store_down_local_share,
 		store_down_local_mallow,
+		store_down_charge_and_holds,
 		NULL,
 	};
 	Suite *s = suite_create("decide");
