@@ -2,10 +2,14 @@
  * test_decide.c - the decision half in process: cmd_execute (cmd.c, multi.c)
  * with the deny cache and the local fallback, against the memory store
  * dressed up as Redis (RESETs followed, so denials are cached; failing on
- * demand), on one clock the test moves (clock_mono_set and the memory
- * store's clock). tests/vectors.txt through cmd, then the request-level
- * rules: the deny cache, MALLOW all or nothing, shadow mode, bans,
- * overrides, PEEK, cost above the limit, unknown actions, on_store_error.
+ * demand; granting blocks as the script does; answering later on demand),
+ * on one clock the test moves (clock_mono_set and the memory store's
+ * clock). tests/vectors.txt through cmd, then every verb and stage: the
+ * deny cache, MALLOW all or nothing, shadow mode, bans, overrides (in the
+ * configuration and at run time), PEEK, cost above the limit, unknown
+ * actions, CHARGE, HOLD/SETTLE/CANCEL, ACQUIRE/RELEASE/RENEW (the memory
+ * store's leases), rights (listen[].auth, identities), delays, blocks for
+ * hot keys, TOP, on_store_error.
  */
 #include <check.h>
 
@@ -1291,10 +1295,29 @@ START_TEST(rights_forbidden)
 	req = pair_req(CMD_RESET, "login", "eve");
 	ck_error(execute_as(&req, &web, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
 		 "identity web may not administer (its rights: lack admin)");
-	/* its own policies: decided (a lease too) */
+	/* an id names its action: a hold of api is not web's to settle */
+	char id[LEASE_ID_MAX];
+	id_of(one(CMD_HOLD, "api", "eve", 2), "api", "eve", 2, id);
+	req = (struct cmd_request){.verb = CMD_SETTLE,
+				   .action = id,
+				   .action_len = 3,
+				   .lease_id = id,
+				   .lease_id_len = strlen(id),
+				   .actual = 0};
+	ck_error(execute_as(&req, &web, STATS_FRONT_LINE), CMD_ERR_FORBIDDEN,
+		 "identity web may not decide on api (its policies: list lacks it)");
+	ck_decision(peek("api", "eve"), 1, 5, 3, 0);
+	/* its own policies: decided (a lease too, and its release) */
 	F.env.store = F.fake.mem;
 	req = pair_req(CMD_ACQUIRE, "pool", "eve");
 	ck_lease(execute_as(&req, &web, STATS_FRONT_LINE), 2, 1, 30000);
+	id_of(F.slot.res, "pool", "eve", 1, id);
+	req = (struct cmd_request){.verb = CMD_RELEASE,
+				   .action = id,
+				   .action_len = 4,
+				   .lease_id = id,
+				   .lease_id_len = strlen(id)};
+	ck_assert_int_eq(execute_as(&req, &web, STATS_FRONT_LINE).kind, CMD_REPLY_OK);
 	/* a certificate's identity, with admin alone */
 	struct cmd_caller watcher = {.auth = 1, .admin = 1, .cert_cn = "watcher.example"};
 	req = pair_req(CMD_ALLOW, "login", "eve");
