@@ -1670,6 +1670,86 @@ START_TEST(blocks_follow_the_ask)
 }
 END_TEST
 
+/* Redis denied the ask (another daemon took the rest meanwhile): those
+ * that waited for it, asking as many units, get the same denial at once,
+ * without the store. */
+START_TEST(blocks_denied_ask_answers_followers)
+{
+	struct cmd_slot a, b, c, d;
+	struct cmd_request req = pair_req(CMD_ALLOW, "warm", "eve");
+	blocks_on();
+	ck_decision(allow("warm", "eve"), 1, 10, 9, 0);
+	ck_decision(allow("warm", "eve"), 1, 10, 8, 0); /* and a block of 2 */
+	ck_decision(allow("warm", "eve"), 1, 10, 7, 0); /* from it */
+	held_done = 0;
+	F.fake.defer = 1;
+	launch(&a, &req); /* asks */
+	launch(&b, &req); /* the last unit */
+	ck_decision(b.res, 1, 10, 6, 0);
+	launch(&c, &req);
+	launch(&d, &req);
+	ck_assert_int_eq(held_done, 1);
+	ck_assert_int_eq(F.fake.nheld, 1);
+	/* another daemon charges the rest */
+	struct store_request charge = {.op = STORE_CHARGE,
+				       .policy = config_find_policy(F.cfg, "warm", 4),
+				       .prefix = F.cfg->prefix,
+				       .prefix_len = strlen(F.cfg->prefix),
+				       .user = "eve",
+				       .user_len = 3,
+				       .cost = 6,
+				       .timeout_ms = 1000};
+	int charged = 0;
+	store_submit(F.fake.mem, &charge, fake_charged, &charged);
+	ck_assert_int_eq(charged, 1);
+	int submits = F.fake.submits;
+	fake_flush(&F.fake);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
+	ck_assert_int_eq(held_done, 4);
+	ck_decision(a.res, 0, 10, 0, 60000);
+	ck_decision(c.res, 0, 10, 0, 60000);
+	ck_decision(d.res, 0, 10, 0, 60000);
+	ck_assert_ptr_null(c.cfg);
+	ck_assert_ptr_null(d.cfg);
+}
+END_TEST
+
+/* A RESET of the pair while its ask is out: the units held go at once, the
+ * ask's come after the RESET was sent and are never answered from (revoked),
+ * and the next request is the store's again. */
+START_TEST(blocks_reset_while_asking)
+{
+	struct cmd_slot a, c, r;
+	struct cmd_request req = pair_req(CMD_ALLOW, "hot", "eve");
+	struct cmd_request rst = pair_req(CMD_RESET, "hot", "eve");
+	struct cmd_caller admin = {.admin = 1};
+	blocks_on();
+	for (int i = 0; i < 4; i++)
+		allow("hot", "eve"); /* the store, an ask of 2, one from it, an ask of 4 */
+	for (int i = 0; i < 3; i++)
+		allow("hot", "eve"); /* from the blocks: 2 left of 4, half */
+	ck_assert_int_eq(blocks_units(F.blocks), 2);
+	held_done = 0;
+	F.fake.defer = 1;
+	launch(&a, &req); /* asks for 8 */
+	memset(&r, 0, sizeof(r));
+	r.complete = on_held;
+	cmd_execute(F.cfg, &F.env, &rst, &admin, &r);
+	ck_assert_int_eq(blocks_units(F.blocks), 0);
+	ck_assert_uint_eq(blocks_counts(F.blocks)->revoked, 2);
+	launch(&c, &req); /* neither answered from a block nor waiting for a's */
+	ck_assert_int_eq(F.fake.nheld, 3);
+	fake_flush(&F.fake);
+	ck_assert_int_eq(held_done, 3);
+	/* a: the 10th counted, and 8 more for its block, which is dropped */
+	ck_decision(a.res, 1, 100, 90, 0);
+	ck_assert_int_eq(r.res.kind, CMD_REPLY_OK);
+	ck_decision(c.res, 1, 100, 99, 0);
+	ck_assert_int_eq(blocks_units(F.blocks), 0);
+	ck_assert_uint_eq(blocks_counts(F.blocks)->revoked, 2 + 8);
+}
+END_TEST
+
 /* ---- overrides and bans on CHARGE and holds ---- */
 
 /* unlimited: answered -1 -1 with nothing counted and no hold id (so no
@@ -1969,6 +2049,8 @@ int main(void)
 		blocks_never_over_admit,
 		blocks_revoked,
 		blocks_follow_the_ask,
+		blocks_denied_ask_answers_followers,
+		blocks_reset_while_asking,
 		override_charge_and_hold,
 		ban_denies_charge_and_hold,
 		live_overrides,
