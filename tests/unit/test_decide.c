@@ -126,12 +126,13 @@ static void fake_submit(struct store *s, const struct store_request *req, store_
 	fake_decide(f, req, done, arg);
 }
 
-/* Decides the held requests, in order (those they set off decided too). */
+/* Decides the held requests, in order (those they set off decided too;
+ * failed if the fake is down now). */
 static void fake_flush(struct fake *f)
 {
 	f->defer = 0;
 	for (int i = 0; i < f->nheld; i++)
-		fake_decide(f, &f->held[i].req, f->held[i].done, f->held[i].arg);
+		fake_submit(&f->base, &f->held[i].req, f->held[i].done, f->held[i].arg);
 	f->nheld = 0;
 }
 
@@ -203,6 +204,8 @@ static const char config_yaml[] =
 	"  loc: {limits: [4/1m], on_store_error: local}\n"
 	"  spend: {algorithm: fixed_window, limits: [10/1m], hold: 5s}\n"
 	"  pool: {algorithm: concurrency, limit: 2, lease: 30s}\n"
+	"  pool_deny: {algorithm: concurrency, limit: 2, lease: 30s, on_store_error: deny}\n"
+	"  pool_local: {algorithm: concurrency, limit: 2, lease: 30s, on_store_error: local}\n"
 	"  smooth: {algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 2s}}\n"
 	"  wwin: {algorithm: fixed_window, limits: [2/1s], delay: {max: 2s}}\n"
 	"  hot: {algorithm: fixed_window, limits: [100/1m], blocks: {max: 8}}\n"
@@ -1162,15 +1165,18 @@ START_TEST(lease_wrong_policy_or_id)
 }
 END_TEST
 
-/* Redis not answering a lease's call: the policy's on_store_error (here
- * the default, allow) answers, with no id (nothing to release); RELEASE
- * and RENEW have no fallback. */
+/* Redis not answering a lease's call: the policy's on_store_error answers,
+ * with no id (allow: nothing to release; deny: a retry of 1 s; local: an
+ * error, the fallback keeps no leases); RELEASE and RENEW have none. */
 START_TEST(lease_store_down)
 {
 	struct cmd_result r = acquire("pool", "eve", 1);
 	ck_decision(r, 1, 2, -1, 0);
 	ck_assert_int_eq(r.reset_ms, -1);
 	ck_assert_ptr_null(r.item);
+	ck_decision(acquire("pool_deny", "eve", 1), 0, 2, -1, 1000);
+	ck_error(acquire("pool_local", "eve", 1), CMD_ERR_STORE_UNAVAILABLE,
+		 "redis: no redis here");
 	char id[LEASE_ID_MAX];
 	lease_id_format(id, "pool", 4, "eve", 3, 1, 1);
 	ck_error(on_id(CMD_RELEASE, id, 0), CMD_ERR_STORE_UNAVAILABLE, "redis: no redis here");
@@ -1191,7 +1197,9 @@ static const char rights_yaml[] =
 	"policies:\n"
 	"  login: {limits: [3/1m]}\n"
 	"  api: {limits: [5/1m]}\n"
-	"  pool: {algorithm: concurrency, limit: 2, lease: 30s}\n";
+	"  pool: {algorithm: concurrency, limit: 2, lease: 30s}\n"
+	"  pool_deny: {algorithm: concurrency, limit: 2, lease: 30s, on_store_error: deny}\n"
+	"  pool_local: {algorithm: concurrency, limit: 2, lease: 30s, on_store_error: local}\n";
 
 static void rights_config(void)
 {
@@ -1530,6 +1538,45 @@ START_TEST(delay_max_delayed)
 }
 END_TEST
 
+/* The store failing a delayed request: answered per on_store_error at
+ * once, and its claim on max_delayed given back (else delays would stop
+ * once max_delayed had failed). */
+START_TEST(delay_store_down_gives_claims_back)
+{
+	fixture_reload("max_delayed: 1\n"
+		       "policies:\n"
+		       "  smooth: {algorithm: funnel, capacity: 1, rate: 10/1s, delay: {max: 2s}}\n"
+		       "  wwin: {algorithm: fixed_window, limits: [1/1s], delay: {max: 2s}}\n");
+	struct cmd_slot s;
+	struct cmd_request funnel = pair_req(CMD_ALLOW, "smooth", "eve");
+	struct cmd_request window = pair_req(CMD_ALLOW, "wwin", "eve");
+	delays_on();
+	held_done = 0;
+	F.fake.fail = 1;
+	for (int i = 0; i < 3; i++) {
+		launch(&s, &funnel);
+		ck_decision(s.res, 1, 1, -1, 0);
+		launch(&s, &window);
+		ck_decision(s.res, 1, 1, -1, 0);
+	}
+	ck_assert_int_eq(held_done, 6);
+	F.fake.fail = 0;
+	launch(&s, &funnel);
+	launch(&s, &funnel); /* the one claim: delayed */
+	ck_assert_int_eq(held_done, 7);
+	ck_assert_uint_eq(delays_waiting(F.delays), 1);
+	delays_answer_all();
+	ck_assert_int_eq(held_done, 8);
+	ck_decision(s.res, 1, 1, 0, 0);
+	launch(&s, &window);
+	launch(&s, &window);
+	ck_assert_int_eq(held_done, 9);
+	ck_assert_uint_eq(delays_waiting(F.delays), 1);
+	delays_answer_all();
+	ck_decision(s.res, 1, 1, 0, 0);
+}
+END_TEST
+
 /* ---- blocks for hot keys ---- */
 
 static void blocks_on(void)
@@ -1747,6 +1794,40 @@ START_TEST(blocks_reset_while_asking)
 	ck_decision(c.res, 1, 100, 99, 0);
 	ck_assert_int_eq(blocks_units(F.blocks), 0);
 	ck_assert_uint_eq(blocks_counts(F.blocks)->revoked, 2 + 8);
+}
+END_TEST
+
+/* The ask failed: those that waited for it fail the same way. */
+START_TEST(blocks_failed_ask_fails_followers)
+{
+	struct cmd_slot a, b, c;
+	struct cmd_request req = pair_req(CMD_ALLOW, "strict_hot", "eve");
+	fixture_reload(
+		"policies:\n"
+		"  strict_hot: {algorithm: fixed_window, limits: [100/1m], blocks: {max: 8},\n"
+		"               on_store_error: error}\n");
+	blocks_on();
+	for (int i = 0; i < 3; i++)
+		allow("strict_hot", "eve"); /* the store, an ask of 2, one from it */
+	held_done = 0;
+	F.fake.defer = 1;
+	launch(&a, &req); /* asks */
+	launch(&b, &req); /* the last unit */
+	launch(&c, &req); /* follows */
+	ck_assert_int_eq(held_done, 1);
+	ck_decision(b.res, 1, 100, 96, 0);
+	F.fake.fail = 1;
+	fake_flush(&F.fake);
+	ck_assert_int_eq(held_done, 3);
+	ck_error(a.res, CMD_ERR_STORE_UNAVAILABLE, "store failed: the fake is down");
+	ck_error(c.res, CMD_ERR_STORE_UNAVAILABLE, "store failed: the fake is down");
+	ck_assert_ptr_null(c.cfg);
+	/* back: the pair asks again */
+	F.fake.fail = 0;
+	F.now += 1000000;
+	int submits = F.fake.submits;
+	ck_decision(allow("strict_hot", "eve"), 1, 100, 95, 0);
+	ck_assert_int_eq(F.fake.submits, submits + 1);
 }
 END_TEST
 
@@ -2045,12 +2126,14 @@ int main(void)
 		delay_window,
 		delay_wait_and_deadline,
 		delay_max_delayed,
+		delay_store_down_gives_claims_back,
 		blocks_answer_hot_pair,
 		blocks_never_over_admit,
 		blocks_revoked,
 		blocks_follow_the_ask,
 		blocks_denied_ask_answers_followers,
 		blocks_reset_while_asking,
+		blocks_failed_ask_fails_followers,
 		override_charge_and_hold,
 		ban_denies_charge_and_hold,
 		live_overrides,
