@@ -1416,8 +1416,8 @@ START_TEST(delay_funnel)
 	ck_decision(s[1].res, 1, 1, 0, 0);
 	ck_assert_int_eq(s[1].res.reset_ms, 100);
 	ck_assert_ptr_null(s[1].cfg);
-	/* 20 more slots fit in delay.max (2 s of 10/1s); the store's clock
-	 * has not moved, so the 20th waits 2 s */
+	/* delay.max holds 20 slots (2 s of 10/1s) beyond the capacity: with
+	 * the clock still, 19 more are each held (the last for 2 s) */
 	held_done = 0;
 	for (int i = 0; i < 19; i++) {
 		launch(&s[2], &req);
