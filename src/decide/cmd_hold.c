@@ -30,8 +30,12 @@ static void hold_done(void *arg, const struct store_result *res)
 		return;
 	}
 	/* units came back: this daemon's cached denials of the pair are
-	 * wrong now (the others hear of it from the script's notice) */
-	if (slot->deny)
+	 * wrong now (the others hear of it from the script's notice); or,
+	 * a SETTLE above its estimate, more were taken: their remaining is */
+	if (slot->deny && slot->cost > 0)
+		denycache_forget(slot->deny, slot->policy->name, slot->policy->name_len, slot->user,
+				 slot->user_len);
+	else if (slot->deny)
 		denycache_reset_pair(slot->deny, slot->policy->name, slot->policy->name_len,
 				     slot->user, slot->user_len);
 	slot->deny = NULL;
@@ -84,8 +88,11 @@ void cmd_run_hold(struct config *cfg, const struct cmd_env *env, const struct cm
 	slot->shadow = 0;
 	slot->own_policy = 0;
 	/* a CANCEL, or a SETTLE below the estimate, gives units back: then
-	 * (hold_done) the pair's cached denials go */
-	slot->deny = slot->op == STORE_CANCEL || pc->actual < id.cost ? decide_cache(env) : NULL;
+	 * (hold_done) the pair's cached denials go; a SETTLE above it takes
+	 * more: their remaining goes (slot->cost: what it takes beyond the
+	 * estimate, 0 for none) */
+	slot->deny = slot->op == STORE_CANCEL || pc->actual != id.cost ? decide_cache(env) : NULL;
+	slot->cost = slot->op == STORE_SETTLE && pc->actual > id.cost ? pc->actual - id.cost : 0;
 	slot->user_len = id.user_len;
 	memcpy(slot->user, id.user, id.user_len);
 	slot->local = NULL;

@@ -251,7 +251,7 @@ static void store_done(void *arg, const struct store_result *res)
 	}
 	if (slot->deny && op == STORE_RESET)
 		denycache_reset_pair(slot->deny, p->name, p->name_len, slot->user, slot->user_len);
-	else if (slot->deny && !res->allowed)
+	else if (slot->deny && !res->allowed && op != STORE_HOLD)
 		denycache_put(slot->deny, slot->deny_epoch, p->name, p->name_len, slot->user,
 			      slot->user_len, slot->cost, slot->sent_us, res->limit, res->remaining,
 			      res->retry_after_ms, res->reset_ms);
@@ -416,6 +416,13 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 		slot->deny_epoch = denycache_epoch(deny);
 		slot->cost = pc->cost;
 	}
+	/* A CHARGE or a HOLD is never answered from the cache nor cached (a
+	 * CHARGE is never denied), but the units it takes make the pair's
+	 * cached denials' remaining stale: they go once it is answered, as an
+	 * allowed ALLOW's do (store_done, decide_cache_allowed). */
+	if ((op == STORE_CHARGE || op == STORE_HOLD) && !slot->deny &&
+	    decide_cacheable(p, slot->own_policy || slot->overridden))
+		slot->deny = decide_cache(env);
 	/* a delay (or the caller's deadline, if shorter), while below
 	 * max_delayed: a window's is the store's (it charges the request as
 	 * running when its window has room); a funnel's asks with the capacity

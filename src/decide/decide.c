@@ -192,7 +192,7 @@ int decide_cacheable(const struct policy *p, int other)
 void decide_cache_allowed(struct denycache *deny, enum store_op op, const struct policy *p,
 			  const char *user, size_t ulen)
 {
-	if (deny && op == STORE_ALLOW)
+	if (deny && (op == STORE_ALLOW || op == STORE_CHARGE || op == STORE_HOLD))
 		denycache_forget(deny, p->name, p->name_len, user, ulen);
 }
 

@@ -684,6 +684,25 @@ START_TEST(deny_cache_cost_is_part_of_the_key)
 }
 END_TEST
 
+/* A CHARGE or an allowed HOLD takes units: a denial cached before it has a
+ * stale remaining, so the store must answer the next one (as after an
+ * allowed ALLOW or MALLOW): no answer may differ from the store's. */
+START_TEST(deny_cache_forgets_on_charge_and_hold)
+{
+	char id[LEASE_ID_MAX];
+	ck_decision(one(CMD_ALLOW, "spend", "eve", 7), 1, 10, 3, 0);
+	ck_decision(one(CMD_ALLOW, "spend", "eve", 4), 0, 10, 3, 60000);
+	ck_assert_uint_eq(denycache_size(F.deny), 1);
+	ck_decision(one(CMD_CHARGE, "spend", "eve", 1), 1, 10, 2, 0);
+	ck_decision(one(CMD_ALLOW, "spend", "eve", 4), 0, 10, 2, 60000);
+	id_of(one(CMD_HOLD, "spend", "eve", 1), "spend", "eve", 1, id);
+	ck_decision(one(CMD_ALLOW, "spend", "eve", 4), 0, 10, 1, 60000);
+	/* a SETTLE above its estimate takes one more */
+	ck_decision(on_id(CMD_SETTLE, id, 2), 1, 10, 0, 0);
+	ck_decision(one(CMD_ALLOW, "spend", "eve", 4), 0, 10, 0, 60000);
+}
+END_TEST
+
 /* ---- MALLOW and MPEEK ---- */
 
 static const char *const two[] = {"login", "api"};
@@ -2088,6 +2107,7 @@ int main(void)
 		deny_cache_store_generation_clears,
 		deny_cache_override_wins,
 		deny_cache_cost_is_part_of_the_key,
+		deny_cache_forgets_on_charge_and_hold,
 		mallow_all_or_nothing,
 		mallow_one_denied_charges_none,
 		mallow_denied_by_the_roomier_pair,
