@@ -653,6 +653,48 @@ class DocListsTest(DaemonTest):
         resp_cmds = {w for r in table_rows(resp) for w in re.findall(r"`([A-Z]+)\b", r[0])}
         self.assertLessEqual(set(daemon), resp_cmds, "protocol.md's RESP table")
 
+    def test_ratelimitctl_commands(self):
+        """ratelimitctl has a command for each verb of the daemon's table
+        (cmd_table.c) a person types, and marks "(admin)" exactly those the
+        daemon refuses on a listener without admin: true."""
+        port, admin = free_port(), free_port()
+        d = self.start_daemon(config="listen:\n  - 127.0.0.1:%d\n  - {address: 127.0.0.1:%d, "
+                              "admin: true}\nstore: memory\npolicies:\n  reply: 5/60s\n"
+                              % (port, admin), port=port)
+        with d.client(port=port) as c:
+            c.send("FETCH david reply")
+            daemon = self.known_commands(c.readline())
+        helptext = subprocess.run([CTL, "--help"], capture_output=True, timeout=10).stdout.decode()
+        ctl, last = {}, None
+        for line in helptext.split("options:")[0].splitlines()[2:]:
+            m = re.match(r"^  ([a-z-]+)\b", line)
+            if m:
+                last = m.group(1)
+                ctl[last] = "(admin)" in line
+            elif last:  # its description goes on
+                ctl[last] = ctl[last] or "(admin)" in line
+        # MALLOW and MPEEK are allow and peek with several pairs; AUTH is
+        # -k/--token-file; QUIT is ratelimitctl leaving
+        by_other = {"MALLOW": "allow", "MPEEK": "peek", "AUTH": None, "QUIT": None}
+        for verb in daemon:
+            word = by_other.get(verb, verb.lower())
+            if word:
+                self.assertIn(word, ctl, "ratelimitctl has no command for %s" % verb)
+        # the daemon's admin verbs, asked on the listener without admin
+        args = {"RESET": "u reply", "OVERRIDE": "u reply unlimited", "UNOVERRIDE": "u reply",
+                "OVERRIDES": "0", "TOP": "reply 0", "ALLOW": "u reply", "PEEK": "u reply",
+                "CHARGE": "u reply 1", "HOLD": "u reply 1", "MALLOW": "u reply",
+                "MPEEK": "u reply", "PING": ""}
+        with d.client(port=port) as c:
+            for verb, a in sorted(args.items()):
+                c.send(("%s %s" % (verb, a)).strip())
+                refused = "a listener with admin: true" in c.readline()
+                if verb not in by_other:
+                    self.assertEqual(ctl[verb.lower()], refused,
+                                     "%s: ratelimitctl's (admin) against the daemon" % verb)
+            self.assertEqual(sorted(w for w, adm in ctl.items() if adm),
+                             ["override", "overrides", "reset", "top", "unoverride"])
+
     def test_usage_lines(self):
         r = run_cli(["--help"])
         self.assertEqual(r.returncode, 0)
