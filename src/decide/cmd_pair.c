@@ -345,73 +345,110 @@ static void shadow_setup(struct cmd_slot *slot, struct config *cfg, enum store_o
 	slot->shadow = op != STORE_RESET && !slot->own_policy && config_shadow(cfg, p);
 }
 
-static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
-		   const struct policy *p, const struct cmd_request *pc, struct cmd_slot *slot)
+/*
+ * The single pair's stages, in the order proto/protocol.md and
+ * docs/algorithms.md describe (nginx's phase handlers): each reads and
+ * sets what its comment says, and either answers the request (STAGE_DONE,
+ * the slot completed or handed on) or passes it on. The overrides come
+ * before them (cmd_run_pair); bans are the script's.
+ */
+struct pair {
+	struct config *cfg;
+	const struct cmd_env *env;
+	enum store_op op;
+	const struct policy *p; /* the policy, or a funnel's with its delay's capacity */
+	const struct cmd_request *pc;
+	struct cmd_slot *slot;
+	int64_t block_want;  /* units to ask Redis for with this request (blocks.h) */
+	int64_t window_wait; /* a window's delay: how long the store may hold it */
+};
+
+enum stage_step { STAGE_NEXT, STAGE_DONE };
+
+/* Redis failing, the local fallback decides on what Redis would have. */
+static enum stage_step stage_local(struct pair *r)
 {
-	slot->policy = p;
-	slot->op = op;
-	slot->deny = NULL;
-	slot->sent_us = slot->parsed_us; /* submit runs inside cmd_execute */
-	slot->from_memory = store_local(env->store);
-	shadow_setup(slot, cfg, op, p);
-	/* Redis failing, the local fallback decides on what Redis would have */
+	struct cmd_slot *slot = r->slot;
 	slot->local = NULL;
-	if (env->local && op != STORE_RESET &&
-	    config_on_error(cfg, slot->own_policy ? NULL : p) == POLICY_ON_ERROR_LOCAL) {
-		slot->local = env->local;
-		slot->cost = pc->cost > 0 ? pc->cost : 1;
+	if (r->env->local && r->op != STORE_RESET &&
+	    config_on_error(r->cfg, slot->own_policy ? NULL : r->p) == POLICY_ON_ERROR_LOCAL) {
+		slot->local = r->env->local;
+		slot->cost = r->pc->cost > 0 ? r->pc->cost : 1;
 	}
-	/* A hot pair's block (blocks.h): answered from the units Redis
-	 * counted for this daemon, or Redis is asked for some with this
-	 * request. Only on the policy's own limits (an override's are
-	 * another's), and only while RESETs reach us (they revoke blocks).
-	 * Before the deny cache: units counted for us are ours to answer even
-	 * once Redis denies others. */
+	return STAGE_NEXT;
+}
+
+/*
+ * A hot pair's block (blocks.h): answered from the units Redis counted for
+ * this daemon, or Redis is asked for some with this request. Only on the
+ * policy's own limits (an override's are another's), and only while
+ * RESETs reach us (they revoke blocks). Before the deny cache: units
+ * counted for us are ours to answer even once Redis denies others.
+ */
+static enum stage_step stage_block(struct pair *r)
+{
+	struct cmd_slot *slot = r->slot;
+	const struct cmd_request *pc = r->pc;
+	const struct policy *p = r->p;
 	slot->blocks = NULL;
 	slot->block_next = NULL;
-	int64_t block_want = 0;
-	if (op == STORE_RESET && env->blocks)
-		blocks_reset_pair(env->blocks, p->name, p->name_len, pc->user, pc->user_len);
-	if (op == STORE_ALLOW && p->blocks.max > 0 && env->blocks && !slot->own_policy &&
-	    !slot->overridden && !store_local(env->store) && store_resets_followed(env->store)) {
-		slot->cost = pc->cost > 0 ? pc->cost : 1;
-		slot->delay_extra = 0; /* (a follower's store_done reads them) */
-		slot->delay_window = 0;
-		/* one that may wait, or has a deadline shorter than
-		 * redis.timeout, is answered from a block but neither asks
-		 * for one nor waits behind an ask */
-		int may_ask = !(pc->wait_given && pc->wait_ms > 0) && p->delay.max_ms == 0 &&
-			      decide_timeout_ms(cfg, pc) == cfg->redis.timeout_ms;
-		if (block_route(slot, env, cfg, may_ask, &block_want))
-			return;
+	if (r->op == STORE_RESET && r->env->blocks)
+		blocks_reset_pair(r->env->blocks, p->name, p->name_len, pc->user, pc->user_len);
+	if (r->op != STORE_ALLOW || p->blocks.max <= 0 || !r->env->blocks || slot->own_policy ||
+	    slot->overridden || store_local(r->env->store) || !store_resets_followed(r->env->store))
+		return STAGE_NEXT;
+	slot->cost = pc->cost > 0 ? pc->cost : 1;
+	slot->delay_extra = 0; /* (a follower's store_done reads them) */
+	slot->delay_window = 0;
+	/* one that may wait, or has a deadline shorter than redis.timeout,
+	 * is answered from a block but neither asks for one nor waits
+	 * behind an ask */
+	int may_ask = !(pc->wait_given && pc->wait_ms > 0) && p->delay.max_ms == 0 &&
+		      decide_timeout_ms(r->cfg, pc) == r->cfg->redis.timeout_ms;
+	return block_route(slot, r->env, r->cfg, may_ask, &r->block_want) ? STAGE_DONE : STAGE_NEXT;
+}
+
+/* A HOLD's nonce, its id's own (lease.h). */
+static enum stage_step stage_hold(struct pair *r)
+{
+	if (r->op != STORE_HOLD)
+		return STAGE_NEXT;
+	if (!r->env->leases) {
+		decide_error(r->slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		return STAGE_DONE;
 	}
-	/* The cache answers and learns only while every daemon's RESETs reach
-	 * us (decide_cache), and only on the action's own limits (decide_cacheable). */
+	r->slot->hold_nonce = leases_nonce(r->env->leases);
+	r->slot->cost = r->pc->cost;
+	return STAGE_NEXT;
+}
+
+/*
+ * The deny cache answers and learns only while every daemon's RESETs
+ * reach us (decide_cache), and only on the action's own limits
+ * (decide_cacheable). A request that may wait decides with another
+ * capacity, a CHARGE is never denied, a HOLD opens a hold, and an ask
+ * for a block goes to Redis (requests wait for its answer): no cache.
+ */
+static enum stage_step stage_deny_cache(struct pair *r)
+{
+	struct cmd_slot *slot = r->slot;
+	const struct cmd_request *pc = r->pc;
+	const struct policy *p = r->p;
+	enum store_op op = r->op;
 	struct denycache *deny;
-	/* a request that may wait decides with another capacity, a CHARGE
-	 * is never denied, and a HOLD opens a hold: no cache */
 	int may_wait = pc->wait_given && pc->wait_ms > 0;
-	if (op == STORE_HOLD) {
-		if (!env->leases) {
-			decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
-			return;
-		}
-		slot->hold_nonce = leases_nonce(env->leases);
-		slot->cost = pc->cost;
-	}
-	/* (an ask for a block goes to Redis: requests wait for its answer) */
 	if (decide_cacheable(p, slot->own_policy || slot->overridden || may_wait ||
 					op == STORE_CHARGE || op == STORE_HOLD || slot->blocks) &&
-	    (deny = decide_cache(env))) {
+	    (deny = decide_cache(r->env))) {
 		struct denycache_hit hit;
 		slot->deny = deny;
 		if (op == STORE_RESET)
 			denycache_reset_pair(deny, p->name, p->name_len, pc->user, pc->user_len);
 		else if (denycache_lookup(deny, p->name, p->name_len, pc->user, pc->user_len,
 					  pc->cost, slot->sent_us, &hit)) {
-			decide_answer(slot, cfg, p, STATS_FROM_CACHE, 0, hit.limit, hit.remaining,
-				      hit.retry_after_ms, hit.reset_ms);
-			return;
+			decide_answer(slot, r->cfg, p, STATS_FROM_CACHE, 0, hit.limit,
+				      hit.remaining, hit.retry_after_ms, hit.reset_ms);
+			return STAGE_DONE;
 		}
 		slot->deny_epoch = denycache_epoch(deny);
 		slot->cost = pc->cost;
@@ -422,35 +459,46 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	 * allowed ALLOW's do (store_done, decide_cache_allowed). */
 	if ((op == STORE_CHARGE || op == STORE_HOLD) && !slot->deny &&
 	    decide_cacheable(p, slot->own_policy || slot->overridden))
-		slot->deny = decide_cache(env);
-	/* a delay (or the caller's deadline, if shorter), while below
-	 * max_delayed: a window's is the store's (it charges the request as
-	 * running when its window has room); a funnel's asks with the capacity
-	 * raised by what drains in delay.max */
+		slot->deny = decide_cache(r->env);
+	return STAGE_NEXT;
+}
+
+/*
+ * A delay (or the caller's deadline, if shorter), while below max_delayed:
+ * a window's is the store's (it charges the request as running when its
+ * window has room); a funnel's asks with the capacity raised by what
+ * drains in delay.max. A request that may wait asks no block.
+ */
+static enum stage_step stage_delay(struct pair *r)
+{
+	struct cmd_slot *slot = r->slot;
+	const struct cmd_request *pc = r->pc;
+	const struct policy *p = r->p;
+	const struct cmd_env *env = r->env;
 	slot->delay_extra = 0;
 	slot->delay_window = 0;
-	int64_t wait = p->delay.max_ms, window_wait = 0;
+	int64_t wait = p->delay.max_ms;
 	if (pc->wait_given) /* WAIT: this request's bound, within the policy's */
 		wait = wait > 0 && wait < pc->wait_ms ? wait : pc->wait_ms;
 	if (pc->timeout_ms > 0 && pc->timeout_ms < wait)
 		wait = pc->timeout_ms;
-	if (op == STORE_ALLOW && p->algo != POLICY_FUNNEL && wait > 0 && !slot->shadow &&
-	    delays_claim(env->delays, cfg->max_delayed)) {
+	if (r->op == STORE_ALLOW && p->algo != POLICY_FUNNEL && wait > 0 && !slot->shadow &&
+	    delays_claim(env->delays, r->cfg->max_delayed)) {
 		slot->delay_window = 1;
 		slot->delays = env->delays;
 		slot->deny = NULL; /* a delayed answer is no denial to cache */
-		window_wait = wait;
+		r->window_wait = wait;
 	}
-	if (op == STORE_ALLOW && p->algo == POLICY_FUNNEL && wait > 0 && !slot->own_policy &&
-	    !slot->overridden && !slot->shadow && delays_claim(env->delays, cfg->max_delayed)) {
+	if (r->op == STORE_ALLOW && p->algo == POLICY_FUNNEL && wait > 0 && !slot->own_policy &&
+	    !slot->overridden && !slot->shadow && delays_claim(env->delays, r->cfg->max_delayed)) {
 		const struct policy_limit *l = &p->limits[0];
 		int64_t extra = wait * l->count / l->period_ms;
 		if (extra > 0) {
 			slot->delay_policy = p; /* cfg's: held with cfg */
 			slot->policy_copy = *p;
 			slot->policy_copy.limits[0].capacity += extra;
-			p = &slot->policy_copy;
-			slot->policy = p;
+			r->p = &slot->policy_copy;
+			slot->policy = r->p;
 			slot->delay_extra = extra;
 			slot->delays = env->delays;
 			slot->deny = NULL; /* its denials are another capacity's */
@@ -458,30 +506,57 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 			delays_unclaim(env->delays);
 		}
 	}
-	if (slot->blocks && (window_wait > 0 || slot->delay_extra > 0)) {
-		/* a request that may wait asks no block */
-		blocks_unask(slot->blocks, p, pc->user, pc->user_len, slot, 0, 0);
+	if (slot->blocks && (r->window_wait > 0 || slot->delay_extra > 0)) {
+		blocks_unask(slot->blocks, r->p, pc->user, pc->user_len, slot, 0, 0);
 		slot->blocks = NULL;
-		block_want = 0;
+		r->block_want = 0;
 	}
-	config_ref(cfg);
-	slot->cfg = cfg;
+	return STAGE_NEXT;
+}
+
+/* The store decides (store_done answers), with whatever the stages added. */
+static enum stage_step stage_store(struct pair *r)
+{
+	const struct policy *p = r->p;
+	const struct cmd_request *pc = r->pc;
+	config_ref(r->cfg);
+	r->slot->cfg = r->cfg;
 	struct store_request req = {
-		.op = op,
+		.op = r->op,
 		.policy = p,
-		.prefix = cfg->prefix,
-		.prefix_len = strlen(cfg->prefix),
+		.prefix = r->cfg->prefix,
+		.prefix_len = strlen(r->cfg->prefix),
 		.user = pc->user,
 		.user_len = pc->user_len,
 		.cost = pc->cost > 0 ? pc->cost : 1,
-		.timeout_ms = decide_timeout_ms(cfg, pc),
-		.wait_ms = window_wait,
-		.block_want = block_want,
+		.timeout_ms = decide_timeout_ms(r->cfg, pc),
+		.wait_ms = r->window_wait,
+		.block_want = r->block_want,
 		.block_ttl_ms = p->blocks.ttl_ms,
-		.hold_nonce = slot->hold_nonce,
+		.hold_nonce = r->slot->hold_nonce,
 		.hold_ms = p->hold_ms ? p->hold_ms : POLICY_HOLD_DEFAULT_MS,
 	};
-	store_submit(env->store, &req, store_done, slot);
+	store_submit(r->env->store, &req, store_done, r->slot);
+	return STAGE_DONE;
+}
+
+static enum stage_step (*const stages[])(struct pair *) = {
+	stage_local, stage_block, stage_hold, stage_deny_cache, stage_delay, stage_store,
+};
+
+static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
+		   const struct policy *p, const struct cmd_request *pc, struct cmd_slot *slot)
+{
+	slot->policy = p;
+	slot->op = op;
+	slot->deny = NULL;
+	slot->sent_us = slot->parsed_us; /* submit runs inside cmd_execute */
+	slot->from_memory = store_local(env->store);
+	shadow_setup(slot, cfg, op, p);
+	struct pair r = {.cfg = cfg, .env = env, .op = op, .p = p, .pc = pc, .slot = slot};
+	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++)
+		if (stages[i](&r) == STAGE_DONE)
+			return;
 }
 
 /*
