@@ -27,6 +27,7 @@
  */
 #include <hiredis/hiredis.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,9 +108,13 @@ static const char *failure_text(const redisReply *rep, unsigned long first, unsi
 /* The decision at element first of a call whose decisions take total. */
 static void decode(const redisReply *rep, unsigned long first, unsigned long total)
 {
-	struct store_result res;
+	struct store_result res, clean;
 	memset(&res, 0xa5, sizeof(res));
 	int rc = store_reply_decision(rep, first, total, &res);
+	memset(&clean, 0, sizeof(clean));
+	check(store_reply_decision(rep, first, total, &clean) == rc &&
+		      memcmp(&res, &clean, offsetof(struct store_result, groups)) == 0,
+	      "nothing of what the result held before is left (b289e9b's stack garbage)");
 	long long v[5];
 	int want = reference(rep, first, v);
 	check(rc == want, "verdict differs from the reference");
@@ -157,11 +162,15 @@ static void decode(const redisReply *rep, unsigned long first, unsigned long tot
  * denied (0..npairs), then three per pair (its own figures). */
 static void decode_pairs(const redisReply *rep, unsigned long first, int npairs)
 {
-	struct store_result res;
+	struct store_result res, clean;
 	memset(&res, 0xa5, sizeof(res));
 	unsigned long width = 7 + 3 * (unsigned long)npairs;
 	check(store_reply_width(npairs, 0) == width, "width of a decision over pairs");
 	int rc = store_reply_decision_all(rep, first, first + width, npairs, &res);
+	memset(&clean, 0, sizeof(clean));
+	check(store_reply_decision_all(rep, first, first + width, npairs, &clean) == rc &&
+		      memcmp(&res, &clean, offsetof(struct store_result, groups)) == 0,
+	      "nothing of what the result held before is left (b289e9b's stack garbage)");
 	long long v[5];
 	int want = reference(rep, first, v);
 	if (want == 0) {

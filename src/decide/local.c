@@ -97,7 +97,7 @@ void local_decide(struct local *l, const struct store_request *req, double share
 		cut(&one, req->policy, share);
 		r.policy = &one;
 	}
-	memset(res, 0, sizeof(*res));
+	store_result_reset(res);
 	res->status = STORE_FAILED;
 	res->detail = "no answer";
 	/* the memory store answers inside store_submit */

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "keys.h"
 #include "policy.h"
@@ -129,6 +130,21 @@ struct store_result {
 		int64_t remaining, reset_ms;
 	} groups[STORE_PAIRS_MAX];
 };
+
+/*
+ * Starts a result: every field 0 (STORE_OK, STORE_ERROR_NONE, no detail,
+ * not sent, no block, no pair, no batch, no groups), but the groups
+ * themselves (1.5 KB: only the first ngroups are read). Every result a
+ * store fills in starts here, or as an initializer naming its fields,
+ * which zeroes the rest the same way: a field added later starts at 0
+ * everywhere (b289e9b: `sent`, missing from a field-by-field reset, was
+ * stack garbage on Cluster and Sentinel).
+ */
+static inline void store_result_reset(struct store_result *res)
+{
+	_Static_assert(STORE_OK == 0 && STORE_ERROR_NONE == 0, "a zeroed result is STORE_OK");
+	memset(res, 0, offsetof(struct store_result, groups));
+}
 
 /* Called exactly once per submitted request, possibly from inside store_submit. */
 typedef void store_done_fn(void *arg, const struct store_result *res);

@@ -462,9 +462,9 @@ static void mem_submit(struct store *base, const struct store_request *req, stor
 		       void *arg)
 {
 	struct store_memory *s = mem_of(base);
-	/* all but the groups (1.6 KB), which decide() fills as it tells them */
+	/* (decide() fills the groups as it tells them) */
 	struct store_result res;
-	memset(&res, 0, offsetof(struct store_result, groups));
+	store_result_reset(&res);
 	int rc = decide(s, req, mem_now(s), &res);
 	if (rc == DECIDE_REPEATED_KEY) {
 		res = (struct store_result){.status = STORE_FAILED,

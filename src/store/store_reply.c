@@ -115,22 +115,14 @@ int store_reply_block(const struct redisReply *rep, unsigned long first, struct 
 int store_reply_decision(const struct redisReply *rep, unsigned long first, unsigned long total,
 			 struct store_result *out)
 {
-	out->pair = 0;
-	out->shadow_pair = 0;
-	out->ngroups = 0;
-	out->block = out->block_ms = 0;
-	out->sent = 0;
+	store_result_reset(out);
 	return decision(rep, first, total, out);
 }
 
 int store_reply_decision_all(const struct redisReply *rep, unsigned long first, unsigned long total,
 			     int npairs, struct store_result *out)
 {
-	out->pair = 0;
-	out->shadow_pair = 0;
-	out->ngroups = 0;
-	out->block = out->block_ms = 0;
-	out->sent = 0;
+	store_result_reset(out);
 	if (npairs < 1 || npairs > STORE_PAIRS_MAX)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 	unsigned long width = store_reply_width(npairs, 0);

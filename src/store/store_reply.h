@@ -27,7 +27,8 @@ unsigned long store_reply_width(int npairs, int block);
 /*
  * Reads the five integers of one decision (allowed, limit, remaining,
  * retry_after_ms, reset_ms) from elements [first, first+5) of an array reply
- * whose decisions take `total` elements.
+ * whose decisions take `total` elements. out is started first
+ * (store_result_reset: whatever it held is gone).
  * Returns 0 with out filled (status STORE_OK), or -1 with out->status
  * STORE_FAILED, out->error and out->detail saying why (a static string, or
  * Redis's text inside rep: valid while rep is). Any reply shape,
