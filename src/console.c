@@ -456,6 +456,7 @@ static int error_status(enum cmd_error e, const char **reason)
 		*reason = "Not Found";
 		return HTTP_NOTFOUND;
 	case CMD_ERR_STORE_UNAVAILABLE:
+	case CMD_ERR_OUT_OF_MEMORY:
 	case CMD_ERR_REQUEST_TIMEOUT:
 	case CMD_ERR_TOO_MANY_CLIENTS:
 		*reason = "Service Unavailable";

@@ -65,7 +65,7 @@ void cmd_run_top(struct config *cfg, const struct cmd_env *env, const struct cmd
 	const struct top_row *r = &rows[pc->index];
 	struct cmd_item *item = calloc(1, sizeof(*item) + r->len);
 	if (!item) {
-		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		decide_error(slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 		return;
 	}
 	item->index = pc->index;
@@ -84,7 +84,7 @@ void cmd_run_live(struct config *cfg, const struct cmd_env *env, const struct cm
 		  struct cmd_slot *slot)
 {
 	if (!env->live) {
-		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory at start");
+		decide_error(slot, CMD_ERR_OUT_OF_MEMORY, "out of memory at start");
 		return;
 	}
 	if (pc->verb == CMD_OVERRIDES) {
@@ -97,7 +97,7 @@ void cmd_run_live(struct config *cfg, const struct cmd_env *env, const struct cm
 		}
 		struct cmd_item *item = malloc(sizeof(*item) + it.ulen + it.alen + it.spec_len);
 		if (!item) {
-			decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+			decide_error(slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 			return;
 		}
 		item->index = pc->index;

@@ -259,7 +259,7 @@ static void store_done(void *arg, const struct store_result *res)
 		decide_cache_allowed(slot->deny, op, p, slot->user, slot->user_len);
 	local_redis_back(slot->local);
 	if (op == STORE_HOLD && res->allowed && hold_id(slot, p) < 0) {
-		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		decide_error(slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 		return;
 	}
 	if (op == STORE_RESET)
@@ -414,7 +414,7 @@ static enum stage_step stage_hold(struct pair *r)
 	if (r->op != STORE_HOLD)
 		return STAGE_NEXT;
 	if (!r->env->leases) {
-		decide_error(r->slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		decide_error(r->slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 		return STAGE_DONE;
 	}
 	r->slot->hold_nonce = leases_nonce(r->env->leases);

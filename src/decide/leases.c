@@ -250,7 +250,7 @@ static void answer(struct call *c, const struct lease_result *r)
 				stats.leases[STATS_LEASE_ACQUIRED]++;
 			struct cmd_item *item = malloc(sizeof(*item) + c->id_len);
 			if (!item) {
-				decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+				decide_error(slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 				return;
 			}
 			memset(item, 0, sizeof(*item));
@@ -364,7 +364,7 @@ static void run(struct config *cfg, const struct cmd_env *env, struct call *c,
 		if (!env->leases || memory_apply(env->leases, key, klen, c->op, member, cost, limit,
 						 lease_ms, &r) < 0) {
 			if (c->slot)
-				decide_error(c->slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+				decide_error(c->slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 		} else {
 			answer(c, &r);
 		}
@@ -400,7 +400,7 @@ void leases_execute(struct config *cfg, const struct cmd_env *env, const struct 
 	struct call *c = calloc(1, sizeof(*c));
 	if (!c || !env->leases) {
 		free(c);
-		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		decide_error(slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 		return;
 	}
 	config_ref(cfg);

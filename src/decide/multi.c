@@ -574,7 +574,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	}
 	struct multi *m = multi_alloc(req->npairs);
 	if (!m) {
-		decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, "out of memory");
+		decide_error(slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 		return;
 	}
 	m->slot = slot;

@@ -43,6 +43,8 @@ static enum grpc_status rls_status_of(enum cmd_error e)
 	switch (e) {
 	case CMD_ERR_STORE_UNAVAILABLE:
 		return GRPC_UNAVAILABLE;
+	case CMD_ERR_OUT_OF_MEMORY: /* as grpc.c's own */
+		return GRPC_RESOURCE_EXHAUSTED;
 	case CMD_ERR_REQUEST_TIMEOUT:
 		return GRPC_DEADLINE_EXCEEDED;
 	case CMD_ERR_NOAUTH:

@@ -194,8 +194,9 @@ enum cmd_error {
 	CMD_ERR_POLICY_KIND,	 /* ALLOW on a concurrency policy, ACQUIRE on a rate */
 	CMD_ERR_NO_LEASE,	 /* RELEASE, RENEW of a lease not held (or no lease id) */
 	CMD_ERR_NO_HOLD,	 /* SETTLE, CANCEL of a hold not open (or no hold id) */
+	CMD_ERR_OUT_OF_MEMORY,	 /* this daemon could not allocate what the request needs */
 };
-#define CMD_ERR_N (CMD_ERR_NO_HOLD + 1)
+#define CMD_ERR_N (CMD_ERR_OUT_OF_MEMORY + 1)
 
 enum cmd_reply {
 	CMD_REPLY_DECISION, /* ALLOW, PEEK */

@@ -52,6 +52,7 @@ static const char *const error_codes[CMD_ERR_N] = {
 	[CMD_ERR_POLICY_KIND] = "policy-kind",
 	[CMD_ERR_NO_LEASE] = "no-lease",
 	[CMD_ERR_NO_HOLD] = "no-hold",
+	[CMD_ERR_OUT_OF_MEMORY] = "out-of-memory",
 };
 
 const char *proto_verb_name(enum cmd_verb v)

@@ -1063,6 +1063,7 @@ static int error_status(enum cmd_error e)
 		return 431;
 	case CMD_ERR_TOO_MANY_CLIENTS:
 	case CMD_ERR_STORE_UNAVAILABLE:
+	case CMD_ERR_OUT_OF_MEMORY:
 		return 503;
 	case CMD_ERR_REQUEST_TIMEOUT:
 		return 408;

@@ -66,7 +66,8 @@ import sys
 import time
 import unittest
 
-from harness import DAEMON, REDIS_CLI, SLOW, SRCDIR, DaemonTest, free_port, run_cli
+from harness import (DAEMON, REDIS_CLI, SLOW, SRCDIR, DaemonTest, free_port, run_cli,
+                     scrape_metrics)
 from test_golden import match_reply
 
 DOCS = ["README.md", os.path.join("proto", "protocol.md"),
@@ -694,6 +695,28 @@ class DocListsTest(DaemonTest):
                                      "%s: ratelimitctl's (admin) against the daemon" % verb)
             self.assertEqual(sorted(w for w, adm in ctl.items() if adm),
                              ["override", "overrides", "reset", "top", "unoverride"])
+
+    def test_error_codes(self):
+        """protocol.md's table of error codes and operations.md's
+        ratelimitd_errors_total row name every code the daemon has (its
+        counter has a sample for each), and no other."""
+        port, mport = free_port(), free_port()
+        self.start_daemon(config="listen:\n  - 127.0.0.1:%d\nmetrics: {listen: 127.0.0.1:%d}\n"
+                          "store: memory\npolicies:\n  reply: 5/60s\n" % (port, mport),
+                          port=port)
+        daemon = sorted(re.match(r'^ratelimitd_errors_total\{code="([a-z-]+)"\}$', k).group(1)
+                        for k in scrape_metrics(mport)
+                        if k.startswith("ratelimitd_errors_total{"))
+        self.assertIn("out-of-memory", daemon)
+        doc = doc_text("proto", "protocol.md")
+        listed = sorted(re.match(r"^`([a-z-]+)`$", r[0]).group(1)
+                        for r in table_rows(section(doc, "Errors"))
+                        if re.match(r"^`[a-z-]+`$", r[0]))
+        self.assertEqual(listed, daemon, "protocol.md's table of error codes")
+        row = next(r for r in table_rows(doc_text("docs", "operations.md"))
+                   if r[0] == "`ratelimitd_errors_total{code}`")
+        self.assertEqual(sorted(set(re.findall(r"`([a-z]+(?:-[a-z]+)*)`", row[2]))), daemon,
+                         "operations.md's ratelimitd_errors_total codes")
 
     def test_usage_lines(self):
         r = run_cli(["--help"])

@@ -285,6 +285,10 @@ START_TEST(test_format)
 	n = fmt(buf, (struct cmd_result){
 			     .kind = CMD_REPLY_ERROR, .error = CMD_ERR_BAD_COST, .msg = "nope"});
 	ck_assert(memcmp(buf, "ERR bad-cost nope\n", n) == 0);
+	n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_ERROR,
+					 .error = CMD_ERR_OUT_OF_MEMORY,
+					 .msg = "out of memory"});
+	ck_assert(memcmp(buf, "ERR out-of-memory out of memory\n", n) == 0);
 	n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_PONG});
 	ck_assert(memcmp(buf, "PONG\n", n) == 0);
 	n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_OK});

@@ -598,6 +598,11 @@ static const struct fcase fcases[] = {
 	{{.kind = CMD_REPLY_ERROR, .error = CMD_ERR_UNKNOWN_ACTION, .msg = "no policy"},
 	 "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: #\r\n\r\n"
 	 "{\"error\":\"unknown-action\",\"message\":\"no policy\"}\n"},
+	/* this daemon out of memory: try again later, as with the store */
+	{{.kind = CMD_REPLY_ERROR, .error = CMD_ERR_OUT_OF_MEMORY, .msg = "out of memory"},
+	 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: "
+	 "#\r\n\r\n"
+	 "{\"error\":\"out-of-memory\",\"message\":\"out of memory\"}\n"},
 };
 
 /* want with its Content-Length ('#') that of its body. */

@@ -339,6 +339,8 @@ static const struct fcase fcases[] = {
 	 "-ERR bad-cost cost  must\r\n"},
 	{{.kind = CMD_REPLY_ERROR, .error = CMD_ERR_STORE_UNAVAILABLE, .msg = "store failed: x"},
 	 "-ERR store-unavailable store failed: x\r\n"},
+	{{.kind = CMD_REPLY_ERROR, .error = CMD_ERR_OUT_OF_MEMORY, .msg = "out of memory"},
+	 "-ERR out-of-memory out of memory\r\n"},
 	{{.kind = CMD_REPLY_LOCAL, .local = L_OK}, "+OK\r\n"},
 	{{.kind = CMD_REPLY_LOCAL, .local = L_NOPROTO},
 	 "-NOPROTO sorry, this protocol version is not supported\r\n"},
