@@ -891,6 +891,7 @@ class ParserTest(unittest.TestCase):
         path = re.compile(r"^[A-Za-z0-9_./-]+\.(?:c|h|lua|build|scd|md|py)$")
         top = re.compile(r"^(?:src/|man/|docs/|tests/|bench/|meson\.build$)")
         rows = 0
+        after = {}
         for line in text.splitlines():
             cells = [c.strip() for c in line.split("|")]
             if len(cells) != 5 or not re.match(r"^\d+ files: ", cells[2]):
@@ -898,6 +899,8 @@ class ParserTest(unittest.TestCase):
             rows += 1
             for cell, tree in ((cells[2], before), (cells[3], today)):
                 names = [n for n in re.findall(r"`([^`]+)`", cell) if path.match(n)]
+                if cell is cells[3]:
+                    after[cells[1]] = names
                 counted = {n for n in names if top.match(n)}
                 self.assertEqual(int(cell.split()[0]), len(counted),
                                  "%s: the count is not the paths named %s"
@@ -911,6 +914,56 @@ class ParserTest(unittest.TestCase):
                         t.endswith("/" + n) for t in tree)
                     self.assertTrue(found, "%s: %s is not in its tree" % (cells[1], n))
         self.assertEqual(rows, 4, "the table's rows: front end, algorithm, store, config key")
+        self.check_change_table_complete(after)
+
+    def check_change_table_complete(self, after):
+        """The after column names every file of src/ a change must touch,
+        as far as the code can tell: each file naming every value of the
+        enum the change adds one to (a switch the compiler names, a table, a
+        list written out); for a store backend each file naming any value of
+        enum config_store (a test of the kind of store picks between them
+        all) and each branching on store_local() (where leases and run-time
+        overrides live), but where that only labels a decision's source,
+        whatever the store. (Each
+        once missed one: server.c's listen_alpn; console.c's backend_name,
+        leases.c and override_live.c.)"""
+        src = os.path.join(SRCDIR, "src")
+        files = {}
+        for d, _dirs, names in os.walk(src):
+            for n in names:
+                if n.endswith((".c", ".h")):
+                    rel = os.path.relpath(os.path.join(d, n), SRCDIR).replace(os.sep, "/")
+                    with open(os.path.join(d, n)) as f:
+                        files[rel] = f.read()
+
+        def enumerators(header, enum):
+            m = re.search(r"enum %s \{(.*?)\};" % enum, files[header], re.S)
+            self.assertTrue(m, "%s: no enum %s" % (header, enum))
+            body = re.sub(r"/\*.*?\*/", "", m.group(1), flags=re.S)
+            return re.findall(r"\b([A-Z][A-Z0-9_]+)\b(?:\s*=[^,]*)?\s*,?", body)
+
+        def naming(values, each=all):
+            return {f for f, text in files.items()
+                    if each(re.search(r"\b%s\b" % v, text) for v in values)}
+
+        rows = {
+            "a new front end": naming(enumerators("src/config/config.h", "config_protocol")),
+            "a new algorithm": naming(enumerators("src/model/policy.h", "policy_algo")),
+            # (any: `cfg->store == CONFIG_STORE_MEMORY` picks between all of them)
+            "a new store backend": naming(enumerators("src/config/config.h", "config_store"), any)
+            | {f for f, text in files.items() if "store_local(" in text
+               and not f.startswith("src/store/")
+               # a decision's source (stats' from=memory or store): any store
+               and f not in ("src/decide/cmd.c", "src/decide/decide.c")},
+        }
+        for key, need in rows.items():
+            row = next((r for r in after if r.startswith(key)), None)
+            self.assertIsNotNone(row, "the table has no row '%s'" % key)
+            self.assertGreaterEqual(len(need), 3, (key, need))
+            for f in sorted(need):
+                self.assertTrue(any(n == f or f.endswith("/" + n) for n in after[row]),
+                                "%s: %s must change too, and the row does not name it"
+                                % (key, f))
 
     def test_helpers(self):
         self.assertEqual(printf_bytes(r"A\001b\tc\n\\%%"), b"A\x01b\tc\n\\%")
