@@ -33,6 +33,7 @@
 #include "envoy_rules.h"
 #include "form.h"
 #include "keys.h"
+#include "list.h"
 #include "local.h"
 #include "metrics_conn.h"
 #include "override_live.h"
@@ -63,15 +64,15 @@ struct console_op {
 	struct evhttp_connection *conn; /* req's, while req is there */
 	struct metrics_conns *conns;	/* conn's keeper, for its close callback */
 	int in_store, writing;
-	struct console_op *next, *prev;
+	struct list_link link; /* c->ops, while c is */
 };
 
 struct console {
 	struct server *srv;
 	struct metrics_conns *conns;
-	struct console_op *ops;
-	size_t pending; /* ops waiting for the store */
-	int stopping;	/* the daemon is shutting down: no new override */
+	struct list ops; /* of struct console_op */
+	size_t pending;	 /* ops waiting for the store */
+	int stopping;	 /* the daemon is shutting down: no new override */
 	/* console_drain's: called once no op is pending */
 	void (*drained)(void *arg);
 	void *drained_arg;
@@ -107,8 +108,11 @@ void console_free(struct console *c)
 		return;
 	/* evhttp_free closes their connections (closed() runs); the store
 	 * still calls back those it holds */
-	for (struct console_op *op = c->ops; op; op = op->next)
+	while (!list_empty(&c->ops)) {
+		struct console_op *op = list_entry(c->ops.first, struct console_op, link);
+		list_unlink(&op->link);
 		op->c = NULL;
+	}
 	free(c);
 }
 
@@ -399,12 +403,7 @@ static void op_unlink(struct console_op *op)
 	struct console *c = op->c;
 	if (!c)
 		return;
-	if (op->prev)
-		op->prev->next = op->next;
-	else
-		c->ops = op->next;
-	if (op->next)
-		op->next->prev = op->prev;
+	list_unlink(&op->link);
 	op->c = NULL;
 	if (--c->pending == 0 && c->drained)
 		c->drained(c->drained_arg); /* main.c's: it breaks the loop, frees nothing */
@@ -591,10 +590,7 @@ static void override_request(struct console *c, struct evhttp_request *req, int 
 	op->conns = c->conns;
 	if (op->conn) /* one request at a time on a connection: its callback is ours */
 		metrics_conns_closecb(op->conns, op->conn, closed, op);
-	op->next = c->ops;
-	if (c->ops)
-		c->ops->prev = op;
-	c->ops = op;
+	list_push(&c->ops, &op->link);
 	c->pending++;
 	op->slot.complete = op_complete;
 	op->slot.front = STATS_FRONT_HTTP;

@@ -9,11 +9,12 @@
 #include <stdlib.h>
 
 #include "decide.h"
+#include "list.h"
 #include "log.h"
 #include "stats.h"
 
 struct held {
-	struct held *prev, *next;
+	struct list_link link; /* d->list */
 	struct delays *d;
 	struct event *ev;
 	struct cmd_slot *slot;
@@ -21,7 +22,7 @@ struct held {
 
 struct delays {
 	struct event_base *base;
-	struct held *list;
+	struct list list; /* of struct held */
 	unsigned waiting, claimed;
 	int flushed; /* SIGTERM: whatever is delayed from now on is answered at once */
 };
@@ -37,12 +38,7 @@ struct delays *delays_new(struct event_base *base)
 static void answer(struct held *h)
 {
 	struct delays *d = h->d;
-	if (h->prev)
-		h->prev->next = h->next;
-	else
-		d->list = h->next;
-	if (h->next)
-		h->next->prev = h->prev;
+	list_unlink(&h->link);
 	d->waiting--;
 	d->claimed--;
 	stats.delayed_waiting = d->waiting;
@@ -94,10 +90,7 @@ void delays_hold(struct delays *d, struct cmd_slot *slot, int64_t wait_ms)
 	}
 	h->d = d;
 	h->slot = slot;
-	h->next = d->list;
-	if (d->list)
-		d->list->prev = h;
-	d->list = h;
+	list_push(&d->list, &h->link);
 	d->waiting++;
 	stats.delayed_waiting = d->waiting;
 	stats.delayed++;
@@ -111,8 +104,8 @@ void delays_flush(struct delays *d)
 		d->flushed = 1;
 	if (d && d->waiting)
 		log_info("answering %u delayed requests now", d->waiting);
-	while (d && d->list)
-		answer(d->list);
+	while (d && !list_empty(&d->list))
+		answer(list_entry(d->list.first, struct held, link));
 }
 
 void delays_free(struct delays *d)
