@@ -23,6 +23,7 @@
 #include "calendar.h"
 #include "config.h"
 #include "keys.h"
+#include "list.h"
 #include "log.h"
 #include "policy.h"
 #include "store.h"
@@ -60,7 +61,7 @@ struct override_live {
 	size_t hash_len, channel_len;
 	char hash[KEYS_PREFIX_MAX + 16];
 	char channel[KEYS_RESET_CHANNEL_MAX + 1];
-	struct call *calls; /* in flight: cut loose when l is freed */
+	struct list calls; /* of struct call, in flight: cut loose when l is freed */
 };
 
 enum call_kind { CALL_LOAD, CALL_GET, CALL_PUT };
@@ -69,7 +70,7 @@ struct call {
 	struct override_live *l; /* NULL once l is freed */
 	unsigned epoch;		 /* l's when sent: a reply of an older one is about another hash */
 	int plain;		 /* CALL_LOAD by HGETALL, not the script */
-	struct call *prev, *next;
+	struct list_link link;	 /* l->calls, while l is */
 	enum call_kind kind;
 	override_live_done_fn *done; /* CALL_PUT */
 	void *arg;
@@ -257,23 +258,8 @@ static struct call *call_new(struct override_live *l, enum call_kind kind)
 	c->l = l;
 	c->epoch = l->epoch;
 	c->kind = kind;
-	c->next = l->calls;
-	if (l->calls)
-		l->calls->prev = c;
-	l->calls = c;
+	list_push(&l->calls, &c->link);
 	return c;
-}
-
-static void call_unlink(struct call *c)
-{
-	if (!c->l)
-		return;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		c->l->calls = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
 }
 
 /* Runs the decision script's override mode (src/lua/ratelimit.lua) on the
@@ -346,7 +332,7 @@ static void call_done(void *arg, const struct redisReply *reply, const char *why
 {
 	struct call *c = arg;
 	struct override_live *l = c->l;
-	call_unlink(c);
+	list_unlink(&c->link); /* (on none once l is freed) */
 	if (l && c->epoch != l->epoch)
 		l = NULL; /* the prefix changed since: not about the hash in use */
 	if (reply && reply->type == REDIS_REPLY_ERROR)
@@ -496,8 +482,11 @@ void override_live_free(struct override_live *l)
 {
 	if (!l)
 		return;
-	for (struct call *c = l->calls; c; c = c->next)
-		c->l = NULL; /* their replies find nothing to update */
+	while (!list_empty(&l->calls)) { /* their replies find nothing to update */
+		struct call *c = list_entry(l->calls.first, struct call, link);
+		list_unlink(&c->link);
+		c->l = NULL;
+	}
 	event_free(l->tick);
 	for (size_t i = 0; i < l->n; i++)
 		entry_free(l->v[i]);

@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "config.h"
 #include "keys.h"
+#include "list.h"
 #include "log.h"
 #include "policy.h"
 #include "redis_conn.h"
@@ -61,7 +62,7 @@ struct store_sentinel {
 	uint64_t last_ask_us;
 	struct event *timer; /* re-ask, re-subscribe, free retired pools */
 	size_t pending;
-	struct sentinel_req *reqs; /* every request not answered yet */
+	struct list reqs; /* of struct sentinel_req: every request not answered yet */
 	int closing;
 	char *watch_prefix;
 	store_reset_fn *watch_fn;
@@ -69,7 +70,7 @@ struct store_sentinel {
 };
 
 struct sentinel_req {
-	struct sentinel_req *prev, *next; /* s->reqs */
+	struct list_link link; /* s->reqs */
 	struct store_sentinel *s;
 	store_done_fn *done;
 	void *arg;
@@ -362,12 +363,7 @@ static void timer_cb(evutil_socket_t fd, short what, void *arg)
 static void sentinel_req_finish(struct sentinel_req *q, const struct store_result *res)
 {
 	struct store_sentinel *s = q->s;
-	if (q->prev)
-		q->prev->next = q->next;
-	else
-		s->reqs = q->next;
-	if (q->next)
-		q->next->prev = q->prev;
+	list_unlink(&q->link);
 	q->done(q->arg, res);
 	store_retry_free(&q->retry);
 	s->pending--;
@@ -433,10 +429,7 @@ static void sentinel_submit(struct store *base, const struct store_request *req,
 		return;
 	}
 	s->pending++;
-	q->next = s->reqs;
-	if (s->reqs)
-		s->reqs->prev = q;
-	s->reqs = q;
+	list_push(&s->reqs, &q->link);
 	q->s = s;
 	q->done = done;
 	q->arg = arg;
@@ -520,9 +513,9 @@ static void sentinel_free(struct store *base)
 		store_free(s->retired[i]);
 	s->nretired = 0;
 	/* what waits on a retry timer: answered, as the pools answered theirs */
-	while (s->reqs) {
+	while (!list_empty(&s->reqs)) {
 		struct store_result res = {.status = STORE_UNAVAILABLE, .detail = "shutting down"};
-		sentinel_req_finish(s->reqs, &res);
+		sentinel_req_finish(list_entry(s->reqs.first, struct sentinel_req, link), &res);
 	}
 	if (s->timer)
 		event_free(s->timer);
