@@ -951,10 +951,11 @@ class ParserTest(unittest.TestCase):
             "a new algorithm": naming(enumerators("src/model/policy.h", "policy_algo")),
             # (any: `cfg->store == CONFIG_STORE_MEMORY` picks between all of them)
             "a new store backend": naming(enumerators("src/config/config.h", "config_store"), any)
-            | {f for f, text in files.items() if "store_local(" in text
+            | {f for f, text in files.items()
+               if re.search(r"store_local\(", re.sub(r"from_memory = store_local\(", "", text))
                and not f.startswith("src/store/")
                # a decision's source (stats' from=memory or store): any store
-               and f not in ("src/decide/cmd.c", "src/decide/decide.c")},
+               and f not in ("src/decide/decide.c",)},
         }
         for key, need in rows.items():
             row = next((r for r in after if r.startswith(key)), None)

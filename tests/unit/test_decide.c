@@ -1922,7 +1922,7 @@ static struct cmd_result live(enum cmd_verb verb, const char *action, const char
  * clears it. */
 START_TEST(live_overrides)
 {
-	ck_error(live(CMD_OVERRIDE, "login", "eve", "unlimited", 0), CMD_ERR_STORE_UNAVAILABLE,
+	ck_error(live(CMD_OVERRIDE, "login", "eve", "unlimited", 0), CMD_ERR_OUT_OF_MEMORY,
 		 "out of memory at start");
 	F.env.live = override_live_new(F.base, F.fake.mem, F.cfg);
 	ck_assert_ptr_nonnull(F.env.live);
