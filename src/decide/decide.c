@@ -1,4 +1,5 @@
-/* decide.c - the end of a decision, shared by ALLOW/PEEK (cmd.c) and MALLOW/MPEEK (multi.c). */
+/* decide.c - the end of a decision, shared by the verbs' handlers (cmd_pair.c, cmd_hold.c,
+ * cmd_admin.c, leases.c) and MALLOW/MPEEK (multi.c). */
 #include "decide.h"
 
 #include <stdio.h>

@@ -1,8 +1,9 @@
 /*
- * decide.h - the end of a decision, written once for ALLOW/PEEK (cmd.c) and
- * MALLOW/MPEEK (multi.c): overrides, the deny cache's rules, the counts,
- * shadow mode, the local fallback, on_store_error and the completion.
- * Private to cmd.c and multi.c; callers use cmd.h.
+ * decide.h - the end of a decision, written once for the verbs' handlers
+ * (cmd_pair.c, cmd_hold.c, cmd_admin.c, leases.c) and MALLOW/MPEEK
+ * (multi.c): overrides, the deny cache's rules, the counts, shadow mode,
+ * the local fallback, on_store_error and the completion. Private to
+ * decide/; callers use cmd.h.
  */
 #ifndef RL_DECIDE_H
 #define RL_DECIDE_H
