@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """script_cost.py - what the decision script costs Redis, measured alone.
 
-Starts a throwaway redis-server on a free loopback port, loads
-src/store/lua/ratelimit.lua and sends EVALSHA calls that each decide BATCH
+Starts a throwaway redis-server on a free loopback port, loads the
+decision script as the build made it ($BENCH_BUILDDIR/ratelimit.lua, default
+build/: src/store/lua/ratelimit.lua with its argument layout filled in from
+src/store/script_layout.txt, whose constants this also reads) and sends EVALSHA calls that each decide BATCH
 decisions (the daemon's batch format, random users out of 100k), keeping
 DEPTH calls in flight. Prints Redis's CPU time per decision (from
 /proc/PID/stat) and the time INFO commandstats reports inside EVALSHA.
@@ -31,6 +33,7 @@ usage: bench/script_cost.py [--algo funnel|sliding|fixed|counter] [--batch N] [-
 
 import argparse
 import glob
+import importlib.util
 import os
 import random
 import shutil
@@ -41,12 +44,17 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+BUILDDIR = os.path.join(HERE, "..", os.environ.get("BENCH_BUILDDIR", "build"))
+_spec = importlib.util.spec_from_file_location("script_layout",
+                                               os.path.join(BUILDDIR, "script_layout.py"))
+L = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(L)
 
 POLICY = {  # the throughput policies of scripts/bench, as the daemon sends them
-    "funnel": ("f", ["f", "1000000000", "1000000000", "1000"]),
-    "sliding": ("s60000", ["s", "1000", "1000", "60000"]),
-    "fixed": ("w60000", ["w", "1000000000", "1000000000", "60000"]),
-    "counter": ("c60000", ["c", "1000000000", "1000000000", "60000"]),
+    "funnel": ("f", [L.ALGO_FUNNEL, "1000000000", "1000000000", "1000"]),
+    "sliding": ("s60000", [L.ALGO_SLIDING, "1000", "1000", "60000"]),
+    "fixed": ("w60000", [L.ALGO_FIXED, "1000000000", "1000000000", "60000"]),
+    "counter": ("c60000", [L.ALGO_COUNTER, "1000000000", "1000000000", "60000"]),
 }
 
 
@@ -121,7 +129,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64, help="decisions per call (default 64)")
     ap.add_argument("--calls", type=int, default=3000, help="measured calls (default 3000)")
     ap.add_argument("--depth", type=int, default=4, help="calls in flight (default 4)")
-    ap.add_argument("--script", default=os.path.join(HERE, "..", "src", "store", "lua", "ratelimit.lua"))
+    ap.add_argument("--script", default=os.path.join(BUILDDIR, "ratelimit.lua"))
     ap.add_argument("--floor", action="store_true", help="also measure the floor script")
     ap.add_argument("--rounds", type=int, default=1, help="rounds (alternating with --floor)")
     ap.add_argument("--long", action="store_true",
@@ -173,18 +181,19 @@ def main():
             for _ in range(200):
                 keys, argv = [], ["0", str(o.batch)]
                 if o.pairs:
-                    full = ["A", "1", str(o.pairs)] + (["0", "1"] + limit) * o.pairs
+                    full = [L.OP_ALL_ALLOW, "1", str(o.pairs)] + (["0", "1"] + limit) * o.pairs
                     for i in range(o.batch):
                         for g in range(o.pairs):
                             keys.append("rl:{thr%d:u%d}:%s" % (g, rng.randrange(100000), suffix))
-                        argv += ["~1"] if i > 0 and not o.long else full
+                        argv += [L.SHORT_ALL_REPEAT + "1"] if i > 0 and not o.long else full
                     cmds.append(resp([b"EVALSHA", sha, str(len(keys))] + keys + argv))
                     continue
                 for i in range(o.batch):
                     keys.append("rl:{thr:u%d}:%s" % (rng.randrange(100000), suffix))
                     # as the daemon sends them: an ALLOW of the limit of the
                     # ALLOW before it is "=<cost>" (--long: all in full)
-                    argv += ["=1"] if i > 0 and not o.long else ["a", "1", "1"] + limit
+                    argv += ([L.SHORT_REPEAT + "1"] if i > 0 and not o.long
+                             else [L.OP_ALLOW, "1", "1"] + limit)
                 cmds.append(resp([b"EVALSHA", sha, str(len(keys))] + keys + argv))
             return cmds
 
@@ -193,7 +202,8 @@ def main():
             for c in cmds:  # warm-up, and a check that every decision came back
                 conn.sendall(c)
                 r = read_reply(f)
-                width = 7 + 3 * o.pairs if o.pairs else 5
+                width = (L.PAIRS_REPLY_WIDTH + L.GROUP_REPLY_WIDTH * o.pairs if o.pairs
+                         else L.REPLY_WIDTH)
                 if not isinstance(r, list) or len(r) != width * o.batch:
                     sys.exit("script_cost: unexpected reply %r" % (r,))
             call("CONFIG", "RESETSTAT")

@@ -84,39 +84,34 @@ static const char *op_arg(enum store_op op)
 {
 	switch (op) {
 	case STORE_ALLOW:
-		return "a";
+		return SCRIPT_OP_ALLOW;
 	case STORE_PEEK:
-		return "p";
+		return SCRIPT_OP_PEEK;
 	case STORE_CHARGE:
-		return "g";
+		return SCRIPT_OP_CHARGE;
 	case STORE_HOLD:
-		return "h";
+		return SCRIPT_OP_HOLD;
 	case STORE_SETTLE:
-		return "s";
+		return SCRIPT_OP_SETTLE;
 	case STORE_CANCEL:
-		return "x";
+		return SCRIPT_OP_CANCEL;
 	case STORE_RESET:
 		break;
 	}
-	return "r";
+	return SCRIPT_OP_RESET;
 }
 
-/* The script's name of an algorithm (its `algos` table). */
+/* The script's name of an algorithm (its `algos` table), by script_layout.txt's
+ * rows; "?" for one with none (POLICY_CONCURRENCY: never a decision's,
+ * leases go by the 'lease' mode). */
+static const char *const algo_letters[POLICY_ALGO_N] = SCRIPT_ALGO_LETTERS;
+_Static_assert(SCRIPT_ALGO_ENUMS == POLICY_ALGO_N - 1,
+	       "an algorithm of enum policy_algo but POLICY_CONCURRENCY without a row of "
+	       "script_layout.txt");
+
 static const char *algo_arg(enum policy_algo a)
 {
-	switch (a) {
-	case POLICY_SLIDING_WINDOW:
-		return "s";
-	case POLICY_FUNNEL:
-		return "f";
-	case POLICY_FIXED_WINDOW:
-		return "w";
-	case POLICY_SLIDING_COUNTER:
-		return "c";
-	case POLICY_CONCURRENCY: /* never a decision's: leases go by the 'lease' mode */
-		break;
-	}
-	return "?";
+	return algo_letters[a] ? algo_letters[a] : "?";
 }
 
 /* A calendar window's bounds as the script's frame takes them,
@@ -142,7 +137,10 @@ static void redis_script_limits(struct redis_argv *a, const struct policy *p)
 		const struct policy_limit *l = &p->limits[i];
 		if (l->calendar != CALENDAR_NONE) {
 			/* "W", "C": a calendar's fixed window or counter */
-			redis_argv_add(a, p->algo == POLICY_FIXED_WINDOW ? "W" : "C", 1);
+			redis_argv_add(a,
+				       p->algo == POLICY_FIXED_WINDOW ? SCRIPT_ALGO_CAL_FIXED
+								      : SCRIPT_ALGO_CAL_COUNTER,
+				       1);
 			redis_argv_bounds(a, p, l);
 			redis_argv_num(a, l->count);
 			redis_argv_num(a, l->period_ms);
@@ -154,7 +152,7 @@ static void redis_script_limits(struct redis_argv *a, const struct policy *p)
 		redis_argv_num(a, l->period_ms);
 	}
 	if (p->ban.after > 0) {
-		redis_argv_add(a, "b", 1);
+		redis_argv_add(a, SCRIPT_ALGO_BAN, 1);
 		redis_argv_num(a, p->ban.after);
 		redis_argv_num(a, p->ban.within_ms);
 		redis_argv_num(a, p->ban.for_ms);
@@ -165,7 +163,7 @@ static void redis_script_limits(struct redis_argv *a, const struct policy *p)
  * then per pair its shadow flag, its number of keys and its limits. */
 static void redis_script_decision_all(struct redis_argv *a, const struct store_saved_request *sv)
 {
-	redis_argv_add(a, sv->op == STORE_ALLOW ? "A" : "P", 1);
+	redis_argv_add(a, sv->op == STORE_ALLOW ? SCRIPT_OP_ALL_ALLOW : SCRIPT_OP_ALL_PEEK, 1);
 	redis_argv_num(a, sv->cost);
 	redis_argv_num(a, sv->npairs);
 	for (int j = 0; j < sv->npairs; j++) {
@@ -186,7 +184,7 @@ static void redis_script_decision(struct redis_argv *a, const struct store_saved
 	}
 	int wait = sv->op == STORE_ALLOW && sv->wait_ms > 0;
 	int block = sv->op == STORE_ALLOW && sv->block_want > 0;
-	redis_argv_add(a, wait ? "d" : block ? "k" : op_arg(sv->op), 1);
+	redis_argv_add(a, wait ? SCRIPT_OP_DELAY : block ? SCRIPT_OP_BLOCK : op_arg(sv->op), 1);
 	redis_argv_num(a, sv->op == STORE_SETTLE ? sv->actual : sv->cost);
 	redis_argv_num(a, policy_nkeys(p));
 	redis_script_limits(a, p);
@@ -294,7 +292,7 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
 			 * can be, without encoding it first */
 			limit_at = -1;
 			if (all && redis_script_pairs_same(all, reqs[j])) {
-				redis_argv_repeat(a, '~', reqs[j]->cost);
+				redis_argv_repeat(a, SCRIPT_SHORT_ALL_REPEAT, reqs[j]->cost);
 				continue;
 			}
 			redis_script_decision(a, reqs[j]);
@@ -303,7 +301,7 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
 			    redis_argv_same(a, all_at + 2, at + 2, argc - 2)) {
 				a->argc = at;
 				a->arena_used = arena_at;
-				redis_argv_repeat(a, '~', reqs[j]->cost);
+				redis_argv_repeat(a, SCRIPT_SHORT_ALL_REPEAT, reqs[j]->cost);
 			} else {
 				all_at = at;
 				all_argc = argc;
@@ -318,13 +316,14 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
 		}
 		/* the same limit as the ALLOW before: "=<cost>", one argument
 		 * instead of seven (Redis parses, copies and frees each) */
-		if (limit_at >= 0 && redis_argv_same(a, limit_at, at + 3, 4)) {
+		if (limit_at >= 0 &&
+		    redis_argv_same(a, limit_at, at + SCRIPT_HEAD_ARGC, SCRIPT_LIMIT_ARGC)) {
 			a->argc = at;
 			a->arena_used = arena_at;
-			redis_argv_repeat(a, '=', reqs[j]->cost);
+			redis_argv_repeat(a, SCRIPT_SHORT_REPEAT, reqs[j]->cost);
 			continue;
 		}
-		limit_at = at + 3;
+		limit_at = at + SCRIPT_HEAD_ARGC;
 	}
 }
 

@@ -9,24 +9,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "script_layout.h"
 #include "store.h"
 
 struct policy;
 
 /* Arguments of one decision: op, cost, nlimits, then per limit
- * <algorithm> capacity count period_ms, and for a reset its notice's
- * channel and message, for a HOLD its nonce and time, for a SETTLE and a
- * CANCEL its nonce and a notice as a reset's (the script's ARGV spec, its
- * decision_argc); an ALLOW that may wait ("d") has one more, the wait,
- * and one that takes a block two, which a SETTLE's three exceed. */
-#define REDIS_SCRIPT_DECISION_ARGC(op, nlimits)              \
-	(3 + 4 * (nlimits) +                                 \
-	 ((op) == STORE_RESET || (op) == STORE_HOLD	 ? 2 \
-	  : (op) == STORE_SETTLE || (op) == STORE_CANCEL ? 3 \
-							 : 0))
+ * <algorithm> capacity count period_ms, then the op's own (a reset's
+ * notice's channel and message, a HOLD's nonce and time, a SETTLE's and a
+ * CANCEL's nonce and a notice as a reset's): the script's ARGV spec, its
+ * decision_argc, both from script_layout.txt. An ALLOW that may wait ("d")
+ * or takes a block ("k") has its own too, fewer than SCRIPT_OP_ARGS_MAX. */
+#define REDIS_SCRIPT_DECISION_ARGC(op, nlimits)             \
+	(SCRIPT_HEAD_ARGC + SCRIPT_LIMIT_ARGC * (nlimits) + \
+	 ((op) == STORE_RESET	 ? SCRIPT_OP_RESET_ARGS     \
+	  : (op) == STORE_HOLD	 ? SCRIPT_OP_HOLD_ARGS      \
+	  : (op) == STORE_SETTLE ? SCRIPT_OP_SETTLE_ARGS    \
+	  : (op) == STORE_CANCEL ? SCRIPT_OP_CANCEL_ARGS    \
+				 : 0))
 /* a ban is one more "limit" (policy_nkeys) */
 #define REDIS_SCRIPT_DECISION_ARGC_MAX \
-	REDIS_SCRIPT_DECISION_ARGC(STORE_SETTLE, POLICY_MAX_LIMITS + 1)
+	(SCRIPT_HEAD_ARGC + SCRIPT_LIMIT_ARGC * (POLICY_MAX_LIMITS + 1) + SCRIPT_OP_ARGS_MAX)
 
 /*
  * The argv of a command being built. Strings are pointed to, not copied;

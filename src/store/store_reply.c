@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "script_layout.h"
 #include "store.h"
 
 enum store_error store_reply_error(const char *err, size_t len)
@@ -85,9 +86,13 @@ static int fail(struct store_result *out, enum store_error e, const char *why)
 static int decision(const struct redisReply *rep, unsigned long first, unsigned long total,
 		    struct store_result *out);
 
+/* (script_layout.txt's widths) */
 unsigned long store_reply_width(int npairs, int block)
 {
-	return npairs > 0 ? 7 + 3 * (unsigned long)npairs : block ? 7 : 5;
+	return npairs > 0
+		       ? SCRIPT_PAIRS_REPLY_WIDTH + SCRIPT_GROUP_REPLY_WIDTH * (unsigned long)npairs
+	       : block ? SCRIPT_OP_BLOCK_REPLY
+		       : SCRIPT_REPLY_WIDTH;
 }
 
 /* a window's block lasts until the window ends: at most 400 days */
@@ -97,7 +102,7 @@ int store_reply_block(const struct redisReply *rep, unsigned long first, struct 
 {
 	out->block = out->block_ms = 0;
 	/* (store_reply_decision checked first <= elements, and the type) */
-	if (rep->elements - first < 7)
+	if (rep->elements - first < SCRIPT_OP_BLOCK_REPLY)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 	const redisReply *u = rep->element[first + 5], *v = rep->element[first + 6];
 	if (!u || u->type != REDIS_REPLY_INTEGER || !v || v->type != REDIS_REPLY_INTEGER)
@@ -141,7 +146,9 @@ int store_reply_decision_all(const struct redisReply *rep, unsigned long first, 
 	for (int g = 0; g < npairs; g++) {
 		int64_t v[3];
 		for (int i = 0; i < 3; i++) {
-			const redisReply *e = el[7 + 3 * (unsigned long)g + (unsigned long)i];
+			const redisReply *e =
+				el[SCRIPT_PAIRS_REPLY_WIDTH +
+				   SCRIPT_GROUP_REPLY_WIDTH * (unsigned long)g + (unsigned long)i];
 			if (!e || e->type != REDIS_REPLY_INTEGER)
 				return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
 			v[i] = e->integer;

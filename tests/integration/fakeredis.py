@@ -39,6 +39,7 @@ import threading
 import time
 
 import resp
+from harness import LAYOUT
 
 
 class _Conn:
@@ -199,19 +200,19 @@ def _decisions(cmd):
         pos, k = 2, 0
         limits = None
         for _ in range(n):
-            if argv[pos].startswith(b"="):
+            if argv[pos].startswith(LAYOUT.SHORT_REPEAT.encode()):
                 # "=<cost>": the ALLOW before it again (one limit), next key
                 int(argv[pos][1:])
-                op, nl = "a", 1
+                op, nl = LAYOUT.OP_ALLOW, 1
                 pos += 1
             else:
                 op, nl = argv[pos].decode(), int(argv[pos + 2])
-                pos += 3
+                pos += LAYOUT.HEAD_ARGC
                 limits = []
                 for _ in range(nl):
                     limits.append((argv[pos].decode(), int(argv[pos + 1]), int(argv[pos + 2]),
                                    int(argv[pos + 3])))
-                    pos += 4
+                    pos += LAYOUT.LIMIT_ARGC
             key = keys[k] if k < len(keys) else b""
             k += nl
             user = b""
@@ -235,7 +236,7 @@ def user_number(user):
 
 
 def _ok_reply(decisions):
-    out = [b"*%d\r\n" % (5 * len(decisions))]
+    out = [b"*%d\r\n" % (LAYOUT.REPLY_WIDTH * len(decisions))]
     for op, user, limits in decisions:
         cap = limits[0][1] if limits else 1
         period = limits[0][3] if limits else 1000

@@ -13,6 +13,7 @@ Environment:
 
 import atexit
 import ctypes
+import importlib.util
 import http.client
 import os
 import re
@@ -32,6 +33,16 @@ from resp import RespError
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRCDIR = os.environ.get("RL_SRCDIR") or os.path.normpath(os.path.join(HERE, "..", ".."))
 DAEMON = os.environ.get("RATELIMITD") or os.path.join(SRCDIR, "build", "ratelimitd")
+# The build's own files: the decision script as Redis gets it (SCRIPT, its
+# argument layout's names replaced by their values) and that layout's
+# constants (LAYOUT: OP_HOLD, ALGO_FIXED, HEAD_ARGC...), both generated from
+# src/store/script_layout.txt by scripts/script_layout.py.
+BUILDDIR = os.environ.get("RL_BUILDDIR") or os.path.dirname(DAEMON)
+SCRIPT = os.path.join(BUILDDIR, "ratelimit.lua")
+_spec = importlib.util.spec_from_file_location("script_layout",
+                                               os.path.join(BUILDDIR, "script_layout.py"))
+LAYOUT = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(LAYOUT)
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
 SLOW = float(os.environ.get("RL_SLOW", "1"))

@@ -16,8 +16,8 @@ import threading
 import time
 import unittest
 
-from harness import (SLOW, SRCDIR, Client, DaemonTest, free_port, make_config, scrape_metrics,
-                     wait_until)
+from harness import (SCRIPT, SLOW, SRCDIR, Client, DaemonTest, free_port, make_config,
+                     scrape_metrics, wait_until)
 from topology import add_cluster, add_sentinels, cluster_config, sentinel_redis_opts
 
 try:
@@ -355,7 +355,7 @@ class LeasesTest(DaemonTest):
         and through lease.c (the memory store's), answer alike."""
         import random
         self.redis = self.start_redis()
-        with open(os.path.join(SRCDIR, "src", "store", "lua", "ratelimit.lua")) as f:
+        with open(SCRIPT) as f:
             script = f.read()
         rnd = random.Random(29)
         now, limit, lease, issued, ops = 1_700_000_000_000_000, 5, 1000, [], []

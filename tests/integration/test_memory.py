@@ -20,7 +20,7 @@ except ImportError:  # Debian's python3-redis, under another python3
     sys.path.append("/usr/lib/python3/dist-packages")
     import redis as redis_py
 
-from harness import (SLOW, SRCDIR, Client, DaemonTest, free_port, http_get, race,
+from harness import (SCRIPT, SLOW, SRCDIR, Client, DaemonTest, free_port, http_get, race,
                      scrape_metrics, wait_until)
 from test_vectors import NO_EXPIRY, Calendar, parse_policy, script_call
 
@@ -322,7 +322,7 @@ class DifferentialTest(DaemonTest):
         got_c = p.stdout.splitlines()
 
         redis = self.start_redis()
-        with open(os.path.join(SRCDIR, "src", "store", "lua", "ratelimit.lua")) as f:
+        with open(SCRIPT) as f:
             script = NO_EXPIRY + f.read()
         got_lua, where = [], []
         with redis.resp() as r:

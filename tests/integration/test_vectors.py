@@ -9,13 +9,20 @@ import tempfile
 import unittest
 import zoneinfo
 
-from harness import SRCDIR, RedisServer
+from harness import LAYOUT, SCRIPT, SRCDIR, RedisServer
 
 
-# The script's name of each algorithm (src/store/redis_script.c's algo_arg), and
+# The script's letter of each algorithm (src/store/script_layout.txt), and
 # whether its policy line gives a capacity before the rate.
-ALGOS = {"sliding_window": ("s", False), "funnel": ("f", True),
-         "fixed_window": ("w", False), "sliding_window_counter": ("c", False)}
+ALGOS = {word: (letter, letter == LAYOUT.ALGO_FUNNEL) for word, letter in LAYOUT.ALGO_WORDS.items()}
+# a calendar window's letter, by its algorithm's
+CALENDAR = {LAYOUT.ALGO_FIXED: LAYOUT.ALGO_CAL_FIXED, LAYOUT.ALGO_COUNTER: LAYOUT.ALGO_CAL_COUNTER}
+# The vectors' ops (tests/vectors*.txt, which the C replay also reads) as
+# the script's letters.
+VECTOR_OPS = {"a": LAYOUT.OP_ALLOW, "p": LAYOUT.OP_PEEK, "r": LAYOUT.OP_RESET,
+              "d": LAYOUT.OP_DELAY, "g": LAYOUT.OP_CHARGE, "h": LAYOUT.OP_HOLD,
+              "s": LAYOUT.OP_SETTLE, "x": LAYOUT.OP_CANCEL, "A": LAYOUT.OP_ALL_ALLOW,
+              "P": LAYOUT.OP_ALL_PEEK}
 
 
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -88,12 +95,12 @@ def parse_policy(tok):
             count, period = t.split("/")
             if not period.isdigit():  # a calendar window: "W", "C" and its bounds
                 unit, _, anchor = period.partition("@")
-                limits.append((letter.upper(), Calendar(unit, anchor, tz[0] if tz else ""),
+                limits.append((CALENDAR[letter], Calendar(unit, anchor, tz[0] if tz else ""),
                                int(count), UNIT_MS[unit]))
                 continue
             limits.append((letter, int(count), int(count), int(period)))
     if ban:  # one more "limit" on its own key, last
-        limits.append(tuple(["b"] + [int(x) for x in ban[0][4:].split("/")]))
+        limits.append(tuple([LAYOUT.ALGO_BAN] + [int(x) for x in ban[0][4:].split("/")]))
     return limits
 
 
@@ -142,9 +149,9 @@ def script_call(tag, multi, groups, now, op, cost):
     wait_ms = None
     if isinstance(op, tuple):
         op, wait_ms = op
-    if op in ("h", "s", "x"):  # one more key: the pair's holds
+    if LAYOUT.OP_KEYS.get(VECTOR_OPS[op]):  # one more key: the pair's holds
         keys.append("t:{%s}:h" % tag)
-    args = [str(now), "1", op, str(cost)]
+    args = [str(now), "1", VECTOR_OPS[op], str(cost)]
     if multi:  # decide_all: per group shadow, nlimits, limits
         args.append(str(len(groups)))
         for shadow, limits in groups:
@@ -190,7 +197,7 @@ class LuaVectors(unittest.TestCase):
         # the script with its expiries off: a key a vector's window ends 1 ms
         # after would go on Redis's real clock between two steps (a fresh run
         # saw vectors_calendar.txt:17 read an expired window)
-        with open(os.path.join(SRCDIR, "src", "store", "lua", "ratelimit.lua")) as f:
+        with open(SCRIPT) as f:
             self.script = NO_EXPIRY + f.read()
 
     def tearDown(self):

@@ -54,6 +54,17 @@
 --          and -3 when a SETTLE's or CANCEL's hold is not open);
 --          when a decision failed (-1), one more element follows the last
 --          decision: Redis's error text of the first such failure
+--
+-- The letters and widths above (ops, algorithms, short forms, how many
+-- arguments, keys and integers each takes) are written once, in
+-- src/store/script_layout.txt; here they have names (OP_HOLD, ALGO_FIXED,
+-- SHORT_REPEAT, HEAD_ARGC, REPLY_WIDTH...), which the build replaces by
+-- their values, literals as they were (scripts/script_layout.py; the
+-- script Redis gets is build/ratelimit.lua), and the next line by the
+-- tables by op letter: OP_ARGS (arguments after its limits), OP_KEYS (keys
+-- after its limits') and OP_REPLY (integers of its reply). One line, so the
+-- built script's lines are numbered as these.
+--@script_layout@
 
 -- The daemon's check after each (re)connect, so a Redis user whose ACL lacks
 -- something the decisions need is found at once, not by every decision
@@ -476,7 +487,7 @@ end
 -- batch computes each window once.
 local frames = {}
 local function frame_of(algo, capacity, period_ms)
-  local cal = algo == 'W' or algo == 'C'
+  local cal = algo == ALGO_CAL_FIXED or algo == ALGO_CAL_COUNTER
   local f = frames[cal and capacity or period_ms]
   if f then return f end
   f = frame(cal, capacity, period_ms)
@@ -910,19 +921,19 @@ local function funnel_refund(r, amount, _)
 end
 
 local algos = {
-  s = {check = sliding_check, commit = sliding_commit, at = sliding_at, commit_at = sliding_commit_at,
+  [ALGO_SLIDING] = {check = sliding_check, commit = sliding_commit, at = sliding_at, commit_at = sliding_commit_at,
        refund = sliding_refund},
-  f = {check = funnel_check, commit = funnel_commit, refund = funnel_refund},
-  w = {check = fixed_check, commit = fixed_commit, at = fixed_at, commit_at = fixed_commit_at,
-       refund = fixed_refund},
-  c = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at,
+  [ALGO_FUNNEL] = {check = funnel_check, commit = funnel_commit, refund = funnel_refund},
+  [ALGO_FIXED] = {check = fixed_check, commit = fixed_commit, at = fixed_at,
+                  commit_at = fixed_commit_at, refund = fixed_refund},
+  [ALGO_COUNTER] = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at,
        refund = counter_refund},
   -- calendar windows: their capacity argument is the daemon's bounds (frame)
-  W = {check = fixed_check, commit = fixed_commit, at = fixed_at, commit_at = fixed_commit_at,
-       refund = fixed_refund},
-  C = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at,
+  [ALGO_CAL_FIXED] = {check = fixed_check, commit = fixed_commit, at = fixed_at,
+                      commit_at = fixed_commit_at, refund = fixed_refund},
+  [ALGO_CAL_COUNTER] = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at,
        refund = counter_refund},
-  b = {check = ban_check, commit = ban_commit},
+  [ALGO_BAN] = {check = ban_check, commit = ban_commit},
 }
 
 -- A short form's cost: an op of the marker byte and a cost gives the
@@ -943,11 +954,11 @@ end
 -- "=<cost>", the daemon's short form of a decision: the decision before
 -- it again (a one-limit ALLOW, "a", given in full or as "=" itself), on
 -- the next key, with this cost.
-local repeat_cost, repeats = short_form(61)
+local repeat_cost, repeats = short_form(string.byte(SHORT_REPEAT))
 -- "~<cost>", the daemon's short form of a decision over several pairs:
 -- the last one given in full in this call ("A" or "P", its groups and
 -- their limits) again, on the next keys, with this cost.
-local all_repeat_cost = short_form(126)
+local all_repeat_cost = short_form(string.byte(SHORT_ALL_REPEAT))
 -- the last decision over several pairs given in full: where its op is,
 -- and how many keys it takes (decision_argc keeps them, in call order)
 local all_at, all_keys
@@ -958,11 +969,11 @@ local all_at, all_keys
 local function decision_argc(a)
   local op = ARGV[a]
   if repeat_cost(op) then return 1, 1 end
-  if op == 'A' or op == 'P' then
-    local n, nkeys = 3, 0
+  if op == OP_ALL_ALLOW or op == OP_ALL_PEEK then
+    local n, nkeys = HEAD_ARGC, 0
     for _ = 1, tonumber(ARGV[a + 2]) do
       local nl = tonumber(ARGV[a + n + 1])
-      n = n + 2 + 4 * nl
+      n = n + GROUP_ARGC + LIMIT_ARGC * nl
       nkeys = nkeys + nl
     end
     all_at, all_keys = a, nkeys
@@ -972,13 +983,10 @@ local function decision_argc(a)
     if not all_at then error('ERR "~" with no decision over several pairs before it') end
     return 1, all_keys
   end
+  -- then the op's own arguments (a reset's notice, a wait, a block, a
+  -- hold's nonce...) and keys (the pair's holds)
   local nl = tonumber(ARGV[a + 2])
-  local n = 3 + 4 * nl
-  if op == 'r' or op == 'k' then n = n + 2 elseif op == 'd' then n = n + 1 end
-  -- holds: the nonce (and a HOLD's time), and one more key, the pair's holds
-  if op == 'h' then return n + 2, nl + 1 end
-  if op == 's' or op == 'x' then return n + 3, nl + 1 end
-  return n, nl
+  return HEAD_ARGC + LIMIT_ARGC * nl + (OP_ARGS[op] or 0), nl + (OP_KEYS[op] or 0)
 end
 
 -- The decisions of a batch repeat the same few policy numbers; converting
@@ -1077,7 +1085,7 @@ end
 
 -- One decision: keys from K[k], its arguments from ARGV index a.
 local function decide(out, op, cost, nlimits, a, k)
-  if op == 'r' then
+  if op == OP_RESET then
     for i = 0, nlimits - 1 do redis.call('DEL', K[k + i]) end
     -- every daemon drops its cached denials for this pair
     redis.call('PUBLISH', ARGV[a + 4 * nlimits], ARGV[a + 4 * nlimits + 1])
@@ -1093,8 +1101,8 @@ local function decide(out, op, cost, nlimits, a, k)
   -- a HOLD reads its holds' key before anything is charged: on a Cluster
   -- a key that moved fails here, with nothing written (the daemon asks
   -- again, alone, and must not charge twice)
-  if op == 'h' then hold_pttl = redis.call('PTTL', hkey) end
-  if op == 's' or op == 'x' then
+  if op == OP_HOLD then hold_pttl = redis.call('PTTL', hkey) end
+  if op == OP_SETTLE or op == OP_CANCEL then
     local nonce = ARGV[a + 4 * nlimits]
     notice = a + 4 * nlimits + 1
     local v = redis.call('HGET', hkey, nonce)
@@ -1109,10 +1117,10 @@ local function decide(out, op, cost, nlimits, a, k)
     if not est or tonumber(untl) <= now then
       -- not open: settled, cancelled, expired (at its estimate), never taken
       out[#out + 1] = -3
-      for _ = 2, 5 do out[#out + 1] = 0 end
+      for _ = 2, REPLY_WIDTH do out[#out + 1] = 0 end
       return
     end
-    if op == 'x' then diff = -tonumber(est) else diff = cost - tonumber(est) end
+    if op == OP_CANCEL then diff = -tonumber(est) else diff = cost - tonumber(est) end
     th = tonumber(t)
     cost = math.abs(diff)
   end
@@ -1121,7 +1129,7 @@ local function decide(out, op, cost, nlimits, a, k)
   for i = 1, nlimits do
     local algo = ARGV[a]
     local capacity = ARGV[a + 1]
-    if algo ~= 'W' and algo ~= 'C' then capacity = num(capacity) end
+    if algo ~= ALGO_CAL_FIXED and algo ~= ALGO_CAL_COUNTER then capacity = num(capacity) end
     local count = num(ARGV[a + 2])
     local period = num(ARGV[a + 3])
     a = a + 4
@@ -1146,7 +1154,7 @@ local function decide(out, op, cost, nlimits, a, k)
   -- all or nothing: a limit is charged only when every limit passes
   local ban = checks[nlimits].ban and checks[nlimits] or nil
   local at = nil
-  if op == 'd' and not all_ok and not (ban and ban.banned) then
+  if op == OP_DELAY and not all_ok and not (ban and ban.banned) then
     at = delay_at(checks, nlimits, num(ARGV[a]))
   end
   if ban and ban.banned then
@@ -1156,27 +1164,27 @@ local function decide(out, op, cost, nlimits, a, k)
     bind = each_limit(checks, nlimits, function(r) r.algo.commit_at(r, at) end)
     allowed_out(out, bind, bind.remaining, max(1, ceil_ms(at - now)))
     return
-  elseif op == 'g' then
+  elseif op == OP_CHARGE then
     -- a CHARGE: counted whatever the limits hold, the cost was spent
     bind = each_limit(checks, nlimits, function(r) r.algo.commit(r) end)
     allowed_out(out, bind, max(0, bind.remaining), 0)
     return
   elseif all_ok then
     local extra, valid = 0, 0
-    if op == 'k' then extra, valid = block_take(checks, nlimits, num(ARGV[a]), num(ARGV[a + 1])) end
+    if op == OP_BLOCK then extra, valid = block_take(checks, nlimits, num(ARGV[a]), num(ARGV[a + 1])) end
     for i = 1, nlimits do
       local r = checks[i]
-      if op ~= 'p' then r.algo.commit(r) end
+      if op ~= OP_PEEK then r.algo.commit(r) end
       if not r.ban and (not bind or r.remaining < bind.remaining) then bind = r end
     end
-    if op == 'k' then
+    if op == OP_BLOCK then
       -- the request's own answer, as if no block were taken, then the block
       allowed_out(out, bind, bind.remaining + extra, 0)
       out[#out + 1] = extra
       out[#out + 1] = valid
       return
     end
-    if op == 'h' then
+    if op == OP_HOLD then
       -- a HOLD: open until its time, its estimate charged now
       local hold_ms = num(ARGV[a + 1])
       redis.call('HSET', hkey, ARGV[a], fmt(cost) .. ':' .. fmt(now) .. ':' ..
@@ -1185,7 +1193,7 @@ local function decide(out, op, cost, nlimits, a, k)
       if hold_pttl < hold_ms then redis.call('PEXPIRE', hkey, hold_ms) end
     end
   else
-    if ban and op ~= 'p' and ban_denied(ban) then ban.ok = false end
+    if ban and op ~= OP_PEEK and ban_denied(ban) then ban.ok = false end
     for i = 1, nlimits do
       local r = checks[i]
       if not r.ok then
@@ -1203,7 +1211,7 @@ local function decide(out, op, cost, nlimits, a, k)
   out[n + 3] = bind.remaining
   out[n + 4] = bind.retry
   out[n + 5] = bind.reset
-  if op == 'k' then out[n + 6] = 0; out[n + 7] = 0 end
+  if op == OP_BLOCK then out[n + 6] = 0; out[n + 7] = 0 end
 end
 
 -- The table decide_one's checks (and counter_run's helpers) fill in place
@@ -1216,7 +1224,7 @@ local function decide_one(out, cost, a, k)
   local algo = ARGV[a]
   local impl = algos[algo]
   local capacity = ARGV[a + 1]
-  if algo ~= 'W' and algo ~= 'C' then capacity = num(capacity) end
+  if algo ~= ALGO_CAL_FIXED and algo ~= ALGO_CAL_COUNTER then capacity = num(capacity) end
   local r = impl.check(K[k], capacity, num(ARGV[a + 2]), num(ARGV[a + 3]), cost, algo, true,
                        one_r)
   local n = #out
@@ -1247,13 +1255,13 @@ local function decide_all_fixed(out, op, cost, ngroups, a, k)
   if a ~= shape_at then
     shape_at, shape_ok = a, true
     for g = 1, ngroups do
-      if ARGV[a] ~= '0' or ARGV[a + 1] ~= '1' or ARGV[a + 2] ~= 'w' then
+      if ARGV[a] ~= '0' or ARGV[a + 1] ~= '1' or ARGV[a + 2] ~= ALGO_FIXED then
         shape_ok = false
         break
       end
       local period_ms = num(ARGV[a + 5])
-      fs[g], count[g] = frames[period_ms] or frame_of('w', nil, period_ms), num(ARGV[a + 4])
-      a = a + 6
+      fs[g], count[g] = frames[period_ms] or frame_of(ALGO_FIXED, nil, period_ms), num(ARGV[a + 4])
+      a = a + (GROUP_ARGC + LIMIT_ARGC)
     end
   end
   if not shape_ok then return false end
@@ -1267,7 +1275,7 @@ local function decide_all_fixed(out, op, cost, ngroups, a, k)
   if all_ok then
     for g = 1, ngroups do
       local u = used[g]
-      if op == 'A' then
+      if op == OP_ALL_ALLOW then
         u = u + cost
         reset[g] = keep_ms(fs[g], nx[g], count[g], to_end[g], u)
         write_fixed(K[k + g - 1], fs[g], nx[g], to_end[g], reset[g], u, same[g])
@@ -1333,7 +1341,7 @@ local function decide_all(out, op, cost, ngroups, a, k)
       local name = ARGV[a]
       local algo = algos[name]
       local capacity = ARGV[a + 1]
-      if name ~= 'W' and name ~= 'C' then capacity = num(capacity) end
+      if name ~= ALGO_CAL_FIXED and name ~= ALGO_CAL_COUNTER then capacity = num(capacity) end
       local r = algo.check(K[k], capacity, num(ARGV[a + 2]), num(ARGV[a + 3]), cost, name)
       r.algo = algo
       r.group = g
@@ -1364,7 +1372,7 @@ local function decide_all(out, op, cost, ngroups, a, k)
   elseif all_ok then
     for g = 1, ngroups do
       local grp = groups[g]
-      if grp.ok and op == 'A' then
+      if grp.ok and op == OP_ALL_ALLOW then
         for i = 1, grp.n do grp[i].algo.commit(grp[i]) end
       end
       if not grp.shadow then
@@ -1378,7 +1386,7 @@ local function decide_all(out, op, cost, ngroups, a, k)
     for g = 1, ngroups do
       local grp = groups[g]
       if not grp.shadow and not grp.ok then
-        if grp.ban and op == 'A' and ban_denied(grp.ban) then
+        if grp.ban and op == OP_ALL_ALLOW and ban_denied(grp.ban) then
           grp.ban.ok = false
           grp.ban.triggered = true
           grp.ban.limit = grp[1].limit
@@ -1398,7 +1406,7 @@ local function decide_all(out, op, cost, ngroups, a, k)
     local grp = groups[g]
     if grp.shadow and not grp.ok then
       if shadow_denied == 0 then shadow_denied = g end
-      if grp.ban and not grp.ban.banned and op == 'A' and ban_denied(grp.ban) then
+      if grp.ban and not grp.ban.banned and op == OP_ALL_ALLOW and ban_denied(grp.ban) then
         grp.ban.triggered = true
       end
     end
@@ -1464,10 +1472,10 @@ local function fixed_run(out, a, k, left, p)
   local n = #out
   repeat
     local op = ARGV[a]
-    if op == 'a' then
-      p = a + 3
+    if op == OP_ALLOW then
+      p = a + HEAD_ARGC
       if ARGV[a + 1] ~= cost_s then cost_s = ARGV[a + 1]; cost = num(cost_s) end
-      a = a + 7
+      a = a + (HEAD_ARGC + LIMIT_ARGC)
     else
       cost, cost_s = repeats[op] or repeat_cost(op), nil
       a = a + 1
@@ -1476,7 +1484,7 @@ local function fixed_run(out, a, k, left, p)
       count_s, period_s = ARGV[p + 2], ARGV[p + 3]
       count = num(count_s)
       local period_ms = num(period_s)
-      f = frames[period_ms] or frame_of('w', nil, period_ms)
+      f = frames[period_ms] or frame_of(ALGO_FIXED, nil, period_ms)
     end
     local key = K[k]
     local used, nx, same, to_end = fixed_read(key, f, count)
@@ -1495,7 +1503,8 @@ local function fixed_run(out, a, k, left, p)
     end
     n, k, left = n + 5, k + 1, left - 1
     op = ARGV[a]
-  until left == 0 or not (repeats[op] or op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] == 'w')
+  until left == 0 or not (repeats[op] or op == OP_ALLOW and ARGV[a + 2] == '1' and
+                          ARGV[a + 3] == ALGO_FIXED)
   return a, k, p
 end
 
@@ -1506,10 +1515,10 @@ local function funnel_run(out, a, k, left, p)
   local n = #out
   repeat
     local op = ARGV[a]
-    if op == 'a' then
-      p = a + 3
+    if op == OP_ALLOW then
+      p = a + HEAD_ARGC
       if ARGV[a + 1] ~= cost_s then cost_s = ARGV[a + 1]; cost = num(cost_s) end
-      a = a + 7
+      a = a + (HEAD_ARGC + LIMIT_ARGC)
     else
       cost, cost_s = repeats[op] or repeat_cost(op), nil
       a = a + 1
@@ -1538,7 +1547,8 @@ local function funnel_run(out, a, k, left, p)
     end
     n, k, left = n + 5, k + 1, left - 1
     op = ARGV[a]
-  until left == 0 or not (repeats[op] or op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] == 'f')
+  until left == 0 or not (repeats[op] or op == OP_ALLOW and ARGV[a + 2] == '1' and
+                          ARGV[a + 3] == ALGO_FUNNEL)
   return a, k, p
 end
 
@@ -1552,10 +1562,10 @@ local function counter_run(out, a, k, left, p)
   local n = #out
   repeat
     local op = ARGV[a]
-    if op == 'a' then
-      p = a + 3
+    if op == OP_ALLOW then
+      p = a + HEAD_ARGC
       if ARGV[a + 1] ~= cost_s then cost_s = ARGV[a + 1]; cost = num(cost_s) end
-      a = a + 7
+      a = a + (HEAD_ARGC + LIMIT_ARGC)
     else
       cost, cost_s = repeats[op] or repeat_cost(op), nil
       a = a + 1
@@ -1564,7 +1574,7 @@ local function counter_run(out, a, k, left, p)
       count_s, period_s = ARGV[p + 2], ARGV[p + 3]
       count = num(count_s)
       local period_ms = num(period_s)
-      f = frames[period_ms] or frame_of('c', nil, period_ms)
+      f = frames[period_ms] or frame_of(ALGO_COUNTER, nil, period_ms)
       e = floor((now - f.start) / 1000)
       resets = f.resets
       if not resets then resets = {}; f.resets = resets end
@@ -1597,27 +1607,28 @@ local function counter_run(out, a, k, left, p)
     end
     n, k, left = n + 5, k + 1, left - 1
     op = ARGV[a]
-  until left == 0 or not (repeats[op] or op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] == 'c')
+  until left == 0 or not (repeats[op] or op == OP_ALLOW and ARGV[a + 2] == '1' and
+                          ARGV[a + 3] == ALGO_COUNTER)
   return a, k, p
 end
 
-local runs = {w = fixed_run, f = funnel_run, c = counter_run}
+local runs = {[ALGO_FIXED] = fixed_run, [ALGO_FUNNEL] = funnel_run, [ALGO_COUNTER] = counter_run}
 
 -- Any other one limit (no ban): decide_one for each.
 local function one_run(out, a, k, left, p)
   repeat
     local op = ARGV[a]
     local cost
-    if op == 'a' then
-      p, cost, a = a + 3, num(ARGV[a + 1]), a + 7
+    if op == OP_ALLOW then
+      p, cost, a = a + HEAD_ARGC, num(ARGV[a + 1]), a + (HEAD_ARGC + LIMIT_ARGC)
     else
       cost, a = repeats[op] or repeat_cost(op), a + 1
     end
     decide_one(out, cost, p, k)
     k, left = k + 1, left - 1
     op = ARGV[a]
-  until left == 0 or not (repeats[op] or op == 'a' and ARGV[a + 2] == '1' and
-                          not runs[ARGV[a + 3]] and ARGV[a + 3] ~= 'b')
+  until left == 0 or not (repeats[op] or op == OP_ALLOW and ARGV[a + 2] == '1' and
+                          not runs[ARGV[a + 3]] and ARGV[a + 3] ~= ALGO_BAN)
   return a, k, p
 end
 
@@ -1673,25 +1684,25 @@ while d <= n do
   local run
   if repeat_cost(op) then
     run = runs[ARGV[p]] or one_run
-  elseif op == 'a' and ARGV[a + 2] == '1' and ARGV[a + 3] ~= 'b' then
+  elseif op == OP_ALLOW and ARGV[a + 2] == '1' and ARGV[a + 3] ~= ALGO_BAN then
     run = runs[ARGV[a + 3]] or one_run
   end
   if run then
     local before = #out
     local ok, ra, rk, rp = pcall(run, out, a, k, n - d + 1, p)
-    local done = floor((#out - before) / 5)
-    for i = #out, before + 5 * done + 1, -1 do out[i] = nil end
+    local done = floor((#out - before) / REPLY_WIDTH)
+    for i = #out, before + REPLY_WIDTH * done + 1, -1 do out[i] = nil end
     d = d + done
     if ok then
       a, k, p = ra, rk, rp
     else
       -- past the decisions answered, and the one that failed (ra: why)
       for _ = 0, done do
-        if ARGV[a] == 'a' then p, a = a + 3, a + 7 else a = a + 1 end
+        if ARGV[a] == OP_ALLOW then p, a = a + HEAD_ARGC, a + (HEAD_ARGC + LIMIT_ARGC) else a = a + 1 end
         k = k + 1
       end
       d = d + 1
-      local reply = failed(ra, 5)
+      local reply = failed(ra, REPLY_WIDTH)
       if reply then return reply end
     end
   else
@@ -1701,8 +1712,12 @@ while d <= n do
     local at, cost = a, all_repeat_cost(op)
     if cost then at, op = all_at, ARGV[all_at] else cost = num(ARGV[a + 1]) end
     local before = #out
-    local width = 5
-    if op == 'A' or op == 'P' then width = 7 + 3 * num(ARGV[at + 2]) elseif op == 'k' then width = 7 end
+    local width
+    if op == OP_ALL_ALLOW or op == OP_ALL_PEEK then
+      width = PAIRS_REPLY_WIDTH + GROUP_REPLY_WIDTH * num(ARGV[at + 2])
+    else
+      width = OP_REPLY[op] or REPLY_WIDTH
+    end
     -- A key of the wrong type (written by something else) fails only its own
     -- decision, not the whole batch. Checks run before any write, so a failed
     -- decision has changed nothing.
@@ -1720,7 +1735,7 @@ while d <= n do
       end
       argc, nkeys, d = done, nkeys * done, d + done - 1
       ok = true
-    elseif op == 'A' or op == 'P' then
+    elseif op == OP_ALL_ALLOW or op == OP_ALL_PEEK then
       ok, err = pcall(decide_all, out, op, cost, num(ARGV[at + 2]), at + 3, k)
     else
       ok, err = pcall(decide, out, op, cost, num(ARGV[a + 2]), a + 3, k)
