@@ -888,7 +888,7 @@ class ParserTest(unittest.TestCase):
         r = subprocess.run(["git", "-C", SRCDIR, "ls-tree", "-r", "--name-only", "f4af880"],
                            capture_output=True, text=True)
         before = r.stdout.split() if r.returncode == 0 else None
-        path = re.compile(r"^[A-Za-z0-9_./-]+\.(?:c|h|lua|build|scd|md|py)$")
+        path = re.compile(r"^[A-Za-z0-9_./-]+\.(?:c|h|lua|build|scd|md|py|txt)$")
         top = re.compile(r"^(?:src/|man/|docs/|tests/|bench/|meson\.build$)")
         rows = 0
         after = {}
