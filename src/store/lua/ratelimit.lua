@@ -921,18 +921,18 @@ local function funnel_refund(r, amount, _)
 end
 
 local algos = {
-  [ALGO_SLIDING] = {check = sliding_check, commit = sliding_commit, at = sliding_at, commit_at = sliding_commit_at,
-       refund = sliding_refund},
+  [ALGO_SLIDING] = {check = sliding_check, commit = sliding_commit, at = sliding_at,
+                    commit_at = sliding_commit_at, refund = sliding_refund},
   [ALGO_FUNNEL] = {check = funnel_check, commit = funnel_commit, refund = funnel_refund},
   [ALGO_FIXED] = {check = fixed_check, commit = fixed_commit, at = fixed_at,
                   commit_at = fixed_commit_at, refund = fixed_refund},
-  [ALGO_COUNTER] = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at,
-       refund = counter_refund},
+  [ALGO_COUNTER] = {check = counter_check, commit = counter_commit, at = counter_at,
+                    commit_at = counter_commit_at, refund = counter_refund},
   -- calendar windows: their capacity argument is the daemon's bounds (frame)
   [ALGO_CAL_FIXED] = {check = fixed_check, commit = fixed_commit, at = fixed_at,
                       commit_at = fixed_commit_at, refund = fixed_refund},
-  [ALGO_CAL_COUNTER] = {check = counter_check, commit = counter_commit, at = counter_at, commit_at = counter_commit_at,
-       refund = counter_refund},
+  [ALGO_CAL_COUNTER] = {check = counter_check, commit = counter_commit, at = counter_at,
+                        commit_at = counter_commit_at, refund = counter_refund},
   [ALGO_BAN] = {check = ban_check, commit = ban_commit},
 }
 
@@ -1171,7 +1171,9 @@ local function decide(out, op, cost, nlimits, a, k)
     return
   elseif all_ok then
     local extra, valid = 0, 0
-    if op == OP_BLOCK then extra, valid = block_take(checks, nlimits, num(ARGV[a]), num(ARGV[a + 1])) end
+    if op == OP_BLOCK then
+      extra, valid = block_take(checks, nlimits, num(ARGV[a]), num(ARGV[a + 1]))
+    end
     for i = 1, nlimits do
       local r = checks[i]
       if op ~= OP_PEEK then r.algo.commit(r) end
@@ -1698,7 +1700,11 @@ while d <= n do
     else
       -- past the decisions answered, and the one that failed (ra: why)
       for _ = 0, done do
-        if ARGV[a] == OP_ALLOW then p, a = a + HEAD_ARGC, a + (HEAD_ARGC + LIMIT_ARGC) else a = a + 1 end
+        if ARGV[a] == OP_ALLOW then
+          p, a = a + HEAD_ARGC, a + (HEAD_ARGC + LIMIT_ARGC)
+        else
+          a = a + 1
+        end
         k = k + 1
       end
       d = d + 1
