@@ -303,6 +303,21 @@ int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct 
 	return 0;
 }
 
+/* <user> <action> at arg[1], arg[2]: 0 with them in req, or -1. */
+static int user_action(const char *const *arg, const size_t *alen, struct cmd_request *req,
+		       struct proto_error *err)
+{
+	if (alen[1] == 0)
+		return admin_fail(err, CMD_ERR_BAD_USER, "user is empty");
+	if (alen[1] > KEYS_USER_MAX)
+		return admin_fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+	req->user = arg[1];
+	req->user_len = alen[1];
+	req->action = arg[2];
+	req->action_len = alen[2];
+	return 0;
+}
+
 int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 			  struct cmd_request *req, struct proto_error *err)
 {
@@ -345,15 +360,7 @@ int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 	} else {
 		return 1;
 	}
-	if (alen[1] == 0)
-		return admin_fail(err, CMD_ERR_BAD_USER, "user is empty");
-	if (alen[1] > KEYS_USER_MAX)
-		return admin_fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
-	req->user = arg[1];
-	req->user_len = alen[1];
-	req->action = arg[2];
-	req->action_len = alen[2];
-	return 0;
+	return user_action(arg, alen, req, err);
 }
 
 /* ALLOW <user> <action> [<cost>] [WAIT <ms>] [TRACE <traceparent>], PEEK
@@ -387,8 +394,14 @@ int proto_parse_verb(const char *const *arg, const size_t *alen, int n, unsigned
 {
 	int resp = front == CMD_ON_RESP;
 	int v = cmd_verb_named(arg[0], alen[0], front);
-	if (v < 0 || v == CMD_THROTTLE) /* the RESP parser reads CL.THROTTLE itself */
-		return 1;
+	if (v < 0 || v == CMD_THROTTLE) { /* the RESP parser reads CL.THROTTLE itself */
+		/* the list, made once from the verbs' table, is static */
+		static char unknown[256];
+		if (!unknown[0])
+			snprintf(unknown, sizeof(unknown), "known commands: %s",
+				 cmd_known_commands());
+		return admin_fail(err, CMD_ERR_UNKNOWN_COMMAND, unknown);
+	}
 	req->verb = (enum cmd_verb)v;
 	switch (req->verb) {
 	case CMD_OVERRIDE:
@@ -440,15 +453,7 @@ int proto_parse_verb(const char *const *arg, const size_t *alen, int n, unsigned
 			return admin_fail(err, CMD_ERR_SYNTAX, "usage: RESET <user> <action>");
 		break;
 	case CMD_THROTTLE:
-		return 1;
+		break; /* not reached */
 	}
-	if (alen[1] == 0)
-		return admin_fail(err, CMD_ERR_BAD_USER, "user is empty");
-	if (alen[1] > KEYS_USER_MAX)
-		return admin_fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
-	req->user = arg[1];
-	req->user_len = alen[1];
-	req->action = arg[2];
-	req->action_len = alen[2];
-	return 0;
+	return user_action(arg, alen, req, err);
 }

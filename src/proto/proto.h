@@ -119,8 +119,8 @@ int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct 
 /* Any verb of the table (cmd_table.h) that front (CMD_ON_LINE or
  * CMD_ON_RESP) parses, from arg[0..n) (arg[0] its word): the one grammar
  * of the text protocols. 0 with req filled (verb set; req zeroed, cost 1
- * by the caller), -1 with err, or 1 when arg[0] is no such verb (the
- * caller's own commands, or unknown: cmd_known_commands() lists them). */
+ * by the caller), or -1 with err (unknown-command, listing the verbs, when
+ * arg[0] is none: a protocol's own commands are read before). */
 int proto_parse_verb(const char *const *arg, const size_t *alen, int n, unsigned front,
 		     struct cmd_request *req, struct proto_error *err);
 /* OVERRIDE's ttl: a duration ("90s", "1h", "7d"), 1 s to 366 days. 0 or -1. */

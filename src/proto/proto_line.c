@@ -7,7 +7,6 @@
 #include "shown.h"
 
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 static int is_blank(char c)
@@ -73,16 +72,7 @@ int proto_line_parse(const char *line, size_t len, struct cmd_request *cmd, stru
 
 	memset(cmd, 0, sizeof(*cmd));
 	cmd->cost = 1;
-	int r = proto_parse_verb(tok, tlen, ntok, CMD_ON_LINE, cmd, err);
-	if (r == 1) {
-		/* the list, made once from the verbs' table, is static */
-		static char unknown[256];
-		if (!unknown[0])
-			snprintf(unknown, sizeof(unknown), "known commands: %s",
-				 cmd_known_commands());
-		return fail(err, CMD_ERR_UNKNOWN_COMMAND, unknown);
-	}
-	return r;
+	return proto_parse_verb(tok, tlen, ntok, CMD_ON_LINE, cmd, err);
 }
 
 static size_t format_decision(char *buf, const struct cmd_result *r)

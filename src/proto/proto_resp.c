@@ -14,7 +14,6 @@
  */
 #include "proto_resp.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "cmd_table.h"
@@ -302,16 +301,8 @@ static enum proto_step command(const char *const *arg, const size_t *alen, int n
 	    proto_word_is(arg[1], alen[1], "GET"))
 		return local(out, RESP_LOCAL_EMPTY_MAP); /* no Redis parameter here */
 	/* the verbs of the table, read as the line protocol reads them */
-	int r = proto_parse_verb(arg, alen, n, CMD_ON_RESP, req, &out->err);
-	if (r == 1) {
-		/* the list, made once from the verbs' table, is static */
-		static char unknown[256];
-		if (!unknown[0])
-			snprintf(unknown, sizeof(unknown), "known commands: %s",
-				 cmd_known_commands());
-		return bad(out, CMD_ERR_UNKNOWN_COMMAND, unknown);
-	}
-	return r < 0 ? PROTO_BAD : PROTO_REQUEST;
+	return proto_parse_verb(arg, alen, n, CMD_ON_RESP, req, &out->err) < 0 ? PROTO_BAD
+									       : PROTO_REQUEST;
 }
 
 static enum proto_step resp_parse(const char *buf, size_t len, size_t max_line, void *state,
