@@ -67,6 +67,12 @@ class MetricsTest(DaemonTest):
         self.addCleanup(self.c.close)
         return self.daemon
 
+    def health_up(self):
+        """/health is 200 once the daemon's Redis connections are up: it
+        listens before they are (a loaded machine may ask in between)."""
+        wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5 * SLOW,
+                   what="/health 200")
+
     def config(self, policies):
         listen = ['"127.0.0.1:%d"' % self.port,
                   '{address: "127.0.0.1:%d", admin: true}' % self.admin_port]
@@ -330,6 +336,7 @@ class MetricsTest(DaemonTest):
         at request_timeout from its first byte and closed; evhttp's own
         timeout starts again at every byte and never ended it."""
         self.start({"a": "100/1s"}, request_timeout="1s")
+        self.health_up()
         s = socket.create_connection(("127.0.0.1", self.mport), timeout=5)
         self.addCleanup(s.close)
         t0 = time.monotonic()
@@ -379,6 +386,7 @@ class MetricsTest(DaemonTest):
         """A kept-alive connection that sends nothing more is closed (10 s),
         as an idle API connection is at idle_timeout."""
         self.start({"a": "100/1s"})
+        self.health_up()
         with socket.create_connection(("127.0.0.1", self.mport), timeout=5) as k:
             k.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
             k.settimeout(5)
@@ -392,6 +400,7 @@ class MetricsTest(DaemonTest):
         (not a reset), those within are served, and a freed place is
         taken again; a reload applies a new bound to new connections."""
         self.start({"a": "100/1s"})
+        self.health_up()
         self.top = {}
         cfg = self.config(self.policies).replace(
             "metrics: {listen:", "metrics: {max_clients: 3, listen:")
