@@ -643,6 +643,59 @@ static int is_admin_command(const char *cmd)
 	       !strcmp(cmd, "overrides") || !strcmp(cmd, "top");
 }
 
+
+/* The commands a person types, for nearest_command. */
+static const char *const commands[] = {
+	"allow",  "peek",	  "reset",    "override", "unoverride", "overrides", "top",
+	"ping",	  "acquire",	  "release",  "renew",	  "charge",	"hold",	     "settle",
+	"cancel", "check-config", "policies", "reload",	  "replay",	"rls",	     "health",
+};
+
+/* Edits (insert, delete, change, swap of two neighbours) from a to b, up
+ * to 3; 3 for anything farther. Both at most 31 bytes. */
+static int edits(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 31 || lb > 31)
+		return 3;
+	int d[32][32];
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = (int)i;
+	for (size_t k = 0; k <= lb; k++)
+		d[0][k] = (int)k;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t k = 1; k <= lb; k++) {
+			int v = d[i - 1][k - 1] + (a[i - 1] != b[k - 1]);
+			if (d[i - 1][k] + 1 < v)
+				v = d[i - 1][k] + 1;
+			if (d[i][k - 1] + 1 < v)
+				v = d[i][k - 1] + 1;
+			if (i > 1 && k > 1 && a[i - 1] == b[k - 2] && a[i - 2] == b[k - 1] &&
+			    d[i - 2][k - 2] + 1 < v)
+				v = d[i - 2][k - 2] + 1;
+			d[i][k] = v;
+		}
+	return d[la][lb] < 3 ? d[la][lb] : 3;
+}
+
+/* The one command a typo of cmd is nearest to (at most 2 edits), or NULL. */
+static const char *nearest_command(const char *cmd)
+{
+	const char *best = NULL;
+	int best_d = 3, ties = 0;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		int e = edits(cmd, commands[i]);
+		if (e < best_d) {
+			best_d = e;
+			best = commands[i];
+			ties = 0;
+		} else if (e == best_d) {
+			ties++;
+		}
+	}
+	return best && !ties ? best : NULL;
+}
+
 static int run(struct ctl *c, char **args, int nargs)
 {
 	const char *cmd = c->x.command;
@@ -671,8 +724,15 @@ static int run(struct ctl *c, char **args, int nargs)
 		    !strcmp(cmd, "charge") || !strcmp(cmd, "hold") || !strcmp(cmd, "settle") ||
 		    !strcmp(cmd, "cancel") || is_admin_command(cmd);
 	if (!known) {
-		usage(stderr);
-		return ctl_fail(&c->x, "usage", "unknown command %s", cmd);
+		/* one line, with the command meant if it is a typo away, not
+		 * the whole usage (which --help prints) */
+		const char *near = nearest_command(cmd);
+		if (near)
+			return ctl_fail(&c->x, "usage",
+					"unknown command %s: did you mean %s? (--help "
+					"lists them)",
+					cmd, near);
+		return ctl_fail(&c->x, "usage", "unknown command %s (--help lists them)", cmd);
 	}
 
 	/* refused before connecting: the line protocol splits at blanks */

@@ -183,6 +183,15 @@ class CtlTest(DaemonTest):
             r = ctl("-s", "127.0.0.1:%d" % dead, *bad)
             self.assertEqual(r.returncode, 2, (bad, r.stdout, r.stderr))
             self.assertTrue(r.stderr, bad)
+        # a typo: one line naming the command meant, not the whole usage
+        for typo, meant in (("alow", "allow"), ("peeek", "peek"), ("overide", "override"),
+                            ("check-confg", "check-config")):
+            r = ctl("-s", "127.0.0.1:%d" % dead, typo, "dave", "reply")
+            self.assertEqual((r.returncode, r.stderr),
+                             (2, "ratelimitctl: unknown command %s: did you mean %s? (--help "
+                                 "lists them)\n" % (typo, meant)))
+        r = ctl("-s", "127.0.0.1:%d" % dead, "frobnicate")
+        self.assertEqual(r.stderr, "ratelimitctl: unknown command frobnicate (--help lists them)\n")
 
     def test_the_address_and_why(self):
         # an invalid config: its errors, not a connection to a default;
