@@ -22,6 +22,7 @@
 #include "config.h"
 #include "ctl_grpc.h"
 #include "ctl_replay.h"
+#include "edits.h"
 #include "ctl_util.h"
 #include "envoy_rules.h"
 #include "decimal.h"
@@ -651,40 +652,14 @@ static const char *const commands[] = {
 	"cancel", "check-config", "policies", "reload",	  "replay",	"rls",	     "health",
 };
 
-/* Edits (insert, delete, change, swap of two neighbours) from a to b, up
- * to 3; 3 for anything farther. Both at most 31 bytes. */
-static int edits(const char *a, const char *b)
-{
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 31 || lb > 31)
-		return 3;
-	int d[32][32];
-	for (size_t i = 0; i <= la; i++)
-		d[i][0] = (int)i;
-	for (size_t k = 0; k <= lb; k++)
-		d[0][k] = (int)k;
-	for (size_t i = 1; i <= la; i++)
-		for (size_t k = 1; k <= lb; k++) {
-			int v = d[i - 1][k - 1] + (a[i - 1] != b[k - 1]);
-			if (d[i - 1][k] + 1 < v)
-				v = d[i - 1][k] + 1;
-			if (d[i][k - 1] + 1 < v)
-				v = d[i][k - 1] + 1;
-			if (i > 1 && k > 1 && a[i - 1] == b[k - 2] && a[i - 2] == b[k - 1] &&
-			    d[i - 2][k - 2] + 1 < v)
-				v = d[i - 2][k - 2] + 1;
-			d[i][k] = v;
-		}
-	return d[la][lb] < 3 ? d[la][lb] : 3;
-}
-
 /* The one command a typo of cmd is nearest to (at most 2 edits), or NULL. */
 static const char *nearest_command(const char *cmd)
 {
 	const char *best = NULL;
-	int best_d = 3, ties = 0;
+	size_t best_d = 3;
+	int ties = 0;
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		int e = edits(cmd, commands[i]);
+		size_t e = edits_between(cmd, strlen(cmd), commands[i], 2);
 		if (e < best_d) {
 			best_d = e;
 			best = commands[i];

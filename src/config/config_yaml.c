@@ -1,6 +1,8 @@
 /* config_yaml.c - the YAML engine under config.c: events, key tables, setters, collected errors. */
 #include "config_yaml.h"
 
+#include "edits.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -482,33 +484,8 @@ int yp_set_enum(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-/* Edits (insert, delete, change, swap two neighbours) from a[0..al) to b,
- * or more than YP_SUGGEST_MAX when it is that far: keys are short. */
+/* How far a typo may be from the key it suggests. */
 #define YP_SUGGEST_MAX 2
-static size_t edits(const char *a, size_t al, const char *b)
-{
-	size_t bl = strlen(b);
-	if (al > 32 || bl > 32 || (al > bl ? al - bl : bl - al) > YP_SUGGEST_MAX)
-		return YP_SUGGEST_MAX + 1;
-	size_t d[33][33];
-	for (size_t i = 0; i <= al; i++)
-		d[i][0] = i;
-	for (size_t j = 0; j <= bl; j++)
-		d[0][j] = j;
-	for (size_t i = 1; i <= al; i++)
-		for (size_t j = 1; j <= bl; j++) {
-			size_t v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-			if (d[i - 1][j] + 1 < v)
-				v = d[i - 1][j] + 1;
-			if (d[i][j - 1] + 1 < v)
-				v = d[i][j - 1] + 1;
-			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-			    d[i - 2][j - 2] + 1 < v)
-				v = d[i - 2][j - 2] + 1;
-			d[i][j] = v;
-		}
-	return d[al][bl];
-}
 
 /* The key valid here that s[0..len) is a typo of ("limts": "limits"), or
  * NULL: the nearest within YP_SUGGEST_MAX edits (1 for keys of up to 4
@@ -518,7 +495,7 @@ static const char *suggest(const char *s, size_t len, const struct ykey *keys, s
 	const char *best = NULL;
 	size_t best_d = YP_SUGGEST_MAX + 1;
 	for (size_t i = 0; i < nkeys; i++) {
-		size_t d = edits(s, len, keys[i].name);
+		size_t d = edits_between(s, len, keys[i].name, YP_SUGGEST_MAX);
 		size_t most = strlen(keys[i].name) <= 4 ? 1 : YP_SUGGEST_MAX;
 		if (d <= most && d < best_d) {
 			best = keys[i].name;
