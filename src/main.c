@@ -256,28 +256,34 @@ static void print_key_reload(const char *path, enum config_reload how, void *arg
 	printf("%s %s\n", path, config_reload_name(how));
 }
 
-int main(int argc, char **argv)
+/* What the command line asks for. */
+struct options {
+	const char *path, *pid_file;
+	int test_only;
+};
+
+/* -1: go on with *o; else the exit status of an option that was the whole
+ * job (--version, --help...) or of a bad command line. */
+static int parse_options(int argc, char **argv, struct options *o)
 {
-	const char *path = CONFIG_DEFAULT_PATH;
-	const char *pid_file = NULL;
-	int test_only = 0;
 	static const struct option longopts[] = {
 		{"config", required_argument, NULL, 'c'},   {"test", no_argument, NULL, 't'},
 		{"version", no_argument, NULL, 'V'},	    {"help", no_argument, NULL, 'h'},
 		{"config-keys", no_argument, NULL, 'K'},    {"reload-keys", no_argument, NULL, 'R'},
 		{"pid-file", required_argument, NULL, 'p'}, {NULL, 0, NULL, 0},
 	};
+	*o = (struct options){.path = CONFIG_DEFAULT_PATH};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "c:p:tVh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'c':
-			path = optarg;
+			o->path = optarg;
 			break;
 		case 'p':
-			pid_file = optarg;
+			o->pid_file = optarg;
 			break;
 		case 't':
-			test_only = 1;
+			o->test_only = 1;
 			break;
 		case 'V':
 			printf("ratelimitd %s\n", RATELIMITD_VERSION);
@@ -300,42 +306,46 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	return -1;
+}
 
+/* The configuration, with the TLS files it names loaded once to check
+ * them; NULL when it will not do, said on stderr (-t) or in the log. */
+static struct config *load_checked(const struct options *o)
+{
 	char err[CONFIG_ERR_MAX];
-	struct config *cfg = config_load(path, err, sizeof(err));
+	struct config *cfg = config_load(o->path, err, sizeof(err));
 	if (!cfg) {
-		if (test_only)
+		if (o->test_only)
 			fprintf(stderr, "%s\n", err);
 		else
 			config_log_errors("", err);
-		return 1;
+		return NULL;
 	}
 	if (store_check_tls(cfg, err, sizeof(err)) < 0 ||
 	    server_check_tls(cfg, err, sizeof(err)) < 0) {
-		if (test_only)
-			fprintf(stderr, "%s: %s\n", path, err);
+		if (o->test_only)
+			fprintf(stderr, "%s: %s\n", o->path, err);
 		else
-			log_error("%s: %s", path, err);
+			log_error("%s: %s", o->path, err);
 		config_unref(cfg);
-		return 1;
+		return NULL;
 	}
-	if (test_only) {
-		printf("configuration OK\n");
-		config_unref(cfg);
-		return 0;
-	}
-	log_set_level(cfg->log_level);
-	signal(SIGPIPE, SIG_IGN);
-	raise_nofile();
-	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+	return cfg;
+}
 
-	struct daemon d = {.config_path = path};
-	d.base = event_base_new();
-	if (!d.base || event_base_priority_init(d.base, 2) < 0)
+/* The store, the listeners (systemd's sockets first) and the metrics
+ * endpoint, in that order: a server needs its store, and every socket
+ * systemd passed must be claimed by one of them. Exits on failure. */
+static void daemon_build(struct daemon *d, struct config *cfg)
+{
+	char err[CONFIG_ERR_MAX];
+	d->base = event_base_new();
+	if (!d->base || event_base_priority_init(d->base, 2) < 0)
 		log_fatal("cannot create the event loop");
 	/* Everything runs at priority 1 but the RESET notices (redis_conn.c). */
-	d.store = store_new(d.base, cfg, err, sizeof(err));
-	if (!d.store)
+	d->store = store_new(d->base, cfg, err, sizeof(err));
+	if (!d->store)
 		log_fatal("redis: %s", err);
 	/* sockets systemd passes (ratelimitd.socket) stand for listen entries */
 	struct activation *act = activation_take(err, sizeof(err));
@@ -344,8 +354,8 @@ int main(int argc, char **argv)
 	if (act)
 		log_info("socket activation: %zu %s passed by systemd", activation_count(act),
 			 log_plural(activation_count(act), "socket", "sockets"));
-	d.srv = server_new(d.base, cfg, d.store, act, err, sizeof(err));
-	if (!d.srv)
+	d->srv = server_new(d->base, cfg, d->store, act, err, sizeof(err));
+	if (!d->srv)
 		log_fatal("%s", err);
 	/* the metrics endpoint's socket: named "metrics", or at its address */
 	int metrics_fd =
@@ -356,20 +366,16 @@ int main(int argc, char **argv)
 		log_fatal("%s", err);
 	activation_free(act);
 	if (cfg->metrics_listen) {
-		d.metrics = metrics_new(d.base, cfg->metrics_listen, metrics_fd, &cfg->metrics_tls,
-					d.srv, err, sizeof(err));
-		if (!d.metrics)
+		d->metrics = metrics_new(d->base, cfg->metrics_listen, metrics_fd,
+					 &cfg->metrics_tls, d->srv, err, sizeof(err));
+		if (!d->metrics)
 			log_fatal("%s", err);
 	}
-	stats.start_time = stats.last_reload_time = wall_seconds();
-	struct event *sig_hup = evsignal_new(d.base, SIGHUP, signal_cb, &d);
-	struct event *sig_term = evsignal_new(d.base, SIGTERM, signal_cb, &d);
-	struct event *sig_int = evsignal_new(d.base, SIGINT, signal_cb, &d);
-	d.drain_timeout = evtimer_new(d.base, drain_timeout_cb, &d);
-	evsignal_add(sig_hup, NULL);
-	evsignal_add(sig_term, NULL);
-	evsignal_add(sig_int, NULL);
+}
 
+/* "ratelimitd 1.2 ready, listening on ... (3 policies, redis ...)". */
+static void log_ready(const struct config *cfg)
+{
 	char listening[512];
 	size_t n = 0;
 	listening[0] = 0;
@@ -379,33 +385,74 @@ int main(int argc, char **argv)
 	char redis[300];
 	store_describe(cfg, redis, sizeof(redis));
 	char counts[96];
+	const char *metrics = !cfg->metrics_listen	 ? ""
+			      : cfg->metrics_tls.enabled ? "; metrics on https://"
+							 : "; metrics on http://";
 	log_info("ratelimitd %s ready, listening on %s (%s, %s)%s%s", RATELIMITD_VERSION, listening,
-		 policies_text(cfg, counts, sizeof(counts)), redis,
-		 cfg->metrics_listen ? "; metrics on http://" : "",
+		 policies_text(cfg, counts, sizeof(counts)), redis, metrics,
 		 cfg->metrics_listen ? cfg->metrics_listen : "");
+}
+
+/* What daemon_build made, in the order that lets each go cleanly. */
+static void daemon_free(struct daemon *d)
+{
+	status_free(d->status);
+	metrics_free(d->metrics);
+	server_free(d->srv);
+	store_free(d->store); /* answers anything still waiting; frees those clients */
+	server_free_after_store();
+	config_unref(d->running);
+	conn_pool_free();
+	stats_free();
+	event_free(d->drain_timeout);
+	event_base_free(d->base);
+}
+
+int main(int argc, char **argv)
+{
+	struct options o;
+	int rc = parse_options(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	struct config *cfg = load_checked(&o);
+	if (!cfg)
+		return 1;
+	if (o.test_only) {
+		printf("configuration OK\n");
+		config_unref(cfg);
+		return 0;
+	}
+	log_set_level(cfg->log_level);
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+	srand((unsigned)time(NULL) ^ (unsigned)getpid());
+
+	struct daemon d = {.config_path = o.path};
+	daemon_build(&d, cfg);
+	stats.start_time = stats.last_reload_time = wall_seconds();
+	/* signals through the loop: handled between callbacks, never inside one */
+	struct event *sigs[3];
+	static const int signos[3] = {SIGHUP, SIGTERM, SIGINT};
+	for (int i = 0; i < 3; i++) {
+		sigs[i] = evsignal_new(d.base, signos[i], signal_cb, &d);
+		evsignal_add(sigs[i], NULL);
+	}
+	d.drain_timeout = evtimer_new(d.base, drain_timeout_cb, &d);
+	log_ready(cfg);
 	d.running = cfg; /* the server holds its own reference to the current file */
-	if (pid_file && pidfile_write(pid_file, err, sizeof(err)) < 0)
+	char err[CONFIG_ERR_MAX];
+	if (o.pid_file && pidfile_write(o.pid_file, err, sizeof(err)) < 0)
 		log_fatal("%s", err);
 	d.status = status_new(d.base, d.srv);
 	notify_ready(&d);
 
 	event_base_dispatch(d.base);
 
-	status_free(d.status);
-	metrics_free(d.metrics);
-	server_free(d.srv);
-	store_free(d.store); /* answers anything still waiting; frees those clients */
-	server_free_after_store();
-	config_unref(d.running);
-	conn_pool_free();
-	stats_free();
-	event_free(sig_hup);
-	event_free(sig_term);
-	event_free(sig_int);
-	event_free(d.drain_timeout);
-	event_base_free(d.base);
-	if (pid_file)
-		pidfile_remove(pid_file);
+	for (int i = 0; i < 3; i++)
+		event_free(sigs[i]);
+	daemon_free(&d);
+	if (o.pid_file)
+		pidfile_remove(o.pid_file);
 	log_info("exiting");
 	return 0;
 }

@@ -388,6 +388,9 @@ class TlsListenTest(DaemonTest):
                            metrics='{listen: "127.0.0.1:%d", tls: %s}' % (mport, mtls))
         self.daemon = self.start_daemon(config=text, port=port)
         url = "https://127.0.0.1:%d/metrics" % mport
+        # the start-up line names the scheme the endpoint speaks
+        self.daemon.wait_log(r"ready, listening on .*; metrics on https://127\.0\.0\.1:%d$"
+                             % mport)
         r = subprocess.run(["curl", "-sS", "--cacert", p.ca, "--cert", p.client_cert, "--key",
                             p.client_key, url], capture_output=True, text=True, timeout=10 * SLOW)
         self.assertEqual(r.returncode, 0, r.stderr)
