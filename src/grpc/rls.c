@@ -274,88 +274,53 @@ static void apply_replaces(struct rls_plan *rc)
 }
 
 
-int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rls_plan *plan,
-	     enum grpc_status *status, const char **why)
+/* One descriptor of the request (the i-th): its rule, its own limit or none,
+ * and its cost. NULL, or why the request is invalid. */
+static const char *plan_descriptor(const struct config *cfg, const struct rls_wire_request *req,
+				   const struct envoy_domain *dom, int i, struct rls_plan *plan)
 {
-	/* one thread: nothing read outlives the plan but what it copies */
-	static struct rls_wire_request wreq;
-	struct rls_wire_request *req = &wreq;
-	static char users[RLS_MAX_DESCRIPTORS][KEYS_USER_MAX];
-	plan->n = plan->npairs = plan->nown = 0;
-	plan->unknown_domain = plan->zero_over = plan->charge = 0;
-	plan->cost = 0;
-	*status = GRPC_INVALID_ARGUMENT;
-	if (rls_wire_request_read(msg, len, req) < 0) {
-		*why = "cannot decode the RateLimitRequest";
-		return -1;
+	const struct rls_wire_descriptor *in = &req->d[i];
+	struct rls_desc *d = &plan->d[i];
+	*d = (struct rls_desc){.kind = RLS_NONE};
+	if (in->n_entries == 0 || in->n_entries > ENVOY_MAX_DEPTH)
+		return "a descriptor has 1 to 16 entries";
+	int charge = in->entries[0].key.len == sizeof(RLS_CHARGE_KEY) - 1 &&
+		     memcmp(in->entries[0].key.s, RLS_CHARGE_KEY, in->entries[0].key.len) == 0;
+	if (i > 0 && charge != plan->charge)
+		return "a request's descriptors are all charged (" RLS_CHARGE_KEY " first) or none";
+	plan->charge = charge;
+	d->first = charge;
+	if (charge && in->n_entries == 1)
+		return "a charged descriptor needs entries after " RLS_CHARGE_KEY;
+	if (!dom)
+		return NULL; /* an unknown domain limits nothing (its overrides neither) */
+	if (in->has_limit) {
+		const char *why = own_limit(plan, d, in, req->domain, cfg->envoy.algorithm);
+		if (why)
+			return why;
+	} else {
+		struct envoy_entry e[ENVOY_MAX_DEPTH];
+		size_t ne = 0;
+		for (size_t j = (size_t)d->first; j < in->n_entries; j++)
+			e[ne++] = (struct envoy_entry){in->entries[j].key.s, in->entries[j].key.len,
+						       in->entries[j].value.s,
+						       in->entries[j].value.len};
+		d->limit = envoy_lookup(dom, e, ne);
 	}
-	if (req->domain.len == 0) {
-		*why = "rate limit domain must not be empty";
-		return -1;
-	}
-	if (req->n_descriptors == 0) {
-		*why = "rate limit descriptor list must not be empty";
-		return -1;
-	}
-	if (req->n_descriptors > RLS_MAX_DESCRIPTORS) {
-		*why = "too many descriptors (at most 64)";
-		return -1;
-	}
-	const struct envoy_domain *dom =
-		envoy_domain_find(cfg->envoy.rules, req->domain.s, req->domain.len);
-	plan->unknown_domain = !dom;
-	plan->n = (int)req->n_descriptors;
-	for (int i = 0; i < plan->n; i++) {
-		const struct rls_wire_descriptor *in = &req->d[i];
-		struct rls_desc *d = &plan->d[i];
-		d->kind = RLS_NONE;
-		d->limit = NULL;
-		d->own = 0;
-		d->pair = 0;
-		d->first = 0;
-		if (in->n_entries == 0 || in->n_entries > ENVOY_MAX_DEPTH) {
-			*why = "a descriptor has 1 to 16 entries";
-			return -1;
-		}
-		int charge =
-			in->entries[0].key.len == sizeof(RLS_CHARGE_KEY) - 1 &&
-			memcmp(in->entries[0].key.s, RLS_CHARGE_KEY, in->entries[0].key.len) == 0;
-		if (i > 0 && charge != plan->charge) {
-			*why = "a request's descriptors are all charged (" RLS_CHARGE_KEY
-			       " first) or none";
-			return -1;
-		}
-		plan->charge = charge;
-		d->first = charge;
-		if (charge && in->n_entries == 1) {
-			*why = "a charged descriptor needs entries after " RLS_CHARGE_KEY;
-			return -1;
-		}
-		if (!dom)
-			continue; /* an unknown domain limits nothing (its overrides neither) */
-		if (in->has_limit) {
-			*why = own_limit(plan, d, in, req->domain, cfg->envoy.algorithm);
-			if (*why)
-				return -1;
-		} else {
-			struct envoy_entry e[ENVOY_MAX_DEPTH];
-			size_t ne = 0;
-			for (size_t j = (size_t)d->first; j < in->n_entries; j++)
-				e[ne++] = (struct envoy_entry){
-					in->entries[j].key.s, in->entries[j].key.len,
-					in->entries[j].value.s, in->entries[j].value.len};
-			d->limit = envoy_lookup(dom, e, ne);
-		}
-		if (!d->limit)
-			continue;
-		d->cost = in->has_hits_addend ? in->hits_addend
-					      : (req->hits_addend ? req->hits_addend : 1);
-		d->kind = d->limit->unlimited		     ? RLS_UNLIMITED
-			  : d->limit->requests_per_unit == 0 ? RLS_ZERO
-							     : RLS_COUNTED;
-	}
-	apply_replaces(plan);
-	/* the pairs of the decision: one per distinct (rule, user) */
+	if (!d->limit)
+		return NULL;
+	d->cost = in->has_hits_addend ? in->hits_addend : (req->hits_addend ? req->hits_addend : 1);
+	d->kind = d->limit->unlimited		     ? RLS_UNLIMITED
+		  : d->limit->requests_per_unit == 0 ? RLS_ZERO
+						     : RLS_COUNTED;
+	return NULL;
+}
+
+/* The pairs of the decision: one per distinct (rule, user) of the counted
+ * descriptors, whose users are copied into users. NULL, or why not. */
+static const char *plan_pairs(const struct config *cfg, const struct rls_wire_request *req,
+			      struct rls_plan *plan, char (*users)[KEYS_USER_MAX])
+{
 	int have_cost = 0;
 	for (int i = 0; i < plan->n; i++) {
 		struct rls_desc *d = &plan->d[i];
@@ -363,11 +328,9 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 			plan->zero_over |= d->cost > 0 && !config_shadow(cfg, &d->limit->policy);
 		if (d->kind != RLS_COUNTED)
 			continue;
-		if (have_cost && d->cost != plan->cost) {
-			*why = "descriptors with different hits_addend in one request are not "
+		if (have_cost && d->cost != plan->cost)
+			return "descriptors with different hits_addend in one request are not "
 			       "supported";
-			return -1;
-		}
 		plan->cost = d->cost;
 		have_cost = 1;
 		char user[KEYS_USER_MAX];
@@ -392,11 +355,43 @@ int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rl
 		plan->pair_desc[p] = i;
 		d->pair = p + 1;
 	}
-	if (plan->charge && plan->npairs > 1) {
-		*why = "a charge names one limited descriptor (its rule and key)";
+	if (plan->charge && plan->npairs > 1)
+		return "a charge names one limited descriptor (its rule and key)";
+	return NULL;
+}
+
+int rls_plan(const struct config *cfg, const uint8_t *msg, size_t len, struct rls_plan *plan,
+	     enum grpc_status *status, const char **why)
+{
+	/* one thread: nothing read outlives the plan but what it copies */
+	static struct rls_wire_request wreq;
+	struct rls_wire_request *req = &wreq;
+	static char users[RLS_MAX_DESCRIPTORS][KEYS_USER_MAX];
+	plan->n = plan->npairs = plan->nown = 0;
+	plan->unknown_domain = plan->zero_over = plan->charge = 0;
+	plan->cost = 0;
+	*status = GRPC_INVALID_ARGUMENT;
+	*why = NULL;
+	if (rls_wire_request_read(msg, len, req) < 0)
+		*why = "cannot decode the RateLimitRequest";
+	else if (req->domain.len == 0)
+		*why = "rate limit domain must not be empty";
+	else if (req->n_descriptors == 0)
+		*why = "rate limit descriptor list must not be empty";
+	else if (req->n_descriptors > RLS_MAX_DESCRIPTORS)
+		*why = "too many descriptors (at most 64)";
+	if (*why)
 		return -1;
-	}
-	return 0;
+	const struct envoy_domain *dom =
+		envoy_domain_find(cfg->envoy.rules, req->domain.s, req->domain.len);
+	plan->unknown_domain = !dom;
+	plan->n = (int)req->n_descriptors;
+	for (int i = 0; i < plan->n; i++)
+		if ((*why = plan_descriptor(cfg, req, dom, i, plan)) != NULL)
+			return -1;
+	apply_replaces(plan);
+	*why = plan_pairs(cfg, req, plan, users);
+	return *why ? -1 : 0;
 }
 
 void rls_request(const struct rls_plan *plan, struct cmd_pair *pairs, struct cmd_request *req)
