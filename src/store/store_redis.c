@@ -571,6 +571,90 @@ static void batch_release_held(struct store_redis *s, struct sbatch *b, int ok, 
 	b->nheld = 0;
 }
 
+/* Redis answered the batch's call with an error: every decision in it
+ * fails with it (a redirection says where to ask instead). */
+static void batch_failed(struct store_redis *s, struct sbatch *b, const redisReply *rep,
+			 enum store_error err)
+{
+	char detail[128];
+	snprintf(detail, sizeof(detail), "redis: %.100s", rep->str);
+	log_debug("store: %s", detail);
+	switch (err) {
+	case STORE_ERROR_MOVED:
+	case STORE_ERROR_ASK:
+	case STORE_ERROR_TRYAGAIN:
+	case STORE_ERROR_CLUSTERDOWN:
+	case STORE_ERROR_READONLY:
+	case STORE_ERROR_MASTERDOWN:
+		break; /* where to ask instead: the cluster and sentinel stores follow it */
+	default:
+		redis_log_error(s, "answered decisions with an error", rep->str, rep->len);
+		redis_refusing(s, rep->str, rep->len);
+		break;
+	}
+	struct store_result res = {.status = STORE_FAILED, .error = err, .detail = detail};
+	char to[64];
+	const char *at;
+	size_t tl;
+	struct store_node_redirect where = {.to = to};
+	int redirected = store_reply_redirect(rep->str, rep->len, &where.slot, &at, &tl) == 0 &&
+			 tl < sizeof(to);
+	if (redirected) {
+		memcpy(to, at, tl);
+		to[tl] = '\0';
+	}
+	for (int j = 0; j < b->n; j++) {
+		sreq_answer(b->reqs[j], &res, redirected ? &where : NULL);
+		sreq_put(s, b->reqs[j]);
+	}
+	b->n = 0;
+}
+
+/* The decisions' figures, one after another in the reply's array, each
+ * to its request (held for the WAIT with redis.wait_replicas). */
+static void batch_answer_each(struct store_redis *s, struct rconn *rc, struct sbatch *b,
+			      const redisReply *rep)
+{
+	/* each decision's figures follow the previous one's */
+	unsigned long total = 0, first = 0;
+	for (int j = 0; j < b->n; j++)
+		total += store_reply_width(b->reqs[j]->sv.npairs, b->reqs[j]->sv.block_want > 0);
+	for (int j = 0; j < b->n; j++) {
+		struct sreq *r = b->reqs[j];
+		int npairs = r->sv.npairs, block = r->sv.block_want > 0;
+		if (sreq_waiting(r)) { /* else answered already (timed out): drop the late reply */
+			struct store_result res;
+			int bad = npairs > 0 ? store_reply_decision_all(rep, first, total, npairs,
+									&res)
+					     : store_reply_decision(rep, first, total, &res);
+			if (bad >= 0 && block)
+				bad = store_reply_block(rep, first, &res);
+			/* the call it rode in, for its trace (trace.h) */
+			res.batch_sent_us = b->sent_us;
+			res.batch_read_us = rc->c.last_rx_us;
+			res.batch_size = b->n;
+			if (bad < 0 && res.error != STORE_ERROR_WRONG_NODE) {
+				redis_log_error(s, "could not decide", res.detail,
+						strlen(res.detail));
+				/* a key of the wrong type fails one pair; anything else
+				 * (maxmemory...) fails every decision */
+				if (res.error != STORE_ERROR_KEY)
+					redis_refusing(s, res.detail, strlen(res.detail));
+			}
+			if (bad >= 0 && s->wait_replicas > 0 && must_replicate(r->sv.op, &res) &&
+			    batch_hold(b, j, &res))
+				r = NULL; /* answered by wait_cb */
+			else
+				sreq_answer(r, &res, NULL);
+		}
+		first += store_reply_width(npairs, block);
+		if (r) {
+			sreq_put(s, r);
+			b->reqs[j] = NULL;
+		}
+	}
+}
+
 static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 {
 	(void)l;
@@ -614,39 +698,7 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 		rc->queued -= (unsigned)kept;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
-		char detail[128];
-		snprintf(detail, sizeof(detail), "redis: %.100s", rep->str);
-		log_debug("store: %s", detail);
-		switch (err) {
-		case STORE_ERROR_MOVED:
-		case STORE_ERROR_ASK:
-		case STORE_ERROR_TRYAGAIN:
-		case STORE_ERROR_CLUSTERDOWN:
-		case STORE_ERROR_READONLY:
-		case STORE_ERROR_MASTERDOWN:
-			break; /* where to ask instead: the cluster and sentinel stores follow it */
-		default:
-			redis_log_error(s, "answered decisions with an error", rep->str, rep->len);
-			redis_refusing(s, rep->str, rep->len);
-			break;
-		}
-		struct store_result res = {.status = STORE_FAILED, .error = err, .detail = detail};
-		char to[64];
-		const char *at;
-		size_t tl;
-		struct store_node_redirect where = {.to = to};
-		int redirected =
-			store_reply_redirect(rep->str, rep->len, &where.slot, &at, &tl) == 0 &&
-			tl < sizeof(to);
-		if (redirected) {
-			memcpy(to, at, tl);
-			to[tl] = '\0';
-		}
-		for (int j = 0; j < b->n; j++) {
-			sreq_answer(b->reqs[j], &res, redirected ? &where : NULL);
-			sreq_put(s, b->reqs[j]);
-		}
-		b->n = 0;
+		batch_failed(s, b, rep, err);
 		batch_done(b);
 		return;
 	}
@@ -658,44 +710,7 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 		else
 			redis_deciding(s);
 	}
-	/* each decision's figures follow the previous one's */
-	unsigned long total = 0, first = 0;
-	for (int j = 0; j < b->n; j++)
-		total += store_reply_width(b->reqs[j]->sv.npairs, b->reqs[j]->sv.block_want > 0);
-	for (int j = 0; j < b->n; j++) {
-		struct sreq *r = b->reqs[j];
-		int npairs = r->sv.npairs, block = r->sv.block_want > 0;
-		if (sreq_waiting(r)) { /* else answered already (timed out): drop the late reply */
-			struct store_result res;
-			int bad = npairs > 0 ? store_reply_decision_all(rep, first, total, npairs,
-									&res)
-					     : store_reply_decision(rep, first, total, &res);
-			if (bad >= 0 && block)
-				bad = store_reply_block(rep, first, &res);
-			/* the call it rode in, for its trace (trace.h) */
-			res.batch_sent_us = b->sent_us;
-			res.batch_read_us = rc->c.last_rx_us;
-			res.batch_size = b->n;
-			if (bad < 0 && res.error != STORE_ERROR_WRONG_NODE) {
-				redis_log_error(s, "could not decide", res.detail,
-						strlen(res.detail));
-				/* a key of the wrong type fails one pair; anything else
-				 * (maxmemory...) fails every decision */
-				if (res.error != STORE_ERROR_KEY)
-					redis_refusing(s, res.detail, strlen(res.detail));
-			}
-			if (bad >= 0 && s->wait_replicas > 0 && must_replicate(r->sv.op, &res) &&
-			    batch_hold(b, j, &res))
-				r = NULL; /* answered by wait_cb */
-			else
-				sreq_answer(r, &res, NULL);
-		}
-		first += store_reply_width(npairs, block);
-		if (r) {
-			sreq_put(s, r);
-			b->reqs[j] = NULL;
-		}
-	}
+	batch_answer_each(s, rc, b, rep);
 	if (b->nheld > 0 && b->waits == 0)
 		batch_release_held(s, b, 0, "redis: the WAIT for replicas could not be sent");
 	batch_done(b);
