@@ -14,6 +14,11 @@ header of its own folder or of a lower one; an `#include "x.h"` of a higher
 layer's header is printed as FILE:LINE and fails, unless UPWARD allows it.
 A folder of src/ not in LAYERS (or a LAYERS entry with no folder) fails too.
 
+And it checks that above decide/ a request's slot (struct cmd_slot,
+decide/cmd.h) is touched only through its caller's head, SLOT_PUBLIC: the
+rest is decide/'s own state, from cmd_execute to the completion, embedded in
+the caller's request only to spare an allocation per request.
+
 It exits 1 when a cycle is not on ALLOWED below, or when an ALLOWED entry no
 longer matches a cycle (then the entry should go: the list only shrinks).
 The suite runs it (meson test 'include-cycles', suite style).
@@ -135,6 +140,29 @@ def upward_includes(src):
     return problems, checked
 
 
+# The fields of struct cmd_slot a file outside src/decide/ may name: the
+# caller's head (cmd_slot_init sets it up; res is the answer).
+SLOT_PUBLIC = {'res', 'complete', 'front', 'names_policy'}
+SLOT_USE = re.compile(r'\bslot\s*(?:\.|->)\s*([A-Za-z_]\w*)')
+
+
+def slot_private_uses(src):
+    """FILE:LINE of every use of a slot's private field above decide/."""
+    problems = []
+    for path in sorted(p for paths in source_files(src).values() for p in paths):
+        rel = os.path.relpath(path, src)
+        if rel.startswith('decide' + os.sep) or not path.endswith('.c'):
+            continue
+        with open(path, encoding='utf-8') as f:
+            for n, line in enumerate(f, 1):
+                for m in SLOT_USE.finditer(line):
+                    if m.group(1) not in SLOT_PUBLIC:
+                        problems.append(f'{rel}:{n}: a slot\'s {m.group(1)} is decide/\'s own '
+                                        f'(struct cmd_slot: {", ".join(sorted(SLOT_PUBLIC))} '
+                                        f'are the caller\'s)')
+    return problems
+
+
 def layer_name(i):
     return LAYERS[i] if i < len(LAYERS) else 'src/'
 
@@ -218,6 +246,13 @@ def main(argv):
     if not problems:
         print(f'every include points down the layers ({checked} includes, '
               f'{" < ".join(LAYERS)} < src/)')
+    private = slot_private_uses(src)
+    for p in private:
+        print(p)
+    bad += len(private)
+    if not private:
+        print('above decide/, a slot is touched only through its head ('
+              f'{", ".join(sorted(SLOT_PUBLIC))})')
     return 1 if bad else 0
 
 

@@ -592,8 +592,7 @@ static void override_request(struct console *c, struct evhttp_request *req, int 
 		metrics_conns_closecb(op->conns, op->conn, closed, op);
 	list_push(&c->ops, &op->link);
 	c->pending++;
-	op->slot.complete = op_complete;
-	op->slot.front = STATS_FRONT_HTTP;
+	cmd_slot_init(&op->slot, STATS_FRONT_HTTP, 0, op_complete);
 	/* as a listener with admin: true and auth: required */
 	struct cmd_caller caller = {.admin = 1, .auth = 1};
 	cmd_execute(server_config(c->srv), server_env(c->srv), &creq, &caller, &op->slot);

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmd_slot.h"
 #include "cmd_types.h"
 
 struct config;

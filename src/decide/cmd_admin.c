@@ -11,6 +11,7 @@
 
 #include "blocks.h"
 #include "clock.h"
+#include "cmd_slot.h"
 #include "config.h"
 #include "decide.h"
 #include "delay.h"

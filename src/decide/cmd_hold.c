@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "cmd_slot.h"
 #include "config.h"
 #include "decide.h"
 #include "denycache.h"

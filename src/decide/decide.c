@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cmd_slot.h"
 #include "config.h"
 #include "declog.h"
 #include "denycache.h"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "cmd_slot.h"
 #include "config.h"
 #include "decide.h"
 #include "keys.h"

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "cmd_slot.h"
 #include "config.h"
 #include "decide.h"
 #include "denycache.h"

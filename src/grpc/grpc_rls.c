@@ -127,10 +127,7 @@ static void rls_start(struct grpc_call *call)
 	req.traceparent = call->traceparent;
 	req.traceparent_len = call->traceparent_len;
 	req.received_us = call->received_us;
-	rc->slot.complete = rls_complete;
-	rc->slot.front = STATS_FRONT_GRPC;
-	rc->slot.cfg = NULL;
-	rc->slot.res.item = NULL;
+	cmd_slot_init(&rc->slot, STATS_FRONT_GRPC, 0, rls_complete);
 	rc->pairs[0].known = 0; /* a MALLOW clears its own */
 	req.figures = rc->pairs;
 	cmd_execute(call->cfg, call->env, &req, call->caller, &rc->slot);

@@ -280,60 +280,7 @@ struct cmd_env {
 	struct blocks *blocks;	    /* hot keys' blocks (blocks.h); NULL: none */
 };
 
-/*
- * Where a request's result goes. The caller owns the slot; cmd_execute
- * fills res and calls complete(slot) exactly once, possibly before
- * returning.
- */
-struct cmd_slot {
-	struct cmd_result res;
-	struct config *cfg;	     /* held while the store works on it */
-	const struct policy *policy; /* in cfg */
-	int op;			     /* enum store_op */
-	struct denycache *deny;	     /* where to record a denial, or NULL */
-	uint64_t sent_us;	     /* monotonic time the store was asked */
-	unsigned long deny_epoch;    /* denycache_epoch() when asked */
-	struct blocks *blocks;	     /* the store was asked for a block too (blocks.h) */
-	unsigned long block_epoch;   /* what blocks_take gave with the ask */
-	/* an asker's requests waiting for its block, chained through theirs */
-	struct cmd_slot *block_next;
-	const struct cmd_env *block_env; /* a follower's, to go on with */
-	int64_t cost;
-	size_t user_len;
-	char user[KEYS_USER_MAX];
-	int own_policy;	  /* policy is CMD_THROTTLE's (policy_copy), not cfg's */
-	int overridden;	  /* policy is an override's limits */
-	int shadow;	  /* answer a denial ALLOWED (shadow mode) */
-	int names_policy; /* fill res.action and res.window_ms (set by the caller) */
-	/* the front end that parsed the request (enum stats_front, set by the
-	 * caller), and when cmd_execute took it: its decision's latency */
-	int front;
-	uint64_t parsed_us;
-	struct cmd_trace trace; /* its decision's spans (ops/trace.h) */
-	/* a traced decision's times (trace.h's struct trace_times): its bytes
-	 * read, and the Redis call it rode in (sent, its reply read, the
-	 * requests in it; batch_size 0: none) */
-	uint64_t received_us, batch_sent_us, batch_read_us;
-	int batch_size;
-	/* CMD_THROTTLE's policy, built from the request; or an override's
-	 * limits, copied: a run-time one may change while the store decides */
-	struct policy policy_copy;
-	struct multi *multi; /* MALLOW, MPEEK: while the store decides (multi.c) */
-	/* on_store_error: local may decide it (user and cost are kept then) */
-	struct local *local;
-	int from_memory; /* the store is the memory store (store: memory) */
-	/* a funnel's delay: the store asked with its capacity raised by
-	 * delay_extra units (what drains in delay.max); the answer is the
-	 * policy's own (delay_policy), held until the slot comes */
-	int64_t delay_extra;
-	const struct policy *delay_policy;
-	/* a window's delay: the store was asked to wait (store_request.wait_ms)
-	 * and charges a delayed request as running then (its retry the wait) */
-	int delay_window;
-	struct delays *delays;
-	/* HOLD: the hold's nonce (its id is made from it when allowed) */
-	uint64_t hold_nonce;
-	void (*complete)(struct cmd_slot *slot);
-};
+/* Where a request's result goes: decide/cmd.h. */
+struct cmd_slot;
 
 #endif

@@ -200,10 +200,7 @@ static struct pending *pending_new(struct pipeline *pl)
 	p->done = 0;
 	p->acquire = 0;
 	p->release = NULL;
-	p->slot.complete = slot_complete;
-	p->slot.cfg = NULL;
-	p->slot.res.refused = 0;
-	p->slot.res.item = NULL;
+	cmd_slot_init(&p->slot, pl->fe->front, pl->fe->proto->names_policy, slot_complete);
 	if (pl->tail)
 		pl->tail->next = p;
 	else
@@ -279,8 +276,6 @@ static void pipeline_input(void *s, struct evbuffer *in, int eof, struct session
 			return;
 		}
 		p->slot.res.tag = got.tag;
-		p->slot.names_policy = proto->names_policy;
-		p->slot.front = pl->fe->front;
 		p->slot.res.close_after = got.close_after;
 		if (got.close_after)
 			st->close = 1; /* nothing after it is read */

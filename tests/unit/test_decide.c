@@ -303,7 +303,7 @@ static struct cmd_result execute(const struct cmd_request *req, int admin)
 {
 	cmd_result_release(&F.slot.res);
 	memset(&F.slot, 0, sizeof(F.slot));
-	F.slot.complete = on_complete;
+	cmd_slot_init(&F.slot, 0, 0, on_complete);
 	F.completed = 0;
 	struct cmd_caller caller = {.admin = admin};
 	cmd_execute(F.cfg, &F.env, req, &caller, &F.slot);
@@ -320,8 +320,7 @@ static struct cmd_result execute_as(const struct cmd_request *req, struct cmd_ca
 {
 	cmd_result_release(&F.slot.res);
 	memset(&F.slot, 0, sizeof(F.slot));
-	F.slot.complete = on_complete;
-	F.slot.front = front;
+	cmd_slot_init(&F.slot, front, 0, on_complete);
 	F.completed = 0;
 	cmd_execute(F.cfg, &F.env, req, caller, &F.slot);
 	ck_assert_int_eq(F.completed, 1);
