@@ -836,31 +836,19 @@ static enum proto_step id_route(const struct route *r, const char *target, size_
 	return PROTO_REQUEST;
 }
 
-static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, void *state,
-				  struct proto_parsed *out)
+/* An HTTP/1.x request line, split (proto_http's own parse). */
+struct request_line {
+	const char *method, *target;
+	size_t mlen, tlen;
+	size_t len; /* up to its CR LF (or LF) */
+	int v11;    /* HTTP/1.1, else 1.0 */
+};
+
+/* The request line of the head buf[0..hend): METHOD SP TARGET SP HTTP/1.x.
+ * PROTO_REQUEST, or the reply of a line that will not do. */
+static enum proto_step request_line(const char *buf, size_t hend, struct request_line *l,
+				    struct proto_parsed *out)
 {
-	struct http_conn *pc = state;
-	/* Blank lines before a request are ignored (RFC 9112 2.2). */
-	size_t skip = 0;
-	while (skip < len && (buf[skip] == '\r' || buf[skip] == '\n'))
-		skip++;
-	if (skip) {
-		out->used = skip;
-		return PROTO_SKIP;
-	}
-	size_t hend = headers_end(buf, len);
-	if (!hend) {
-		if (len >= window_of(max_line)) {
-			out->err.code = CMD_ERR_LINE_TOO_LONG;
-			out->err.msg = "request header fields too large";
-			return PROTO_FATAL;
-		}
-		return PROTO_NEED_MORE;
-	}
-	out->tag = (pc->http.deny_status << TAG_DENY_SHIFT) |
-		   (pc->http.legacy_headers ? TAG_LEGACY : 0) | HTTP_API;
-	out->used = hend;
-	/* the request line: METHOD SP TARGET SP HTTP/1.x */
 	const char *lf = memchr(buf, '\n', hend);
 	size_t rl = (size_t)(lf - buf);
 	if (rl && buf[rl - 1] == '\r')
@@ -891,6 +879,77 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 		return local(out, VERSION_NOT_SUPPORTED, 1);
 	else
 		return local(out, BAD_REQUEST, 1);
+	*l = (struct request_line){method, target, mlen, tlen, rl, v11};
+	return PROTO_REQUEST;
+}
+
+/* The request the arguments name (user, action, cost, wait), checked as a
+ * verb needs them. */
+static enum proto_step request_of(const struct args *a, struct cmd_request *req,
+				  struct proto_parsed *out)
+{
+	if (!a->user || a->user_len == 0)
+		return bad(out, CMD_ERR_BAD_USER, "user is missing or empty");
+	if (a->user_len > KEYS_USER_MAX)
+		return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
+	if (!a->action || a->action_len == 0)
+		return bad(out, CMD_ERR_SYNTAX, "action is missing");
+	if (req->verb == CMD_RESET && a->cost)
+		return bad(out, CMD_ERR_SYNTAX, "RESET takes no cost");
+	if (req->verb == CMD_CHARGE && !a->cost)
+		return bad(out, CMD_ERR_SYNTAX, "a charge needs its cost");
+	if (req->verb == CMD_HOLD && !a->cost)
+		return bad(out, CMD_ERR_SYNTAX, "a hold needs its estimate (cost)");
+	if (a->cost && proto_parse_cost(a->cost, a->cost_len, &req->cost) < 0)
+		return bad(out, CMD_ERR_BAD_COST, "cost must be an integer from 1 to 2147483647");
+	if (a->wait) {
+		/* ALLOW's WAIT: an API request's, or a forward-auth one's
+		 * (/auth/<action>?wait=500) */
+		const char *wa[5] = {"ALLOW", "", "", "WAIT", a->wait};
+		size_t wl[5] = {5, 0, 0, 4, a->wait_len};
+		if (req->verb != CMD_ALLOW)
+			return bad(out, CMD_ERR_SYNTAX, "wait is for an allow");
+		if (proto_parse_wait(wa, wl, 5, req, &out->err) < 0)
+			return PROTO_BAD;
+	}
+	req->user = a->user;
+	req->user_len = a->user_len;
+	req->action = a->action;
+	req->action_len = a->action_len;
+	return PROTO_REQUEST;
+}
+
+static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, void *state,
+				  struct proto_parsed *out)
+{
+	struct http_conn *pc = state;
+	/* Blank lines before a request are ignored (RFC 9112 2.2). */
+	size_t skip = 0;
+	while (skip < len && (buf[skip] == '\r' || buf[skip] == '\n'))
+		skip++;
+	if (skip) {
+		out->used = skip;
+		return PROTO_SKIP;
+	}
+	size_t hend = headers_end(buf, len);
+	if (!hend) {
+		if (len >= window_of(max_line)) {
+			out->err.code = CMD_ERR_LINE_TOO_LONG;
+			out->err.msg = "request header fields too large";
+			return PROTO_FATAL;
+		}
+		return PROTO_NEED_MORE;
+	}
+	out->tag = (pc->http.deny_status << TAG_DENY_SHIFT) |
+		   (pc->http.legacy_headers ? TAG_LEGACY : 0) | HTTP_API;
+	out->used = hend;
+	struct request_line line;
+	enum proto_step st = request_line(buf, hend, &line, out);
+	if (st != PROTO_REQUEST)
+		return st;
+	const char *method = line.method, *target = line.target;
+	size_t mlen = line.mlen, tlen = line.tlen, rl = line.len;
+	int v11 = line.v11;
 
 	struct headers h;
 	memset(&h, 0, sizeof(h));
@@ -931,7 +990,6 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 	req->traceparent_len = h.traceparent_len;
 	struct args a;
 	memset(&a, 0, sizeof(a));
-	enum proto_step st;
 	if (plen == 6 && memcmp(target, "/auth/", 6) == 0) {
 		return bad(out, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
 	} else if (plen > 6 && memcmp(target, "/auth/", 6) == 0) {
@@ -976,35 +1034,7 @@ static enum proto_step http_parse(const char *buf, size_t len, size_t max_line, 
 			return id_route(r, target, plen, m, q ? q : "", qlen, pc, out);
 		}
 	}
-	if (!a.user || a.user_len == 0)
-		return bad(out, CMD_ERR_BAD_USER, "user is missing or empty");
-	if (a.user_len > KEYS_USER_MAX)
-		return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
-	if (!a.action || a.action_len == 0)
-		return bad(out, CMD_ERR_SYNTAX, "action is missing");
-	if (req->verb == CMD_RESET && a.cost)
-		return bad(out, CMD_ERR_SYNTAX, "RESET takes no cost");
-	if (req->verb == CMD_CHARGE && !a.cost)
-		return bad(out, CMD_ERR_SYNTAX, "a charge needs its cost");
-	if (req->verb == CMD_HOLD && !a.cost)
-		return bad(out, CMD_ERR_SYNTAX, "a hold needs its estimate (cost)");
-	if (a.cost && proto_parse_cost(a.cost, a.cost_len, &req->cost) < 0)
-		return bad(out, CMD_ERR_BAD_COST, "cost must be an integer from 1 to 2147483647");
-	if (a.wait) {
-		/* ALLOW's WAIT: an API request's, or a forward-auth one's
-		 * (/auth/<action>?wait=500) */
-		const char *wa[5] = {"ALLOW", "", "", "WAIT", a.wait};
-		size_t wl[5] = {5, 0, 0, 4, a.wait_len};
-		if (req->verb != CMD_ALLOW)
-			return bad(out, CMD_ERR_SYNTAX, "wait is for an allow");
-		if (proto_parse_wait(wa, wl, 5, req, &out->err) < 0)
-			return PROTO_BAD;
-	}
-	req->user = a.user;
-	req->user_len = a.user_len;
-	req->action = a.action;
-	req->action_len = a.action_len;
-	return PROTO_REQUEST;
+	return request_of(&a, req, out);
 }
 
 /* ---- replies ---- */
