@@ -1,9 +1,10 @@
 /*
  * metrics.c - the HTTP endpoint for operators (evhttp). /metrics renders
  * the counters of stats.c, the server's gauges and the store's connection
- * health in the Prometheus text format; /health answers 200 while Redis is
- * reachable and 503 otherwise, so a load balancer can route clients to a
- * daemon that decides for real rather than per on_store_error. With
+ * health in the Prometheus text format; /health (and /readyz) answer 200
+ * while Redis is reachable and 503 otherwise, so a load balancer can route
+ * clients to a daemon that decides for real rather than per
+ * on_store_error; /livez, 200 while the loop turns. With
  * metrics.tls, HTTPS: evhttp over libevent's OpenSSL bufferevents, the
  * session from lib/tls.c's listener context (re-read on reload).
  */
@@ -739,6 +740,50 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
 	return HTTP_OK;
 }
 
+/*
+ * /health (for load balancers: 200 while this daemon decides for real, or
+ * alone when every daemon must), /readyz (Kubernetes' readiness: the same,
+ * and 503 from the moment SIGTERM arrives, so the pod leaves the Service's
+ * endpoints before its listeners close) and /livez (liveness: 200 whenever
+ * the event loop turns to answer, whatever Redis does: a Redis outage must
+ * not restart healthy pods). /health also turns 503 at SIGTERM.
+ */
+enum probe { PROBE_HEALTH, PROBE_READY, PROBE_LIVE };
+
+static void probe_reply(struct metrics *m, struct evhttp_request *req, struct evbuffer *body,
+			enum probe probe)
+{
+	if (probe == PROBE_LIVE) {
+		evbuffer_add_printf(body, m->stopping ? "ok (stopping)\n" : "ok\n");
+		reply_text(req, HTTP_OK, "OK", body, "text/plain");
+		return;
+	}
+	const char *why, *refusal;
+	enum store_verdict v =
+		store_verdict(server_store(m->srv), server_config(m->srv)->on_store_error,
+			      local_active(server_local(m->srv)), &why, &refusal);
+	if (m->stopping) {
+		evbuffer_add_printf(body, "stopping\n");
+		reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
+	} else if (v == STORE_VERDICT_DEGRADED) {
+		/* every daemon decides alone: taking this one out helps nobody */
+		evbuffer_add_printf(body,
+				    "degraded: %.*s; deciding locally (on_store_error: "
+				    "local)\n",
+				    log_reason_len(why, strlen(why)), why);
+		reply_text(req, HTTP_OK, "OK", body, "text/plain");
+	} else if (v == STORE_VERDICT_DOWN) {
+		if (refusal)
+			evbuffer_add_printf(body, "%s: %s\n", why, refusal);
+		else
+			evbuffer_add_printf(body, "%s\n", why);
+		reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
+	} else {
+		evbuffer_add_printf(body, "ok\n");
+		reply_text(req, HTTP_OK, "OK", body, "text/plain");
+	}
+}
+
 static void request_cb(struct evhttp_request *req, void *arg)
 {
 	struct metrics *m = arg;
@@ -763,32 +808,11 @@ static void request_cb(struct evhttp_request *req, void *arg)
 		render(m, body);
 		reply_text(req, HTTP_OK, "OK", body, "text/plain; version=0.0.4; charset=utf-8");
 	} else if (path && strcmp(path, "/health") == 0) {
-		const char *why, *refusal;
-		enum store_verdict v =
-			store_verdict(server_store(m->srv), server_config(m->srv)->on_store_error,
-				      local_active(server_local(m->srv)), &why, &refusal);
-		if (m->stopping) {
-			evbuffer_add_printf(body, "stopping\n");
-			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,
-				   "text/plain");
-		} else if (v == STORE_VERDICT_DEGRADED) {
-			/* every daemon decides alone: taking this one out helps nobody */
-			evbuffer_add_printf(body,
-					    "degraded: %.*s; deciding locally (on_store_error: "
-					    "local)\n",
-					    log_reason_len(why, strlen(why)), why);
-			reply_text(req, HTTP_OK, "OK", body, "text/plain");
-		} else if (v == STORE_VERDICT_DOWN) {
-			if (refusal)
-				evbuffer_add_printf(body, "%s: %s\n", why, refusal);
-			else
-				evbuffer_add_printf(body, "%s\n", why);
-			reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body,
-				   "text/plain");
-		} else {
-			evbuffer_add_printf(body, "ok\n");
-			reply_text(req, HTTP_OK, "OK", body, "text/plain");
-		}
+		probe_reply(m, req, body, PROBE_HEALTH);
+	} else if (path && strcmp(path, "/readyz") == 0) {
+		probe_reply(m, req, body, PROBE_READY);
+	} else if (path && strcmp(path, "/livez") == 0) {
+		probe_reply(m, req, body, PROBE_LIVE);
 	} else if (path && strcmp(path, "/top") == 0) {
 		int code = top_reply(m, req, body);
 		reply_text(req, code,
@@ -797,7 +821,9 @@ static void request_cb(struct evhttp_request *req, void *arg)
 						   : "Bad Request",
 			   body, "application/json");
 	} else {
-		evbuffer_add_printf(body, "not found: try /metrics, /health, /top or /console\n");
+		evbuffer_add_printf(
+			body,
+			"not found: try /metrics, /health, /readyz, /livez, /top or /console\n");
 		reply_text(req, HTTP_NOTFOUND, "Not Found", body, "text/plain");
 	}
 	evbuffer_free(body);

@@ -203,9 +203,16 @@ class MetricsTest(DaemonTest):
         wait_until(lambda: http_get(self.mport, "/health")[::2] == (200, "ok\n"), 5 * SLOW,
                    what="/health 200 with Redis up")
         lost0 = scrape(self.mport)["ratelimitd_redis_connections_lost_total"]
+        self.assertEqual(http_get(self.mport, "/readyz")[::2], (200, "ok\n"))
+        self.assertEqual(http_get(self.mport, "/livez")[::2], (200, "ok\n"))
         self.redis.stop()
         wait_until(lambda: http_get(self.mport, "/health")[0] == 503, 5,
                    what="/health to say 503 with Redis gone")
+        # not ready (taken out of a Service's endpoints), but alive: a Redis
+        # outage must not restart the pod
+        self.assertEqual(http_get(self.mport, "/readyz")[0], 503)
+        self.assertRegex(http_get(self.mport, "/readyz")[2], r"^redis unavailable: ")
+        self.assertEqual(http_get(self.mport, "/livez")[::2], (200, "ok\n"))
         # the body names why: the last connection's failure (a Redis that
         # stops may close a connection or reset it, whatever the machine's load)
         self.assertRegex(http_get(self.mport, "/health")[2],
@@ -226,13 +233,15 @@ class MetricsTest(DaemonTest):
         self.redis = self.start_redis(port=self.redis.port)
         wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5,
                    what="/health back to 200 after Redis returned")
+        self.assertEqual(http_get(self.mport, "/readyz")[::2], (200, "ok\n"))
         wait_until(lambda: scrape(self.mport)["ratelimitd_redis_connections_up"] == 2, 5,
                    what="both connections back")
         self.assertEqual(parse_decision(self.c.request("ALLOW a shut"))[2], 99)
 
     def test_health_says_stopping_while_draining(self):
         """After SIGTERM the daemon still answers what it owes; meanwhile
-        /health is 503 so a load balancer stops sending clients."""
+        /health and /readyz are 503 so a load balancer stops sending
+        clients, and /livez stays 200 (the pod is not restarted)."""
         self.start({"a": "100/1s"}, redis_opts={"timeout": "3s"})
         # 200 once its Redis connections are up (it listens before)
         wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5, what="/health 200")
@@ -242,6 +251,9 @@ class MetricsTest(DaemonTest):
         self.daemon.signal(signal.SIGTERM)
         wait_until(lambda: http_get(self.mport, "/health")[::2] == (503, "stopping\n"), 1.0,
                    what="/health to say stopping during the drain")
+        # Kubernetes' probes: not ready from SIGTERM on, still alive
+        self.assertEqual(http_get(self.mport, "/readyz")[::2], (503, "stopping\n"))
+        self.assertEqual(http_get(self.mport, "/livez")[::2], (200, "ok (stopping)\n"))
         # decided by Redis once the pause ends (1.5 s, inside the 3 s timeout)
         self.assertDecision(self.c.readline(timeout=10), "ALLOWED", 100, 99)
         self.assertEqual(self.daemon.wait_exit(10), 0)
