@@ -12,6 +12,7 @@
 
 #include "activation.h"
 #include "config.h"
+#include "config_files.h"
 #include "conn.h"
 #include "envoy_rules.h"
 #include "log.h"
@@ -23,6 +24,7 @@
 #include "status.h"
 #include "store.h"
 #include "store_factory.h"
+#include "watch.h"
 
 /* After SIGTERM, replies owed are normally written within redis.timeout;
  * this bounds the wait for clients that do not read them. */
@@ -39,6 +41,8 @@ struct daemon {
 	struct config *running;
 	int stopping;
 	struct event *drain_timeout;
+	struct watch *watch; /* watch: true; NULL when out of memory */
+	size_t watching;     /* files watched now (0: watch is off) */
 };
 
 static void usage(FILE *f)
@@ -129,6 +133,10 @@ static const char *policies_text(const struct config *cfg, char *buf, size_t len
 	return buf;
 }
 
+/* The config file and every file it names, watched when cfg says watch:
+ * true (ops/watch.h); said in the log when that changes. */
+static void watch_update(struct daemon *d, const struct config *cfg);
+
 static void reload(struct daemon *d)
 {
 	char err[CONFIG_ERR_MAX];
@@ -161,12 +169,60 @@ static void reload(struct daemon *d)
 		char counts[96];
 		policies_text(cfg, counts, sizeof(counts));
 		server_set_config(d->srv, cfg);
+		watch_update(d, cfg);
 		config_unref(cfg);
 		stats.reloads_ok++;
 		stats.last_reload_time = wall_seconds();
 		log_info("reload: configuration %s loaded (%s)", d->config_path, counts);
 	}
 	notify_ready(d);
+}
+
+/* The files to watch: the config file and those it names (config_files
+ * gives each once; SEEN_MAX there bounds them far below this). */
+struct paths {
+	const char *path[128];
+	size_t n;
+};
+
+static void add_path(const char *path, void *arg)
+{
+	struct paths *p = arg;
+	if (p->n < sizeof(p->path) / sizeof(p->path[0]))
+		p->path[p->n++] = path;
+}
+
+static void watch_update(struct daemon *d, const struct config *cfg)
+{
+	if (!d->watch)
+		return;
+	struct paths p = {.n = 0};
+	if (cfg->watch) {
+		p.path[p.n++] = d->config_path;
+		config_files(cfg, add_path, &p);
+	}
+	char err[128];
+	if (watch_set(d->watch, p.path, p.n, err, sizeof(err)) < 0) {
+		log_error("watch: %s; changed files are applied on SIGHUP only", err);
+		p.n = 0;
+	}
+	if (p.n && p.n != d->watching)
+		log_info("watch: following %zu %s (a change reloads)", p.n,
+			 log_plural(p.n, "file", "files"));
+	else if (!p.n && d->watching)
+		log_info("watch: off; files are applied on SIGHUP only");
+	d->watching = p.n;
+}
+
+/* A watched file changed: as SIGHUP (a file that will not do keeps the
+ * running configuration, and says so). */
+static void files_changed(void *arg, const char *path)
+{
+	struct daemon *d = arg;
+	if (d->stopping)
+		return;
+	log_info("reload: %s changed", path);
+	reload(d);
 }
 
 static void console_drained(void *arg)
@@ -396,6 +452,7 @@ static void log_ready(const struct config *cfg)
 /* What daemon_build made, in the order that lets each go cleanly. */
 static void daemon_free(struct daemon *d)
 {
+	watch_free(d->watch);
 	status_free(d->status);
 	metrics_free(d->metrics);
 	server_free(d->srv);
@@ -438,6 +495,8 @@ int main(int argc, char **argv)
 		evsignal_add(sigs[i], NULL);
 	}
 	d.drain_timeout = evtimer_new(d.base, drain_timeout_cb, &d);
+	d.watch = watch_new(d.base, files_changed, &d);
+	watch_update(&d, cfg);
 	log_ready(cfg);
 	d.running = cfg; /* the server holds its own reference to the current file */
 	char err[CONFIG_ERR_MAX];

@@ -255,6 +255,7 @@ enum {
 	TK_METRICS,
 	TK_THROTTLE,
 	TK_SHADOW,
+	TK_WATCH,
 	TK_MAX_DELAYED,
 	TK_ENVOY,
 	TK_DECISION_LOG,
@@ -297,6 +298,9 @@ static const struct ykey top_keys[TK_N] = {
 	[TK_METRICS] = {"metrics", config_listen_set_metrics, 0, 0, 0, YP_SECTION, NULL, NULL},
 	[TK_SHADOW] = {"shadow", yp_set_bool, offsetof(struct config, shadow), 0, 0, YP_RELOAD,
 		       yp_put_bool, NULL},
+	/* main.c's reload watches the new file's files (ops/watch.h) */
+	[TK_WATCH] = {"watch", yp_set_bool, offsetof(struct config, watch), 0, 0, YP_RELOAD,
+		      yp_put_bool, NULL},
 	/* read by each request a funnel's delay may hold */
 	[TK_MAX_DELAYED] = {"max_delayed", yp_set_int, offsetof(struct config, max_delayed), 0,
 			    1000000, YP_RELOAD, yp_put_int, NULL},

@@ -229,7 +229,9 @@ struct config {
 	int max_delayed;	 /* requests a funnel's delay may hold at once */
 	/* a request begun must be whole within this (slow senders, slowloris) */
 	int64_t request_timeout_ms;
-	int log_level;	      /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
+	int log_level; /* LOG_LEVEL_DEBUG..LOG_LEVEL_ERROR from log.h */
+	/* reload when this file or one it names changes (ops/watch.h) */
+	int watch;
 	char *metrics_listen; /* "host:port" of the HTTP metrics endpoint, or NULL */
 	struct config_listen_tls metrics_tls; /* metrics.tls: HTTPS (enabled 0: HTTP) */
 	int metrics_top_series;	 /* metrics.top_series: heavy hitters shown as series */

@@ -83,6 +83,7 @@ CHANGES = {
     "metrics": ({"metrics": '{listen: "127.0.0.1:%(mport)d"}'}, {"metrics.listen"}),
     "throttle": ({"throttle": None}, {"throttle.enabled"}),
     "shadow": ({"shadow": "true"}, {"shadow"}),
+    "watch": ({"watch": "true"}, {"watch"}),
     "envoy": ({"envoy": None}, {"envoy.config"}),
     "decision_log": ({"decision_log": None}, {"decision_log.path"}),
     "tracing": ({"tracing": None}, {"tracing.endpoint"}),
