@@ -8,7 +8,6 @@
 
 #include "cmd_run.h"
 
-#include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,28 +25,16 @@
 #include "siphash.h"
 #include "stats.h"
 #include "store.h"
+#include "store_lease.h"
 
-#define BUCKETS 1024 /* the memory table's, doubled as it fills */
-/* a sweep of expired sets (and of the book) at most this often (us) */
+/* a sweep of the book at most this often (us) */
 #define SWEEP_US 1000000
 /* the most leases a daemon books for its metrics (lease_book.h) */
 #define BOOK_MAX (1 << 20)
 
-/* One key's leases, in the memory table. */
-struct lset {
-	struct lset *next;
-	uint64_t hash;
-	struct lease_set set;
-	size_t key_len;
-	char key[];
-};
-
 struct leases {
-	uint8_t seed[16]; /* nonces and the table's hash: unguessable */
+	uint8_t seed[16]; /* nonces and the book's pair hashes: unguessable */
 	uint64_t counter;
-	struct lset **buckets;
-	size_t nbuckets, n;
-	int64_t swept_us;
 	struct lease_book *book; /* the leases granted here, for the metrics */
 	int64_t book_swept_us;
 };
@@ -62,12 +49,8 @@ struct leases *leases_new(void)
 		uint64_t t = clock_mono_us() ^ (uint64_t)getpid() << 40;
 		memcpy(l->seed, &t, sizeof(t));
 	}
-	l->nbuckets = BUCKETS;
-	l->buckets = calloc(l->nbuckets, sizeof(*l->buckets));
 	l->book = lease_book_new(BOOK_MAX);
-	if (!l->buckets || !l->book) {
-		free(l->buckets);
-		lease_book_free(l->book);
+	if (!l->book) {
 		free(l);
 		return NULL;
 	}
@@ -85,13 +68,6 @@ void leases_free(struct leases *l)
 {
 	if (!l)
 		return;
-	for (size_t i = 0; i < l->nbuckets; i++)
-		for (struct lset *e = l->buckets[i], *next; e; e = next) {
-			next = e->next;
-			lease_set_free(&e->set);
-			free(e);
-		}
-	free(l->buckets);
 	lease_book_free(l->book);
 	free(l);
 }
@@ -108,85 +84,7 @@ uint64_t leases_nonce(struct leases *l)
 	return nonce(l);
 }
 
-/* ---- the memory store's table */
-
-static struct lset *find(struct leases *l, const char *key, size_t len, int make)
-{
-	uint64_t h = siphash24(l->seed, key, len);
-	struct lset **b = &l->buckets[h & (l->nbuckets - 1)];
-	for (struct lset *e = *b; e; e = e->next)
-		if (e->hash == h && e->key_len == len && memcmp(e->key, key, len) == 0)
-			return e;
-	if (!make)
-		return NULL;
-	struct lset *e = calloc(1, sizeof(*e) + len);
-	if (!e)
-		return NULL;
-	e->hash = h;
-	e->key_len = len;
-	memcpy(e->key, key, len);
-	e->next = *b;
-	*b = e;
-	l->n++;
-	return e;
-}
-
-/* Drops the sets whose every lease has expired, as Redis drops the key at
- * its last lease's expiry: at most once a second, all of them. */
-static void sweep(struct leases *l, int64_t now_us)
-{
-	if (now_us - l->swept_us < SWEEP_US)
-		return;
-	l->swept_us = now_us;
-	for (size_t i = 0; i < l->nbuckets; i++)
-		for (struct lset **pp = &l->buckets[i]; *pp;) {
-			struct lset *e = *pp;
-			if (lease_set_last_us(&e->set) <= now_us) {
-				*pp = e->next;
-				stats.leases[STATS_LEASE_EXPIRED] += e->set.n;
-				lease_set_free(&e->set);
-				free(e);
-				l->n--;
-			} else {
-				pp = &e->next;
-			}
-		}
-}
-
-static int memory_apply(struct leases *l, const char *key, size_t klen, enum lease_op op,
-			const char *member, int64_t cost, int64_t limit, int64_t lease_ms,
-			struct lease_result *out)
-{
-	int64_t now = (int64_t)clock_mono_us();
-	sweep(l, now);
-	struct lset *e = find(l, key, klen, op == LEASE_ACQUIRE);
-	if (!e) {
-		if (op == LEASE_ACQUIRE)
-			return -1;
-		struct lease_set none = {0};
-		return lease_apply(&none, op, member, cost, limit, lease_ms, now, out);
-	}
-	return lease_apply(&e->set, op, member, cost, limit, lease_ms, now, out);
-}
-
 /* ---- answers */
-
-static const char *op_arg(enum lease_op op)
-{
-	switch (op) {
-	case LEASE_ACQUIRE:
-		return "a";
-	case LEASE_RELEASE:
-		return "r";
-	case LEASE_RENEW:
-		return "n";
-	case LEASE_PEEK:
-		return "p";
-	case LEASE_RESET:
-		return "x";
-	}
-	return "?";
-}
 
 /* What a request left for its answer. */
 struct call {
@@ -313,34 +211,17 @@ static void failed(struct call *c, const char *why)
 		decide_answer(slot, slot->cfg, c->p, STATS_FROM_FALLBACK, 0, limit, -1, 1000, -1);
 }
 
-static void call_done(void *arg, const redisReply *reply, const char *why)
+/* The store's answer; out of this daemon's memory is no store failure:
+ * the client is told so, whatever on_store_error says. */
+static void lease_done(void *arg, const struct store_lease_result *res)
 {
 	struct call *c = arg;
-	struct lease_result r = {0};
-	if (!reply) {
-		failed(c, why ? why : "no answer");
-	} else if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 5) {
-		failed(c, reply->type == REDIS_REPLY_ERROR ? reply->str : "not a lease answer");
-	} else {
-		long long v[5];
-		for (size_t i = 0; i < 5; i++)
-			v[i] = reply->element[i]->type == REDIS_REPLY_INTEGER
-				       ? reply->element[i]->integer
-				       : 0;
-		r.ok = v[0] == 1;
-		r.limit = v[1];
-		r.remaining = v[2];
-		r.ms = v[3];
-		r.expired = v[4];
-		/* granted, but the replicas did not take it (redis.wait_replicas):
-		 * a failover could lose the lease; a refusal stands */
-		if (why && r.ok) {
-			stats.store_failures[STORE_ERROR_REPLICAS]++;
-			failed(c, why);
-		} else {
-			answer(c, &r);
-		}
-	}
+	if (!res->why)
+		answer(c, &res->lease);
+	else if (!res->out_of_memory)
+		failed(c, res->why);
+	else if (c->slot)
+		decide_error(c->slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 	free(c);
 }
 
@@ -360,39 +241,17 @@ static void run(struct config *cfg, const struct cmd_env *env, struct call *c,
 		l->book_swept_us = now;
 		lease_book_sweep(l->book, now);
 	}
-	if (store_local(env->store)) {
-		struct lease_result r;
-		if (!env->leases || memory_apply(env->leases, key, klen, c->op, member, cost, limit,
-						 lease_ms, &r) < 0) {
-			if (c->slot)
-				decide_error(c->slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
-		} else {
-			answer(c, &r);
-		}
-		free(c);
-		return;
-	}
-	char scost[24], slimit[24], slease[24];
-	snprintf(scost, sizeof(scost), "%lld", (long long)cost);
-	snprintf(slimit, sizeof(slimit), "%lld", (long long)limit);
-	snprintf(slease, sizeof(slease), "%lld", (long long)lease_ms);
-	const char *op = op_arg(c->op);
-	const char *argv[8] = {key, "0", "lease", op, member, scost, slimit, slease};
-	size_t argl[8] = {klen,		 1, 5, 1, strlen(member), strlen(scost), strlen(slimit),
-			  strlen(slease)};
-	struct store_call sc = {
+	struct store_lease_request req = {
+		.op = c->op,
 		.key = key,
 		.key_len = klen,
-		.script = 1,
-		.argc = 8,
-		.argv = argv,
-		.argvlen = argl,
+		.member = member,
+		.cost = cost,
+		.limit = limit,
+		.lease_ms = lease_ms,
 		.timeout_ms = cfg->redis.timeout_ms,
-		/* a lease taken or extended is what a failover must not lose
-		 * (redis.wait_replicas); a release lost only holds one longer */
-		.durable = c->op == LEASE_ACQUIRE || c->op == LEASE_RENEW,
 	};
-	store_call(env->store, &sc, call_done, c);
+	store_lease(env->store, &req, lease_done, c);
 }
 
 void leases_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,

@@ -1,10 +1,10 @@
 /*
  * leases.h - ACQUIRE, RELEASE and RENEW of concurrency leases (and RESET of
- * a concurrency policy): in Redis by the decision script's 'lease' mode,
- * on whatever node holds the key (store_call routes it: one Redis,
- * Sentinel's master, a Cluster's slot owner); with the memory store, in
- * this daemon's own table. Also the releases nobody waits for: those a
- * closed connection owes.
+ * a concurrency policy), each a store_lease (store_lease.h) on the key of
+ * the pair: the store keeps the leases (Redis, by the decision script's
+ * 'lease' mode; the memory store, in its table). Here: the ids, their
+ * nonces, the answers and the book of leases granted here. Also the
+ * releases nobody waits for: those a closed connection owes.
  */
 #ifndef RL_LEASES_H
 #define RL_LEASES_H
@@ -16,8 +16,8 @@
 struct config;
 struct policy;
 
-/* The memory store's leases (and the nonces of ids), made once. NULL when
- * out of memory. */
+/* The nonces of ids and the book of leases granted here, made once. NULL
+ * when out of memory. */
 struct leases *leases_new(void);
 void leases_free(struct leases *l);
 /* A nonce no other of any daemon's leases or holds has, but by chance

@@ -179,6 +179,16 @@ struct redisReply;
  * both for a durable call whose writes the replicas did not acknowledge. */
 typedef void store_call_fn(void *arg, const struct redisReply *reply, const char *why);
 
+/* Concurrency leases and run-time overrides, each a store operation with
+ * a typed result (store_lease.h, store_override.h): called exactly once,
+ * possibly from inside the call. */
+struct store_lease_request;
+struct store_lease_result;
+typedef void store_lease_fn(void *arg, const struct store_lease_result *res);
+struct store_override_request;
+struct store_override_result;
+typedef void store_override_fn(void *arg, const struct store_override_result *res);
+
 /* What a backend tells of its connections, for the metrics endpoint. */
 struct store_health {
 	unsigned conns;		       /* request connections kept, on every node */
@@ -217,6 +227,14 @@ struct store_ops {
 	/* Adds this store's connection counts to h. */
 	void (*health)(const struct store *s, struct store_health *h);
 	void (*call)(struct store *s, const struct store_call *c, store_call_fn *done, void *arg);
+	/* A store keeping leases itself (store_lease.h); NULL: the decision
+	 * script's 'lease' mode through call, routed by the key. */
+	void (*lease)(struct store *s, const struct store_lease_request *req, store_lease_fn *done,
+		      void *arg);
+	/* A store keeping run-time overrides itself (store_override.h); NULL:
+	 * a Redis hash, through call and the script's override modes. */
+	void (*override)(struct store *s, const struct store_override_request *req,
+			 store_override_fn *done, void *arg);
 	/* 1 if it decides several pairs in one atomic call (store_request.npairs);
 	 * 0: the caller must ask pair by pair (a Cluster: other slots, other nodes). */
 	int multi;

@@ -26,11 +26,13 @@
 #include "clock.h"
 #include "config.h"
 #include "keys.h"
+#include "lease_table.h"
 #include "limiter.h"
 #include "log.h"
 #include "policy.h"
 #include "siphash.h"
 #include "store.h"
+#include "store_lease.h"
 
 #define BUCKETS_MIN 1024
 /* The sweep: how often at most, and how many keys one turn drops. */
@@ -72,6 +74,7 @@ struct store_memory {
 	 * with room for the longest keys), made once, reused by each
 	 * decision: decisions never nest (done is called after) */
 	struct decision *d;
+	struct lease_table *leases; /* concurrency leases (ACQUIRE...) */
 };
 
 static const struct store_ops memory_ops;
@@ -519,6 +522,7 @@ static void mem_free(struct store *base)
 	free(s->heap);
 	free(s->buckets);
 	free(s->d);
+	lease_table_free(s->leases);
 	free(s);
 }
 
@@ -567,6 +571,21 @@ static void mem_call(struct store *s, const struct store_call *c, store_call_fn 
 	done(arg, NULL, "no redis: store: memory");
 }
 
+/* Leases on the monotonic clock (clock.h), not the decisions': their
+ * expiries align with no window. */
+static void mem_lease(struct store *base, const struct store_lease_request *req,
+		      store_lease_fn *done, void *arg)
+{
+	struct store_memory *s = mem_of(base);
+	struct store_lease_result r = {0};
+	if (lease_table_apply(s->leases, req->key, req->key_len, req->op, req->member, req->cost,
+			      req->limit, req->lease_ms, (int64_t)clock_mono_us(), &r.lease) < 0) {
+		r.why = "out of memory";
+		r.out_of_memory = 1;
+	}
+	done(arg, &r);
+}
+
 static const struct store_ops memory_ops = {
 	.submit = mem_submit,
 	.free = mem_free,
@@ -576,6 +595,7 @@ static const struct store_ops memory_ops = {
 	.resets_followed = mem_resets_followed,
 	.health = mem_health,
 	.call = mem_call,
+	.lease = mem_lease,
 	.multi = 1,
 	.local = 1,
 };
@@ -602,7 +622,8 @@ struct store *store_memory_new(struct event_base *base, const struct config_memo
 	s->buckets = calloc(s->nbuckets, sizeof(*s->buckets));
 	s->sweep = evtimer_new(base, sweep_cb, s);
 	s->d = malloc(sizeof(*s->d));
-	if (!s->buckets || !s->sweep || !s->d)
+	s->leases = lease_table_new();
+	if (!s->buckets || !s->sweep || !s->d || !s->leases)
 		goto oom;
 	if (getrandom(s->seed, sizeof(s->seed), 0) != (ssize_t)sizeof(s->seed)) {
 		/* no entropy yet: a seed that differs between daemons still */
