@@ -1,20 +1,21 @@
 /*
  * override_live.c - run-time overrides (see override_live.h).
  *
- * In Redis: the hash <prefix>overrides, field "<action>\n<user>", value
- * "<until_ms> <spec>" (until in Redis's clock, 0 for never). Each change is
- * one script (the hash, then a notice "!o<field>" on the RESET channel), so
- * every daemon subscribed sees it and reads that field again; a daemon
- * reads the whole hash when its subscription (re)starts or Redis may have
- * restarted (store generation), since notices may have been missed.
- * Expired fields are dropped from the hash by whoever loads it.
+ * In the store (store_override.h; Redis: the hash <prefix>overrides, field
+ * "<action>\n<user>", value "<until_ms> <spec>", until in Redis's clock, 0
+ * for never). Each change is one store operation (the hash, then a notice
+ * "!o<field>" on the RESET channel), so every daemon subscribed sees it and
+ * reads that field again; a daemon reads the whole hash when its
+ * subscription (re)starts or Redis may have restarted (store generation),
+ * since notices may have been missed. Expired fields are dropped from the
+ * hash by whoever loads it. A store that keeps none (the memory store)
+ * answers a read so, and a change with the value to keep.
  *
  * Here: the fields in force, sorted by bytes, found by binary search.
  */
 #include "override_live.h"
 
 #include <event2/event.h>
-#include <hiredis/hiredis.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include "log.h"
 #include "policy.h"
 #include "store.h"
+#include "store_override.h"
 
 /* How often the mirror checks whether it must read the hash again. */
 #define TICK_MS 250
@@ -69,7 +71,7 @@ enum call_kind { CALL_LOAD, CALL_GET, CALL_PUT };
 struct call {
 	struct override_live *l; /* NULL once l is freed */
 	unsigned epoch;		 /* l's when sent: a reply of an older one is about another hash */
-	int plain;		 /* CALL_LOAD by HGETALL, not the script */
+	int plain;		 /* CALL_LOAD by a plain read, not a prune */
 	struct list_link link;	 /* l->calls, while l is */
 	enum call_kind kind;
 	override_live_done_fn *done; /* CALL_PUT */
@@ -246,9 +248,9 @@ static void apply(struct override_live *l, const char *field, size_t flen, const
 	l->v[at] = e;
 }
 
-/* ---- Redis ---- */
+/* ---- the store ---- */
 
-static void call_done(void *arg, const struct redisReply *reply, const char *why);
+static void call_done(void *arg, const struct store_override_result *res);
 
 static struct call *call_new(struct override_live *l, enum call_kind kind)
 {
@@ -262,109 +264,93 @@ static struct call *call_new(struct override_live *l, enum call_kind kind)
 	return c;
 }
 
-/* Runs the decision script's override mode (src/lua/ratelimit.lua) on the
- * hash: EVALSHA, like every decision, so nothing else is sent to Redis. */
-static void run_mode(struct override_live *l, struct call *c, const char *mode, int nargs,
-		     const char **args, const size_t *lens)
+static void run(struct override_live *l, struct call *c, struct store_override_request *req)
 {
-	const char *argv[10] = {l->hash, "0", mode};
-	size_t argl[10] = {l->hash_len, 1, strlen(mode)};
-	for (int i = 0; i < nargs; i++) {
-		argv[3 + i] = args[i];
-		argl[3 + i] = lens[i];
-	}
-	struct store_call sc = {
-		.key = l->hash,
-		.key_len = l->hash_len,
-		.script = 1,
-		.argc = 3 + nargs,
-		.argv = argv,
-		.argvlen = argl,
-		.timeout_ms = CALL_TIMEOUT_MS,
-	};
-	store_call(l->store, &sc, call_done, c);
+	req->hash = l->hash;
+	req->hash_len = l->hash_len;
+	req->timeout_ms = CALL_TIMEOUT_MS;
+	store_override(l->store, req, call_done, c);
 }
 
-/* Redis's now, the first element of a load or get reply. */
-static int learn_clock(struct override_live *l, const struct redisReply *r)
+/* The store's clock, when its answer tells it. */
+static void learn_clock(struct override_live *l, const struct store_override_result *res)
 {
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !r->element[0] ||
-	    r->element[0]->type != REDIS_REPLY_STRING)
-		return -1;
-	long long now = atoll(r->element[0]->str);
-	if (now <= 0)
-		return -1;
-	l->offset_ms = now - real_ms();
-	return 0;
+	if (res->now_ms > 0)
+		l->offset_ms = res->now_ms - real_ms();
 }
 
 static void prune(struct override_live *l);
 
-/* HGETALL's reply (plain), or the script's oload reply (Redis's now first). */
-static int loaded(struct override_live *l, const struct redisReply *r, int plain)
+/* The whole hash, read (plain) or pruned. */
+static void loaded(struct override_live *l, const struct store_override_result *res, int plain)
 {
-	if (!r || r->type != REDIS_REPLY_ARRAY || (!plain && learn_clock(l, r) < 0) ||
-	    (r->elements - (plain ? 0 : 1)) % 2 != 0) {
-		log_debug("overrides: unexpected reply reading %s", l->hash);
-		return -1;
-	}
+	learn_clock(l, res);
 	for (size_t i = 0; i < l->n; i++)
 		entry_free(l->v[i]);
 	l->n = 0;
-	size_t fields = 0;
-	for (size_t i = plain ? 0 : 1; i + 1 < r->elements; i += 2) {
-		const redisReply *f = r->element[i], *v = r->element[i + 1];
-		if (f && v && f->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING) {
-			apply(l, f->str, f->len, v->str, v->len);
-			fields++;
-		}
-	}
+	for (size_t i = 0; i < res->n; i++)
+		apply(l, res->fields[i].field, res->fields[i].field_len, res->fields[i].value,
+		      res->fields[i].value_len);
 	l->loaded = 1;
 	l->ever_loaded = 1;
 	log_debug("overrides: %zu run-time overrides read from redis", l->n);
 	/* some were expired (or not ours): the script drops the expired ones */
-	if (plain && l->n < fields)
+	if (plain && l->n < res->n)
 		prune(l);
-	return 0;
 }
 
-static void call_done(void *arg, const struct redisReply *reply, const char *why)
+static void load_done(struct override_live *l, const struct store_override_result *res, int plain)
+{
+	l->loading = 0;
+	switch (res->status) {
+	case STORE_OVERRIDE_OK:
+		loaded(l, res, plain);
+		l->load_error[0] = '\0';
+		return;
+	case STORE_OVERRIDE_KEPT: /* nothing to read: they live here only */
+		l->loaded = l->ever_loaded = 1;
+		return;
+	case STORE_OVERRIDE_ODD:
+		log_debug("overrides: unexpected reply reading %s", l->hash);
+		break;
+	case STORE_OVERRIDE_DOWN:
+		/* Redis is down or going: its own warning says so */
+		log_debug("overrides: cannot read %s: %s", l->hash, res->why);
+		break;
+	case STORE_OVERRIDE_REFUSED:
+		/* an error from Redis (an ACL...): once per cause */
+		if (strncmp(l->load_error, res->why, sizeof(l->load_error) - 1) != 0) {
+			log_warn("overrides: cannot read %s: %s (retrying)", l->hash, res->why);
+			snprintf(l->load_error, sizeof(l->load_error), "%s", res->why);
+		}
+		break;
+	}
+	l->loaded = 0; /* read it again: it may have changed meanwhile */
+}
+
+static void call_done(void *arg, const struct store_override_result *res)
 {
 	struct call *c = arg;
 	struct override_live *l = c->l;
 	list_unlink(&c->link); /* (on none once l is freed) */
 	if (l && c->epoch != l->epoch)
 		l = NULL; /* the prefix changed since: not about the hash in use */
-	if (reply && reply->type == REDIS_REPLY_ERROR)
-		why = reply->str;
+	const char *why =
+		res->status == STORE_OVERRIDE_REFUSED || res->status == STORE_OVERRIDE_DOWN
+			? res->why
+			: NULL;
 	switch (c->kind) {
 	case CALL_LOAD:
-		if (l) {
-			l->loading = 0;
-			if (!why && loaded(l, reply, c->plain) == 0) {
-				l->load_error[0] = '\0';
-			} else if (!why) {
-				l->loaded = 0; /* read it again */
-			} else if (!reply) {
-				/* Redis is down or going: its own warning says so */
-				log_debug("overrides: cannot read %s: %s", l->hash, why);
-			} else if (strncmp(l->load_error, why, sizeof(l->load_error) - 1) != 0) {
-				/* an error from Redis (an ACL...): once per cause */
-				log_warn("overrides: cannot read %s: %s (retrying)", l->hash, why);
-				snprintf(l->load_error, sizeof(l->load_error), "%s", why);
-			}
-			if (why)
-				l->loaded = 0; /* read it again: it may have changed meanwhile */
-		}
+		if (l)
+			load_done(l, res, c->plain);
 		break;
 	case CALL_GET:
 	case CALL_PUT:
-		if (l && !why && learn_clock(l, reply) == 0 && reply->elements == 3) {
-			const redisReply *f = reply->element[1], *v = reply->element[2];
-			if (f && f->type == REDIS_REPLY_STRING)
-				apply(l, f->str, f->len,
-				      v && v->type == REDIS_REPLY_STRING ? v->str : NULL,
-				      v && v->type == REDIS_REPLY_STRING ? v->len : 0);
+		if (l && res->status == STORE_OVERRIDE_OK) {
+			learn_clock(l, res);
+			if (res->n == 1)
+				apply(l, res->fields[0].field, res->fields[0].field_len,
+				      res->fields[0].value, res->fields[0].value_len);
 		} else if (l && why && c->kind == CALL_GET) {
 			log_warn("overrides: cannot read a changed override: %s", why);
 			l->loaded = 0; /* read them all again */
@@ -377,9 +363,8 @@ static void call_done(void *arg, const struct redisReply *reply, const char *why
 	free(c);
 }
 
-/* A plain HGETALL: reading is no script call (EVALSHA is for decisions,
- * which tests and operators count); expiries compare with the clock
- * learned from the last change, ours until then. */
+/* A plain read of the hash; expiries compare with the clock learned from
+ * the last change, ours until then. */
 static void load(struct override_live *l, int followed)
 {
 	struct call *c = call_new(l, CALL_LOAD);
@@ -389,17 +374,8 @@ static void load(struct override_live *l, int followed)
 	l->load_followed = followed;
 	l->loaded_gen = store_generation(l->store);
 	c->plain = 1;
-	const char *argv[2] = {"HGETALL", l->hash};
-	size_t argl[2] = {7, l->hash_len};
-	struct store_call sc = {
-		.key = l->hash,
-		.key_len = l->hash_len,
-		.argc = 2,
-		.argv = argv,
-		.argvlen = argl,
-		.timeout_ms = CALL_TIMEOUT_MS,
-	};
-	store_call(l->store, &sc, call_done, c);
+	struct store_override_request req = {.op = STORE_OVERRIDE_LOAD};
+	run(l, c, &req);
 }
 
 /* Drops the expired fields from the hash, reading it again on the way. */
@@ -411,7 +387,8 @@ static void prune(struct override_live *l)
 	if (!c)
 		return;
 	l->loading = 1;
-	run_mode(l, c, "oload", 0, NULL, NULL);
+	struct store_override_request req = {.op = STORE_OVERRIDE_PRUNE};
+	run(l, c, &req);
 }
 
 static void tick_arm(struct override_live *l)
@@ -428,11 +405,7 @@ static void tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	struct override_live *l = arg;
-	if (store_local(l->store)) { /* nothing to read: they live here only */
-		l->loaded = l->ever_loaded = 1;
-		l->load_followed = 1;
-	}
-	int followed = store_resets_followed(l->store) || store_local(l->store);
+	int followed = store_resets_followed(l->store);
 	/* Read the hash at start (as soon as Redis answers), once notices are
 	 * followed if they were not when it was read (a change in between
 	 * would be missed), and whenever Redis may have restarted. */
@@ -542,9 +515,12 @@ void override_live_notice(struct override_live *l, const char *msg, size_t len)
 		l->loaded = 0;
 		return;
 	}
-	const char *args[1] = {msg + nl};
-	size_t lens[1] = {len - nl};
-	run_mode(l, c, "oget", 1, args, lens);
+	struct store_override_request req = {
+		.op = STORE_OVERRIDE_GET,
+		.field = msg + nl,
+		.field_len = len - nl,
+	};
+	run(l, c, &req);
 }
 
 void override_live_put(struct override_live *l, const char *action, size_t alen, const char *user,
@@ -552,7 +528,6 @@ void override_live_put(struct override_live *l, const char *action, size_t alen,
 		       override_live_done_fn *done, void *arg)
 {
 	char field[POLICY_NAME_MAX + 1 + KEYS_USER_MAX];
-	char ttl[24];
 	if (alen > POLICY_NAME_MAX || ulen > KEYS_USER_MAX || spec_len > SPEC_MAX) {
 		done(arg, "too long");
 		return;
@@ -560,18 +535,6 @@ void override_live_put(struct override_live *l, const char *action, size_t alen,
 	memcpy(field, action, alen);
 	field[alen] = '\n';
 	memcpy(field + alen + 1, user, ulen);
-	int tl = snprintf(ttl, sizeof(ttl), "%lld", (long long)(ttl_ms > 0 ? ttl_ms : 0));
-	if (store_local(l->store)) {
-		/* no Redis (store: memory): this daemon's alone, gone when it stops */
-		char value[24 + 1 + SPEC_MAX];
-		int vl = spec ? snprintf(value, sizeof(value), "%lld %.*s",
-					 (long long)(ttl_ms > 0 ? redis_now_ms(l) + ttl_ms : 0),
-					 (int)spec_len, spec)
-			      : 0;
-		apply(l, field, alen + 1 + ulen, spec ? value : NULL, (size_t)vl);
-		done(arg, NULL);
-		return;
-	}
 	struct call *c = call_new(l, CALL_PUT);
 	if (!c) {
 		done(arg, "out of memory");
@@ -579,10 +542,19 @@ void override_live_put(struct override_live *l, const char *action, size_t alen,
 	}
 	c->done = done;
 	c->arg = arg;
-	const char *args[5] = {field, spec ? spec : "", ttl, l->channel, OVERRIDE_LIVE_NOTICE};
-	size_t lens[5] = {alen + 1 + ulen, spec ? spec_len : 0, (size_t)tl, l->channel_len,
-			  sizeof(OVERRIDE_LIVE_NOTICE) - 1};
-	run_mode(l, c, "oput", 5, args, lens);
+	struct store_override_request req = {
+		.op = STORE_OVERRIDE_PUT,
+		.field = field,
+		.field_len = alen + 1 + ulen,
+		.spec = spec,
+		.spec_len = spec ? spec_len : 0,
+		.ttl_ms = ttl_ms,
+		.channel = l->channel,
+		.channel_len = l->channel_len,
+		.notice = OVERRIDE_LIVE_NOTICE,
+		.notice_len = sizeof(OVERRIDE_LIVE_NOTICE) - 1,
+	};
+	run(l, c, &req);
 }
 
 size_t override_live_count(const struct override_live *l)

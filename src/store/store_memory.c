@@ -33,6 +33,7 @@
 #include "siphash.h"
 #include "store.h"
 #include "store_lease.h"
+#include "store_override.h"
 
 #define BUCKETS_MIN 1024
 /* The sweep: how often at most, and how many keys one turn drops. */
@@ -586,6 +587,43 @@ static void mem_lease(struct store *base, const struct store_lease_request *req,
 	done(arg, &r);
 }
 
+/* Run-time overrides live in the caller's mirror alone (nobody shares
+ * them, gone when the daemon stops): nothing to read, and a PUT answered
+ * at once with the value Redis's script would keep, until in the wall
+ * clock's ms (what the mirror's expiries compare with). */
+static void mem_override(struct store *base, const struct store_override_request *req,
+			 store_override_fn *done, void *arg)
+{
+	(void)base;
+	struct store_override_result res = {.status = STORE_OVERRIDE_KEPT};
+	if (req->op != STORE_OVERRIDE_PUT) {
+		done(arg, &res);
+		return;
+	}
+	struct store_override_field f = {.field = req->field, .field_len = req->field_len};
+	char *value = NULL;
+	if (req->spec) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		int64_t now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+		size_t cap = 24 + 1 + req->spec_len + 1;
+		if (!(value = malloc(cap))) {
+			res = (struct store_override_result){.status = STORE_OVERRIDE_DOWN,
+							     .why = "out of memory"};
+			done(arg, &res);
+			return;
+		}
+		int vl = snprintf(value, cap, "%lld %.*s",
+				  (long long)(req->ttl_ms > 0 ? now_ms + req->ttl_ms : 0),
+				  (int)req->spec_len, req->spec);
+		f.value = value;
+		f.value_len = (size_t)vl;
+	}
+	res = (struct store_override_result){.status = STORE_OVERRIDE_OK, .n = 1, .fields = &f};
+	done(arg, &res);
+	free(value);
+}
+
 static const struct store_ops memory_ops = {
 	.submit = mem_submit,
 	.free = mem_free,
@@ -596,6 +634,7 @@ static const struct store_ops memory_ops = {
 	.health = mem_health,
 	.call = mem_call,
 	.lease = mem_lease,
+	.override = mem_override,
 	.multi = 1,
 	.local = 1,
 };
