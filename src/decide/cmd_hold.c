@@ -44,8 +44,7 @@ static void hold_done(void *arg, const struct store_result *res)
 		decide_reply(slot, CMD_REPLY_OK);
 		return;
 	}
-	decide_answer(slot, slot->cfg, slot->policy,
-		      slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE, 1, res->limit,
+	decide_answer(slot, slot->cfg, slot->policy, decide_store_source(res), 1, res->limit,
 		      res->remaining, 0, res->reset_ms);
 }
 
@@ -97,7 +96,6 @@ void cmd_run_hold(struct config *cfg, const struct cmd_env *env, const struct cm
 	slot->user_len = id.user_len;
 	memcpy(slot->user, id.user, id.user_len);
 	slot->local = NULL;
-	slot->from_memory = store_local(env->store);
 	struct store_request req = {
 		.op = (enum store_op)slot->op,
 		.policy = p,

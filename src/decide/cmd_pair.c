@@ -59,8 +59,8 @@ static void delayed_done(struct cmd_slot *slot, const struct store_result *res)
 		wait_ms = over_us > 0 ? (int64_t)((over_us + 999.0) / 1000.0) : 0;
 	}
 	/* told when the slot comes: the funnel is then wait_ms nearer empty */
-	decide_fill(slot, slot->cfg, p, slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE,
-		    res->allowed, l->capacity, remaining < 0 ? 0 : remaining, res->retry_after_ms,
+	decide_fill(slot, slot->cfg, p, decide_store_source(res), res->allowed, l->capacity,
+		    remaining < 0 ? 0 : remaining, res->retry_after_ms,
 		    res->reset_ms > wait_ms ? res->reset_ms - wait_ms : 0);
 	if (wait_ms > 0) {
 		delays_hold(d, slot, wait_ms);
@@ -238,9 +238,8 @@ static void store_done(void *arg, const struct store_result *res)
 		slot->delay_window = 0;
 		if (res->status == STORE_OK && res->allowed && res->retry_after_ms > 0) {
 			local_redis_back(slot->local);
-			decide_fill(slot, slot->cfg, p,
-				    slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE, 1,
-				    res->limit, res->remaining, 0, res->reset_ms);
+			decide_fill(slot, slot->cfg, p, decide_store_source(res), 1, res->limit,
+				    res->remaining, 0, res->reset_ms);
 			delays_hold(d, slot, res->retry_after_ms);
 			return;
 		}
@@ -267,9 +266,8 @@ static void store_done(void *arg, const struct store_result *res)
 		decide_reply(slot, CMD_REPLY_OK);
 	else
 		decide_answer(slot, slot->own_policy ? NULL : slot->cfg, p,
-			      slot->from_memory ? STATS_FROM_MEMORY : STATS_FROM_STORE,
-			      res->allowed, res->limit, res->remaining, res->retry_after_ms,
-			      res->reset_ms);
+			      decide_store_source(res), res->allowed, res->limit, res->remaining,
+			      res->retry_after_ms, res->reset_ms);
 }
 
 static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,
@@ -383,7 +381,8 @@ static enum stage_step stage_local(struct pair *r)
  * A hot pair's block (blocks.h): answered from the units Redis counted for
  * this daemon, or Redis is asked for some with this request. Only on the
  * policy's own limits (an override's are another's), and only while
- * RESETs reach us (they revoke blocks). Before the deny cache: units
+ * RESETs reach us (they revoke blocks; a store that sends none, as the
+ * memory store, has no blocks to give). Before the deny cache: units
  * counted for us are ours to answer even once Redis denies others.
  */
 static enum stage_step stage_block(struct pair *r)
@@ -396,7 +395,7 @@ static enum stage_step stage_block(struct pair *r)
 	if (r->op == STORE_RESET && r->env->blocks)
 		blocks_reset_pair(r->env->blocks, p->name, p->name_len, pc->user, pc->user_len);
 	if (r->op != STORE_ALLOW || p->blocks.max <= 0 || !r->env->blocks || slot->own_policy ||
-	    slot->overridden || store_local(r->env->store) || !store_resets_followed(r->env->store))
+	    slot->overridden || !store_resets_followed(r->env->store))
 		return STAGE_NEXT;
 	slot->cost = pc->cost > 0 ? pc->cost : 1;
 	slot->delay_extra = 0; /* (a follower's store_done reads them) */
@@ -552,7 +551,6 @@ static void submit(struct config *cfg, const struct cmd_env *env, enum store_op 
 	slot->op = op;
 	slot->deny = NULL;
 	slot->sent_us = slot->parsed_us; /* submit runs inside cmd_execute */
-	slot->from_memory = store_local(env->store);
 	shadow_setup(slot, cfg, op, p);
 	struct pair r = {.cfg = cfg, .env = env, .op = op, .p = p, .pc = pc, .slot = slot};
 	for (size_t i = 0; i < sizeof(stages) / sizeof(stages[0]); i++)

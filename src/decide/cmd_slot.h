@@ -57,7 +57,6 @@ struct cmd_slot {
 	struct multi *multi; /* MALLOW, MPEEK: while the store decides (multi.c) */
 	/* on_store_error: local may decide it (user and cost are kept then) */
 	struct local *local;
-	int from_memory; /* the store is the memory store (store: memory) */
 	/* a funnel's delay: the store asked with its capacity raised by
 	 * delay_extra units (what drains in delay.max); the answer is the
 	 * policy's own (delay_policy), held until the slot comes */

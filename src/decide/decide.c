@@ -168,9 +168,9 @@ int64_t decide_timeout_ms(const struct config *cfg, const struct cmd_request *re
 		       : cfg->redis.timeout_ms;
 }
 
-enum stats_from decide_store_source(const struct store *s)
+enum stats_from decide_store_source(const struct store_result *res)
 {
-	return store_local(s) ? STATS_FROM_MEMORY : STATS_FROM_STORE;
+	return res->memory ? STATS_FROM_MEMORY : STATS_FROM_STORE;
 }
 
 struct denycache *decide_cache(const struct cmd_env *env)

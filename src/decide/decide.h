@@ -63,8 +63,9 @@ void decide_override(struct cmd_slot *slot, const struct config *cfg, const stru
  * shorter than redis.timeout. */
 int64_t decide_timeout_ms(const struct config *cfg, const struct cmd_request *req);
 
-/* Where a decision the store made came from, for the metrics. */
-enum stats_from decide_store_source(const struct store *s);
+/* Where a decision the store made came from, for the metrics: as its
+ * result says. */
+enum stats_from decide_store_source(const struct store_result *res);
 
 /* The deny cache when it may answer or learn (env->deny, while every
  * daemon's RESETs reach us; brought up to the store's generation), or NULL. */

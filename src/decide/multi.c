@@ -283,7 +283,7 @@ static void multi_done(void *arg, const struct store_result *res)
 	if (res->shadow_pair > 0)
 		multi_shadow_denied(m->slot, &m->pairs[res->shadow_pair - 1]);
 	multi_pair_figures(m, res);
-	multi_decided(m, &m->pairs[res->pair - 1], decide_store_source(m->store), res->allowed,
+	multi_decided(m, &m->pairs[res->pair - 1], decide_store_source(res), res->allowed,
 		      res->limit, res->remaining, res->retry_after_ms, res->reset_ms);
 }
 

@@ -156,11 +156,6 @@ int store_multi(const struct store *s)
 	return s->ops->multi;
 }
 
-int store_local(const struct store *s)
-{
-	return s->ops->local;
-}
-
 size_t store_pending(const struct store *s)
 {
 	return s->ops->pending(s);

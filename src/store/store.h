@@ -113,6 +113,9 @@ struct store_result {
 	/* the units of a block taken with the decision, and for how long (ms)
 	 * the daemon may answer from them; 0 for none */
 	int64_t block, block_ms;
+	/* decided in this daemon's memory (the memory store), no Redis asked:
+	 * the metrics' from="memory" */
+	int memory;
 	/* a decision over several pairs: the one that decided and the first
 	 * shadow one that would have denied (1-based, 0 for none) */
 	int pair, shadow_pair;
@@ -238,9 +241,6 @@ struct store_ops {
 	/* 1 if it decides several pairs in one atomic call (store_request.npairs);
 	 * 0: the caller must ask pair by pair (a Cluster: other slots, other nodes). */
 	int multi;
-	/* 1 if the state is this daemon's alone (the memory store): no Redis to
-	 * call, nobody to share run-time overrides or RESETs with. */
-	int local;
 };
 
 struct tls_client;
@@ -254,7 +254,6 @@ struct store {
 void store_submit(struct store *s, const struct store_request *req, store_done_fn *done, void *arg);
 size_t store_pending(const struct store *s);
 int store_multi(const struct store *s);
-int store_local(const struct store *s);
 void store_call(struct store *s, const struct store_call *c, store_call_fn *done, void *arg);
 unsigned long store_generation(const struct store *s);
 void store_watch_resets(struct store *s, const char *prefix, store_reset_fn *fn, void *arg);

@@ -481,6 +481,7 @@ static void mem_submit(struct store *base, const struct store_request *req, stor
 					    .error = STORE_ERROR_OTHER,
 					    .detail = "out of memory"};
 	}
+	res.memory = 1;
 	done(arg, &res);
 }
 
@@ -636,7 +637,6 @@ static const struct store_ops memory_ops = {
 	.lease = mem_lease,
 	.override = mem_override,
 	.multi = 1,
-	.local = 1,
 };
 
 static int64_t wall_offset_us(void)

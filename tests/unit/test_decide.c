@@ -178,12 +178,12 @@ static void fake_call(struct store *s, const struct store_call *c, store_call_fn
 /* One Redis: several pairs in one atomic call. */
 static const struct store_ops fake_atomic_ops = {
 	fake_submit,	      fake_free,   fake_pending, fake_generation, fake_watch_resets,
-	fake_resets_followed, fake_health, fake_call,	 .multi = 1,	  .local = 0,
+	fake_resets_followed, fake_health, fake_call,	 .multi = 1,
 };
 /* A Cluster: pairs checked, then charged one by one (multi.c). */
 static const struct store_ops fake_cluster_ops = {
 	fake_submit,	      fake_free,   fake_pending, fake_generation, fake_watch_resets,
-	fake_resets_followed, fake_health, fake_call,	 .multi = 0,	  .local = 0,
+	fake_resets_followed, fake_health, fake_call,	 .multi = 0,
 };
 
 /* ---- the fixture: one configuration, one clock ---- */
