@@ -43,6 +43,7 @@
 #include "shown.h"
 #include "stats.h"
 #include "store.h"
+#include "store_factory.h"
 #include "view.h"
 
 /* A form is a few short fields; an override's user is at most 512 bytes
@@ -252,17 +253,6 @@ static const struct config_identity *admin_of(const struct config *cfg, struct e
 	return id;
 }
 
-static const char *backend_name(const struct config *cfg)
-{
-	if (cfg->store == CONFIG_STORE_MEMORY)
-		return "memory";
-	if (cfg->redis.cluster.n)
-		return "cluster";
-	if (cfg->redis.sentinel_master)
-		return "sentinel";
-	return "redis";
-}
-
 static void state_store(struct evbuffer *b, struct server *srv, const struct config *cfg)
 {
 	struct store *st = server_store(srv);
@@ -273,7 +263,7 @@ static void state_store(struct evbuffer *b, struct server *srv, const struct con
 	enum store_verdict v = store_verdict(st, cfg->on_store_error,
 					     local_active(server_local(srv)), &why, &refusal);
 	evbuffer_add_printf(b, "\"store\":{\"backend\":\"%s\",\"status\":\"%s\",\"why\":\"",
-			    backend_name(cfg),
+			    store_backend_of(cfg)->name,
 			    v == STORE_VERDICT_OK	  ? "ok"
 			    : v == STORE_VERDICT_DEGRADED ? "degraded"
 							  : "down");

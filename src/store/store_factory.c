@@ -61,10 +61,10 @@ static void sentinel_describe(const struct config *cfg, char *buf, size_t len)
 enum { BACKEND_MEMORY, BACKEND_REDIS, BACKEND_CLUSTER, BACKEND_SENTINEL, BACKEND_N };
 
 static const struct store_backend store_backends[BACKEND_N] = {
-	[BACKEND_MEMORY] = {"memory store", memory_make, memory_describe},
-	[BACKEND_REDIS] = {"redis", redis_make, redis_describe},
-	[BACKEND_CLUSTER] = {"redis", cluster_make, cluster_describe},
-	[BACKEND_SENTINEL] = {"redis", sentinel_make, sentinel_describe},
+	[BACKEND_MEMORY] = {"memory", "memory store", memory_make, memory_describe},
+	[BACKEND_REDIS] = {"redis", "redis", redis_make, redis_describe},
+	[BACKEND_CLUSTER] = {"cluster", "redis", cluster_make, cluster_describe},
+	[BACKEND_SENTINEL] = {"sentinel", "redis", sentinel_make, sentinel_describe},
 };
 
 const struct store_backend *store_backend_of(const struct config *cfg)

@@ -14,6 +14,9 @@ struct store;
 struct tls_client;
 
 struct store_backend {
+	/* its one word, as the live console names it: "memory", "redis",
+	 * "cluster", "sentinel" */
+	const char *name;
 	/* what the daemon's status line (systemd's STATUS=) calls the store:
 	 * "memory store", "redis" */
 	const char *kind;
