@@ -155,7 +155,8 @@ typedef void store_done_fn(void *arg, const struct store_result *res);
 typedef void store_reset_fn(void *arg, const char *tag, size_t len);
 
 /*
- * A command for Redis itself, no decision (the admin's run-time overrides):
+ * A command for Redis itself, no decision (leases and run-time overrides
+ * on a Redis: store_lease.c, store_override.c):
  * argv as is, on the Redis holding key (a Cluster's master for its slot;
  * the store's Redis otherwise), answered within timeout_ms. With script,
  * argv are one key and then arguments of the decision script, run as
