@@ -129,7 +129,7 @@ static void book(struct call *c, const struct config *cfg, const struct lease_re
 	}
 }
 
-static void answer(struct call *c, const struct lease_result *r)
+static void answer(struct call *c, const struct lease_result *r, enum stats_from from)
 {
 	struct cmd_slot *slot = c->slot;
 	stats.leases[STATS_LEASE_EXPIRED] += (unsigned long long)r->expired;
@@ -156,8 +156,7 @@ static void answer(struct call *c, const struct lease_result *r)
 			item->ulen = c->id_len;
 			memcpy(item->text, c->id, c->id_len);
 			slot->res.item = item;
-			decide_answer(slot, cfg, c->p, STATS_FROM_STORE, 1, r->limit, r->remaining,
-				      0, r->ms);
+			decide_answer(slot, cfg, c->p, from, 1, r->limit, r->remaining, 0, r->ms);
 			return;
 		}
 		if (c->op == LEASE_RENEW) {
@@ -165,8 +164,7 @@ static void answer(struct call *c, const struct lease_result *r)
 				     "lease not held: released, expired or never taken");
 			return;
 		}
-		decide_answer(slot, cfg, c->p, STATS_FROM_STORE, 0, r->limit, r->remaining, r->ms,
-			      r->ms);
+		decide_answer(slot, cfg, c->p, from, 0, r->limit, r->remaining, r->ms, r->ms);
 		return;
 	case LEASE_RELEASE:
 		if (!r->ok) {
@@ -217,7 +215,7 @@ static void lease_done(void *arg, const struct store_lease_result *res)
 {
 	struct call *c = arg;
 	if (!res->why)
-		answer(c, &res->lease);
+		answer(c, &res->lease, res->memory ? STATS_FROM_MEMORY : STATS_FROM_STORE);
 	else if (!res->out_of_memory)
 		failed(c, res->why);
 	else if (c->slot)

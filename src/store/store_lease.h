@@ -31,6 +31,8 @@ struct store_lease_result {
 	const char *why;
 	/* with why: this daemon ran out of memory (a store in it) */
 	int out_of_memory;
+	/* decided in this daemon's memory (the metrics' source="memory") */
+	int memory;
 	struct lease_result lease;
 };
 

@@ -579,7 +579,7 @@ static void mem_lease(struct store *base, const struct store_lease_request *req,
 		      store_lease_fn *done, void *arg)
 {
 	struct store_memory *s = mem_of(base);
-	struct store_lease_result r = {0};
+	struct store_lease_result r = {.memory = 1};
 	if (lease_table_apply(s->leases, req->key, req->key_len, req->op, req->member, req->cost,
 			      req->limit, req->lease_ms, (int64_t)clock_mono_us(), &r.lease) < 0) {
 		r.why = "out of memory";

@@ -423,9 +423,11 @@ class LeasesTest(DaemonTest):
 
     def test_memory_store(self):
         """store: memory: the same answers, one daemon's own."""
-        port = free_port()
-        d = self.start_daemon(config='listen: ["127.0.0.1:%d"]\nstore: memory\npolicies:\n%s'
-                              % (port, "".join("  %s: %s\n" % kv for kv in POLICIES.items())),
+        port, mport = free_port(), free_port()
+        d = self.start_daemon(config='listen: ["127.0.0.1:%d"]\nstore: memory\n'
+                              'metrics: {listen: "127.0.0.1:%d"}\npolicies:\n%s'
+                              % (port, mport,
+                                 "".join("  %s: %s\n" % kv for kv in POLICIES.items())),
                               port=port)
         with Client(d.port) as c, Client(d.port) as c2:
             a = c.request("ACQUIRE gil export 3")
@@ -435,6 +437,13 @@ class LeasesTest(DaemonTest):
             self.assertEqual(c.request("RELEASE " + a.split()[-1]), "OK")
             self.assertRegex(c2.request("ACQUIRE gil export 4"), r"^ALLOWED 4 0 0 30000 ")
             self.assertRegex(c.request("ACQUIRE gil export"), r"^DENIED 4 0 ")
+        # decided in this daemon's memory, and counted so (they were counted
+        # as source="redis", with no Redis at all)
+        m = scrape_metrics(mport)
+        self.assertEqual(m['ratelimitd_decisions_total{result="allowed",source="memory"}'], 2)
+        self.assertEqual(m['ratelimitd_decisions_total{result="denied",source="memory"}'], 2)
+        self.assertEqual(m.get('ratelimitd_decisions_total{result="allowed",source="redis"}',
+                               0), 0)
         # c2 closed: its lease went back
         with Client(d.port) as c:
             wait_until(lambda: c.request("ACQUIRE gil export 4").startswith("ALLOWED"),
