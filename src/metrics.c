@@ -39,6 +39,7 @@
 #include "listener.h"
 #include "local.h"
 #include "log.h"
+#include "override_live.h"
 #include "metrics_conn.h"
 #include "process.h"
 #include "proto.h"
@@ -743,8 +744,10 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
 /*
  * /health (for load balancers: 200 while this daemon decides for real, or
  * alone when every daemon must), /readyz (Kubernetes' readiness: the same,
- * and 503 from the moment SIGTERM arrives, so the pod leaves the Service's
- * endpoints before its listeners close) and /livez (liveness: 200 whenever
+ * and 503 until the run-time overrides are read, an override set before
+ * the daemon started being a decision it would get wrong; 503 too from
+ * the moment SIGTERM arrives, so the pod leaves the Service's endpoints
+ * before its listeners close) and /livez (liveness: 200 whenever
  * the event loop turns to answer, whatever Redis does: a Redis outage must
  * not restart healthy pods). /health also turns 503 at SIGTERM.
  */
@@ -762,6 +765,7 @@ static void probe_reply(struct metrics *m, struct evhttp_request *req, struct ev
 	enum store_verdict v =
 		store_verdict(server_store(m->srv), server_config(m->srv)->on_store_error,
 			      local_active(server_local(m->srv)), &why, &refusal);
+	const struct override_live *live = server_env(m->srv)->live;
 	if (m->stopping) {
 		evbuffer_add_printf(body, "stopping\n");
 		reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
@@ -777,6 +781,11 @@ static void probe_reply(struct metrics *m, struct evhttp_request *req, struct ev
 			evbuffer_add_printf(body, "%s: %s\n", why, refusal);
 		else
 			evbuffer_add_printf(body, "%s\n", why);
+		reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
+	} else if (probe == PROBE_READY && live && !override_live_ready(live, &why)) {
+		/* it decides, but would miss an override set before it started */
+		evbuffer_add_printf(body, "run-time overrides not read yet%s%s\n",
+				    why[0] ? ": " : "", why);
 		reply_text(req, HTTP_SERVUNAVAIL, "Service Unavailable", body, "text/plain");
 	} else {
 		evbuffer_add_printf(body, "ok\n");

@@ -592,3 +592,9 @@ int override_live_user_valid(const char *user, size_t ulen)
 			return 0;
 	return 1;
 }
+
+int override_live_ready(const struct override_live *l, const char **why)
+{
+	*why = l->load_error;
+	return l->ever_loaded;
+}

@@ -68,5 +68,9 @@ struct override_live_item {
 /* 0 with *it (valid until the loop turns), or -1 past the last. */
 int override_live_nth(const struct override_live *l, size_t i, struct override_live_item *it);
 size_t override_live_count(const struct override_live *l);
+/* 1 once the hash has been read (or there is none to read: the memory
+ * store): until then an override set before this daemon started is not
+ * applied. 0 with *why: the last read's error, or "" when none failed. */
+int override_live_ready(const struct override_live *l, const char **why);
 
 #endif

@@ -203,7 +203,9 @@ class MetricsTest(DaemonTest):
         wait_until(lambda: http_get(self.mport, "/health")[::2] == (200, "ok\n"), 5 * SLOW,
                    what="/health 200 with Redis up")
         lost0 = scrape(self.mport)["ratelimitd_redis_connections_lost_total"]
-        self.assertEqual(http_get(self.mport, "/readyz")[::2], (200, "ok\n"))
+        # ready once the run-time overrides are read too (just after)
+        wait_until(lambda: http_get(self.mport, "/readyz")[::2] == (200, "ok\n"), 5 * SLOW,
+                   what="/readyz 200 with Redis up")
         self.assertEqual(http_get(self.mport, "/livez")[::2], (200, "ok\n"))
         self.redis.stop()
         wait_until(lambda: http_get(self.mport, "/health")[0] == 503, 5,
@@ -233,10 +235,30 @@ class MetricsTest(DaemonTest):
         self.redis = self.start_redis(port=self.redis.port)
         wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5,
                    what="/health back to 200 after Redis returned")
-        self.assertEqual(http_get(self.mport, "/readyz")[::2], (200, "ok\n"))
+        wait_until(lambda: http_get(self.mport, "/readyz")[::2] == (200, "ok\n"), 5 * SLOW,
+                   what="/readyz back to 200 after Redis returned")
         wait_until(lambda: scrape(self.mport)["ratelimitd_redis_connections_up"] == 2, 5,
                    what="both connections back")
         self.assertEqual(parse_decision(self.c.request("ALLOW a shut"))[2], 99)
+
+    def test_not_ready_until_the_run_time_overrides_are_read(self):
+        """/readyz waits for the run-time overrides: a daemon that decides
+        but has not read them would allow a user an admin blocked before it
+        started. /health (deciding for real) does not wait."""
+        self.redis = self.start_redis()
+        self.redis.call("SET", "rl:overrides", "not a hash")  # HGETALL fails: WRONGTYPE
+        self.start({"a": "100/1s"})
+        wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5 * SLOW,
+                   what="/health 200 with Redis up")
+        wait_until(lambda: "WRONGTYPE" in http_get(self.mport, "/readyz")[2], 5 * SLOW,
+                   what="/readyz to name the read that fails")
+        status, _, body = http_get(self.mport, "/readyz")
+        self.assertEqual(status, 503)
+        self.assertRegex(body, r"^run-time overrides not read yet: .*WRONGTYPE")
+        self.assertEqual(parse_decision(self.c.request("ALLOW u a"))[0], "ALLOWED")
+        self.redis.call("DEL", "rl:overrides")
+        wait_until(lambda: http_get(self.mport, "/readyz")[::2] == (200, "ok\n"), 5 * SLOW,
+                   what="/readyz 200 once they are read")
 
     def test_health_says_stopping_while_draining(self):
         """After SIGTERM the daemon still answers what it owes; meanwhile
