@@ -56,6 +56,7 @@ struct override_live {
 	int64_t offset_ms; /* Redis's clock minus ours */
 	struct event *tick;
 	int loaded, loading, ever_loaded;
+	int load_failed;      /* the last read failed: the next waits TICK_MS */
 	unsigned epoch;	      /* bumped when the prefix (the hash) changes */
 	int load_followed;    /* notices were followed when the hash was last read */
 	char load_error[128]; /* why the last read failed, logged once */
@@ -306,6 +307,7 @@ static void load_done(struct override_live *l, const struct store_override_resul
 	case STORE_OVERRIDE_OK:
 		loaded(l, res, plain);
 		l->load_error[0] = '\0';
+		l->load_failed = 0;
 		return;
 	case STORE_OVERRIDE_KEPT: /* nothing to read: they live here only */
 		l->loaded = l->ever_loaded = 1;
@@ -326,6 +328,7 @@ static void load_done(struct override_live *l, const struct store_override_resul
 		break;
 	}
 	l->loaded = 0; /* read it again: it may have changed meanwhile */
+	l->load_failed = 1;
 }
 
 static void call_done(void *arg, const struct store_override_result *res)
@@ -394,8 +397,9 @@ static void prune(struct override_live *l)
 static void tick_arm(struct override_live *l)
 {
 	/* often until the hash is read: a daemon starting applies the
-	 * overrides as soon as Redis answers */
-	int ms = l->ever_loaded ? TICK_MS : TICK_FIRST_MS;
+	 * overrides as soon as Redis answers; but a read that fails (an ACL,
+	 * a key of another type) is not asked again 100 times a second */
+	int ms = l->ever_loaded || l->load_failed ? TICK_MS : TICK_FIRST_MS;
 	struct timeval tv = {.tv_sec = 0, .tv_usec = ms * 1000};
 	evtimer_add(l->tick, &tv);
 }

@@ -256,6 +256,17 @@ class MetricsTest(DaemonTest):
         self.assertEqual(status, 503)
         self.assertRegex(body, r"^run-time overrides not read yet: .*WRONGTYPE")
         self.assertEqual(parse_decision(self.c.request("ALLOW u a"))[0], "ALLOWED")
+
+        # and it asks again calmly: a few reads a second, not one every
+        # 10 ms (the pace of a first read) for as long as it fails
+        def reads():
+            info = self.redis.call("INFO", "commandstats").decode()
+            m = re.search(r"cmdstat_hgetall:calls=(\d+)", info)
+            return int(m.group(1)) if m else 0
+        r0, t0 = reads(), time.monotonic()
+        time.sleep(1.0)
+        per_s = (reads() - r0) / (time.monotonic() - t0)
+        self.assertLessEqual(per_s, 8, "reads of the overrides' hash per second")
         self.redis.call("DEL", "rl:overrides")
         wait_until(lambda: http_get(self.mport, "/readyz")[::2] == (200, "ok\n"), 5 * SLOW,
                    what="/readyz 200 once they are read")
