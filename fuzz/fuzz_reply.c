@@ -165,7 +165,7 @@ static void decode_pairs(const redisReply *rep, unsigned long first, int npairs)
 	struct store_result res, clean;
 	memset(&res, 0xa5, sizeof(res));
 	unsigned long width = 7 + 3 * (unsigned long)npairs;
-	check(store_reply_width(npairs, 0) == width, "width of a decision over pairs");
+	check(store_reply_width(npairs, 0, 0) == width, "width of a decision over pairs");
 	int rc = store_reply_decision_all(rep, first, first + width, npairs, &res);
 	memset(&clean, 0, sizeof(clean));
 	check(store_reply_decision_all(rep, first, first + width, npairs, &clean) == rc &&

@@ -33,6 +33,11 @@ void cmd_result_release(struct cmd_result *res)
 {
 	free(res->item);
 	res->item = NULL;
+	/* only a STATE's reply holds one (cmd_execute starts it NULL) */
+	if (res->kind == CMD_REPLY_STATE) {
+		free(res->state);
+		res->state = NULL;
+	}
 }
 
 _Static_assert(CMD_WHO_MAX == CONFIG_IDENTITY_NAME_MAX, "an identity's name fits a caller");
@@ -188,6 +193,7 @@ void cmd_execute(struct config *cfg, const struct cmd_env *env, const struct cmd
 	}
 	slot->res.multi = 0;
 	slot->res.pair = 0;
+	slot->res.state = NULL;
 	slot->res.pairs = pc->figures;
 	if ((unsigned)pc->verb >= CMD_VERB_N) {
 		cmd_reply_error(slot, CMD_ERR_UNKNOWN_COMMAND, "unknown command");

@@ -10,6 +10,7 @@
 #include "multi.h" /* multi_execute: MALLOW, MPEEK */
 
 struct config;
+struct policy;
 
 /* Executes pc into slot (completing it once); authorize has passed. */
 typedef void cmd_handler(struct config *cfg, const struct cmd_env *env,
@@ -21,5 +22,11 @@ cmd_handler cmd_run_hold;     /* SETTLE, CANCEL of a hold */
 cmd_handler cmd_run_lease;    /* ACQUIRE, RELEASE, RENEW (leases.c) */
 cmd_handler cmd_run_live;     /* OVERRIDE, UNOVERRIDE, OVERRIDES */
 cmd_handler cmd_run_top;      /* TOP */
+cmd_handler cmd_run_state;    /* STATE (cmd_state.c) */
+
+/* A concurrency policy's STATE, as leases.c read it: the leases' limit,
+ * the units free, and ms until the last lease held expires. */
+void cmd_state_lease(struct cmd_slot *slot, const struct policy *p, int64_t limit,
+		     int64_t remaining, int64_t last_ms);
 
 #endif

@@ -58,6 +58,7 @@ const struct cmd_verb_row cmd_verbs[CMD_VERB_N] = {
 	[CMD_SETTLE] = {"SETTLE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_hold},
 	[CMD_CANCEL] = {"CANCEL", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_hold},
 	[CMD_TOP] = {"TOP", ADMIN, 1, NULL, TEXT, NO_OP, cmd_run_top},
+	[CMD_STATE] = {"STATE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_state},
 };
 
 int cmd_verb_named(const char *word, size_t len, unsigned front)

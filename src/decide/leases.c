@@ -180,8 +180,9 @@ static void answer(struct call *c, const struct lease_result *r, enum stats_from
 		slot->res.kind = CMD_REPLY_OK;
 		decide_complete(slot);
 		return;
-	case LEASE_PEEK:
-		break;
+	case LEASE_PEEK: /* STATE */
+		cmd_state_lease(slot, c->p, r->limit, r->remaining, r->ms);
+		return;
 	}
 	decide_error(slot, CMD_ERR_SYNTAX, "no such lease operation");
 }
@@ -291,6 +292,10 @@ void leases_execute(struct config *cfg, const struct cmd_env *env, const struct 
 	case CMD_RESET:
 		c->op = LEASE_RESET;
 		run(cfg, env, c, p, pc->user, pc->user_len, "", 1);
+		return;
+	case CMD_STATE: /* a PEEK of cost 0: the leases held, nothing taken */
+		c->op = LEASE_PEEK;
+		run(cfg, env, c, p, pc->user, pc->user_len, "", 0);
 		return;
 	case CMD_RELEASE:
 	case CMD_RENEW: {

@@ -29,7 +29,7 @@ void leases_sweep(struct leases *l);
 
 /*
  * Executes pc on the concurrency policy p (ACQUIRE; RESET, which forgets
- * every lease of the user) or on the lease pc->lease_id names (RELEASE,
+ * every lease of the user; STATE, which reads them) or on the lease pc->lease_id names (RELEASE,
  * RENEW; p: its action's policy, or NULL when the configuration has it no
  * more), answering slot as cmd_execute does.
  */

@@ -44,8 +44,9 @@ enum cmd_verb {
 	CMD_SETTLE,	/* a hold's actual cost: the difference charged or given back */
 	CMD_CANCEL,	/* a hold's estimate given back */
 	CMD_TOP,	/* admin: the index-th heavy hitter of an action (top.h) */
+	CMD_STATE,	/* every limit of a pair as it stands, nothing counted (cmd_state.c) */
 };
-#define CMD_VERB_N (CMD_TOP + 1)
+#define CMD_VERB_N (CMD_STATE + 1)
 
 /* The most pairs one MALLOW or MPEEK of the text protocols (line, RESP,
  * HTTP) may name: what their requests hold in place. */
@@ -208,6 +209,35 @@ enum cmd_reply {
 	CMD_REPLY_ITEM,	 /* OVERRIDES: an override (item), or the end (item NULL) */
 	CMD_REPLY_LEASE, /* ACQUIRE, RENEW: a decision (allowed) and the lease's id (item) */
 	CMD_REPLY_TOP,	 /* TOP: a heavy hitter (item: its user), or the end (item NULL) */
+	CMD_REPLY_STATE, /* STATE: every limit of the pair (state) */
+};
+
+/* STATE: one limit of the pair's policy as it stands. */
+struct cmd_state_limit {
+	/* its window: a window's period (a calendar window's: the one holding
+	 * now), a funnel's time to drain when full, a lease's time */
+	int64_t window_ms;
+	enum calendar_unit calendar; /* CALENDAR_NONE: no calendar window */
+	int64_t limit, used, remaining, reset_ms;
+	/* the window holding now (Unix ms); 0 0: none (a log, a funnel, leases) */
+	int64_t start_ms, end_ms;
+};
+
+/* What applies to a pair besides its counts (STATE). */
+enum cmd_state_override {
+	CMD_STATE_NONE,
+	CMD_STATE_LIMITS,    /* an override's limits count, not the policy's */
+	CMD_STATE_UNLIMITED, /* always allowed: the counts are kept, unused */
+	CMD_STATE_BLOCKED,   /* always denied */
+};
+
+/* STATE's reply: the pair's limits in the policy's order. */
+struct cmd_state {
+	enum policy_algo algo;
+	enum cmd_state_override override;
+	int64_t ban_ms; /* a ban in force: what it has left; 0: none */
+	int nlimits;
+	struct cmd_state_limit limits[POLICY_MAX_LIMITS];
 };
 
 /* One run-time override as OVERRIDES shows it; text holds user, action and
@@ -258,6 +288,8 @@ struct cmd_result {
 	 * `limit` (TOP: the users listed, and the action's estimated requests
 	 * and denials in remaining and retry_after_ms) */
 	struct cmd_item *item;
+	/* CMD_REPLY_STATE: owned by the result (cmd_result_release) */
+	struct cmd_state *state;
 	/* The store refused it at once, too busy to decide it in time (store
 	 * overload), whatever the reply says: the connection then slows its
 	 * reading (conn.c). */

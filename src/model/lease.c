@@ -196,6 +196,14 @@ int lease_apply(struct lease_set *s, enum lease_op op, const char *member, int64
 	out->expired = purge(s, now_us);
 	int64_t h = held(s);
 	ssize_t at;
+	if (op == LEASE_PEEK && cost == 0) {
+		/* STATE: the units held, and ms until the last lease expires */
+		int64_t last = lease_set_last_us(s);
+		out->ok = 1;
+		out->remaining = limit - h;
+		out->ms = last > now_us ? (last - now_us + 999) / 1000 : 0;
+		return 0;
+	}
 	switch (op) {
 	case LEASE_ACQUIRE:
 	case LEASE_PEEK:

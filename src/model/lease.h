@@ -69,7 +69,8 @@ struct lease_result {
 	int64_t remaining; /* units free after the op */
 	/* ok: the lease's time left (ACQUIRE, RENEW; 0 otherwise); not ok: the
 	 * time until the soonest lease expires (-1: never enough, cost >
-	 * limit; 0 for RELEASE and RENEW of a lease not held) */
+	 * limit; 0 for RELEASE and RENEW of a lease not held); a PEEK of
+	 * cost 0 (STATE): ok, and the time until the last lease expires */
 	int64_t ms;
 	int64_t expired; /* leases found expired, not released (dropped now) */
 };

@@ -1035,6 +1035,39 @@ int limiter_settle(const struct policy *p, struct limiter_state *st, struct limi
 	return 0;
 }
 
+int limiter_look(const struct policy *p, struct limiter_state *st, int64_t now_us,
+		 struct limiter_result *out, struct limiter_key *keys)
+{
+	struct group g;
+	if (decide(p, st, LIMITER_PEEK, 1, now_us, 0, out) < 0 ||
+	    check_group(p, st, 1, now_us, &g) < 0)
+		return -1;
+	for (int i = 0; i < p->nlimits; i++) {
+		const struct check *c = &g.c[i];
+		struct limiter_key *k = &keys[i];
+		*k = (struct limiter_key){.remaining = c->remaining, .reset_ms = c->reset};
+		switch (p->algo) {
+		case POLICY_FUNNEL:
+			k->used = c->limit - c->remaining;
+			break;
+		case POLICY_FIXED_WINDOW:
+		case POLICY_SLIDING_COUNTER:
+			k->used = p->algo == POLICY_FIXED_WINDOW ? c->used : c->est;
+			k->start_ms = c->f.start / 1000;
+			k->end_ms = (c->f.start + c->f.len) / 1000;
+			break;
+		case POLICY_SLIDING_WINDOW:
+		case POLICY_CONCURRENCY:
+			k->used = c->used;
+			break;
+		}
+	}
+	if (g.ban)
+		keys[p->nlimits] = (struct limiter_key){.used = g.banned,
+							.reset_ms = g.banned ? g.ban->retry : 0};
+	return 0;
+}
+
 void limiter_state_free(struct limiter_state *st)
 {
 	free(st->log);

@@ -106,6 +106,21 @@ int limiter_hold(const struct policy *p, struct limiter_state *st, struct limite
  */
 int limiter_settle(const struct policy *p, struct limiter_state *st, struct limiter_state *hs,
 		   uint64_t nonce, int64_t actual, int64_t now_us, struct limiter_result *out);
+/* One key's own figures in a STATE (the script's state_out): the units
+ * counted (a log's entries, a window's count, a counter's estimate, what
+ * fills a funnel), remaining, reset and the window holding now (ms on
+ * now's clock; 0 0 for a log or a funnel); a ban's: used 1 while in
+ * force, reset_ms what it has left. */
+struct limiter_key {
+	int64_t used, remaining, reset_ms, start_ms, end_ms;
+};
+/*
+ * STATE: decides as LIMITER_PEEK of one unit into out, changing nothing,
+ * and tells keys[0..policy_nkeys(p)) their own figures (the limits', then
+ * the ban's). Returns 0, or -1 as limiter_decide.
+ */
+int limiter_look(const struct policy *p, struct limiter_state *st, int64_t now_us,
+		 struct limiter_result *out, struct limiter_key *keys);
 void limiter_state_free(struct limiter_state *st);
 
 #endif

@@ -8,7 +8,8 @@
 
 /* STORE_CHARGE: count the cost in every limit, never denied (CHARGE);
  * STORE_HOLD: an ALLOW that opens a hold; STORE_SETTLE, STORE_CANCEL: the
- * hold's actual cost, or none (store_request's hold fields). */
+ * hold's actual cost, or none (store_request's hold fields); STORE_STATE:
+ * a PEEK that tells every limit's own figures too (store_result.keys). */
 enum store_op {
 	STORE_ALLOW,
 	STORE_PEEK,
@@ -16,7 +17,8 @@ enum store_op {
 	STORE_CHARGE,
 	STORE_HOLD,
 	STORE_SETTLE,
-	STORE_CANCEL
+	STORE_CANCEL,
+	STORE_STATE
 };
 
 enum store_status {

@@ -33,6 +33,7 @@ static const char *const verb_names[CMD_VERB_N] = {
 	[CMD_RENEW] = "renew",	       [CMD_CHARGE] = "charge",
 	[CMD_HOLD] = "hold",	       [CMD_SETTLE] = "settle",
 	[CMD_CANCEL] = "cancel",       [CMD_TOP] = "top",
+	[CMD_STATE] = "state",
 };
 
 static const char *const error_codes[CMD_ERR_N] = {
@@ -54,6 +55,17 @@ static const char *const error_codes[CMD_ERR_N] = {
 	[CMD_ERR_NO_HOLD] = "no-hold",
 	[CMD_ERR_OUT_OF_MEMORY] = "out-of-memory",
 };
+
+const char *proto_state_override_name(enum cmd_state_override o)
+{
+	static const char *const names[] = {
+		[CMD_STATE_NONE] = "none",
+		[CMD_STATE_LIMITS] = "limits",
+		[CMD_STATE_UNLIMITED] = "unlimited",
+		[CMD_STATE_BLOCKED] = "blocked",
+	};
+	return (unsigned)o < sizeof(names) / sizeof(names[0]) ? names[o] : "none";
+}
 
 const char *proto_verb_name(enum cmd_verb v)
 {
@@ -451,6 +463,10 @@ int proto_parse_verb(const char *const *arg, const size_t *alen, int n, unsigned
 	case CMD_RESET:
 		if (n != 3)
 			return admin_fail(err, CMD_ERR_SYNTAX, "usage: RESET <user> <action>");
+		break;
+	case CMD_STATE:
+		if (n != 3)
+			return admin_fail(err, CMD_ERR_SYNTAX, "usage: STATE <user> <action>");
 		break;
 	case CMD_THROTTLE:
 		break; /* not reached */

@@ -131,6 +131,9 @@ size_t proto_put_int(char *p, int64_t v);
 
 /* "allow", "peek", ...: the metric label of a verb. */
 const char *proto_verb_name(enum cmd_verb v);
+/* "none", "limits", "unlimited", "blocked": a STATE's override, as every
+ * protocol names it. */
+const char *proto_state_override_name(enum cmd_state_override o);
 /* "syntax", "bad-cost", ...: the code an error reply carries. */
 const char *proto_error_code(enum cmd_error e);
 

@@ -6,6 +6,7 @@
  *
  *   GET|POST /v1/allow?user=U&action=A[&cost=N]  (or a JSON body)
  *   GET|POST /v1/peek?...
+ *   GET|POST /v1/state?user=U&action=A          every limit of the pair (STATE)
  *   GET|POST /v1/mallow?user=U1&action=A1&user=U2&action=A2...[&cost=N]
  *   GET|POST /v1/mpeek?...                       (pairs: the i-th user with
  *                                                 the i-th action)
@@ -40,9 +41,12 @@ enum http_kind { HTTP_API, HTTP_AUTH };
 #define NOT_IMPLEMENTED 501
 #define VERSION_NOT_SUPPORTED 505
 
-#define REPLY_MAX 2048
-/* a decision's JSON (some 130 bytes) and a lease's id fit the body */
-_Static_assert(REPLY_MAX / 2 > 200 + LEASE_ID_MAX, "a lease's body fits");
+#define REPLY_MAX 4096
+/* a reply's body: what the head and its headers leave (at most 1024) */
+#define BODY_MAX (REPLY_MAX - 1024)
+/* a decision's JSON (some 130 bytes) and a lease's id fit the body, and a
+ * STATE's eight limits (state_body) */
+_Static_assert(BODY_MAX > 200 + LEASE_ID_MAX, "a lease's body fits");
 
 static size_t window_of(size_t max_line)
 {
@@ -765,6 +769,7 @@ struct route {
 static const struct route routes[] = {
 	{"/v1/allow", CMD_ALLOW, M_GET | M_POST, ROUTE_ARGS, NULL, 0, 0},
 	{"/v1/peek", CMD_PEEK, M_GET | M_POST, ROUTE_ARGS, NULL, 0, 0},
+	{"/v1/state", CMD_STATE, M_GET | M_POST, ROUTE_ARGS, NULL, 0, 0},
 	{"/v1/reset", CMD_RESET, M_POST, ROUTE_ARGS, NULL, 0, 0},
 	{"/v1/mallow", CMD_MALLOW, M_GET | M_POST, ROUTE_PAIRS, NULL, 0, 0},
 	{"/v1/mpeek", CMD_MPEEK, M_GET | M_POST, ROUTE_PAIRS, NULL, 0, 0},
@@ -896,6 +901,8 @@ static enum proto_step request_of(const struct args *a, struct cmd_request *req,
 		return bad(out, CMD_ERR_SYNTAX, "action is missing");
 	if (req->verb == CMD_RESET && a->cost)
 		return bad(out, CMD_ERR_SYNTAX, "RESET takes no cost");
+	if (req->verb == CMD_STATE && a->cost)
+		return bad(out, CMD_ERR_SYNTAX, "STATE takes no cost");
 	if (req->verb == CMD_CHARGE && !a->cost)
 		return bad(out, CMD_ERR_SYNTAX, "a charge needs its cost");
 	if (req->verb == CMD_HOLD && !a->cost)
@@ -1128,11 +1135,12 @@ static const char *local_message(int status)
 {
 	switch (status) {
 	case NOT_FOUND:
-		return "endpoints: /v1/allow /v1/peek /v1/mallow /v1/mpeek /v1/reset /v1/acquire "
-		       "/v1/leases/<id> /auth/<action>";
+		return "endpoints: /v1/allow /v1/peek /v1/state /v1/mallow /v1/mpeek /v1/reset "
+		       "/v1/acquire /v1/leases/<id> /auth/<action>";
 	case METHOD_NOT_ALLOWED:
-		return "/v1/allow, /v1/peek, /v1/mallow and /v1/mpeek take GET or POST, /v1/reset "
-		       "and /v1/acquire POST, /v1/leases/<id> DELETE, /v1/leases/<id>/renew POST";
+		return "/v1/allow, /v1/peek, /v1/state, /v1/mallow and /v1/mpeek take GET or POST, "
+		       "/v1/reset and /v1/acquire POST, /v1/leases/<id> DELETE, "
+		       "/v1/leases/<id>/renew POST";
 	case TOO_LARGE:
 		return "a body is at most 4096 bytes";
 	case NOT_IMPLEMENTED:
@@ -1246,12 +1254,50 @@ static size_t ratelimit_headers(char *buf, size_t n, const struct cmd_result *r,
 	return n;
 }
 
+/* STATE's JSON: {"algorithm", "override", "ban_ms", "limits": [{"window_ms",
+ * "limit", "used", "remaining", "reset_ms", "start_ms", "end_ms"[,
+ * "calendar"]}...]}, the limits in the policy's order. */
+static size_t state_body(char *body, const struct cmd_state *st)
+{
+	static const char *const keys[7] = {
+		"{\"window_ms\":", ",\"limit\":",    ",\"used\":",  ",\"remaining\":",
+		",\"reset_ms\":",  ",\"start_ms\":", ",\"end_ms\":"};
+	size_t bl = put(body, 0, "{\"algorithm\":\"");
+	bl = put(body, bl, policy_algo_name(st->algo));
+	bl = put(body, bl, "\",\"override\":\"");
+	bl = put(body, bl, proto_state_override_name(st->override));
+	bl = put(body, bl, "\",\"ban_ms\":");
+	bl = put_int(body, bl, st->ban_ms);
+	bl = put(body, bl, ",\"limits\":[");
+	for (int i = 0; i < st->nlimits && i < POLICY_MAX_LIMITS; i++) {
+		const struct cmd_state_limit *l = &st->limits[i];
+		int64_t v[7] = {l->window_ms, l->limit,	   l->used,  l->remaining,
+				l->reset_ms,  l->start_ms, l->end_ms};
+		if (i)
+			bl = put(body, bl, ",");
+		for (int j = 0; j < 7; j++) {
+			bl = put(body, bl, keys[j]);
+			bl = put_int(body, bl, v[j]);
+		}
+		if (l->calendar != CALENDAR_NONE) {
+			bl = put(body, bl, ",\"calendar\":\"");
+			bl = put(body, bl, calendar_unit_name(l->calendar));
+			bl = put(body, bl, "\"");
+		}
+		bl = put(body, bl, "}");
+	}
+	return put(body, bl, "]}\n");
+}
+/* its head (the longest algorithm and override), then per limit its keys,
+ * seven numbers, a calendar's unit */
+_Static_assert(BODY_MAX > 100 + POLICY_MAX_LIMITS * (110 + 7 * 20) + 4, "STATE's body fits");
+
 static size_t http_format(char *buf, const struct cmd_result *r, void *state)
 {
 	(void)state; /* HTTP's state is the request side's */
 	int kind = r->tag & TAG_KIND, legacy = (r->tag & TAG_LEGACY) != 0;
 	int deny = r->tag >> TAG_DENY_SHIFT;
-	char body[REPLY_MAX / 2];
+	char body[BODY_MAX];
 	size_t bl = 0;
 	size_t n;
 	switch (r->kind) {
@@ -1308,6 +1354,15 @@ static size_t http_format(char *buf, const struct cmd_result *r, void *state)
 		bl = put(body, bl, "}\n");
 		n = head(buf, r->allowed ? 200 : 429, "application/json", bl, r->close_after);
 		n = ratelimit_headers(buf, n, r, legacy);
+		break;
+	case CMD_REPLY_STATE:
+		if (!r->state) {
+			bl = put(body, bl, "{\"error\":\"out-of-memory\"}\n");
+			n = head(buf, 500, "application/json", bl, r->close_after);
+			break;
+		}
+		bl = state_body(body, r->state);
+		n = head(buf, 200, "application/json", bl, r->close_after);
 		break;
 	case CMD_REPLY_OK:
 	case CMD_REPLY_PONG:

@@ -178,6 +178,32 @@ static size_t format_top(char *buf, const struct cmd_result *res)
 _Static_assert(PROTO_LINE_REPLY_MAX > 4 + 20 + 1 + SHOWN_USER_MAX(64) + 3 * 21 + 1,
 	       "TOP's reply fits");
 
+/* STATE <algorithm> <override> <ban_ms> <limit>...: a limit is
+ * <window_ms>:<limit>:<used>:<remaining>:<reset_ms>:<start_ms>:<end_ms>,
+ * one word each, in the policy's order. */
+static size_t format_state(char *buf, const struct cmd_state *st)
+{
+	size_t n = put_str(buf, 0, "STATE ", PROTO_LINE_REPLY_MAX);
+	n = put_str(buf, n, policy_algo_name(st->algo), n + 32); /* sliding_window_counter */
+	buf[n++] = ' ';
+	n = put_str(buf, n, proto_state_override_name(st->override), n + 16);
+	buf[n++] = ' ';
+	n += proto_put_int(buf + n, st->ban_ms);
+	for (int i = 0; i < st->nlimits && i < POLICY_MAX_LIMITS; i++) {
+		const struct cmd_state_limit *l = &st->limits[i];
+		int64_t v[7] = {l->window_ms, l->limit,	   l->used,  l->remaining,
+				l->reset_ms,  l->start_ms, l->end_ms};
+		for (int j = 0; j < 7; j++) {
+			buf[n++] = j ? ':' : ' ';
+			n += proto_put_int(buf + n, v[j]);
+		}
+	}
+	buf[n++] = '\n';
+	return n;
+}
+_Static_assert(PROTO_LINE_REPLY_MAX > 6 + 32 + 1 + 16 + 21 + POLICY_MAX_LIMITS * 7 * 21 + 1,
+	       "STATE's reply fits");
+
 size_t proto_line_format(char *buf, const struct cmd_result *res)
 {
 	size_t cap = PROTO_LINE_REPLY_MAX - 1, n;
@@ -186,6 +212,10 @@ size_t proto_line_format(char *buf, const struct cmd_result *res)
 		return format_item(buf, res);
 	case CMD_REPLY_TOP:
 		return format_top(buf, res);
+	case CMD_REPLY_STATE:
+		if (res->state)
+			return format_state(buf, res->state);
+		break;
 	case CMD_REPLY_DECISION:
 	case CMD_REPLY_LEASE:
 		return format_decision(buf, res);

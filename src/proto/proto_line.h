@@ -10,8 +10,9 @@
 #include "proto.h"
 
 /* Longest reply line, newline included. */
-/* an OVERRIDES item: a user (512), an action (64), a spec (256), numbers */
-#define PROTO_LINE_REPLY_MAX 1024
+/* a STATE: eight limits of seven numbers (an OVERRIDES item: a user
+ * (512), an action (64), a spec (256), numbers) */
+#define PROTO_LINE_REPLY_MAX 2048
 
 extern const struct proto proto_line;
 

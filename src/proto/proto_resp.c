@@ -377,9 +377,65 @@ static size_t put_text(char *buf, size_t n, const char *s, size_t cap)
 	return n;
 }
 
-/* an OVERRIDES item: a user (512), an action (64), a spec (256), headers */
-#define REPLY_MAX 1024
+/* a STATE's map of eight limits (an OVERRIDES item: a user (512), an
+ * action (64), a spec (256), headers) */
+#define REPLY_MAX 4096
 _Static_assert(REPLY_MAX > 4 + 5 * 23 + 8 + LEASE_ID_MAX, "a lease's reply fits");
+
+/* A bulk string of a NUL-terminated word. */
+static size_t put_bulk(char *buf, size_t n, const char *s)
+{
+	size_t len = strlen(s);
+	n = put_int_line(buf, n, '$', (int64_t)len);
+	n = put(buf, n, s, len);
+	return put(buf, n, "\r\n", 2);
+}
+
+/* A map's key (RESP3) before its value; nothing in RESP2's arrays. */
+static size_t put_key(char *buf, size_t n, int resp3, const char *key)
+{
+	return resp3 ? put_bulk(buf, n, key) : n;
+}
+
+/*
+ * STATE: RESP3 a map {algorithm, override, ban_ms, limits}, each limit a
+ * map {window_ms, limit, used, remaining, reset_ms, start_ms, end_ms[,
+ * calendar]}; RESP2 the same values as arrays, a limit's seven integers
+ * in that order.
+ */
+static size_t state_reply(char *buf, const struct cmd_state *st, int resp3)
+{
+	static const char *const keys[7] = {"window_ms", "limit",    "used",  "remaining",
+					    "reset_ms",	 "start_ms", "end_ms"};
+	size_t n = put(buf, 0, resp3 ? "%4\r\n" : "*4\r\n", 4);
+	n = put_key(buf, n, resp3, "algorithm");
+	n = put_bulk(buf, n, policy_algo_name(st->algo));
+	n = put_key(buf, n, resp3, "override");
+	n = put_bulk(buf, n, proto_state_override_name(st->override));
+	n = put_key(buf, n, resp3, "ban_ms");
+	n = put_int_line(buf, n, ':', st->ban_ms);
+	n = put_key(buf, n, resp3, "limits");
+	int nl = st->nlimits < POLICY_MAX_LIMITS ? st->nlimits : POLICY_MAX_LIMITS;
+	n = put_int_line(buf, n, '*', nl);
+	for (int i = 0; i < nl; i++) {
+		const struct cmd_state_limit *l = &st->limits[i];
+		int cal = resp3 && l->calendar != CALENDAR_NONE;
+		int64_t v[7] = {l->window_ms, l->limit,	   l->used,  l->remaining,
+				l->reset_ms,  l->start_ms, l->end_ms};
+		n = put_int_line(buf, n, resp3 ? '%' : '*', 7 + cal);
+		for (int j = 0; j < 7; j++) {
+			n = put_key(buf, n, resp3, keys[j]);
+			n = put_int_line(buf, n, ':', v[j]);
+		}
+		if (cal) {
+			n = put_key(buf, n, resp3, "calendar");
+			n = put_bulk(buf, n, calendar_unit_name(l->calendar));
+		}
+	}
+	return n;
+}
+_Static_assert(REPLY_MAX > 4 + 4 * 40 + 8 + POLICY_MAX_LIMITS * (4 + 8 * (16 + 23) + 16),
+	       "STATE's reply fits");
 
 /*
  * redis-cell's reply: [limited, limit, remaining, retry_after_s,
@@ -496,6 +552,10 @@ static size_t resp_format(char *buf, const struct cmd_result *res, void *state)
 		n = put_int_line(buf, n, ':', res->item->requests);
 		n = put_int_line(buf, n, ':', res->item->over);
 		return put_int_line(buf, n, ':', (int64_t)res->item->cut);
+	case CMD_REPLY_STATE:
+		if (res->state)
+			return state_reply(buf, res->state, resp3);
+		break;
 	case CMD_REPLY_OK:
 		if (res->tag & TAG_HELLO)
 			return hello_switch(buf, res, rc);

@@ -95,6 +95,8 @@ static const char *op_arg(enum store_op op)
 		return SCRIPT_OP_SETTLE;
 	case STORE_CANCEL:
 		return SCRIPT_OP_CANCEL;
+	case STORE_STATE:
+		return SCRIPT_OP_STATE;
 	case STORE_RESET:
 		break;
 	}

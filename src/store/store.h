@@ -124,6 +124,9 @@ struct store_result {
 	 * 0 when no call did (the memory store, an error before one) */
 	uint64_t batch_sent_us, batch_read_us;
 	int batch_size;
+	/* STORE_STATE: how many keys' figures follow the groups (the
+	 * policy's limits', then its ban's) */
+	int nkeys;
 	/* and each pair's own figures (ngroups: 0 when not told); last, so
 	 * that what comes before may be cleared alone (only the first ngroups
 	 * are read) */
@@ -132,6 +135,13 @@ struct store_result {
 		int allowed;
 		int64_t remaining, reset_ms;
 	} groups[STORE_PAIRS_MAX];
+	/* STORE_STATE: each key's own figures, the first nkeys read: the
+	 * units counted, remaining, reset and the window holding now (Unix
+	 * ms; 0 0 for a log or a funnel); a ban's: used 1 while in force,
+	 * reset_ms what it has left */
+	struct store_key {
+		int64_t used, remaining, reset_ms, start_ms, end_ms;
+	} keys[POLICY_MAX_LIMITS + 1];
 };
 
 /*

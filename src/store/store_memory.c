@@ -304,6 +304,7 @@ struct decision {
 	struct dkey keys[STORE_PAIRS_MAX][POLICY_MAX_LIMITS + 2];
 	int nkeys[STORE_PAIRS_MAX]; /* loaded so far */
 	struct limiter_group groups[STORE_PAIRS_MAX];
+	struct limiter_key keys_state[POLICY_MAX_LIMITS + 1]; /* a STATE's */
 };
 
 /* Why decide() failed. */
@@ -441,6 +442,8 @@ static int decide(struct store_memory *s, const struct store_request *req, int64
 				rc = 0;
 				r = (struct limiter_result){0};
 			}
+		} else if (rc == 0 && req->op == STORE_STATE) {
+			rc = limiter_look(req->policy, d->st[0], now, &r, d->keys_state);
 		} else if (rc == 0)
 			rc = op == LIMITER_ALLOW && req->wait_ms > 0
 				     ? limiter_decide_wait(req->policy, d->st[0], req->cost, now,
@@ -458,6 +461,14 @@ static int decide(struct store_memory *s, const struct store_request *req, int64
 			res->groups[g] = (struct store_group){
 				d->groups[g].ok, d->groups[g].remaining, d->groups[g].reset_ms};
 		res->ngroups = req->npairs > 0 ? d->ngroups : 0;
+		if (req->npairs == 0 && req->op == STORE_STATE) {
+			res->nkeys = policy_nkeys(req->policy);
+			for (int i = 0; i < res->nkeys; i++) {
+				const struct limiter_key *k = &d->keys_state[i];
+				res->keys[i] = (struct store_key){
+					k->used, k->remaining, k->reset_ms, k->start_ms, k->end_ms};
+			}
+		}
 	}
 	return rc;
 }

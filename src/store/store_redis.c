@@ -342,6 +342,12 @@ static void batch_done(struct sbatch *b)
 	free(b);
 }
 
+/* A STATE's keys, whose figures its reply carries too; 0 for any other op. */
+static int sreq_state_keys(const struct sreq *r)
+{
+	return r->sv.op == STORE_STATE ? policy_nkeys(&r->sv.policy) : 0;
+}
+
 static int sreq_weight(const struct sreq *r)
 {
 	return r->sv.npairs > 0 ? r->sv.npairs + 1 : 1;
@@ -534,6 +540,7 @@ static int must_replicate(enum store_op op, const struct store_result *res)
 	case STORE_CHARGE:
 		return 1;
 	case STORE_PEEK:
+	case STORE_STATE:
 	case STORE_RESET:
 	case STORE_SETTLE:
 	case STORE_CANCEL:
@@ -618,10 +625,12 @@ static void batch_answer_each(struct store_redis *s, struct rconn *rc, struct sb
 	/* each decision's figures follow the previous one's */
 	unsigned long total = 0, first = 0;
 	for (int j = 0; j < b->n; j++)
-		total += store_reply_width(b->reqs[j]->sv.npairs, b->reqs[j]->sv.block_want > 0);
+		total += store_reply_width(b->reqs[j]->sv.npairs, b->reqs[j]->sv.block_want > 0,
+					   sreq_state_keys(b->reqs[j]));
 	for (int j = 0; j < b->n; j++) {
 		struct sreq *r = b->reqs[j];
 		int npairs = r->sv.npairs, block = r->sv.block_want > 0;
+		int state_keys = sreq_state_keys(r);
 		if (sreq_waiting(r)) { /* else answered already (timed out): drop the late reply */
 			struct store_result res;
 			int bad = npairs > 0 ? store_reply_decision_all(rep, first, total, npairs,
@@ -629,6 +638,8 @@ static void batch_answer_each(struct store_redis *s, struct rconn *rc, struct sb
 					     : store_reply_decision(rep, first, total, &res);
 			if (bad >= 0 && block)
 				bad = store_reply_block(rep, first, &res);
+			if (bad >= 0 && state_keys)
+				bad = store_reply_state(rep, first, state_keys, &res);
 			/* the call it rode in, for its trace (trace.h) */
 			res.batch_sent_us = b->sent_us;
 			res.batch_read_us = rc->c.last_rx_us;
@@ -647,7 +658,7 @@ static void batch_answer_each(struct store_redis *s, struct rconn *rc, struct sb
 			else
 				sreq_answer(r, &res, NULL);
 		}
-		first += store_reply_width(npairs, block);
+		first += store_reply_width(npairs, block, state_keys);
 		if (r) {
 			sreq_put(s, r);
 			b->reqs[j] = NULL;

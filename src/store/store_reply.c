@@ -87,12 +87,46 @@ static int decision(const struct redisReply *rep, unsigned long first, unsigned 
 		    struct store_result *out);
 
 /* (script_layout.txt's widths) */
-unsigned long store_reply_width(int npairs, int block)
+unsigned long store_reply_width(int npairs, int block, int state_keys)
 {
 	return npairs > 0
 		       ? SCRIPT_PAIRS_REPLY_WIDTH + SCRIPT_GROUP_REPLY_WIDTH * (unsigned long)npairs
 	       : block ? SCRIPT_OP_BLOCK_REPLY
+	       : state_keys
+		       ? SCRIPT_OP_STATE_REPLY + SCRIPT_STATE_KEY_WIDTH * (unsigned long)state_keys
 		       : SCRIPT_REPLY_WIDTH;
+}
+
+int store_reply_state(const struct redisReply *rep, unsigned long first, int nkeys,
+		      struct store_result *out)
+{
+	out->nkeys = 0;
+	/* (store_reply_decision checked first <= elements, and the type) */
+	if (nkeys < 1 || nkeys > POLICY_MAX_LIMITS + 1 ||
+	    rep->elements - first < store_reply_width(0, 0, nkeys))
+		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
+	for (int k = 0; k < nkeys; k++) {
+		int64_t v[SCRIPT_STATE_KEY_WIDTH];
+		for (int i = 0; i < SCRIPT_STATE_KEY_WIDTH; i++) {
+			const redisReply *e =
+				rep->element[first + SCRIPT_OP_STATE_REPLY +
+					     SCRIPT_STATE_KEY_WIDTH * (unsigned long)k +
+					     (unsigned long)i];
+			if (!e || e->type != REDIS_REPLY_INTEGER)
+				return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
+			v[i] = e->integer;
+		}
+		/* a count may pass its limit (a CHARGE's debt, a lowered
+		 * limit), never below 0; the window's bounds are times */
+		if (v[0] < 0 || v[0] > STORE_REPLY_COUNT_MAX || v[1] < 0 ||
+		    v[1] > STORE_REPLY_COUNT_MAX || v[2] < 0 || v[2] > STORE_REPLY_MS_MAX ||
+		    v[3] < 0 || v[3] > STORE_REPLY_TIME_MAX || v[4] < v[3] ||
+		    v[4] > STORE_REPLY_TIME_MAX)
+			return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
+		out->keys[k] = (struct store_key){v[0], v[1], v[2], v[3], v[4]};
+	}
+	out->nkeys = nkeys;
+	return 0;
 }
 
 /* a window's block lasts until the window ends: at most 400 days */
@@ -130,7 +164,7 @@ int store_reply_decision_all(const struct redisReply *rep, unsigned long first, 
 	store_result_reset(out);
 	if (npairs < 1 || npairs > STORE_PAIRS_MAX)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
-	unsigned long width = store_reply_width(npairs, 0);
+	unsigned long width = store_reply_width(npairs, 0, 0);
 	if (decision(rep, first, total, out) < 0)
 		return -1;
 	/* (decision() checked first <= elements) */

@@ -10,11 +10,12 @@ struct redisReply;
 struct store_result;
 
 /* How many elements of the script's reply a decision takes: 5, 7 for one
- * that takes a block, or for a decision over npairs pairs 7 + 3 * npairs.
+ * that takes a block, 5 + 5 * state_keys for a STATE of that many keys
+ * (0: not a STATE), or for a decision over npairs pairs 7 + 3 * npairs.
  * A call's decisions follow each other; `total`, their sum, is where
  * Redis's text of the first failure (a decision answered -1) follows
  * them. */
-unsigned long store_reply_width(int npairs, int block);
+unsigned long store_reply_width(int npairs, int block, int state_keys);
 
 /* The largest figures a decision of the script can carry: a count or a
  * remaining within a Lua number's exact integers, a wait or a reset
@@ -23,6 +24,8 @@ unsigned long store_reply_width(int npairs, int block);
  * what the front ends compute from these (seconds, rounded up) in range. */
 #define STORE_REPLY_COUNT_MAX (1LL << 53)
 #define STORE_REPLY_MS_MAX (1LL << 40)
+/* A time of day (Unix ms, a STATE's window bounds): before year 10000. */
+#define STORE_REPLY_TIME_MAX 253402300800000LL
 
 /*
  * Reads the five integers of one decision (allowed, limit, remaining,
@@ -47,6 +50,12 @@ int store_reply_decision_all(const struct redisReply *rep, unsigned long first, 
  * its units and valid ms, elements first+5 and first+6, into out->block
  * and out->block_ms (0 and 0 for none). 0, or -1 as store_reply_decision. */
 int store_reply_block(const struct redisReply *rep, unsigned long first, struct store_result *out);
+
+/* After store_reply_decision of a STATE (op "t") of nkeys keys (1 to
+ * POLICY_MAX_LIMITS + 1): five integers per key from element first+5,
+ * into out->keys and out->nkeys. 0, or -1 as store_reply_decision. */
+int store_reply_state(const struct redisReply *rep, unsigned long first, int nkeys,
+		      struct store_result *out);
 
 /* Classifies the text of an error reply ("NOPERM ...", "ERR ..."). */
 enum store_error store_reply_error(const char *err, size_t len);

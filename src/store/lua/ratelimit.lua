@@ -9,7 +9,8 @@
 -- then per decision (decision_argc says how many):
 --          op ("a" allow, "p" peek, "r" reset, "d" allow or delay, "g"
 --          charge: counted in every limit, never denied; "h" hold, "s"
---          settle with cost the actual, "x" cancel: see decide), cost,
+--          settle with cost the actual, "x" cancel: see decide; "t" state:
+--          a peek that tells every limit's figures, see state_out), cost,
 --          nlimits, per limit: algo (a key of `algos` below), capacity (a
 --          calendar window's: its bounds, see frame), count, period_ms,
 --          and for a reset two more: the channel and the
@@ -49,6 +50,8 @@
 --          (for "A" and "P": then the deciding group and the first shadow
 --          group that would have denied, both 1-based, 0 for none, then
 --          three per group: passed (1/0), remaining, reset_ms; see decide_all)
+--          ("t", STATE: the five of a "p", then five per key, its
+--          limits' and its ban's: see state_out; a width of 5 + 5 * nlimits)
 --          (allowed is -1 when that decision failed inside Redis, e.g. WRONGTYPE,
 --          -2 when its keys are not on this cluster node: ask again alone,
 --          and -3 when a SETTLE's or CANCEL's hold is not open);
@@ -180,7 +183,8 @@ end
 -- cost, ARGV[6] the limit, ARGV[7] the lease (ms). Leases past their expiry
 -- go first. Answers {ok (1/0), limit, remaining, ms, expired}: ms the
 -- lease's time left when ok (acquire, renew), else the time until the
--- soonest expiry (-1: cost > limit, never).
+-- soonest expiry (-1: cost > limit, never); a peek of cost 0 (STATE):
+-- ok, and the time until the last lease expires.
 if ARGV[2] == 'lease' then
   local now = tonumber(ARGV[1])
   if now == 0 then
@@ -212,6 +216,13 @@ if ARGV[2] == 'lease' then
     if #e > 0 then
       redis.call('PEXPIRE', key, math.floor((tonumber(e[2]) - now + 999) / 1000))
     end
+  end
+  if op == 'p' and cost == 0 then
+    -- STATE: the units held, and ms until the last lease expires
+    local e = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local last = 0
+    if #e > 0 then last = math.max(0, math.floor((tonumber(e[2]) - now + 999) / 1000)) end
+    return {1, limit, limit - held, last, expired}
   end
   if op == 'a' or op == 'p' then
     if cost > limit then return {0, limit, limit - held, -1, expired} end
@@ -1073,6 +1084,37 @@ local function block_take(checks, nlimits, want, ttl_ms)
   return extra, valid
 end
 
+-- A STATE ("t"): after the PEEK's five, STATE_KEY_WIDTH integers per key
+-- of the decision, its limits' then its ban's, from their checks: the
+-- units counted (a sliding log's entries, a fixed window's count, a
+-- counter's estimate, what fills a funnel: its capacity less what it
+-- has room for), remaining, reset (ms) and the window holding now (ms,
+-- Redis's clock; 0 0 for a log or a funnel, which have none); a ban's:
+-- 1 while it is in force, 0, the ms it has left, 0, 0.
+local function state_out(out, checks, nlimits)
+  local n = #out
+  for i = 1, nlimits do
+    local r = checks[i]
+    local used, start, stop = 0, 0, 0
+    if r.ban then
+      if r.banned then used = 1 end
+      out[n + 1], out[n + 2], out[n + 3] = used, 0, r.banned and r.retry or 0
+    else
+      if r.new_tat then
+        used = r.limit - r.remaining
+      elseif r.f then
+        used = r.est or r.used
+        start, stop = floor(r.f.start / 1000), floor((r.f.start + r.f.len) / 1000)
+      else
+        used = r.used
+      end
+      out[n + 1], out[n + 2], out[n + 3] = used, r.remaining, r.reset
+    end
+    out[n + 4], out[n + 5] = start, stop
+    n = n + STATE_KEY_WIDTH
+  end
+end
+
 -- The five integers of an allowed answer.
 local function allowed_out(out, bind, remaining, retry)
   local n = #out
@@ -1085,6 +1127,9 @@ end
 
 -- One decision: keys from K[k], its arguments from ARGV index a.
 local function decide(out, op, cost, nlimits, a, k)
+  -- a STATE decides as a PEEK, then tells every key's figures (state_out)
+  local state = op == OP_STATE
+  if state then op = OP_PEEK end
   if op == OP_RESET then
     for i = 0, nlimits - 1 do redis.call('DEL', K[k + i]) end
     -- every daemon drops its cached denials for this pair
@@ -1214,6 +1259,7 @@ local function decide(out, op, cost, nlimits, a, k)
   out[n + 4] = bind.retry
   out[n + 5] = bind.reset
   if op == OP_BLOCK then out[n + 6] = 0; out[n + 7] = 0 end
+  if state then state_out(out, checks, nlimits) end
 end
 
 -- The table decide_one's checks (and counter_run's helpers) fill in place
@@ -1723,6 +1769,8 @@ while d <= n do
       width = PAIRS_REPLY_WIDTH + GROUP_REPLY_WIDTH * num(ARGV[at + 2])
     else
       width = OP_REPLY[op] or REPLY_WIDTH
+      -- a STATE's: per key too (the limits' and the ban's)
+      if op == OP_STATE then width = width + STATE_KEY_WIDTH * num(ARGV[a + 2]) end
     end
     -- A key of the wrong type (written by something else) fails only its own
     -- decision, not the whole batch. Checks run before any write, so a failed
