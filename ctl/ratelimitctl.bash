@@ -15,7 +15,7 @@ _ratelimitctl()
 		cword=$COMP_CWORD
 	fi
 
-	local commands="allow peek reset override unoverride overrides top ping acquire release renew check-config policies reload replay rls health"
+	local commands="allow peek state reset override unoverride overrides top ping acquire release renew check-config policies reload replay rls health"
 	local options="-s --address --addr -c --config -p --pid-file -j --json -T --timeout -k --token-file --tls --cacert --cert --key --servername -V --version -h --help"
 
 	case $prev in
@@ -57,7 +57,7 @@ _ratelimitctl()
 
 	local arg=$((cword - cmdi)) # 1 for the first argument of the command
 	case $cmd in
-	allow | peek | reset | override | unoverride | acquire)
+	allow | peek | state | reset | override | unoverride | acquire)
 		# USER ACTION [USER ACTION]...: actions at even positions
 		if ((arg % 2 == 0)) && { [[ $cmd == allow || $cmd == peek ]] || ((arg == 2)); }; then
 			local policies

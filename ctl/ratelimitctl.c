@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -58,6 +59,8 @@ static void usage(FILE *f)
 		"  allow USER ACTION [USER ACTION]... [COST]   ask and count (several pairs: "
 		"MALLOW)\n"
 		"  peek USER ACTION [USER ACTION]... [COST]    ask without counting\n"
+		"  state USER ACTION                           every limit of the pair as it\n"
+		"                                              stands, counting nothing\n"
 		"  reset USER ACTION                           forget a user's state (admin)\n"
 		"  override USER ACTION SPEC [TTL]             set a run-time override (admin)\n"
 		"  unoverride USER ACTION                      clear it (admin)\n"
@@ -319,6 +322,74 @@ static int cmd_decide(struct ctl *c, int peek, char **args, int nargs)
 		return decision_request(c, verb, wargs, nargs + 2);
 	}
 	return decision_request(c, verb, args, nargs);
+}
+
+/* A window's bound (Unix ms) as UTC: 2026-12-01T00:00:00Z. */
+static void print_time(int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char s[32];
+	if (!gmtime_r(&t, &tm) || !strftime(s, sizeof(s), "%Y-%m-%dT%H:%M:%SZ", &tm))
+		snprintf(s, sizeof(s), "%lld ms", (long long)ms);
+	printf("%s", s);
+}
+
+/* state USER ACTION: STATE's limits, a line each (or JSON). */
+static int cmd_state(struct ctl *c, char **args, int nargs)
+{
+	if (nargs != 2)
+		return ctl_fail(&c->x, "usage", "usage: state USER ACTION");
+	struct line_reply r;
+	if (request(c, "STATE", args, nargs, &r) != 0)
+		return CTL_EXIT_ERROR;
+	if (r.kind == LINE_REPLY_ERR)
+		return print_err_reply(c, &r);
+	if (r.kind != LINE_REPLY_STATE)
+		return ctl_fail(&c->x, "protocol", "unexpected reply to STATE");
+	static const char *const keys[7] = {"window_ms", "limit",    "used",  "remaining",
+					    "reset_ms",	 "start_ms", "end_ms"};
+	if (c->x.json) {
+		printf("{\"command\":\"state\",\"result\":\"ok\",\"algorithm\":");
+		ctl_json_str(r.algorithm.p, r.algorithm.len);
+		printf(",\"override\":");
+		ctl_json_str(r.override.p, r.override.len);
+		printf(",\"ban_ms\":%lld,\"limits\":[", (long long)r.ban_ms);
+		for (int i = 0; i < r.nlimits; i++) {
+			for (int j = 0; j < 7; j++)
+				printf("%s\"%s\":%lld",
+				       j   ? ","
+				       : i ? ",{"
+					   : "{",
+				       keys[j], (long long)r.limits[i][j]);
+			printf("}");
+		}
+		printf("]}\n");
+		return CTL_EXIT_OK;
+	}
+	printf("%.*s", (int)r.algorithm.len, r.algorithm.p);
+	if (!(r.override.len == 4 && !memcmp(r.override.p, "none", 4)))
+		printf(" (override: %.*s)", (int)r.override.len, r.override.p);
+	if (r.ban_ms > 0)
+		print_seconds("banned: free", r.ban_ms);
+	printf("\n");
+	for (int i = 0; i < r.nlimits; i++) {
+		const int64_t *l = r.limits[i];
+		if (l[0] % 1000 == 0)
+			printf("  %lld per %llds", (long long)l[1], (long long)(l[0] / 1000));
+		else
+			printf("  %lld per %.3fs", (long long)l[1], (double)l[0] / 1000);
+		printf(": %lld used, %lld remaining", (long long)l[2], (long long)l[3]);
+		print_seconds("full again", l[4]);
+		if (l[6] > 0) {
+			printf("; window ");
+			print_time(l[5]);
+			printf(" to ");
+			print_time(l[6]);
+		}
+		printf("\n");
+	}
+	return CTL_EXIT_OK;
 }
 
 static int cmd_simple(struct ctl *c, const char *verb, char **args, int nargs, int min, int max,
@@ -647,9 +718,10 @@ static int is_admin_command(const char *cmd)
 
 /* The commands a person types, for nearest_command. */
 static const char *const commands[] = {
-	"allow",  "peek",	  "reset",    "override", "unoverride", "overrides", "top",
-	"ping",	  "acquire",	  "release",  "renew",	  "charge",	"hold",	     "settle",
-	"cancel", "check-config", "policies", "reload",	  "replay",	"rls",	     "health",
+	"allow",     "peek",   "state",	 "reset",   "override",	    "unoverride",
+	"overrides", "top",    "ping",	 "acquire", "release",	    "renew",
+	"charge",    "hold",   "settle", "cancel",  "check-config", "policies",
+	"reload",    "replay", "rls",	 "health",
 };
 
 /* The one command a typo of cmd is nearest to (at most 2 edits), or NULL. */
@@ -694,10 +766,10 @@ static int run(struct ctl *c, char **args, int nargs)
 		return ctl_fail(&c->x, "usage",
 				"--addr names a gRPC listener (rls, health); %s takes -s ADDRESS",
 				cmd);
-	int known = !strcmp(cmd, "allow") || !strcmp(cmd, "peek") || !strcmp(cmd, "ping") ||
-		    !strcmp(cmd, "acquire") || !strcmp(cmd, "release") || !strcmp(cmd, "renew") ||
-		    !strcmp(cmd, "charge") || !strcmp(cmd, "hold") || !strcmp(cmd, "settle") ||
-		    !strcmp(cmd, "cancel") || is_admin_command(cmd);
+	int known = !strcmp(cmd, "allow") || !strcmp(cmd, "peek") || !strcmp(cmd, "state") ||
+		    !strcmp(cmd, "ping") || !strcmp(cmd, "acquire") || !strcmp(cmd, "release") ||
+		    !strcmp(cmd, "renew") || !strcmp(cmd, "charge") || !strcmp(cmd, "hold") ||
+		    !strcmp(cmd, "settle") || !strcmp(cmd, "cancel") || is_admin_command(cmd);
 	if (!known) {
 		/* one line, with the command meant if it is a typo away, not
 		 * the whole usage (which --help prints) */
@@ -738,6 +810,8 @@ static int run(struct ctl *c, char **args, int nargs)
 
 	if (!strcmp(cmd, "allow") || !strcmp(cmd, "peek"))
 		return cmd_decide(c, cmd[0] == 'p', args, nargs);
+	if (!strcmp(cmd, "state"))
+		return cmd_state(c, args, nargs);
 	if (!strcmp(cmd, "ping"))
 		return cmd_simple(c, "PING", args, nargs, 0, 0, "");
 	if (!strcmp(cmd, "charge"))

@@ -75,6 +75,36 @@ static int parse_decision(const struct line_reply_str *w, size_t n, struct line_
 	return 0;
 }
 
+/* STATE <algorithm> <override> <ban_ms> <limit>..., a limit seven
+ * integers joined by ':' (proto/protocol.md, STATE). */
+static int parse_state(const char *line, size_t len, struct line_reply *r)
+{
+	struct line_reply_str w[4 + LINE_REPLY_LIMITS_MAX];
+	size_t n = split(line, len, w, 4 + LINE_REPLY_LIMITS_MAX, 0);
+	if (n < 5 || n > 4 + LINE_REPLY_LIMITS_MAX || w[1].len == 0 || w[2].len == 0 ||
+	    parse_int(&w[3], &r->ban_ms) < 0 || r->ban_ms < 0)
+		return -1;
+	r->kind = LINE_REPLY_STATE;
+	r->algorithm = w[1];
+	r->override = w[2];
+	r->nlimits = (int)(n - 4);
+	for (int i = 0; i < r->nlimits; i++) {
+		const char *p = w[4 + i].p, *end = p + w[4 + i].len;
+		for (int j = 0; j < 7; j++) {
+			const char *colon = memchr(p, ':', (size_t)(end - p));
+			const char *stop = j < 6 ? colon : end;
+			if (!stop || (j == 6 && colon))
+				return -1;
+			struct line_reply_str num = {p, (size_t)(stop - p)};
+			/* a count, a time: never below 0 */
+			if (parse_int(&num, &r->limits[i][j]) < 0 || r->limits[i][j] < 0)
+				return -1;
+			p = stop + 1;
+		}
+	}
+	return 0;
+}
+
 int line_reply_parse(const char *line, size_t len, struct line_reply *r)
 {
 	struct line_reply_str w[7];
@@ -86,6 +116,8 @@ int line_reply_parse(const char *line, size_t len, struct line_reply *r)
 	if (len == 0 || memchr(line, '\n', len) || memchr(line, '\r', len))
 		return -1;
 	size_t n = split(line, len, w, 7, 0);
+	if (n >= 1 && is(&w[0], "STATE"))
+		return parse_state(line, len, r);
 	if (n >= 1 && is(&w[0], "ERR")) {
 		/* ERR <code> [<message>]: the message is free text */
 		n = split(line, len, w, 3, 1);

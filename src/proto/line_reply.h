@@ -20,7 +20,11 @@ enum line_reply_kind {
 	LINE_REPLY_OVERRIDE, /* an item of OVERRIDES */
 	LINE_REPLY_END,	     /* past OVERRIDES' or TOP's last item */
 	LINE_REPLY_TOP,	     /* an item of TOP */
+	LINE_REPLY_STATE,    /* STATE's limits */
 };
+
+/* The most limits a STATE reply lists (policy.h's POLICY_MAX_LIMITS). */
+#define LINE_REPLY_LIMITS_MAX 8
 
 struct line_reply_str {
 	const char *p;
@@ -44,6 +48,14 @@ struct line_reply {
 	 * index, then the action's requests and denied (-1: an END of
 	 * OVERRIDES, without them) */
 	int64_t denied, requests, over;
+	/* STATE: the algorithm, the override (none, limits, unlimited,
+	 * blocked), a ban's time left (ms, 0: none) and per limit, in the
+	 * policy's order: window_ms limit used remaining reset_ms start_ms
+	 * end_ms */
+	struct line_reply_str algorithm, override;
+	int64_t ban_ms;
+	int nlimits;
+	int64_t limits[LINE_REPLY_LIMITS_MAX][7];
 };
 
 /*

@@ -446,7 +446,7 @@ class ManPageTest(unittest.TestCase):
 
     def test_ratelimitctl(self):
         self.check(CTL, "ratelimitctl.1.scd",
-                   ["allow", "peek", "reset", "override", "unoverride", "overrides", "ping",
+                   ["allow", "peek", "state", "reset", "override", "unoverride", "overrides", "ping",
                     "acquire", "release", "renew", "check-config", "policies", "reload", "rls",
                     "health"])
 

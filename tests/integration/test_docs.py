@@ -628,7 +628,7 @@ class DocListsTest(DaemonTest):
                 c.send(verb)
                 r = c.readline()
                 self.assertFalse(r.startswith("ERR unknown-command"), (verb, r))
-        self.assertEqual(len(daemon), 19, daemon)
+        self.assertEqual(len(daemon), 20, daemon)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"*1\r\n$5\r\nFETCH\r\n")
             resp_reply = s.recv(4096).decode().rstrip("\r\n")
