@@ -9,7 +9,7 @@
  * configuration and at run time), PEEK, cost above the limit, unknown
  * actions, CHARGE, HOLD/SETTLE/CANCEL, ACQUIRE/RELEASE/RENEW (the memory
  * store's leases), rights (listen[].auth, identities), delays, blocks for
- * hot keys, TOP, on_store_error.
+ * hot keys, TOP, on_store_error, STATE.
  */
 #include <check.h>
 
@@ -210,7 +210,11 @@ static const char config_yaml[] =
 	"  wwin: {algorithm: fixed_window, limits: [2/1s], delay: {max: 2s}}\n"
 	"  hot: {algorithm: fixed_window, limits: [100/1m], blocks: {max: 8}}\n"
 	"  warm: {algorithm: fixed_window, limits: [10/1m], blocks: {max: 8},\n"
-	"         overrides: {bob: 20/1m}}\n";
+	"         overrides: {bob: 20/1m}}\n"
+	"  layered: {limits: [2/1s, 5/1m], ban: {after: 2, within: 1m, for: 10m},\n"
+	"            on_store_error: allow}\n"
+	"  daily: {algorithm: sliding_window_counter, limits: [10/day]}\n"
+	"  gcra: {algorithm: funnel, capacity: 4, rate: 2/1s}\n";
 
 static struct fixture {
 	struct event_base *base;
@@ -2085,6 +2089,155 @@ START_TEST(store_down_charge_and_holds)
 }
 END_TEST
 
+/* ---- STATE ---- */
+
+static struct cmd_result state(const char *action, const char *user)
+{
+	return one(CMD_STATE, action, user, 1);
+}
+
+/* limit i of a STATE reply: its window, limit, used, remaining, reset */
+#define ck_state_limit(r, i, w, l, u, rem, reset)                            \
+	do {                                                                 \
+		const struct cmd_state_limit *sl_ = &(r).state->limits[(i)]; \
+		ck_assert_int_eq(sl_->window_ms, (w));                       \
+		ck_assert_int_eq(sl_->limit, (l));                           \
+		ck_assert_int_eq(sl_->used, (u));                            \
+		ck_assert_int_eq(sl_->remaining, (rem));                     \
+		ck_assert_int_eq(sl_->reset_ms, (reset));                    \
+	} while (0)
+
+/* Every limit in the policy's order, each with its own count; nothing
+ * counted, cached or denied by asking, however often. */
+START_TEST(state_every_limit_counts_nothing)
+{
+	struct cmd_result r = state("layered", "eve");
+	ck_assert_int_eq(r.kind, CMD_REPLY_STATE);
+	ck_assert_ptr_nonnull(r.state);
+	ck_assert_int_eq(r.state->algo, POLICY_SLIDING_WINDOW);
+	ck_assert_int_eq(r.state->override, CMD_STATE_NONE);
+	ck_assert_int_eq(r.state->ban_ms, 0);
+	ck_assert_int_eq(r.state->nlimits, 2);
+	ck_state_limit(r, 0, 1000, 2, 0, 2, 0);
+	ck_state_limit(r, 1, 60000, 5, 0, 5, 0);
+	ck_decision(allow("layered", "eve"), 1, 2, 1, 0);
+	F.now += 400000;
+	ck_decision(allow("layered", "eve"), 1, 2, 0, 0);
+	for (int i = 0; i < 5; i++) {
+		r = state("layered", "eve");
+		ck_state_limit(r, 0, 1000, 2, 2, 0, 1000);
+		ck_state_limit(r, 1, 60000, 5, 2, 3, 60000);
+		ck_assert_int_eq(r.state->limits[0].start_ms, 0); /* a log: no window */
+		ck_assert_int_eq(r.state->limits[0].end_ms, 0);
+	}
+	/* full: STATE tells it, and neither denies nor caches a denial */
+	ck_assert_uint_eq(denycache_size(F.deny), 0);
+	ck_decision(peek("layered", "eve"), 0, 2, 0, 600);
+	ck_decision(one(CMD_PEEK, "login", "eve", 1), 1, 3, 3, 0);
+	/* another user has his own */
+	ck_state_limit(state("layered", "bob"), 1, 60000, 5, 0, 5, 0);
+}
+END_TEST
+
+/* A ban in force: its time left; the limits still tell their counts. */
+START_TEST(state_ban)
+{
+	ck_decision(allow("layered", "eve"), 1, 2, 1, 0);
+	ck_decision(allow("layered", "eve"), 1, 2, 0, 0);
+	ck_assert_int_eq(allow("layered", "eve").allowed, 0);
+	ck_assert_int_eq(state("layered", "eve").state->ban_ms, 0); /* one denial of two */
+	ck_assert_int_eq(allow("layered", "eve").allowed, 0);
+	F.now += 1001000; /* the second's window has passed both */
+	struct cmd_result r = state("layered", "eve");
+	ck_assert_int_eq(r.state->ban_ms, 598999);
+	ck_state_limit(r, 0, 1000, 2, 0, 2, 0);
+	ck_state_limit(r, 1, 60000, 5, 2, 3, 59000);
+}
+END_TEST
+
+/* Windows tell the window holding now: a fixed one's, a counter's
+ * current one, a calendar day's; a funnel its level, no window. */
+START_TEST(state_windows_and_funnel)
+{
+	int64_t now_ms = F.now / 1000;
+	ck_assert_int_eq(one(CMD_ALLOW, "spend", "eve", 3).allowed, 1);
+	struct cmd_result r = state("spend", "eve");
+	ck_assert_int_eq(r.state->algo, POLICY_FIXED_WINDOW);
+	ck_state_limit(r, 0, 60000, 10, 3, 7, 60000);
+	ck_assert_int_eq(r.state->limits[0].start_ms, now_ms); /* a whole minute */
+	ck_assert_int_eq(r.state->limits[0].end_ms, now_ms + 60000);
+	ck_assert_int_eq(r.state->limits[0].calendar, CALENDAR_NONE);
+
+	ck_assert_int_eq(one(CMD_ALLOW, "daily", "eve", 4).allowed, 1);
+	r = state("daily", "eve");
+	const struct cmd_state_limit *d = &r.state->limits[0];
+	int64_t day = now_ms / 86400000 * 86400000;
+	ck_assert_int_eq(d->calendar, CALENDAR_DAY);
+	ck_assert_int_eq(d->start_ms, day);
+	ck_assert_int_eq(d->end_ms, day + 86400000);
+	ck_assert_int_eq(d->window_ms, 86400000);
+	ck_assert_int_eq(d->used, 4);
+	ck_assert_int_eq(d->remaining, 6);
+
+	ck_assert_int_eq(one(CMD_ALLOW, "gcra", "eve", 3).allowed, 1);
+	r = state("gcra", "eve");
+	ck_assert_int_eq(r.state->algo, POLICY_FUNNEL);
+	/* capacity 4 draining 2 a second: 2 s when full; 3 in it, 1.5 s to empty */
+	ck_state_limit(r, 0, 2000, 4, 3, 1, 1500);
+	ck_assert_int_eq(r.state->limits[0].end_ms, 0);
+	F.now += 1000000;
+	ck_state_limit(state("gcra", "eve"), 0, 2000, 4, 1, 3, 500);
+	ck_decision(one(CMD_PEEK, "gcra", "eve", 3), 1, 4, 3, 0);
+}
+END_TEST
+
+/* An override's kind; its limits when it has some. */
+START_TEST(state_overrides)
+{
+	struct cmd_result r = state("vip", "alice");
+	ck_assert_int_eq(r.state->override, CMD_STATE_UNLIMITED);
+	ck_state_limit(r, 0, 60000, 2, 0, 2, 0);
+	ck_assert_int_eq(state("vip", "mallory").state->override, CMD_STATE_BLOCKED);
+	ck_decision(allow("vip", "bob"), 1, 4, 3, 0);
+	r = state("vip", "bob");
+	ck_assert_int_eq(r.state->override, CMD_STATE_LIMITS);
+	ck_state_limit(r, 0, 60000, 4, 1, 3, 60000);
+	ck_assert_int_eq(state("vip", "carol").state->override, CMD_STATE_NONE);
+}
+END_TEST
+
+/* A concurrency policy: the units its leases hold, until the last ends. */
+START_TEST(state_leases)
+{
+	F.env.store = F.fake.mem;
+	struct cmd_result r = state("pool", "eve");
+	ck_assert_int_eq(r.state->algo, POLICY_CONCURRENCY);
+	ck_state_limit(r, 0, 30000, 2, 0, 2, 0);
+	ck_lease(acquire("pool", "eve", 1), 2, 1, 30000);
+	F.now += 10000000;
+	ck_lease(acquire("pool", "eve", 1), 2, 0, 30000);
+	ck_state_limit(state("pool", "eve"), 0, 30000, 2, 2, 0, 30000);
+	/* taking nothing: the next ACQUIRE is still denied */
+	ck_assert_int_eq(acquire("pool", "eve", 1).allowed, 0);
+	F.now += 25000000; /* the first lease is gone, the second ends in 5 s */
+	ck_state_limit(state("pool", "eve"), 0, 30000, 2, 1, 1, 5000);
+}
+END_TEST
+
+/* What PEEK refuses, STATE refuses; a store that cannot read is an error,
+ * never a fallback's made-up figures. */
+START_TEST(state_errors)
+{
+	ck_error(state("nope", "eve"), CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+	ck_assert_int_eq(F.fake.submits, 0);
+	F.fake.fail = 1;
+	struct cmd_result r = state("layered", "eve"); /* on_store_error: allow */
+	ck_assert_int_eq(r.kind, CMD_REPLY_ERROR);
+	ck_assert_int_eq(r.error, CMD_ERR_STORE_UNAVAILABLE);
+	ck_assert_ptr_null(r.state);
+}
+END_TEST
+
 /* One case per store kind: the atomic call of one Redis, and a Cluster's
  * check-then-charge. */
 static void add(Suite *s, const char *name, void (*setup)(void), const TTest *const *tests)
@@ -2163,6 +2316,12 @@ int main(void)
 		store_down_local_share,
 		store_down_local_mallow,
 		store_down_charge_and_holds,
+		state_every_limit_counts_nothing,
+		state_ban,
+		state_windows_and_funnel,
+		state_overrides,
+		state_leases,
+		state_errors,
 		NULL,
 	};
 	Suite *s = suite_create("decide");

@@ -355,6 +355,57 @@ START_TEST(test_line_reply_forms)
 }
 END_TEST
 
+/* STATE's line: a word of seven integers per limit, read back by the
+ * client side; eight limits of the largest figures fit the line. */
+START_TEST(test_state_line)
+{
+	static struct cmd_state st = {.algo = POLICY_FIXED_WINDOW,
+				      .override = CMD_STATE_LIMITS,
+				      .ban_ms = 12,
+				      .nlimits = 2,
+				      .limits = {{60000, CALENDAR_NONE, 5, 2, 3, 41000, 0, 0},
+						 {86400000, CALENDAR_DAY, 100, 2, 98, 9, 10, 20}}};
+	char buf[PROTO_LINE_REPLY_MAX];
+	size_t n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_STATE, .state = &st});
+	static const char want[] =
+		"STATE fixed_window limits 12 60000:5:2:3:41000:0:0 86400000:100:2:98:9:10:20\n";
+	ck_assert_uint_eq(n, strlen(want));
+	ck_assert(memcmp(buf, want, n) == 0);
+	struct line_reply r;
+	ck_assert_int_eq(line_reply_parse(buf, n - 1, &r), 0);
+	ck_assert_int_eq(r.kind, LINE_REPLY_STATE);
+	ck_assert_int_eq(r.nlimits, 2);
+	ck_assert_int_eq(r.ban_ms, 12);
+	ck_assert(r.override.len == 6 && memcmp(r.override.p, "limits", 6) == 0);
+	ck_assert_int_eq(r.limits[1][0], 86400000);
+	ck_assert_int_eq(r.limits[1][6], 20);
+	/* the longest: eight limits of the largest numbers */
+	st.algo = POLICY_SLIDING_COUNTER;
+	st.override = CMD_STATE_UNLIMITED;
+	st.ban_ms = INT64_MAX;
+	st.nlimits = POLICY_MAX_LIMITS;
+	for (int i = 0; i < POLICY_MAX_LIMITS; i++)
+		st.limits[i] =
+			(struct cmd_state_limit){INT64_MAX, CALENDAR_YEAR, INT64_MAX, INT64_MAX,
+						 INT64_MAX, INT64_MAX,	   INT64_MAX, INT64_MAX};
+	n = fmt(buf, (struct cmd_result){.kind = CMD_REPLY_STATE, .state = &st});
+	ck_assert_uint_le(n, PROTO_LINE_REPLY_MAX);
+	ck_assert_int_eq(line_reply_parse(buf, n - 1, &r), 0);
+	ck_assert_int_eq(r.nlimits, POLICY_MAX_LIMITS);
+	ck_assert_int_eq(r.limits[7][6], INT64_MAX);
+	/* and no STATE line the daemon never sends */
+	static const char *bad[] = {"STATE fixed_window none 0",
+				    "STATE fixed_window none 0 1:2:3:4:5:6",
+				    "STATE fixed_window none 0 1:2:3:4:5:6:7:8",
+				    "STATE fixed_window none 0 1:2:3:4:5:6:-7",
+				    "STATE fixed_window none -1 1:2:3:4:5:6:7",
+				    "STATE fixed_window none 0 1:2:3:4:5:6:7 ",
+				    "STATE fixed_window none 0 1:2::4:5:6:7"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(line_reply_parse(bad[i], strlen(bad[i]), &r) == -1, "%s", bad[i]);
+}
+END_TEST
+
 /* The step conn.c takes: a request, a bad one, a fatal one, or more bytes. */
 START_TEST(test_step)
 {
@@ -415,6 +466,7 @@ int main(void)
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_step);
 	tcase_add_test(tc, test_line_reply_forms);
+	tcase_add_test(tc, test_state_line);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

@@ -96,6 +96,13 @@ static const struct acase acases[] = {
 	/* other parameters are the caller's: repeats are theirs too */
 	OK("GET", "/v1/allow?user=u&tag=1&action=x&tag=2", NULL, CMD_ALLOW, "u", "x", 1),
 	OK("GET", "/v1/peek?user=u&action=x&cost=0000012", NULL, CMD_PEEK, "u", "x", 12),
+	/* STATE: a pair, no cost */
+	OK("GET", "/v1/state?user=u&action=x", NULL, CMD_STATE, "u", "x", 1),
+	OK("POST", "/v1/state", "{\"user\":\"u\",\"action\":\"r\"}", CMD_STATE, "u", "r", 1),
+	BADMSG("GET", "/v1/state?user=u&action=x&cost=2", NULL, CMD_ERR_SYNTAX,
+	       "STATE takes no cost"),
+	BADMSG("GET", "/v1/state?action=x", NULL, CMD_ERR_BAD_USER, "user is missing or empty"),
+	LOCAL("DELETE", "/v1/state?user=u&action=x", NULL, 405),
 	OK("POST", "/v1/reset?user=u&action=x", NULL, CMD_RESET, "u", "x", 1),
 	/* CHARGE: POST, with its cost (query or JSON) */
 	OK("POST", "/v1/charge?user=u&action=llm&cost=1500", NULL, CMD_CHARGE, "u", "llm", 1500),
@@ -628,6 +635,45 @@ START_TEST(test_format_table)
 }
 END_TEST
 
+/* STATE's JSON: a limit's seven figures, a calendar's unit; eight limits
+ * of the largest figures fit a reply. */
+START_TEST(test_format_state)
+{
+	static struct cmd_state st = {.algo = POLICY_FIXED_WINDOW,
+				      .nlimits = 2,
+				      .limits = {{60000, CALENDAR_NONE, 5, 2, 3, 41000, 60, 120},
+						 {86400000, CALENDAR_DAY, 100, 2, 98, 9, 10, 20}}};
+	static char buf[4096 + 1], want[4096];
+	struct cmd_result r = {.kind = CMD_REPLY_STATE, .state = &st};
+	size_t n = proto_http.format(buf, &r, NULL);
+	buf[n] = '\0';
+	expand("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: #\r\n\r\n"
+	       "{\"algorithm\":\"fixed_window\",\"override\":\"none\",\"ban_ms\":0,\"limits\":["
+	       "{\"window_ms\":60000,\"limit\":5,\"used\":2,\"remaining\":3,\"reset_ms\":41000,"
+	       "\"start_ms\":60,\"end_ms\":120},"
+	       "{\"window_ms\":86400000,\"limit\":100,\"used\":2,\"remaining\":98,\"reset_ms\":9,"
+	       "\"start_ms\":10,\"end_ms\":20,\"calendar\":\"day\"}]}\n",
+	       want, sizeof(want));
+	ck_assert_str_eq(buf, want);
+	st.algo = POLICY_SLIDING_COUNTER;
+	st.override = CMD_STATE_UNLIMITED;
+	st.ban_ms = INT64_MIN;
+	st.nlimits = POLICY_MAX_LIMITS;
+	for (int i = 0; i < POLICY_MAX_LIMITS; i++)
+		st.limits[i] =
+			(struct cmd_state_limit){INT64_MIN, CALENDAR_MONTH, INT64_MIN, INT64_MIN,
+						 INT64_MIN, INT64_MIN,	    INT64_MIN, INT64_MIN};
+	r.close_after = 1;
+	n = proto_http.format(buf, &r, NULL);
+	ck_assert_uint_le(n, proto_http.reply_max);
+	buf[n] = '\0';
+	const char *body = strstr(buf, "\r\n\r\n") + 4;
+	ck_assert_int_eq(strtol(strstr(buf, "Content-Length: ") + 16, NULL, 10),
+			 (long)strlen(body));
+	ck_assert_str_eq(body + strlen(body) - 4, "}]}\n"); /* whole */
+}
+END_TEST
+
 /* The protocol's own replies: a status and a JSON error. */
 START_TEST(test_format_local)
 {
@@ -666,6 +712,7 @@ int main(void)
 	tcase_add_test(tc, test_headers_too_large);
 	tcase_add_loop_test(tc, test_format_table, 0, (int)(sizeof(fcases) / sizeof(fcases[0])));
 	tcase_add_test(tc, test_format_local);
+	tcase_add_test(tc, test_format_state);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

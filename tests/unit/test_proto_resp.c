@@ -435,6 +435,42 @@ static const char *reply(struct cmd_result r, struct proto_resp_conn *rc, char *
 	return buf;
 }
 
+/* STATE: RESP2 arrays, RESP3 maps (a calendar's unit too); eight limits
+ * of the largest figures fit a reply. */
+START_TEST(test_state_reply)
+{
+	static struct cmd_state st = {.algo = POLICY_FUNNEL,
+				      .nlimits = 1,
+				      .limits = {{2000, CALENDAR_NONE, 4, 3, 1, 1500, 0, 0}}};
+	struct proto_resp_conn rc = {0};
+	char buf[4096 + 1];
+	struct cmd_result r = {.kind = CMD_REPLY_STATE, .state = &st};
+	ck_assert_str_eq(reply(r, &rc, buf),
+			 "*4\r\n$6\r\nfunnel\r\n$4\r\nnone\r\n:0\r\n*1\r\n*7\r\n:2000\r\n:4\r\n"
+			 ":3\r\n:1\r\n:1500\r\n:0\r\n:0\r\n");
+	rc.resp3 = 1;
+	st.limits[0].calendar = CALENDAR_DAY;
+	ck_assert_str_eq(
+		reply(r, &rc, buf),
+		"%4\r\n$9\r\nalgorithm\r\n$6\r\nfunnel\r\n$8\r\noverride\r\n$4\r\nnone\r\n"
+		"$6\r\nban_ms\r\n:0\r\n$6\r\nlimits\r\n*1\r\n%8\r\n$9\r\nwindow_ms\r\n:2000\r\n"
+		"$5\r\nlimit\r\n:4\r\n$4\r\nused\r\n:3\r\n$9\r\nremaining\r\n:1\r\n"
+		"$8\r\nreset_ms\r\n:1500\r\n$8\r\nstart_ms\r\n:0\r\n$6\r\nend_ms\r\n:0\r\n"
+		"$8\r\ncalendar\r\n$3\r\nday\r\n");
+	st.algo = POLICY_SLIDING_COUNTER;
+	st.override = CMD_STATE_UNLIMITED;
+	st.ban_ms = INT64_MIN;
+	st.nlimits = POLICY_MAX_LIMITS;
+	for (int i = 0; i < POLICY_MAX_LIMITS; i++)
+		st.limits[i] =
+			(struct cmd_state_limit){INT64_MIN, CALENDAR_MONTH, INT64_MIN, INT64_MIN,
+						 INT64_MIN, INT64_MIN,	    INT64_MIN, INT64_MIN};
+	reply(r, &rc, buf); /* (reply checks the length) */
+	rc.resp3 = 0;
+	reply(r, &rc, buf);
+}
+END_TEST
+
 /* HELLO 3 switches the replies after its own to RESP3 (its map first);
  * decisions and errors stay as they are; HELLO 2 switches back; a HELLO 3
  * whose AUTH fails switches nothing. */
@@ -580,6 +616,7 @@ int main(void)
 	tcase_add_test(tc, test_format_info_and_item);
 	tcase_add_test(tc, test_format_hello);
 	tcase_add_test(tc, test_resp3_switch);
+	tcase_add_test(tc, test_state_reply);
 	tcase_add_test(tc, test_multi_refused);
 	tcase_add_test(tc, test_args_max_documented);
 	suite_add_tcase(s, tc);
