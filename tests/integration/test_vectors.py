@@ -22,7 +22,7 @@ CALENDAR = {LAYOUT.ALGO_FIXED: LAYOUT.ALGO_CAL_FIXED, LAYOUT.ALGO_COUNTER: LAYOU
 VECTOR_OPS = {"a": LAYOUT.OP_ALLOW, "p": LAYOUT.OP_PEEK, "r": LAYOUT.OP_RESET,
               "d": LAYOUT.OP_DELAY, "g": LAYOUT.OP_CHARGE, "h": LAYOUT.OP_HOLD,
               "s": LAYOUT.OP_SETTLE, "x": LAYOUT.OP_CANCEL, "A": LAYOUT.OP_ALL_ALLOW,
-              "P": LAYOUT.OP_ALL_PEEK}
+              "P": LAYOUT.OP_ALL_PEEK, "t": LAYOUT.OP_STATE}
 
 
 WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
@@ -249,6 +249,10 @@ class LuaVectors(unittest.TestCase):
     def test_hold_vectors(self):
         """HOLD, SETTLE and CANCEL ("h", "s", "x")."""
         self.check_file("vectors_hold.txt", "hold", 25)
+
+    def test_state_vectors(self):
+        """STATE ("t"): a PEEK's five, then every key's own figures."""
+        self.check_file("vectors_state.txt", "state", 15)
 
     def test_calendar_vectors(self):
         """Calendar windows in time zones, the bounds computed here with

@@ -80,7 +80,8 @@ static inline void store_replay_step(const struct vector_step *s, void *arg)
 					    [LIMITER_CHARGE] = STORE_CHARGE};
 	struct store_pair pairs[STORE_PAIRS_MAX];
 	struct store_request req = {
-		.op = s->hold == 'h'   ? STORE_HOLD
+		.op = s->state	       ? STORE_STATE
+		      : s->hold == 'h' ? STORE_HOLD
 		      : s->hold == 's' ? STORE_SETTLE
 		      : s->hold == 'x' ? STORE_CANCEL
 				       : ops[s->op],

@@ -79,6 +79,18 @@ static void run_step(const struct vector_step *s, void *arg)
 		ck_assert_int_ge(rc, 0);
 		if (rc == 1) /* not open: the script's -3 */
 			got = (struct limiter_result){-3, 0, 0, 0, 0};
+	} else if (s->state) {
+		struct limiter_key keys[POLICY_MAX_LIMITS + 1];
+		ck_assert_int_eq(limiter_look(&r->p[0], r->st[0], s->now_us, &got, keys), 0);
+		ck_assert_int_eq(s->nkeys, policy_nkeys(&r->p[0]));
+		for (int k = 0; k < s->nkeys; k++)
+			if (memcmp(&keys[k], &s->want_keys[k], sizeof(keys[k])) != 0) {
+				r->failures++;
+				fprintf(stderr, "vectors:%d: key %d got %lld %lld %lld %lld %lld\n",
+					s->line, k, (long long)keys[k].used,
+					(long long)keys[k].remaining, (long long)keys[k].reset_ms,
+					(long long)keys[k].start_ms, (long long)keys[k].end_ms);
+			}
 	} else {
 		int rc = s->wait_ms > 0 ? limiter_decide_wait(&r->p[0], r->st[0], s->cost,
 							      s->now_us, s->wait_ms * 1000, &got)

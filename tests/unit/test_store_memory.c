@@ -116,6 +116,21 @@ static void check_reply(struct store_replay *r, const struct vector_step *s,
 			(long long)got->retry_after_ms, (long long)got->reset_ms, group,
 			shadow_group);
 	}
+	/* a STATE's keys, as the script's "t" tells them */
+	for (int k = 0; s->state && k < s->nkeys; k++) {
+		const struct store_key *g = &got->keys[k];
+		const struct limiter_key *w = &s->want_keys[k];
+		if (got->nkeys != s->nkeys || g->used != w->used || g->remaining != w->remaining ||
+		    g->reset_ms != w->reset_ms || g->start_ms != w->start_ms ||
+		    g->end_ms != w->end_ms) {
+			vector_failures++;
+			fprintf(stderr,
+				"vectors:%d: store key %d of %d got %lld %lld %lld %lld %lld\n",
+				s->line, k, got->nkeys, (long long)g->used, (long long)g->remaining,
+				(long long)g->reset_ms, (long long)g->start_ms,
+				(long long)g->end_ms);
+		}
+	}
 }
 
 /* Every decision of a vectors file through the store; at least min. */

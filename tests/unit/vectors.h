@@ -26,6 +26,10 @@ struct vector_step {
 	 * the deciding group and the first shadow group that would have denied */
 	int multi;
 	int want_group, want_shadow_group;
+	/* op t (STATE: decided as a PEEK of cost 1, op LIMITER_PEEK): each
+	 * key's own figures, the limits' then the ban's (limiter_look) */
+	int state, nkeys;
+	struct limiter_key want_keys[POLICY_MAX_LIMITS + 1];
 };
 
 /* What vectors_read calls back: a "policy" line, a "multi" line, each
@@ -141,6 +145,30 @@ static inline int vectors_read(const char *path, const struct vector_calls *call
 			op = 'a';
 			if (hop != 'h')
 				cost = 1;
+		} else if (!multi && arrow && strncmp(save, "t 1 ->", 6) == 0) {
+			/* "NOW t 1 -> FIVE (USED REMAINING RESET START END)...": STATE */
+			int64_t v[5 + 5 * (POLICY_MAX_LIMITS + 1)];
+			int nv = 0;
+			char *at = (char *)arrow + 2, *end;
+			while (nv < (int)(sizeof(v) / sizeof(v[0]))) {
+				long long x = strtoll(at, &end, 10);
+				if (end == at)
+					break;
+				v[nv++] = x;
+				at = end;
+			}
+			if (nv < 10 || (nv - 5) % 5 != 0 || strspn(at, " \n") != strlen(at))
+				goto bad;
+			a = v[0], lim = v[1], rem = v[2], retry = v[3], reset = v[4];
+			s.state = 1;
+			s.nkeys = (nv - 5) / 5;
+			for (int k = 0; k < s.nkeys; k++)
+				s.want_keys[k] = (struct limiter_key){v[5 + 5 * k], v[6 + 5 * k],
+								      v[7 + 5 * k], v[8 + 5 * k],
+								      v[9 + 5 * k]};
+			op = 'p';
+			cost = 1;
+			n = 7;
 		} else if (!multi && sscanf(save, " d %lld %lld ->", &cost, &wait) == 2) {
 			/* "NOW d COST WAIT_MS -> ...": an ALLOW that may wait */
 			n = sscanf(strstr(save, "->"), "-> %lld %lld %lld %lld %lld", &a, &lim,
@@ -179,7 +207,8 @@ bad:
 }
 
 /* Every vectors file: tests/vectors.txt, then the delay's (the script's
- * "d"), CHARGE's and calendar windows' in time zones, each with the least
+ * "d"), CHARGE's, calendar windows' in time zones, HOLD's and STATE's
+ * (the script's "t"), each with the least
  * number of decisions it holds (a file read short fails). TEST_SRCDIR is
  * the including test's. */
 #ifdef TEST_SRCDIR
@@ -192,6 +221,7 @@ static const struct {
 	{TEST_SRCDIR "/tests/vectors_charge.txt", 20},
 	{TEST_SRCDIR "/tests/vectors_calendar.txt", 30},
 	{TEST_SRCDIR "/tests/vectors_hold.txt", 25},
+	{TEST_SRCDIR "/tests/vectors_state.txt", 15},
 };
 #endif
 
