@@ -3,8 +3,8 @@ stands, each with its own count, remaining, reset and (windows) the window
 holding now, on the line protocol, RESP (redis-py; RESP3 after HELLO 3),
 HTTP (GET /v1/state) and ratelimitctl, for every algorithm (sliding_window,
 fixed_window, sliding_window_counter, funnel, concurrency, calendar
-windows in a time zone), overrides and bans, on Redis and on the memory
-store; and that it consumes nothing: the keys in Redis are byte for byte
+windows in a time zone), overrides and bans, on Redis, a Cluster and the
+memory store; and that it consumes nothing: the keys in Redis are byte for byte
 what they were, no key is made for a pair never seen, and PEEK and ALLOW
 answer after any number of STATEs as without them. Errors are PEEK's;
 a store that cannot read is an error, never on_store_error's answer."""
@@ -24,6 +24,7 @@ import zoneinfo
 from harness import DAEMON, SLOW, Client, DaemonTest, free_port, make_config
 import resp
 from test_resp import RawResp
+from topology import add_cluster, cluster_config
 
 try:
     import redis
@@ -289,6 +290,32 @@ class StateTest(DaemonTest):
         p = ctl("state", "u")
         self.assertEqual(p.returncode, 2)
         self.assertIn("usage: state USER ACTION", p.stderr)
+
+    def test_cluster(self):
+        """On a 3-master Cluster, users over several slots, STATEs batched
+        with ALLOWs in one write (a node's batch of several slots sends its
+        keys after the arguments): each STATE reads its own pair's keys."""
+        cl = add_cluster(self)
+        port = free_port()
+        d = self.start_daemon(config=cluster_config(port, cl, POLICIES), port=port)
+        users = ["c%d" % i for i in range(12)]
+        with Client(d.port, timeout=10 * SLOW) as c:
+            lines = []
+            for i, u in enumerate(users):
+                lines += ["ALLOW %s reply %d" % (u, i % 4 + 1), "STATE %s reply" % u,
+                          "ALLOW %s monthly %d" % (u, i + 1), "STATE %s monthly" % u,
+                          "ACQUIRE %s pool" % u, "STATE %s pool" % u]
+            c.send(*lines)
+            got = c.readlines(len(lines))
+        start, end = month_bounds("Europe/Berlin", time.time() * 1000)
+        for i, u in enumerate(users):
+            r = got[6 * i:6 * i + 6]
+            self.assertRegex(r[0], r"^ALLOWED 5 %d " % (4 - i % 4), u)
+            self.assertEqual([lim[2:4] for lim in parse_line(r[1])[3]],
+                             [[i % 4 + 1, 4 - i % 4], [i % 4 + 1, 99 - i % 4]], u)
+            self.assertEqual(parse_line(r[3])[3][0][2:4] + parse_line(r[3])[3][0][5:],
+                             [i + 1, 999 - i, start, end], u)
+            self.assertEqual(parse_line(r[5])[3][0][1:4], [3, 1, 2], u)
 
     def test_store_down_is_an_error(self):
         """STATE reads the store: when it cannot, an error, whatever
