@@ -913,7 +913,8 @@ class ParserTest(unittest.TestCase):
                     found = n in tree if top.match(n) else any(
                         t.endswith("/" + n) for t in tree)
                     self.assertTrue(found, "%s: %s is not in its tree" % (cells[1], n))
-        self.assertEqual(rows, 4, "the table's rows: front end, algorithm, store, config key")
+        self.assertEqual(rows, 5,
+                         "the table's rows: front end, algorithm, store, verb, config key")
         self.check_change_table_complete(after)
 
     def check_change_table_complete(self, after):
@@ -947,6 +948,7 @@ class ParserTest(unittest.TestCase):
         rows = {
             "a new front end": naming(enumerators("src/config/config.h", "config_protocol")),
             "a new algorithm": naming(enumerators("src/model/policy.h", "policy_algo")),
+            "a new verb": naming(enumerators("src/model/cmd_types.h", "cmd_verb")),
             # (any: `cfg->store == CONFIG_STORE_MEMORY` picks between all of them)
             "a new store backend": naming(enumerators("src/config/config.h", "config_store"), any),
         }
