@@ -298,6 +298,8 @@ class StateTest(DaemonTest):
         cl = add_cluster(self)
         port = free_port()
         d = self.start_daemon(config=cluster_config(port, cl, POLICIES), port=port)
+        # (leases go by the slot map, read after the daemon listens)
+        d.wait_log("slot map read", timeout=10 * SLOW)
         users = ["c%d" % i for i in range(12)]
         with Client(d.port, timeout=10 * SLOW) as c:
             lines = []
@@ -315,6 +317,7 @@ class StateTest(DaemonTest):
                              [[i % 4 + 1, 4 - i % 4], [i % 4 + 1, 99 - i % 4]], u)
             self.assertEqual(parse_line(r[3])[3][0][2:4] + parse_line(r[3])[3][0][5:],
                              [i + 1, 999 - i, start, end], u)
+            self.assertRegex(r[4], r"^ALLOWED 3 2 0 30000 pool:", u)
             self.assertEqual(parse_line(r[5])[3][0][1:4], [3, 1, 2], u)
 
     def test_store_down_is_an_error(self):
