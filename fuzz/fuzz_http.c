@@ -73,6 +73,10 @@ void fuzz_check_reply(const struct cmd_result *res)
 	}
 	check(i + clen == n, "Content-Length is the body's length");
 	check(closes == (res->close_after != 0), "Connection: close iff the connection closes");
+	if (res->kind == CMD_REPLY_STATE)
+		check(starts(buf, n, "HTTP/1.1 200 ") && clen > 0 && buf[i] == '{' &&
+			      buf[n - 1] == '\n',
+		      "a STATE is a 200 with a JSON body");
 	if (res->kind == CMD_REPLY_DECISION && (res->tag & 3) == 0)
 		check(clen > 0 && buf[i] == '{' && buf[n - 1] == '\n',
 		      "a decision has a JSON body");

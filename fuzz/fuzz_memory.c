@@ -132,6 +132,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			.cost = cost,
 			.timeout_ms = 50,
 		};
+		/* op 2 with its next bit: a STATE, as the script's "t" (one unit) */
+		int state = d[0] % 8 == 2 && (d[0] >> 3) & 1;
+		if (state) {
+			req.op = op = STORE_STATE;
+			req.cost = cost = 1;
+		}
 		/* op 3: an ALLOW that may wait (0 to 3 s), as the script's "d" */
 		if (d[0] % 8 == 3)
 			req.wait_ms = (int64_t)(d[0] >> 3) * 97;
@@ -174,7 +180,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 						      [STORE_RESET] = LIMITER_RESET,
 						      [STORE_CHARGE] = LIMITER_CHARGE};
 		int rc = 0;
-		if (hold_op == 1) {
+		struct limiter_key keys[POLICY_MAX_LIMITS + 1];
+		if (state) {
+			/* every key's own figures, as the limiter tells them */
+			rc = limiter_look(&pol[pi], st[u][pi], clk.now, &want, keys);
+			int nk = policy_nkeys(&pol[pi]);
+			if (rc == 0 && got.nkeys != nk)
+				abort();
+			for (int k = 0; rc == 0 && k < nk; k++)
+				if (got.keys[k].used != keys[k].used ||
+				    got.keys[k].remaining != keys[k].remaining ||
+				    got.keys[k].reset_ms != keys[k].reset_ms ||
+				    got.keys[k].start_ms != keys[k].start_ms ||
+				    got.keys[k].end_ms != keys[k].end_ms || keys[k].used < 0 ||
+				    keys[k].remaining < 0 || keys[k].reset_ms < 0 ||
+				    keys[k].end_ms < keys[k].start_ms)
+					abort();
+		} else if (hold_op == 1) {
 			rc = limiter_hold(&pol[pi], st[u][pi], &hst[u][pi], cost, req.hold_nonce,
 					  req.hold_ms * 1000, clk.now, &want);
 		} else if (hold_op) {

@@ -272,8 +272,9 @@ static void ref_classify(const char *line, size_t len, struct ref *r)
 			r->code = "syntax";
 		else if (r->tlen[1] > KEYS_USER_MAX)
 			r->code = "bad-user";
-	} else if (word_eq(v, vl, "RESET")) {
-		r->verb = CMD_RESET;
+	} else if (word_eq(v, vl, "RESET") || word_eq(v, vl, "STATE")) {
+		/* exactly a user and an action */
+		r->verb = word_eq(v, vl, "RESET") ? CMD_RESET : CMD_STATE;
 		if (n != 3)
 			r->code = "syntax";
 		else if (r->tlen[1] > KEYS_USER_MAX)
@@ -505,6 +506,16 @@ static void check_line_reply(const char *line, size_t n)
 			      r.user.len > 0 && !memchr(r.user.p, ' ', r.user.len),
 		      "line_reply: TOP item");
 		break;
+	case LINE_REPLY_STATE:
+		check(r.nlimits >= 1 && r.nlimits <= LINE_REPLY_LIMITS_MAX && r.ban_ms >= 0 &&
+			      r.algorithm.len > 0 && r.override.len > 0 &&
+			      r.algorithm.p == line + 6 && r.algorithm.p >= line &&
+			      r.override.p + r.override.len <= line + n,
+		      "line_reply: STATE's words");
+		for (int i = 0; i < r.nlimits; i++)
+			for (int j = 0; j < 7; j++)
+				check(r.limits[i][j] >= 0, "line_reply: STATE's figures >= 0");
+		break;
 	case LINE_REPLY_OK:
 	case LINE_REPLY_PONG:
 	case LINE_REPLY_BYE:
@@ -555,6 +566,7 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 	case CMD_ALLOW:
 	case CMD_PEEK:
 	case CMD_RESET:
+	case CMD_STATE:
 	case CMD_ACQUIRE:
 	case CMD_CHARGE:
 	case CMD_HOLD:
@@ -569,8 +581,8 @@ static void check_outcome(const char *line, size_t n, int rc, const struct cmd_r
 					  cmd->traceparent_len == ref.tlen[ref.trace]
 				: cmd->traceparent == NULL,
 		      "TRACE's traceparent token");
-		if (cmd->verb == CMD_RESET)
-			check(cmd->cost == 1, "RESET cost is 1");
+		if (cmd->verb == CMD_RESET || cmd->verb == CMD_STATE)
+			check(cmd->cost == 1, "RESET's and STATE's cost is 1");
 		break;
 	case CMD_PING:
 	case CMD_QUIT:
@@ -770,6 +782,39 @@ void fuzz_check_reply(const struct cmd_result *res)
 				      lr.over == it->over && lr.user.len == sl &&
 				      !memcmp(lr.user.p, shown, sl),
 			      "line_reply: a TOP item round-trips");
+		}
+		free(buf);
+		return;
+	}
+	case CMD_REPLY_STATE: {
+		/* one line; read back as it was meant when its figures are the
+		 * daemon's (none below 0) */
+		char *buf = malloc(PROTO_LINE_REPLY_MAX);
+		check(buf != NULL, "out of memory");
+		size_t n = proto_line_format(buf, res);
+		check(n > 0 && n <= PROTO_LINE_REPLY_MAX && buf[n - 1] == '\n' &&
+			      !memchr(buf, '\n', n - 1),
+		      "a STATE reply is one line");
+		const struct cmd_state *st = res->state;
+		int daemons = st && st->ban_ms >= 0 && st->nlimits >= 1 &&
+			      st->nlimits <= POLICY_MAX_LIMITS;
+		for (int i = 0; daemons && i < st->nlimits; i++) {
+			const struct cmd_state_limit *l = &st->limits[i];
+			daemons = l->window_ms >= 0 && l->limit >= 0 && l->used >= 0 &&
+				  l->remaining >= 0 && l->reset_ms >= 0 && l->start_ms >= 0 &&
+				  l->end_ms >= 0;
+		}
+		struct line_reply lr;
+		int ok = line_reply_parse(buf, n - 1, &lr) == 0;
+		check(ok == daemons, "line_reply takes the STATE replies the daemon sends");
+		for (int i = 0; ok && i < st->nlimits; i++) {
+			const struct cmd_state_limit *l = &st->limits[i];
+			int64_t v[7] = {l->window_ms, l->limit,	   l->used,  l->remaining,
+					l->reset_ms,  l->start_ms, l->end_ms};
+			check(lr.kind == LINE_REPLY_STATE && lr.nlimits == st->nlimits &&
+				      lr.ban_ms == st->ban_ms &&
+				      !memcmp(lr.limits[i], v, sizeof(v)),
+			      "line_reply: a STATE round-trips");
 		}
 		free(buf);
 		return;

@@ -145,6 +145,28 @@ static void decode(const redisReply *rep, unsigned long first, unsigned long tot
 			      "a block that cannot be read is a reply error");
 			check(b.block == 0 && b.block_ms == 0, "no block from a bad reply");
 		}
+		/* read as a STATE (op "t") of as many keys as follow, up to a
+		 * policy's limits and its ban */
+		struct store_result s = res;
+		int nkeys = (int)((rep->elements - first - 5) / 5);
+		if (nkeys > POLICY_MAX_LIMITS + 1)
+			nkeys = POLICY_MAX_LIMITS + 1;
+		if (nkeys < 1)
+			nkeys = 1;
+		if (store_reply_state(rep, first, nkeys, &s) == 0) {
+			check(s.status == STORE_OK && s.nkeys == nkeys, "a STATE read: its keys");
+			for (int k = 0; k < nkeys; k++)
+				check(s.keys[k].used >= 0 && s.keys[k].remaining >= 0 &&
+					      s.keys[k].reset_ms >= 0 &&
+					      s.keys[k].reset_ms <= STORE_REPLY_MS_MAX &&
+					      s.keys[k].start_ms >= 0 &&
+					      s.keys[k].end_ms >= s.keys[k].start_ms,
+				      "a key's figures are counts and times");
+		} else {
+			check(s.status == STORE_FAILED && s.error == STORE_ERROR_REPLY &&
+				      s.nkeys == 0,
+			      "a STATE that cannot be read is a reply error, with no keys");
+		}
 	} else {
 		check(rc == -1, "store_reply_decision returns 0 or -1");
 		check(res.status == STORE_FAILED, "rc -1 means STORE_FAILED");
@@ -239,7 +261,9 @@ static void classify(const redisReply *rep)
 static void decode_all(const redisReply *rep, int depth)
 {
 	classify(rep);
-	check(store_reply_width(0, 0) == 5 && store_reply_width(0, 1) == 7, "width of a decision");
+	check(store_reply_width(0, 0, 0) == 5 && store_reply_width(0, 1, 0) == 7 &&
+		      store_reply_width(0, 0, 3) == 20,
+	      "width of a decision (a block's, a STATE's of three keys)");
 	decode(rep, 0, 5);
 	decode(rep, 5, 10);
 	decode_pairs(rep, 0, 1);

@@ -26,10 +26,11 @@ const struct proto *const fuzz_proto = &proto_resp;
 /* ---- replies: one well-formed RESP2 or RESP3 value ---- */
 
 /* Skips one value at s[*i]; -1 if malformed, incomplete, or of a type its
- * version lacks (resp3: maps, verbatim strings, nulls, doubles, booleans). */
+ * version lacks (resp3: maps, verbatim strings, nulls, doubles, booleans),
+ * or nested deeper than a reply goes (STATE's: its limits, each a map). */
 static int resp_value(const char *s, size_t n, size_t *i, int depth, int resp3)
 {
-	if (*i >= n || depth > 2)
+	if (*i >= n || depth > 3)
 		return -1;
 	char t = s[*i];
 	const char *crlf = NULL;
@@ -125,8 +126,11 @@ void fuzz_check_reply(const struct cmd_result *res)
 	check(!same || (n2 == n3 && memcmp(b2, b3, n2) == 0),
 	      "a reply differs by version only where RESP3 has its own type");
 	check((b2[0] != '%' && b3[0] != '%') || res->kind == CMD_REPLY_LOCAL ||
-		      res->kind == CMD_REPLY_OK,
-	      "only the protocol's own replies and HELLO's are maps");
+		      res->kind == CMD_REPLY_OK || res->kind == CMD_REPLY_STATE,
+	      "only the protocol's own replies, HELLO's and STATE's are maps");
+	if (res->kind == CMD_REPLY_STATE)
+		check(memcmp(b2, "*4\r\n", 4) == 0 && memcmp(b3, "%4\r\n", 4) == 0,
+		      "a STATE is an array of 4 (RESP3: a map of 4)");
 	if (res->kind == CMD_REPLY_DECISION)
 		check(b2[0] == '*' && b2[1] == (res->multi ? '6' : '5'),
 		      "a decision is an array of 5 (6 for MALLOW: the deciding pair)");

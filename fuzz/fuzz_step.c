@@ -115,6 +115,7 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 	case CMD_ALLOW:
 	case CMD_PEEK:
 	case CMD_RESET:
+	case CMD_STATE:
 	case CMD_ACQUIRE:
 	case CMD_CHARGE:
 	case CMD_HOLD:
@@ -194,6 +195,28 @@ static void check_step(const char *w, size_t len, size_t max_line, const void *s
 	res.retry_after_ms = INT64_MIN;
 	res.reset_ms = r->cost;
 	fuzz_check_reply(&res);
+	/* STATE: eight limits, the largest figures (a calendar's among them),
+	 * and as many as the request's cost says, its own figures */
+	{
+		struct cmd_state st = {.algo = (enum policy_algo)(r->cost % POLICY_ALGO_N),
+				       .override = (enum cmd_state_override)(r->cost % 4),
+				       .ban_ms = INT64_MAX,
+				       .nlimits = POLICY_MAX_LIMITS};
+		for (int i = 0; i < POLICY_MAX_LIMITS; i++)
+			st.limits[i] = (struct cmd_state_limit){
+				INT64_MAX, (enum calendar_unit)(i % CALENDAR_UNIT_N),
+				INT64_MAX, INT64_MAX,
+				INT64_MAX, INT64_MAX,
+				INT64_MAX, INT64_MAX};
+		struct cmd_result sr = {.kind = CMD_REPLY_STATE, .state = &st, .tag = res.tag};
+		fuzz_check_reply(&sr);
+		st.nlimits = 1 + (int)(r->cost % POLICY_MAX_LIMITS);
+		st.ban_ms = r->cost - 1;
+		for (int i = 0; i < st.nlimits; i++)
+			st.limits[i] = (struct cmd_state_limit){
+				r->cost, CALENDAR_NONE, r->cost, 0, r->cost, 0, 0, 0};
+		fuzz_check_reply(&sr);
+	}
 	enum cmd_reply kinds[] = {CMD_REPLY_OK, CMD_REPLY_PONG, CMD_REPLY_BYE};
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		res.kind = kinds[k];

@@ -1356,9 +1356,11 @@ static size_t http_format(char *buf, const struct cmd_result *r, void *state)
 		n = ratelimit_headers(buf, n, r, legacy);
 		break;
 	case CMD_REPLY_STATE:
-		if (!r->state) {
-			bl = put(body, bl, "{\"error\":\"out-of-memory\"}\n");
-			n = head(buf, 500, "application/json", bl, r->close_after);
+		if (!r->state) { /* cannot be: cmd_state.c sets it with the kind */
+			bl = put(body, bl,
+				 "{\"error\":\"out-of-memory\",\"message\":\"no state\"}\n");
+			n = head(buf, error_status(CMD_ERR_OUT_OF_MEMORY), "application/json", bl,
+				 r->close_after);
 			break;
 		}
 		bl = state_body(body, r->state);
