@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "calendar.h"
+#include "cmd_slot.h"
 #include "config.h"
 #include "decide.h"
 #include "leases.h"
