@@ -22,19 +22,6 @@ static int lease_fail(struct proto_error *err, enum cmd_error code, const char *
 	return -1;
 }
 
-static const char *const verb_names[CMD_VERB_N] = {
-	[CMD_ALLOW] = "allow",	       [CMD_PEEK] = "peek",
-	[CMD_RESET] = "reset",	       [CMD_PING] = "ping",
-	[CMD_QUIT] = "quit",	       [CMD_THROTTLE] = "throttle",
-	[CMD_MALLOW] = "mallow",       [CMD_MPEEK] = "mpeek",
-	[CMD_OVERRIDE] = "override",   [CMD_UNOVERRIDE] = "unoverride",
-	[CMD_OVERRIDES] = "overrides", [CMD_AUTH] = "auth",
-	[CMD_ACQUIRE] = "acquire",     [CMD_RELEASE] = "release",
-	[CMD_RENEW] = "renew",	       [CMD_CHARGE] = "charge",
-	[CMD_HOLD] = "hold",	       [CMD_SETTLE] = "settle",
-	[CMD_CANCEL] = "cancel",       [CMD_TOP] = "top",
-	[CMD_STATE] = "state",
-};
 
 static const char *const error_codes[CMD_ERR_N] = {
 	[CMD_ERR_SYNTAX] = "syntax",
@@ -69,7 +56,7 @@ const char *proto_state_override_name(enum cmd_state_override o)
 
 const char *proto_verb_name(enum cmd_verb v)
 {
-	return (unsigned)v < CMD_VERB_N ? verb_names[v] : "other";
+	return (unsigned)v < CMD_VERB_N ? cmd_verbs[v].label : "other";
 }
 
 const char *proto_error_code(enum cmd_error e)
@@ -222,46 +209,9 @@ int proto_parse_trace(const char *const *arg, const size_t *alen, int n, struct 
 	return 1;
 }
 
-/* "<user> <action> [<cost>]" in arg[1..n), n already checked: 0 with req
- * filled, or -1 with err (the cost is judged before the user). */
-static int user_action_cost(const char *const *arg, const size_t *alen, int n,
-			    struct cmd_request *req, struct proto_error *err)
-{
-	if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
-		return lease_fail(err, CMD_ERR_BAD_COST,
-				  "cost must be an integer from 1 to 2147483647");
-	if (alen[1] == 0)
-		return lease_fail(err, CMD_ERR_BAD_USER, "user is empty");
-	if (alen[1] > KEYS_USER_MAX)
-		return lease_fail(err, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
-	req->user = arg[1];
-	req->user_len = alen[1];
-	req->action = arg[2];
-	req->action_len = alen[2];
-	return 0;
-}
-
-int proto_parse_charge(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
-		       struct proto_error *err)
-{
-	if (!proto_word_is(arg[0], alen[0], "CHARGE"))
-		return 1;
-	req->verb = CMD_CHARGE;
-	if (n != 4)
-		return lease_fail(err, CMD_ERR_SYNTAX, "usage: CHARGE <user> <action> <cost>");
-	return user_action_cost(arg, alen, n, req, err);
-}
-
 int proto_parse_hold(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		     struct proto_error *err)
 {
-	if (proto_word_is(arg[0], alen[0], "HOLD")) {
-		req->verb = CMD_HOLD;
-		if (n != 4)
-			return lease_fail(err, CMD_ERR_SYNTAX,
-					  "usage: HOLD <user> <action> <estimate>");
-		return user_action_cost(arg, alen, n, req, err);
-	}
 	int settle = proto_word_is(arg[0], alen[0], "SETTLE");
 	if (!settle && !proto_word_is(arg[0], alen[0], "CANCEL"))
 		return 1;
@@ -288,13 +238,6 @@ int proto_parse_hold(const char *const *arg, const size_t *alen, int n, struct c
 int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		      struct proto_error *err)
 {
-	if (proto_word_is(arg[0], alen[0], "ACQUIRE")) {
-		req->verb = CMD_ACQUIRE;
-		if (n < 3 || n > 4)
-			return lease_fail(err, CMD_ERR_SYNTAX,
-					  "usage: ACQUIRE <user> <action> [<cost>]");
-		return user_action_cost(arg, alen, n, req, err);
-	}
 	int release = proto_word_is(arg[0], alen[0], "RELEASE");
 	if (!release && !proto_word_is(arg[0], alen[0], "RENEW"))
 		return 1;
@@ -375,30 +318,39 @@ int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 	return user_action(arg, alen, req, err);
 }
 
-/* ALLOW <user> <action> [<cost>] [WAIT <ms>] [TRACE <traceparent>], PEEK
- * the same without WAIT: 0 with req's user, action, cost, or -1. */
-static int allow_or_peek(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
-			 struct proto_error *err)
+/* "usage: <the row's usage>": a syntax error's text, made once per verb. */
+static const char *usage_of(enum cmd_verb v)
 {
-	int t = proto_parse_trace(arg, alen, n, req, err);
+	static char usage[CMD_VERB_N][128];
+	if (!usage[v][0])
+		snprintf(usage[v], sizeof(usage[v]), "usage: %s", cmd_verbs[v].usage);
+	return usage[v];
+}
+
+/* A verb of the common shape: <user> <action> and what its row's args allow
+ * after them, [<cost>] or <cost>, [WAIT <ms>], [TRACE <traceparent>]. 0
+ * with req's user, action, cost (and wait, trace), or -1. */
+static int common_args(enum cmd_verb v, const char *const *arg, const size_t *alen, int n,
+		       struct cmd_request *req, struct proto_error *err)
+{
+	unsigned args = cmd_verbs[v].args;
+	int t = args & CMD_ARGS_TRACE ? proto_parse_trace(arg, alen, n, req, err) : 0;
 	if (t < 0)
 		return -1;
 	n -= 2 * t;
-	int w = req->verb == CMD_ALLOW ? proto_parse_wait(arg, alen, n, req, err) : 0;
+	int w = args & CMD_ARGS_WAIT ? proto_parse_wait(arg, alen, n, req, err) : 0;
 	if (w < 0)
 		return -1;
 	n -= 2 * w;
-	if (n < 3 || n > 4)
-		return admin_fail(
-			err, CMD_ERR_SYNTAX,
-			req->verb == CMD_ALLOW
-				? "usage: ALLOW <user> <action> [<cost>] [WAIT <ms>] "
-				  "[TRACE <traceparent>]"
-				: "usage: PEEK <user> <action> [<cost>] [TRACE <traceparent>]");
+	int least = args & CMD_ARGS_COST_NEEDED ? 4 : 3;
+	int most = args & (CMD_ARGS_COST | CMD_ARGS_COST_NEEDED) ? 4 : 3;
+	if (n < least || n > most)
+		return admin_fail(err, CMD_ERR_SYNTAX, usage_of(v));
+	/* the cost is judged before the user */
 	if (n == 4 && proto_parse_cost(arg[3], alen[3], &req->cost) < 0)
 		return admin_fail(err, CMD_ERR_BAD_COST,
 				  "cost must be an integer from 1 to 2147483647");
-	return 0;
+	return user_action(arg, alen, req, err);
 }
 
 int proto_parse_verb(const char *const *arg, const size_t *alen, int n, unsigned front,
@@ -415,19 +367,17 @@ int proto_parse_verb(const char *const *arg, const size_t *alen, int n, unsigned
 		return admin_fail(err, CMD_ERR_UNKNOWN_COMMAND, unknown);
 	}
 	req->verb = (enum cmd_verb)v;
+	if (cmd_verbs[v].args & CMD_ARGS_PAIR)
+		return common_args(req->verb, arg, alen, n, req, err);
 	switch (req->verb) {
 	case CMD_OVERRIDE:
 	case CMD_UNOVERRIDE:
 	case CMD_OVERRIDES:
 	case CMD_TOP:
 		return proto_parse_overrides(arg, alen, n, req, err) < 0 ? -1 : 0;
-	case CMD_ACQUIRE:
 	case CMD_RELEASE:
 	case CMD_RENEW:
 		return proto_parse_lease(arg, alen, n, req, err) < 0 ? -1 : 0;
-	case CMD_CHARGE:
-		return proto_parse_charge(arg, alen, n, req, err) < 0 ? -1 : 0;
-	case CMD_HOLD:
 	case CMD_SETTLE:
 	case CMD_CANCEL:
 		return proto_parse_hold(arg, alen, n, req, err) < 0 ? -1 : 0;
@@ -455,21 +405,8 @@ int proto_parse_verb(const char *const *arg, const size_t *alen, int n, unsigned
 		req->token = arg[n - 1];
 		req->token_len = alen[n - 1];
 		return 0;
-	case CMD_ALLOW:
-	case CMD_PEEK:
-		if (allow_or_peek(arg, alen, n, req, err) < 0)
-			return -1;
+	default: /* the common shape (common_args), or CL.THROTTLE (not reached) */
 		break;
-	case CMD_RESET:
-		if (n != 3)
-			return admin_fail(err, CMD_ERR_SYNTAX, "usage: RESET <user> <action>");
-		break;
-	case CMD_STATE:
-		if (n != 3)
-			return admin_fail(err, CMD_ERR_SYNTAX, "usage: STATE <user> <action>");
-		break;
-	case CMD_THROTTLE:
-		break; /* not reached */
 	}
-	return user_action(arg, alen, req, err);
+	return admin_fail(err, CMD_ERR_SYNTAX, "no grammar for this command");
 }

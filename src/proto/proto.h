@@ -102,18 +102,14 @@ int proto_parse_pairs(const char *const *arg, const size_t *alen, int n, struct 
  * with req filled, -1 with err, or 1 when arg[0] is none of them. */
 int proto_parse_overrides(const char *const *arg, const size_t *alen, int n,
 			  struct cmd_request *req, struct proto_error *err);
-/* CHARGE <user> <action> <cost> from arg[0..n) (arg[0] the verb): 0 with
- * req filled, -1 with err, or 1 when arg[0] is not CHARGE. */
-int proto_parse_charge(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
-		       struct proto_error *err);
-/* HOLD <user> <action> <estimate>, SETTLE <hold-id> <actual>, CANCEL
- * <hold-id> from arg[0..n) (arg[0] the verb): 0 with req filled (a hold
- * id's action in action too), -1 with err, or 1 when arg[0] is none of them. */
+/* SETTLE <hold-id> <actual>, CANCEL <hold-id> from arg[0..n) (arg[0] the
+ * verb): 0 with req filled (a hold id's action in action too), -1 with err,
+ * or 1 when arg[0] is none of them. (HOLD is of the common shape: its row.) */
 int proto_parse_hold(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		     struct proto_error *err);
-/* ACQUIRE <user> <action> [<cost>], RELEASE <lease-id>, RENEW <lease-id>
- * from arg[0..n) (arg[0] the verb): 0 with req filled (a lease id's action
- * in action too), -1 with err, or 1 when arg[0] is none of them. */
+/* RELEASE <lease-id>, RENEW <lease-id> from arg[0..n) (arg[0] the verb):
+ * 0 with req filled (a lease id's action in action too), -1 with err, or 1
+ * when arg[0] is none of them. (ACQUIRE is of the common shape: its row.) */
 int proto_parse_lease(const char *const *arg, const size_t *alen, int n, struct cmd_request *req,
 		      struct proto_error *err);
 /* Any verb of the table (cmd_table.h) that front (CMD_ON_LINE or

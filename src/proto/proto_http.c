@@ -21,6 +21,7 @@
 
 #include "cmd_table.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "lease.h"
@@ -766,24 +767,35 @@ struct route {
 	unsigned suffix_methods;
 };
 
+/* The routes of the verbs of their own form; those of the common shape
+ * (<user> <action> [cost], ROUTE_ARGS) are their rows' in cmd_table.c. */
 static const struct route routes[] = {
-	{"/v1/allow", CMD_ALLOW, M_GET | M_POST, ROUTE_ARGS, NULL, 0, 0},
-	{"/v1/peek", CMD_PEEK, M_GET | M_POST, ROUTE_ARGS, NULL, 0, 0},
-	{"/v1/state", CMD_STATE, M_GET | M_POST, ROUTE_ARGS, NULL, 0, 0},
-	{"/v1/reset", CMD_RESET, M_POST, ROUTE_ARGS, NULL, 0, 0},
 	{"/v1/mallow", CMD_MALLOW, M_GET | M_POST, ROUTE_PAIRS, NULL, 0, 0},
 	{"/v1/mpeek", CMD_MPEEK, M_GET | M_POST, ROUTE_PAIRS, NULL, 0, 0},
-	{"/v1/acquire", CMD_ACQUIRE, M_POST, ROUTE_ARGS, NULL, 0, 0},
-	{"/v1/charge", CMD_CHARGE, M_POST, ROUTE_ARGS, NULL, 0, 0},
-	{"/v1/hold", CMD_HOLD, M_POST, ROUTE_ARGS, NULL, 0, 0},
 	/* DELETE /v1/holds/<id>: CANCEL; POST /v1/holds/<id>/settle?actual=N */
 	{"/v1/holds/", CMD_CANCEL, M_DELETE, ROUTE_ID, "/settle", CMD_SETTLE, M_POST},
 	/* DELETE /v1/leases/<id>: RELEASE; POST /v1/leases/<id>/renew */
 	{"/v1/leases/", CMD_RELEASE, M_DELETE, ROUTE_ID, "/renew", CMD_RENEW, M_POST},
 };
 
+
 static const struct route *route_of(const char *path, size_t len)
 {
+	/* a verb of the common shape: its row's route, POST (and GET) */
+	static struct route verb_routes[CMD_VERB_N];
+	for (int v = 0; v < CMD_VERB_N; v++) {
+		const struct cmd_verb_row *row = &cmd_verbs[v];
+		if (!row->http || strlen(row->http) != len || memcmp(path, row->http, len) != 0)
+			continue;
+		verb_routes[v] = (struct route){row->http,
+						(enum cmd_verb)v,
+						M_POST | (row->http_get ? M_GET : 0),
+						ROUTE_ARGS,
+						NULL,
+						0,
+						0};
+		return &verb_routes[v];
+	}
 	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
 		size_t n = strlen(routes[i].path);
 		int prefix = routes[i].path[n - 1] == '/';
@@ -899,14 +911,18 @@ static enum proto_step request_of(const struct args *a, struct cmd_request *req,
 		return bad(out, CMD_ERR_BAD_USER, "user is longer than 512 bytes");
 	if (!a->action || a->action_len == 0)
 		return bad(out, CMD_ERR_SYNTAX, "action is missing");
-	if (req->verb == CMD_RESET && a->cost)
-		return bad(out, CMD_ERR_SYNTAX, "RESET takes no cost");
-	if (req->verb == CMD_STATE && a->cost)
-		return bad(out, CMD_ERR_SYNTAX, "STATE takes no cost");
-	if (req->verb == CMD_CHARGE && !a->cost)
-		return bad(out, CMD_ERR_SYNTAX, "a charge needs its cost");
-	if (req->verb == CMD_HOLD && !a->cost)
-		return bad(out, CMD_ERR_SYNTAX, "a hold needs its estimate (cost)");
+	/* what the verb's row says of its cost (a forward-auth request is an
+	 * ALLOW); the messages made once per verb */
+	static char no_cost[CMD_VERB_N][48], need_cost[CMD_VERB_N][48];
+	const struct cmd_verb_row *row = &cmd_verbs[req->verb];
+	if (a->cost && !(row->args & (CMD_ARGS_COST | CMD_ARGS_COST_NEEDED))) {
+		snprintf(no_cost[req->verb], sizeof(no_cost[0]), "%s takes no cost", row->name);
+		return bad(out, CMD_ERR_SYNTAX, no_cost[req->verb]);
+	}
+	if (!a->cost && (row->args & CMD_ARGS_COST_NEEDED)) {
+		snprintf(need_cost[req->verb], sizeof(need_cost[0]), "%s needs a cost", row->name);
+		return bad(out, CMD_ERR_SYNTAX, need_cost[req->verb]);
+	}
 	if (a->cost && proto_parse_cost(a->cost, a->cost_len, &req->cost) < 0)
 		return bad(out, CMD_ERR_BAD_COST, "cost must be an integer from 1 to 2147483647");
 	if (a->wait) {
@@ -914,7 +930,7 @@ static enum proto_step request_of(const struct args *a, struct cmd_request *req,
 		 * (/auth/<action>?wait=500) */
 		const char *wa[5] = {"ALLOW", "", "", "WAIT", a->wait};
 		size_t wl[5] = {5, 0, 0, 4, a->wait_len};
-		if (req->verb != CMD_ALLOW)
+		if (!(row->args & CMD_ARGS_WAIT))
 			return bad(out, CMD_ERR_SYNTAX, "wait is for an allow");
 		if (proto_parse_wait(wa, wl, 5, req, &out->err) < 0)
 			return PROTO_BAD;
@@ -1131,16 +1147,45 @@ static const char *local_code(int status)
 	}
 }
 
+/* What a 404 and a 405 say: the routes and their methods, made once from
+ * the verbs' rows (those of the common shape) and routes[]. */
+static const char *routes_text(int methods_too)
+{
+	static char endpoints[512], methods[768];
+	if (!endpoints[0]) {
+		size_t e = 0, g = 0, p = 0;
+		char get[256] = "", post[256] = "";
+		for (int v = 0; v < CMD_VERB_N; v++) {
+			const struct cmd_verb_row *row = &cmd_verbs[v];
+			if (!row->http)
+				continue;
+			e += (size_t)snprintf(endpoints + e, sizeof(endpoints) - e, " %s",
+					      row->http);
+			if (row->http_get)
+				g += (size_t)snprintf(get + g, sizeof(get) - g, " %s", row->http);
+			else
+				p += (size_t)snprintf(post + p, sizeof(post) - p, " %s", row->http);
+		}
+		snprintf(endpoints + e, sizeof(endpoints) - e,
+			 " /v1/mallow /v1/mpeek /v1/holds/<id> /v1/leases/<id> /auth/<action>");
+		snprintf(methods, sizeof(methods),
+			 "GET or POST:%s /v1/mallow /v1/mpeek; POST:%s /v1/holds/<id>/settle "
+			 "/v1/leases/<id>/renew; DELETE: /v1/holds/<id> /v1/leases/<id>",
+			 get, post);
+	}
+	return methods_too ? methods : endpoints + 1;
+}
+
 static const char *local_message(int status)
 {
+	static char not_found[600];
 	switch (status) {
 	case NOT_FOUND:
-		return "endpoints: /v1/allow /v1/peek /v1/state /v1/mallow /v1/mpeek /v1/reset "
-		       "/v1/acquire /v1/leases/<id> /auth/<action>";
+		if (!not_found[0])
+			snprintf(not_found, sizeof(not_found), "endpoints: %s", routes_text(0));
+		return not_found;
 	case METHOD_NOT_ALLOWED:
-		return "/v1/allow, /v1/peek, /v1/state, /v1/mallow and /v1/mpeek take GET or POST, "
-		       "/v1/reset and /v1/acquire POST, /v1/leases/<id> DELETE, "
-		       "/v1/leases/<id>/renew POST";
+		return routes_text(1);
 	case TOO_LARGE:
 		return "a body is at most 4096 bytes";
 	case NOT_IMPLEMENTED:
