@@ -12,6 +12,9 @@ RL_BUILD_PACKAGES="build-essential pkg-config meson ninja-build python3
 # builds the package too (tests/package_check.py), so these are test
 # packages as well.
 RL_DEB_PACKAGES="debhelper dpkg-dev lintian"
+# What scripts/image takes into the container image besides the build's
+# libraries: time zones and the CA certificates.
+RL_IMAGE_PACKAGES="tzdata ca-certificates"
 # Extra packages for the test suite (systemd-analyze comes with systemd;
 # python3-redis is redis-py, a real client of the RESP tests; nginx-light
 # (with auth_request) and caddy are the proxies of the forward-auth tests;
@@ -24,11 +27,13 @@ RL_DEB_PACKAGES="debhelper dpkg-dev lintian"
 # clock in it-calendar; nftables cuts a replica from its master, and
 # util-linux's unshare gives that test its own network namespace, in
 # it-durability; chromium, driven by chromium-driver's chromedriver, is the
-# real browser of it-console and of scripts/plots' console screenshot).
+# real browser of it-console and of scripts/plots' console screenshot;
+# podman loads and runs the container image of scripts/image in it-image,
+# with runc, as crun cannot run containers on every host's cgroups).
 RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
 	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client prometheus
 	python3-yaml gnuplot-nox graphviz faketime nftables util-linux chromium chromium-driver
-	$RL_DEB_PACKAGES"
+	podman runc $RL_DEB_PACKAGES $RL_IMAGE_PACKAGES"
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.
