@@ -28,12 +28,13 @@ RL_IMAGE_PACKAGES="tzdata ca-certificates"
 # util-linux's unshare gives that test its own network namespace, in
 # it-durability; chromium, driven by chromium-driver's chromedriver, is the
 # real browser of it-console and of scripts/plots' console screenshot;
-# podman loads and runs the container image of scripts/image in it-image,
-# with runc, as crun cannot run containers on every host's cgroups).
+# podman loads and runs the container image of scripts/image in the image
+# test, with runc, as crun cannot run containers on every host's cgroups,
+# and iproute2's ip brings up the loopback of its network namespace).
 RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
 	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client prometheus
 	python3-yaml gnuplot-nox graphviz faketime nftables util-linux chromium chromium-driver
-	podman runc $RL_DEB_PACKAGES $RL_IMAGE_PACKAGES"
+	podman runc iproute2 $RL_DEB_PACKAGES $RL_IMAGE_PACKAGES"
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.
