@@ -27,8 +27,8 @@ are free whatever the host runs) with podman's storage in a temporary
 directory (vfs: no overlay mounts); containers, Redis and the directory are
 removed at the end, on failure too. Every wait is bounded, and the whole
 run ends 30 s before --meson-timeout with this test's own report (SIGTERM
-and SIGINT clean up too). 35 to 55 s on 2 cores, most of it the builds (the
-second one from nothing).
+and SIGINT clean up too). About a minute on 2 cores, most of it the two
+builds; 30 s when --cache holds the first one already.
 scripts/image-check runs the same with both builds fresh (no --cache)."""
 
 import argparse
