@@ -121,17 +121,17 @@ def wait_until(pred, timeout, what):
     raise AssertionError("timed out after %.0f s waiting for %s (%s)" % (timeout, what, last))
 
 
-def line_request(port, *lines, timeout=5):
+def line_request(port, *lines, timeout=5, host="127.0.0.1"):
     """Sends LINES on one connection, returns one reply line per line."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall("".join(l + "\n" for l in lines).encode())
         f = s.makefile("rb")
         return [f.readline().decode().rstrip("\n") for _ in lines]
 
 
-def http_get(port, path, timeout=5):
+def http_get(port, path, timeout=5, host="127.0.0.1"):
     """(status, body) of GET PATH, over a plain socket (Connection: close)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+    with socket.create_connection((host, port), timeout=timeout) as s:
         s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
         data = b""
         while True:
@@ -319,6 +319,13 @@ class Image(unittest.TestCase):
             self.assertEqual(status, 200, body)
             self.assertEqual(json.loads(body)["remaining"], 3)
             self.assertEqual(http_get(9464, "/livez")[0], 200)
+            # every address, not only 127.0.0.1 (in a pod, traffic comes to
+            # the pod's address): 127.0.0.2 is this namespace's loopback
+            # too, but a socket bound to 127.0.0.1 does not answer it
+            r = line_request(7379, "ALLOW img reply", host="127.0.0.2")[0]
+            self.assertTrue(r.startswith("ALLOWED 5 2 0 "), r)
+            self.assertEqual(http_get(8080, "/v1/allow?user=img&action=reply", host="127.0.0.2")[0], 200)
+            self.assertEqual(http_get(9464, "/readyz", host="127.0.0.2")[0], 200)
             uids, gids = ids_of(name)
             self.assertEqual(uids, [UID] * 4)
             self.assertEqual(gids, [UID] * 4)
