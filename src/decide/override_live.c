@@ -316,9 +316,11 @@ static void load_done(struct override_live *l, const struct store_override_resul
 		log_debug("overrides: unexpected reply reading %s", l->hash);
 		break;
 	case STORE_OVERRIDE_DOWN:
-		/* Redis is down or going: its own warning says so */
+		/* Redis is down or going (not connected yet, at start): its own
+		 * warning says so, and asking again costs it nothing */
 		log_debug("overrides: cannot read %s: %s", l->hash, res->why);
-		break;
+		l->loaded = 0;
+		return;
 	case STORE_OVERRIDE_REFUSED:
 		/* an error from Redis (an ACL...): once per cause */
 		if (strncmp(l->load_error, res->why, sizeof(l->load_error) - 1) != 0) {
@@ -327,7 +329,9 @@ static void load_done(struct override_live *l, const struct store_override_resul
 		}
 		break;
 	}
-	l->loaded = 0; /* read it again: it may have changed meanwhile */
+	/* Redis answered, but not the hash: read it again (it may have
+	 * changed meanwhile), not at once */
+	l->loaded = 0;
 	l->load_failed = 1;
 }
 
@@ -451,7 +455,9 @@ struct override_live *override_live_new(struct event_base *base, struct store *s
 		return NULL;
 	}
 	override_live_set_config(l, cfg);
-	tick_arm(l);
+	/* the first read now, not a tick later: a store that keeps none (the
+	 * memory store) answers at once, and the daemon is ready with it */
+	tick_cb(-1, 0, l);
 	return l;
 }
 
