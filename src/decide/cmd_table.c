@@ -42,6 +42,8 @@ static void run_auth(struct config *cfg, const struct cmd_env *env, const struct
 #define WAIT CMD_ARGS_WAIT
 #define TRACE CMD_ARGS_TRACE
 #define GET 1
+/* a grammar of its own: no common arguments, usage or route */
+#define OWN 0, NULL, NULL, 0
 
 const struct cmd_verb_row cmd_verbs[CMD_VERB_N] = {
 	[CMD_ALLOW] = {"ALLOW", DECIDE, 0, NULL, TEXT, STORE_ALLOW, cmd_run_pair, "allow",
@@ -53,31 +55,31 @@ const struct cmd_verb_row cmd_verbs[CMD_VERB_N] = {
 		      "/v1/peek", GET},
 	[CMD_RESET] = {"RESET", ADMIN, 1, NULL, TEXT, STORE_RESET, cmd_run_pair, "reset", PAIR,
 		       "RESET <user> <action>", "/v1/reset", 0},
-	[CMD_PING] = {"PING", 0, 0, NULL, TEXT, NO_OP, run_ping, "ping"},
-	[CMD_QUIT] = {"QUIT", 0, 0, NULL, TEXT, NO_OP, run_quit, "quit"},
+	[CMD_PING] = {"PING", 0, 0, NULL, TEXT, NO_OP, run_ping, "ping", OWN},
+	[CMD_QUIT] = {"QUIT", 0, 0, NULL, TEXT, NO_OP, run_quit, "quit", OWN},
 	/* RESP only, and only when the configuration enables it */
 	[CMD_THROTTLE] = {"CL.THROTTLE", DECIDE, 0, NULL, CMD_ON_RESP, NO_OP, cmd_run_throttle,
-			  "throttle"},
-	[CMD_MALLOW] = {"MALLOW", DECIDE, 0, NULL, TEXT, NO_OP, multi_execute, "mallow"},
-	[CMD_MPEEK] = {"MPEEK", DECIDE, 0, NULL, TEXT, NO_OP, multi_execute, "mpeek"},
+			  "throttle", OWN},
+	[CMD_MALLOW] = {"MALLOW", DECIDE, 0, NULL, TEXT, NO_OP, multi_execute, "mallow", OWN},
+	[CMD_MPEEK] = {"MPEEK", DECIDE, 0, NULL, TEXT, NO_OP, multi_execute, "mpeek", OWN},
 	[CMD_OVERRIDE] = {"OVERRIDE", ADMIN, 1, "overrides need", TEXT, NO_OP, cmd_run_live,
-			  "override"},
+			  "override", OWN},
 	[CMD_UNOVERRIDE] = {"UNOVERRIDE", ADMIN, 1, "overrides need", TEXT, NO_OP, cmd_run_live,
-			    "unoverride"},
+			    "unoverride", OWN},
 	[CMD_OVERRIDES] = {"OVERRIDES", ADMIN, 1, "overrides need", TEXT, NO_OP, cmd_run_live,
-			   "overrides"},
-	[CMD_AUTH] = {"AUTH", 0, 0, NULL, TEXT, NO_OP, run_auth, "auth"},
+			   "overrides", OWN},
+	[CMD_AUTH] = {"AUTH", 0, 0, NULL, TEXT, NO_OP, run_auth, "auth", OWN},
 	[CMD_ACQUIRE] = {"ACQUIRE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_lease, "acquire",
 			 PAIR | COST, "ACQUIRE <user> <action> [<cost>]", "/v1/acquire", 0},
-	[CMD_RELEASE] = {"RELEASE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_lease, "release"},
-	[CMD_RENEW] = {"RENEW", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_lease, "renew"},
+	[CMD_RELEASE] = {"RELEASE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_lease, "release", OWN},
+	[CMD_RENEW] = {"RENEW", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_lease, "renew", OWN},
 	[CMD_CHARGE] = {"CHARGE", DECIDE, 0, NULL, TEXT, STORE_CHARGE, cmd_run_pair, "charge",
 			PAIR | COST_NEEDED, "CHARGE <user> <action> <cost>", "/v1/charge", 0},
 	[CMD_HOLD] = {"HOLD", DECIDE, 0, NULL, TEXT, STORE_HOLD, cmd_run_pair, "hold",
 		      PAIR | COST_NEEDED, "HOLD <user> <action> <estimate>", "/v1/hold", 0},
-	[CMD_SETTLE] = {"SETTLE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_hold, "settle"},
-	[CMD_CANCEL] = {"CANCEL", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_hold, "cancel"},
-	[CMD_TOP] = {"TOP", ADMIN, 1, NULL, TEXT, NO_OP, cmd_run_top, "top"},
+	[CMD_SETTLE] = {"SETTLE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_hold, "settle", OWN},
+	[CMD_CANCEL] = {"CANCEL", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_hold, "cancel", OWN},
+	[CMD_TOP] = {"TOP", ADMIN, 1, NULL, TEXT, NO_OP, cmd_run_top, "top", OWN},
 	[CMD_STATE] = {"STATE", DECIDE, 0, NULL, TEXT, NO_OP, cmd_run_state, "state", PAIR,
 		       "STATE <user> <action>", "/v1/state", GET},
 };
