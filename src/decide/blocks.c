@@ -9,10 +9,10 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "keys.h"
 #include "policy.h"
+#include "hashkey.h"
 #include "siphash.h"
 
 #define WAYS 4
@@ -73,8 +73,7 @@ struct blocks *blocks_new(size_t entries)
 	}
 	/* clients choose users: a key they cannot know keeps them from
 	 * crowding one bucket (which would only cost them blocks) */
-	if (getrandom(b->hash_key, sizeof(b->hash_key), GRND_NONBLOCK) != sizeof(b->hash_key))
-		memset(b->hash_key, 0x5a, sizeof(b->hash_key));
+	hashkey_new(b->hash_key);
 	return b;
 }
 

@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "cmd_slot.h"
@@ -22,6 +20,7 @@
 #include "lease.h"
 #include "lease_book.h"
 #include "policy.h"
+#include "hashkey.h"
 #include "siphash.h"
 #include "stats.h"
 #include "store.h"
@@ -44,11 +43,7 @@ struct leases *leases_new(void)
 	struct leases *l = calloc(1, sizeof(*l));
 	if (!l)
 		return NULL;
-	if (getrandom(l->seed, sizeof(l->seed), 0) != (ssize_t)sizeof(l->seed)) {
-		/* no entropy yet: the clock and the pid */
-		uint64_t t = clock_mono_us() ^ (uint64_t)getpid() << 40;
-		memcpy(l->seed, &t, sizeof(t));
-	}
+	hashkey_new(l->seed);
 	l->book = lease_book_new(BOOK_MAX);
 	if (!l->book) {
 		free(l);

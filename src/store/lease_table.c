@@ -3,10 +3,9 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include "clock.h"
+#include "hashkey.h"
 #include "siphash.h"
 #include "stats.h"
 
@@ -35,11 +34,7 @@ struct lease_table *lease_table_new(void)
 	struct lease_table *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
-	if (getrandom(t->seed, sizeof(t->seed), 0) != (ssize_t)sizeof(t->seed)) {
-		/* no entropy yet: the clock and the pid */
-		uint64_t x = clock_mono_us() ^ (uint64_t)getpid() << 40;
-		memcpy(t->seed, &x, sizeof(x));
-	}
+	hashkey_new(t->seed);
 	t->nbuckets = BUCKETS;
 	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
 	if (!t->buckets) {

@@ -19,9 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "config.h"
@@ -30,6 +28,7 @@
 #include "limiter.h"
 #include "log.h"
 #include "policy.h"
+#include "hashkey.h"
 #include "siphash.h"
 #include "store.h"
 #include "store_lease.h"
@@ -675,11 +674,7 @@ struct store *store_memory_new(struct event_base *base, const struct config_memo
 	s->leases = lease_table_new();
 	if (!s->buckets || !s->sweep || !s->d || !s->leases)
 		goto oom;
-	if (getrandom(s->seed, sizeof(s->seed), 0) != (ssize_t)sizeof(s->seed)) {
-		/* no entropy yet: a seed that differs between daemons still */
-		uint64_t x = clock_mono_us() ^ ((uint64_t)getpid() << 32);
-		memcpy(s->seed, &x, sizeof(x));
-	}
+	hashkey_new(s->seed);
 	s->wall_offset_us = wall_offset_us();
 	sweep_arm(s, mem_now(s));
 	return &s->base;
