@@ -9,10 +9,12 @@ reloads only on SIGHUP."""
 
 import os
 import shutil
+import ssl
 import time
 import unittest
 
-from harness import DaemonTest, free_port, make_config, wait_until
+from harness import Client, DaemonTest, free_port, make_config, wait_until
+from pki import Pki
 
 
 class KubeletVolume:
@@ -114,6 +116,39 @@ class WatchTest(DaemonTest):
         self.daemon.wait_log(r"reload: .*/rules changed", start=n)
         self.daemon.wait_log(r"reload: configuration \S+ loaded \(1 policy, 2 envoy rules\)",
                              start=n)
+
+    def test_certificate_renewed_in_a_tls_secret(self):
+        """cert-manager renews a listener's certificate in its Secret (the
+        kubelet's swap of tls.crt and tls.key together): new connections get
+        the new one, no signal sent."""
+        pki = Pki(self.tmpdir)
+        with open(pki.server_cert) as f, open(pki.server_key) as g:
+            sec = KubeletVolume(os.path.join(self.tmpdir, "tls"),
+                                {"tls.crt": f.read(), "tls.key": g.read()})
+        tls = ("{cert_file: %s, key_file: %s}"
+               % (os.path.join(sec.root, "tls.crt"), os.path.join(sec.root, "tls.key")))
+        tport = free_port()
+        text = make_config(["127.0.0.1:%d" % self.port,
+                            '{address: "127.0.0.1:%d", tls: %s}' % (tport, tls)],
+                           {"address": self.redis.address}, {"a": "5/60s"}, admin=False,
+                           watch="true")
+        self.start(text=text)
+        self.daemon.wait_log(r"watch: following 3 files")
+        ctx = ssl.create_default_context(cafile=pki.ca)
+
+        def served():
+            with Client(tport, tls=ctx) as c:
+                c.request("PING")
+                return c.sock.getpeercert(binary_form=True)
+        first = served()
+        newc, newk = pki.cert("renewed", ips=["127.0.0.1"], dns=["localhost"])
+        with open(newc) as f, open(newk) as g:
+            sec.update({"tls.crt": f.read(), "tls.key": g.read()})
+        with open(newc) as f:
+            want = ssl.PEM_cert_to_DER_cert(f.read())
+        wait_until(lambda: served() == want, 5, what="new connections to get the renewed "
+                   "certificate")
+        self.assertNotEqual(first, want)
 
     def test_token_secret_rotated(self):
         sec = KubeletVolume(os.path.join(self.tmpdir, "secret"),
