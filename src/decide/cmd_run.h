@@ -24,9 +24,4 @@ cmd_handler cmd_run_live;     /* OVERRIDE, UNOVERRIDE, OVERRIDES */
 cmd_handler cmd_run_top;      /* TOP */
 cmd_handler cmd_run_state;    /* STATE (cmd_state.c) */
 
-/* A concurrency policy's STATE, as leases.c read it: the leases' limit,
- * the units free, and ms until the last lease held expires. */
-void cmd_state_lease(struct cmd_slot *slot, const struct policy *p, int64_t limit,
-		     int64_t remaining, int64_t last_ms);
-
 #endif

@@ -93,8 +93,9 @@ static void state_done(void *arg, const struct store_result *res)
 	state_reply(slot, st);
 }
 
-void cmd_state_lease(struct cmd_slot *slot, const struct policy *p, int64_t limit,
-		     int64_t remaining, int64_t last_ms)
+/* A concurrency policy's STATE, as leases_peek read it. */
+static void state_lease(struct cmd_slot *slot, const struct policy *p, int64_t limit,
+			int64_t remaining, int64_t last_ms)
 {
 	slot->overridden = CMD_STATE_NONE;
 	struct cmd_state *st = state_new(slot, p);
@@ -123,7 +124,7 @@ void cmd_run_state(struct config *cfg, const struct cmd_env *env, const struct c
 		return;
 	}
 	if (p->algo == POLICY_CONCURRENCY) {
-		leases_execute(cfg, env, pc, p, slot); /* cmd_state_lease answers */
+		leases_peek(cfg, env, p, pc->user, pc->user_len, slot, state_lease);
 		return;
 	}
 	/* the override's kind travels in overridden while the store reads

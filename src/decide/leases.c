@@ -83,7 +83,8 @@ uint64_t leases_nonce(struct leases *l)
 
 /* What a request left for its answer. */
 struct call {
-	struct cmd_slot *slot; /* NULL: detached (a closed connection's release) */
+	struct cmd_slot *slot;	/* NULL: detached (a closed connection's release) */
+	leases_peek_fn *peeked; /* LEASE_PEEK: who answers the slot */
 	struct leases *l;
 	const struct policy *p;
 	enum lease_op op;
@@ -175,8 +176,8 @@ static void answer(struct call *c, const struct lease_result *r, enum stats_from
 		slot->res.kind = CMD_REPLY_OK;
 		decide_complete(slot);
 		return;
-	case LEASE_PEEK: /* STATE */
-		cmd_state_lease(slot, c->p, r->limit, r->remaining, r->ms);
+	case LEASE_PEEK: /* the caller of leases_peek answers */
+		c->peeked(slot, c->p, r->limit, r->remaining, r->ms);
 		return;
 	}
 	decide_error(slot, CMD_ERR_SYNTAX, "no such lease operation");
@@ -248,14 +249,16 @@ static void run(struct config *cfg, const struct cmd_env *env, struct call *c,
 	store_lease(env->store, &req, lease_done, c);
 }
 
-void leases_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
-		    const struct policy *p, struct cmd_slot *slot)
+/* A call for slot on p, the slot set up for it; NULL (the slot answered)
+ * when out of memory. */
+static struct call *call_new(struct config *cfg, const struct cmd_env *env, const struct policy *p,
+			     struct cmd_slot *slot)
 {
 	struct call *c = calloc(1, sizeof(*c));
 	if (!c || !env->leases) {
 		free(c);
 		decide_error(slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
-		return;
+		return NULL;
 	}
 	config_ref(cfg);
 	slot->cfg = cfg;
@@ -268,6 +271,26 @@ void leases_execute(struct config *cfg, const struct cmd_env *env, const struct 
 	slot->local = NULL;
 	c->slot = slot;
 	c->p = p;
+	return c;
+}
+
+void leases_peek(struct config *cfg, const struct cmd_env *env, const struct policy *p,
+		 const char *user, size_t ulen, struct cmd_slot *slot, leases_peek_fn *peeked)
+{
+	struct call *c = call_new(cfg, env, p, slot);
+	if (!c)
+		return;
+	c->op = LEASE_PEEK; /* a PEEK of cost 0: the leases held, nothing taken */
+	c->peeked = peeked;
+	run(cfg, env, c, p, user, ulen, "", 0);
+}
+
+void leases_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
+		    const struct policy *p, struct cmd_slot *slot)
+{
+	struct call *c = call_new(cfg, env, p, slot);
+	if (!c)
+		return;
 	switch (pc->verb) {
 	case CMD_ACQUIRE: {
 		c->op = LEASE_ACQUIRE;
@@ -287,10 +310,6 @@ void leases_execute(struct config *cfg, const struct cmd_env *env, const struct 
 	case CMD_RESET:
 		c->op = LEASE_RESET;
 		run(cfg, env, c, p, pc->user, pc->user_len, "", 1);
-		return;
-	case CMD_STATE: /* a PEEK of cost 0: the leases held, nothing taken */
-		c->op = LEASE_PEEK;
-		run(cfg, env, c, p, pc->user, pc->user_len, "", 0);
 		return;
 	case CMD_RELEASE:
 	case CMD_RENEW: {

@@ -10,6 +10,7 @@
 #define RL_LEASES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cmd_types.h"
 
@@ -35,6 +36,15 @@ void leases_sweep(struct leases *l);
  */
 void leases_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		    const struct policy *p, struct cmd_slot *slot);
+
+/* What the leases of a pair hold now (STATE): their limit, the units
+ * free, and ms until the last one held expires. */
+typedef void leases_peek_fn(struct cmd_slot *slot, const struct policy *p, int64_t limit,
+			    int64_t remaining, int64_t last_ms);
+/* Reads the leases (p's action, user) holds, taking nothing; peeked answers
+ * slot, unless the store fails (then slot is answered as leases_execute's). */
+void leases_peek(struct config *cfg, const struct cmd_env *env, const struct policy *p,
+		 const char *user, size_t ulen, struct cmd_slot *slot, leases_peek_fn *peeked);
 
 /* Releases the lease id names (a closed connection's); nobody waits for
  * the answer, which is only counted. */
