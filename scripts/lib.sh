@@ -35,6 +35,14 @@ RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3
 	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client prometheus
 	python3-yaml gnuplot-nox graphviz faketime nftables util-linux chromium chromium-driver
 	podman runc iproute2 $RL_DEB_PACKAGES $RL_IMAGE_PACKAGES"
+# Valkey 8, the other store the suite tests (it-valkey), from Debian 12's
+# bookworm-backports: only these three packages come from there (each is
+# asked for as PKG/bookworm-backports, so their dependencies and everything
+# else stay bookworm's; backports' own priority, 100, installs nothing by
+# itself). Not valkey-redis-compat, whose redis-* names would replace
+# redis-server 7, which every other test uses.
+RL_VALKEY_PACKAGES="valkey-server valkey-sentinel valkey-tools"
+RL_BACKPORTS_SOURCES=/etc/apt/sources.list.d/bookworm-backports.sources
 # Node.js and npm for the Node Redis clients of the RESP tests (npm then
 # fetches the pinned clients from its registry): Debian's, unless a node
 # with its own npm is installed already.
@@ -74,6 +82,48 @@ rl_install_packages() {
 		command -v sudo >/dev/null 2>&1 ||
 			rl_die "missing packages (${missing[*]}) and not root: run as root or install them"
 		sudo=(sudo)
+	fi
+	rl_say "installing ${missing[*]}"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
+		rl_die "apt-get update failed"
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+		--no-install-recommends "${missing[@]}" ||
+		rl_die "apt-get install failed"
+}
+
+# rl_install_backports PKG... - installs the missing PKGs from
+# bookworm-backports, adding that suite as an apt source first when it is not
+# one yet (a copy of debian.sources' bookworm entry: the same mirror and key,
+# Suites: bookworm-backports).
+rl_install_backports() {
+	local missing=() p
+	command -v dpkg-query >/dev/null 2>&1 ||
+		rl_die "dpkg-query not found: this script expects Debian 12 (install the packages by hand: $*)"
+	for p in "$@"; do
+		rl_have_package "$p" || missing+=("$p/bookworm-backports")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+
+	local sudo=()
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null 2>&1 ||
+			rl_die "missing packages (${missing[*]}) and not root: run as root or install them"
+		sudo=(sudo)
+	fi
+	if ! grep -rqs '^Suites:.*bookworm-backports' /etc/apt/sources.list.d/ &&
+		! grep -rqs '^deb .* bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+		local entry
+		entry=$(awk 'BEGIN { RS = "" } /(^|\n)Suites:([^\n]* )?bookworm( |\n|$)/ { print; exit }' \
+			/etc/apt/sources.list.d/debian.sources 2>/dev/null)
+		[ -n "$entry" ] || entry="Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
+		rl_say "adding bookworm-backports as $RL_BACKPORTS_SOURCES"
+		printf '%s\n' "$entry" | sed -e '/^#/d' -e 's/^Suites:.*/Suites: bookworm-backports/' |
+			"${sudo[@]}" tee "$RL_BACKPORTS_SOURCES" >/dev/null ||
+			rl_die "cannot write $RL_BACKPORTS_SOURCES"
 	fi
 	rl_say "installing ${missing[*]}"
 	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q ||
