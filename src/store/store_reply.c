@@ -30,10 +30,13 @@ enum store_error store_reply_error(const char *err, size_t len)
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		if (strlen(codes[i].code) == w && memcmp(err, codes[i].code, w) == 0)
 			return codes[i].e;
-	/* Redis 7.0 reports a script's own failures as "ERR ... script: <sha>,
-	 * on @user_script:N.", ACL refusals inside it included. */
+	/* Redis 7.0 and Valkey 8 report a script's own failures as "ERR ...
+	 * script: <sha>, on @user_script:N.", ACL refusals inside it included:
+	 * "The user executing the script can't ..." (Redis), "ACL failure in
+	 * script: ..." (Valkey). */
 	if (w == 3 && memcmp(err, "ERR", 3) == 0) {
-		if (memmem(err, len, "user executing the script can't", 31))
+		if (memmem(err, len, "user executing the script can't", 31) ||
+		    memmem(err, len, "ACL failure in script", 21))
 			return STORE_ERROR_NOPERM;
 		if (memmem(err, len, "user_script", 11) ||
 		    memmem(err, len, "Error running script", 20))

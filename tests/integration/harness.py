@@ -9,6 +9,10 @@ Environment:
   RATELIMITD   path of the daemon binary (default: $RL_SRCDIR/build/ratelimitd)
   RL_SRCDIR    repository root (default: two levels above this file)
   RL_SLOW      multiplier for time margins (e.g. 3 under AddressSanitizer)
+  RL_REDIS_SERVER, RL_REDIS_CLI, RL_REDIS_SENTINEL
+               the store's programs (default: redis-server, redis-cli, and
+               redis-server --sentinel); e.g. Valkey's
+  RL_REDIS_NAME  the server_name every server started must report (valkey)
 """
 
 import atexit
@@ -43,8 +47,22 @@ _spec = importlib.util.spec_from_file_location("script_layout",
                                                os.path.join(BUILDDIR, "script_layout.py"))
 LAYOUT = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(LAYOUT)
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
-REDIS_CLI = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+# The store's programs: Debian's Redis 7 unless RL_REDIS_SERVER, RL_REDIS_CLI
+# and RL_REDIS_SENTINEL name others (it-valkey and scripts/valkey-check name
+# valkey-server, valkey-cli and valkey-sentinel). A sentinel is started as
+# `REDIS_SENTINEL CONF --sentinel`, which redis-server and valkey-sentinel
+# both take.
+REDIS_SERVER = (os.environ.get("RL_REDIS_SERVER") or shutil.which("redis-server")
+                or "/usr/bin/redis-server")
+REDIS_CLI = os.environ.get("RL_REDIS_CLI") or shutil.which("redis-cli") or "/usr/bin/redis-cli"
+REDIS_SENTINEL = os.environ.get("RL_REDIS_SENTINEL") or REDIS_SERVER
+# With RL_REDIS_NAME set (valkey), every server and sentinel started here must
+# say it is that server (INFO server's server_name; Redis 7 has none: "redis"),
+# so a run meant for another server cannot pass on Redis by mistake.
+# SERVERS_SEEN counts the ones checked by server_mode (standalone, sentinel,
+# cluster).
+REDIS_NAME = os.environ.get("RL_REDIS_NAME")
+SERVERS_SEEN = {}
 SLOW = float(os.environ.get("RL_SLOW", "1"))
 
 # Margin allowed on top of redis.timeout for an answer while the store fails.
@@ -297,6 +315,24 @@ def scrape_metrics(port):
     return out
 
 
+def check_server_name(server):
+    """Fails (Fatal) when RL_REDIS_NAME is set and `server`, just started
+    (a RedisServer or a topology.Sentinel), is another server; counts it in
+    SERVERS_SEEN."""
+    if not REDIS_NAME:
+        return
+    text = server.call("INFO", "server")
+    info = dict(ln.split(":", 1) for ln in text.decode(errors="replace").splitlines()
+                if ":" in ln and not ln.startswith("#"))
+    name = info.get("server_name", "redis")
+    version = info.get("%s_version" % name, info.get("redis_version", "?"))
+    if name != REDIS_NAME:
+        raise Fatal("the server on port %d is %s %s, not %s (RL_REDIS_NAME)"
+                    % (server.port, name, version, REDIS_NAME))
+    mode = info.get("server_mode") or info.get("redis_mode", "?")
+    SERVERS_SEEN[mode] = SERVERS_SEEN.get(mode, 0) + 1
+
+
 def commandstats(server):
     """{"evalsha": calls, ...} from INFO commandstats."""
     return info_counts(server, "commandstats", "cmdstat_", "calls")
@@ -375,6 +411,7 @@ class RedisServer:
             with self.resp(timeout=1) as r:
                 return r.call("PING") == "PONG"
         wait_until(ready, timeout, what="redis-server PING on port %d" % self.port)
+        check_server_name(self)
         return self
 
     def read_log(self):

@@ -33,7 +33,7 @@ import subprocess
 import time
 
 import harness
-from harness import (REDIS_CLI, REDIS_SERVER, SLOW, Fatal, RedisServer, RespError, _kill,
+from harness import (REDIS_CLI, REDIS_SENTINEL, SLOW, Fatal, RedisServer, RespError, _kill,
                      free_port, spawn, wait_until)
 from sentinel_proxy import SentinelProxy
 from slots import NSLOTS, key_slot, user_key, users_in_slots
@@ -555,7 +555,7 @@ class Sentinel:
     def start(self, timeout=None):
         timeout = timeout or 10 * SLOW
         self.logf = open(self.log_path, "ab")
-        self.proc = spawn([REDIS_SERVER, self.conf, "--sentinel"], stdout=self.logf,
+        self.proc = spawn([REDIS_SENTINEL, self.conf, "--sentinel"], stdout=self.logf,
                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.tmpdir)
 
         def ready():
@@ -563,6 +563,7 @@ class Sentinel:
                 raise Fatal("sentinel exited: %s" % self.read_log())
             return self.call("PING") == "PONG"
         wait_until(ready, timeout, what="sentinel PING on %d" % self.port)
+        harness.check_server_name(self)
         return self
 
     def read_log(self):

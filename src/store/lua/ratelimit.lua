@@ -69,6 +69,15 @@
 -- built script's lines are numbered as these.
 --@script_layout@
 
+-- Whether the error a command raised inside the script is an ACL refusal:
+-- "NOPERM ..." (later Redis), "ERR The user executing the script can't ..."
+-- (Redis 7.0) or "ERR ACL failure in script: ..." (Valkey 8), each naming
+-- the command, "a key" or "the channel" it refused.
+local function acl_refusal(e)
+  return string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true)
+    or string.find(e, 'ACL failure in script', 1, true)
+end
+
 -- The daemon's check after each (re)connect, so a Redis user whose ACL lacks
 -- something the decisions need is found at once, not by every decision
 -- failing: runs every command the decisions use, on keys of the daemon's
@@ -86,7 +95,7 @@ local function check(prefix)
     -- a Cluster node that does not hold these keys: not ours to judge
     if string.find(e, 'non local key', 1, true) then return end
     local rule = e
-    if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
+    if acl_refusal(e) then
       if string.find(e, 'channel', 1, true) then
         rule = '&' .. prefix .. 'reset'
       elseif string.find(e, 'key', 1, true) then
@@ -1709,7 +1718,7 @@ local function failed(err, width)
   -- The Redis user may not run a command (or touch a key) the decisions
   -- need: every decision would fail the same way, so fail the call with a
   -- NOPERM error the daemon reports, rather than one silent -1 each.
-  if string.find(e, 'NOPERM', 1, true) or string.find(e, 'executing the script can', 1, true) then
+  if acl_refusal(e) then
     return redis.error_reply('NOPERM ' .. (string.match(e, '^%u+ (.*)') or e))
   end
   -- A cluster that is down (a batch's undeclared keys are only checked
