@@ -26,7 +26,10 @@ static void memory_describe(const struct config *cfg, char *buf, size_t len)
 static struct store *redis_make(struct event_base *base, const struct config *cfg,
 				struct tls_client *tls, char *err, size_t errlen)
 {
-	return store_redis_new(base, &cfg->redis, tls, err, errlen);
+	struct store *s = store_redis_new(base, &cfg->redis, tls, err, errlen);
+	if (s)
+		store_redis_follow_readonly(s);
+	return s;
 }
 
 static void redis_describe(const struct config *cfg, char *buf, size_t len)

@@ -124,6 +124,11 @@ struct store_redis {
 	int replicas_short; /* the last WAIT found too few replicas */
 	int64_t wait_timeout_ms;
 	int cluster; /* a Redis Cluster node: cluster script, batches with undeclared keys */
+	/* the store alone at its address (redis.address), no Sentinel or
+	 * Cluster to follow a failover for it: a connection answered READONLY
+	 * (its Redis became a replica) is dropped, and the reconnect resolves
+	 * the address again (a managed service's endpoint moves by DNS) */
+	int alone;
 	unsigned long generation; /* bumped on every lost connection */
 	struct redis_argv call;	  /* the script call of one batch */
 	char *cmdbuf;		  /* its RESP bytes */
@@ -580,8 +585,8 @@ static void batch_release_held(struct store_redis *s, struct sbatch *b, int ok, 
 
 /* Redis answered the batch's call with an error: every decision in it
  * fails with it (a redirection says where to ask instead). */
-static void batch_failed(struct store_redis *s, struct sbatch *b, const redisReply *rep,
-			 enum store_error err)
+static void batch_failed(struct store_redis *s, struct rconn *rc, struct sbatch *b,
+			 const redisReply *rep, enum store_error err)
 {
 	char detail[128];
 	snprintf(detail, sizeof(detail), "redis: %.100s", rep->str);
@@ -592,6 +597,17 @@ static void batch_failed(struct store_redis *s, struct sbatch *b, const redisRep
 	case STORE_ERROR_TRYAGAIN:
 	case STORE_ERROR_CLUSTERDOWN:
 	case STORE_ERROR_READONLY:
+		if (s->alone && rc->c.link) {
+			/* no one else follows this failover: a new connection
+			 * may reach the new master (this one answers later
+			 * batches READONLY until then: the reconnect's backoff
+			 * grows while it does) */
+			log_warn("%s answers READONLY (a replica now): reconnecting, the "
+				 "address resolved again",
+				 s->name);
+			redis_conn_restart(&rc->c);
+		}
+		break;
 	case STORE_ERROR_MASTERDOWN:
 		break; /* where to ask instead: the cluster and sentinel stores follow it */
 	default:
@@ -709,7 +725,7 @@ static void batch_cb(struct rlink *l, redisReply *rep, void *privdata)
 		rc->queued -= (unsigned)kept;
 	}
 	if (rep->type == REDIS_REPLY_ERROR) {
-		batch_failed(s, b, rep, err);
+		batch_failed(s, rc, b, rep, err);
 		batch_done(b);
 		return;
 	}
@@ -1455,6 +1471,11 @@ struct store *store_redis_new(struct event_base *base, const struct config_redis
 			      struct tls_client *tls, char *err, size_t errlen)
 {
 	return redis_new(base, cfg, cfg->address, 0, tls, err, errlen);
+}
+
+void store_redis_follow_readonly(struct store *st)
+{
+	((struct store_redis *)st)->alone = 1;
 }
 
 struct store *store_redis_new_node(struct event_base *base, const struct config_redis *cfg,

@@ -18,6 +18,10 @@ struct tls_client;
  */
 struct store *store_redis_new(struct event_base *base, const struct config_redis *cfg,
 			      struct tls_client *tls, char *err, size_t errlen);
+/* st (store_redis_new's) is alone at its address, no Sentinel or Cluster
+ * following failovers for it: a connection that answers READONLY is
+ * reconnected (resolving the address again). */
+void store_redis_follow_readonly(struct store *st);
 
 /*
  * A store for one Redis Cluster master at `address` (credentials, timeout and

@@ -159,6 +159,8 @@ class ErrorRepliesTest(FakeBase):
     def test_error_replies_answer_per_policy(self):
         self.start()
         for err in ERROR_REPLIES:
+            if err.startswith("READONLY"):
+                continue  # (test_readonly_reconnects)
             self.fake.mode = ("error", err)
             self.check_fallback_round(err.split()[0])
             self.fake.mode = "ok"
@@ -167,6 +169,22 @@ class ErrorRepliesTest(FakeBase):
         self.assertAlive()
         # an error reply is not a reason to reconnect
         self.assertEqual(len(self.fake.accepts), 3, "reconnected on error replies")
+
+    def test_readonly_reconnects(self):
+        """READONLY answers per policy too; and, redis.address alone (no
+        Sentinel or Cluster following failovers), the connection that got
+        it is made again: a managed service's endpoint may lead elsewhere
+        now (it-redis_faults' DnsFailoverTest with real servers)."""
+        self.start()
+        accepts = len(self.fake.accepts)
+        self.fake.mode = ("error", ERROR_REPLIES[2])
+        self.check_fallback_round("READONLY")
+        self.fake.mode = "ok"
+        self.wait_service(timeout=5.0)
+        self.check_in_sync()
+        self.assertGreater(len(self.fake.accepts), accepts, "no reconnect on READONLY")
+        self.assertNoExtra()
+        self.assertAlive()
 
     def test_an_error_text_is_joined_without_doubled_punctuation(self):
         # Redis ends many texts with '.': the log once read "'maxmemory'.; answered"

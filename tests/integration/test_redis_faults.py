@@ -11,6 +11,7 @@ import unittest
 from harness import (FALLBACK_ALLOW, FALLBACK_DENY, STORE_MARGIN, DaemonTest, commandstats,
                      free_port,
                      is_real, parse_decision, wait_until)
+from sentinel_proxy import SentinelProxy
 
 TIMEOUT_MS = 100
 POLICIES = {
@@ -379,6 +380,42 @@ class RedisFailsMidRunTest(FaultBase):
         # other users are unaffected, the connection to Redis still works
         self.assertDecision(self.c.request("ALLOW ok reply"), "ALLOWED", 5, 4, 0)
         self.check_replies_consistent()
+
+
+class DnsFailoverTest(FaultBase):
+    def test_readonly_reconnects_to_where_the_address_leads_now(self):
+        """A managed service's failover (ElastiCache, Memorystore, Azure):
+        its endpoint's name moves to the new primary, and the old one, a
+        replica now, keeps the connections it had and answers them
+        READONLY. redis.address alone has no Sentinel or Cluster to follow
+        it: each connection answered READONLY is dropped and made again, so
+        it reaches what the address leads to now (here a proxy that sends
+        new connections to the new primary, as the DNS would); without
+        that, decisions stayed fallbacks for as long as the old
+        connections lived."""
+        old, new = self.start_redis(), self.start_redis()
+        proxy = SentinelProxy(old.port, drop=())
+        self.addCleanup(proxy.stop)
+        self.redis = old
+        self.daemon = self.start_daemon(POLICIES, redis=proxy.address, on_store_error="allow",
+                                        redis_opts={"timeout": "%dms" % TIMEOUT_MS})
+        self.c = self.daemon.client()
+        self.addCleanup(self.c.close)
+        self.wait_real()
+        self.assertDecision(self.c.request("ALLOW dns reply"), "ALLOWED", 5, 4)
+        # the failover: the old primary follows the new one, the name moves
+        new.call("SET", "marker", "new")
+        old.call("REPLICAOF", "127.0.0.1", str(new.port))
+        wait_until(lambda: old.call("GET", "marker") == b"new", 5, what="the old primary to "
+                   "replicate the new one")
+        proxy.target_port = new.port
+        n = len(self.daemon.log_lines())
+        # decided by the new primary (its own count: the replica's copy of
+        # the old one's state is gone with the swap) within a few reconnects
+        wait_until(lambda: is_real(self.c.request("ALLOW dns2 reply")), 5,
+                   interval=0.05, what="decisions from the new primary")
+        self.daemon.wait_log(r"answers READONLY \(a replica now\): reconnecting", start=n)
+        self.assertTrue(new.keys(b"*dns2*"), "the decision was not made on the new primary")
 
 
 class StoreConfigTest(FaultBase):
