@@ -142,6 +142,11 @@ static void reload(struct daemon *d)
 	char err[CONFIG_ERR_MAX];
 	sd_notify_reloading();
 	struct config *cfg = config_load(d->config_path, err, sizeof(err));
+	/* a policy may move to another store only among those running */
+	if (cfg && server_check_stores(d->srv, cfg, err, sizeof(err)) < 0) {
+		config_unref(cfg);
+		cfg = NULL;
+	}
 	if (!cfg) {
 		config_log_errors("reload failed, keeping the running configuration: ", err);
 		stats.reloads_failed++;
@@ -165,6 +170,7 @@ static void reload(struct daemon *d)
 		else if (tls > 0)
 			log_info("reload: redis.tls certificates read again; new Redis "
 				 "connections use them");
+		server_reload_stores_tls(d->srv, cfg);
 		metrics_reload_tls(d->metrics, &cfg->metrics_tls);
 		char counts[96];
 		policies_text(cfg, counts, sizeof(counts));

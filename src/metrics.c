@@ -753,6 +753,42 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
  */
 enum probe { PROBE_HEALTH, PROBE_READY, PROBE_LIVE };
 
+/* Whether a policy of cfg decides in the store named `name` (stores:). */
+static int store_used(const struct config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->npolicies; i++)
+		if (strcmp(cfg->policies[i].store, name) == 0)
+			return 1;
+	return 0;
+}
+
+/* The worst verdict of the default store and every store of stores: a
+ * policy uses; *store: that store's name (NULL: the default one). */
+static enum store_verdict stores_verdict(struct metrics *m, const char **store, const char **why,
+					 const char **refusal)
+{
+	const struct config *cfg = server_config(m->srv);
+	const struct cmd_env *env = server_env(m->srv);
+	int local = local_active(server_local(m->srv));
+	enum store_verdict v =
+		store_verdict(server_store(m->srv), cfg->on_store_error, local, why, refusal);
+	*store = NULL;
+	for (size_t i = 0; i < env->nnamed; i++) {
+		const char *w, *r;
+		if (!store_used(cfg, env->named[i].name))
+			continue;
+		enum store_verdict n =
+			store_verdict(env->named[i].store, cfg->on_store_error, local, &w, &r);
+		if (n > v) {
+			v = n;
+			*store = env->named[i].name;
+			*why = w;
+			*refusal = r;
+		}
+	}
+	return v;
+}
+
 static void probe_reply(struct metrics *m, struct evhttp_request *req, struct evbuffer *body,
 			enum probe probe)
 {
@@ -761,10 +797,10 @@ static void probe_reply(struct metrics *m, struct evhttp_request *req, struct ev
 		reply_text(req, HTTP_OK, "OK", body, "text/plain");
 		return;
 	}
-	const char *why, *refusal;
-	enum store_verdict v =
-		store_verdict(server_store(m->srv), server_config(m->srv)->on_store_error,
-			      local_active(server_local(m->srv)), &why, &refusal);
+	const char *why, *refusal, *store;
+	enum store_verdict v = stores_verdict(m, &store, &why, &refusal);
+	if (store && !m->stopping) /* "store eu: " before what is wrong with it */
+		evbuffer_add_printf(body, "store %s: ", store);
 	const struct override_live *live = server_env(m->srv)->live;
 	if (m->stopping) {
 		evbuffer_add_printf(body, "stopping\n");

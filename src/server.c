@@ -28,6 +28,7 @@
 #include "override_live.h"
 #include "stats.h"
 #include "store.h"
+#include "store_factory.h"
 #include "tls.h"
 #include "trace_export.h"
 
@@ -269,6 +270,65 @@ static void close_listeners(struct server *srv)
 			listener_close(srv->ports[i].l);
 }
 
+/* The stores of stores:, all of them, connecting in the background. */
+static int named_stores_new(struct server *srv, struct event_base *base, const struct config *cfg,
+			    char *err, size_t errlen)
+{
+	if (!cfg->nstores)
+		return 0;
+	srv->env.named = calloc(cfg->nstores, sizeof(*srv->env.named));
+	if (!srv->env.named) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < cfg->nstores; i++) {
+		struct cmd_named_store *n = &srv->env.named[i];
+		char why[CONFIG_ERR_MAX / 2];
+		memcpy(n->name, cfg->stores[i].name, sizeof(n->name));
+		n->store = store_new_redis(base, &cfg->stores[i].redis, why, sizeof(why));
+		if (!n->store) {
+			snprintf(err, errlen, "stores.%s: %s", n->name, why);
+			return -1;
+		}
+		srv->env.nnamed++;
+	}
+	return 0;
+}
+
+int server_check_stores(const struct server *srv, const struct config *cfg, char *err,
+			size_t errlen)
+{
+	for (size_t i = 0; i < cfg->npolicies; i++) {
+		const struct policy *p = &cfg->policies[i];
+		if (p->store[0] && !cmd_env_store(&srv->env, p)) {
+			snprintf(err, errlen,
+				 "policies.%s.store: store %s is not running (a store added to "
+				 "stores: starts at a restart)",
+				 p->name, p->store);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void server_reload_stores_tls(struct server *srv, const struct config *cfg)
+{
+	for (size_t i = 0; i < srv->env.nnamed; i++) {
+		const struct config_named_store *st =
+			config_find_store(cfg, srv->env.named[i].name);
+		char why[400];
+		int rc = st ? store_reload_tls_redis(srv->env.named[i].store, &st->redis, why,
+						     sizeof(why))
+			    : 0;
+		if (rc < 0)
+			log_error("reload: stores.%s.%s; new connections keep the certificates "
+				  "loaded before",
+				  st->name, why);
+		else if (rc > 0)
+			log_info("reload: stores.%s.tls certificates read again", st->name);
+	}
+}
+
 struct server *server_new(struct event_base *base, struct config *cfg, struct store *store,
 			  struct activation *act, char *err, size_t errlen)
 {
@@ -278,6 +338,10 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 		return NULL;
 	}
 	srv->env.store = store;
+	if (named_stores_new(srv, base, cfg, err, errlen) < 0) {
+		server_free(srv);
+		return NULL;
+	}
 	srv->env.deny = denycache_new(DENY_CACHE_ENTRIES);
 	srv->env.blocks = blocks_new(BLOCKS_ENTRIES); /* NULL: no blocks */
 	srv->env.live = override_live_new(base, store, cfg);
@@ -362,9 +426,17 @@ static struct blocks *late_blocks;
 static struct local *late_local;
 static struct leases *late_leases;
 static struct delays *late_delays;
+static struct cmd_named_store *late_named;
+static size_t late_nnamed;
 
 void server_free_after_store(void)
 {
+	/* as the default store, before what their answers may touch */
+	for (size_t i = 0; i < late_nnamed; i++)
+		store_free(late_named[i].store);
+	free(late_named);
+	late_named = NULL;
+	late_nnamed = 0;
 	delays_free(late_delays);
 	late_delays = NULL;
 	denycache_free(late_deny);
@@ -404,6 +476,8 @@ void server_free(struct server *srv)
 	late_local = srv->env.local;
 	late_leases = srv->env.leases;
 	late_delays = srv->env.delays;
+	late_named = srv->env.named;
+	late_nnamed = srv->env.nnamed;
 	delays_flush(late_delays); /* and anything delayed later is answered at once */
 	override_live_free(srv->env.live);
 	free(srv);

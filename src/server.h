@@ -32,6 +32,12 @@ struct tls_server_files;
 void server_tls_files(const struct config_listen_tls *t, struct tls_server_files *f);
 struct config *server_config(const struct server *srv);
 struct store *server_store(const struct server *srv);
+/* A reload's file: each policy's store must be running (stores: are
+ * built at start). 0, or -1 with "policies.NAME.store: why" in err. */
+int server_check_stores(const struct server *srv, const struct config *cfg, char *err,
+			size_t errlen);
+/* A reload: the stores of stores: read their tls files again (logged). */
+void server_reload_stores_tls(struct server *srv, const struct config *cfg);
 /* What requests are executed against (cmd_execute): for a front end
  * outside the listeners (the console). */
 const struct cmd_env *server_env(const struct server *srv);

@@ -244,6 +244,7 @@ enum {
 	TK_STORE,
 	TK_MEMORY,
 	TK_REDIS,
+	TK_STORES,
 	TK_PREFIX,
 	TK_ON_ERROR,
 	TK_LOCAL_SHARE,
@@ -274,6 +275,9 @@ static const struct ykey top_keys[TK_N] = {
 		       YP_SECTION, NULL, NULL},
 	[TK_REDIS] = {"redis", config_store_set_redis, offsetof(struct config, redis), 0, 0,
 		      YP_SECTION, NULL, NULL},
+	/* each store's keys follow redis:'s rules, store by store (diff_stores) */
+	[TK_STORES] = {"stores", config_store_set_stores, 0, 0, CONFIG_STORES_MAX, YP_RESTART,
+		       config_store_put_stores, NULL},
 	[TK_PREFIX] = {"prefix", set_prefix, offsetof(struct config, prefix), 0, 0, YP_RELOAD,
 		       put_prefix, NULL},
 	[TK_ON_ERROR] = {"on_store_error", yp_set_enum, offsetof(struct config, on_store_error), 0,
@@ -327,25 +331,28 @@ static const struct ktable throttle_table = {"throttle.", throttle_keys, HK_N, K
 
 /* Every table of keys, in the order --config-keys lists them. */
 static const struct ktable *const key_tables[] = {
-	&top_table,		   /* "" */
-	&config_listen_table,	   /* "listen[]." (config_listen.c) */
-	&config_listen_tls_table,  /* "listen[].tls." */
-	&config_memory_table,	   /* "memory." (config_store.c) */
-	&config_redis_table,	   /* "redis." */
-	&config_sentinel_table,	   /* "redis.sentinel." */
-	&config_redis_tls_table,   /* "redis.tls." */
-	&config_metrics_table,	   /* "metrics." (config_listen.c) */
-	&config_metrics_tls_table, /* "metrics.tls." */
-	&throttle_table,	   /* "throttle." */
-	&config_envoy_table,	   /* "envoy." (config_envoy.c) */
-	&config_declog_table,	   /* "decision_log." (config_declog.c) */
-	&config_tracing_table,	   /* "tracing." (config_tracing.c) */
-	&config_identity_table,	   /* "identities.NAME." (config_identity.c) */
-	&config_policy_table,	   /* "policies.NAME." (config_policy.c) */
-	&config_ban_table,	   /* "policies.NAME.ban." */
-	&config_delay_table,	   /* "policies.NAME.delay." */
-	&config_blocks_table,	   /* "policies.NAME.blocks." */
-	&config_override_table,	   /* "policies.NAME.overrides.USER." */
+	&top_table,		       /* "" */
+	&config_listen_table,	       /* "listen[]." (config_listen.c) */
+	&config_listen_tls_table,      /* "listen[].tls." */
+	&config_memory_table,	       /* "memory." (config_store.c) */
+	&config_redis_table,	       /* "redis." */
+	&config_sentinel_table,	       /* "redis.sentinel." */
+	&config_redis_tls_table,       /* "redis.tls." */
+	&config_stores_table,	       /* "stores.NAME." (config_store.c) */
+	&config_stores_sentinel_table, /* "stores.NAME.sentinel." */
+	&config_stores_tls_table,      /* "stores.NAME.tls." */
+	&config_metrics_table,	       /* "metrics." (config_listen.c) */
+	&config_metrics_tls_table,     /* "metrics.tls." */
+	&throttle_table,	       /* "throttle." */
+	&config_envoy_table,	       /* "envoy." (config_envoy.c) */
+	&config_declog_table,	       /* "decision_log." (config_declog.c) */
+	&config_tracing_table,	       /* "tracing." (config_tracing.c) */
+	&config_identity_table,	       /* "identities.NAME." (config_identity.c) */
+	&config_policy_table,	       /* "policies.NAME." (config_policy.c) */
+	&config_ban_table,	       /* "policies.NAME.ban." */
+	&config_delay_table,	       /* "policies.NAME.delay." */
+	&config_blocks_table,	       /* "policies.NAME.blocks." */
+	&config_override_table,	       /* "policies.NAME.overrides.USER." */
 };
 
 static enum config_reload reload_of(enum yp_reload r)
@@ -542,6 +549,48 @@ static void diff_listen(struct diff *D, const struct ktable *kt, const struct yk
 	}
 }
 
+/* The same names in the same order: a store's keys compare by position. */
+static int same_stores(const struct config *a, const struct config *b)
+{
+	if (a->nstores != b->nstores)
+		return 0;
+	for (size_t i = 0; i < a->nstores; i++)
+		if (strcmp(a->stores[i].name, b->stores[i].name) != 0)
+			return 0;
+	return 1;
+}
+
+/* Key k of every store of stores:, as redis:'s (the stores key itself
+ * reports names added, removed or moved: a restart). */
+static void diff_stores(struct diff *D, const struct ktable *kt, const struct ykey *k)
+{
+	if (!same_stores(D->running, D->file))
+		return;
+	for (size_t i = 0; i < D->file->nstores; i++) {
+		char name[128];
+		/* "stores.NAME.tls." -> "stores.eu.tls.ca_file" */
+		snprintf(name, sizeof(name), "stores.%s.%s%s", D->file->stores[i].name,
+			 kt->at + sizeof("stores.NAME.") - 1, k->name);
+		const char *run = (const char *)&D->running->stores[i] + kt->base,
+			   *file = (const char *)&D->file->stores[i] + kt->base;
+		switch (k->reload) {
+		case YP_RESTART:
+		case YP_RESTART_SECRET:
+			diff_key(D, CONFIG_CHANGE_RESTART_PENDING, name, k, run, file);
+			break;
+		case YP_RELOAD:
+			if (same_stores(D->old, D->file))
+				diff_key(D, CONFIG_CHANGE_APPLIED, name, k,
+					 (const char *)&D->old->stores[i] + kt->base, file);
+			break;
+		case YP_RESTART_LIST:
+		case YP_SECTION:
+		case YP_PER_POLICY:
+			break;
+		}
+	}
+}
+
 int config_diff(const struct config *running, const struct config *old, const struct config *file,
 		void (*fn)(const struct config_change *ch, void *arg), void *arg)
 {
@@ -563,10 +612,23 @@ int config_diff(const struct config *running, const struct config *old, const st
 				break; /* the policies key reported them */
 			case KT_IDENTITY:
 				break; /* the identities key reported them */
+			case KT_STORE:
+				diff_stores(&D, kt, k);
+				break;
 			}
 		}
 	}
 	return D.pending;
+}
+
+int config_redis_defaults(struct config_redis *r)
+{
+	r->address = strdup(DEFAULT_REDIS_ADDRESS);
+	r->database = DEFAULT_REDIS_DATABASE;
+	r->timeout_ms = DEFAULT_REDIS_TIMEOUT_MS;
+	r->connections = DEFAULT_REDIS_CONNECTIONS;
+	r->wait_timeout_ms = DEFAULT_REDIS_WAIT_TIMEOUT_MS;
+	return r->address ? 0 : -1;
 }
 
 static int config_defaults(struct config *c)
@@ -580,11 +642,7 @@ static int config_defaults(struct config *c)
 	c->store = CONFIG_STORE_REDIS;
 	c->local_share = 1;
 	c->memory.max_keys = CONFIG_MEMORY_MAX_KEYS_DEFAULT;
-	c->redis.address = strdup(DEFAULT_REDIS_ADDRESS);
-	c->redis.database = DEFAULT_REDIS_DATABASE;
-	c->redis.timeout_ms = DEFAULT_REDIS_TIMEOUT_MS;
-	c->redis.connections = DEFAULT_REDIS_CONNECTIONS;
-	c->redis.wait_timeout_ms = DEFAULT_REDIS_WAIT_TIMEOUT_MS;
+	config_redis_defaults(&c->redis);
 	c->prefix = strdup(DEFAULT_PREFIX);
 	c->on_store_error = DEFAULT_ON_STORE_ERROR;
 	c->max_line = DEFAULT_MAX_LINE;
@@ -638,6 +696,7 @@ static int parse_stream(struct yparser *P, struct config *c)
 			break;
 		}
 	config_listen_check_binds(P, c, (seen & (1u << TK_LISTEN)) != 0);
+	config_policy_check_stores(P, c);
 	if (!(seen & (1u << TK_POLICIES)) && !(seen & (1u << TK_ENVOY)))
 		yp_fail(P, root,
 			"policies: required, with at least one policy (or envoy: with rules)");
@@ -663,6 +722,7 @@ static void config_free(struct config *c)
 	free(c->path);
 	config_listen_free(c);
 	config_store_free_redis(&c->redis);
+	config_store_free_stores(c);
 	free(c->prefix);
 	free(c->metrics_listen);
 	free(c->envoy.config);
@@ -806,4 +866,20 @@ enum policy_on_error config_on_error(const struct config *c, const struct policy
 	if (p && p->on_store_error != POLICY_ON_ERROR_INHERIT)
 		return p->on_store_error;
 	return c->on_store_error;
+}
+
+const struct config_named_store *config_find_store(const struct config *c, const char *name)
+{
+	for (size_t i = 0; i < c->nstores; i++)
+		if (strcmp(c->stores[i].name, name) == 0)
+			return &c->stores[i];
+	return NULL;
+}
+
+const struct config_redis *config_redis_of(const struct config *c, const struct policy *p)
+{
+	if (!p || !p->store[0])
+		return &c->redis;
+	const struct config_named_store *st = config_find_store(c, p->store);
+	return st ? &st->redis : NULL;
 }

@@ -71,6 +71,15 @@ struct config_redis {
 	struct config_redis_tls tls;
 };
 
+/* A store of stores: (config_store.c): a name policies choose it by, and
+ * what redis: takes. */
+struct config_named_store {
+	char name[POLICY_STORE_NAME_MAX + 1];
+	struct config_redis redis;
+};
+/* stores: at most this many (each has its connections) */
+#define CONFIG_STORES_MAX 16
+
 /* What a listener speaks. Each value's word (listen.protocol) is also its
  * front end's label (enum stats_front takes these values). */
 enum config_protocol {
@@ -218,7 +227,10 @@ struct config {
 	size_t nlisten;
 	enum config_store store;
 	struct config_memory memory;
-	struct config_redis redis;
+	struct config_redis redis; /* the default store's */
+	/* stores: more stores, which a policy chooses by name (store: NAME) */
+	struct config_named_store *stores;
+	size_t nstores;
 	char *prefix;
 	enum policy_on_error on_store_error; /* never INHERIT here */
 	double local_share;		     /* on_store_error: local: the share of each limit */
@@ -331,5 +343,10 @@ int config_shadow(const struct config *c, const struct policy *p);
 /* 1 if on_store_error: local applies anywhere (top level or a policy). */
 int config_uses_local(const struct config *c);
 enum policy_on_error config_on_error(const struct config *c, const struct policy *p);
+/* The store of stores: named `name`, or NULL. */
+const struct config_named_store *config_find_store(const struct config *c, const char *name);
+/* What the store p decides in takes (its timeout...): redis:'s for the
+ * default store; NULL only for a store c lacks (config_load refuses that). */
+const struct config_redis *config_redis_of(const struct config *c, const struct policy *p);
 
 #endif

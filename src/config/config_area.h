@@ -25,6 +25,7 @@ enum ktable_values {
 	KT_LISTEN,   /* in each listen entry, compared entry by entry */
 	KT_POLICY,   /* in each policy: the policies key reports them, policy by policy */
 	KT_IDENTITY, /* in each identity: the identities key reports them */
+	KT_STORE,    /* in each store of stores:, compared store by store */
 };
 
 /* A table of keys, where it sits in the file and where its values are;
@@ -81,6 +82,15 @@ extern const struct ktable config_memory_table, config_redis_table, config_senti
 int config_store_set_memory(struct yparser *P, const struct ykey *k, void *dst);
 int config_store_set_redis(struct yparser *P, const struct ykey *k, void *dst);
 void config_store_free_redis(struct config_redis *r);
+/* stores: (more stores by name): the tables, the key's setter (dst: the
+ * struct config), its printer (the names), and freeing them. */
+extern const struct ktable config_stores_table, config_stores_sentinel_table,
+	config_stores_tls_table;
+int config_store_set_stores(struct yparser *P, const struct ykey *k, void *dst);
+void config_store_put_stores(FILE *f, const struct ykey *k, const void *base);
+void config_store_free_stores(struct config *c);
+/* config.c: redis:'s defaults, which a store of stores: starts from too; -1 out of memory. */
+int config_redis_defaults(struct config_redis *r);
 
 /* config_policy.c: policies, their bans and overrides. */
 extern const struct ktable config_policy_table, config_ban_table, config_override_table,
@@ -88,6 +98,8 @@ extern const struct ktable config_policy_table, config_ban_table, config_overrid
 /* The policies key's setter (dst: the struct config); the policies go to
  * c->policies, sorted by name, once all are read without error. */
 int config_policy_set(struct yparser *P, const struct ykey *k, void *dst);
+/* Each policy's store: one of c's stores (an error at its store key). */
+void config_policy_check_stores(struct yparser *P, const struct config *c);
 /* Frees what reading the policies took; `handed`: they went to a
  * snapshot (else their overrides are freed too). */
 void config_policy_read_done(struct config_read *R, int handed);

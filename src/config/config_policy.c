@@ -12,6 +12,7 @@
 struct pentry {
 	struct policy p;
 	yaml_mark_t mark;
+	yaml_mark_t store_mark; /* its store key's, when p.store is set */
 };
 
 /* Policy mapping form, gathered before it can be checked: which keys are
@@ -37,6 +38,8 @@ struct policy_form {
 	struct policy_ban ban;
 	char timezone[CALENDAR_TZ_MAX + 1]; /* calendar windows' */
 	int64_t hold_ms;
+	char store[POLICY_STORE_NAME_MAX + 1]; /* store: NAME; empty: the default */
+	yaml_mark_t store_mark;
 	/* overrides as read; made into the policy's override set once its
 	 * algorithm and limits are known */
 	struct override_form *ov;
@@ -205,10 +208,29 @@ enum {
 	PK_TIMEZONE,
 	PK_HOLD,
 	PK_BLOCKS,
+	PK_STORE,
 	PK_N
 };
 
 static int set_overrides(struct yparser *P, const struct ykey *k, void *dst);
+
+/* store: NAME, a store of stores: (checked once the whole file is read:
+ * config_policy_check_stores). */
+static int set_store(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "a store's name (stores: NAME)", &s, &len) < 0)
+		return -1;
+	if (len == 0 || len > POLICY_STORE_NAME_MAX || memchr(s, '\0', len))
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"a store's name is 1 to %d characters", POLICY_STORE_NAME_MAX);
+	struct policy_form *f = dst; /* the key's offset is 0: the mark goes there too */
+	memcpy(f->store, s, len);
+	f->store[len] = '\0';
+	f->store_mark = P->ev.start_mark;
+	return 0;
+}
 
 /* limit: a number of leases; a rate written there meant limits. */
 static int set_lease_limit(struct yparser *P, const struct ykey *k, void *dst)
@@ -249,6 +271,7 @@ static const struct ykey policy_keys[PK_N] = {
 		     POLICY_HOLD_MAX_MS, YP_PER_POLICY, NULL, NULL},
 	[PK_BLOCKS] = {"blocks", set_blocks, offsetof(struct policy_form, blocks), 0, 0,
 		       YP_PER_POLICY, NULL, NULL},
+	[PK_STORE] = {"store", set_store, 0, 0, 0, YP_PER_POLICY, NULL, NULL},
 };
 
 /* The keys an override's mapping may have: the policy's limits, and a
@@ -489,6 +512,9 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 			why = "a concurrency policy has no blocks (a lease is one already)";
 		else if (seen & (1u << PK_BAN))
 			why = "a policy with a ban has no blocks (a ban must see every request)";
+		else if (seen & (1u << PK_STORE))
+			why = "blocks are on the default store only (the RESETs that revoke "
+			      "them are followed there)";
 		else if (f->blocks.ttl_ms > 0 && f->algo != POLICY_FUNNEL)
 			why = "a window's block lasts until its window ends; ttl is a funnel's";
 		if (why)
@@ -566,7 +592,8 @@ static int policy_from_form(struct yparser *P, struct policy *p, const char *nam
 			    const struct policy_form *f);
 
 /* The value of one entry under policies: a rate, a list of rates or a mapping. */
-static int parse_policy(struct yparser *P, struct policy *p, const char *name)
+static int parse_policy(struct yparser *P, struct policy *p, const char *name,
+			yaml_mark_t *store_mark)
 {
 	struct policy_form f;
 	memset(&f, 0, sizeof(f));
@@ -578,6 +605,9 @@ static int parse_policy(struct yparser *P, struct policy *p, const char *name)
 	limits.name = name;
 	int rc = P->ev.type == YAML_MAPPING_START_EVENT ? policy_mapping(P, &f, name)
 							: set_limits(P, &limits, &f);
+	/* before the overrides are made of p: theirs is the policy's store */
+	memcpy(p->store, f.store, sizeof(p->store));
+	*store_mark = f.store_mark;
 	if (rc == 0)
 		rc = policy_from_form(P, p, name, &f);
 	override_forms_free(&f);
@@ -655,7 +685,7 @@ static int policy_entry(struct yparser *P, const struct ykey *k, void *dst)
 	e->mark = km;
 	if (yp_next(P) < 0)
 		return -1;
-	return parse_policy(P, &e->p, e->p.name);
+	return parse_policy(P, &e->p, e->p.name, &e->store_mark);
 }
 
 int config_policy_set(struct yparser *P, const struct ykey *k, void *dst)
@@ -686,6 +716,21 @@ int config_policy_set(struct yparser *P, const struct ykey *k, void *dst)
 		c->policies[i] = R->pol[i].p;
 	c->npolicies = R->npol;
 	return 0;
+}
+
+void config_policy_check_stores(struct yparser *P, const struct config *c)
+{
+	const struct config_read *R = P->ctx;
+	if (!c->policies)
+		return;
+	for (size_t i = 0; i < R->npol; i++) {
+		const struct pentry *e = &R->pol[i];
+		if (e->p.store[0] && !config_find_store(c, e->p.store))
+			yp_fail(P, e->store_mark,
+				"policies.%s.store: no store %s in stores: (the default store "
+				"is redis:'s; leave store: out for it)",
+				e->p.name, e->p.store);
+	}
 }
 
 void config_policy_read_done(struct config_read *R, int handed)

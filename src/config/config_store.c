@@ -290,3 +290,98 @@ const struct ktable config_sentinel_table = {"redis.sentinel.", sentinel_keys, S
 					     offsetof(struct config, redis)};
 const struct ktable config_redis_tls_table = {"redis.tls.", tls_keys, TLK_N, KT_AT_BASE,
 					      offsetof(struct config, redis.tls)};
+
+/* stores: NAME -> what redis: takes. A name is [a-z0-9_-] (metrics
+ * labels, log lines), and not "default", the store redis: configures. */
+static const char *store_name_error(const char *s, size_t len)
+{
+	if (len == 0 || len > POLICY_STORE_NAME_MAX)
+		return "a store's name is 1 to 32 characters of a-z 0-9 _ -";
+	for (size_t i = 0; i < len; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+		      s[i] == '-'))
+			return "a store's name is 1 to 32 characters of a-z 0-9 _ -";
+	if (len == 7 && memcmp(s, "default", 7) == 0)
+		return "\"default\" is the store redis: configures: name this one otherwise";
+	return NULL;
+}
+
+/* The stores read so far, while stores: is read. */
+struct stores_read {
+	struct config *c;
+	size_t cap;
+};
+
+static int store_entry(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct stores_read *S = dst;
+	struct config *c = S->c;
+	yaml_mark_t km = P->ev.start_mark;
+	(void)k;
+	if (P->ev.type != YAML_SCALAR_EVENT) {
+		yp_fail(P, km, "a store's name must be a plain string");
+		return YP_BAD_KEY;
+	}
+	const char *s = (const char *)P->ev.data.scalar.value;
+	size_t len = P->ev.data.scalar.length;
+	const char *why = store_name_error(s, len);
+	if (why) {
+		yp_fail(P, km, "stores: %s", why);
+		return YP_BAD_KEY;
+	}
+	for (size_t i = 0; i < c->nstores; i++)
+		if (strlen(c->stores[i].name) == len && memcmp(c->stores[i].name, s, len) == 0) {
+			yp_fail(P, km, "duplicate store \"%s\"", c->stores[i].name);
+			return YP_BAD_KEY;
+		}
+	if (yp_grow((void **)&c->stores, &S->cap, c->nstores, sizeof(*c->stores)) < 0)
+		return yp_fail_fatal(P, km, "out of memory");
+	struct config_named_store *st = &c->stores[c->nstores++];
+	memset(st, 0, sizeof(*st));
+	memcpy(st->name, s, len);
+	if (config_redis_defaults(&st->redis) < 0)
+		return yp_fail_fatal(P, km, "out of memory");
+	if (yp_next(P) < 0)
+		return -1;
+	struct ykey named = *k;
+	named.name = st->name;
+	return config_store_set_redis(P, &named, &st->redis);
+}
+
+int config_store_set_stores(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct stores_read S = {dst, 0};
+	if (P->ev.type != YAML_MAPPING_START_EVENT)
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"expected a mapping of store names to what redis: takes");
+	config_store_free_stores(S.c);
+	size_t n;
+	return yp_dict(P, k, "stores", store_entry, &S, &n);
+}
+
+void config_store_put_stores(FILE *f, const struct ykey *k, const void *base)
+{
+	const struct config *c = base;
+	(void)k;
+	fputc('[', f);
+	for (size_t i = 0; i < c->nstores; i++)
+		fprintf(f, "%s%s", i ? ", " : "", c->stores[i].name);
+	fputc(']', f);
+}
+
+void config_store_free_stores(struct config *c)
+{
+	for (size_t i = 0; i < c->nstores; i++)
+		config_store_free_redis(&c->stores[i].redis);
+	free(c->stores);
+	c->stores = NULL;
+	c->nstores = 0;
+}
+
+const struct ktable config_stores_table = {"stores.NAME.", redis_keys, RK_N, KT_STORE,
+					   offsetof(struct config_named_store, redis)};
+const struct ktable config_stores_sentinel_table = {"stores.NAME.sentinel.", sentinel_keys, SK_N,
+						    KT_STORE,
+						    offsetof(struct config_named_store, redis)};
+const struct ktable config_stores_tls_table = {"stores.NAME.tls.", tls_keys, TLK_N, KT_STORE,
+					       offsetof(struct config_named_store, redis.tls)};

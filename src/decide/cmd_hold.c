@@ -104,9 +104,14 @@ void cmd_run_hold(struct config *cfg, const struct cmd_env *env, const struct cm
 		.user = id.user,
 		.user_len = id.user_len,
 		.cost = id.cost,
-		.timeout_ms = decide_timeout_ms(cfg, pc),
+		.timeout_ms = decide_timeout_ms(cfg, p, pc),
 		.hold_nonce = id.nonce,
 		.actual = pc->actual,
 	};
-	store_submit(env->store, &req, hold_done, slot);
+	struct store *st = cmd_env_store(env, p);
+	if (!st) {
+		decide_no_store(slot, p);
+		return;
+	}
+	store_submit(st, &req, hold_done, slot);
 }

@@ -360,6 +360,7 @@ struct pair {
 	struct cmd_slot *slot;
 	int64_t block_want;  /* units to ask Redis for with this request (blocks.h) */
 	int64_t window_wait; /* a window's delay: how long the store may hold it */
+	struct store *store; /* the policy's (stage_which_store) */
 };
 
 enum stage_step { STAGE_NEXT, STAGE_DONE };
@@ -404,7 +405,7 @@ static enum stage_step stage_block(struct pair *r)
 	 * is answered from a block but neither asks for one nor waits
 	 * behind an ask */
 	int may_ask = !(pc->wait_given && pc->wait_ms > 0) && p->delay.max_ms == 0 &&
-		      decide_timeout_ms(r->cfg, pc) == r->cfg->redis.timeout_ms;
+		      decide_timeout_ms(r->cfg, p, pc) == r->cfg->redis.timeout_ms;
 	return block_route(slot, r->env, r->cfg, may_ask, &r->block_want) ? STAGE_DONE : STAGE_NEXT;
 }
 
@@ -514,6 +515,16 @@ static enum stage_step stage_delay(struct pair *r)
 	return STAGE_NEXT;
 }
 
+/* The policy's store, first: a store not running answers before anything is taken. */
+static enum stage_step stage_which_store(struct pair *r)
+{
+	r->store = cmd_env_store(r->env, r->p);
+	if (r->store)
+		return STAGE_NEXT;
+	decide_no_store(r->slot, r->p);
+	return STAGE_DONE;
+}
+
 /* The store decides (store_done answers), with whatever the stages added. */
 static enum stage_step stage_store(struct pair *r)
 {
@@ -529,19 +540,20 @@ static enum stage_step stage_store(struct pair *r)
 		.user = pc->user,
 		.user_len = pc->user_len,
 		.cost = pc->cost > 0 ? pc->cost : 1,
-		.timeout_ms = decide_timeout_ms(r->cfg, pc),
+		.timeout_ms = decide_timeout_ms(r->cfg, p, pc),
 		.wait_ms = r->window_wait,
 		.block_want = r->block_want,
 		.block_ttl_ms = p->blocks.ttl_ms,
 		.hold_nonce = r->slot->hold_nonce,
 		.hold_ms = p->hold_ms ? p->hold_ms : POLICY_HOLD_DEFAULT_MS,
 	};
-	store_submit(r->env->store, &req, store_done, r->slot);
+	store_submit(r->store, &req, store_done, r->slot);
 	return STAGE_DONE;
 }
 
 static enum stage_step (*const stages[])(struct pair *) = {
-	stage_local, stage_block, stage_hold, stage_deny_cache, stage_delay, stage_store,
+	stage_which_store, stage_local, stage_block, stage_hold,
+	stage_deny_cache,  stage_delay, stage_store,
 };
 
 static void submit(struct config *cfg, const struct cmd_env *env, enum store_op op,

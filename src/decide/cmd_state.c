@@ -164,7 +164,12 @@ void cmd_run_state(struct config *cfg, const struct cmd_env *env, const struct c
 		.user = pc->user,
 		.user_len = pc->user_len,
 		.cost = 1,
-		.timeout_ms = decide_timeout_ms(cfg, pc),
+		.timeout_ms = decide_timeout_ms(cfg, p, pc),
 	};
-	store_submit(env->store, &req, state_done, slot);
+	struct store *st = cmd_env_store(env, p);
+	if (!st) {
+		decide_no_store(slot, p);
+		return;
+	}
+	store_submit(st, &req, state_done, slot);
 }

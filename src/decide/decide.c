@@ -161,11 +161,23 @@ void decide_override(struct cmd_slot *slot, const struct config *cfg, const stru
 			      -1);
 }
 
-int64_t decide_timeout_ms(const struct config *cfg, const struct cmd_request *req)
+int64_t decide_timeout_ms(const struct config *cfg, const struct policy *p,
+			  const struct cmd_request *req)
 {
-	return req->timeout_ms > 0 && req->timeout_ms < cfg->redis.timeout_ms
-		       ? req->timeout_ms
-		       : cfg->redis.timeout_ms;
+	/* each store's own timeout: stores.NAME.timeout applies on reload */
+	const struct config_redis *r = config_redis_of(cfg, p);
+	int64_t t = r ? r->timeout_ms : cfg->redis.timeout_ms;
+	return req->timeout_ms > 0 && req->timeout_ms < t ? req->timeout_ms : t;
+}
+
+void decide_no_store(struct cmd_slot *slot, const struct policy *p)
+{
+	char msg[128];
+	snprintf(msg, sizeof(msg),
+		 "store %s is not running (stores: added by a reload take a "
+		 "restart)",
+		 p->store);
+	decide_error(slot, CMD_ERR_STORE_UNAVAILABLE, msg);
 }
 
 enum stats_from decide_store_source(const struct store_result *res)
@@ -188,7 +200,9 @@ int decide_cacheable(const struct policy *p, int other)
 	 * may end (a run-time one expires) while its denial would still be
 	 * cached; a ban must see every denial to count it; and a funnel with
 	 * a delay is asked with another capacity than a look's. */
-	return !other && p->ban.after == 0 && p->delay.max_ms == 0;
+	/* and a store of stores: sends the RESETs that drop denials on its
+	 * own channel, which this daemon does not follow */
+	return !other && p->ban.after == 0 && p->delay.max_ms == 0 && !p->store[0];
 }
 
 void decide_cache_allowed(struct denycache *deny, enum store_op op, const struct policy *p,

@@ -61,7 +61,10 @@ void decide_override(struct cmd_slot *slot, const struct config *cfg, const stru
 
 /* A request's store deadline: the caller's (gRPC's grpc-timeout) when
  * shorter than redis.timeout. */
-int64_t decide_timeout_ms(const struct config *cfg, const struct cmd_request *req);
+int64_t decide_timeout_ms(const struct config *cfg, const struct policy *p,
+			  const struct cmd_request *req);
+/* Answers slot with the error of a store p names and env lacks. */
+void decide_no_store(struct cmd_slot *slot, const struct policy *p);
 
 /* Where a decision the store made came from, for the metrics: as its
  * result says. */

@@ -244,9 +244,17 @@ static void run(struct config *cfg, const struct cmd_env *env, struct call *c,
 		.cost = cost,
 		.limit = limit,
 		.lease_ms = lease_ms,
-		.timeout_ms = cfg->redis.timeout_ms,
+		.timeout_ms = config_redis_of(cfg, p) ? config_redis_of(cfg, p)->timeout_ms
+						      : cfg->redis.timeout_ms,
 	};
-	store_lease(env->store, &req, lease_done, c);
+	struct store *st = cmd_env_store(env, p);
+	if (!st) {
+		/* a last guard: a reload naming a store not running is refused */
+		struct store_lease_result none = {.why = "the policy's store is not running"};
+		lease_done(c, &none);
+		return;
+	}
+	store_lease(st, &req, lease_done, c);
 }
 
 /* A call for slot on p, the slot set up for it; NULL (the slot answered)

@@ -552,6 +552,29 @@ static const char *multi_lookup(struct config *cfg, const struct cmd_request *re
 	return NULL;
 }
 
+/* One store call decides them all: their policies' store must be one,
+ * and running. 1, or 0 with slot answered. */
+static int multi_one_store(struct cmd_slot *slot, const struct cmd_env *env,
+			   const struct policy *const *named, int n)
+{
+	char msg[CMD_MSG_MAX];
+	for (int i = 1; i < n; i++)
+		if (strcmp(named[i]->store, named[0]->store) != 0) {
+			snprintf(msg, sizeof(msg),
+				 "%.32s and %.32s are on different stores (%s, %s): ask each alone",
+				 named[0]->name, named[i]->name,
+				 named[0]->store[0] ? named[0]->store : "default",
+				 named[i]->store[0] ? named[i]->store : "default");
+			decide_error(slot, CMD_ERR_POLICY_KIND, msg);
+			return 0;
+		}
+	if (!cmd_env_store(env, named[0])) {
+		decide_no_store(slot, named[0]);
+		return 0;
+	}
+	return 1;
+}
+
 void multi_execute(struct config *cfg, const struct cmd_env *env, const struct cmd_request *req,
 		   struct cmd_slot *slot)
 {
@@ -573,17 +596,19 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 		decide_error(slot, code, msg);
 		return;
 	}
+	if (!multi_one_store(slot, env, named, req->npairs))
+		return;
 	struct multi *m = multi_alloc(req->npairs);
 	if (!m) {
 		decide_error(slot, CMD_ERR_OUT_OF_MEMORY, "out of memory");
 		return;
 	}
 	m->slot = slot;
-	m->store = env->store;
+	m->store = cmd_env_store(env, named[0]);
 	m->local = env->local;
 	m->op = (enum store_op)slot->op;
 	m->cost = req->cost > 0 ? req->cost : 1;
-	m->timeout_ms = decide_timeout_ms(cfg, req);
+	m->timeout_ms = decide_timeout_ms(cfg, named[0], req);
 	m->deadline_us = clock_mono_us() + (uint64_t)m->timeout_ms * 1000u;
 	for (int i = 0; slot->res.pairs && i < req->npairs; i++)
 		slot->res.pairs[i].known = 0;
@@ -662,7 +687,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	}
 	config_ref(cfg);
 	slot->cfg = cfg;
-	if (store_multi(env->store))
+	if (store_multi(m->store))
 		multi_submit_atomic(m, cfg);
 	else
 		multi_check(m);

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "keys.h"
 #include "policy.h"
@@ -301,16 +302,38 @@ struct cmd_result {
 	int close_after;
 };
 
+/* A store of stores: (config.h), by the name its policies give. */
+struct cmd_named_store {
+	char name[POLICY_STORE_NAME_MAX + 1];
+	struct store *store;
+};
+
 /* What requests are executed against; owned by the server. */
 struct cmd_env {
-	struct store *store;
+	struct store *store;	    /* the default store (redis: or store: memory) */
 	struct denycache *deny;	    /* NULL: no local deny cache */
 	struct override_live *live; /* run-time overrides; NULL: none */
 	struct local *local;	    /* on_store_error: local; NULL: out of memory */
 	struct leases *leases;	    /* concurrency leases (leases.h); NULL: out of memory */
 	struct delays *delays;	    /* requests a funnel's delay holds (delay.h); NULL: none */
 	struct blocks *blocks;	    /* hot keys' blocks (blocks.h); NULL: none */
+	/* the stores of stores: as started (a restart adds or removes one) */
+	struct cmd_named_store *named;
+	size_t nnamed;
 };
+
+/* The store p decides in: the default one, or its store of stores:; NULL
+ * when that store is not running (a reload that names one is refused, so
+ * only as a last guard). */
+static inline struct store *cmd_env_store(const struct cmd_env *env, const struct policy *p)
+{
+	if (!p || !p->store[0])
+		return env->store;
+	for (size_t i = 0; i < env->nnamed; i++)
+		if (strcmp(env->named[i].name, p->store) == 0)
+			return env->named[i].store;
+	return NULL;
+}
 
 /* Where a request's result goes: decide/cmd.h. */
 struct cmd_slot;

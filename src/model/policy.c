@@ -552,6 +552,8 @@ size_t policy_describe(const struct policy *p, char *buf, size_t cap)
 	}
 	if (n < cap && p->timezone[0])
 		n += (size_t)snprintf(buf + n, cap - n, " timezone %s", p->timezone);
+	if (n < cap && p->store[0])
+		n += (size_t)snprintf(buf + n, cap - n, " store %s", p->store);
 	if (n < cap && p->hold_ms && p->hold_ms != POLICY_HOLD_DEFAULT_MS) {
 		char h[32];
 		format_duration(p->hold_ms, h, sizeof(h));
@@ -569,7 +571,8 @@ int policy_equal(const struct policy *a, const struct policy *b)
 	    a->ban.after != b->ban.after || a->ban.within_ms != b->ban.within_ms ||
 	    a->ban.for_ms != b->ban.for_ms || a->delay.max_ms != b->delay.max_ms ||
 	    strcmp(a->timezone, b->timezone) != 0 || a->hold_ms != b->hold_ms ||
-	    a->blocks.max != b->blocks.max || a->blocks.ttl_ms != b->blocks.ttl_ms)
+	    a->blocks.max != b->blocks.max || a->blocks.ttl_ms != b->blocks.ttl_ms ||
+	    strcmp(a->store, b->store) != 0)
 		return 0;
 	for (int i = 0; i < a->nlimits; i++)
 		if (a->limits[i].capacity != b->limits[i].capacity ||

@@ -11,6 +11,8 @@
 struct override_set;
 
 #define POLICY_NAME_MAX 64
+/* a store's name (stores: NAME), [a-z0-9_-] */
+#define POLICY_STORE_NAME_MAX 32
 #define POLICY_MAX_LIMITS 8
 /* A sliding-window log keeps one zset member per unit allowed in the window,
  * so its memory grows with the count; larger counts belong in a funnel. */
@@ -122,6 +124,8 @@ struct policy {
 	/* per-user exceptions (override.h), owned by the configuration; NULL:
 	 * none, and the hot path pays nothing for them */
 	struct override_set *overrides;
+	/* the store it decides in (stores: NAME); empty: the default store */
+	char store[POLICY_STORE_NAME_MAX + 1];
 };
 
 /* Keys (and script "limits") of one decision: the limits, and the ban's. */

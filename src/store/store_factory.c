@@ -118,10 +118,18 @@ static struct tls_client *tls_make(const struct config *cfg, char *err, size_t e
 	return tls;
 }
 
+static struct tls_client *tls_make_redis(const struct config_redis *r, char *err, size_t errlen);
+
 int store_check_tls(const struct config *cfg, char *err, size_t errlen)
 {
 	struct tls_client *tls = tls_make(cfg, err, errlen);
 	tls_client_unref(tls);
+	for (size_t i = 0; !err[0] && i < cfg->nstores; i++) {
+		char why[400];
+		tls_client_unref(tls_make_redis(&cfg->stores[i].redis, why, sizeof(why)));
+		if (why[0])
+			snprintf(err, errlen, "stores.%s.%s", cfg->stores[i].name, why);
+	}
 	return err[0] ? -1 : 0;
 }
 
@@ -156,4 +164,60 @@ int store_reload_tls(struct store *s, const struct config *cfg, char *err, size_
 void store_describe(const struct config *cfg, char *buf, size_t len)
 {
 	store_backend_of(cfg)->describe(cfg, buf, len);
+}
+
+/* The TLS context r asks for: NULL and err[0] == 0 when it asks none. */
+static struct tls_client *tls_make_redis(const struct config_redis *r, char *err, size_t errlen)
+{
+	err[0] = '\0';
+	if (!r->tls.enabled)
+		return NULL;
+	struct tls_client_files f;
+	tls_files(&r->tls, &f);
+	char why[300];
+	struct tls_client *tls = tls_client_new(&f, why, sizeof(why));
+	if (!tls)
+		snprintf(err, errlen, "tls: %s", why);
+	return tls;
+}
+
+struct store *store_new_redis(struct event_base *base, const struct config_redis *r, char *err,
+			      size_t errlen)
+{
+	struct tls_client *tls = tls_make_redis(r, err, errlen);
+	if (!tls && err[0])
+		return NULL;
+	struct store *s;
+	switch (r->mode) {
+	case CONFIG_REDIS_CLUSTER:
+		s = store_cluster_new(base, r, tls, err, errlen);
+		break;
+	case CONFIG_REDIS_SENTINEL:
+		s = store_sentinel_new(base, r, tls, err, errlen);
+		break;
+	case CONFIG_REDIS_SINGLE:
+	default:
+		s = store_redis_new(base, r, tls, err, errlen);
+		break;
+	}
+	if (s)
+		s->tls = tls;
+	else
+		tls_client_unref(tls);
+	return s;
+}
+
+int store_reload_tls_redis(struct store *s, const struct config_redis *r, char *err, size_t errlen)
+{
+	err[0] = '\0';
+	if (!s->tls || !r->tls.enabled)
+		return 0;
+	struct tls_client_files f;
+	tls_files(&r->tls, &f);
+	char why[300];
+	if (tls_client_reload(s->tls, &f, why, sizeof(why)) < 0) {
+		snprintf(err, errlen, "tls: %s", why);
+		return -1;
+	}
+	return 1;
 }

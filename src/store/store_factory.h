@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 struct config;
+struct config_redis;
 struct event_base;
 struct store;
 struct tls_client;
@@ -38,7 +39,8 @@ const struct store_backend *store_backend_of(const struct config *cfg);
  */
 struct store *store_new(struct event_base *base, const struct config *cfg, char *err,
 			size_t errlen);
-/* -1 with err when cfg's redis.tls files do not load (ratelimitd -t). */
+/* -1 with err when cfg's redis.tls files (or a store's of stores:) do not
+ * load (ratelimitd -t). */
 int store_check_tls(const struct config *cfg, char *err, size_t errlen);
 /*
  * A reload: s's TLS context (if it has one and cfg still asks for TLS)
@@ -47,6 +49,12 @@ int store_check_tls(const struct config *cfg, char *err, size_t errlen);
  * files do not load (the context loaded before stays).
  */
 int store_reload_tls(struct store *s, const struct config *cfg, char *err, size_t errlen);
+/* A store of stores: (what redis: takes): one Redis, a Cluster or a
+ * Sentinel-watched master, as store_new builds redis:'s. */
+struct store *store_new_redis(struct event_base *base, const struct config_redis *r, char *err,
+			      size_t errlen);
+/* store_reload_tls for such a store's tls section. */
+int store_reload_tls_redis(struct store *s, const struct config_redis *r, char *err, size_t errlen);
 /* "redis 127.0.0.1:6379", "redis cluster via ...", "memory": where cfg
  * decides, for logs. */
 void store_describe(const struct config *cfg, char *buf, size_t len);

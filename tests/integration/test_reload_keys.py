@@ -31,6 +31,7 @@ BASE = {
                '{address: "127.0.0.1:%(hport)d", protocol: http}',
                '{address: "unix:%(tmp)s/rl.sock"}'],
     "redis": '{address: "%(redis)s", timeout: 2s}',
+    "stores": '{s: {address: "%(redis)s", timeout: 2s}}',
     "throttle": "{enabled: true}",
     "envoy": "{config: r1.yaml}",
     "decision_log": "{path: %(tmp)s/d.log}",
@@ -45,6 +46,11 @@ BASE = {
               "overrides: {alice: {capacity: 9, rate: 2/1s}}}",
     },
 }
+
+
+def store(value):
+    """BASE's stores with store s given `value`."""
+    return {"stores": "{s: %s}" % value}
 
 
 def listen_with(i, entry):
@@ -301,6 +307,15 @@ CHANGES = {
         {"policy mo"}),
 }
 
+# a store of stores: takes redis:'s keys, reported as stores.s.KEY
+for _key in [k for k in CHANGES if k.startswith("redis.")]:
+    _changes, _want = CHANGES[_key]
+    CHANGES["stores.NAME." + _key[len("redis."):]] = (
+        store(_changes["redis"]), {"stores.s." + w[len("redis."):] for w in _want})
+CHANGES["stores"] = ({"stores": '{s: {address: "%(redis)s", timeout: 2s}, '
+                                't: {address: "%(redis)s"}}'}, {"stores"})
+CHANGES["policies.NAME.store"] = (policy("p", "{limits: 5/60s, store: s}"), {"policy p"})
+
 APPLIED = re.compile(r"^info: reload: (\S+) (?:\S.* )?-> ")
 APPLIED_SECRET = re.compile(r"^info: reload: (\S+) changed \(not shown\)$")
 PENDING = re.compile(r"^warn: reload: (\S+) differs(?:: running .*, file .*| from the running "
@@ -327,7 +342,8 @@ def emit(doc):
 
 def table_name(reported):
     """The key tables' name of a reported key: listen[2].mode is listen[].mode."""
-    return re.sub(r"^listen\[\d+\]", "listen[]", reported)
+    return re.sub(r"^stores\.s\.", "stores.NAME.",
+                  re.sub(r"^listen\[\d+\]", "listen[]", reported))
 
 
 class ReloadKeysTest(DaemonTest):

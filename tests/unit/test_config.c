@@ -9,6 +9,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "override.h"
 
 #ifndef TEST_SRCDIR
 #define TEST_SRCDIR "."
@@ -565,6 +566,22 @@ static const struct {
 	{"policies:\n  a: [1/1s, 1/2s, 1/3s, 1/4s, 1/5s, 1/6s, 1/7s, 1/8s, 1/9s, 1/10s]\n  b: 5/60\n",
 	 "t.yaml:2:55: policies.a: too many limits (at most 8)\n"
 	 "t.yaml:3:6: policies.b: missing unit: write 5/60s or 5/60ms (units: ms, s, m, h, d)"},
+	/* stores: names, their keys, and a policy's store (issue 46) */
+	{"stores:\n  default: {address: \"127.0.0.1:6380\"}\n  Eu: {}\npolicies:\n  a: 1/1s\n",
+	 "t.yaml:2:3: stores: \"default\" is the store redis: configures: name this one "
+	 "otherwise\n"
+	 "t.yaml:3:3: stores: a store's name is 1 to 32 characters of a-z 0-9 _ -"},
+	{"stores:\n  eu: {adress: \"h:1\"}\n  eu: {}\npolicies:\n  a: 1/1s\n",
+	 "t.yaml:2:8: unknown key \"stores.eu.adress\" (did you mean \"stores.eu.address\"?)\n"
+	 "t.yaml:3:3: duplicate store \"eu\""},
+	{"stores:\n  eu: {address: \"h:1\"}\npolicies:\n  a: {limits: [1/1s], store: us}\n"
+	 "  b: {limits: [1/1s], store: eu}\n",
+	 "t.yaml:4:30: policies.a.store: no store us in stores: (the default store is redis:'s; "
+	 "leave store: out for it)"},
+	{"stores:\n  eu: {address: \"h:1\"}\npolicies:\n"
+	 "  a: {algorithm: fixed_window, limits: [1/1s], store: eu, blocks: {max: 5}}\n",
+	 "t.yaml:4:59: policies.a.blocks: blocks are on the default store only (the RESETs that "
+	 "revoke them are followed there)"},
 	/* a YAML syntax error ends the search */
 	{"policies:\n  a: 5/60\n  b: 1/1s\n c: 5/60\n",
 	 "t.yaml:2:6: policies.a: missing unit: write 5/60s or 5/60ms (units: ms, s, m, h, d)\n"
@@ -574,6 +591,35 @@ static const struct {
 	 "t.yaml:4:3: policies.b: this line continues the value on line 3 (\"1/1s c\"); "
 	 "is a ',' or a closing bracket missing before it?"},
 };
+
+START_TEST(stores_values)
+{
+	struct config *c = must_parse("stores:\n"
+				      "  eu: {address: \"10.0.0.1:6379\", timeout: 80ms}\n"
+				      "  us-2: {cluster: [\"10.0.0.2:7000\"], wait_replicas: 1,\n"
+				      "         wait_timeout: 10ms, tls: {}}\n"
+				      "policies:\n"
+				      "  a: 1/1s\n"
+				      "  b: {limits: [1/1s], store: us-2,\n"
+				      "      overrides: {vip: 5/1s}}\n");
+	ck_assert_uint_eq(c->nstores, 2);
+	ck_assert_str_eq(c->stores[0].name, "eu");
+	ck_assert_str_eq(c->stores[0].redis.address, "10.0.0.1:6379");
+	ck_assert_int_eq(c->stores[0].redis.timeout_ms, 80);
+	ck_assert_int_eq(c->stores[0].redis.connections, c->redis.connections);
+	ck_assert_int_eq(c->stores[1].redis.mode, CONFIG_REDIS_CLUSTER);
+	ck_assert_int_eq(c->stores[1].redis.wait_replicas, 1);
+	ck_assert_int_eq(c->stores[1].redis.tls.enabled, 1);
+	ck_assert_str_eq(find(c, "a")->store, "");
+	ck_assert_str_eq(find(c, "b")->store, "us-2");
+	/* an override's policy decides in its policy's store */
+	ck_assert_str_eq(find(c, "b")->overrides->v[0].policy->store, "us-2");
+	ck_assert_ptr_eq(config_redis_of(c, find(c, "a")), &c->redis);
+	ck_assert_ptr_eq(config_redis_of(c, find(c, "b")), &c->stores[1].redis);
+	ck_assert_ptr_null(config_find_store(c, "default"));
+	config_unref(c);
+}
+END_TEST
 
 START_TEST(errors)
 {
@@ -921,8 +967,8 @@ START_TEST(reload_kinds)
 	int n[CONFIG_RELOAD_PER_POLICY + 1] = {0};
 	config_key_reloads(count_kind, n);
 	/* memory redis metrics throttle envoy decision_log tracing sentinel redis.tls
-	 * listen[].tls metrics.tls */
-	ck_assert_int_eq(n[CONFIG_RELOAD_SECTION], 11);
+	 * listen[].tls metrics.tls stores.NAME.sentinel stores.NAME.tls */
+	ck_assert_int_eq(n[CONFIG_RELOAD_SECTION], 13);
 	ck_assert_int_gt(n[CONFIG_RELOAD_APPLIES], 10);
 	ck_assert_int_gt(n[CONFIG_RELOAD_RESTART], 10);
 }
@@ -1094,6 +1140,7 @@ static Suite *config_suite(void)
 	tcase_add_test(tc, count_limits);
 	tcase_add_test(tc, on_error_inherit);
 	tcase_add_test(tc, shadow_inherit);
+	tcase_add_test(tc, stores_values);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("errors");

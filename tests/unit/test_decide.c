@@ -264,7 +264,8 @@ static void fixture_open(const struct store_ops *ops)
 	ck_assert_ptr_nonnull(F.local);
 	F.leases = leases_new();
 	ck_assert_ptr_nonnull(F.leases);
-	F.env = (struct cmd_env){&F.fake.base, F.deny, NULL, F.local, F.leases, NULL, NULL};
+	F.env = (struct cmd_env){&F.fake.base, F.deny, NULL, F.local, F.leases,
+				 NULL,	       NULL,   NULL, 0};
 }
 
 static void fixture_atomic(void)
