@@ -158,6 +158,20 @@ static void build_info(struct evbuffer *b, const char *name, const struct scrape
 	);
 }
 
+/* Each store: "default" (redis: or store: memory), then those of stores:. */
+static void store_up(struct evbuffer *b, const char *name, const struct scrape *s)
+{
+	const struct cmd_env *env = server_env(s->m->srv);
+	const char *why, *refusal;
+	evbuffer_add_printf(b, "%s{store=\"default\"} %d\n", name,
+			    store_verdict(s->store, POLICY_ON_ERROR_ERROR, 0, &why, &refusal) ==
+				    STORE_VERDICT_OK);
+	for (size_t i = 0; i < env->nnamed; i++)
+		evbuffer_add_printf(b, "%s{store=\"%s\"} %d\n", name, env->named[i].name,
+				    store_verdict(env->named[i].store, POLICY_ON_ERROR_ERROR, 0,
+						  &why, &refusal) == STORE_VERDICT_OK);
+}
+
 static void requests(struct evbuffer *b, const char *name, const struct scrape *s)
 {
 	(void)s;
@@ -562,6 +576,9 @@ static const struct family families[] = {
 	{"ratelimitd_store_batch_size", "histogram",
 	 "Requests per call sent to Redis (requests of one event loop turn go together).",
 	 .samples = store_batch_size},
+	{"ratelimitd_store_up", "gauge",
+	 "1 while the store decides, else 0: the default one and each of stores:.",
+	 .samples = store_up},
 	{"ratelimitd_redis_up", "gauge",
 	 "1 while at least one connection to Redis answers, else 0.", .count = redis_up},
 	{"ratelimitd_redis_refusing", "gauge",

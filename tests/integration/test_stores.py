@@ -94,6 +94,7 @@ class StoresTest(DaemonTest):
     def test_one_store_down_the_other_decides_and_health_names_it(self):
         wait_until(lambda: http_get(self.mport, "/health")[0] == 200, 5 * SLOW,
                    what="healthy with both stores")
+        self.assertIn('ratelimitd_store_up{store="eu"} 1\n', http_get(self.mport)[2])
         self.b.stop()
         self.assertDecision(self.decide("ALLOW erin home"), "ALLOWED", remaining=4)
         # away: on_store_error: deny; open: the top level's allow
@@ -105,6 +106,9 @@ class StoresTest(DaemonTest):
                        what="%s 503" % path)
             status, _, body = http_get(self.mport, path)
             self.assertTrue(body.startswith("store eu: "), body)
+        body = http_get(self.mport)[2]
+        self.assertIn('ratelimitd_store_up{store="default"} 1\n', body)
+        self.assertIn('ratelimitd_store_up{store="eu"} 0\n', body)
 
 
 class StoresConfigTest(DaemonTest):
