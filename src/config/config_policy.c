@@ -730,6 +730,14 @@ void config_policy_check_stores(struct yparser *P, const struct config *c)
 				"policies.%s.store: no store %s in stores: (the default store "
 				"is redis:'s; leave store: out for it)",
 				e->p.name, e->p.store);
+		/* local.c keeps one fallback, dropped whenever a store answers
+		 * again: another store's answers would drop this one's counts */
+		else if (e->p.store[0] && config_on_error(c, &e->p) == POLICY_ON_ERROR_LOCAL)
+			yp_fail(P, e->store_mark,
+				"policies.%s.store: on_store_error: local is the default "
+				"store's only (yet); give this policy on_store_error: allow, "
+				"deny or error",
+				e->p.name);
 	}
 }
 

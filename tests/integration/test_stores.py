@@ -30,6 +30,7 @@ POLICIES = """\
   home: 5/60s
   away: {limits: [3/60s], store: eu, on_store_error: deny}
   open: {limits: [3/60s], store: eu}
+  jobs: {algorithm: concurrency, limit: 2, lease: 30s, store: eu}
 """
 
 
@@ -70,6 +71,23 @@ class StoresTest(DaemonTest):
         self.assertFalse(r.startswith("ERR"), r)
         self.assertTrue(any("open" in k for k in keys(self.b)))
         self.assertFalse(any("open" in k for k in keys(self.a)))
+
+    def test_leases_holds_and_state_on_the_policys_store(self):
+        # one connection: a line connection's leases go when it closes
+        with self.daemon.client() as c:
+            r = c.request("ACQUIRE alice jobs")
+            self.assertTrue(r.startswith("ALLOWED"), r)
+            self.assertTrue(any("jobs" in k for k in keys(self.b)))
+            self.assertFalse(any("jobs" in k for k in keys(self.a)))
+            self.assertTrue(c.request("RELEASE %s" % r.split()[-1]).startswith("OK"))
+        r = self.decide("HOLD bob away 2")
+        self.assertTrue(r.startswith("ALLOWED"), r)
+        self.assertTrue(self.decide("SETTLE %s 1" % r.split()[-1]).startswith("ALLOWED"))
+        r = self.decide("STATE bob away")
+        self.assertTrue(r.startswith("STATE"), r)
+        # one unit used in eu's Redis, none in the default one
+        self.assertDecision(self.decide("ALLOW bob away"), "ALLOWED", remaining=1)
+        self.assertFalse(any("away" in k for k in keys(self.a)))
 
     def test_a_reload_moves_a_policy_to_a_running_store_only(self):
         moved = POLICIES.replace("home: 5/60s", "home: {limits: [5/60s], store: eu}")
@@ -125,6 +143,8 @@ class StoresConfigTest(DaemonTest):
             (base.replace("  eu:", "  EU:") % "eu", "t.yaml:3:3: stores: a store's name"),
             (base.replace("5/60s], store: %s", "5/60s], store: eu, algorithm: fixed_window, blocks: {max: 5}"),
              "blocks are on the default store only"),
+            ("on_store_error: local\n" + base % "eu",
+             "t.yaml:6:31: policies.a.store: on_store_error: local is the default store's only"),
         ])
 
     def test_the_key_lists_name_the_stores_keys(self):

@@ -578,6 +578,13 @@ static const struct {
 	 "  b: {limits: [1/1s], store: eu}\n",
 	 "t.yaml:4:30: policies.a.store: no store us in stores: (the default store is redis:'s; "
 	 "leave store: out for it)"},
+	{"stores:\n  eu: {address: \"h:1\"}\non_store_error: local\npolicies:\n"
+	 "  a: {limits: [1/1s], store: eu}\n  b: {limits: [1/1s], store: eu, on_store_error: deny}\n"
+	 "  c: {limits: [1/1s], store: eu, on_store_error: local}\n",
+	 "t.yaml:5:30: policies.a.store: on_store_error: local is the default store's only (yet); "
+	 "give this policy on_store_error: allow, deny or error\n"
+	 "t.yaml:7:30: policies.c.store: on_store_error: local is the default store's only (yet); "
+	 "give this policy on_store_error: allow, deny or error"},
 	{"stores:\n  eu: {address: \"h:1\"}\npolicies:\n"
 	 "  a: {algorithm: fixed_window, limits: [1/1s], store: eu, blocks: {max: 5}}\n",
 	 "t.yaml:4:59: policies.a.blocks: blocks are on the default store only (the RESETs that "
