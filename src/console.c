@@ -253,17 +253,17 @@ static const struct config_identity *admin_of(const struct config *cfg, struct e
 	return id;
 }
 
-static void state_store(struct evbuffer *b, struct server *srv, const struct config *cfg)
+/* One store's status, why, connections and pending, after its first member. */
+static void store_json(struct evbuffer *b, struct server *srv, const struct config *cfg,
+		       struct store *st)
 {
-	struct store *st = server_store(srv);
 	struct store_health h;
 	memset(&h, 0, sizeof(h));
 	store_health_add(st, &h);
 	const char *why, *refusal;
 	enum store_verdict v = store_verdict(st, cfg->on_store_error,
 					     local_active(server_local(srv)), &why, &refusal);
-	evbuffer_add_printf(b, "\"store\":{\"backend\":\"%s\",\"status\":\"%s\",\"why\":\"",
-			    store_backend_of(cfg)->name,
+	evbuffer_add_printf(b, ",\"status\":\"%s\",\"why\":\"",
 			    v == STORE_VERDICT_OK	  ? "ok"
 			    : v == STORE_VERDICT_DEGRADED ? "degraded"
 							  : "down");
@@ -274,8 +274,22 @@ static void state_store(struct evbuffer *b, struct server *srv, const struct con
 			json_chars(b, refusal, strlen(refusal));
 		}
 	}
-	evbuffer_add_printf(b, "\",\"connections\":%u,\"connections_up\":%u,\"pending\":%zu},",
+	evbuffer_add_printf(b, "\",\"connections\":%u,\"connections_up\":%u,\"pending\":%zu}",
 			    h.conns, h.conns_up, store_pending(st));
+}
+
+/* "store": the default one; "stores": each of stores:, by name. */
+static void state_store(struct evbuffer *b, struct server *srv, const struct config *cfg)
+{
+	evbuffer_add_printf(b, "\"store\":{\"backend\":\"%s\"", store_backend_of(cfg)->name);
+	store_json(b, srv, cfg, server_store(srv));
+	evbuffer_add_printf(b, ",\"stores\":[");
+	const struct cmd_env *env = server_env(srv);
+	for (size_t i = 0; i < env->nnamed; i++) {
+		evbuffer_add_printf(b, "%s{\"name\":\"%s\"", i ? "," : "", env->named[i].name);
+		store_json(b, srv, cfg, env->named[i].store);
+	}
+	evbuffer_add_printf(b, "],");
 }
 
 static void state_actions(struct evbuffer *b, const struct config *cfg)

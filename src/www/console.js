@@ -80,11 +80,14 @@ function cell(tr, text, cls) {
   return td;
 }
 
-function showStore(st) {
+function showStore(st, stores) {
   const b = $("store-status");
   b.dataset.status = st.status;
   b.textContent = st.backend + ": " + st.status;
-  $("store-why").textContent = st.why;
+  // the stores of stores: after the default one's why, by name
+  const named = (stores || []).map(
+    (n) => n.name + ": " + n.status + (n.why ? " (" + n.why + ")" : ""));
+  $("store-why").textContent = [st.why].concat(named).filter(Boolean).join("; ");
 }
 
 function showTop(top) {
@@ -232,7 +235,7 @@ function show(s) {
   }
   started = s.started;
   $("version").textContent = s.version;
-  showStore(s.store);
+  showStore(s.store, s.stores);
   $("clients").textContent = String(s.clients);
   $("uptime").textContent = fmtAge(s.now - s.started);
   $("reloaded").textContent =

@@ -6,7 +6,7 @@ to another running store (never to one not running), one store stopped
 leaves the other's policies deciding while its own answer per
 on_store_error, and /health and /readyz name the store that is down."""
 
-import os
+import json
 import unittest
 
 from harness import SLOW, DaemonTest, free_port, http_get, run_cli, wait_until
@@ -127,6 +127,10 @@ class StoresTest(DaemonTest):
         body = http_get(self.mport)[2]
         self.assertIn('ratelimitd_store_up{store="default"} 1\n', body)
         self.assertIn('ratelimitd_store_up{store="eu"} 0\n', body)
+        state = json.loads(http_get(self.mport, "/console/state")[2])
+        self.assertEqual(state["store"]["status"], "ok")
+        self.assertEqual([(x["name"], x["status"]) for x in state["stores"]], [("eu", "down")])
+        self.assertTrue(state["stores"][0]["why"], state["stores"])
 
 
 class StoresConfigTest(DaemonTest):
