@@ -770,9 +770,12 @@ static int top_reply(struct metrics *m, struct evhttp_request *req, struct evbuf
  */
 enum probe { PROBE_HEALTH, PROBE_READY, PROBE_LIVE };
 
-/* Whether a policy of cfg decides in the store named `name` (stores:). */
+/* Whether a policy of cfg (or its envoy rules) decides in the store named
+ * `name` (stores:). */
 static int store_used(const struct config *cfg, const char *name)
 {
+	if (cfg->envoy.rules && strcmp(cfg->envoy.store, name) == 0)
+		return 1;
 	for (size_t i = 0; i < cfg->npolicies; i++)
 		if (strcmp(cfg->policies[i].store, name) == 0)
 			return 1;

@@ -308,6 +308,15 @@ int server_check_stores(const struct server *srv, const struct config *cfg, char
 			return -1;
 		}
 	}
+	struct policy envoy = {.store = ""};
+	memcpy(envoy.store, cfg->envoy.store, sizeof(envoy.store));
+	if (envoy.store[0] && !cmd_env_store(&srv->env, &envoy)) {
+		snprintf(err, errlen,
+			 "envoy.store: store %s is not running (a store added to stores: starts at "
+			 "a restart)",
+			 envoy.store);
+		return -1;
+	}
 	return 0;
 }
 

@@ -697,6 +697,7 @@ static int parse_stream(struct yparser *P, struct config *c)
 		}
 	config_listen_check_binds(P, c, (seen & (1u << TK_LISTEN)) != 0);
 	config_policy_check_stores(P, c);
+	config_envoy_check_store(P, c);
 	if (!(seen & (1u << TK_POLICIES)) && !(seen & (1u << TK_ENVOY)))
 		yp_fail(P, root,
 			"policies: required, with at least one policy (or envoy: with rules)");

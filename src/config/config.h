@@ -147,6 +147,8 @@ struct config_envoy {
 	char *config; /* a file or a directory, as written */
 	enum policy_algo algorithm;
 	enum config_envoy_headers headers;
+	/* the store of stores: every rule decides in; empty: the default */
+	char store[POLICY_STORE_NAME_MAX + 1];
 	struct envoy_rules *rules; /* loaded; NULL when no config */
 };
 

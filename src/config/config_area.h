@@ -49,6 +49,7 @@ struct config_read {
 	yaml_mark_t *listen_marks; /* one per c->listen entry read */
 	size_t caplm;
 	yaml_mark_t metrics_mark;
+	yaml_mark_t envoy_store_mark; /* envoy.store's, when given */
 };
 
 /* config.c: address values, for every area that has one. */
@@ -110,6 +111,8 @@ int config_envoy_set(struct yparser *P, const struct ykey *k, void *dst);
 /* Loads c->envoy.config's rules, a path relative to the directory of the
  * configuration file `name`; 0, or -1 with err. */
 int config_envoy_load(struct config *c, const char *name, char *err, size_t errlen);
+/* envoy.store: one of c's stores (an error at that key). */
+void config_envoy_check_store(struct yparser *P, const struct config *c);
 
 /* config.c: a share, a number above 0 and at most 1 (a double). */
 int config_set_share(struct yparser *P, const struct ykey *k, void *dst);

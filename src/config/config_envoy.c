@@ -7,7 +7,31 @@
 #include "config_area.h"
 #include "envoy_rules.h"
 
-enum { EK_CONFIG, EK_ALGORITHM, EK_HEADERS, EK_N };
+enum { EK_CONFIG, EK_ALGORITHM, EK_HEADERS, EK_STORE, EK_N };
+
+/* store: NAME, a store of stores: (checked once the whole file is read:
+ * config_envoy_check_store). */
+static int set_store(struct yparser *P, const struct ykey *k, void *dst)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "a store's name (stores: NAME)", &s, &len) < 0)
+		return -1;
+	if (len == 0 || len > POLICY_STORE_NAME_MAX || memchr(s, '\0', len))
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"a store's name is 1 to %d characters", POLICY_STORE_NAME_MAX);
+	memcpy(dst, s, len);
+	((char *)dst)[len] = '\0';
+	struct config_read *R = P->ctx;
+	R->envoy_store_mark = P->ev.start_mark;
+	return 0;
+}
+
+static void put_store(FILE *f, const struct ykey *k, const void *base)
+{
+	const char *s = (const char *)base + k->offset;
+	fputs(s[0] ? s : "(default)", f);
+}
 
 static const struct yenum envoy_header_names[] = {
 	{"none", CONFIG_ENVOY_HEADERS_NONE, NULL},
@@ -26,6 +50,9 @@ static const struct ykey envoy_keys[EK_N] = {
 			  YP_RELOAD, yp_put_enum, policy_algo_names},
 	[EK_HEADERS] = {"response_headers", yp_set_enum, offsetof(struct config_envoy, headers), 0,
 			0, YP_RELOAD, yp_put_enum, envoy_header_names},
+	/* a reload may choose only a store running (server_check_stores) */
+	[EK_STORE] = {"store", set_store, offsetof(struct config_envoy, store), 0, 0, YP_RELOAD,
+		      put_store, NULL},
 };
 
 const struct ktable config_envoy_table = {"envoy.", envoy_keys, EK_N, KT_AT_BASE,
@@ -62,5 +89,22 @@ int config_envoy_load(struct config *c, const char *name, char *err, size_t errl
 	}
 	c->envoy.rules = envoy_rules_load(path, c->envoy.algorithm, err, errlen);
 	free(full);
+	envoy_rules_set_store(c->envoy.rules, c->envoy.store);
 	return c->envoy.rules ? 0 : -1;
+}
+
+void config_envoy_check_store(struct yparser *P, const struct config *c)
+{
+	const struct config_read *R = P->ctx;
+	if (!c->envoy.store[0])
+		return;
+	if (!config_find_store(c, c->envoy.store))
+		yp_fail(P, R->envoy_store_mark,
+			"envoy.store: no store %s in stores: (the default store is redis:'s; "
+			"leave store: out for it)",
+			c->envoy.store);
+	else if (c->on_store_error == POLICY_ON_ERROR_LOCAL)
+		yp_fail(P, R->envoy_store_mark,
+			"envoy.store: on_store_error: local is the default store's only (yet); "
+			"give on_store_error: allow, deny or error");
 }

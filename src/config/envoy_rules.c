@@ -778,6 +778,23 @@ static int index_names(struct envoy_rules *r, char *err, size_t errlen)
 	return 0;
 }
 
+static void node_set_store(struct envoy_node *n, const char *store)
+{
+	for (size_t i = 0; i < n->nchildren; i++) {
+		struct envoy_node *c = &n->children[i];
+		if (c->limit)
+			snprintf(c->limit->policy.store, sizeof(c->limit->policy.store), "%s",
+				 store);
+		node_set_store(c, store);
+	}
+}
+
+void envoy_rules_set_store(struct envoy_rules *r, const char *store)
+{
+	for (size_t i = 0; r && i < r->ndomains; i++)
+		node_set_store(r->domains[i].root, store);
+}
+
 const struct policy *envoy_find_policy(const struct envoy_rules *r, const char *name, size_t len)
 {
 	size_t lo = 0, hi = r ? r->nnames : 0;

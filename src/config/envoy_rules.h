@@ -85,6 +85,9 @@ struct envoy_entry {
  * name none. NULL on failure with every error found in err, one
  * "FILE:LINE:COL: message" per line.
  */
+/* Every rule's policy decides in the store `store` (a store of stores:;
+ * "" for the default one): envoy.store. */
+void envoy_rules_set_store(struct envoy_rules *r, const char *store);
 struct envoy_rules *envoy_rules_load(const char *path, enum policy_algo algo, char *err,
 				     size_t errlen);
 /* Same on one file's text (tests, fuzzing); `name` stands for the file. */

@@ -255,6 +255,7 @@ CHANGES = {
                         {"envoy.algorithm"}),
     "envoy.response_headers": ({"envoy": "{config: r1.yaml, response_headers: ratelimit}"},
                                {"envoy.response_headers"}),
+    "envoy.store": ({"envoy": "{config: r1.yaml, store: s}"}, {"envoy.store"}),
     "policies.NAME.algorithm": (policy("p", "{algorithm: fixed_window, limits: 5/60s}"),
                                 {"policy p"}),
     "policies.NAME.limits": (policy("p", "{limits: [5/60s, 50/1h]}"), {"policy p"}),

@@ -7,6 +7,7 @@ leaves the other's policies deciding while its own answer per
 on_store_error, and /health and /readyz name the store that is down."""
 
 import json
+import os
 import unittest
 
 from harness import SLOW, DaemonTest, free_port, http_get, run_cli, wait_until
@@ -133,6 +134,32 @@ class StoresTest(DaemonTest):
         self.assertTrue(state["stores"][0]["why"], state["stores"])
 
 
+class EnvoyStoreTest(DaemonTest):
+    def test_envoy_rules_decide_in_envoy_store(self):
+        a, b = self.start_redis(), self.start_redis()
+        with open(os.path.join(self.tmpdir, "rules.yaml"), "w") as f:
+            f.write("domain: edge\ndescriptors:\n  - key: remote_address\n"
+                    "    rate_limit: {unit: minute, requests_per_unit: 3}\n")
+        port, mport = free_port(), free_port()
+        text = stores_config(port, mport, a, b, POLICIES).replace(
+            "policies:\n", "envoy: {config: rules.yaml, store: eu}\npolicies:\n")
+        daemon = self.start_daemon(config=text, port=port)
+        state = json.loads(http_get(mport, "/console/state")[2])
+        rule = next(x["name"] for x in state["actions"] if x["kind"] == "envoy")
+        with daemon.client() as c:
+            r = c.request("ALLOW 10.0.0.1 %s" % rule)
+        self.assertTrue(r.startswith("ALLOWED"), r)
+        self.assertTrue(any(rule in k for k in keys(b)), keys(b))
+        self.assertFalse(any(rule in k for k in keys(a)), keys(a))
+        # a reload back to the default store applies at once
+        n = len(daemon.log_lines())
+        daemon.reload(text.replace(", store: eu}", "}"))
+        daemon.wait_log(r"reload: envoy\.store eu -> \(default\)", start=n)
+        with daemon.client() as c:
+            c.request("ALLOW 10.0.0.2 %s" % rule)
+        self.assertTrue(any(rule in k for k in keys(a)), keys(a))
+
+
 class StoresConfigTest(DaemonTest):
     def test_bad_stores_are_errors_at_their_line(self):
         base = ("redis: {address: \"127.0.0.1:6379\"}\n"
@@ -147,6 +174,8 @@ class StoresConfigTest(DaemonTest):
             (base.replace("  eu:", "  EU:") % "eu", "t.yaml:3:3: stores: a store's name"),
             (base.replace("5/60s], store: %s", "5/60s], store: eu, algorithm: fixed_window, blocks: {max: 5}"),
              "blocks are on the default store only"),
+            ("envoy: {config: r.yaml, store: us}\n" + base % "eu",
+             "t.yaml:1:32: envoy.store: no store us in stores:"),
             ("on_store_error: local\n" + base % "eu",
              "t.yaml:6:31: policies.a.store: on_store_error: local is the default store's only"),
         ])
