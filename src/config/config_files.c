@@ -38,6 +38,14 @@ static void give_listen_tls(struct seen *s, const struct config_listen_tls *t)
 	give(s, t->ca_dir);
 }
 
+static void give_redis_tls(struct seen *s, const struct config_redis_tls *t)
+{
+	give(s, t->cert_file);
+	give(s, t->key_file);
+	give(s, t->ca_file);
+	give(s, t->ca_dir);
+}
+
 void config_files(const struct config *cfg, void (*fn)(const char *path, void *arg), void *arg)
 {
 	struct seen s = {.fn = fn, .arg = arg};
@@ -48,12 +56,10 @@ void config_files(const struct config *cfg, void (*fn)(const char *path, void *a
 		give_listen_tls(&s, &cfg->listen[i].tls);
 	if (cfg->metrics_listen)
 		give_listen_tls(&s, &cfg->metrics_tls);
-	const struct config_redis_tls *rt = &cfg->redis.tls;
-	if (rt->enabled) { /* only with a Redis: the configuration checks */
-		give(&s, rt->cert_file);
-		give(&s, rt->key_file);
-		give(&s, rt->ca_file);
-		give(&s, rt->ca_dir);
-	}
+	if (cfg->redis.tls.enabled) /* only with a Redis: the configuration checks */
+		give_redis_tls(&s, &cfg->redis.tls);
+	for (size_t i = 0; i < cfg->nstores; i++)
+		if (cfg->stores[i].redis.tls.enabled)
+			give_redis_tls(&s, &cfg->stores[i].redis.tls);
 	give(&s, cfg->declog.hash_key_file);
 }
