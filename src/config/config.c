@@ -128,6 +128,20 @@ int config_address_scalar(struct yparser *P, const char *key, const char **s, si
 
 /* A file's path; a relative one is taken from the configuration file's
  * directory (a daemon's working directory is /), as envoy.config is. */
+int config_store_name(struct yparser *P, const struct ykey *k, char *out)
+{
+	const char *s;
+	size_t len;
+	if (yp_scalar(P, k->name, "a store's name (stores: NAME)", &s, &len) < 0)
+		return -1;
+	if (len == 0 || len > POLICY_STORE_NAME_MAX || memchr(s, '\0', len))
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"a store's name is 1 to %d characters", POLICY_STORE_NAME_MAX);
+	memcpy(out, s, len);
+	out[len] = '\0';
+	return 0;
+}
+
 int config_set_path(struct yparser *P, const struct ykey *k, void *dst)
 {
 	const char *s, *slash = strrchr(P->name, '/');

@@ -60,6 +60,10 @@ int config_set_address(struct yparser *P, const struct ykey *k, void *dst);
 /* A setter: a file's path into a char *, a relative one taken from the
  * configuration file's directory (a daemon's working directory is /). */
 int config_set_path(struct yparser *P, const struct ykey *k, void *dst);
+/* A store's name (stores: NAME) as key k's value, into out (room for
+ * POLICY_STORE_NAME_MAX + 1): 0, or -1 with the error reported. Whether
+ * stores: has it is checked once the whole file is read. */
+int config_store_name(struct yparser *P, const struct ykey *k, char *out);
 
 /* config_listen.c: listen (a list of addresses and their options) and metrics. */
 extern const struct ktable config_listen_table, config_listen_tls_table, config_metrics_table,

@@ -13,15 +13,8 @@ enum { EK_CONFIG, EK_ALGORITHM, EK_HEADERS, EK_STORE, EK_N };
  * config_envoy_check_store). */
 static int set_store(struct yparser *P, const struct ykey *k, void *dst)
 {
-	const char *s;
-	size_t len;
-	if (yp_scalar(P, k->name, "a store's name (stores: NAME)", &s, &len) < 0)
+	if (config_store_name(P, k, dst) < 0)
 		return -1;
-	if (len == 0 || len > POLICY_STORE_NAME_MAX || memchr(s, '\0', len))
-		return yp_failk(P, P->ev.start_mark, k->name,
-				"a store's name is 1 to %d characters", POLICY_STORE_NAME_MAX);
-	memcpy(dst, s, len);
-	((char *)dst)[len] = '\0';
 	struct config_read *R = P->ctx;
 	R->envoy_store_mark = P->ev.start_mark;
 	return 0;

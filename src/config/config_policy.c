@@ -218,16 +218,9 @@ static int set_overrides(struct yparser *P, const struct ykey *k, void *dst);
  * config_policy_check_stores). */
 static int set_store(struct yparser *P, const struct ykey *k, void *dst)
 {
-	const char *s;
-	size_t len;
-	if (yp_scalar(P, k->name, "a store's name (stores: NAME)", &s, &len) < 0)
-		return -1;
-	if (len == 0 || len > POLICY_STORE_NAME_MAX || memchr(s, '\0', len))
-		return yp_failk(P, P->ev.start_mark, k->name,
-				"a store's name is 1 to %d characters", POLICY_STORE_NAME_MAX);
 	struct policy_form *f = dst; /* the key's offset is 0: the mark goes there too */
-	memcpy(f->store, s, len);
-	f->store[len] = '\0';
+	if (config_store_name(P, k, f->store) < 0)
+		return -1;
 	f->store_mark = P->ev.start_mark;
 	return 0;
 }
