@@ -291,12 +291,9 @@ void cmd_run_pair(struct config *cfg, const struct cmd_env *env, const struct cm
 		  struct cmd_slot *slot)
 {
 	enum store_op op = (enum store_op)cmd_verbs[pc->verb].op;
-	const struct policy *p =
-		pc->policy ? pc->policy : config_find_policy(cfg, pc->action, pc->action_len);
-	if (!p) {
-		decide_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+	const struct policy *p = decide_policy(cfg, pc, slot);
+	if (!p)
 		return;
-	}
 	if (p->algo == POLICY_CONCURRENCY) {
 		if (op == STORE_RESET) {
 			leases_execute(cfg, env, pc, p, slot); /* every lease of the user */

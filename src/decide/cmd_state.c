@@ -117,12 +117,9 @@ static void state_lease(struct cmd_slot *slot, const struct policy *p, int64_t l
 void cmd_run_state(struct config *cfg, const struct cmd_env *env, const struct cmd_request *pc,
 		   struct cmd_slot *slot)
 {
-	const struct policy *p =
-		pc->policy ? pc->policy : config_find_policy(cfg, pc->action, pc->action_len);
-	if (!p) {
-		decide_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+	const struct policy *p = decide_policy(cfg, pc, slot);
+	if (!p)
 		return;
-	}
 	if (p->algo == POLICY_CONCURRENCY) {
 		leases_peek(cfg, env, p, pc->user, pc->user_len, slot, state_lease);
 		return;

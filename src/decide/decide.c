@@ -270,3 +270,13 @@ void decide_store_failed(struct cmd_slot *slot, const struct store_result *res,
 		decide_answer(slot, counted, p, STATS_FROM_FALLBACK, 0, limit, -1,
 			      FALLBACK_RETRY_MS, -1);
 }
+
+const struct policy *decide_policy(const struct config *cfg, const struct cmd_request *pc,
+				   struct cmd_slot *slot)
+{
+	const struct policy *p =
+		pc->policy ? pc->policy : config_find_policy(cfg, pc->action, pc->action_len);
+	if (!p)
+		decide_error(slot, CMD_ERR_UNKNOWN_ACTION, "no policy for this action");
+	return p;
+}

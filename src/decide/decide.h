@@ -94,4 +94,9 @@ int decide_local(struct cmd_slot *slot, struct local *local, struct store_reques
 void decide_store_failed(struct cmd_slot *slot, const struct store_result *res,
 			 enum policy_on_error mode);
 
+/* The policy pc names (its own, CL.THROTTLE's, or its action's in cfg);
+ * NULL with slot answered unknown-action when there is none. */
+const struct policy *decide_policy(const struct config *cfg, const struct cmd_request *pc,
+				   struct cmd_slot *slot);
+
 #endif
