@@ -284,9 +284,10 @@ static void auth_failures(struct evbuffer *b, const char *name, const struct scr
 
 static void block_units(struct evbuffer *b, const char *name, const struct scrape *s)
 {
-	const struct blocks *bl = server_blocks(s->m->srv);
-	static const struct blocks_counts none;
-	const struct blocks_counts *c = bl ? blocks_counts(bl) : &none;
+	struct blocks_counts sum;
+	long long held;
+	const struct blocks_counts *c = &sum;
+	server_blocks_counts(s->m->srv, &sum, &held);
 	evbuffer_add_printf(b, "%s{event=\"granted\"} %llu\n", name, c->granted);
 	evbuffer_add_printf(b, "%s{event=\"lapsed\"} %llu\n", name, c->lapsed);
 	evbuffer_add_printf(b, "%s{event=\"revoked\"} %llu\n", name, c->revoked);
@@ -349,6 +350,22 @@ static void reloads(struct evbuffer *b, const char *name, const struct scrape *s
 	evbuffer_add_printf(b, "%s{result=\"failed\"} %llu\n", name, stats.reloads_failed);
 }
 
+static struct blocks_counts blocks_sum(const struct server *srv)
+{
+	struct blocks_counts c;
+	long long held;
+	server_blocks_counts(srv, &c, &held);
+	return c;
+}
+
+static long long blocks_held(const struct server *srv)
+{
+	struct blocks_counts c;
+	long long held;
+	server_blocks_counts(srv, &c, &held);
+	return held;
+}
+
 /* The values of the scalar families, each read from the scrape s. */
 #define COUNT(fn, expr)                                      \
 	static unsigned long long fn(const struct scrape *s) \
@@ -379,9 +396,8 @@ COUNT(delayed_waiting, stats.delayed_waiting)
 COUNT(envoy_unknown_domain, stats.envoy_unknown_domain)
 COUNT(store_pending_now, store_pending(s->store))
 COUNT(deny_cache_entries, server_deny_entries(s->m->srv))
-COUNT(blocks_granted,
-      server_blocks(s->m->srv) ? blocks_counts(server_blocks(s->m->srv))->blocks : 0)
-COUNT(block_units_held, server_blocks(s->m->srv) ? blocks_units(server_blocks(s->m->srv)) : 0)
+COUNT(blocks_granted, blocks_sum(s->m->srv).blocks)
+COUNT(block_units_held, blocks_held(s->m->srv))
 COUNT(redis_up, s->health.conns_up > 0)
 COUNT(redis_refusing, s->health.refusing)
 COUNT(redis_connections, s->health.conns)

@@ -100,19 +100,56 @@ size_t server_noverrides(const struct server *srv)
 	return override_live_count(srv->env.live);
 }
 
-const struct blocks *server_blocks(const struct server *srv)
+void server_blocks_counts(const struct server *srv, struct blocks_counts *sum, long long *held)
 {
-	return srv->env.blocks;
+	const struct blocks *t[1 + CONFIG_STORES_MAX];
+	size_t n = 0;
+	t[n++] = srv->env.blocks;
+	for (size_t i = 0; i < srv->env.nnamed && n < 1 + CONFIG_STORES_MAX; i++)
+		t[n++] = srv->env.named[i].blocks;
+	memset(sum, 0, sizeof(*sum));
+	*held = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!t[i])
+			continue;
+		const struct blocks_counts *c = blocks_counts(t[i]);
+		sum->blocks += c->blocks;
+		sum->granted += c->granted;
+		sum->lapsed += c->lapsed;
+		sum->revoked += c->revoked;
+		*held += blocks_units(t[i]);
+	}
 }
 
 size_t server_deny_entries(const struct server *srv)
 {
-	return srv->env.deny ? denycache_size(srv->env.deny) : 0;
+	size_t n = srv->env.deny ? denycache_size(srv->env.deny) : 0;
+	for (size_t i = 0; i < srv->env.nnamed; i++)
+		if (srv->env.named[i].deny)
+			n += denycache_size(srv->env.named[i].deny);
+	return n;
 }
 
-/* A RESET made through any daemon: our cached denials for that pair are
- * wrong now. Or a run-time override changed: read it again, and its pair's
- * cached denials were decided under other limits. */
+/* A pair's cached denials and blocks, in every store's tables (a policy
+ * is on one store, so its pair is in that one's at most). */
+static void forget_pair(struct server *srv, const char *action, size_t alen, const char *user,
+			size_t ulen)
+{
+	if (srv->env.deny)
+		denycache_reset_pair(srv->env.deny, action, alen, user, ulen);
+	if (srv->env.blocks)
+		blocks_reset_pair(srv->env.blocks, action, alen, user, ulen);
+	for (size_t i = 0; i < srv->env.nnamed; i++) {
+		if (srv->env.named[i].deny)
+			denycache_reset_pair(srv->env.named[i].deny, action, alen, user, ulen);
+		if (srv->env.named[i].blocks)
+			blocks_reset_pair(srv->env.named[i].blocks, action, alen, user, ulen);
+	}
+}
+
+/* A RESET made through any daemon, in any store: our cached denials for
+ * that pair are wrong now. Or a run-time override changed: read it again,
+ * and its pair's cached denials were decided under other limits. */
 static void reset_notice(void *arg, const char *tag, size_t len)
 {
 	struct server *srv = arg;
@@ -125,18 +162,13 @@ static void reset_notice(void *arg, const char *tag, size_t len)
 		if (srv->env.live)
 			override_live_notice(srv->env.live, tag, len);
 		size_t fl = sep ? (size_t)(sep - field) : 0, ul = sep ? len - nl - fl - 1 : 0;
-		if (srv->env.deny && sep)
-			denycache_reset_pair(srv->env.deny, field, fl, sep + 1, ul);
-		if (srv->env.blocks && sep)
-			blocks_reset_pair(srv->env.blocks, field, fl, sep + 1, ul);
+		if (sep)
+			forget_pair(srv, field, fl, sep + 1, ul);
 		return;
 	}
 	if (keys_parse_tag(tag, len, &action, &alen, user, &ulen) < 0)
 		return;
-	if (srv->env.deny)
-		denycache_reset_pair(srv->env.deny, action, alen, user, ulen);
-	if (srv->env.blocks)
-		blocks_reset_pair(srv->env.blocks, action, alen, user, ulen);
+	forget_pair(srv, action, alen, user, ulen);
 }
 
 static void reload_tls(struct server *srv, const struct config *cfg);
@@ -157,9 +189,17 @@ void server_set_config(struct server *srv, struct config *cfg)
 	 * at its own reload) */
 	if (srv->env.blocks)
 		blocks_clear(srv->env.blocks);
+	for (size_t i = 0; i < srv->env.nnamed; i++) {
+		if (srv->env.named[i].deny)
+			denycache_clear(srv->env.named[i].deny);
+		if (srv->env.named[i].blocks)
+			blocks_clear(srv->env.named[i].blocks);
+	}
 	if (srv->env.live)
 		override_live_set_config(srv->env.live, cfg);
 	store_watch_resets(srv->env.store, cfg->prefix, reset_notice, srv);
+	for (size_t i = 0; i < srv->env.nnamed; i++)
+		store_watch_resets(srv->env.named[i].store, cfg->prefix, reset_notice, srv);
 	reload_tls(srv, cfg);
 }
 
@@ -291,6 +331,9 @@ static int named_stores_new(struct server *srv, struct event_base *base, const s
 			return -1;
 		}
 		srv->env.nnamed++;
+		/* NULL: none (out of memory), its policies decided by Redis each time */
+		n->deny = denycache_new(DENY_CACHE_ENTRIES);
+		n->blocks = blocks_new(BLOCKS_ENTRIES);
 	}
 	return 0;
 }
@@ -364,6 +407,8 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	if (!srv->env.local)
 		log_error("%s: on_store_error: local answers as error", lerr);
 	store_watch_resets(store, cfg->prefix, reset_notice, srv);
+	for (size_t i = 0; i < srv->env.nnamed; i++)
+		store_watch_resets(srv->env.named[i].store, cfg->prefix, reset_notice, srv);
 	config_ref(cfg);
 	srv->cfg = cfg;
 	stats_bind(cfg);
@@ -443,6 +488,10 @@ void server_free_after_store(void)
 	/* as the default store, before what their answers may touch */
 	for (size_t i = 0; i < late_nnamed; i++)
 		store_free(late_named[i].store);
+	for (size_t i = 0; i < late_nnamed; i++) {
+		denycache_free(late_named[i].deny);
+		blocks_free(late_named[i].blocks);
+	}
 	free(late_named);
 	late_named = NULL;
 	late_nnamed = 0;

@@ -51,10 +51,11 @@ void server_drain(struct server *srv, void (*done)(void *arg), void *arg);
 size_t server_nclients(const struct server *srv);
 /* Run-time overrides in force (override_live.h). */
 size_t server_noverrides(const struct server *srv);
-/* Denials the local deny cache holds now (0 without one). */
+/* Denials the deny caches hold now, every store's (0 without one). */
 size_t server_deny_entries(const struct server *srv);
-/* The hot keys' blocks (blocks.h), NULL if none could be made. */
-const struct blocks *server_blocks(const struct server *srv);
+/* The hot keys' blocks (blocks.h), every store's summed; *held: units held now. */
+struct blocks_counts;
+void server_blocks_counts(const struct server *srv, struct blocks_counts *sum, long long *held);
 void server_free(struct server *srv);
 /* After store_free: what late replies may touch (server_free left it). */
 void server_free_after_store(void);

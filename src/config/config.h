@@ -68,6 +68,10 @@ struct config_redis {
 	 * this many replicas (Redis WAIT), for at most wait_timeout_ms; 0: off */
 	int wait_replicas;
 	int64_t wait_timeout_ms;
+	/* another region's, a WAN round trip away (docs/deployment.md,
+	 * "Several regions"): its policies take blocks: {max: auto} unless
+	 * they say otherwise, and never on_store_error: local */
+	int remote;
 	struct config_redis_tls tls;
 };
 

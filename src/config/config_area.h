@@ -103,8 +103,9 @@ extern const struct ktable config_policy_table, config_ban_table, config_overrid
 /* The policies key's setter (dst: the struct config); the policies go to
  * c->policies, sorted by name, once all are read without error. */
 int config_policy_set(struct yparser *P, const struct ykey *k, void *dst);
-/* Each policy's store: one of c's stores (an error at its store key). */
-void config_policy_check_stores(struct yparser *P, const struct config *c);
+/* Each policy's store: one of c's stores (an error at its store key); a
+ * remote store's policies get blocks: {max: auto} unless they set blocks. */
+void config_policy_check_stores(struct yparser *P, struct config *c);
 /* Frees what reading the policies took; `handed`: they went to a
  * snapshot (else their overrides are freed too). */
 void config_policy_read_done(struct config_read *R, int handed);

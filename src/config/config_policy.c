@@ -138,9 +138,28 @@ static int set_delay(struct yparser *P, const struct ykey *k, void *dst)
 
 enum { XK_MAX, XK_TTL, XK_N };
 
+/* max: N, or auto (sized by rate and round trip: blocks.h) */
+static int set_blocks_max(struct yparser *P, const struct ykey *k, void *dst)
+{
+	struct policy_blocks *b = (struct policy_blocks *)((char *)dst - k->offset);
+	if (P->ev.type == YAML_SCALAR_EVENT && P->ev.data.scalar.length == 4 &&
+	    memcmp(P->ev.data.scalar.value, "auto", 4) == 0) {
+		b->max = POLICY_BLOCKS_MAX;
+		b->autosize = 1;
+		return 0;
+	}
+	b->autosize = 0;
+	const char *v =
+		P->ev.type == YAML_SCALAR_EVENT ? (const char *)P->ev.data.scalar.value : "";
+	if (*v < '0' || *v > '9')
+		return yp_failk(P, P->ev.start_mark, k->name,
+				"must be an integer from 1 to %d, or auto", POLICY_BLOCKS_MAX);
+	return yp_set_int64(P, k, dst);
+}
+
 static const struct ykey blocks_keys[XK_N] = {
-	[XK_MAX] = {"max", yp_set_int64, offsetof(struct policy_blocks, max), 1, POLICY_BLOCKS_MAX,
-		    YP_PER_POLICY, NULL, NULL},
+	[XK_MAX] = {"max", set_blocks_max, offsetof(struct policy_blocks, max), 1,
+		    POLICY_BLOCKS_MAX, YP_PER_POLICY, NULL, NULL},
 	[XK_TTL] = {"ttl", yp_set_duration, offsetof(struct policy_blocks, ttl_ms), 1,
 		    POLICY_BLOCKS_TTL_MAX_MS, YP_PER_POLICY, NULL, NULL},
 };
@@ -155,7 +174,8 @@ static int set_blocks(struct yparser *P, const struct ykey *k, void *dst)
 		return -1;
 	if (!(seen & (1u << XK_MAX)))
 		return yp_fail_section(P, start,
-				       "blocks need max (the most units taken at once: 1000)");
+				       "blocks need max (the most units taken at once: 1000, or "
+				       "auto)");
 	return 0;
 }
 
@@ -505,9 +525,6 @@ static int policy_mapping(struct yparser *P, struct policy_form *f, const char *
 			why = "a concurrency policy has no blocks (a lease is one already)";
 		else if (seen & (1u << PK_BAN))
 			why = "a policy with a ban has no blocks (a ban must see every request)";
-		else if (seen & (1u << PK_STORE))
-			why = "blocks are on the default store only (the RESETs that revoke "
-			      "them are followed there)";
 		else if (f->blocks.ttl_ms > 0 && f->algo != POLICY_FUNNEL)
 			why = "a window's block lasts until its window ends; ttl is a funnel's";
 		if (why)
@@ -711,26 +728,56 @@ int config_policy_set(struct yparser *P, const struct ykey *k, void *dst)
 	return 0;
 }
 
-void config_policy_check_stores(struct yparser *P, const struct config *c)
+/* Can p's limits be taken ahead in blocks (the reasons set_blocks' checks give)? */
+static int blocks_fit(const struct policy *p)
+{
+	return p->algo != POLICY_SLIDING_WINDOW &&
+	       policy_algo_shape(p->algo) != POLICY_SHAPE_LEASE && p->ban.after == 0;
+}
+
+void config_policy_check_stores(struct yparser *P, struct config *c)
 {
 	const struct config_read *R = P->ctx;
 	if (!c->policies)
 		return;
 	for (size_t i = 0; i < R->npol; i++) {
 		const struct pentry *e = &R->pol[i];
-		if (e->p.store[0] && !config_find_store(c, e->p.store))
+		struct policy *p = &c->policies[i]; /* e's, as handed over */
+		const struct config_redis *r = config_redis_of(c, p);
+		if (!r) {
 			yp_fail(P, e->store_mark,
 				"policies.%s.store: no store %s in stores: (the default store "
 				"is redis:'s; leave store: out for it)",
 				e->p.name, e->p.store);
+			continue;
+		}
 		/* local.c keeps one fallback, dropped whenever a store answers
 		 * again: another store's answers would drop this one's counts */
-		else if (e->p.store[0] && config_on_error(c, &e->p) == POLICY_ON_ERROR_LOCAL)
+		if (e->p.store[0] && config_on_error(c, p) == POLICY_ON_ERROR_LOCAL) {
 			yp_fail(P, e->store_mark,
 				"policies.%s.store: on_store_error: local is the default "
 				"store's only (yet); give this policy on_store_error: allow, "
 				"deny or error",
 				e->p.name);
+			continue;
+		}
+		if (!r->remote)
+			continue;
+		/* a region cut off from a remote store deciding from its own
+		 * counts would admit the limit again beside every other region */
+		if (config_on_error(c, p) == POLICY_ON_ERROR_LOCAL)
+			yp_fail(P, e->mark,
+				"policies.%s: on_store_error: local on a remote store would "
+				"admit the limit in every region cut off from it; use deny (or "
+				"allow, error)",
+				e->p.name);
+		else if (p->blocks.max == 0 && blocks_fit(p)) {
+			/* decided at local latency: units taken ahead, sized for
+			 * the round trip */
+			p->blocks.max = POLICY_BLOCKS_MAX;
+			p->blocks.autosize = 1;
+			p->blocks.ttl_ms = POLICY_BLOCKS_TTL_DEFAULT_MS;
+		}
 	}
 }
 

@@ -91,6 +91,7 @@ enum {
 	RK_CONNECTIONS,
 	RK_WAIT_REPLICAS,
 	RK_WAIT_TIMEOUT,
+	RK_REMOTE,
 	RK_TLS,
 	RK_N
 };
@@ -118,6 +119,9 @@ static const struct ykey redis_keys[RK_N] = {
 	[RK_WAIT_TIMEOUT] = {"wait_timeout", yp_set_duration,
 			     offsetof(struct config_redis, wait_timeout_ms), 1, 60000, YP_RESTART,
 			     yp_put_duration, NULL},
+	/* policies are made anew on reload: their defaults follow it */
+	[RK_REMOTE] = {"remote", yp_set_bool, offsetof(struct config_redis, remote), 0, 0,
+		       YP_RELOAD, yp_put_bool, NULL},
 	[RK_TLS] = {"tls", set_tls, offsetof(struct config_redis, tls), 0, 0, YP_SECTION, NULL,
 		    NULL},
 };

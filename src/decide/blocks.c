@@ -24,6 +24,16 @@
 #define NO_ROOM_US 100000u
 /* an ask whose answer never came (a lost store) lets another go */
 #define ASK_STALE_US 2000000u
+/* a pair's rate is measured over at least this (us) */
+#define RATE_TICK_US 100000u
+/* max: auto: a block holds this long's units at the pair's rate (us),
+ * or longer where the round trip is: about one ask a second per pair
+ * and daemon, whatever the rate */
+#define AUTO_HOLD_US 1000000u
+/* the next block is asked while what is left lasts the round trip this
+ * many times over (at the pair's rate), and a few ms more for jitter */
+#define LEAD_RTTS 2u
+#define LEAD_EXTRA_US 5000u
 
 /* One block: units left, answered until until_us (monotonic). */
 struct unit_run {
@@ -46,6 +56,11 @@ struct entry {
 	/* the last grant's figures, at at_us; answered from blocks since */
 	int64_t limit, remaining, reset_ms, answered;
 	uint64_t at_us;
+	/* the pair's rate (units a second, smoothed) and the units seen
+	 * since rate_at_us */
+	double rate;
+	uint64_t rate_at_us;
+	int64_t rate_units;
 	char key[KEY_MAX]; /* action '\0' user */
 };
 
@@ -53,6 +68,7 @@ struct blocks {
 	struct entry *e;
 	size_t nbuckets; /* power of two */
 	unsigned long epoch, generation;
+	uint64_t srtt_us; /* the store's round trip, smoothed (0: none measured) */
 	struct blocks_counts counts;
 	uint8_t hash_key[16];
 };
@@ -158,6 +174,89 @@ unsigned long blocks_epoch(const struct blocks *b)
 	return b->epoch;
 }
 
+void blocks_rtt_sample(struct blocks *b, uint64_t sent_us, uint64_t now_us)
+{
+	if (now_us < sent_us)
+		return;
+	uint64_t rtt = now_us - sent_us;
+	/* TCP's smoothing (RFC 6298): an eighth of each new sample */
+	b->srtt_us = b->srtt_us ? b->srtt_us - b->srtt_us / 8 + rtt / 8 : rtt;
+}
+
+uint64_t blocks_rtt_us(const struct blocks *b)
+{
+	return b->srtt_us;
+}
+
+int64_t blocks_ttl_ms(const struct blocks *b, const struct policy *p)
+{
+	int64_t ttl = p->blocks.ttl_ms;
+	/* a funnel's block answered only until ttl from its ask: with auto,
+	 * at least three round trips, or it would lapse on its way */
+	if (b && p->blocks.autosize) {
+		int64_t rtt3 = (int64_t)(b->srtt_us * 3 / 1000u);
+		if (rtt3 > ttl)
+			ttl = rtt3;
+		if (ttl > POLICY_BLOCKS_TTL_MAX_MS)
+			ttl = POLICY_BLOCKS_TTL_MAX_MS;
+	}
+	return ttl;
+}
+
+/* cost units seen at now_us: the pair's rate moves on once a tick has passed */
+static void rate_see(struct entry *e, int64_t cost, uint64_t now_us)
+{
+	e->rate_units += cost;
+	uint64_t elapsed = now_us - e->rate_at_us;
+	if (elapsed < RATE_TICK_US)
+		return;
+	double r = (double)e->rate_units * 1e6 / (double)elapsed;
+	e->rate = e->rate > 0 ? (e->rate + r) / 2 : r;
+	e->rate_units = 0;
+	e->rate_at_us = now_us;
+}
+
+/* Units the pair is expected to take over us, at its rate (rounded up). */
+static int64_t at_rate(const struct entry *e, uint64_t us)
+{
+	double u = e->rate * (double)us / 1e6;
+	return u >= (double)POLICY_BLOCKS_MAX ? POLICY_BLOCKS_MAX : (int64_t)u + 1;
+}
+
+/* The lead: what the next block's ask takes to come back, with margin
+ * (for max: auto; a fixed max's blocks are asked at half anyway). */
+static uint64_t lead_us(const struct blocks *b, const struct policy *p)
+{
+	return b->srtt_us * LEAD_RTTS + (p->blocks.autosize ? LEAD_EXTRA_US : 0);
+}
+
+/* Would what is left not outlast the next ask's way back, at the pair's rate? */
+static int outlasted(const struct blocks *b, const struct entry *e, const struct policy *p,
+		     int64_t left, int64_t cost)
+{
+	return (double)(left - cost) < e->rate * (double)lead_us(b, p) / 1e6;
+}
+
+/* max: auto's next block: what the pair takes at its rate while it is
+ * held (AUTO_HOLD_US, or four round trips) and while the next comes; not
+ * beyond its window's end where that is known (a fixed window's reset,
+ * one limit), since units left then lapse. */
+static int64_t auto_want(const struct blocks *b, const struct entry *e, const struct policy *p,
+			 uint64_t now_us)
+{
+	uint64_t hold = b->srtt_us * 4 > AUTO_HOLD_US ? b->srtt_us * 4 : AUTO_HOLD_US;
+	int64_t want = at_rate(e, hold + lead_us(b, p));
+	if (p->algo == POLICY_FIXED_WINDOW && p->nlimits == 1 && e->at_us && e->reset_ms > 0) {
+		uint64_t end = e->at_us + (uint64_t)e->reset_ms * 1000u;
+		if (end > now_us) {
+			int64_t left = at_rate(e, end - now_us);
+			if (left < want)
+				want = left;
+		}
+	}
+	return want > 2 ? want : 2;
+}
+
 enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const char *user,
 			      size_t ulen, int64_t cost, uint64_t now_us, int may_ask, void *me,
 			      struct blocks_hit *hit, int64_t *want, unsigned long *epoch,
@@ -191,10 +290,13 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 		e->ulen = ulen;
 		make_key(e->key, p->name, p->name_len, user, ulen);
 		e->seen_us = now_us;
+		e->rate_at_us = now_us;
+		e->rate_units = cost;
 		return BLOCKS_REDIS; /* not hot yet */
 	}
 	int hot = now_us - e->seen_us < HOT_US;
 	e->seen_us = now_us;
+	rate_see(e, cost, now_us);
 	expire(b, e, now_us);
 	if (e->ask_us && now_us - e->ask_us > ASK_STALE_US) {
 		e->ask_us = 0;
@@ -204,8 +306,12 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 	if (left == 0)
 		e->dry = 0;
 	/* running low: the next request asks for the next block, while the
-	 * rest go on being answered (unless Redis had no room for it) */
-	int low = may_ask && left > 0 && left * 2 <= e->granted && !e->dry;
+	 * rest go on being answered (unless Redis had no room for it): at
+	 * half the last block, or when what is left would not outlast the
+	 * ask's round trip (a remote store's) */
+	int low =
+		may_ask && left > 0 && !e->dry &&
+		((left * 2 <= e->granted && !p->blocks.autosize) || outlasted(b, e, p, left, cost));
 	if (left >= cost && !(low && !e->ask_us)) {
 		spend(e, cost, now_us, hit);
 		expire(b, e, now_us); /* moves an emptied older block's place */
@@ -225,7 +331,9 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 	if (!(hot || left > 0))
 		return BLOCKS_REDIS;
 	int64_t max = p->blocks.max;
-	if (e->granted == 0)
+	if (p->blocks.autosize)
+		e->want = auto_want(b, e, p, now_us);
+	else if (e->granted == 0)
 		e->want = e->want > 0 ? e->want * 2 : 2;
 	else if (low)
 		e->want = e->granted * 2;

@@ -10,6 +10,11 @@
  * second (HOT_US), then blocks double while they are used up and shrink to
  * what was used when they lapse; the script gives at most a quarter of
  * what the limits have left, so near a limit every answer is Redis's.
+ * With max: auto (a remote store's default) a block is what the pair
+ * takes at its measured rate in about a second (or four round trips),
+ * never past its fixed window's end. Either way the next block is asked
+ * while what is left still lasts two round trips, so steady traffic
+ * under the limit does not wait for the store.
  */
 #ifndef RL_BLOCKS_H
 #define RL_BLOCKS_H
@@ -82,6 +87,13 @@ void blocks_unask(struct blocks *b, const struct policy *p, const char *user, si
  * them (1, *hit), as blocks_take would have answered without the ask. */
 int blocks_spend(struct blocks *b, const struct policy *p, const char *user, size_t ulen,
 		 int64_t cost, uint64_t now_us, struct blocks_hit *hit);
+/* An ask sent at sent_us was answered at now_us: the store's round trip,
+ * smoothed, sizes blocks (how early the next is asked; max: auto's size). */
+void blocks_rtt_sample(struct blocks *b, uint64_t sent_us, uint64_t now_us);
+uint64_t blocks_rtt_us(const struct blocks *b);
+/* The ttl to ask p's funnel blocks with: the policy's, or for max: auto
+ * at least three round trips (a block must outlive its way back). */
+int64_t blocks_ttl_ms(const struct blocks *b, const struct policy *p);
 /* RESET of (action, user) or an override of it, through any daemon. */
 void blocks_reset_pair(struct blocks *b, const char *action, size_t alen, const char *user,
 		       size_t ulen);

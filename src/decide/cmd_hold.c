@@ -91,7 +91,8 @@ void cmd_run_hold(struct config *cfg, const struct cmd_env *env, const struct cm
 	 * (hold_done) the pair's cached denials go; a SETTLE above it takes
 	 * more: their remaining goes (slot->cost: what it takes beyond the
 	 * estimate, 0 for none) */
-	slot->deny = slot->op == STORE_CANCEL || pc->actual != id.cost ? decide_cache(env) : NULL;
+	slot->deny =
+		slot->op == STORE_CANCEL || pc->actual != id.cost ? decide_cache(env, p) : NULL;
 	slot->cost = slot->op == STORE_SETTLE && pc->actual > id.cost ? pc->actual - id.cost : 0;
 	slot->user_len = id.user_len;
 	memcpy(slot->user, id.user, id.user_len);

@@ -97,14 +97,15 @@ static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct 
 		       int may_ask, int64_t *want)
 {
 	const struct policy *p = slot->policy;
+	struct blocks *b = cmd_env_blocks(env, p);
 	struct blocks_hit hit;
 	unsigned long epoch;
 	void *asker;
 	*want = 0;
 	slot->block_env = env;
-	blocks_sync(env->blocks, store_generation(env->store));
-	switch (blocks_take(env->blocks, p, slot->user, slot->user_len, slot->cost, slot->sent_us,
-			    may_ask, slot, &hit, want, &epoch, &asker)) {
+	blocks_sync(b, store_generation(cmd_env_store(env, p)));
+	switch (blocks_take(b, p, slot->user, slot->user_len, slot->cost, slot->sent_us, may_ask,
+			    slot, &hit, want, &epoch, &asker)) {
 	case BLOCKS_ANSWERED:
 		decide_answer(slot, cfg, p, STATS_FROM_BLOCK, 1, hit.limit, hit.remaining, 0,
 			      hit.reset_ms);
@@ -122,7 +123,7 @@ static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct 
 		return 1;
 	}
 	case BLOCKS_ASK:
-		slot->blocks = env->blocks;
+		slot->blocks = b;
 		slot->block_epoch = epoch;
 		slot->block_next = NULL;
 		return 0;
@@ -142,28 +143,31 @@ static void block_follow(struct cmd_slot *slot, const struct store_result *faile
 {
 	const struct cmd_env *env = slot->block_env;
 	struct config *cfg = slot->cfg;
+	const struct policy *p = slot->policy;
+	struct store *store = cmd_env_store(env, p);
 	int64_t want = 0;
 	if (failed) {
 		store_done(slot, failed);
 		return;
 	}
 	slot->sent_us = clock_mono_us();
-	if (blocks_epoch(env->blocks) == slot->block_epoch && store_resets_followed(env->store) &&
-	    block_route(slot, env, cfg, 1, &want))
+	if (blocks_epoch(cmd_env_blocks(env, p)) == slot->block_epoch &&
+	    store_resets_followed(store) && block_route(slot, env, cfg, 1, &want))
 		return;
+	const struct config_redis *rc = config_redis_of(cfg, p);
 	struct store_request req = {
 		.op = STORE_ALLOW,
-		.policy = slot->policy,
+		.policy = p,
 		.prefix = cfg->prefix,
 		.prefix_len = strlen(cfg->prefix),
 		.user = slot->user,
 		.user_len = slot->user_len,
 		.cost = slot->cost,
-		.timeout_ms = cfg->redis.timeout_ms,
+		.timeout_ms = rc ? rc->timeout_ms : cfg->redis.timeout_ms,
 		.block_want = want,
-		.block_ttl_ms = slot->policy->blocks.ttl_ms,
+		.block_ttl_ms = blocks_ttl_ms(cmd_env_blocks(env, p), p),
 	};
-	store_submit(env->store, &req, store_done, slot);
+	store_submit(store, &req, store_done, slot);
 }
 
 /* The answer to a request that asked for a block too: the block is this
@@ -178,6 +182,8 @@ static int block_done(struct cmd_slot *slot, const struct store_result *res)
 	int spent = 0;
 	slot->blocks = NULL;
 	slot->block_next = NULL;
+	if (res->status == STORE_OK)
+		blocks_rtt_sample(b, slot->sent_us, clock_mono_us());
 	if (res->status == STORE_OK && res->allowed) {
 		blocks_put(b, p, slot->user, slot->user_len, slot, slot->sent_us, res->block,
 			   res->block_ms, res->limit, res->remaining, res->reset_ms);
@@ -187,7 +193,7 @@ static int block_done(struct cmd_slot *slot, const struct store_result *res)
 		/* it asked as the block ran low: what is left answers it
 		 * (unless the store's state moved meanwhile) */
 		if (res->status == STORE_OK && slot->block_env) {
-			blocks_sync(b, store_generation(slot->block_env->store));
+			blocks_sync(b, store_generation(cmd_env_store(slot->block_env, p)));
 			spent = blocks_spend(b, p, slot->user, slot->user_len, slot->cost,
 					     clock_mono_us(), &hit);
 		}
@@ -390,10 +396,11 @@ static enum stage_step stage_block(struct pair *r)
 	const struct policy *p = r->p;
 	slot->blocks = NULL;
 	slot->block_next = NULL;
-	if (r->op == STORE_RESET && r->env->blocks)
-		blocks_reset_pair(r->env->blocks, p->name, p->name_len, pc->user, pc->user_len);
-	if (r->op != STORE_ALLOW || p->blocks.max <= 0 || !r->env->blocks || slot->own_policy ||
-	    slot->overridden || !store_resets_followed(r->env->store))
+	struct blocks *b = cmd_env_blocks(r->env, p);
+	if (r->op == STORE_RESET && b)
+		blocks_reset_pair(b, p->name, p->name_len, pc->user, pc->user_len);
+	if (r->op != STORE_ALLOW || p->blocks.max <= 0 || !b || slot->own_policy ||
+	    slot->overridden || !store_resets_followed(r->store))
 		return STAGE_NEXT;
 	slot->cost = pc->cost > 0 ? pc->cost : 1;
 	slot->delay_extra = 0; /* (a follower's store_done reads them) */
@@ -401,8 +408,9 @@ static enum stage_step stage_block(struct pair *r)
 	/* one that may wait, or has a deadline shorter than redis.timeout,
 	 * is answered from a block but neither asks for one nor waits
 	 * behind an ask */
-	int may_ask = !(pc->wait_given && pc->wait_ms > 0) && p->delay.max_ms == 0 &&
-		      decide_timeout_ms(r->cfg, p, pc) == r->cfg->redis.timeout_ms;
+	const struct config_redis *rc = config_redis_of(r->cfg, p);
+	int may_ask = !(pc->wait_given && pc->wait_ms > 0) && p->delay.max_ms == 0 && rc &&
+		      decide_timeout_ms(r->cfg, p, pc) == rc->timeout_ms;
 	return block_route(slot, r->env, r->cfg, may_ask, &r->block_want) ? STAGE_DONE : STAGE_NEXT;
 }
 
@@ -437,7 +445,7 @@ static enum stage_step stage_deny_cache(struct pair *r)
 	int may_wait = pc->wait_given && pc->wait_ms > 0;
 	if (decide_cacheable(p, slot->own_policy || slot->overridden || may_wait ||
 					op == STORE_CHARGE || op == STORE_HOLD || slot->blocks) &&
-	    (deny = decide_cache(r->env))) {
+	    (deny = decide_cache(r->env, p))) {
 		struct denycache_hit hit;
 		slot->deny = deny;
 		if (op == STORE_RESET)
@@ -457,7 +465,7 @@ static enum stage_step stage_deny_cache(struct pair *r)
 	 * allowed ALLOW's do (store_done, decide_cache_allowed). */
 	if ((op == STORE_CHARGE || op == STORE_HOLD) && !slot->deny &&
 	    decide_cacheable(p, slot->own_policy || slot->overridden))
-		slot->deny = decide_cache(r->env);
+		slot->deny = decide_cache(r->env, p);
 	return STAGE_NEXT;
 }
 
@@ -540,7 +548,7 @@ static enum stage_step stage_store(struct pair *r)
 		.timeout_ms = decide_timeout_ms(r->cfg, p, pc),
 		.wait_ms = r->window_wait,
 		.block_want = r->block_want,
-		.block_ttl_ms = p->blocks.ttl_ms,
+		.block_ttl_ms = r->block_want ? blocks_ttl_ms(cmd_env_blocks(r->env, p), p) : 0,
 		.hold_nonce = r->slot->hold_nonce,
 		.hold_ms = p->hold_ms ? p->hold_ms : POLICY_HOLD_DEFAULT_MS,
 	};

@@ -185,12 +185,14 @@ enum stats_from decide_store_source(const struct store_result *res)
 	return res->memory ? STATS_FROM_MEMORY : STATS_FROM_STORE;
 }
 
-struct denycache *decide_cache(const struct cmd_env *env)
+struct denycache *decide_cache(const struct cmd_env *env, const struct policy *p)
 {
-	if (!env->deny || !store_resets_followed(env->store))
+	struct denycache *deny = cmd_env_deny(env, p);
+	struct store *store = cmd_env_store(env, p);
+	if (!deny || !store || !store_resets_followed(store))
 		return NULL;
-	denycache_sync(env->deny, store_generation(env->store));
-	return env->deny;
+	denycache_sync(deny, store_generation(store));
+	return deny;
 }
 
 int decide_cacheable(const struct policy *p, int other)
@@ -200,9 +202,7 @@ int decide_cacheable(const struct policy *p, int other)
 	 * may end (a run-time one expires) while its denial would still be
 	 * cached; a ban must see every denial to count it; and a funnel with
 	 * a delay is asked with another capacity than a look's. */
-	/* and a store of stores: sends the RESETs that drop denials on its
-	 * own channel, which this daemon does not follow */
-	return !other && p->ban.after == 0 && p->delay.max_ms == 0 && !p->store[0];
+	return !other && p->ban.after == 0 && p->delay.max_ms == 0;
 }
 
 void decide_cache_allowed(struct denycache *deny, enum store_op op, const struct policy *p,

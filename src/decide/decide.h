@@ -70,9 +70,9 @@ void decide_no_store(struct cmd_slot *slot, const struct policy *p);
  * result says. */
 enum stats_from decide_store_source(const struct store_result *res);
 
-/* The deny cache when it may answer or learn (env->deny, while every
- * daemon's RESETs reach us; brought up to the store's generation), or NULL. */
-struct denycache *decide_cache(const struct cmd_env *env);
+/* p's store's deny cache when it may answer or learn (while every daemon's
+ * RESETs in that store reach us; brought up to its generation), or NULL. */
+struct denycache *decide_cache(const struct cmd_env *env, const struct policy *p);
 /* Whether decisions on p may be cached; other: p is not the action's own
  * policy (an override's limits, or CL.THROTTLE's). */
 int decide_cacheable(const struct policy *p, int other);

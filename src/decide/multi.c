@@ -665,7 +665,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	 * when every pair's own figures are wanted and there are others: the
 	 * cache knows only the denied pair's, so Redis decides (denying the
 	 * same way) and tells each pair's remaining, as proto/grpc.md says. */
-	struct denycache *deny = decide_cache(env);
+	struct denycache *deny = decide_cache(env, m->pairs[0].named);
 	if (deny) {
 		struct denycache_hit hit;
 		uint64_t now = clock_mono_us();

@@ -306,6 +306,10 @@ struct cmd_result {
 struct cmd_named_store {
 	char name[POLICY_STORE_NAME_MAX + 1];
 	struct store *store;
+	/* its own, as the default store's below: each follows its store's
+	 * RESETs and generation; NULL: none */
+	struct denycache *deny;
+	struct blocks *blocks;
 };
 
 /* What requests are executed against; owned by the server. */
@@ -332,6 +336,27 @@ static inline struct store *cmd_env_store(const struct cmd_env *env, const struc
 	for (size_t i = 0; i < env->nnamed; i++)
 		if (strcmp(env->named[i].name, p->store) == 0)
 			return env->named[i].store;
+	return NULL;
+}
+
+/* p's store's deny cache and blocks (NULL: none, or its store is not running). */
+static inline struct denycache *cmd_env_deny(const struct cmd_env *env, const struct policy *p)
+{
+	if (!p || !p->store[0])
+		return env->deny;
+	for (size_t i = 0; i < env->nnamed; i++)
+		if (strcmp(env->named[i].name, p->store) == 0)
+			return env->named[i].deny;
+	return NULL;
+}
+
+static inline struct blocks *cmd_env_blocks(const struct cmd_env *env, const struct policy *p)
+{
+	if (!p || !p->store[0])
+		return env->blocks;
+	for (size_t i = 0; i < env->nnamed; i++)
+		if (strcmp(env->named[i].name, p->store) == 0)
+			return env->named[i].blocks;
 	return NULL;
 }
 

@@ -87,6 +87,10 @@ struct policy_delay {
 struct policy_blocks {
 	int64_t max;
 	int64_t ttl_ms;
+	/* max: auto (a remote store's default): each block is sized by the
+	 * pair's observed rate and the store's round trip (blocks.h), max is
+	 * POLICY_BLOCKS_MAX */
+	int autosize;
 };
 #define POLICY_BLOCKS_MAX 1000000
 #define POLICY_BLOCKS_TTL_DEFAULT_MS 100

@@ -316,6 +316,13 @@ for _key in [k for k in CHANGES if k.startswith("redis.")]:
 CHANGES["stores"] = ({"stores": '{s: {address: "%(redis)s", timeout: 2s}, '
                                 't: {address: "%(redis)s"}}'}, {"stores"})
 CHANGES["policies.NAME.store"] = (policy("p", "{limits: 5/60s, store: s}"), {"policy p"})
+# a remote store's policies take blocks: {max: auto} (the funnels here):
+# the policies it shapes are reported changed too
+SHAPES_POLICIES = {"redis.remote"}
+CHANGES["redis.remote"] = ({"redis": '{address: "%(redis)s", timeout: 2s, remote: true}'},
+                           {"redis.remote", "policy f", "policy fo"})
+CHANGES["stores.NAME.remote"] = (store('{address: "%(redis)s", timeout: 2s, remote: true}'),
+                                 {"stores.s.remote"})
 
 APPLIED = re.compile(r"^info: reload: (\S+) (?:\S.* )?-> ")
 APPLIED_SECRET = re.compile(r"^info: reload: (\S+) changed \(not shown\)$")
@@ -433,7 +440,7 @@ class ReloadKeysTest(DaemonTest):
             for name, how in got.items():
                 table = "policies.NAME" if name.startswith("policy ") else table_name(name)
                 if how == "per-policy":
-                    ok = kinds.get(key) == "per-policy"
+                    ok = kinds.get(key) == "per-policy" or key in SHAPES_POLICIES
                 else:
                     ok = kinds.get(table) == how
                 if not ok:

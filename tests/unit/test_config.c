@@ -585,10 +585,16 @@ static const struct {
 	 "give this policy on_store_error: allow, deny or error\n"
 	 "t.yaml:7:30: policies.c.store: on_store_error: local is the default store's only (yet); "
 	 "give this policy on_store_error: allow, deny or error"},
-	{"stores:\n  eu: {address: \"h:1\"}\npolicies:\n"
-	 "  a: {algorithm: fixed_window, limits: [1/1s], store: eu, blocks: {max: 5}}\n",
-	 "t.yaml:4:59: policies.a.blocks: blocks are on the default store only (the RESETs that "
-	 "revoke them are followed there)"},
+	/* a remote default store: local would admit the limit again in every
+	 * region cut off from it */
+	{"redis: {address: \"h:1\", remote: true}\npolicies:\n"
+	 "  a: {limits: [1/1s]}\n  b: {limits: [1/1s], on_store_error: local}\n",
+	 "t.yaml:4:3: policies.b: on_store_error: local on a remote store would admit the limit "
+	 "in every region cut off from it; use deny (or allow, error)"},
+	{"redis: {remote: yes}\npolicies:\n  a: 1/1s\n",
+	 "t.yaml:1:17: redis.remote: must be true or false"},
+	{"policies:\n  a: {algorithm: fixed_window, limits: [1/1s], blocks: {max: automatic}}\n",
+	 "t.yaml:2:62: policies.a.blocks.max: must be an integer from 1 to 1000000, or auto"},
 	/* a YAML syntax error ends the search */
 	{"policies:\n  a: 5/60\n  b: 1/1s\n c: 5/60\n",
 	 "t.yaml:2:6: policies.a: missing unit: write 5/60s or 5/60ms (units: ms, s, m, h, d)\n"
