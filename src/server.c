@@ -237,6 +237,7 @@ static const char *listen_alpn(enum config_protocol p)
 	case CONFIG_PROTOCOL_HTTP:
 		return "http/1.1";
 	case CONFIG_PROTOCOL_LINE:
+	case CONFIG_PROTOCOL_SPOE: /* HAProxy's SPOE backends send no ALPN */
 		break;
 	}
 	return NULL;

@@ -90,8 +90,9 @@ enum config_protocol {
 	CONFIG_PROTOCOL_LINE, /* the line protocol, or RESP when the first byte is '*' */
 	CONFIG_PROTOCOL_HTTP,
 	CONFIG_PROTOCOL_GRPC, /* gRPC over h2c: Envoy's rate limit service (grpc.c) */
+	CONFIG_PROTOCOL_SPOE, /* HAProxy's SPOE: the agent's side of SPOP (proto_spoe.c) */
 };
-#define CONFIG_PROTOCOL_N (CONFIG_PROTOCOL_GRPC + 1)
+#define CONFIG_PROTOCOL_N (CONFIG_PROTOCOL_SPOE + 1)
 
 #define CONFIG_HEADER_NAME_MAX 64
 #define CONFIG_TRUSTED_MAX 32

@@ -162,6 +162,7 @@ static const struct yenum protocol_names[] = {
 	{"line", CONFIG_PROTOCOL_LINE, "the line protocol and RESP"},
 	{"http", CONFIG_PROTOCOL_HTTP, NULL},
 	{"grpc", CONFIG_PROTOCOL_GRPC, "Envoy's rate limit service"},
+	{"spoe", CONFIG_PROTOCOL_SPOE, "HAProxy's SPOE agent"},
 	{NULL, 0, NULL},
 };
 _Static_assert(sizeof(protocol_names) / sizeof(protocol_names[0]) == CONFIG_PROTOCOL_N + 1,

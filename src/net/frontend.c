@@ -16,6 +16,7 @@
 #include "proto_http.h"
 #include "proto_line.h"
 #include "proto_resp.h"
+#include "proto_spoe.h"
 
 /* HTTP's connection state: the listener's options, and the peer (trusted
  * or not for the identity headers). */
@@ -62,6 +63,13 @@ const struct frontend frontends[] = {
 		.front = STATS_FRONT_GRPC,
 		.session = &grpc_session_ops,
 		.refuse = FRONTEND_REFUSE_H2,
+	},
+	{
+		.front = STATS_FRONT_SPOE,
+		.session = &pipeline_ops,
+		.proto = &proto_spoe,
+		.state_size = sizeof(struct spoe_conn),
+		.refuse = FRONTEND_REFUSE_REPLY,
 	},
 	{.session = NULL},
 };
