@@ -17,7 +17,8 @@ RL_DEB_PACKAGES="debhelper dpkg-dev lintian"
 RL_IMAGE_PACKAGES="tzdata ca-certificates"
 # Extra packages for the test suite (systemd-analyze comes with systemd;
 # python3-redis is redis-py, a real client of the RESP tests; nginx-light
-# (with auth_request) and caddy are the proxies of the forward-auth tests;
+# (with auth_request) and caddy are the proxies of the forward-auth tests,
+# haproxy (2.6) the one of it-haproxy's SPOE;
 # python3-grpcio and python3-protobuf the gRPC client of it-grpc,
 # nghttp2-client's h2load scripts/bench's gRPC load; prometheus (with
 # promtool) checks /metrics, scrapes the daemon and checks docs/alerts.yml in
@@ -32,7 +33,7 @@ RL_IMAGE_PACKAGES="tzdata ca-certificates"
 # test, with runc, as crun cannot run containers on every host's cgroups,
 # and iproute2's ip brings up the loopback of its network namespace).
 RL_TEST_PACKAGES="clang libclang-rt-14-dev clang-format systemd valgrind python3-redis
-	nginx-light caddy curl python3-grpcio python3-protobuf nghttp2-client prometheus
+	nginx-light caddy haproxy curl python3-grpcio python3-protobuf nghttp2-client prometheus
 	python3-yaml gnuplot-nox graphviz faketime nftables util-linux chromium chromium-driver
 	podman runc iproute2 $RL_DEB_PACKAGES $RL_IMAGE_PACKAGES"
 # Valkey 8, the other store the suite tests (it-valkey), from Debian 12's

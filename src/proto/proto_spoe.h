@@ -3,7 +3,7 @@
  * agent's side of SPOP 2.0 (its bytes in spop.c). HAPROXY-HELLO is answered
  * by AGENT-HELLO, a NOTIFY's `ratelimit` message is an ALLOW (a MALLOW for
  * several pairs) whose ACK sets HAProxy's variables, HAPROXY-DISCONNECT by
- * AGENT-DISCONNECT (proto/protocol.md, "SPOE").
+ * AGENT-DISCONNECT (docs/proxies.md, "HAProxy (SPOE)").
  */
 #ifndef RL_PROTO_SPOE_H
 #define RL_PROTO_SPOE_H

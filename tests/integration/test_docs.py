@@ -23,7 +23,8 @@ The examples are found by parsing the markdown, not copied here. A code block
     `...` matches any line that begins with the rest (a reset's seconds);
   - a program: a fenced ```python block, run as written; it must print the
     lines its `# -> ...` comments show. (```js blocks are run by
-    test_node.py, ```nginx and ```caddy blocks by test_proxies.py.)
+    test_node.py, ```nginx and ```caddy blocks by test_proxies.py,
+    ```haproxy blocks by test_haproxy.py.)
 
 Requests run against conf/ratelimitd.yaml (its listen and Redis addresses
 swapped for free ports), on a daemon started for the block with an empty
@@ -50,7 +51,8 @@ before a block (blank lines between allowed) changes this:
                      envoy.config the first envoy-rules example of docs/envoy.md
                      (response_headers: ratelimit): for `ratelimitctl rls`
     proxy=NAME       a proxy's block that test_proxies.py finds by NAME (the
-                     unnamed ```nginx and ```caddy blocks are the main ones)
+                     unnamed ```nginx, ```caddy and ```haproxy blocks are the
+                     main ones)
     skip=REASON      not run (the count of examples run is checked)
 
 A shell session's HOST:PORT picks the listener by address.
@@ -86,7 +88,7 @@ MINIMUM = {
     "protocol.md": {"transcript": 8, "shell": 3, "yaml": 1, "cli": 1},
     "configuration.md": {"yaml": 7},
     "clients.md": {"cli": 1, "python": 3, "shell": 1, "js": 3},
-    "proxies.md": {"yaml": 1, "nginx": 1, "caddy": 1},
+    "proxies.md": {"yaml": 2, "nginx": 1, "caddy": 1, "haproxy": 2},
     "envoy.md": {"yaml": 3, "ctl": 1},
 }
 
@@ -189,7 +191,7 @@ def classify(b):
         return "skipped"
     if b.info == "yaml" or b.opts.get("yaml"):
         return "yaml"
-    if b.info in ("python", "js", "nginx", "caddy"):
+    if b.info in ("python", "js", "nginx", "caddy", "haproxy"):
         return b.info
     if b.body and REDIS_CLI_SHELL.match(b.body[0]):
         return "cli"
