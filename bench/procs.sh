@@ -10,7 +10,8 @@
 #                                    (indented lines) goes under redis:, so
 #                                    YAML must not have listen: or redis:;
 #                                    sets BP_DAEMON_PORT, BP_DAEMON_PID,
-#                                    BP_HTTP_PORT (a protocol: http listener)
+#                                    BP_HTTP_PORT (a protocol: http listener),
+#                                    BP_SPOE_PORT (a protocol: spoe listener)
 #                                    and BP_ADMIN_PORT (admin: true)
 # bp_cleanup                         stops what was started (call from a trap)
 
@@ -69,9 +70,10 @@ bp_start_daemon() {
 		BP_DAEMON_PORT=$(bp_free_port) || return 1
 		BP_HTTP_PORT=$(bp_free_port) || return 1
 		BP_ADMIN_PORT=$(bp_free_port) || return 1
+		BP_SPOE_PORT=$(bp_free_port) || return 1
 		{
-			printf 'listen: ["127.0.0.1:%s", {address: "127.0.0.1:%s", protocol: http}, {address: "127.0.0.1:%s", admin: true}]\n' \
-				"$BP_DAEMON_PORT" "$BP_HTTP_PORT" "$BP_ADMIN_PORT"
+			printf 'listen: ["127.0.0.1:%s", {address: "127.0.0.1:%s", protocol: http}, {address: "127.0.0.1:%s", admin: true}, {address: "127.0.0.1:%s", protocol: spoe}]\n' \
+				"$BP_DAEMON_PORT" "$BP_HTTP_PORT" "$BP_ADMIN_PORT" "$BP_SPOE_PORT"
 			printf 'redis:\n  address: 127.0.0.1:%s\n' "$BP_REDIS_PORT"
 			[ -n "$redis_extra" ] && printf '%s\n' "$redis_extra"
 			printf '%s\n' "$yaml"
