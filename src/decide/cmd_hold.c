@@ -106,6 +106,7 @@ void cmd_run_hold(struct config *cfg, const struct cmd_env *env, const struct cm
 		.user_len = id.user_len,
 		.cost = id.cost,
 		.timeout_ms = decide_timeout_ms(cfg, p, pc),
+		.eager = decide_eager(cfg, p),
 		.hold_nonce = id.nonce,
 		.actual = pc->actual,
 	};

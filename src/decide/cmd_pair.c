@@ -166,6 +166,7 @@ static void block_follow(struct cmd_slot *slot, const struct store_result *faile
 		.timeout_ms = rc ? rc->timeout_ms : cfg->redis.timeout_ms,
 		.block_want = want,
 		.block_ttl_ms = blocks_ttl_ms(cmd_env_blocks(env, p), p),
+		.eager = rc && rc->remote,
 	};
 	store_submit(store, &req, store_done, slot);
 }
@@ -549,6 +550,7 @@ static enum stage_step stage_store(struct pair *r)
 		.wait_ms = r->window_wait,
 		.block_want = r->block_want,
 		.block_ttl_ms = r->block_want ? blocks_ttl_ms(cmd_env_blocks(r->env, p), p) : 0,
+		.eager = decide_eager(r->cfg, p),
 		.hold_nonce = r->slot->hold_nonce,
 		.hold_ms = p->hold_ms ? p->hold_ms : POLICY_HOLD_DEFAULT_MS,
 	};

@@ -162,6 +162,7 @@ void cmd_run_state(struct config *cfg, const struct cmd_env *env, const struct c
 		.user_len = pc->user_len,
 		.cost = 1,
 		.timeout_ms = decide_timeout_ms(cfg, p, pc),
+		.eager = decide_eager(cfg, p),
 	};
 	struct store *st = cmd_env_store(env, p);
 	if (!st) {

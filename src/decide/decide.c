@@ -161,6 +161,12 @@ void decide_override(struct cmd_slot *slot, const struct config *cfg, const stru
 			      -1);
 }
 
+int decide_eager(const struct config *cfg, const struct policy *p)
+{
+	const struct config_redis *r = config_redis_of(cfg, p);
+	return r && r->remote;
+}
+
 int64_t decide_timeout_ms(const struct config *cfg, const struct policy *p,
 			  const struct cmd_request *req)
 {

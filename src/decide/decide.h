@@ -59,6 +59,9 @@ void decide_fill(struct cmd_slot *slot, const struct config *cfg, const struct p
 void decide_override(struct cmd_slot *slot, const struct config *cfg, const struct policy *p,
 		     int allowed);
 
+/* Whether p's store is remote (redis.remote): its calls leave at once
+ * (store_request.eager). */
+int decide_eager(const struct config *cfg, const struct policy *p);
 /* A request's store deadline: the caller's (gRPC's grpc-timeout) when
  * shorter than redis.timeout. */
 int64_t decide_timeout_ms(const struct config *cfg, const struct policy *p,

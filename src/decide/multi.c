@@ -59,6 +59,7 @@ struct multi {
 	enum store_op op;
 	int64_t cost;
 	int64_t timeout_ms;
+	int eager;	      /* its store is remote (decide_eager) */
 	uint64_t deadline_us; /* the whole decision's (monotonic): a Cluster's steps share it */
 	int all_shadow;	      /* every pair is in shadow mode: a denial is answered ALLOWED */
 	int outstanding;      /* a Cluster's checks not answered yet */
@@ -303,6 +304,7 @@ static void multi_submit_atomic(struct multi *m, struct config *cfg)
 		.prefix_len = strlen(cfg->prefix),
 		.cost = m->cost,
 		.timeout_ms = m->timeout_ms,
+		.eager = m->eager,
 		.npairs = m->n,
 		.pairs = pairs,
 	};
@@ -368,6 +370,7 @@ static void multi_submit_pair(struct multi *m, struct multi_pair *mp, enum store
 		.user_len = mp->user_len,
 		.cost = m->cost,
 		.timeout_ms = left_ms > 1 ? left_ms : 1,
+		.eager = m->eager,
 	};
 	store_submit(m->store, &req, done, mp);
 }
@@ -609,6 +612,7 @@ void multi_execute(struct config *cfg, const struct cmd_env *env, const struct c
 	m->op = (enum store_op)slot->op;
 	m->cost = req->cost > 0 ? req->cost : 1;
 	m->timeout_ms = decide_timeout_ms(cfg, named[0], req);
+	m->eager = decide_eager(cfg, named[0]);
 	m->deadline_us = clock_mono_us() + (uint64_t)m->timeout_ms * 1000u;
 	for (int i = 0; slot->res.pairs && i < req->npairs; i++)
 		slot->res.pairs[i].known = 0;

@@ -56,6 +56,7 @@ int store_request_save(struct store_saved_request *sv, const struct store_reques
 				 ? req->block_want
 				 : 0;
 	sv->block_ttl_ms = req->block_ttl_ms;
+	sv->eager = req->eager;
 	sv->hold_nonce = req->hold_nonce;
 	sv->hold_ms = req->hold_ms;
 	sv->actual = req->actual;

@@ -50,6 +50,10 @@ struct store_request {
 	 * to block_want units for this daemon to answer from for at most
 	 * block_ttl_ms (blocks.h); the result's block and block_ms */
 	int64_t block_want, block_ttl_ms;
+	/* a remote store's (redis.remote): the call leaves at the end of this
+	 * loop turn, not after the one in flight on its connection (a WAN
+	 * round trip would be waited twice) */
+	int eager;
 	/* STORE_HOLD, STORE_SETTLE, STORE_CANCEL: the hold's nonce; a HOLD's
 	 * time (ms); a SETTLE's actual cost (cost is then the estimate's,
 	 * unused) */
@@ -75,6 +79,7 @@ struct store_saved_pair {
 struct store_saved_request {
 	enum store_op op;
 	int64_t cost, wait_ms, block_want, block_ttl_ms;
+	int eager;
 	uint64_t hold_nonce;
 	int64_t hold_ms, actual;
 	struct policy policy;

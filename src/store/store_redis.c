@@ -313,6 +313,7 @@ struct sbatch {
 	int called;  /* batch_cb is done with it */
 	int nheld;   /* allowed answers held until the WAIT says enough replicas have them */
 	int decided; /* Redis decided it: its WAIT's success clears a refusal */
+	int eager;   /* holds a remote store's request: leaves at the turn's end */
 	struct store_result *held; /* by position in reqs; NULL: none held */
 	struct sreq *reqs[MAX_BATCH];
 };
@@ -458,14 +459,16 @@ static void rconn_send_open(struct rconn *rc)
  * (fewer script runs, reads, writes and wakeups) exactly when it is busy;
  * with many clients sending one request at a time this is what lets batches
  * form at all. With nothing in flight (light load) a batch leaves at once; a
- * full one always does. A request answered while it waited (timed out) is
+ * full one always does, and so does one holding a remote store's request
+ * (redis.remote): across a WAN the wait would be a second round trip, and
+ * Redis there is not what bounds the daemon. A request answered while it waited (timed out) is
  * dropped from the batch, so it never runs in Redis.
  */
 static void rconn_flush(struct redis_conn *c)
 {
 	struct rconn *rc = (struct rconn *)c;
 	struct sbatch *b = rc->open;
-	if (b && (rc->batches == 0 || b->weight >= rc->s->max_batch))
+	if (b && (rc->batches == 0 || b->eager || b->weight >= rc->s->max_batch))
 		rconn_send_open(rc);
 }
 
@@ -516,6 +519,7 @@ static void rconn_enqueue(struct rconn *rc, struct sreq *r)
 	r->rc = rc;
 	b->reqs[b->n++] = r;
 	b->weight += w;
+	b->eager |= r->sv.eager;
 	rc->queued++;
 	if (b->weight >= rc->s->max_batch)
 		rconn_send_open(rc);

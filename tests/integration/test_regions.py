@@ -161,6 +161,36 @@ class RegionTest(DaemonTest):
             self.assertTrue(c.request("ALLOW u9 cold").startswith("DENIED "))
 
 
+    def test_cold_calls_leave_at_once_not_after_the_one_in_flight(self):
+        # requests on a remote store leave at the end of the loop turn: one
+        # round trip each, not one more waiting for the call in flight
+        # (a local store's batching would double a WAN's latency)
+        lat, lock = [], threading.Lock()
+
+        def run(k):
+            mine = []
+            with Client(port=self.ports[k % 2]) as c:
+                for i in range(12):
+                    t0 = time.monotonic()
+                    self.assertTrue(c.request("ALLOW c%d-%d cold" % (k, i))
+                                    .startswith("ALLOWED "))
+                    mine.append(time.monotonic() - t0)
+                    time.sleep(0.013 * (k % 5))
+            with lock:
+                lat.extend(mine)
+        ts = [threading.Thread(target=run, args=(k,)) for k in range(10)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(60 * SLOW)
+        lat.sort()
+        median = lat[len(lat) // 2]
+        print("cold, 10 clients: median %.1f ms, max %.1f ms (round trip %.0f ms)"
+              % (median * 1e3, lat[-1] * 1e3, 2 * ONE_WAY_S * 1e3))
+        self.assertEqual(len(lat), 120)
+        self.assertLess(median, 2 * ONE_WAY_S * 1.3 * SLOW, lat)
+
+
 class RegionConfigTest(DaemonTest):
     def test_remote_store_policies(self):
         base = ("redis: {address: \"127.0.0.1:6379\"}\n"
