@@ -66,7 +66,7 @@ REGIONS = {"a": 1, "b": 2, "c": 3}
 ONE_WAY_MS = {("a", "b"): 20, ("a", "c"): 70, ("b", "c"): 40}
 JITTER = 0.10
 # `remote: true` on the global store (the daemon's blocks sized for the
-# round trip, issue 46 item 2): on once the daemon takes the key
+# round trip, issue 46 item 2); REGIONS_REMOTE=0 measures without it
 REMOTE = os.environ.get("REGIONS_REMOTE", "1") == "1"
 GLOBAL_TIMEOUT_MS = 400
 REGIONAL_TIMEOUT_MS = 200
