@@ -125,8 +125,14 @@ static void destroy(struct rlink *l)
 	if (p->fd >= 0)
 		close(p->fd);
 	p->fd = -1;
-	if (p->connect_failed && p->on_connect)
+	/* a link that ends before it was up, failed or called off by its owner
+	 * (rlink_disconnect, rlink_free while connecting), says so once: its
+	 * owner must let go of it (redis_conn's link pointer) */
+	if (p->state != LS_UP && p->on_connect) {
+		if (!p->connect_failed)
+			snprintf(l->errstr, sizeof(l->errstr), "closed while connecting");
 		p->on_connect(l, 0);
+	}
 	while (p->head) {
 		struct rcb *cb = p->head;
 		p->head = cb->next;

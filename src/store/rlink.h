@@ -20,7 +20,8 @@ struct rlink;
 
 /* reply is NULL when the link closed before it came; it is freed after. */
 typedef void rlink_reply_fn(struct rlink *l, struct redisReply *reply, void *privdata);
-/* ok 0: connecting failed (l->errstr says why) and l is freed after the call. */
+/* ok 0: connecting failed, or the link was closed before it was up
+ * (l->errstr says why), and l is freed after the call. */
 typedef void rlink_connect_fn(const struct rlink *l, int ok);
 /* A link that had connected is gone: ok 1 when closed on purpose
  * (rlink_disconnect, rlink_free), 0 on an error (l->errstr). l is freed after. */
