@@ -333,6 +333,7 @@ static struct sbatch *batch_new(struct rconn *rc)
 		b->called = 0;
 		b->nheld = 0;
 		b->decided = 0;
+		b->eager = 0;
 		b->held = NULL;
 	}
 	return b;
