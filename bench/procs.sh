@@ -11,8 +11,16 @@
 #                                    YAML must not have listen: or redis:;
 #                                    sets BP_DAEMON_PORT, BP_DAEMON_PID,
 #                                    BP_HTTP_PORT (a protocol: http listener),
-#                                    BP_SPOE_PORT (a protocol: spoe listener)
-#                                    and BP_ADMIN_PORT (admin: true)
+#                                    BP_SPOE_PORT (a protocol: spoe listener),
+#                                    BP_ADMIN_PORT (admin: true) and
+#                                    BP_METRICS_PORT (metrics.listen), so YAML
+#                                    must not have metrics: either
+# bp_decisions PORT                  the decisions a daemon has made so far,
+#                                    every result and source (the sum of
+#                                    ratelimitd_decisions_total on its metrics
+#                                    listener at PORT); nothing when unreadable
+# bp_errors PORT                     its error replies so far, by code, those
+#                                    not 0 ("store-timeout 10, busy 2")
 # bp_cleanup                         stops what was started (call from a trap)
 
 BP_REDIS_PID=
@@ -71,9 +79,11 @@ bp_start_daemon() {
 		BP_HTTP_PORT=$(bp_free_port) || return 1
 		BP_ADMIN_PORT=$(bp_free_port) || return 1
 		BP_SPOE_PORT=$(bp_free_port) || return 1
+		BP_METRICS_PORT=$(bp_free_port) || return 1
 		{
 			printf 'listen: ["127.0.0.1:%s", {address: "127.0.0.1:%s", protocol: http}, {address: "127.0.0.1:%s", admin: true}, {address: "127.0.0.1:%s", protocol: spoe}]\n' \
 				"$BP_DAEMON_PORT" "$BP_HTTP_PORT" "$BP_ADMIN_PORT" "$BP_SPOE_PORT"
+			printf 'metrics: {listen: "127.0.0.1:%s"}\n' "$BP_METRICS_PORT"
 			printf 'redis:\n  address: 127.0.0.1:%s\n' "$BP_REDIS_PORT"
 			[ -n "$redis_extra" ] && printf '%s\n' "$redis_extra"
 			printf '%s\n' "$yaml"
@@ -88,6 +98,24 @@ bp_start_daemon() {
 	echo "procs.sh: ratelimitd did not start; its log:" >&2
 	tail -n 20 "$dir/ratelimitd.log" >&2
 	return 1
+}
+
+bp_decisions() {
+	python3 -c 'import sys, urllib.request
+n = 0
+for ln in urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=10):
+    if ln.startswith(b"ratelimitd_decisions_total{"):
+        n += int(float(ln.split()[1]))
+print(n)' "$1" 2>/dev/null
+}
+
+bp_errors() {
+	python3 -c 'import sys, urllib.request
+out = []
+for ln in urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[1], timeout=10):
+    if ln.startswith(b"ratelimitd_errors_total{") and float(ln.split()[1]) > 0:
+        out.append("%s %d" % (ln.split(b"\"")[1].decode(), float(ln.split()[1])))
+print(", ".join(out) or "none")' "$1" 2>/dev/null
 }
 
 bp_stop() {
