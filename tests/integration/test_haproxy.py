@@ -75,17 +75,16 @@ class HaproxyTest(DaemonTest):
         return port, sock
 
     def haproxy_cmd(self, sock, cmd):
-        s = socket.socket(socket.AF_UNIX)
-        s.settimeout(5)
-        s.connect(sock)
-        s.sendall(cmd.encode() + b"\n")
-        out = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            out += b
-        s.close()
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(5)
+            s.connect(sock)
+            s.sendall(cmd.encode() + b"\n")
+            out = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                out += b
         return out.decode()
 
     def check_status(self, sock):
@@ -169,6 +168,7 @@ class HaproxyTest(DaemonTest):
             self.assertEqual(st, 503)  # error=store-unavailable: the doc's deny 503
         # on_store_error: allow is a decision: allowed (raw SPOP, below)
         s = spop_connect(self.rl_spoe)
+        self.addCleanup(s.close)
         self.assertEqual(notify(s, 1, 1, [("action", "open"), ("user", "u")])[1]["allowed"], 1)
         self.assertEqual(notify(s, 1, 2, [("action", "login"), ("user", "u")])[1]["error"],
                          "store-unavailable")
@@ -303,25 +303,37 @@ class SpopTest(DaemonTest):
             listen=["127.0.0.1:%d" % line,
                     "{address: \"127.0.0.1:%d\", protocol: spoe}" % self.port])
 
+    def connect(self, port=None):
+        """A socket to the SPOE listener, closed when the test ends."""
+        s = socket.create_connection(("127.0.0.1", port or self.port), timeout=5)
+        self.addCleanup(s.close)
+        return s
+
+    def spop(self, port=None):
+        """connect(), the HELLO answered."""
+        s = self.connect(port)
+        s.sendall(hello())
+        self.assertEqual(read_frame(s)[0], 101)
+        return s
+
     def closed_after(self, s):
         s.settimeout(5)
         self.assertEqual(s.recv(1), b"")
 
     def test_hello(self):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        s = self.connect()
         s.sendall(hello(max_frame=1000))
         ftype, sid, fid, kv = read_frame(s)
         self.assertEqual((ftype, sid, fid), (101, 0, 0))
         self.assertEqual(kv, {"version": "2.0", "max-frame-size": 1000,
                               "capabilities": "pipelining"})
-        s.close()
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        s = self.connect()
         s.sendall(hello(max_frame=65532, health=True))
         self.assertEqual(read_frame(s)[3]["max-frame-size"], 16384)
         self.closed_after(s)  # a health check: answered, closed
 
     def test_pipelined_notifies_acked_in_order_with_their_ids(self):
-        s = spop_connect(self.port)
+        s = self.spop()
         s.sendall(b"".join(notify_frame(7 + i, 100 + i, [("action", "login"), ("user", "u")])
                            for i in range(5)))
         acks = [read_frame(s) for _ in range(5)]
@@ -335,7 +347,7 @@ class SpopTest(DaemonTest):
         self.assertGreater(acks[3][3]["retry_after_ms"], 0)
 
     def test_users_costs_pairs_and_errors(self):
-        s = spop_connect(self.port)
+        s = self.spop()
         # an address (HAProxy's src) is its text, a cost counts
         _, kv = notify(s, 1, 1, [("action", "api"), ("user", ("ipv4", bytes([10, 0, 0, 9]))),
                                  ("cost", 40)])
@@ -363,10 +375,7 @@ class SpopTest(DaemonTest):
         self.assertEqual(notify(s, 8, 9, [("action", "login"), ("user", "z")])[1]["allowed"], 1)
 
     def disconnect_status(self, data, with_hello=True):
-        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-        if with_hello:
-            s.sendall(hello())
-            self.assertEqual(read_frame(s)[0], 101)
+        s = self.spop() if with_hello else self.connect()
         s.sendall(data)
         ftype, _, _, kv = read_frame(s)
         self.assertEqual(ftype, 102)
