@@ -708,10 +708,14 @@ static void read_cb(evutil_socket_t fd, short what, void *arg)
 			 * its SETTINGS and GOAWAY would go into an unfinished TLS
 			 * session, spin on a writable socket and lose the
 			 * handshake's own deadline) */
-			if (c->ops->goodbye && !c->handshaking)
+			if (c->ops->goodbye && !c->handshaking) {
 				goodbye(c); /* a request sent meanwhile is retried, not lost */
-			else
+			} else if (!c->handshaking && c->ops->idle && c->ops->idle(c->sess) > 0) {
+				stop_reading(c); /* the last word, then the close */
+				mark_ready(c);
+			} else {
 				conn_close(c);
+			}
 		}
 		return; /* EV_PERSIST: the timeout is armed again */
 	}

@@ -391,6 +391,22 @@ static int pipeline_timeout(void *s)
 	return 1;
 }
 
+/* idle_timeout: the protocol's word for it (proto.idle_local), if any. */
+static int pipeline_idle(void *s)
+{
+	struct pipeline *pl = s;
+	int local = pl->fe->proto->idle_local;
+	if (!local)
+		return 0;
+	struct pending *p = pending_new(pl);
+	if (!p)
+		return -1;
+	p->slot.res.tag = 0;
+	p->slot.res.close_after = 1;
+	cmd_reply_local(&p->slot, local);
+	return 1;
+}
+
 static void pipeline_free(void *s)
 {
 	struct pipeline *pl = s;
@@ -413,6 +429,7 @@ const struct session_ops pipeline_ops = {
 	.has_output = pipeline_has_output,
 	.timeout = pipeline_timeout,
 	.goodbye = NULL,
+	.idle = pipeline_idle,
 	.free = pipeline_free,
 	.pool_free = pipeline_pool_free,
 };

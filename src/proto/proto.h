@@ -54,6 +54,10 @@ struct proto {
 	/* Its replies name the deciding policy and window (cmd_result.action,
 	 * .window_ms), which cmd then fills in (HTTP's RateLimit headers). */
 	int names_policy;
+	/* The protocol's own reply (PROTO_LOCAL's `local`) said before a
+	 * close for idle_timeout, for a peer that must not take the close
+	 * for an error (SPOE's AGENT-DISCONNECT); 0: the close is silent. */
+	int idle_local;
 	/*
 	 * Looks at buf[0..len), the start of the unparsed input: at most
 	 * proto_window() bytes of it (no request may be longer). state: the

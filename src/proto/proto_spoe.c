@@ -27,6 +27,7 @@ enum spoe_local {
 	LOCAL_HELLO = 1, /* AGENT-HELLO */
 	LOCAL_BYE,	 /* AGENT-DISCONNECT, status 0: HAProxy said goodbye */
 	LOCAL_ACK,	 /* an ACK setting nothing (a NOTIFY with no message) */
+	LOCAL_IDLE,	 /* AGENT-DISCONNECT, status 2: closed for idle_timeout */
 };
 
 /* The message a NOTIFY carries for us. */
@@ -457,6 +458,8 @@ static size_t spoe_format(char *buf, const struct cmd_result *r, void *state)
 		return agent_hello(buf, sc);
 	if (r->kind == CMD_REPLY_LOCAL && r->local == LOCAL_BYE)
 		return agent_disconnect(buf, SPOP_ST_NONE, "goodbye");
+	if (r->kind == CMD_REPLY_LOCAL && r->local == LOCAL_IDLE)
+		return agent_disconnect(buf, SPOP_ST_TIMEOUT, "idle for idle_timeout");
 	if (r->kind == CMD_REPLY_LOCAL && r->local == LOCAL_ACK)
 		return ack(buf, r, sc);
 	unsigned status =
@@ -469,6 +472,9 @@ const struct proto proto_spoe = {
 	.reply_max = PROTO_SPOE_REPLY_MAX,
 	.window_min = SPOP_LEN_SIZE + SPOP_FRAME_MAX,
 	.names_policy = 1,
+	/* SPOE.txt 3.2.3: an agent closes with a DISCONNECT, so that HAProxy
+	 * sends no more NOTIFYs on the connection */
+	.idle_local = LOCAL_IDLE,
 	.parse = spoe_parse,
 	.format = spoe_format,
 };

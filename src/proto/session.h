@@ -87,6 +87,13 @@ struct session_ops {
 	 * sent and closes, an idle client is just closed.
 	 */
 	void (*goodbye)(void *s);
+	/*
+	 * idle_timeout ran out on a session without a goodbye: 1 when its
+	 * protocol has a last word for that (SPOE's AGENT-DISCONNECT), queued
+	 * as its last reply: the close follows its write; 0 closed without
+	 * one; -1 out of memory. NULL: 0.
+	 */
+	int (*idle)(void *s);
 	/* The connection is gone: requests in flight are answered into
 	 * nothing and the session freed with the last of them. */
 	void (*free)(void *s);

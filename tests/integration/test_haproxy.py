@@ -8,7 +8,7 @@ timeout processing and the limit holds again once it is back; Redis
 stopped gives on_store_error's answer; option spop-check marks the agent
 up. Then SPOP itself on a raw socket: the HELLO's answer, ACKs echoing
 their ids in order, errors as variables, and AGENT-DISCONNECT's status
-codes."""
+codes, idle_timeout's (2) included."""
 
 import http.client
 import os
@@ -398,6 +398,23 @@ class SpopTest(DaemonTest):
         self.assertEqual(self.disconnect_status(
             frame(3, sstr("ratelimit") + b"\0", 1, 1, flags=0)), 10)  # a fragment
         self.assertEqual(self.disconnect_status(frame(3, b"\0" * 20000, 1, 1)[:64]), 3)
+
+    def test_idle_timeout_says_disconnect(self):
+        """A connection idle for idle_timeout gets an AGENT-DISCONNECT with
+        status 2 (timeout) before the close, not a bare close that HAProxy
+        would take for an I/O error."""
+        port, line = free_port(), free_port()
+        self.start_daemon(
+            {"login": "3/60s"}, port=line, admin=False, name="idle", idle_timeout="1s",
+            listen=["127.0.0.1:%d" % line,
+                    "{address: \"127.0.0.1:%d\", protocol: spoe}" % port])
+        s = self.spop(port)
+        self.assertEqual(notify(s, 3, 4, [("action", "login"), ("user", "u")])[1]["allowed"], 1)
+        t0 = time.monotonic()
+        ftype, sid, fid, kv = read_frame(s)
+        self.assertGreater(time.monotonic() - t0, 0.5)
+        self.assertEqual((ftype, sid, fid, kv["status-code"]), (102, 0, 0, 2))
+        self.closed_after(s)
 
 
 if __name__ == "__main__":
