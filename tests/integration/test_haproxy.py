@@ -398,6 +398,14 @@ class SpopTest(DaemonTest):
         self.assertEqual(self.disconnect_status(
             frame(3, sstr("ratelimit") + b"\0", 1, 1, flags=0)), 10)  # a fragment
         self.assertEqual(self.disconnect_status(frame(3, b"\0" * 20000, 1, 1)[:64]), 3)
+        # the size agreed in the HELLO bounds every frame after it
+        s = self.connect()
+        s.sendall(hello(max_frame=300))
+        self.assertEqual(read_frame(s)[3]["max-frame-size"], 300)
+        s.sendall(notify_frame(1, 1, [("action", "login"), ("user", "u" * 300)]))
+        ftype, _, _, kv = read_frame(s)
+        self.assertEqual((ftype, kv["status-code"]), (102, 3))
+        self.closed_after(s)
 
     def test_idle_timeout_says_disconnect(self):
         """A connection idle for idle_timeout gets an AGENT-DISCONNECT with
