@@ -140,10 +140,13 @@ static void decode(const redisReply *rep, unsigned long first, unsigned long tot
 			check(b.block >= 0 && b.block_ms >= 0, "a block's figures >= 0");
 			check(b.block == 0 || b.allowed, "units only with an allowed answer");
 			check((b.block > 0) == (b.block_ms > 0), "units and their time together");
+			check(b.block_window >= 0 && (b.block_window == 0 || b.block > 0),
+			      "a window only with units");
 		} else {
 			check(b.status == STORE_FAILED && b.error == STORE_ERROR_REPLY,
 			      "a block that cannot be read is a reply error");
-			check(b.block == 0 && b.block_ms == 0, "no block from a bad reply");
+			check(b.block == 0 && b.block_ms == 0 && b.block_window == 0,
+			      "no block from a bad reply");
 		}
 		/* read as a STATE (op "t") of as many keys as follow, up to a
 		 * policy's limits and its ban */
@@ -261,7 +264,7 @@ static void classify(const redisReply *rep)
 static void decode_all(const redisReply *rep, int depth)
 {
 	classify(rep);
-	check(store_reply_width(0, 0, 0) == 5 && store_reply_width(0, 1, 0) == 7 &&
+	check(store_reply_width(0, 0, 0) == 5 && store_reply_width(0, 1, 0) == 8 &&
 		      store_reply_width(0, 0, 3) == 20,
 	      "width of a decision (a block's, a STATE's of three keys)");
 	decode(rep, 0, 5);

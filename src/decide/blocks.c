@@ -35,10 +35,12 @@
 #define LEAD_RTTS 2u
 #define LEAD_EXTRA_US 5000u
 
-/* One block: units left, answered until until_us (monotonic). */
+/* One block: units left, answered until until_us (monotonic), counted
+ * in window (the script's id; 0: not to be given back). */
 struct unit_run {
 	int64_t units;
 	uint64_t until_us;
+	int64_t window;
 };
 
 struct entry {
@@ -68,6 +70,7 @@ struct blocks {
 	struct entry *e;
 	size_t nbuckets; /* power of two */
 	unsigned long epoch, generation;
+	int closed;	  /* blocks_close: no block is answered or taken */
 	uint64_t srtt_us; /* the store's round trip, smoothed (0: none measured) */
 	struct blocks_counts counts;
 	uint8_t hash_key[16];
@@ -266,7 +269,7 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 	*want = 0;
 	*epoch = b->epoch;
 	*asker = NULL;
-	if (!bk)
+	if (!bk || b->closed)
 		return BLOCKS_REDIS;
 	if (!e && !may_ask)
 		return BLOCKS_REDIS;
@@ -362,8 +365,8 @@ static struct entry *ask_over(struct blocks *b, const struct policy *p, const ch
 }
 
 void blocks_put(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,
-		uint64_t sent_us, int64_t units, int64_t valid_ms, int64_t limit, int64_t remaining,
-		int64_t reset_ms)
+		uint64_t sent_us, int64_t units, int64_t valid_ms, int64_t window, int64_t limit,
+		int64_t remaining, int64_t reset_ms)
 {
 	/* the pair's RESET, override, or a reload, came in between: the
 	 * pair's entry was revoked, so the ask is no longer its own (a
@@ -387,14 +390,17 @@ void blocks_put(struct blocks *b, const struct policy *p, const char *user, size
 	b->counts.blocks++;
 	b->counts.granted += (unsigned long long)units;
 	/* Redis decided after we sent: until is no later than Redis's end */
-	struct unit_run r = {units, sent_us + (uint64_t)valid_ms * 1000u};
+	struct unit_run r = {units, sent_us + (uint64_t)valid_ms * 1000u, window};
 	if (e->run[1].units > 0) {
 		/* both held (a third block while the two ran low): they merge,
 		 * answered until the earlier end, which is safe for both (a
-		 * window's blocks end together, with it) */
+		 * window's blocks end together, with it); given back only if
+		 * counted in one window */
 		e->run[0].units += e->run[1].units;
 		if (e->run[1].until_us < e->run[0].until_us)
 			e->run[0].until_us = e->run[1].until_us;
+		if (e->run[1].window != e->run[0].window)
+			e->run[0].window = 0;
 		e->run[1].units = 0;
 	}
 	if (e->run[0].units == 0) {
@@ -462,6 +468,45 @@ void blocks_sync(struct blocks *b, unsigned long store_generation)
 		blocks_clear(b);
 		b->generation = store_generation;
 	}
+}
+
+size_t blocks_close(struct blocks *b, uint64_t now_us, blocks_close_fn *fn, void *arg)
+{
+	size_t n = 0;
+	b->closed = 1;
+	b->epoch++;
+	for (size_t i = 0; i < b->nbuckets * WAYS; i++) {
+		struct entry *e = &b->e[i];
+		if (!e->alen)
+			continue;
+		expire(b, e, now_us);
+		/* out of the table before it is handed on: never answered
+		 * from units being given back */
+		struct entry c = *e;
+		memset(e, 0, offsetof(struct entry, key));
+		for (int r = 0; r < 2; r++) {
+			if (c.run[r].units <= 0)
+				continue;
+			if (c.run[r].window == 0) {
+				b->counts.lapsed += (unsigned long long)c.run[r].units;
+				continue;
+			}
+			fn(arg, c.key, c.alen, c.key + c.alen + 1, c.ulen, c.run[r].units,
+			   c.run[r].window);
+			n++;
+		}
+	}
+	return n;
+}
+
+void blocks_returned(struct blocks *b, int64_t units, int64_t returned)
+{
+	if (returned < 0)
+		returned = 0;
+	if (returned > units)
+		returned = units;
+	b->counts.returned += (unsigned long long)returned;
+	b->counts.lapsed += (unsigned long long)(units - returned);
 }
 
 const struct blocks_counts *blocks_counts(const struct blocks *b)

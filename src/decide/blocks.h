@@ -15,6 +15,9 @@
  * never past its fixed window's end. Either way the next block is asked
  * while what is left still lasts two round trips, so steady traffic
  * under the limit does not wait for the store.
+ *
+ * On a graceful stop (blocks_close) the units held are given back to the
+ * window they were counted in, where the script can (giveback.h).
  */
 #ifndef RL_BLOCKS_H
 #define RL_BLOCKS_H
@@ -33,10 +36,11 @@ struct blocks_hit {
 
 /* What became of block units, for the metrics. */
 struct blocks_counts {
-	unsigned long long blocks;  /* blocks granted */
-	unsigned long long granted; /* their units */
-	unsigned long long lapsed;  /* units whose time ran out unanswered */
-	unsigned long long revoked; /* dropped by a RESET, an override, a reload */
+	unsigned long long blocks;   /* blocks granted */
+	unsigned long long granted;  /* their units */
+	unsigned long long lapsed;   /* units whose time ran out unanswered */
+	unsigned long long revoked;  /* dropped by a RESET, an override, a reload */
+	unsigned long long returned; /* given back to Redis on a graceful stop */
 };
 
 /* Room for about `entries` pairs (rounded up); memory is bounded by it. */
@@ -72,13 +76,15 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 unsigned long blocks_epoch(const struct blocks *b);
 /*
  * Redis answered me's ask of blocks_take (sent no earlier than sent_us):
- * units (0: none) valid for valid_ms from sent_us, and the request's own
+ * units (0: none) valid for valid_ms from sent_us, counted in window (the
+ * script's id of it; 0: not to be given back), and the request's own
  * figures. Ignored (counted revoked) when the pair's RESET or override,
- * or a reload, came in between: the units may be gone.
+ * or a reload, came in between: the units may be gone; and after
+ * blocks_close.
  */
 void blocks_put(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,
-		uint64_t sent_us, int64_t units, int64_t valid_ms, int64_t limit, int64_t remaining,
-		int64_t reset_ms);
+		uint64_t sent_us, int64_t units, int64_t valid_ms, int64_t window, int64_t limit,
+		int64_t remaining, int64_t reset_ms);
 /* me's ask failed, or was denied (retry_after_ms > 0: no ask is made
  * before then, as none could be granted; -1 or 0: none): another may go. */
 void blocks_unask(struct blocks *b, const struct policy *p, const char *user, size_t ulen, void *me,
@@ -101,6 +107,20 @@ void blocks_reset_pair(struct blocks *b, const char *action, size_t alen, const 
 void blocks_clear(struct blocks *b);
 /* blocks_clear when the store's generation moved. */
 void blocks_sync(struct blocks *b, unsigned long store_generation);
+/*
+ * A graceful stop: no block is answered from or asked for from now on
+ * (blocks_take says BLOCKS_REDIS), and every block with units left at
+ * now_us is taken out of the table first, then handed to fn with the
+ * pair (action '\0' user), its units and the window they were counted
+ * in, to be given back; a block that cannot be (window 0: a funnel's,
+ * several limits') is counted lapsed here. Returns how many were handed.
+ */
+typedef void blocks_close_fn(void *arg, const char *action, size_t alen, const char *user,
+			     size_t ulen, int64_t units, int64_t window);
+size_t blocks_close(struct blocks *b, uint64_t now_us, blocks_close_fn *fn, void *arg);
+/* Of units handed on by blocks_close, Redis took `returned` back: counted
+ * returned, the rest lapsed (their window had ended, or no answer). */
+void blocks_returned(struct blocks *b, int64_t units, int64_t returned);
 const struct blocks_counts *blocks_counts(const struct blocks *b);
 /* Units held now, valid or not yet found lapsed (for tests and metrics). */
 long long blocks_units(const struct blocks *b);

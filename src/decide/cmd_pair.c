@@ -187,7 +187,8 @@ static int block_done(struct cmd_slot *slot, const struct store_result *res)
 		blocks_rtt_sample(b, slot->sent_us, clock_mono_us());
 	if (res->status == STORE_OK && res->allowed) {
 		blocks_put(b, p, slot->user, slot->user_len, slot, slot->sent_us, res->block,
-			   res->block_ms, res->limit, res->remaining, res->reset_ms);
+			   res->block_ms, res->block_window, res->limit, res->remaining,
+			   res->reset_ms);
 	} else {
 		blocks_unask(b, p, slot->user, slot->user_len, slot, slot->sent_us,
 			     res->status == STORE_OK ? res->retry_after_ms : 0);

@@ -116,8 +116,10 @@ struct store_result {
 	 * others (Cluster, Sentinel) never send it again */
 	int sent;
 	/* the units of a block taken with the decision, and for how long (ms)
-	 * the daemon may answer from them; 0 for none */
-	int64_t block, block_ms;
+	 * the daemon may answer from them; 0 for none; and the window they
+	 * are counted in (the script's id of it, for a give-back: blocks.h),
+	 * 0 when they cannot be given back (a funnel's, several limits') */
+	int64_t block, block_ms, block_window;
 	/* decided in this daemon's memory (the memory store), no Redis asked:
 	 * the metrics' from="memory" */
 	int memory;

@@ -137,20 +137,26 @@ int store_reply_state(const struct redisReply *rep, unsigned long first, int nke
 
 int store_reply_block(const struct redisReply *rep, unsigned long first, struct store_result *out)
 {
-	out->block = out->block_ms = 0;
+	out->block = out->block_ms = out->block_window = 0;
 	/* (store_reply_decision checked first <= elements, and the type) */
 	if (rep->elements - first < SCRIPT_OP_BLOCK_REPLY)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
-	const redisReply *u = rep->element[first + 5], *v = rep->element[first + 6];
-	if (!u || u->type != REDIS_REPLY_INTEGER || !v || v->type != REDIS_REPLY_INTEGER)
+	const redisReply *u = rep->element[first + 5], *v = rep->element[first + 6],
+			 *w = rep->element[first + 7];
+	if (!u || u->type != REDIS_REPLY_INTEGER || !v || v->type != REDIS_REPLY_INTEGER || !w ||
+	    w->type != REDIS_REPLY_INTEGER)
 		return fail(out, STORE_ERROR_REPLY, "unexpected reply from redis");
-	/* units only with an allowed answer, valid for at most a block's ttl */
+	/* units only with an allowed answer, valid for at most a block's ttl;
+	 * a window only with units (a window's number, or a calendar
+	 * window's start in ms) */
 	if (u->integer < 0 || u->integer > POLICY_BLOCKS_MAX || v->integer < 0 ||
 	    v->integer > STORE_BLOCK_VALID_MAX_MS || (u->integer > 0 && !out->allowed) ||
-	    (u->integer > 0) != (v->integer > 0))
+	    (u->integer > 0) != (v->integer > 0) || w->integer < 0 ||
+	    w->integer > STORE_REPLY_COUNT_MAX || (w->integer > 0 && u->integer == 0))
 		return fail(out, STORE_ERROR_REPLY, "implausible decision from redis");
 	out->block = u->integer;
 	out->block_ms = v->integer;
+	out->block_window = w->integer;
 	return 0;
 }
 

@@ -9,7 +9,7 @@
 struct redisReply;
 struct store_result;
 
-/* How many elements of the script's reply a decision takes: 5, 7 for one
+/* How many elements of the script's reply a decision takes: 5, 8 for one
  * that takes a block, 5 + 5 * state_keys for a STATE of that many keys
  * (0: not a STATE), or for a decision over npairs pairs 7 + 3 * npairs.
  * A call's decisions follow each other; `total`, their sum, is where
@@ -47,8 +47,9 @@ int store_reply_decision_all(const struct redisReply *rep, unsigned long first, 
 			     int npairs, struct store_result *out);
 
 /* After store_reply_decision of a decision that took a block (op "k"):
- * its units and valid ms, elements first+5 and first+6, into out->block
- * and out->block_ms (0 and 0 for none). 0, or -1 as store_reply_decision. */
+ * its units, valid ms and window, elements first+5 to first+7, into
+ * out->block, out->block_ms and out->block_window (0 0 0 for none). 0,
+ * or -1 as store_reply_decision. */
 int store_reply_block(const struct redisReply *rep, unsigned long first, struct store_result *out);
 
 /* After store_reply_decision of a STATE (op "t") of nkeys keys (1 to

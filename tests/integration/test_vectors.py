@@ -259,6 +259,79 @@ class LuaVectors(unittest.TestCase):
         zoneinfo, against the C limiter's libc."""
         self.check_file("vectors_calendar.txt", "cal", 30)
 
+    def test_block_window_and_give_back(self):
+        """A block ("k") answers the window its units are counted in (a
+        fixed window's, a counter's current bucket; 0 for a funnel or
+        several limits), and a give-back ("b") takes units off that
+        window's count only while Redis is in it, at most what it holds."""
+        period = 1000000  # 1 s, us
+        t0 = 1800000000000000 // period * period + period  # a window's start
+        win = t0 // period
+
+        with self.redis.resp() as r:
+            sha = r.call("SCRIPT", "LOAD", self.script)
+
+            def call(key, now, *args):
+                keys = [key] if isinstance(key, str) else key
+                return r.call("EVALSHA", sha, str(len(keys)), *keys, str(now), "1", *args)
+
+            def value(key):
+                return r.call("GET", key).decode()
+
+            def block(key, now, limits, want):
+                args = [LAYOUT.OP_BLOCK, "1", str(len(limits))]
+                for l in limits:
+                    args += [str(x) for x in l]
+                return call(key, now, *(args + [str(want), "100"]))
+
+            def give(key, now, limit, units, window):
+                return call(key, now, LAYOUT.OP_GIVE, str(units), "1",
+                            *[str(x) for x in limit], str(window))
+
+            for algo in (LAYOUT.ALGO_FIXED, LAYOUT.ALGO_COUNTER):
+                key, limit = "g:{%s}:k" % algo, (algo, 100, 100, 1000)
+                got = block(key, t0 + 1000, [limit], 20)
+                self.assertEqual(len(got), LAYOUT.OP_REPLY[LAYOUT.OP_BLOCK])
+                self.assertEqual(got[0], 1)
+                self.assertEqual(got[5:], [20, 999, win], algo)
+                self.assertTrue(value(key).startswith("%d:21" % win), algo)
+                # same window: taken off the count, at most what it holds
+                self.assertEqual(give(key, t0 + 2000, limit, 15, win), [15], algo)
+                self.assertTrue(value(key).startswith("%d:6" % win), algo)
+                self.assertEqual(give(key, t0 + 3000, limit, 100, win), [6], algo)
+                self.assertTrue(value(key).startswith("%d:0" % win), algo)
+                # another window's id: nothing (an earlier, and a later one)
+                call(key, t0 + 4000, LAYOUT.OP_ALLOW, "5", "1", *[str(x) for x in limit])
+                before = r.call("GET", key)
+                self.assertEqual(give(key, t0 + 5000, limit, 3, win - 1), [0], algo)
+                self.assertEqual(give(key, t0 + 5000, limit, 3, win + 1), [0], algo)
+                # Redis's clock in the next window, the key still the old
+                # window's value: nothing either (the units lapsed there)
+                self.assertEqual(give(key, t0 + period + 1000, limit, 3, win), [0], algo)
+                self.assertEqual(r.call("GET", key), before, algo)
+                # and the next window's count is never lowered by them
+                call(key, t0 + period + 2000, LAYOUT.OP_ALLOW, "4", "1",
+                     *[str(x) for x in limit])
+                after = r.call("GET", key)
+                self.assertEqual(give(key, t0 + period + 3000, limit, 3, win), [0], algo)
+                self.assertEqual(r.call("GET", key), after, algo)
+            # a funnel's block, and one of several limits: window 0, and a
+            # give-back of window 0 takes nothing
+            funnel = (LAYOUT.ALGO_FUNNEL, 100, 100, 1000)
+            got = block("g:{f}:k", t0, [funnel], 10)
+            self.assertEqual(got[5], 10)
+            self.assertEqual(got[7], 0)
+            tat = r.call("GET", "g:{f}:k")
+            self.assertEqual(give("g:{f}:k", t0 + 1, funnel, 10, 0), [0])
+            self.assertEqual(r.call("GET", "g:{f}:k"), tat)
+            two = [(LAYOUT.ALGO_FIXED, 100, 100, 1000), (LAYOUT.ALGO_FIXED, 500, 500, 60000)]
+            got = block(["g:{m}:1", "g:{m}:2"], t0, two, 10)
+            self.assertEqual(got[5], 10)
+            self.assertEqual(got[7], 0)
+            # no block (no room): no window
+            got = block("g:{x}:k", t0, [(LAYOUT.ALGO_FIXED, 2, 2, 1000)], 10)
+            self.assertEqual(got, [1, 2, 1, 0, 1000, 0, 0, 0])
+
     def test_counter_bounds_in_redis(self):
         """sliding_window_counter in a real Redis, time injected: a client
         steadily at 90% of the rate is never denied, and random traffic at

@@ -45,7 +45,7 @@ START_TEST(test_hot_pair_asks_then_answers_until_the_end)
 	ck_assert_int_eq(take(b, 2100, &me2, &want, &ep, &asker, &hit), BLOCKS_FOLLOW);
 	ck_assert_ptr_eq(asker, &me1);
 	/* granted 2 units valid 50 ms from the ask's send (2000 us) */
-	blocks_put(b, &P, U, &me1, 2000, 2, 50, 1000, 997, 58000);
+	blocks_put(b, &P, U, &me1, 2000, 2, 50, 7, 1000, 997, 58000);
 	ck_assert_int_eq(blocks_units(b), 2);
 	ck_assert_int_eq(take(b, 3000, &me2, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
 	ck_assert_int_eq(hit.limit, 1000);
@@ -56,7 +56,7 @@ START_TEST(test_hot_pair_asks_then_answers_until_the_end)
 	ck_assert_int_eq(want, 4);
 	/* the held unit still answers while the ask is out */
 	ck_assert_int_eq(take(b, 5000, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
-	blocks_put(b, &P, U, &me2, 4000, 4, 45, 1000, 990, 57000);
+	blocks_put(b, &P, U, &me2, 4000, 4, 45, 7, 1000, 990, 57000);
 	/* valid until 4000 us + 45 ms, never at or after it */
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(take(b, 48999, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
@@ -83,7 +83,7 @@ START_TEST(test_reset_and_reload_revoke)
 	void *asker;
 	take(b, 1000, &me1, &want, &ep, &asker, &hit);
 	ck_assert_int_eq(take(b, 2000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
-	blocks_put(b, &P, U, &me1, 2000, 2, 1000, 1000, 997, 58000);
+	blocks_put(b, &P, U, &me1, 2000, 2, 1000, 7, 1000, 997, 58000);
 	blocks_reset_pair(b, "api", 3, U);
 	ck_assert_int_eq(blocks_units(b), 0);
 	ck_assert_uint_eq(blocks_counts(b)->revoked, 2);
@@ -91,7 +91,7 @@ START_TEST(test_reset_and_reload_revoke)
 	take(b, 3000, &me1, &want, &ep, &asker, &hit);
 	ck_assert_int_eq(take(b, 3100, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
 	blocks_reset_pair(b, "api", 3, U);
-	blocks_put(b, &P, U, &me1, 3100, 2, 1000, 1000, 997, 58000);
+	blocks_put(b, &P, U, &me1, 3100, 2, 1000, 7, 1000, 997, 58000);
 	ck_assert_int_eq(blocks_units(b), 0);
 	ck_assert_uint_eq(blocks_counts(b)->revoked, 4);
 	/* across another pair's RESET it is kept (that RESET still moves the
@@ -100,14 +100,14 @@ START_TEST(test_reset_and_reload_revoke)
 	ck_assert_int_eq(take(b, 3120, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
 	blocks_reset_pair(b, "other", 5, U);
 	ck_assert_uint_ne(blocks_epoch(b), ep);
-	blocks_put(b, &P, U, &me1, 3120, 2, 1000, 1000, 997, 58000);
+	blocks_put(b, &P, U, &me1, 3120, 2, 1000, 7, 1000, 997, 58000);
 	ck_assert_int_eq(blocks_units(b), 2);
 	blocks_reset_pair(b, "api", 3, U);
 	ck_assert_int_eq(blocks_units(b), 0);
 	/* a reload drops everything */
 	take(b, 3150, &me1, &want, &ep, &asker, &hit);
 	ck_assert_int_eq(take(b, 3200, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
-	blocks_put(b, &P, U, &me1, 3200, 2, 1000, 1000, 997, 58000);
+	blocks_put(b, &P, U, &me1, 3200, 2, 1000, 7, 1000, 997, 58000);
 	ck_assert_int_eq(blocks_units(b), 2);
 	blocks_clear(b);
 	ck_assert_int_eq(blocks_units(b), 0);
@@ -125,7 +125,7 @@ START_TEST(test_denied_ask_spends_what_is_left)
 	void *asker;
 	take(b, 1000, &me1, &want, &ep, &asker, &hit);
 	take(b, 2000, &me1, &want, &ep, &asker, &hit);
-	blocks_put(b, &P, U, &me1, 2000, 4, 10000, 1000, 10, 58000);
+	blocks_put(b, &P, U, &me1, 2000, 4, 10000, 7, 1000, 10, 58000);
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(take(b, 3000, &me2, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
 	/* half left: the next asks; Redis denies it (others took the rest) */
@@ -162,7 +162,7 @@ START_TEST(test_sizes_double_up_to_max)
 			ck_assert_int_le(want, 8);
 			ck_assert_int_ge(want, last);
 			last = want;
-			blocks_put(b, &P, U, &me1, t, want, 1000, 1000, 500, 58000);
+			blocks_put(b, &P, U, &me1, t, want, 1000, 7, 1000, 500, 58000);
 		}
 	}
 	ck_assert_int_eq(last, 8);
@@ -187,7 +187,7 @@ START_TEST(test_bounded_table)
 		ck_assert_int_eq(
 			blocks_take(b, &P, u, 1, 1, 2000, 1, &me1, &hit, &want, &ep, &asker),
 			BLOCKS_ASK);
-		blocks_put(b, &P, u, 1, &me1, 2000, 2, 1000, 1000, 997, 58000);
+		blocks_put(b, &P, u, 1, &me1, 2000, 2, 1000, 7, 1000, 997, 58000);
 	}
 	u[0] = 'z';
 	ck_assert_int_eq(blocks_take(b, &P, u, 1, 1, 3000, 1, &me1, &hit, &want, &ep, &asker),
@@ -211,11 +211,11 @@ START_TEST(test_no_room_and_may_not_ask)
 	ck_assert_int_eq(take(b, 2000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
 	/* allowed, but the limits had no room for a block: no ask for 100
 	 * ms, the pair's requests go to Redis one by one, none follows */
-	blocks_put(b, &P, U, &me1, 2000, 0, 0, 1000, 2, 58000);
+	blocks_put(b, &P, U, &me1, 2000, 0, 0, 7, 1000, 2, 58000);
 	ck_assert_int_eq(take(b, 3000, &me1, &want, &ep, &asker, &hit), BLOCKS_REDIS);
 	ck_assert_int_eq(take(b, 101999, &me2, &want, &ep, &asker, &hit), BLOCKS_REDIS);
 	ck_assert_int_eq(take(b, 102000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
-	blocks_put(b, &P, U, &me1, 102000, 4, 1000, 1000, 900, 58000);
+	blocks_put(b, &P, U, &me1, 102000, 4, 1000, 7, 1000, 900, 58000);
 	/* one that may not ask (a deadline of its own, a wait) is answered
 	 * from a block, and otherwise goes to Redis: it neither asks nor
 	 * follows */
@@ -235,9 +235,87 @@ START_TEST(test_no_room_and_may_not_ask)
 	blocks_reset_pair(b, "api", 3, U);
 	ck_assert_uint_ne(blocks_epoch(b), before);
 	unsigned long long revoked = blocks_counts(b)->revoked;
-	blocks_put(b, &P, U, &me1, 103000, 8, 1000, 1000, 900, 58000);
+	blocks_put(b, &P, U, &me1, 103000, 8, 1000, 7, 1000, 900, 58000);
 	ck_assert_int_eq(blocks_units(b), 0);
 	ck_assert_uint_eq(blocks_counts(b)->revoked, revoked + 8);
+	blocks_free(b);
+}
+END_TEST
+
+/* What blocks_close hands on, and the table it sees meanwhile. */
+struct handed {
+	struct blocks *b;
+	int n;
+	int64_t units[4], window[4];
+	char user[4][8];
+	long long held_then; /* blocks_units while handing on */
+};
+
+static void hand(void *arg, const char *action, size_t alen, const char *user, size_t ulen,
+		 int64_t units, int64_t window)
+{
+	struct handed *h = arg;
+	ck_assert_int_eq(alen, 3);
+	ck_assert(memcmp(action, "api", 3) == 0);
+	ck_assert_int_lt(h->n, 4);
+	ck_assert_uint_lt(ulen, sizeof(h->user[0]));
+	memcpy(h->user[h->n], user, ulen);
+	h->user[h->n][ulen] = '\0';
+	h->units[h->n] = units;
+	h->window[h->n] = window;
+	h->held_then = blocks_units(h->b);
+	h->n++;
+}
+
+START_TEST(test_close_hands_on_what_is_held)
+{
+	setup();
+	struct blocks *b = blocks_new(64);
+	struct blocks_hit hit;
+	int64_t want;
+	unsigned long ep;
+	void *asker;
+	/* ann holds 4 of window 7, spends one; bob holds 2 of window 0 (a
+	 * funnel's: not returnable); cy held 2 that lapsed at 50 ms */
+	take(b, 1000, &me1, &want, &ep, &asker, &hit);
+	ck_assert_int_eq(take(b, 2000, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	blocks_put(b, &P, U, &me1, 2000, 4, 1000, 7, 1000, 990, 58000);
+	ck_assert_int_eq(take(b, 3000, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+	blocks_take(b, &P, "bob", 3, 1, 1000, 1, &me2, &hit, &want, &ep, &asker);
+	ck_assert_int_eq(blocks_take(b, &P, "bob", 3, 1, 2000, 1, &me2, &hit, &want, &ep, &asker),
+			 BLOCKS_ASK);
+	blocks_put(b, &P, "bob", 3, &me2, 2000, 2, 1000, 0, 1000, 990, 58000);
+	blocks_take(b, &P, "cy", 2, 1, 1000, 1, &me2, &hit, &want, &ep, &asker);
+	ck_assert_int_eq(blocks_take(b, &P, "cy", 2, 1, 2000, 1, &me2, &hit, &want, &ep, &asker),
+			 BLOCKS_ASK);
+	blocks_put(b, &P, "cy", 2, &me2, 2000, 2, 50, 7, 1000, 990, 58000);
+	ck_assert_int_eq(blocks_units(b), 7);
+	/* an ask out at the close: answered after it, counted revoked */
+	ck_assert_int_eq(take(b, 900000, &me1, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+	ck_assert_int_eq(take(b, 900100, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	struct handed h = {.b = b};
+	unsigned long before = blocks_epoch(b);
+	ck_assert_uint_eq(blocks_close(b, 900200, hand, &h), 1);
+	ck_assert_uint_ne(blocks_epoch(b), before);
+	ck_assert_int_eq(h.n, 1);
+	ck_assert_str_eq(h.user[0], "ann");
+	ck_assert_int_eq(h.units[0], 2);
+	ck_assert_int_eq(h.window[0], 7);
+	/* out of the table before it was handed on */
+	ck_assert_int_eq(h.held_then, 0);
+	ck_assert_int_eq(blocks_units(b), 0);
+	/* cy's 2 lapsed in time, bob's 2 at the close */
+	ck_assert_uint_eq(blocks_counts(b)->lapsed, 4);
+	/* closed: nothing answered from a block, none asked */
+	ck_assert_int_eq(take(b, 900300, &me2, &want, &ep, &asker, &hit), BLOCKS_REDIS);
+	ck_assert_int_eq(take(b, 900400, &me2, &want, &ep, &asker, &hit), BLOCKS_REDIS);
+	blocks_put(b, &P, U, &me1, 900100, 8, 1000, 7, 1000, 900, 58000);
+	ck_assert_int_eq(blocks_units(b), 0);
+	ck_assert_uint_eq(blocks_counts(b)->revoked, 8);
+	/* Redis took one of the two back: one returned, one lapsed */
+	blocks_returned(b, h.units[0], 1);
+	ck_assert_uint_eq(blocks_counts(b)->returned, 1);
+	ck_assert_uint_eq(blocks_counts(b)->lapsed, 5);
 	blocks_free(b);
 }
 END_TEST
@@ -252,6 +330,7 @@ int main(void)
 	tcase_add_test(tc, test_sizes_double_up_to_max);
 	tcase_add_test(tc, test_bounded_table);
 	tcase_add_test(tc, test_no_room_and_may_not_ask);
+	tcase_add_test(tc, test_close_hands_on_what_is_held);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }

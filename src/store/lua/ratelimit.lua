@@ -18,7 +18,8 @@
 --          tag "<action>:<user>"); for "d" one more: the longest wait (us);
 --          for "k" (allow and take a block) two more: the units wanted
 --          and the longest time (ms) the daemon answers from them (see
---          block_take);
+--          block_take); for "b" (give a block's units back: cost is
+--          them) one more, the window id "k" answered (see give_back);
 --          for "h" two more, the hold's nonce and time (ms), for "s" and
 --          "x" three, the nonce and, as for a reset, the channel and the
 --          message that tell every daemon units came back (their cached
@@ -44,7 +45,9 @@
 --
 -- Returns five integers per decision:
 --          allowed (1/0), limit, remaining, retry_after_ms (-1: never), reset_ms
---          ("k": seven, then the block's units and valid ms, 0 0 for none)
+--          ("k": eight, then the block's units, valid ms and the window
+--          they are counted in, 0 0 0 for none; "b": one, the units taken
+--          back)
 --          (allowed by "d" with a wait: retry_after_ms is the wait, ms, and
 --          remaining and reset_ms are as they will be when it runs)
 --          (for "A" and "P": then the deciding group and the first shadow
@@ -1064,7 +1067,10 @@ end
 -- (valid ends with it, the shortest window's of the limits). A funnel's are counted as if running ttl from now,
 -- the latest the daemon answers from them (the TAT never below now + ttl
 -- before they are added): an answer earlier than its count is never one
--- the funnel would refuse. Returns the units and valid (ms).
+-- the funnel would refuse. Returns the units, valid (ms) and the window
+-- they are counted in, for a give-back ("b"): one window limit's frame
+-- id (a fixed window's, a counter's current bucket's), 0 for a funnel's
+-- or several limits' (not given back).
 local function block_take(checks, nlimits, want, ttl_ms)
   local extra, valid = want, ttl_ms
   for i = 1, nlimits do
@@ -1080,7 +1086,7 @@ local function block_take(checks, nlimits, want, ttl_ms)
     end
     extra = min(extra, floor(room / 4))
   end
-  if extra <= 0 or valid <= 0 then return 0, 0 end
+  if extra <= 0 or valid <= 0 then return 0, 0, 0 end
   for i = 1, nlimits do
     local r = checks[i]
     if r.new_tat then
@@ -1090,7 +1096,41 @@ local function block_take(checks, nlimits, want, ttl_ms)
       r.cost = r.cost + extra
     end
   end
-  return extra, valid
+  local window = 0
+  if nlimits == 1 and checks[1].f then window = checks[1].f.id end
+  return extra, valid, window
+end
+
+-- A give-back ("b", src/decide/giveback.c): units of a block the daemon
+-- took and will not answer (it is stopping), taken off the count of the
+-- window they were counted in: only while Redis's clock is still in that
+-- window and the key holds that window's value (window: the id "k"
+-- answered). Given to a later window they would be admitted on top of
+-- its own limit; a window that ended has no use for them (they lapsed).
+-- One window limit, a fixed window's count or a counter's current bucket
+-- (a window of 0, a funnel's or several limits', takes nothing back),
+-- and at most what the count holds. Answers the units taken back.
+local function give_back(out, units, nlimits, a, k)
+  local algo, given = ARGV[a], 0
+  local window = num(ARGV[a + LIMIT_ARGC * nlimits])
+  local impl = algos[algo]
+  local fixed = impl and impl.check == fixed_check
+  local counter = impl and impl.check == counter_check
+  if nlimits == 1 and window ~= 0 and units > 0 and (fixed or counter) then
+    local capacity = ARGV[a + 1]
+    if algo ~= ALGO_CAL_FIXED and algo ~= ALGO_CAL_COUNTER then capacity = num(capacity) end
+    local r = impl.check(K[k], capacity, num(ARGV[a + 2]), num(ARGV[a + 3]), 0, algo)
+    if r.f.id == window and r.same then
+      if fixed then
+        given = min(units, r.used)
+        fixed_write(r, r.used - given)
+      else
+        given = min(units, r.cur)
+        counter_write(r, r.cur - given)
+      end
+    end
+  end
+  out[#out + 1] = given
 end
 
 -- A STATE ("t"): after the PEEK's five, STATE_KEY_WIDTH integers per key
@@ -1139,6 +1179,7 @@ local function decide(out, op, cost, nlimits, a, k)
   -- a STATE decides as a PEEK, then tells every key's figures (state_out)
   local state = op == OP_STATE
   if state then op = OP_PEEK end
+  if op == OP_GIVE then return give_back(out, cost, nlimits, a, k) end
   if op == OP_RESET then
     for i = 0, nlimits - 1 do redis.call('DEL', K[k + i]) end
     -- every daemon drops its cached denials for this pair
@@ -1224,9 +1265,9 @@ local function decide(out, op, cost, nlimits, a, k)
     allowed_out(out, bind, max(0, bind.remaining), 0)
     return
   elseif all_ok then
-    local extra, valid = 0, 0
+    local extra, valid, window = 0, 0, 0
     if op == OP_BLOCK then
-      extra, valid = block_take(checks, nlimits, num(ARGV[a]), num(ARGV[a + 1]))
+      extra, valid, window = block_take(checks, nlimits, num(ARGV[a]), num(ARGV[a + 1]))
     end
     for i = 1, nlimits do
       local r = checks[i]
@@ -1238,6 +1279,7 @@ local function decide(out, op, cost, nlimits, a, k)
       allowed_out(out, bind, bind.remaining + extra, 0)
       out[#out + 1] = extra
       out[#out + 1] = valid
+      out[#out + 1] = window
       return
     end
     if op == OP_HOLD then
@@ -1267,7 +1309,7 @@ local function decide(out, op, cost, nlimits, a, k)
   out[n + 3] = bind.remaining
   out[n + 4] = bind.retry
   out[n + 5] = bind.reset
-  if op == OP_BLOCK then out[n + 6] = 0; out[n + 7] = 0 end
+  if op == OP_BLOCK then out[n + 6] = 0; out[n + 7] = 0; out[n + 8] = 0 end
   if state then state_out(out, checks, nlimits) end
 end
 
