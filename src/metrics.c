@@ -291,6 +291,7 @@ static void block_units(struct evbuffer *b, const char *name, const struct scrap
 	evbuffer_add_printf(b, "%s{event=\"granted\"} %llu\n", name, c->granted);
 	evbuffer_add_printf(b, "%s{event=\"lapsed\"} %llu\n", name, c->lapsed);
 	evbuffer_add_printf(b, "%s{event=\"revoked\"} %llu\n", name, c->revoked);
+	evbuffer_add_printf(b, "%s{event=\"returned\"} %llu\n", name, c->returned);
 }
 
 static void lease_events(struct evbuffer *b, const char *name, const struct scrape *s)
@@ -577,7 +578,7 @@ static const struct family families[] = {
 	{"ratelimitd_block_units_total", "counter",
 	 "Units of those blocks, by event: granted (counted in Redis for this daemon), lapsed "
 	 "(their window or ttl ended before they were answered), revoked (dropped by a RESET, "
-	 "an override or a reload).",
+	 "an override or a reload), returned (given back to their window on a graceful stop).",
 	 .samples = block_units},
 	{"ratelimitd_block_units_held", "gauge",
 	 "Units of blocks this daemon holds now (some may have lapsed unseen).",

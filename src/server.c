@@ -19,6 +19,7 @@
 #include "blocks.h"
 #include "declog.h"
 #include "denycache.h"
+#include "giveback.h"
 #include "keys.h"
 #include "delay.h"
 #include "leases.h"
@@ -55,6 +56,10 @@ struct server {
 	size_t nports;
 	struct event *declog_tick;   /* writes the decision log's lines every second */
 	struct trace_export *traces; /* posts decisions' spans (tracing) */
+	/* the drain: its caller's done, and the blocks' give-back out */
+	void (*drained)(void *arg);
+	void *drained_arg;
+	struct giveback *giveback;
 };
 
 static void declog_tick_cb(evutil_socket_t fd, short what, void *arg)
@@ -117,6 +122,7 @@ void server_blocks_counts(const struct server *srv, struct blocks_counts *sum, l
 		sum->granted += c->granted;
 		sum->lapsed += c->lapsed;
 		sum->revoked += c->revoked;
+		sum->returned += c->returned;
 		*held += blocks_units(t[i]);
 	}
 }
@@ -468,12 +474,29 @@ struct server *server_new(struct event_base *base, struct config *cfg, struct st
 	return srv;
 }
 
+static void given_back(void *arg)
+{
+	struct server *srv = arg;
+	srv->giveback = NULL;
+	srv->drained(srv->drained_arg);
+}
+
+/* No client is left, so no request is answered from a block again: the
+ * units they hold go back to Redis (giveback.h), then the drain is done. */
+static void clients_drained(void *arg)
+{
+	struct server *srv = arg;
+	srv->giveback = giveback_start(&srv->env, srv->cfg, given_back, srv);
+}
+
 void server_drain(struct server *srv, void (*done)(void *arg), void *arg)
 {
 	/* delayed requests have their slots: answered now, not at the drain's end */
 	delays_flush(srv->env.delays);
 	close_listeners(srv);
-	clients_drain(srv->clients, done, arg);
+	srv->drained = done;
+	srv->drained_arg = arg;
+	clients_drain(srv->clients, clients_drained, srv);
 }
 
 static struct denycache *late_deny;
@@ -514,6 +537,10 @@ void server_free(struct server *srv)
 		return;
 	if (srv->declog_tick)
 		event_free(srv->declog_tick);
+	/* the drain ran out of time: the calls still out are answered as
+	 * the stores go, after this (the blocks' tables go after them) */
+	giveback_abandon(srv->giveback);
+	srv->giveback = NULL;
 	declog_close();
 	trace_export_free(srv->traces);
 	close_listeners(srv);

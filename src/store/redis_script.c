@@ -161,6 +161,21 @@ static void redis_script_limits(struct redis_argv *a, const struct policy *p)
 	}
 }
 
+void redis_script_give_args(struct redis_argv *a, const struct policy *p, int64_t units,
+			    int64_t window)
+{
+	redis_argv_add(a, "0", 1);
+	redis_argv_add(a, "1", 1);
+	redis_argv_add(a, SCRIPT_OP_GIVE, 1);
+	redis_argv_num(a, units);
+	redis_argv_num(a, 1);
+	struct policy one = *p;
+	one.nlimits = 1;
+	one.ban.after = 0; /* (a policy with a ban has no blocks) */
+	redis_script_limits(a, &one);
+	redis_argv_num(a, window);
+}
+
 /* A decision over several pairs: "A" or "P", cost, the number of groups,
  * then per pair its shadow flag, its number of keys and its limits. */
 static void redis_script_decision_all(struct redis_argv *a, const struct store_saved_request *sv)

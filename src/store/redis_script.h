@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "calendar.h"
 #include "script_layout.h"
 #include "store.h"
 
@@ -77,6 +78,18 @@ void redis_script_args(struct redis_argv *a, const struct store_saved_request *c
  */
 void redis_script_call(struct redis_argv *a, const char *cmd, const char *script, size_t script_len,
 		       const struct store_saved_request *const *reqs, int n, int keys_after);
+
+/*
+ * A give-back's arguments (op "b", store_give.h), what follows its one key
+ * in a store_call of the script: "0" 1 b <units> 1 <algo> <capacity>
+ * <count> <period_ms> <window>, of p's one limit. At most
+ * REDIS_SCRIPT_GIVE_ARGC arguments, REDIS_SCRIPT_GIVE_ARENA bytes of a's
+ * arena.
+ */
+#define REDIS_SCRIPT_GIVE_ARGC (2 + SCRIPT_HEAD_ARGC + SCRIPT_LIMIT_ARGC + SCRIPT_OP_GIVE_ARGS)
+#define REDIS_SCRIPT_GIVE_ARENA (8 * 24 + CALENDAR_ARG_MAX)
+void redis_script_give_args(struct redis_argv *a, const struct policy *p, int64_t units,
+			    int64_t window);
 
 /* One RESP bulk string; returns its length. */
 size_t redis_resp_bulk(char *out, const char *s, size_t len);

@@ -8,6 +8,7 @@ funnel never allows more than capacity + rate x time. RESET, overrides
 and reloads revoke blocks; config errors for what blocks cannot mean."""
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -18,6 +19,7 @@ from harness import (SLOW, Client, DaemonTest, free_port, make_config, run_cli, 
                      wait_until)
 from relay import Relay
 from topology import add_cluster, add_sentinels, cluster_config, sentinel_redis_opts
+from wan import Wan
 
 LIMIT = 1500
 PERIOD_S = 3
@@ -269,6 +271,141 @@ class BlocksTest(BlocksMixin, DaemonTest):
             self.assertNotEqual(r.returncode, 0, policy)
             self.assertIn(why, r.stderr, policy)
             self.assertRegex(r.stderr, r"bad\.yaml:\d+:\d+: ", policy)
+
+
+def window_value(server, action, user):
+    """The (key, value) of a window policy's one key for (action, user)."""
+    with server.resp() as r:
+        keys = r.call("KEYS", "*{%s:%s}*" % (action, user))
+        assert len(keys) == 1, keys
+        v = r.call("GET", keys[0])
+    return keys[0], v.decode() if v is not None else None
+
+
+def window_count(server, action, user):
+    """A window's count (a fixed window's, a counter's current bucket)."""
+    return int(window_value(server, action, user)[1].split(":")[1])
+
+
+GIVE_LIMIT = 300
+GIVE_POLICIES = {"gf": "{algorithm: fixed_window, limits: %d/1h, blocks: {max: 50}}" % GIVE_LIMIT,
+                 "gc": "{algorithm: sliding_window_counter, limits: %d/1h, blocks: {max: 50}}"
+                       % GIVE_LIMIT}
+NO_BLOCKS = {"gf": "{algorithm: fixed_window, limits: %d/1h}" % GIVE_LIMIT,
+             "gc": "{algorithm: sliding_window_counter, limits: %d/1h}" % GIVE_LIMIT}
+GAVE_BACK = r"gave back (\d+) units of (\d+) blocks?(.*)$"
+
+
+class GiveBackTest(DaemonTest):
+    """A graceful stop gives the units a daemon holds back to the window
+    they were counted in (issue 46, item 4), and never to a later one."""
+
+    def hold(self, c, action, user, allowed):
+        """ALLOWs of user on action, 8 at a time, until Redis counts more
+        than were answered (the daemon holds the rest); returns the count
+        of ALLOWED answers."""
+        for _ in range(30):
+            c.send(*(["ALLOW %s %s" % (user, action)] * 8))
+            got = [c.readline() for _ in range(8)]
+            self.assertTrue(all(x.startswith("ALLOWED ") for x in got), got)
+            allowed += 8
+            if window_count(self.redis, action, user) > allowed:
+                return allowed
+        raise AssertionError("no units held for %s after %d requests" % (action, allowed))
+
+    def test_sigterm_gives_held_units_back(self):
+        self.redis = self.start_redis()
+        # an hour's windows, away from an hour's end (a give-back across
+        # it would rightly take nothing back)
+        now = redis_now(self.redis)
+        if 3600 - now % 3600 < 30:
+            time.sleep(3600 - now % 3600 + 0.5)
+        mport = free_port()
+        a = self.start_daemon(GIVE_POLICIES, name="rla",
+                              metrics='{listen: "127.0.0.1:%d"}' % mport)
+        allowed, held = {}, {}
+        with Client(a.port) as c:
+            for action in ("gf", "gc"):
+                allowed[action] = self.hold(c, action, "ann", 0)
+                held[action] = window_count(self.redis, action, "ann") - allowed[action]
+        m = scrape_metrics(mport)
+        self.assertEqual(m["ratelimitd_block_units_held"], sum(held.values()))
+        self.assertEqual(m['ratelimitd_block_units_total{event="returned"}'], 0)
+        a.signal(signal.SIGTERM)
+        self.assertEqual(a.wait_exit(10 * SLOW), 0)
+        # Redis counts what was answered, no more
+        for action in ("gf", "gc"):
+            self.assertEqual(window_count(self.redis, action, "ann"), allowed[action], action)
+        line = a.wait_log(GAVE_BACK)
+        sys.stderr.write("[figures] held %s; %s\n" % (held, line.strip()))
+        got = re.search(GAVE_BACK, line)
+        self.assertEqual(int(got.group(1)), sum(held.values()), line)
+        self.assertGreaterEqual(int(got.group(2)), 2, line)
+        self.assertEqual(got.group(3), "", line)
+        # and another daemon allows the rest of the limit, those units too
+        b = self.start_daemon(NO_BLOCKS, name="rlb")
+        with Client(b.port) as c:
+            for action in ("gf", "gc"):
+                n = GIVE_LIMIT - allowed[action]
+                c.send(*(["ALLOW ann %s" % action] * (n + 1)))
+                got = [c.readline() for _ in range(n + 1)]
+                self.assertTrue(all(x.startswith("ALLOWED ") for x in got[:n]), action)
+                self.assertTrue(got[n].startswith("DENIED "), (action, got[n]))
+
+    def test_units_are_not_given_to_the_next_window(self):
+        """Units held in a window, given back on a path slower than
+        what is left of it: Redis is in the next window when they come,
+        and takes none (that window's count is another's)."""
+        self.redis = self.start_redis()
+        wan = Wan(self.redis.port, 0)
+        self.addCleanup(wan.close)
+        policies = {"sf": "{algorithm: fixed_window, limits: 1000/2s, blocks: {max: 50}}",
+                    "sc": "{algorithm: sliding_window_counter, limits: 1000/2s, "
+                          "blocks: {max: 50}}"}
+        a = self.start_daemon(policies, name="rla", redis=wan.address,
+                              redis_opts={"timeout": "3s"})
+        b = self.start_daemon({k: "{algorithm: %s, limits: 1000/2s}" % w
+                               for k, w in (("sf", "fixed_window"),
+                                            ("sc", "sliding_window_counter"))}, name="rlb")
+        for attempt in range(3):
+            end = to_window_start(self.redis, 2, margin=0.1)  # monotonic, 0.2 s early
+            with Client(a.port) as c:
+                allowed = {k: self.hold(c, k, "u%d" % attempt, 0) for k in ("sf", "sc")}
+            # the way to Redis slows to 0.5 s, and the stop comes 0.2 s
+            # before the window's end: the give-back reaches Redis 0.3 s
+            # after it
+            wan.delay_s = 0.5
+            time.sleep(max(0, end - time.monotonic()))
+            if time.monotonic() > end + 0.05:
+                wan.delay_s = 0
+                continue  # too late (a slow run): the blocks may have lapsed here
+            a.signal(signal.SIGTERM)
+            break
+        else:
+            self.fail("no stop within a window's last 0.2 s")
+        user = "u%d" % attempt
+        # in the next window, before the give-back reaches it, another
+        # daemon's units
+        time.sleep(0.25)
+        with Client(b.port) as c:
+            for k in ("sf", "sc"):
+                c.send(*(["ALLOW %s %s" % (user, k)] * 5))
+                got = [c.readline() for _ in range(5)]
+                self.assertTrue(all(x.startswith("ALLOWED ") for x in got), got)
+        before = {k: window_value(self.redis, k, user)[1] for k in ("sf", "sc")}
+        for k in ("sf", "sc"):
+            self.assertEqual(int(before[k].split(":")[1]), 5, (k, before[k], allowed))
+        self.assertEqual(a.wait_exit(10 * SLOW), 0)
+        line = a.wait_log(GAVE_BACK)
+        sys.stderr.write("[figures] across a window's end: %s\n" % line.strip())
+        got = re.search(GAVE_BACK, line)
+        # the blocks were given back, Redis answered, and took none of
+        # their units
+        self.assertEqual(int(got.group(1)), 0, line)
+        self.assertGreaterEqual(int(got.group(2)), 2, line)
+        self.assertRegex(got.group(3), r"; \d+ lapsed \(0 calls failed\)$")
+        after = {k: window_value(self.redis, k, user)[1] for k in ("sf", "sc")}
+        self.assertEqual(after, before)
 
 
 class BlocksClusterTest(BlocksMixin, DaemonTest):
