@@ -407,6 +407,28 @@ class GiveBackTest(DaemonTest):
         after = {k: window_value(self.redis, k, user)[1] for k in ("sf", "sc")}
         self.assertEqual(after, before)
 
+    def test_a_store_that_does_not_answer_holds_the_exit_no_longer(self):
+        """The give-back waits for Redis within the drain's bound
+        (redis.timeout + 2 s): with no answer, the units lapse, said so,
+        and the daemon exits in time."""
+        self.redis = self.start_redis()
+        wan = Wan(self.redis.port, 0)
+        self.addCleanup(wan.close)
+        a = self.start_daemon(GIVE_POLICIES, name="rla", redis=wan.address)
+        with Client(a.port) as c:
+            self.hold(c, "gf", "ann", 0)
+        wan.delay_s = 30
+        t0 = time.monotonic()
+        a.signal(signal.SIGTERM)
+        self.assertEqual(a.wait_exit(10 * SLOW), 0)
+        took = time.monotonic() - t0
+        line = a.wait_log(GAVE_BACK)
+        sys.stderr.write("[figures] a silent store: exit after %.2f s; %s\n"
+                         % (took, line.strip()))
+        self.assertLess(took, (1 + 2) * SLOW + 1)
+        self.assertRegex(line, r"gave back 0 units of \d+ blocks?; \d+ lapsed "
+                               r"\(\d+ calls? failed: .+\)$")
+
 
 class BlocksClusterTest(BlocksMixin, DaemonTest):
     def test_cluster_three_daemons_allow_exactly_the_limit(self):
