@@ -248,7 +248,7 @@ struct handed {
 	int n;
 	int64_t units[4], window[4];
 	char user[4][8];
-	long long held_then; /* blocks_units while handing on */
+	int spent_then; /* its block answered while handed on */
 };
 
 static void hand(void *arg, const char *action, size_t alen, const char *user, size_t ulen,
@@ -263,7 +263,8 @@ static void hand(void *arg, const char *action, size_t alen, const char *user, s
 	h->user[h->n][ulen] = '\0';
 	h->units[h->n] = units;
 	h->window[h->n] = window;
-	h->held_then = blocks_units(h->b);
+	struct blocks_hit hit;
+	h->spent_then = blocks_spend(h->b, &P, user, ulen, 1, 900200, &hit);
 	h->n++;
 }
 
@@ -302,7 +303,7 @@ START_TEST(test_close_hands_on_what_is_held)
 	ck_assert_int_eq(h.units[0], 2);
 	ck_assert_int_eq(h.window[0], 7);
 	/* out of the table before it was handed on */
-	ck_assert_int_eq(h.held_then, 0);
+	ck_assert_int_eq(h.spent_then, 0);
 	ck_assert_int_eq(blocks_units(b), 0);
 	/* cy's 2 lapsed in time, bob's 2 at the close */
 	ck_assert_uint_eq(blocks_counts(b)->lapsed, 4);
