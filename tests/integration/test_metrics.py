@@ -20,6 +20,8 @@ from harness import (DAEMON, SLOW, SRCDIR, Client, DaemonTest, free_port, http_g
                      make_config, parse_decision, run_cli, start_prometheus, wait_until)
 from harness import scrape_metrics as scrape
 from rls_client import RlsClient, overall
+from test_haproxy import notify as spop_notify
+from test_haproxy import spop_connect
 import resp
 
 def buckets(m, name):
@@ -504,7 +506,7 @@ descriptors:
     rate_limit: {unit: minute, requests_per_unit: 100}
 """
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-FRONT_ENDS = ("line", "resp", "http", "grpc")
+FRONT_ENDS = ("line", "resp", "http", "grpc", "spoe")
 
 
 def sample_names(m):
@@ -527,7 +529,7 @@ def quantile(q, b):
 
 
 class FrontEndsTest(DaemonTest):
-    """A daemon serving every front end (line, RESP, HTTP, gRPC), scraped by
+    """A daemon serving every front end (line, RESP, HTTP, gRPC, SPOE), scraped by
     promtool and by a real Prometheus."""
 
     def setUp(self):
@@ -535,6 +537,7 @@ class FrontEndsTest(DaemonTest):
         self.redis = self.start_redis()
         self.port, self.hport, self.gport, self.mport = (free_port(), free_port(), free_port(),
                                                          free_port())
+        self.sport = free_port()
         rules = os.path.join(self.tmpdir, "rules.yaml")
         with open(rules, "w") as f:
             f.write(RULES)
@@ -543,6 +546,7 @@ class FrontEndsTest(DaemonTest):
             "  - 127.0.0.1:%d" % self.port,
             "  - {address: 127.0.0.1:%d, protocol: http}" % self.hport,
             "  - {address: 127.0.0.1:%d, protocol: grpc}" % self.gport,
+            "  - {address: 127.0.0.1:%d, protocol: spoe}" % self.sport,
             "redis: {address: %s}" % self.redis.address,
             "metrics: {listen: 127.0.0.1:%d}" % self.mport,
             "envoy: {config: %s}" % rules,
@@ -575,6 +579,11 @@ class FrontEndsTest(DaemonTest):
         for _ in range(n):
             r = self.rls.call("web", [[("remote_address", "10.0.0.1")]])
             self.assertEqual(overall(r), "OK")
+        s = spop_connect(self.sport)
+        with s:
+            for i in range(n):
+                _, kv = spop_notify(s, 1, i + 1, [("action", "a"), ("user", "u4")])
+                self.assertEqual(kv.get("allowed"), 1, kv)
 
     def test_promtool_accepts_the_exposition(self):
         self.serve(5)
@@ -591,7 +600,7 @@ class FrontEndsTest(DaemonTest):
             # each took more than nothing and, on loopback, far less than redis.timeout
             self.assertTrue(0 < series(m, name, "_sum") < 5 * 1.0, (fe, m))
         self.assertGreaterEqual(m["ratelimitd_store_round_trip_seconds_count"], 1)
-        self.assertEqual(m["ratelimitd_store_batch_size_sum"], 20)  # no denial to cache
+        self.assertEqual(m["ratelimitd_store_batch_size_sum"], 5 * len(FRONT_ENDS))  # no denial to cache
 
         # the process_* families say what the kernel says
         pid = self.daemon.pid
@@ -651,7 +660,7 @@ class FrontEndsTest(DaemonTest):
                 self.assertAlmostEqual(got[0][1], quantile(q, buckets(m, name)), places=9)
                 self.assertTrue(0 < got[0][1] <= 1, got)
         got = query("sum(ratelimitd_store_batch_size_sum)")
-        self.assertEqual(got[0][1], 28)
+        self.assertEqual(got[0][1], 7 * len(FRONT_ENDS))
         self.assertGreater(query("process_resident_memory_bytes")[0][1], 0)
 
     def test_dashboard_and_alerts_use_metrics_that_exist(self):

@@ -394,8 +394,8 @@ static const struct {
 	 "t.yaml:1:12: log_level: must be debug, info, warn or error"},
 	/* an enum key's names come from its table, with their glosses */
 	{"listen: [{address: \"127.0.0.1:1\", protocol: memcache}]\npolicies: {a: 1/1s}\n",
-	 "t.yaml:1:45: listen.protocol: must be line (the line protocol and RESP), http or grpc "
-	 "(Envoy's rate limit service)"},
+	 "t.yaml:1:45: listen.protocol: must be line (the line protocol and RESP), http, grpc "
+	 "(Envoy's rate limit service) or spoe (HAProxy's SPOE agent)"},
 	{"envoy: {config: r, response_headers: []}\npolicies: {a: 1/1s}\n",
 	 "t.yaml:1:38: envoy.response_headers: expected none, ratelimit or x-ratelimit"},
 	/* metrics */
