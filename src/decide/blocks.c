@@ -315,7 +315,15 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 	int low =
 		may_ask && left > 0 && !e->dry &&
 		((left * 2 <= e->granted && !p->blocks.autosize) || outlasted(b, e, p, left, cost));
-	if (left >= cost && !(low && !e->ask_us)) {
+	if (left >= cost && low && !e->ask_us && p->blocks.autosize) {
+		/* a remote store's: answered now, and the next block asked
+		 * beside it (blocks_ask_begin), not by this request, which
+		 * would wait the round trip for it */
+		int64_t w = auto_want(b, e, p, now_us);
+		e->want = w < p->blocks.max ? w : p->blocks.max;
+		*want = e->want;
+	}
+	if (left >= cost && (!(low && !e->ask_us) || *want > 0)) {
 		spend(e, cost, now_us, hit);
 		expire(b, e, now_us); /* moves an emptied older block's place */
 		return BLOCKS_ANSWERED;
@@ -349,6 +357,18 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 	e->followers = 0;
 	*want = e->want;
 	return BLOCKS_ASK;
+}
+
+int blocks_ask_begin(struct blocks *b, const struct policy *p, const char *user, size_t ulen,
+		     void *me, uint64_t now_us)
+{
+	struct entry *bk, *e = find(b, p->name, p->name_len, user, ulen, &bk);
+	if (!e || e->ask_us)
+		return -1;
+	e->ask_us = now_us ? now_us : 1;
+	e->asker = me;
+	e->followers = 0;
+	return 0;
 }
 
 /* The pair's entry if me's ask is its own; the ask is over. */

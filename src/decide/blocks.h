@@ -49,7 +49,8 @@ void blocks_free(struct blocks *b);
 
 /* What blocks_take says to do with a request. */
 enum blocks_route {
-	BLOCKS_ANSWERED, /* answered from the pair's block: *hit */
+	BLOCKS_ANSWERED, /* answered from the pair's block: *hit; with *want > 0,
+			  * ask for the next block beside it (blocks_ask_begin) */
 	BLOCKS_ASK,	 /* ask Redis, and for *want units with it (blocks_put) */
 	BLOCKS_FOLLOW,	 /* wait for the ask out (*asker's) and come again */
 	BLOCKS_REDIS,	 /* ask Redis alone */
@@ -71,6 +72,12 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 			      size_t ulen, int64_t cost, uint64_t now_us, int may_ask, void *me,
 			      struct blocks_hit *hit, int64_t *want, unsigned long *epoch,
 			      void **asker);
+/* An ask of its own for the pair's next block, by me (a request made for
+ * it, of no cost), after blocks_take answered and said *want: me is the
+ * pair's asker, as BLOCKS_ASK makes a request (-1: an ask is out, or the
+ * pair has no entry). */
+int blocks_ask_begin(struct blocks *b, const struct policy *p, const char *user, size_t ulen,
+		     void *me, uint64_t now_us);
 /* Moves on every RESET, override and reload: a request that waited across
  * a move was decided under what may have changed. */
 unsigned long blocks_epoch(const struct blocks *b);

@@ -87,6 +87,50 @@ static int hold_id(struct cmd_slot *slot, const struct policy *p)
 
 static void store_done(void *arg, const struct store_result *res);
 
+/* The next block of slot's pair asked by a request of its own (no
+ * client's, no cost), so slot, answered from the block meanwhile, does
+ * not wait for it: a remote store's (max: auto). Without memory, none:
+ * the next request asks. */
+static void block_ask_beside(const struct cmd_slot *slot, const struct cmd_env *env,
+			     struct config *cfg, struct blocks *b, int64_t want)
+{
+	const struct policy *p = slot->policy;
+	struct cmd_slot *a = calloc(1, sizeof(*a));
+	if (!a)
+		return;
+	uint64_t now = clock_mono_us();
+	if (blocks_ask_begin(b, p, slot->user, slot->user_len, a, now) < 0) {
+		free(a);
+		return;
+	}
+	config_ref(cfg);
+	a->cfg = cfg;
+	a->policy = p;
+	a->op = STORE_ALLOW;
+	a->sent_us = now;
+	a->blocks = b;
+	a->block_epoch = blocks_epoch(b);
+	a->block_env = env;
+	a->block_own_ask = 1;
+	a->user_len = slot->user_len;
+	memcpy(a->user, slot->user, slot->user_len);
+	const struct config_redis *rc = config_redis_of(cfg, p);
+	struct store_request req = {
+		.op = STORE_ALLOW,
+		.policy = p,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.user = a->user,
+		.user_len = a->user_len,
+		.cost = 0, /* the block alone: no request's units */
+		.timeout_ms = rc ? rc->timeout_ms : cfg->redis.timeout_ms,
+		.block_want = want,
+		.block_ttl_ms = blocks_ttl_ms(b, p),
+		.eager = rc && rc->remote,
+	};
+	store_submit(cmd_env_store(env, p), &req, store_done, a);
+}
+
 /*
  * A hot pair's block (blocks.h), for an ALLOW of the policy's own limits
  * by slot (its policy, user, cost and cfg set): 1 when answered from it
@@ -107,6 +151,9 @@ static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct 
 	switch (blocks_take(b, p, slot->user, slot->user_len, slot->cost, slot->sent_us, may_ask,
 			    slot, &hit, want, &epoch, &asker)) {
 	case BLOCKS_ANSWERED:
+		if (*want > 0)
+			block_ask_beside(slot, env, cfg, b, *want);
+		*want = 0;
 		decide_answer(slot, cfg, p, STATS_FROM_BLOCK, 1, hit.limit, hit.remaining, 0,
 			      hit.reset_ms);
 		return 1;
@@ -214,6 +261,12 @@ static int block_done(struct cmd_slot *slot, const struct store_result *res)
 			block_follow(f, res->status == STORE_OK ? NULL : res);
 		}
 		f = next;
+	}
+	if (slot->block_own_ask) { /* no one to answer */
+		struct config *cfg = slot->cfg;
+		free(slot);
+		config_unref(cfg);
+		return 1;
 	}
 	if (spent)
 		decide_answer(slot, slot->cfg, p, STATS_FROM_BLOCK, 1, hit.limit, hit.remaining, 0,
@@ -398,6 +451,7 @@ static enum stage_step stage_block(struct pair *r)
 	const struct policy *p = r->p;
 	slot->blocks = NULL;
 	slot->block_next = NULL;
+	slot->block_own_ask = 0; /* a client's (slots are reused) */
 	struct blocks *b = cmd_env_blocks(r->env, p);
 	if (r->op == STORE_RESET && b)
 		blocks_reset_pair(b, p->name, p->name_len, pc->user, pc->user_len);

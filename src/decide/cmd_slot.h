@@ -38,6 +38,9 @@ struct cmd_slot {
 	/* an asker's requests waiting for its block, chained through theirs */
 	struct cmd_slot *block_next;
 	const struct cmd_env *block_env; /* a follower's, to go on with */
+	/* no client's: an ask for a block beside an answer (blocks_ask_begin),
+	 * allocated by cmd_pair.c and freed when the store answers it */
+	int block_own_ask;
 	int64_t cost;
 	size_t user_len;
 	char user[KEYS_USER_MAX];

@@ -321,6 +321,62 @@ START_TEST(test_close_hands_on_what_is_held)
 }
 END_TEST
 
+/* max: auto: a block sized by the pair's rate and the round trip, the next
+ * asked beside an answer (not by the request: it would wait for it) once
+ * what is left would not outlast two round trips. */
+START_TEST(test_auto_asks_beside_the_answer_in_time)
+{
+	setup();
+	P.blocks.max = POLICY_BLOCKS_MAX;
+	P.blocks.autosize = 1;
+	struct blocks *b = blocks_new(64);
+	struct blocks_hit hit;
+	int64_t want;
+	unsigned long ep;
+	void *asker;
+	/* 100 requests a second, 10 ms apart; a 100 ms round trip */
+	uint64_t t = 1000000;
+	ck_assert_int_eq(take(b, t, &me1, &want, &ep, &asker, &hit), BLOCKS_REDIS);
+	t += 10000;
+	ck_assert_int_eq(take(b, t, &me1, &want, &ep, &asker, &hit), BLOCKS_ASK);
+	uint64_t sent = t;
+	for (int i = 0; i < 10; i++) { /* the ask's round trip: followers */
+		t += 10000;
+		ck_assert_int_eq(take(b, t, &me2, &want, &ep, &asker, &hit), BLOCKS_FOLLOW);
+	}
+	blocks_rtt_sample(b, sent, sent + 100000);
+	ck_assert_uint_eq(blocks_rtt_us(b), 100000);
+	blocks_put(b, &P, U, &me1, sent, 200, 50000, 7, 1000, 799, 50000);
+	/* answered from it; the rate is known by now (about 100/s) */
+	int asked_at = -1;
+	for (int i = 0; i < 200 && asked_at < 0; i++) {
+		t += 10000;
+		ck_assert_int_eq(take(b, t, &me2, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+		if (want > 0)
+			asked_at = i;
+	}
+	/* asked while what is left lasts the lead (2 x 100 ms + 5 ms: about
+	 * 21 units at 100/s), not at the last unit */
+	ck_assert_int_ge(asked_at, 170);
+	ck_assert_int_le(asked_at, 185);
+	long long left = blocks_units(b);
+	ck_assert_int_ge(left, 14);
+	/* about a second and the lead of the pair's traffic: 120 units */
+	ck_assert_int_ge(want, 100);
+	ck_assert_int_le(want, 140);
+	ck_assert_int_eq(blocks_ask_begin(b, &P, U, &me1, t), 0);
+	/* one ask at a time */
+	ck_assert_int_eq(blocks_ask_begin(b, &P, U, &me2, t), -1);
+	/* the rest are answered while it is out, and none asks again */
+	for (int i = 0; i < 5; i++) {
+		t += 10000;
+		ck_assert_int_eq(take(b, t, &me2, &want, &ep, &asker, &hit), BLOCKS_ANSWERED);
+		ck_assert_int_eq(want, 0);
+	}
+	blocks_free(b);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("blocks");
@@ -332,6 +388,7 @@ int main(void)
 	tcase_add_test(tc, test_bounded_table);
 	tcase_add_test(tc, test_no_room_and_may_not_ask);
 	tcase_add_test(tc, test_close_hands_on_what_is_held);
+	tcase_add_test(tc, test_auto_asks_beside_the_answer_in_time);
 	suite_add_tcase(s, tc);
 	return run_suite(s);
 }
