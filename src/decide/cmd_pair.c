@@ -87,6 +87,30 @@ static int hold_id(struct cmd_slot *slot, const struct policy *p)
 
 static void store_done(void *arg, const struct store_result *res);
 
+/* An ALLOW of slot's pair (policy, user set) for cost units, taking a
+ * block of up to want units with it, in the policy's store: a follower's,
+ * or an ask of the daemon's own (cost 0). */
+static void block_submit(struct cmd_slot *slot, const struct cmd_env *env, struct config *cfg,
+			 int64_t cost, int64_t want)
+{
+	const struct policy *p = slot->policy;
+	const struct config_redis *rc = config_redis_of(cfg, p);
+	struct store_request req = {
+		.op = STORE_ALLOW,
+		.policy = p,
+		.prefix = cfg->prefix,
+		.prefix_len = strlen(cfg->prefix),
+		.user = slot->user,
+		.user_len = slot->user_len,
+		.cost = cost,
+		.timeout_ms = rc ? rc->timeout_ms : cfg->redis.timeout_ms,
+		.block_want = want,
+		.block_ttl_ms = want > 0 ? blocks_ttl_ms(cmd_env_blocks(env, p), p) : 0,
+		.eager = rc && rc->remote,
+	};
+	store_submit(cmd_env_store(env, p), &req, store_done, slot);
+}
+
 /* The next block of slot's pair asked by a request of its own (no
  * client's, no cost), so slot, answered from the block meanwhile, does
  * not wait for it: a remote store's (max: auto). Without memory, none:
@@ -114,21 +138,7 @@ static void block_ask_beside(const struct cmd_slot *slot, const struct cmd_env *
 	a->block_own_ask = 1;
 	a->user_len = slot->user_len;
 	memcpy(a->user, slot->user, slot->user_len);
-	const struct config_redis *rc = config_redis_of(cfg, p);
-	struct store_request req = {
-		.op = STORE_ALLOW,
-		.policy = p,
-		.prefix = cfg->prefix,
-		.prefix_len = strlen(cfg->prefix),
-		.user = a->user,
-		.user_len = a->user_len,
-		.cost = 0, /* the block alone: no request's units */
-		.timeout_ms = rc ? rc->timeout_ms : cfg->redis.timeout_ms,
-		.block_want = want,
-		.block_ttl_ms = blocks_ttl_ms(b, p),
-		.eager = rc && rc->remote,
-	};
-	store_submit(cmd_env_store(env, p), &req, store_done, a);
+	block_submit(a, env, cfg, 0, want); /* the block alone: no request's units */
 }
 
 /*
@@ -201,21 +211,7 @@ static void block_follow(struct cmd_slot *slot, const struct store_result *faile
 	if (blocks_epoch(cmd_env_blocks(env, p)) == slot->block_epoch &&
 	    store_resets_followed(store) && block_route(slot, env, cfg, 1, &want))
 		return;
-	const struct config_redis *rc = config_redis_of(cfg, p);
-	struct store_request req = {
-		.op = STORE_ALLOW,
-		.policy = p,
-		.prefix = cfg->prefix,
-		.prefix_len = strlen(cfg->prefix),
-		.user = slot->user,
-		.user_len = slot->user_len,
-		.cost = slot->cost,
-		.timeout_ms = rc ? rc->timeout_ms : cfg->redis.timeout_ms,
-		.block_want = want,
-		.block_ttl_ms = blocks_ttl_ms(cmd_env_blocks(env, p), p),
-		.eager = rc && rc->remote,
-	};
-	store_submit(store, &req, store_done, slot);
+	block_submit(slot, env, cfg, slot->cost, want);
 }
 
 /* The answer to a request that asked for a block too: the block is this
