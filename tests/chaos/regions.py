@@ -301,6 +301,7 @@ class Regions(chaos.Topology):
                 self.sentinel(s)
             self.wait(self.sentinels_ready, 20, "sentinels knowing each other")
             self.durable = spec.get("durable", False)
+            self.spec = spec
             for d in self.daemons():
                 self.daemon(d)
             for d in self.daemons():
@@ -344,8 +345,14 @@ class Regions(chaos.Topology):
         conf = os.path.join(self.tmp, "%s.yaml" % host)
         with open(conf, "w") as f:
             f.write(self.config(host))
+        env = None
+        clock = self.spec.get("clock")
+        if clock and self.net.region_of[host] == clock[0]:
+            # the region's clocks: another time, and a rate (monotonic too)
+            env = dict(os.environ, LD_PRELOAD=chaos.LIBFAKETIME, FAKETIME=clock[1],
+                       FAKETIME_DONT_FAKE_MONOTONIC="0", FAKETIME_NO_CACHE="1")
         self.procs[host] = self.net.spawn(host, [chaos.RATELIMITD, "-c", conf],
-                                          "%s.log" % host)
+                                          "%s.log" % host, env=env)
 
     def wait_daemon(self, host):
         for policy in ("plan", "local"):
@@ -680,6 +687,10 @@ SCENARIOS = {
     "kill-master-durable": {"fault": f_kill_master, "durable": True},
     "loss-2": {"fault": f_loss(2), "recovers": True},
     "restart-b": {"fault": f_restart("b"), "restart": "b", "recovers": True},
+    # region C's daemons an hour ahead and 500 ppm slow (libfaketime, their
+    # monotonic clock too), 3x over: blocks end by their own clock
+    "skew-c": {"plan_x": 3, "clock": ("c", "+1h x0.9995"), "under_check": True,
+               "recovers": True},
 }
 SHORT = ["steady-over", "partition-c"]
 SHORT_SLOW = ["partition-c"]  # sanitizers: the one with a fault
