@@ -18,8 +18,8 @@ from test_blocks import Load, to_window_start
 from wan import Wan
 
 ONE_WAY_S = 0.035
-LIMIT = 600
-PERIOD_S = 4
+LIMIT = 400
+PERIOD_S = 3
 POLICIES = """\
   plan: {algorithm: fixed_window, limits: [%d/%ds], store: global, on_store_error: deny}
   here: {algorithm: fixed_window, limits: [%d/%ds]}
@@ -93,9 +93,9 @@ class RegionTest(DaemonTest):
         return out
 
     def test_steady_traffic_under_the_limit_is_answered_from_blocks(self):
-        # 2 daemons x 50/s = 100/s against 600 per 4 s (150/s): under the limit
+        # 2 daemons x 50/s = 100/s against 400 per 3 s (133/s): under the limit
         before = self.scrape()
-        answers = self.paced("plan", "acme", 50, 5)
+        answers = self.paced("plan", "acme", 50, 4)
         after = self.scrape()
         self.assertTrue(all(r.startswith("ALLOWED ") for _, r in answers),
                         [r for _, r in answers if not r.startswith("ALLOWED ")][:5])
