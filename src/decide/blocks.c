@@ -359,6 +359,13 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 	return BLOCKS_ASK;
 }
 
+void blocks_unfollow(struct blocks *b, const struct policy *p, const char *user, size_t ulen)
+{
+	struct entry *bk, *e = find(b, p->name, p->name_len, user, ulen, &bk);
+	if (e && e->followers > 0)
+		e->followers--;
+}
+
 int blocks_ask_begin(struct blocks *b, const struct policy *p, const char *user, size_t ulen,
 		     void *me, uint64_t now_us)
 {

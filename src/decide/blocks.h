@@ -72,6 +72,9 @@ enum blocks_route blocks_take(struct blocks *b, const struct policy *p, const ch
 			      size_t ulen, int64_t cost, uint64_t now_us, int may_ask, void *me,
 			      struct blocks_hit *hit, int64_t *want, unsigned long *epoch,
 			      void **asker);
+/* A BLOCKS_FOLLOW not taken (a request whose deadline already runs goes
+ * to the store instead): the ask has one follower less. */
+void blocks_unfollow(struct blocks *b, const struct policy *p, const char *user, size_t ulen);
 /* An ask of its own for the pair's next block, by me (a request made for
  * it, of no cost), after blocks_take answered and said *want: me is the
  * pair's asker, as BLOCKS_ASK makes a request (-1: an ask is out, or the

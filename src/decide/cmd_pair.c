@@ -91,7 +91,7 @@ static void store_done(void *arg, const struct store_result *res);
  * block of up to want units with it, in the policy's store: a follower's,
  * or an ask of the daemon's own (cost 0). */
 static void block_submit(struct cmd_slot *slot, const struct cmd_env *env, struct config *cfg,
-			 int64_t cost, int64_t want)
+			 int64_t cost, int64_t want, int64_t timeout_ms)
 {
 	const struct policy *p = slot->policy;
 	const struct config_redis *rc = config_redis_of(cfg, p);
@@ -103,7 +103,7 @@ static void block_submit(struct cmd_slot *slot, const struct cmd_env *env, struc
 		.user = slot->user,
 		.user_len = slot->user_len,
 		.cost = cost,
-		.timeout_ms = rc ? rc->timeout_ms : cfg->redis.timeout_ms,
+		.timeout_ms = timeout_ms,
 		.block_want = want,
 		.block_ttl_ms = want > 0 ? blocks_ttl_ms(cmd_env_blocks(env, p), p) : 0,
 		.eager = rc && rc->remote,
@@ -138,7 +138,9 @@ static void block_ask_beside(const struct cmd_slot *slot, const struct cmd_env *
 	a->block_own_ask = 1;
 	a->user_len = slot->user_len;
 	memcpy(a->user, slot->user, slot->user_len);
-	block_submit(a, env, cfg, 0, want); /* the block alone: no request's units */
+	const struct config_redis *rc = config_redis_of(cfg, p);
+	/* the block alone: no request's units */
+	block_submit(a, env, cfg, 0, want, rc ? rc->timeout_ms : cfg->redis.timeout_ms);
 }
 
 /*
@@ -148,7 +150,7 @@ static void block_ask_beside(const struct cmd_slot *slot, const struct cmd_env *
  * to ask the store, with *want units of a block when the slot asks.
  */
 static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct config *cfg,
-		       int may_ask, int64_t *want)
+		       int may_ask, int may_follow, int64_t *want)
 {
 	const struct policy *p = slot->policy;
 	struct blocks *b = cmd_env_blocks(env, p);
@@ -169,6 +171,10 @@ static int block_route(struct cmd_slot *slot, const struct cmd_env *env, struct 
 		return 1;
 	case BLOCKS_FOLLOW: {
 		struct cmd_slot *a = asker;
+		if (!may_follow) { /* its deadline runs: the store, with what is left of it */
+			blocks_unfollow(b, p, slot->user, slot->user_len);
+			return 0;
+		}
 		if (!slot->cfg) {
 			config_ref(cfg);
 			slot->cfg = cfg;
@@ -207,11 +213,25 @@ static void block_follow(struct cmd_slot *slot, const struct store_result *faile
 		store_done(slot, failed);
 		return;
 	}
-	slot->sent_us = clock_mono_us();
-	if (blocks_epoch(cmd_env_blocks(env, p)) == slot->block_epoch &&
-	    store_resets_followed(store) && block_route(slot, env, cfg, 1, &want))
+	/* its deadline ran while it waited: what is left of it is the store
+	 * call's, and it follows no other ask (an answer within the store's
+	 * timeout, however long the ask took: a WAN's) */
+	const struct config_redis *rc = config_redis_of(cfg, p);
+	int64_t timeout_ms = rc ? rc->timeout_ms : cfg->redis.timeout_ms;
+	uint64_t now = clock_mono_us();
+	int64_t left_ms = timeout_ms - (int64_t)((now - slot->parsed_us) / 1000u);
+	if (left_ms <= 0) {
+		struct store_result late = {.status = STORE_TIMEOUT,
+					    .detail = "no answer within its deadline (behind a "
+						      "block's ask)"};
+		store_done(slot, &late);
 		return;
-	block_submit(slot, env, cfg, slot->cost, want);
+	}
+	slot->sent_us = now;
+	if (blocks_epoch(cmd_env_blocks(env, p)) == slot->block_epoch &&
+	    store_resets_followed(store) && block_route(slot, env, cfg, 1, 0, &want))
+		return;
+	block_submit(slot, env, cfg, slot->cost, want, left_ms);
 }
 
 /* The answer to a request that asked for a block too: the block is this
@@ -463,7 +483,8 @@ static enum stage_step stage_block(struct pair *r)
 	const struct config_redis *rc = config_redis_of(r->cfg, p);
 	int may_ask = !(pc->wait_given && pc->wait_ms > 0) && p->delay.max_ms == 0 && rc &&
 		      decide_timeout_ms(r->cfg, p, pc) == rc->timeout_ms;
-	return block_route(slot, r->env, r->cfg, may_ask, &r->block_want) ? STAGE_DONE : STAGE_NEXT;
+	return block_route(slot, r->env, r->cfg, may_ask, 1, &r->block_want) ? STAGE_DONE
+									     : STAGE_NEXT;
 }
 
 /* A HOLD's nonce, its id's own (lease.h). */
