@@ -326,38 +326,37 @@ struct cmd_env {
 	size_t nnamed;
 };
 
+/* p's store of stores: (NULL: the default store's policy, or a store not
+ * running). */
+static inline const struct cmd_named_store *cmd_env_named_of(const struct cmd_env *env,
+							     const struct policy *p)
+{
+	for (size_t i = 0; p && p->store[0] && i < env->nnamed; i++)
+		if (strcmp(env->named[i].name, p->store) == 0)
+			return &env->named[i];
+	return NULL;
+}
+
 /* The store p decides in: the default one, or its store of stores:; NULL
  * when that store is not running (a reload that names one is refused, so
  * only as a last guard). */
 static inline struct store *cmd_env_store(const struct cmd_env *env, const struct policy *p)
 {
-	if (!p || !p->store[0])
-		return env->store;
-	for (size_t i = 0; i < env->nnamed; i++)
-		if (strcmp(env->named[i].name, p->store) == 0)
-			return env->named[i].store;
-	return NULL;
+	const struct cmd_named_store *n = cmd_env_named_of(env, p);
+	return !p || !p->store[0] ? env->store : n ? n->store : NULL;
 }
 
 /* p's store's deny cache and blocks (NULL: none, or its store is not running). */
 static inline struct denycache *cmd_env_deny(const struct cmd_env *env, const struct policy *p)
 {
-	if (!p || !p->store[0])
-		return env->deny;
-	for (size_t i = 0; i < env->nnamed; i++)
-		if (strcmp(env->named[i].name, p->store) == 0)
-			return env->named[i].deny;
-	return NULL;
+	const struct cmd_named_store *n = cmd_env_named_of(env, p);
+	return !p || !p->store[0] ? env->deny : n ? n->deny : NULL;
 }
 
 static inline struct blocks *cmd_env_blocks(const struct cmd_env *env, const struct policy *p)
 {
-	if (!p || !p->store[0])
-		return env->blocks;
-	for (size_t i = 0; i < env->nnamed; i++)
-		if (strcmp(env->named[i].name, p->store) == 0)
-			return env->named[i].blocks;
-	return NULL;
+	const struct cmd_named_store *n = cmd_env_named_of(env, p);
+	return !p || !p->store[0] ? env->blocks : n ? n->blocks : NULL;
 }
 
 /* Where a request's result goes: decide/cmd.h. */
